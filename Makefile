@@ -1,0 +1,42 @@
+# attnviz: `make run` opens the app on the bundled demo, `make test` runs the test-suite.
+# Both set everything up first: a .venv with the package and its test extras, and the Debian
+# packages a real window under Xvfb needs (only when missing).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.attnviz-installed
+APT_PACKAGES := xvfb xauth libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 libxcb-shape0 libegl1 libgl1 libfontconfig1 libdbus-1-3
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null && [ "$$(id -u)" != 0 ] && echo sudo)
+
+.PHONY: run test setup apt bench screenshots package clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP) apt
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+run: setup
+	@if [ -z "$$DISPLAY" ] && [ -z "$$WAYLAND_DISPLAY" ] && [ -z "$$QT_QPA_PLATFORM" ]; then \
+	  echo "no display found: starting the app under xvfb-run"; \
+	  xvfb-run -a -s "-screen 0 1600x1000x24" $(VENV)/bin/attnviz; \
+	else $(VENV)/bin/attnviz; fi
+
+test: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+bench: setup
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(VENV)/bin/attnviz-cli bench
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

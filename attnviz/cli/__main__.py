@@ -1,0 +1,5 @@
+"""``python -m attnviz.cli``."""
+
+from attnviz.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Session files (.attnviz) and autosave. No Qt. Imports model (and below)."""

@@ -1,0 +1,1 @@
+"""The desktop application: the only layer that imports PySide6 and pyqtgraph."""
