@@ -1,1 +1,0 @@
-"""Bundled data files of attnviz (tokenizer vocabulary, demo images, icons), read via importlib.resources."""
