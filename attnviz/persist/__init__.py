@@ -1,1 +1,32 @@
-"""Session files (.attnviz) and autosave. No Qt. Imports model (and below)."""
+"""Session files (.attnviz) and autosave. No Qt. Imports model (and below).
+
+Public API
+----------
+``save_session(path, state)`` / ``load_session(path) -> SessionState``
+    a session to and from a file; atomic save, hostile-file-safe load.
+``save_payload(path, tree, arrays, blobs)`` / ``load_payload(path) -> Payload``
+    the same container for any JSON tree + numpy arrays + byte blobs.
+``SessionError``
+    the one error every load (and save) failure raises, with a message a person can act on.
+``SCHEMA_VERSION``
+    the manifest schema this version writes; older files are migrated (``migrations.py``), newer
+    ones refused.
+``AutosaveStore``
+    the autosave slot and crash-recovery marker (``autosave.py``).
+
+Modules: ``container`` (zip, manifest, hashes, caps), ``manifest`` (its layout and checks),
+``limits`` (caps and safe dtypes), ``migrations`` (schema chain), ``atomic`` (temp file, fsync,
+replace), ``session`` (model state on top), ``autosave``, ``errors``.
+"""
+
+from attnviz.persist.errors import SessionError
+from attnviz.persist.migrations import SCHEMA_VERSION
+from attnviz.persist.container import Payload, load_payload, save_payload
+from attnviz.persist.limits import DEFAULT_LIMITS, Limits
+from attnviz.persist.session import load_session, save_session
+from attnviz.persist.autosave import AutosaveStore, RecoveryInfo
+
+__all__ = [
+    "SessionError", "SCHEMA_VERSION", "Payload", "load_payload", "save_payload", "Limits",
+    "DEFAULT_LIMITS", "load_session", "save_session", "AutosaveStore", "RecoveryInfo",
+]

@@ -1,0 +1,47 @@
+"""Session files: the model's ``SessionState`` saved to and loaded from an ``.attnviz`` file.
+
+``save_session`` asks the model for its payload (``attnviz.model.serialize.dump_state``: a JSON tree,
+arrays and raw input blobs) and writes it with :func:`attnviz.persist.container.save_payload`;
+``load_session`` reads and verifies the payload and hands it to ``load_state``. Whatever the file
+holds, a failure is a :class:`SessionError`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from attnviz.persist.container import load_payload, save_payload
+from attnviz.persist.errors import SessionError
+from attnviz.persist.limits import DEFAULT_LIMITS, Limits
+
+
+def save_session(path: str | os.PathLike, state, *, limits: Limits = DEFAULT_LIMITS,
+                 created: str | None = None) -> Path:
+    """Write ``state`` (a ``SessionState``) to ``path`` atomically; returns the path written.
+
+    Raises SessionError when the state cannot be stored or the file cannot be written; the previous
+    file at ``path`` is then unchanged.
+    """
+    from attnviz.model import serialize
+
+    try:
+        tree, arrays, blobs = serialize.dump_state(state)
+    except (ValueError, TypeError) as exc:
+        raise SessionError(f"cannot save {path}: the session cannot be serialised ({exc})") from exc
+    return save_payload(path, tree, arrays, blobs, limits=limits, created=created)
+
+
+def load_session(path: str | os.PathLike, *, limits: Limits = DEFAULT_LIMITS):
+    """Read the session at ``path`` (any released schema) and return its ``SessionState``."""
+    from attnviz.model import serialize
+
+    payload = load_payload(path, limits=limits)
+    try:
+        return serialize.load_state(payload.tree, payload.arrays, payload.blobs)
+    # The tree passed every structural check but its content is the model's to judge; a hostile
+    # tree may trip more than the ValueError load_state promises, and all of it means "invalid".
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError,
+            MemoryError, RecursionError) as exc:
+        detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        raise SessionError(f"{path}: the session content is invalid: {detail}") from exc
