@@ -20,6 +20,7 @@ import io
 import os
 import stat
 import struct
+import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -251,15 +252,17 @@ def _decode_array(entry: ArrayEntry, data: bytes, limits: Limits) -> np.ndarray:
     where = f"array {entry.key!r} ({entry.member})"
     buf = io.BytesIO(data)
     try:
-        version = np.lib.format.read_magic(buf)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(
-                buf, max_header_size=limits.max_npy_header_bytes)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(
-                buf, max_header_size=limits.max_npy_header_bytes)
-        else:
-            raise SessionError(f"{where}: .npy format version {version} is not supported (1.0 or 2.0)")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a hostile header's odd escapes are not the user's concern
+            version = np.lib.format.read_magic(buf)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(
+                    buf, max_header_size=limits.max_npy_header_bytes)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(
+                    buf, max_header_size=limits.max_npy_header_bytes)
+            else:
+                raise SessionError(f"{where}: .npy format version {version} is not supported (1.0 or 2.0)")
     except SessionError:
         raise
     except Exception as exc:  # numpy's header parser raises several types on malformed headers
