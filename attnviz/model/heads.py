@@ -1,0 +1,99 @@
+"""Heads: the per-head projections W^Q, W^K, W^V, their positional treatment, and W^O.
+
+Seed 000's multi-head attention: head_h = Attention(X W^Q_h, X W^K_h, X W^V_h) and
+MultiHead = Concat(head_1, ..., head_nh) W^O, with W^Q_h, W^K_h (d_model, hs), W^V_h (d_model, hv)
+and W^O (nh*hv, d_model). Arrays here are stacked per head: W_q (nh, d_model, hs).
+
+Initialisation (when not hand-set in ``ModelConfig``): one generator ``default_rng(model.seed)``
+draws W_q, W_k, W_v ~ N(0, 1/d_model) then W_o ~ N(0, 1/(nh*hv)), always all four in that order, so
+hand-setting one matrix never changes the others. With N(0, 1) embedding rows this gives q, k, v
+components of about unit variance, and combined outputs of the size of a head output.
+
+Positions: additive tables are already in X (``sequence.with_positions``); RoPE rotates q and k here
+(each sequence counts its positions from 0); ALiBi is a score bias applied by ``compute``. Hand-set
+q/k components (``ModelConfig.qk_overrides``) replace computed components last, after RoPE, so an
+edit in the Q/K inspector shows exactly the number typed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnviz.model.positional import PositionalConfig, apply_rope
+from attnviz.model.state import ModelConfig
+
+
+@dataclass(frozen=True, eq=False)
+class Weights:
+    """The projection matrices actually used (hand-set or seeded), float64."""
+
+    W_q: np.ndarray  # (nh, d_model, hs)
+    W_k: np.ndarray  # (nh, d_model, hs)
+    W_v: np.ndarray  # (nh, d_model, hv)
+    W_o: np.ndarray  # (nh * hv, d_model)
+
+
+def init_weights(model: ModelConfig) -> Weights:
+    """Hand-set weights where given, seeded ones elsewhere (see the module docstring)."""
+    nh, d, hs, hv = model.nh, model.d_model, model.head_size, model.value_size
+    rng = np.random.default_rng(model.seed)
+    seeded = {
+        "W_q": rng.normal(0.0, 1.0 / math.sqrt(d), size=(nh, d, hs)),  # (nh, d_model, hs)
+        "W_k": rng.normal(0.0, 1.0 / math.sqrt(d), size=(nh, d, hs)),  # (nh, d_model, hs)
+        "W_v": rng.normal(0.0, 1.0 / math.sqrt(d), size=(nh, d, hv)),  # (nh, d_model, hv)
+        "W_o": rng.normal(0.0, 1.0 / math.sqrt(nh * hv), size=(nh * hv, d)),  # (nh*hv, d_model)
+    }
+    out = {}
+    for name, arr in seeded.items():
+        hand = getattr(model, name)
+        out[name] = np.array(hand.array) if hand is not None else arr
+    return Weights(**out)
+
+
+def project(X: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """X (T, d_model) @ W (nh, d_model, e) per head -> (nh, T, e)."""
+    return np.einsum("td,hde->hte", X, W)  # (nh, T, e)
+
+
+def apply_overrides(model: ModelConfig, q: np.ndarray, k: np.ndarray,
+                    warnings: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Copies of q (nh, Tq, hs), k (nh, Tk, hs) with the hand-set components written in."""
+    if not model.qk_overrides:
+        return q, k
+    q, k = q.copy(), k.copy()
+    skipped = 0
+    for o in model.qk_overrides:
+        arr = q if o.which == "q" else k
+        if o.head < arr.shape[0] and o.token < arr.shape[1] and o.dim < arr.shape[2]:
+            arr[o.head, o.token, o.dim] = o.value
+        else:
+            skipped += 1
+    if skipped and warnings is not None:
+        warnings.append(f"{skipped} hand-set q/k component(s) refer to tokens that no longer exist and were ignored")
+    return q, k
+
+
+def qkv(model: ModelConfig, positional: PositionalConfig, Xq: np.ndarray, Xk: np.ndarray,
+        weights: Weights | None = None, warnings: list[str] | None = None):
+    """q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv) from position-added Xq (Tq, d) and Xk (Tk, d)."""
+    w = weights or init_weights(model)
+    q = project(Xq, w.W_q)  # (nh, Tq, hs)
+    k = project(Xk, w.W_k)  # (nh, Tk, hs)
+    v = project(Xk, w.W_v)  # (nh, Tk, hv)
+    if positional.kind == "rope":
+        if model.head_size % 2:
+            raise ValueError(f"RoPE rotates pairs of dimensions: it needs an even head size, got hs={model.head_size}")
+        q = apply_rope(q, None, positional.base)  # (nh, Tq, hs)
+        k = apply_rope(k, None, positional.base)  # (nh, Tk, hs)
+    q, k = apply_overrides(model, q, k, warnings)
+    return q, k, v
+
+
+def combine(out: np.ndarray, W_o: np.ndarray) -> np.ndarray:
+    """Concat(head_1 .. head_nh) W^O: out (nh, Tq, hv), W_o (nh*hv, d_model) -> (Tq, d_model)."""
+    nh, Tq, hv = out.shape
+    cat = out.transpose(1, 0, 2).reshape(Tq, nh * hv)  # (Tq, nh*hv) heads side by side
+    return cat @ W_o  # (Tq, d_model)

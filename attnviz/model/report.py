@@ -1,0 +1,90 @@
+"""The headless JSON report of a computed session (``attnviz-cli demo NAME --json`` and ``inspect``).
+
+``response_to_json(response, max_tokens=512) -> dict`` (``json.dumps``-ready):
+
+* self-attention: ``tokens`` [labels] and ``segments`` [{name, start, stop}];
+  cross-attention: ``query_tokens`` / ``key_tokens`` and ``query_segments`` / ``key_segments``;
+* ``mask``: Tq x Tk bools (nh x Tq x Tk when heads have their own masks);
+* ``heads``: one {``scores``, ``weights``, ``output``, ``lse``} per head, where ``scores`` are the
+  scaled scores with masked cells written as -inf, and every -inf is written as null;
+* ``output``: the combined output Concat(heads) W^O, Tq x d_model.
+
+When Tq or Tk exceeds ``max_tokens`` (or the response holds no full matrices) the report is a
+summary instead: sizes, segments, tile counts and sparsity, fully masked rows, and a ``note`` saying
+why the matrices are left out. A failed response raises ValueError with its error message.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attnviz.model.compute import ComputeResponse
+
+MAX_JSON_TOKENS = 512
+
+
+def _num(x: float):
+    x = float(x)
+    if math.isinf(x) and x < 0:
+        return None
+    if not math.isfinite(x):
+        raise ValueError(f"non-finite value {x} in a response")
+    return x
+
+
+def _matrix(a: np.ndarray) -> list:
+    """Nested lists of floats with -inf as None."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim == 1:
+        return [_num(x) for x in a]
+    return [_matrix(r) for r in a]
+
+
+def _segments(segs) -> list[dict]:
+    return [{"name": s.name, "start": int(s.start), "stop": int(s.stop)} for s in segs]
+
+
+def response_to_json(response: ComputeResponse, max_tokens: int = MAX_JSON_TOKENS) -> dict:
+    """The report dict of a successful response (see the module docstring)."""
+    r = response
+    if not r.ok:
+        raise ValueError(r.error or ("the computation was cancelled" if r.cancelled else "the computation failed"))
+    out: dict = {}
+    if r.cross:
+        out["query_tokens"] = list(r.query_labels)
+        out["key_tokens"] = list(r.key_labels)
+        out["query_segments"] = _segments(r.query_segments)
+        out["key_segments"] = _segments(r.key_segments)
+    else:
+        out["tokens"] = list(r.query_labels)
+        out["segments"] = _segments(r.query_segments)
+    big = max(r.Tq, r.Tk) > max_tokens
+    if big or r.weights is None:
+        for key in ("tokens", "query_tokens", "key_tokens"):
+            out.pop(key, None)
+        why = (f"the sequence has more than {max_tokens} tokens" if big
+               else "the full matrices were not computed for this size")
+        fm = np.asarray(r.fully_masked)
+        out.update({
+            "summary": True,
+            "note": f"{why}: scores, weights and outputs are not printed; this is a summary",
+            "Tq": r.Tq, "Tk": r.Tk, "n_heads": int(r.output.shape[0]),
+            "mask_density": float(np.mean(r.mask)),
+            "tiles": {**r.tile_counts, "block_m": int(r.block_mask.block_m), "block_n": int(r.block_mask.block_n)},
+            "sparsity": float(r.sparsity),
+            "fully_masked_rows": int(np.count_nonzero(fm)),
+        })
+        return out
+    mask = np.asarray(r.mask)
+    out["mask"] = mask.tolist()
+    heads = []
+    for h in range(r.output.shape[0]):
+        mh = mask if mask.ndim == 2 else mask[h]
+        s = np.where(mh, r.scores[h], -np.inf)  # (Tq, Tk) masked scores are -inf
+        heads.append({"scores": _matrix(s), "weights": _matrix(r.weights[h]), "output": _matrix(r.output[h]),
+                      "lse": _matrix(r.lse[h])})
+    out["heads"] = heads
+    out["output"] = _matrix(r.combined)
+    return out

@@ -1,0 +1,173 @@
+"""Score rules: how a query and a key make a score, and how scores become weights.
+
+Rules (``ScoreRuleConfig.name``), with q_i, k_j the head's query and key vectors (hs wide):
+
+=================  ==========================================================  ===============
+``scaled_dot``     s_ij = q_i . k_j / sqrt(hs)   (the Transformer's rule, default)  engine kernel
+``dot``            s_ij = q_i . k_j              (seed 002's "No sqrt(d_k)")        engine kernel
+``uniform``        s_ij = 0, so every allowed key gets the same weight            engine kernel
+``additive``       s_ij = v . tanh(W1 q_i + W2 k_j)   (Bahdanau)                  numpy float64
+``multiplicative`` s_ij = q_i^T W k_j                 (Luong "general")           numpy float64
+``linear``         s_ij = phi(q_i) . phi(k_j), phi = elu + 1; w_ij = s_ij / sum_j s_ij   numpy
+=================  ==========================================================  ===============
+
+The dot-product family is softmax(q k^T * scale) with scale 1/sqrt(hs), 1 or 0, so it runs on the
+engine's kernels (flash by default). The others materialise the (nh, Tq, Tk) scores and run on the
+float64 numpy path here.
+
+Parameters of the additive and multiplicative rules are seeded (``ScoreRuleConfig.seed``), drawn per
+head in a fixed order: additive W1 (nh, hs, da), W2 (nh, hs, da) ~ N(0, 1/hs) and v (nh, da) ~
+N(0, 1/da) with da = ``hidden`` or hs; multiplicative W (nh, hs, hs) ~ N(0, 1/hs^2), so with unit
+q and k components the scores have about unit variance.
+
+Masks: softmax rules give masked cells weight 0 (a fully masked row: weights 0, lse -inf). Linear
+attention normalises over the allowed keys only: w_ij = m_ij s_ij / sum_j m_ij s_ij. With a causal mask
+this is exactly causal linear attention (the running sums S_i = sum_{j<=i} phi(k_j) v_j^T and
+z_i = sum_{j<=i} phi(k_j)); any other mask is applied the same way, cell by cell. Its ``lse`` is
+log(sum_j m_ij s_ij), so that w_ij = s_ij / exp(lse_i) as for softmax rules with s = log-kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+RULES = ("scaled_dot", "dot", "uniform", "additive", "multiplicative", "linear")
+DOT_FAMILY = ("scaled_dot", "dot", "uniform")
+
+FORMULAS = {
+    "scaled_dot": "s_ij = q_i · k_j / √d_k",
+    "dot": "s_ij = q_i · k_j",
+    "uniform": "s_ij = 0  (equal weight on every allowed key)",
+    "additive": "s_ij = vᵀ tanh(W₁ q_i + W₂ k_j)",
+    "multiplicative": "s_ij = q_iᵀ W k_j",
+    "linear": "w_ij = φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j),  φ = elu + 1",
+}
+
+
+@dataclass(frozen=True)
+class ScoreRuleConfig:
+    """Which score rule a session uses, and the seed of that rule's own parameters."""
+
+    name: str = "scaled_dot"  # one of RULES
+    seed: int = 0  # seed of the additive / multiplicative parameters
+    hidden: int | None = None  # additive attention's hidden width da; None: the head size
+
+    def __post_init__(self):
+        if self.name not in RULES:
+            raise ValueError(f"unknown score rule {self.name!r}; choose one of {', '.join(RULES)}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"score rule seed must be a non-negative integer, got {self.seed!r}")
+        if self.hidden is not None and (isinstance(self.hidden, bool) or not isinstance(self.hidden, (int, np.integer))
+                                        or not 1 <= self.hidden <= 4096):
+            raise ValueError(f"additive hidden width must be an integer in 1..4096, got {self.hidden!r}")
+
+    @property
+    def engine(self) -> bool:
+        """True when the rule runs on the engine kernels (the dot-product family)."""
+        return self.name in DOT_FAMILY
+
+
+def dot_scale(name: str, hs: int) -> float:
+    """The softmax scale of a dot-family rule: 1/sqrt(hs), 1 or 0."""
+    if name == "scaled_dot":
+        return 1.0 / math.sqrt(hs)
+    if name == "dot":
+        return 1.0
+    if name == "uniform":
+        return 0.0
+    raise ValueError(f"{name!r} is not a dot-product score rule")
+
+
+def rule_params(config: ScoreRuleConfig, nh: int, hs: int) -> dict[str, np.ndarray]:
+    """The seeded parameters of ``config``'s rule for nh heads of size hs (empty for the others)."""
+    rng = np.random.default_rng(int(config.seed))
+    if config.name == "additive":
+        da = int(config.hidden or hs)
+        W1 = rng.normal(0.0, 1.0 / math.sqrt(hs), size=(nh, hs, da))  # (nh, hs, da)
+        W2 = rng.normal(0.0, 1.0 / math.sqrt(hs), size=(nh, hs, da))  # (nh, hs, da)
+        v = rng.normal(0.0, 1.0 / math.sqrt(da), size=(nh, da))  # (nh, da)
+        return {"W1": W1, "W2": W2, "v": v}
+    if config.name == "multiplicative":
+        return {"W": rng.normal(0.0, 1.0 / hs, size=(nh, hs, hs))}  # (nh, hs, hs)
+    return {}
+
+
+def _elu1(x: np.ndarray) -> np.ndarray:
+    """phi(x) = elu(x) + 1: x + 1 for x > 0, exp(x) otherwise (always > 0)."""
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def rule_scores(config: ScoreRuleConfig, q: np.ndarray, k: np.ndarray, params: dict | None = None,
+                head: int | None = None) -> np.ndarray:
+    """Scores of a numpy-path rule. q (nh, Tq, hs), k (nh, Tk, hs) -> (nh, Tq, Tk) float64.
+
+    ``head`` selects one head's parameters (drawn for all heads with :func:`rule_params`) when q and k
+    hold that head only (nh = 1).
+    For ``linear`` the "scores" are the positive kernel values phi(q_i) . phi(k_j).
+    """
+    q = np.asarray(q, dtype=np.float64)  # (nh, Tq, hs)
+    k = np.asarray(k, dtype=np.float64)  # (nh, Tk, hs)
+    nh, Tq, hs = q.shape
+    Tk = k.shape[1]
+    if params is None:
+        if head is not None:
+            raise ValueError("pass the rule's parameters for all heads when scoring one head")
+        params = rule_params(config, nh, hs)
+    sel = slice(None) if head is None else slice(head, head + 1)
+    if config.name == "multiplicative":
+        W = params["W"][sel]  # (nh, hs, hs)
+        return np.einsum("hqa,hab,hkb->hqk", q, W, k)  # (nh, Tq, Tk)
+    if config.name == "linear":
+        return np.einsum("hqd,hkd->hqk", _elu1(q), _elu1(k))  # (nh, Tq, Tk)
+    if config.name == "additive":
+        W1, W2, v = params["W1"][sel], params["W2"][sel], params["v"][sel]
+        a = np.einsum("hqd,hda->hqa", q, W1)  # (nh, Tq, da)
+        b = np.einsum("hkd,hda->hka", k, W2)  # (nh, Tk, da)
+        da = a.shape[-1]
+        s = np.empty((nh, Tq, Tk), dtype=np.float64)  # (nh, Tq, Tk)
+        rows = max(1, (1 << 22) // max(1, Tk * da))  # keep each (rows, Tk, da) slab near 32 MB
+        for h in range(nh):
+            for i0 in range(0, Tq, rows):
+                t = np.tanh(a[h, i0:i0 + rows, None, :] + b[h, None, :, :])  # (rows, Tk, da)
+                s[h, i0:i0 + rows] = t @ v[h]  # (rows, Tk)
+        return s
+    raise ValueError(f"score rule {config.name!r} runs on the engine, not on the numpy path")
+
+
+def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Softmax over keys of the allowed cells: returns (weights, lse), float64.
+
+    scores (nh, Tq, Tk) finite, mask bool broadcastable to it. A fully masked row gives weights 0 and
+    lse = -inf (never NaN).
+    """
+    s = np.asarray(scores, dtype=np.float64)  # (nh, Tq, Tk)
+    m_ = np.broadcast_to(np.asarray(mask, dtype=bool), s.shape)  # (nh, Tq, Tk)
+    has = m_.any(axis=-1)  # (nh, Tq)
+    sm = np.where(m_, s, -np.inf)  # (nh, Tq, Tk)
+    mx = np.where(has, sm.max(axis=-1, initial=-np.inf), 0.0)  # (nh, Tq)
+    p = np.where(m_, np.exp(np.where(m_, s, 0.0) - mx[..., None]), 0.0)  # (nh, Tq, Tk)
+    l = np.where(has, p.sum(axis=-1), 1.0)  # (nh, Tq)
+    w = p / l[..., None]  # (nh, Tq, Tk)
+    with np.errstate(divide="ignore"):
+        lse = np.where(has, mx + np.log(l), -np.inf)  # (nh, Tq)
+    return w, lse
+
+
+def linear_normalise(kvals: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Linear attention weights from positive kernel values: (weights, lse), float64.
+
+    w_ij = m_ij s_ij / sum_j m_ij s_ij; lse = log of that sum (-inf for a fully masked row, weights 0).
+    """
+    s = np.asarray(kvals, dtype=np.float64)  # (nh, Tq, Tk)
+    m_ = np.broadcast_to(np.asarray(mask, dtype=bool), s.shape)  # (nh, Tq, Tk)
+    p = np.where(m_, s, 0.0)  # (nh, Tq, Tk)
+    z = p.sum(axis=-1)  # (nh, Tq)
+    has = m_.any(axis=-1) & (z > 0)  # (nh, Tq)
+    w = p / np.where(has, z, 1.0)[..., None]  # (nh, Tq, Tk)
+    w = np.where(has[..., None], w, 0.0)  # (nh, Tq, Tk)
+    with np.errstate(divide="ignore"):
+        lse = np.where(has, np.log(np.where(has, z, 1.0)), -np.inf)  # (nh, Tq)
+    return w, lse

@@ -1,0 +1,281 @@
+"""Sequence assembly: the session's sources -> token rows X, labels, segments and per-token info.
+
+:func:`assemble` turns ``SessionState.sources`` into a :class:`Sequence` (self-attention) or a pair
+(cross-attention: queries from ``state.cross.queries``, keys/values from ``state.cross.keys``).
+Each source becomes one contiguous, named, coloured :class:`~attnviz.model.segments.Segment`, and
+each token carries a :class:`TokenInfo` so a panel can light up what it came from: the character
+span of a text token, the patch index and grid of an image token (``patch=None`` is the class token).
+
+Embeddings (``Sequence.embeddings``, (T, d_model) float64) are the token rows *before* positions;
+:func:`with_positions` adds the additive positional table (sinusoidal / learned; zeros otherwise),
+each sequence counting its own positions from 0.
+
+Expensive preparation (loading a tokenizer, tokenising, decoding and patching an image, seeded
+embedding tables) is cached in small thread-safe LRU caches keyed on the inputs, so repeated edits
+of the mask or the view do not re-tokenise. Bad input raises ``SourceError``/``ValueError`` with the
+source's name in the message; an empty text source gives no tokens and a warning instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnviz.model.positional import positional_inputs
+from attnviz.model.segments import Segment
+from attnviz.model.state import (CustomSource, ImageSource, SessionState, TextSource, TokenizerSpec,
+                                 ToySource)
+from attnviz.sources.errors import SourceError
+
+#: the most tokens one sequence may have (the dense (T, T) mask alone is T^2 bytes)
+MAX_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """Where one token came from."""
+
+    source: str  # name of its source (= its segment)
+    kind: str  # "text", "image", "custom" or "toy"
+    index: int  # position of the token within its source
+    label: str  # axis label
+    token_id: int | None = None  # vocabulary id (text tokens)
+    span: tuple[int, int] | None = None  # (start, stop) characters in the source's text (text tokens)
+    patch: int | None = None  # row-major patch index (image tokens); None for the class token
+    grid: tuple[int, int] | None = None  # (rows, cols) of the patch grid (image tokens)
+    patch_size: int | None = None  # P in pixels (image tokens)
+
+    def to_dict(self) -> dict:
+        d = {"source": self.source, "kind": self.kind, "index": self.index, "label": self.label}
+        for k in ("token_id", "patch", "patch_size"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        for k in ("span", "grid"):
+            if getattr(self, k) is not None:
+                d[k] = list(getattr(self, k))
+        return d
+
+
+@dataclass(frozen=True, eq=False)
+class Sequence:
+    """One assembled sequence."""
+
+    embeddings: np.ndarray  # (T, d_model) float64 token rows, before positions
+    labels: tuple[str, ...]  # (T,) axis labels
+    segments: tuple[Segment, ...]  # one per source, tiling range(T) in order
+    tokens: tuple[TokenInfo, ...]  # (T,) per-token source info
+
+    @property
+    def T(self) -> int:
+        return int(self.embeddings.shape[0])
+
+
+# ------------------------------------------------------------------------------------------------
+# caches
+
+
+class _LRU:
+    """A small thread-safe least-recently-used cache."""
+
+    def __init__(self, size: int):
+        self._size, self._d, self._lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key, make):
+        with self._lock:
+            if key in self._d:
+                self._d.move_to_end(key)
+                return self._d[key]
+        value = make()
+        with self._lock:
+            self._d[key] = value
+            self._d.move_to_end(key)
+            while len(self._d) > self._size:
+                self._d.popitem(last=False)
+        return value
+
+    def clear(self):
+        with self._lock:
+            self._d.clear()
+
+    def __len__(self):
+        return len(self._d)
+
+
+_tokenizers = _LRU(4)
+_encodings = _LRU(64)
+_tables = _LRU(4)
+_images = _LRU(8)
+_embedders = _LRU(8)
+_blocks = _LRU(32)
+
+#: counts of expensive preparations actually run (not served from cache); tests read these
+PREPARE_COUNTS = {"tokenize": 0, "image": 0}
+
+
+def clear_caches() -> None:
+    """Forget every cached tokenizer, encoding, table and image."""
+    for c in (_tokenizers, _encodings, _tables, _images, _embedders, _blocks):
+        c.clear()
+
+
+def tokenizer_for(spec: TokenizerSpec):
+    """The BpeTokenizer a TokenizerSpec names (cached)."""
+    from attnviz.sources.text import BpeTokenizer
+
+    def make():
+        if spec.json is None:
+            return BpeTokenizer.default()
+        return BpeTokenizer.from_json_str(spec.json, name=spec.name or "tokenizer")
+
+    return _tokenizers.get(spec, make)
+
+
+def encode_text(spec: TokenizerSpec, text: str, max_tokens: int = MAX_TOKENS):
+    """TextTokens of ``text`` under ``spec`` (cached on both)."""
+
+    def make():
+        PREPARE_COUNTS["tokenize"] += 1
+        return tokenizer_for(spec).encode(text, max_tokens=max_tokens)
+
+    return _encodings.get((spec, text, max_tokens), make)
+
+
+def _table(vocab: int, d_model: int, seed: int):
+    from attnviz.sources.embedding import EmbeddingTable
+
+    return _tables.get((vocab, d_model, seed), lambda: EmbeddingTable.seeded(vocab, d_model, seed))
+
+
+def image_patches(source: ImageSource):
+    """(prepared RGB (H, W, 3) uint8, Patches) of an image source (cached on bytes and settings)."""
+    from attnviz.sources.image import load_image, patchify, prepare_image
+
+    def make():
+        PREPARE_COUNTS["image"] += 1
+        rgb = load_image(source.data)
+        prepared = prepare_image(rgb, source.patch, policy=source.policy, target=source.target)
+        return prepared, patchify(prepared, source.patch)
+
+    return _images.get((source.data, source.patch, source.policy, source.target), make)
+
+
+def _embedder(patch: int, d_model: int, seed: int, class_token: bool):
+    from attnviz.sources.image import PatchEmbedder
+
+    return _embedders.get((patch, d_model, seed, class_token),
+                          lambda: PatchEmbedder(patch, d_model, seed, with_class_token=class_token))
+
+
+# ------------------------------------------------------------------------------------------------
+# one source -> rows
+
+
+def _prefix(source, exc: Exception) -> Exception:
+    msg = f"{source.kind} source {source.name!r}: {exc}"
+    return SourceError(msg) if isinstance(exc, SourceError) else ValueError(msg)
+
+
+def source_tokens(state: SessionState, source, warnings: list[str] | None = None,
+                  max_tokens: int = MAX_TOKENS):
+    """(embeddings (n, d_model), labels, infos) of one source under ``state``'s model settings."""
+    d_model, seed = state.model.d_model, state.model.embed_seed
+    try:
+        if isinstance(source, TextSource):
+            if not source.text or source.text.isspace():
+                if warnings is not None:
+                    warnings.append(f"text source {source.name!r} is empty: it gives no tokens")
+                return np.zeros((0, d_model)), [], []
+            enc = encode_text(state.tokenizer, source.text, max_tokens)
+            table = _table(tokenizer_for(state.tokenizer).vocab_size, d_model, seed)
+            X = table.lookup(enc.ids)  # (n, d_model)
+            labels = list(enc.labels())
+            infos = [TokenInfo(source.name, "text", t, labels[t], token_id=int(enc.ids[t]),
+                               span=(int(enc.spans[t][0]), int(enc.spans[t][1]))) for t in range(len(labels))]
+            return X, labels, infos
+        if isinstance(source, ImageSource):
+            if not source.data:
+                raise SourceError("no image loaded")
+            _, patches = image_patches(source)
+            X = _embedder(source.patch, d_model, seed, source.class_token).embed(patches)  # (N [+1], d_model)
+            grid = tuple(int(g) for g in patches.grid)
+            infos, labels = [], []
+            if source.class_token:
+                labels.append("[CLS]")
+                infos.append(TokenInfo(source.name, "image", 0, "[CLS]", grid=grid, patch_size=source.patch))
+            off = len(infos)
+            for p in range(grid[0] * grid[1]):
+                lab = f"p{p}"
+                labels.append(lab)
+                infos.append(TokenInfo(source.name, "image", off + p, lab, patch=p, grid=grid,
+                                       patch_size=source.patch))
+            return np.asarray(X, dtype=np.float64), labels, infos
+        if isinstance(source, CustomSource):
+            from attnviz.sources.custom import CustomBlock
+
+            values = None if source.values is None else np.array(source.values.array)
+            key = (source.count, source.generator, source.seed, source.scale, source.values, d_model)
+            X = _blocks.get(key, lambda: np.asarray(CustomBlock(source.name, source.count, source.generator,
+                                                                source.seed, source.scale, values).embed(d_model),
+                                                    dtype=np.float64))
+            labels = [f"{source.name}{t}" for t in range(source.count)]
+            infos = [TokenInfo(source.name, "custom", t, labels[t]) for t in range(source.count)]
+            return X, labels, infos
+        if isinstance(source, ToySource):
+            X = np.array(source.embeddings.array)  # (n, d_model)
+            labels = list(source.labels)
+            infos = [TokenInfo(source.name, "toy", t, labels[t]) for t in range(len(labels))]
+            return X, labels, infos
+    except (SourceError, ValueError) as exc:
+        raise _prefix(source, exc) from None
+    raise ValueError(f"unknown source type {type(source).__name__}")
+
+
+def build_sequence(state: SessionState, sources, warnings: list[str] | None = None,
+                   max_tokens: int = MAX_TOKENS) -> Sequence:
+    """Concatenate ``sources`` (specs of ``state``) into one Sequence."""
+    rows, labels, infos, segments = [], [], [], []
+    T = 0
+    for src in sources:
+        X, lab, inf = source_tokens(state, src, warnings, max_tokens)
+        n = len(lab)
+        if X.shape != (n, state.model.d_model):
+            raise ValueError(f"{src.kind} source {src.name!r} gave rows of shape {X.shape}, "
+                             f"expected ({n}, {state.model.d_model})")
+        if T + n > max_tokens:
+            raise SourceError(f"the sequence has more than {max_tokens:,} tokens (source {src.name!r} "
+                              f"brings it to {T + n:,}); shorten the text, use a larger patch size or fewer tokens")
+        rows.append(X)
+        labels += lab
+        infos += inf
+        segments.append(Segment(src.name, T, T + n, src.color))
+        T += n
+    if T == 0:
+        raise SourceError("the sequence has no tokens: add a source with some content")
+    X = np.concatenate(rows, axis=0) if rows else np.zeros((0, state.model.d_model))  # (T, d_model)
+    if not np.all(np.isfinite(X)):
+        raise ValueError("token embeddings contain NaN or infinite values")
+    X.setflags(write=False)
+    return Sequence(X, tuple(labels), tuple(segments), tuple(infos))
+
+
+def assemble(state: SessionState, warnings: list[str] | None = None,
+             max_tokens: int = MAX_TOKENS) -> tuple[Sequence, Sequence]:
+    """(query sequence, key/value sequence). For self-attention both are the same object."""
+    if state.cross is None:
+        seq = build_sequence(state, state.sources, warnings, max_tokens)
+        return seq, seq
+    qs = [state.source(n) for n in state.cross.queries]
+    ks = [state.source(n) for n in state.cross.keys]
+    unused = [s.name for s in state.sources if s.name not in state.cross.queries + state.cross.keys]
+    if unused and warnings is not None:
+        warnings.append(f"sources not used by the cross-attention: {', '.join(unused)}")
+    return build_sequence(state, qs, warnings, max_tokens), build_sequence(state, ks, warnings, max_tokens)
+
+
+def with_positions(state: SessionState, seq: Sequence) -> np.ndarray:
+    """X + the additive positional table for this sequence: (T, d_model) float64."""
+    pe = positional_inputs(state.positional, seq.T, state.model.d_model)  # (T, d_model)
+    return seq.embeddings + pe  # (T, d_model)

@@ -1,0 +1,288 @@
+"""SessionState <-> (JSON-able tree, named arrays, named blobs): everything the session-file layer needs.
+
+``dump_state(state) -> (tree, arrays, blobs)``:
+
+* ``tree``: a dict of str / int / float / bool / None / lists / dicts only (``json.dumps`` works);
+* ``arrays``: ``{name: np.ndarray}`` of numbers (hand-set embeddings and weights, custom block values,
+  the mask design's arrays such as painted cells);
+* ``blobs``: ``{name: bytes}`` (image file bytes, an embedded tokenizer.json as UTF-8).
+
+Names are relative paths of ``[a-z0-9_./-]`` (``sources/0/embeddings``, ``model/W_q``,
+``mask/<name>``, ``tokenizer/tokenizer.json``) that the tree refers to; a file format can use them
+as member names. ``load_state(tree, arrays, blobs)`` is strict: unknown or missing keys, values of
+the wrong type, arrays of the wrong shape or dtype, non-finite numbers, and arrays or blobs that
+the tree does not refer to all raise ValueError with a message that says where. Round trip:
+``load_state(*dump_state(s)) == s``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attnviz.model.frozen import FrozenArray
+from attnviz.model.positional import PositionalConfig
+from attnviz.model.score_rules import ScoreRuleConfig
+from attnviz.model.state import (CrossConfig, CustomSource, ImageSource, KernelConfig, ModelConfig,
+                                 QKOverride, SessionState, TextSource, TokenizerSpec, ToySource,
+                                 ViewState, WEIGHT_NAMES)
+
+TOP_KEYS = ("sources", "tokenizer", "cross", "model", "positional", "score_rule", "kernel", "mask", "view")
+TOKENIZER_BLOB = "tokenizer/tokenizer.json"
+
+
+# ------------------------------------------------------------------------------------------------
+# dump
+
+
+def _source_tree(i: int, s, arrays: dict, blobs: dict) -> dict:
+    d = {"kind": s.kind, "name": s.name, "color": s.color}
+    if isinstance(s, TextSource):
+        d["text"] = s.text
+    elif isinstance(s, ImageSource):
+        key = f"sources/{i}/image"
+        blobs[key] = s.data
+        d.update(image=key, patch=s.patch, policy=s.policy,
+                 target=None if s.target is None else list(s.target), class_token=s.class_token)
+    elif isinstance(s, CustomSource):
+        key = None
+        if s.values is not None:
+            key = f"sources/{i}/values"
+            arrays[key] = np.array(s.values.array)
+        d.update(count=s.count, generator=s.generator, seed=s.seed, scale=s.scale, values=key)
+    elif isinstance(s, ToySource):
+        key = f"sources/{i}/embeddings"
+        arrays[key] = np.array(s.embeddings.array)
+        d.update(labels=list(s.labels), embeddings=key)
+    return d
+
+
+def dump_state(state: SessionState) -> tuple[dict, dict[str, np.ndarray], dict[str, bytes]]:
+    """The state as (tree, arrays, blobs); see the module docstring."""
+    arrays: dict[str, np.ndarray] = {}
+    blobs: dict[str, bytes] = {}
+    tree: dict = {"sources": [_source_tree(i, s, arrays, blobs) for i, s in enumerate(state.sources)]}
+    tok = state.tokenizer
+    if tok.json is not None:
+        blobs[TOKENIZER_BLOB] = tok.json.encode("utf-8")
+    tree["tokenizer"] = {"name": tok.name, "json": TOKENIZER_BLOB if tok.json is not None else None}
+    tree["cross"] = None if state.cross is None else {"queries": list(state.cross.queries),
+                                                      "keys": list(state.cross.keys)}
+    m = state.model
+    weights = {}
+    for n in WEIGHT_NAMES:
+        w = getattr(m, n)
+        weights[n] = None
+        if w is not None:
+            weights[n] = f"model/{n}"
+            arrays[f"model/{n}"] = np.array(w.array)
+    tree["model"] = {"d_model": m.d_model, "nh": m.nh, "hs": m.hs, "hv": m.hv, "seed": m.seed,
+                     "embed_seed": m.embed_seed, "weights": weights,
+                     "qk_overrides": [[o.which, o.head, o.token, o.dim, o.value] for o in m.qk_overrides]}
+    tree["positional"] = state.positional.to_dict()
+    r = state.score_rule
+    tree["score_rule"] = {"name": r.name, "seed": int(r.seed), "hidden": r.hidden}
+    k = state.kernel
+    tree["kernel"] = {"name": k.name, "block_m": k.block_m, "block_n": k.block_n}
+    payload, mask_arrays = state.mask.to_payload()
+    names = {}
+    for j, (name, arr) in enumerate(sorted(mask_arrays.items())):
+        key = f"mask/{j}"
+        names[name] = key
+        arrays[key] = np.asarray(arr)
+    tree["mask"] = {"payload": payload, "arrays": names}
+    v = state.view
+    tree["view"] = {"head": v.head, "query": v.query, "key": v.key, "colormap": v.colormap,
+                    "log_scale": v.log_scale, "normalisation": v.normalisation, "matrix": v.matrix,
+                    "overlay_opacity": v.overlay_opacity, "layout": v.layout}
+    return tree, arrays, blobs
+
+
+# ------------------------------------------------------------------------------------------------
+# load
+
+
+class _Reader:
+    """Strict access to the tree, tracking which arrays and blobs were used."""
+
+    def __init__(self, arrays, blobs):
+        if not isinstance(arrays, dict) or not isinstance(blobs, dict):
+            raise ValueError("arrays and blobs must be mappings of name -> value")
+        self.arrays, self.blobs = arrays, blobs
+        self.used_arrays: set[str] = set()
+        self.used_blobs: set[str] = set()
+
+    @staticmethod
+    def keys(d, where: str, required: tuple, optional: tuple = ()) -> dict:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where} must be a mapping, got {type(d).__name__}")
+        unknown = sorted(set(d) - set(required) - set(optional))
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+        missing = [k for k in required if k not in d]
+        if missing:
+            raise ValueError(f"{where}: missing key(s) {', '.join(map(repr, missing))}")
+        return d
+
+    @staticmethod
+    def str_(v, where: str) -> str:
+        if not isinstance(v, str):
+            raise ValueError(f"{where} must be a string, got {type(v).__name__}")
+        return v
+
+    @staticmethod
+    def int_(v, where: str, optional: bool = False):
+        if v is None and optional:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{where} must be an integer, got {v!r}")
+        return v
+
+    @staticmethod
+    def num(v, where: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+            raise ValueError(f"{where} must be a finite number, got {v!r}")
+        return float(v)
+
+    @staticmethod
+    def bool_(v, where: str) -> bool:
+        if not isinstance(v, bool):
+            raise ValueError(f"{where} must be true or false, got {v!r}")
+        return v
+
+    @staticmethod
+    def list_(v, where: str) -> list:
+        if not isinstance(v, list):
+            raise ValueError(f"{where} must be a list, got {type(v).__name__}")
+        return v
+
+    def array(self, key, where: str) -> np.ndarray:
+        if not isinstance(key, str) or key not in self.arrays:
+            raise ValueError(f"{where} refers to array {key!r}, which is missing")
+        arr = self.arrays[key]
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biuf":
+            raise ValueError(f"{where}: array {key!r} must hold numbers")
+        self.used_arrays.add(key)
+        return arr
+
+    def blob(self, key, where: str) -> bytes:
+        if not isinstance(key, str) or key not in self.blobs:
+            raise ValueError(f"{where} refers to blob {key!r}, which is missing")
+        b = self.blobs[key]
+        if not isinstance(b, (bytes, bytearray)):
+            raise ValueError(f"{where}: blob {key!r} must be bytes")
+        self.used_blobs.add(key)
+        return bytes(b)
+
+
+def _load_source(R: _Reader, d, i: int):
+    where = f"sources[{i}]"
+    if not isinstance(d, dict) or "kind" not in d:
+        raise ValueError(f"{where} must be a mapping with a 'kind'")
+    kind = d["kind"]
+    base = ("kind", "name", "color")
+    if kind == "text":
+        R.keys(d, where, base + ("text",))
+        return TextSource(R.str_(d["name"], f"{where}.name"), R.str_(d["color"], f"{where}.color"),
+                          R.str_(d["text"], f"{where}.text"))
+    if kind == "image":
+        R.keys(d, where, base + ("image", "patch", "policy", "target", "class_token"))
+        target = d["target"]
+        if target is not None:
+            target = R.list_(target, f"{where}.target")
+            if len(target) != 2:
+                raise ValueError(f"{where}.target must be [height, width]")
+            target = tuple(R.int_(t, f"{where}.target") for t in target)
+        return ImageSource(R.str_(d["name"], f"{where}.name"), R.str_(d["color"], f"{where}.color"),
+                           R.blob(d["image"], f"{where}.image"), R.int_(d["patch"], f"{where}.patch"),
+                           R.str_(d["policy"], f"{where}.policy"), target,
+                           R.bool_(d["class_token"], f"{where}.class_token"))
+    if kind == "custom":
+        R.keys(d, where, base + ("count", "generator", "seed", "scale", "values"))
+        values = None if d["values"] is None else FrozenArray(R.array(d["values"], f"{where}.values"))
+        return CustomSource(R.str_(d["name"], f"{where}.name"), R.str_(d["color"], f"{where}.color"),
+                            R.int_(d["count"], f"{where}.count"), R.str_(d["generator"], f"{where}.generator"),
+                            R.int_(d["seed"], f"{where}.seed"), R.num(d["scale"], f"{where}.scale"), values)
+    if kind == "toy":
+        R.keys(d, where, base + ("labels", "embeddings"))
+        labels = tuple(R.str_(s, f"{where}.labels") for s in R.list_(d["labels"], f"{where}.labels"))
+        return ToySource(R.str_(d["name"], f"{where}.name"), R.str_(d["color"], f"{where}.color"), labels,
+                         FrozenArray(R.array(d["embeddings"], f"{where}.embeddings")))
+    raise ValueError(f"{where}: unknown source kind {kind!r}")
+
+
+def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
+    """Rebuild a SessionState from ``dump_state`` output; ValueError for anything invalid."""
+    R = _Reader(arrays, blobs)
+    R.keys(tree, "session", TOP_KEYS)
+    sources = tuple(_load_source(R, d, i) for i, d in enumerate(R.list_(tree["sources"], "sources")))
+
+    t = R.keys(tree["tokenizer"], "tokenizer", ("name", "json"))
+    tok_json = None
+    if t["json"] is not None:
+        try:
+            tok_json = R.blob(t["json"], "tokenizer.json").decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("the embedded tokenizer.json is not UTF-8 text") from None
+    tokenizer = TokenizerSpec(tok_json, R.str_(t["name"], "tokenizer.name"))
+
+    cross = None
+    if tree["cross"] is not None:
+        c = R.keys(tree["cross"], "cross", ("queries", "keys"))
+        cross = CrossConfig(tuple(R.str_(n, "cross.queries") for n in R.list_(c["queries"], "cross.queries")),
+                            tuple(R.str_(n, "cross.keys") for n in R.list_(c["keys"], "cross.keys")))
+
+    m = R.keys(tree["model"], "model", ("d_model", "nh", "hs", "hv", "seed", "embed_seed", "weights",
+                                        "qk_overrides"))
+    w = R.keys(m["weights"], "model.weights", WEIGHT_NAMES)
+    hand = {n: None if w[n] is None else FrozenArray(R.array(w[n], f"model.weights.{n}")) for n in WEIGHT_NAMES}
+    overrides = []
+    for j, o in enumerate(R.list_(m["qk_overrides"], "model.qk_overrides")):
+        o = R.list_(o, f"model.qk_overrides[{j}]")
+        if len(o) != 5:
+            raise ValueError(f"model.qk_overrides[{j}] must be [which, head, token, dim, value]")
+        overrides.append(QKOverride(R.str_(o[0], "which"), R.int_(o[1], "head"), R.int_(o[2], "token"),
+                                    R.int_(o[3], "dim"), R.num(o[4], "value")))
+    model = ModelConfig(R.int_(m["d_model"], "model.d_model"), R.int_(m["nh"], "model.nh"),
+                        R.int_(m["hs"], "model.hs", True), R.int_(m["hv"], "model.hv", True),
+                        R.int_(m["seed"], "model.seed"), R.int_(m["embed_seed"], "model.embed_seed"),
+                        qk_overrides=tuple(overrides), **hand)
+
+    p = R.keys(tree["positional"], "positional", ("kind", "base", "seed", "scale"))
+    positional = PositionalConfig(R.str_(p["kind"], "positional.kind"), R.num(p["base"], "positional.base"),
+                                  R.int_(p["seed"], "positional.seed"), R.num(p["scale"], "positional.scale"))
+
+    s = R.keys(tree["score_rule"], "score_rule", ("name", "seed", "hidden"))
+    score_rule = ScoreRuleConfig(R.str_(s["name"], "score_rule.name"), R.int_(s["seed"], "score_rule.seed"),
+                                 R.int_(s["hidden"], "score_rule.hidden", True))
+
+    k = R.keys(tree["kernel"], "kernel", ("name", "block_m", "block_n"))
+    kernel = KernelConfig(R.str_(k["name"], "kernel.name"), R.int_(k["block_m"], "kernel.block_m"),
+                          R.int_(k["block_n"], "kernel.block_n"))
+
+    mk = R.keys(tree["mask"], "mask", ("payload", "arrays"))
+    names = R.keys(mk["arrays"], "mask.arrays", tuple(mk["arrays"]) if isinstance(mk["arrays"], dict) else ())
+    mask_arrays = {str(n): R.array(key, f"mask.arrays[{n!r}]") for n, key in names.items()}
+    from attnviz.model.mask_design import MaskDesign
+
+    if not isinstance(mk["payload"], dict):
+        raise ValueError("mask.payload must be a mapping")
+    try:
+        mask = MaskDesign.from_payload(mk["payload"], mask_arrays)
+    except (KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"mask design: {exc!r}") from None
+
+    v = R.keys(tree["view"], "view", ("head", "query", "key", "colormap", "log_scale", "normalisation", "matrix",
+                                      "overlay_opacity", "layout"))
+    head = v["head"] if v["head"] == "mean" else R.int_(v["head"], "view.head")
+    view = ViewState(head, R.int_(v["query"], "view.query", True), R.int_(v["key"], "view.key", True),
+                     R.str_(v["colormap"], "view.colormap"), R.bool_(v["log_scale"], "view.log_scale"),
+                     R.str_(v["normalisation"], "view.normalisation"), R.str_(v["matrix"], "view.matrix"),
+                     R.num(v["overlay_opacity"], "view.overlay_opacity"), R.str_(v["layout"], "view.layout"))
+
+    extra_a = sorted(set(arrays) - R.used_arrays)
+    extra_b = sorted(set(blobs) - R.used_blobs)
+    if extra_a or extra_b:
+        raise ValueError(f"arrays or blobs not referred to by the session: {', '.join(extra_a + extra_b)}")
+    return SessionState(sources, tokenizer, cross, model, positional, score_rule, kernel, mask, view)
