@@ -217,7 +217,7 @@ def prepare_image(rgb, patch: int, policy: str = "resize", target: tuple[int, in
         scaled = rgb if (sH, sW) == (H, W) else _resize(rgb, sH, sW)  # (sH, sW, 3)
         return _centre_crop(scaled, tH, tW)
     if policy == "resize":
-        nH, nW = max(P, round(H / P) * P), max(P, round(W / P) * P)
+        nH, nW = max(P, _nearest_multiple(H, P)), max(P, _nearest_multiple(W, P))
         return rgb.copy() if (nH, nW) == (H, W) else _resize(rgb, nH, nW)
     return _centre_crop(rgb, (H // P) * P, (W // P) * P)
 
@@ -232,9 +232,15 @@ def _check_target(target, P: int) -> tuple[int, int]:
     if tH % P or tW % P:
         raise SourceError(
             f"patch size {P} does not divide the target size {tH}x{tW} (height x width); "
-            f"choose a target that is a multiple of {P}, e.g. {max(P, round(tH / P) * P)}x{max(P, round(tW / P) * P)}"
+            f"choose a target that is a multiple of {P}, e.g. "
+            f"{max(P, _nearest_multiple(tH, P))}x{max(P, _nearest_multiple(tW, P))}"
         )
     return tH, tW
+
+
+def _nearest_multiple(n: int, P: int) -> int:
+    """The multiple of P nearest to n, halves rounded up (104 -> 112 for P = 16)."""
+    return (2 * n + P) // (2 * P) * P
 
 
 def _resize(rgb: np.ndarray, H: int, W: int) -> np.ndarray:

@@ -16,7 +16,9 @@ Every token keeps three things:
   ``text[start:stop]`` is what the token came from.  Offsets count code points (as Python does),
   so emoji, CJK and right-to-left text line up.  Tokens that split one character share that
   character's span; a span includes the token's leading space, so for a byte-level vocabulary the
-  spans tile the whole text.  Special tokens inserted by a post-processor get ``(0, 0)``.
+  spans tile the whole text.  Special tokens inserted by a post-processor get ``(0, 0)``, and a
+  token that is only the space a byte-level pre-tokeniser invents before the first word (when that
+  word has no merge with a leading space) has the piece ``" "`` and the empty span ``(a, a)``.
 """
 
 from __future__ import annotations
@@ -220,9 +222,13 @@ class BpeTokenizer:
             # A pre-tokeniser with add_prefix_space puts a space before the first word (and after
             # each special token) that the text does not have; the piece shows the text, so that
             # space is dropped again.  Real spaces are inside the span and stay.
+            # A token that is nothing but that invented space keeps " " and gets the empty span (a, a).
             for t, (a, b) in enumerate(spans):
                 if pieces[t].startswith(" ") and not text[a:b].startswith(" ") and not special[t]:
-                    pieces[t] = pieces[t][1:]
+                    if pieces[t] == " ":
+                        spans[t] = (a, a)
+                    else:
+                        pieces[t] = pieces[t][1:]
         return TextTokens(text=text, ids=ids, pieces=pieces, spans=spans, special=special)
 
     def _piece(self, token_id: int, token: str) -> str:
