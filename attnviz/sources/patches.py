@@ -25,8 +25,15 @@ class Patches:
     patch: int  # P, the side of one square patch in pixels
 
     def __post_init__(self):
-        gh, gw = self.grid
-        P = self.patch
+        put = object.__setattr__  # frozen: normalise fields once, here
+        try:
+            gh, gw = (int(g) for g in self.grid)
+        except (TypeError, ValueError):
+            raise SourceError(f"grid must be a (rows, columns) pair (got {self.grid!r})") from None
+        P = positive_int("patch size", self.patch)
+        put(self, "grid", (gh, gw))
+        put(self, "patch", P)
+        put(self, "pixels", np.asarray(self.pixels, dtype=np.float64))
         if self.pixels.ndim != 2 or self.pixels.shape[0] != gh * gw or self.pixels.shape[1] % (P * P):
             raise SourceError(
                 f"patch pixels of shape {self.pixels.shape} do not fit a {gh}x{gw} grid of {P}x{P} patches"

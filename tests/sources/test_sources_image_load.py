@@ -244,6 +244,23 @@ def test_too_many_pixels_is_refused_before_decoding():
         load_image(data, max_pixels=0)
 
 
+def test_png_header_claiming_a_giant_image_is_refused():
+    """A real bomb's signature: a tiny file whose header claims 100000 x 100000 pixels."""
+    import struct
+    import zlib
+
+    data = bytearray(encode(Image.new("L", (4, 4)), "PNG"))
+    ihdr = data.index(b"IHDR")
+    data[ihdr + 4 : ihdr + 12] = struct.pack(">II", 100_000, 100_000)
+    crc = zlib.crc32(bytes(data[ihdr : ihdr + 17])) & 0xFFFFFFFF
+    data[ihdr + 17 : ihdr + 21] = struct.pack(">I", crc)
+    assert len(data) < 200
+    with pytest.raises(SourceError, match="decompression bomb"):
+        load_image(bytes(data))  # the default 40 MP limit
+    with pytest.raises(SourceError, match="decompression bomb"):
+        load_image(bytes(data), max_pixels=None)  # Pillow's own limit
+
+
 def test_pillow_decompression_bomb_warning_is_an_error(monkeypatch):
     data = encode(Image.new("L", (100, 100)), "PNG")  # 10k pixels
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 6_000)  # warning band: 6k..12k
