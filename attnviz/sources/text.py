@@ -108,6 +108,7 @@ class BpeTokenizer:
         added = tokenizer.get_added_tokens_decoder()
         self._added = {int(i): t.content for i, t in added.items()}  # shown verbatim as pieces
         self._special_ids = {int(i) for i, t in added.items() if t.special}
+        self._pieces: dict[int, str] = {}  # id -> decoded piece, filled as ids are met
 
     # ---- construction -------------------------------------------------------------------------
 
@@ -232,6 +233,12 @@ class BpeTokenizer:
         return TextTokens(text=text, ids=ids, pieces=pieces, spans=spans, special=special)
 
     def _piece(self, token_id: int, token: str) -> str:
+        piece = self._pieces.get(token_id)
+        if piece is None:
+            piece = self._pieces[token_id] = self._decode_piece(token_id, token)
+        return piece
+
+    def _decode_piece(self, token_id: int, token: str) -> str:
         if token_id in self._added:
             return token
         if self._byte_level:
