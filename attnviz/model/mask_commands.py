@@ -1,0 +1,495 @@
+"""Edits of a :class:`~attnviz.model.mask_design.MaskDesign` as pure commands.
+
+Each command is a frozen dataclass with a ``label`` and ``apply(design) -> (new_design, inverse)``;
+applying the inverse restores the design exactly (designs are immutable values compared with ``==``).
+Painting commands that belong to one drag stroke carry the same ``stroke`` id: their ``merge_key``
+matches and ``a.merge(b)`` is one command equal to applying ``a`` then ``b``, so the stroke undoes in
+one step. The inverse of a merged stroke is the merged stroke's own inverse, or equally
+``inv_b.merge(inv_a)``.
+
+The session model lifts these into session commands; :class:`OnHead` aims any of them at one head's
+design.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Hashable
+
+import numpy as np
+
+from attnviz.model.mask_design import BlockSplit, MaskDesign, PresetTerm
+from attnviz.model.mask_paint import CellOverrides, paint_value
+from attnviz.model.mask_rules import Rule
+from attnviz.model.segments import Segment
+
+_VALUE_WORD = {1: "allow", -1: "deny", 0: "erase"}
+
+
+def _cells(cells) -> tuple[tuple[int, int], ...]:
+    arr = np.asarray(cells if len(cells) else np.zeros((0, 2)), dtype=np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"cells must be (row, col) pairs, got shape {arr.shape}")
+    if arr.size and arr.min() < 0:
+        raise ValueError("cell indices must be >= 0")
+    return tuple((int(r), int(c)) for r, c in arr)
+
+
+def _word(value) -> str:
+    return _VALUE_WORD[paint_value(value)]
+
+
+def _paint(design: MaskDesign, rows: np.ndarray, cols: np.ndarray, value) -> tuple[MaskDesign, "RestoreCells"]:
+    old = design.overrides.get(rows, cols)  # (n,)
+    new = replace(design, overrides=design.overrides.set(rows, cols, value))
+    # restore in reverse order so that the first recorded (original) state of a repeated cell wins
+    cells = tuple(zip(rows.tolist(), cols.tolist()))[::-1]
+    return new, RestoreCells(cells, tuple(int(v) for v in old[::-1]))
+
+
+# -- rules -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SetBlockRule:
+    """Set (or with ``rule=None`` remove) the explicit rule of one (query block, key block) pair."""
+
+    q_block: str  # query block (segment or sub-block) name
+    k_block: str  # key block name
+    rule: Rule | None  # the new rule; None returns the pair to inherited / default rules
+
+    @property
+    def label(self) -> str:
+        what = "default" if self.rule is None else self.rule.label()
+        return f"Rule {self.q_block} -> {self.k_block}: {what}"
+
+    def apply(self, design: MaskDesign):
+        old = design.rule_for(self.q_block, self.k_block)
+        return design.with_rule(self.q_block, self.k_block, self.rule), SetBlockRule(self.q_block, self.k_block, old)
+
+
+@dataclass(frozen=True)
+class SetDefaultRule:
+    """Set the rule of all pairs without an explicit rule."""
+
+    rule: Rule  # the new default rule
+
+    @property
+    def label(self) -> str:
+        return f"Default rule: {self.rule.label()}"
+
+    def apply(self, design: MaskDesign):
+        return replace(design, default_rule=self.rule), SetDefaultRule(design.default_rule)
+
+
+@dataclass(frozen=True)
+class SetRuleLayer:
+    """Replace the default rule, the explicit rules and the preset terms at once (presets' inverse)."""
+
+    default_rule: Rule  # new default rule
+    rules: tuple  # new explicit rules, as MaskDesign.rules
+    presets: tuple  # new preset terms
+    label: str = "Restore rules"  # shown in the Edit menu
+
+    def apply(self, design: MaskDesign):
+        new = replace(design, default_rule=self.default_rule, rules=self.rules, presets=self.presets)
+        return new, SetRuleLayer(design.default_rule, design.rules, design.presets, self.label)
+
+
+# -- presets -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ApplyPreset:
+    """Replace the rule layer (default rule, rules, preset terms) with a preset's; painted cells,
+    splits and per-head designs stay."""
+
+    name: str  # preset name (attnviz.model.mask_presets.PRESETS)
+    q_segments: tuple[Segment, ...]  # query segments the preset's block rules are written for
+    k_segments: tuple[Segment, ...] | None = None  # key segments; None = self-attention
+    params_json: str = "{}"  # the preset's parameters as JSON
+
+    @classmethod
+    def make(cls, name: str, q_segments, k_segments=None, **params) -> "ApplyPreset":
+        from attnviz.model.mask_presets import _clean
+
+        return cls(name, tuple(q_segments), None if k_segments is None else tuple(k_segments),
+                   json.dumps(_clean(params), sort_keys=True))
+
+    @property
+    def label(self) -> str:
+        return f"Preset {self.name}"
+
+    def apply(self, design: MaskDesign):
+        from attnviz.model.mask_presets import preset
+
+        p = preset(self.name, list(self.q_segments), None if self.k_segments is None else list(self.k_segments),
+                   **json.loads(self.params_json))
+        new = replace(design, default_rule=p.default_rule, rules=p.rules, presets=p.presets)
+        return new, SetRuleLayer(design.default_rule, design.rules, design.presets, f"Undo preset {self.name}")
+
+
+@dataclass(frozen=True)
+class CombinePreset:
+    """AND / OR a preset onto the design (re-evaluated for the current segments at every compile)."""
+
+    name: str  # preset name
+    op: str = "and"  # "and" or "or"
+    params_json: str = "{}"  # the preset's parameters as JSON
+
+    @classmethod
+    def make(cls, name: str, op: str = "and", **params) -> "CombinePreset":
+        from attnviz.model.mask_presets import _clean
+
+        return cls(name, op, json.dumps(_clean(params), sort_keys=True))
+
+    @property
+    def label(self) -> str:
+        return f"{self.op.upper()} preset {self.name}"
+
+    def apply(self, design: MaskDesign):
+        term = PresetTerm(self.op, self.name, self.params_json)
+        new = replace(design, presets=design.presets + (term,))
+        return new, SetRuleLayer(design.default_rule, design.rules, design.presets, f"Undo {self.label}")
+
+
+@dataclass(frozen=True)
+class RemovePresetTerm:
+    """Remove the preset term at ``index``."""
+
+    index: int  # position in MaskDesign.presets
+
+    @property
+    def label(self) -> str:
+        return "Remove preset term"
+
+    def apply(self, design: MaskDesign):
+        if not 0 <= self.index < len(design.presets):
+            raise ValueError(f"no preset term {self.index} (the design has {len(design.presets)})")
+        terms = design.presets[:self.index] + design.presets[self.index + 1:]
+        return replace(design, presets=terms), SetRuleLayer(design.default_rule, design.rules, design.presets)
+
+
+# -- painting ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PaintCells:
+    """Paint cells allow / deny, or erase them back to their rule; one drag stroke shares ``stroke``."""
+
+    cells: tuple[tuple[int, int], ...]  # (row, col) pairs, in painting order
+    value: str = "allow"  # "allow", "deny" or "erase"
+    stroke: int | None = None  # id of the drag stroke; equal ids merge into one undo step
+
+    def __post_init__(self):
+        object.__setattr__(self, "cells", _cells(self.cells))
+        object.__setattr__(self, "value", _word(self.value))
+
+    @property
+    def label(self) -> str:
+        return "Erase cells" if self.value == "erase" else f"Paint {self.value}"
+
+    @property
+    def merge_key(self) -> Hashable | None:
+        return None if self.stroke is None else ("paint-cells", self.stroke, self.value)
+
+    def merge(self, other: "PaintCells") -> "PaintCells":
+        if not isinstance(other, PaintCells) or other.merge_key != self.merge_key or self.merge_key is None:
+            raise ValueError("only paint commands of the same stroke merge")
+        return PaintCells(self.cells + other.cells, self.value, self.stroke)
+
+    def apply(self, design: MaskDesign):
+        arr = np.asarray(self.cells, dtype=np.int64).reshape(-1, 2)  # (n, 2)
+        return _paint(design, arr[:, 0], arr[:, 1], self.value)
+
+
+@dataclass(frozen=True)
+class RestoreCells:
+    """Set each cell to its own state (1 allow, -1 deny, 0 follow the rule): painting's inverse."""
+
+    cells: tuple[tuple[int, int], ...]  # (row, col) pairs; a later duplicate wins
+    values: tuple[int, ...]  # one state per cell
+    stroke: int | None = None  # merge id, as for PaintCells
+    label: str = "Restore cells"  # shown in the Edit menu
+
+    def __post_init__(self):
+        object.__setattr__(self, "cells", _cells(self.cells))
+        object.__setattr__(self, "values", tuple(paint_value(v) for v in self.values))
+        if len(self.values) != len(self.cells):
+            raise ValueError(f"{len(self.cells)} cells but {len(self.values)} values")
+
+    @property
+    def merge_key(self) -> Hashable | None:
+        return None if self.stroke is None else ("restore-cells", self.stroke)
+
+    def merge(self, other: "RestoreCells") -> "RestoreCells":
+        """Apply ``self`` then ``other`` (other's values win where both set a cell)."""
+        if not isinstance(other, RestoreCells):
+            raise ValueError("RestoreCells merges only with RestoreCells")
+        return RestoreCells(self.cells + other.cells, self.values + other.values, self.stroke, self.label)
+
+    def apply(self, design: MaskDesign):
+        arr = np.asarray(self.cells, dtype=np.int64).reshape(-1, 2)  # (n, 2)
+        rows, cols = arr[:, 0], arr[:, 1]
+        old = design.overrides.get(rows, cols)
+        new = replace(design, overrides=design.overrides.set(rows, cols, np.asarray(self.values, dtype=np.int8)))
+        inv = RestoreCells(self.cells[::-1], tuple(int(v) for v in old[::-1]), self.stroke, self.label)
+        return new, inv
+
+
+@dataclass(frozen=True)
+class PaintRect:
+    """Paint the rectangle rows ``row0:row1`` x columns ``col0:col1`` (half-open)."""
+
+    row0: int  # first row
+    row1: int  # one past the last row
+    col0: int  # first column
+    col1: int  # one past the last column
+    value: str = "allow"  # "allow", "deny" or "erase"
+
+    def __post_init__(self):
+        if min(self.row0, self.col0) < 0 or self.row1 < self.row0 or self.col1 < self.col0:
+            raise ValueError(f"bad rectangle rows {self.row0}:{self.row1}, columns {self.col0}:{self.col1}")
+        object.__setattr__(self, "value", _word(self.value))
+
+    @property
+    def label(self) -> str:
+        return "Erase rectangle" if self.value == "erase" else f"Paint rectangle {self.value}"
+
+    def apply(self, design: MaskDesign):
+        r, c = np.meshgrid(np.arange(self.row0, self.row1), np.arange(self.col0, self.col1), indexing="ij")
+        return _paint(design, r.ravel(), c.ravel(), self.value)
+
+
+@dataclass(frozen=True)
+class PaintRow:
+    """Paint whole query rows (columns ``0:n_keys``); a drag over rows shares ``stroke``."""
+
+    rows: tuple[int, ...]  # query rows, in painting order
+    n_keys: int  # current Tk: how many columns a whole row has
+    value: str = "allow"  # "allow", "deny" or "erase"
+    stroke: int | None = None  # drag stroke id
+
+    def __post_init__(self):
+        object.__setattr__(self, "rows", tuple(int(r) for r in np.atleast_1d(self.rows)))
+        object.__setattr__(self, "value", _word(self.value))
+        if any(r < 0 for r in self.rows) or self.n_keys < 0:
+            raise ValueError("rows and n_keys must be >= 0")
+
+    @property
+    def label(self) -> str:
+        return "Erase rows" if self.value == "erase" else f"Paint rows {self.value}"
+
+    @property
+    def merge_key(self) -> Hashable | None:
+        return None if self.stroke is None else ("paint-rows", self.stroke, self.value, self.n_keys)
+
+    def merge(self, other: "PaintRow") -> "PaintRow":
+        if not isinstance(other, PaintRow) or other.merge_key != self.merge_key or self.merge_key is None:
+            raise ValueError("only row paints of the same stroke merge")
+        return PaintRow(self.rows + other.rows, self.n_keys, self.value, self.stroke)
+
+    def apply(self, design: MaskDesign):
+        rows = np.repeat(np.asarray(self.rows, dtype=np.int64), self.n_keys)  # (n * Tk,)
+        cols = np.tile(np.arange(self.n_keys, dtype=np.int64), len(self.rows))  # (n * Tk,)
+        return _paint(design, rows, cols, self.value)
+
+
+@dataclass(frozen=True)
+class PaintColumn:
+    """Paint whole key columns (rows ``0:n_queries``); a drag over columns shares ``stroke``."""
+
+    cols: tuple[int, ...]  # key columns, in painting order
+    n_queries: int  # current Tq: how many rows a whole column has
+    value: str = "allow"  # "allow", "deny" or "erase"
+    stroke: int | None = None  # drag stroke id
+
+    def __post_init__(self):
+        object.__setattr__(self, "cols", tuple(int(c) for c in np.atleast_1d(self.cols)))
+        object.__setattr__(self, "value", _word(self.value))
+        if any(c < 0 for c in self.cols) or self.n_queries < 0:
+            raise ValueError("columns and n_queries must be >= 0")
+
+    @property
+    def label(self) -> str:
+        return "Erase columns" if self.value == "erase" else f"Paint columns {self.value}"
+
+    @property
+    def merge_key(self) -> Hashable | None:
+        return None if self.stroke is None else ("paint-cols", self.stroke, self.value, self.n_queries)
+
+    def merge(self, other: "PaintColumn") -> "PaintColumn":
+        if not isinstance(other, PaintColumn) or other.merge_key != self.merge_key or self.merge_key is None:
+            raise ValueError("only column paints of the same stroke merge")
+        return PaintColumn(self.cols + other.cols, self.n_queries, self.value, self.stroke)
+
+    def apply(self, design: MaskDesign):
+        cols = np.repeat(np.asarray(self.cols, dtype=np.int64), self.n_queries)  # (n * Tq,)
+        rows = np.tile(np.arange(self.n_queries, dtype=np.int64), len(self.cols))  # (n * Tq,)
+        return _paint(design, rows, cols, self.value)
+
+
+@dataclass(frozen=True)
+class SetOverrides:
+    """Replace all painted cells (the inverse of clearing them)."""
+
+    overrides: CellOverrides  # the painted cells to hold afterwards
+    label: str = "Restore painted cells"  # shown in the Edit menu
+
+    def apply(self, design: MaskDesign):
+        return replace(design, overrides=self.overrides), SetOverrides(design.overrides, self.label)
+
+
+@dataclass(frozen=True)
+class ClearPaint:
+    """Remove painted cells: all of them, or those in the given rows and/or columns."""
+
+    rows: tuple[int, ...] | None = None  # only cells in these rows (None: no row filter)
+    cols: tuple[int, ...] | None = None  # only cells in these columns (None: no column filter)
+
+    @property
+    def label(self) -> str:
+        return "Clear painted cells"
+
+    def apply(self, design: MaskDesign):
+        new = replace(design, overrides=design.overrides.cleared(self.rows, self.cols))
+        return new, SetOverrides(design.overrides, "Undo clear painted cells")
+
+
+# -- blocks ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SetBlocks:
+    """Replace the splits and the explicit rules at once (the inverse of splitting and merging)."""
+
+    splits: tuple[BlockSplit, ...]  # splits afterwards
+    rules: tuple  # explicit rules afterwards
+    label: str = "Restore blocks"  # shown in the Edit menu
+
+    def apply(self, design: MaskDesign):
+        return (replace(design, splits=self.splits, rules=self.rules),
+                SetBlocks(design.splits, design.rules, self.label))
+
+
+def _free_name(segment: str, taken: set[str]) -> str:
+    k = 1
+    while f"{segment}.{k}" in taken:
+        k += 1
+    return f"{segment}.{k}"
+
+
+@dataclass(frozen=True)
+class SplitBlock:
+    """Cut a segment (or one of its sub-blocks) at ``offset`` tokens after the segment start.
+
+    The part before the cut keeps its sub-block name; the part after it is named ``new_name`` (default
+    ``<segment>.<k>``, the first free k). Splitting an unsplit segment names the first part
+    ``first_name`` (default ``<segment>.1``). New sub-blocks inherit the segment's rules.
+    """
+
+    segment: str  # the segment to split
+    offset: int  # cut point, relative to the segment start, >= 1
+    new_name: str | None = None  # name of the part after the cut
+    first_name: str | None = None  # name of the part before the cut when the segment was unsplit
+
+    @property
+    def label(self) -> str:
+        return f"Split {self.segment} at {self.offset}"
+
+    def apply(self, design: MaskDesign):
+        if isinstance(self.offset, bool) or not isinstance(self.offset, (int, np.integer)) or self.offset < 1:
+            raise ValueError(f"split offset must be an integer >= 1, got {self.offset!r}")
+        old = design.split_of(self.segment)
+        if old is None:
+            first = self.first_name or _free_name(self.segment, set())
+            second = self.new_name or _free_name(self.segment, {first})
+            new = BlockSplit(self.segment, (int(self.offset),), (first, second))
+        else:
+            if self.offset in old.offsets:
+                raise ValueError(f"{self.segment!r} is already split at {self.offset}")
+            idx = int(np.searchsorted(old.offsets, self.offset))  # the sub-block being cut
+            name = self.new_name or _free_name(self.segment, set(old.names))
+            if name in old.names:
+                raise ValueError(f"{self.segment!r} already has a sub-block named {name!r}")
+            offsets = old.offsets[:idx] + (int(self.offset),) + old.offsets[idx:]
+            names = old.names[:idx + 1] + (name,) + old.names[idx + 1:]
+            new = BlockSplit(self.segment, offsets, names)
+        splits = tuple(s for s in design.splits if s.segment != self.segment) + (new,)
+        return replace(design, splits=splits), SetBlocks(design.splits, design.rules, f"Undo {self.label}")
+
+
+@dataclass(frozen=True)
+class MergeBlocks:
+    """Remove the cut at ``offset`` (merging the sub-blocks on both sides; the first keeps its name),
+    or every cut of the segment when ``offset`` is None. Rules naming a sub-block that disappears
+    are removed with it."""
+
+    segment: str  # the split segment
+    offset: int | None = None  # the cut to remove; None removes all cuts
+
+    @property
+    def label(self) -> str:
+        return f"Merge blocks of {self.segment}"
+
+    def apply(self, design: MaskDesign):
+        old = design.split_of(self.segment)
+        if old is None:
+            raise ValueError(f"segment {self.segment!r} is not split")
+        if self.offset is None:
+            gone, new = set(old.names) - {self.segment}, None
+        else:
+            if self.offset not in old.offsets:
+                raise ValueError(f"{self.segment!r} has no cut at {self.offset}; cuts: {list(old.offsets)}")
+            idx = old.offsets.index(self.offset)
+            offsets = old.offsets[:idx] + old.offsets[idx + 1:]
+            names = old.names[:idx + 1] + old.names[idx + 2:]
+            gone = {old.names[idx + 1]}
+            new = BlockSplit(self.segment, offsets, names) if offsets else None
+            if new is None:
+                gone |= set(names) - {self.segment}
+        splits = tuple(s for s in design.splits if s.segment != self.segment) + ((new,) if new else ())
+        rules = tuple((q, k, r) for q, k, r in design.rules if q not in gone and k not in gone)
+        return (replace(design, splits=splits, rules=rules),
+                SetBlocks(design.splits, design.rules, f"Undo {self.label}"))
+
+
+# -- heads -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SetPerHead:
+    """Give head ``head`` its own design, or (None) make it follow the shared design again."""
+
+    head: int  # head index
+    design: MaskDesign | None  # the head's design; None removes it
+
+    @property
+    def label(self) -> str:
+        return f"Head {self.head}: " + ("own mask" if self.design is not None else "shared mask")
+
+    def apply(self, design: MaskDesign):
+        if isinstance(self.head, bool) or not isinstance(self.head, (int, np.integer)) or self.head < 0:
+            raise ValueError(f"head index must be an integer >= 0, got {self.head!r}")
+        old = dict(design.heads).get(self.head)
+        own = None if self.design is None else replace(self.design, heads=())
+        return design.with_head(self.head, own), SetPerHead(self.head, old)
+
+
+@dataclass(frozen=True)
+class OnHead:
+    """Apply ``command`` to head ``head``'s design (starting from a copy of the shared design)."""
+
+    head: int  # head index
+    command: Any  # any mask command
+
+    @property
+    def label(self) -> str:
+        return f"{self.command.label} (head {self.head})"
+
+    @property
+    def merge_key(self) -> Hashable | None:
+        key = getattr(self.command, "merge_key", None)
+        return None if key is None else ("head", self.head, key)
+
+    def merge(self, other: "OnHead") -> "OnHead":
+        if not isinstance(other, OnHead) or other.head != self.head:
+            raise ValueError("only commands on the same head merge")
+        return OnHead(self.head, self.command.merge(other.command))
+
+    def apply(self, design: MaskDesign):
+        had = self.head in dict(design.heads)
+        new_head, inv = self.command.apply(design.head_design(self.head))
+        new = design.with_head(self.head, new_head)
+        return new, (OnHead(self.head, inv) if had else SetPerHead(self.head, None))
