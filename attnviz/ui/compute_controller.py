@@ -1,0 +1,151 @@
+"""Background computation: one worker thread runs ``attnviz.model.compute.run``; the newest wins.
+
+``submit(state)`` is cheap and may be called on every edit: requests are throttled (a short single
+shot timer collects a burst of edits), a running computation whose request is no longer the newest
+is cancelled at its next check, and a response is delivered (queued, on the GUI thread) only if it
+answers the newest request. Progress is reported as (fraction, stage).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from attnviz.model.compute import ComputeRequest, run
+
+
+class ComputeController(QObject):
+    """Runs compute requests off the GUI thread; emits ``finished(response)`` for the newest only."""
+
+    started = Signal(int)  # request id
+    progress = Signal(float, str)  # fraction done, stage name
+    finished = Signal(object)  # ComputeResponse of the newest request
+    busy_changed = Signal(bool)
+
+    def __init__(self, parent=None, throttle_ms: int = 12, compute=run):
+        super().__init__(parent)
+        self._compute = compute  # the pure function (swappable in tests)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(throttle_ms)
+        self._timer.timeout.connect(self._dispatch)
+        self._cond = threading.Condition()
+        self._pending: ComputeRequest | None = None
+        self._latest_id = 0
+        self._busy = False
+        self._stopping = False
+        self._user_cancelled = -1
+        self.last_seconds = 0.0  # wall time of the newest delivered computation
+        self._request_kwargs: dict = {}
+        self._state = None
+        self._thread = threading.Thread(target=self._loop, name="attnviz-compute", daemon=True)
+        self._thread.start()
+        self._deliver.connect(self._on_delivered)
+
+    # emitted from the worker thread; the connection is queued onto the GUI thread
+    _deliver = Signal(object, float)
+
+    @property
+    def latest_id(self) -> int:
+        return self._latest_id
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def submit(self, state, **request_kwargs) -> int:
+        """Ask for ``state`` to be computed; returns the request id that will answer."""
+        self._latest_id += 1
+        self._state = state
+        self._request_kwargs = request_kwargs
+        self._timer.start()
+        return self._latest_id
+
+    def submit_now(self, state, **request_kwargs) -> int:
+        """Like submit, without the throttle delay."""
+        rid = self.submit(state, **request_kwargs)
+        self._timer.stop()
+        self._dispatch()
+        return rid
+
+    def cancel(self):
+        """Cancel the running computation (the person pressed Cancel); nothing is delivered for it."""
+        with self._cond:
+            self._user_cancelled = self._latest_id
+            self._pending = None
+        self._set_busy(False)
+
+    def shutdown(self, timeout: float = 5.0):
+        with self._cond:
+            self._stopping = True
+            self._pending = None
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block (processing no events) until no request is pending or running; for tests and scripts."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while (self._pending is not None or self._running) and time.monotonic() < end:
+                self._cond.wait(0.05)
+            return self._pending is None and not self._running
+
+    # ------------------------------------------------------------------ internals
+    _running = False
+
+    def _dispatch(self):
+        if self._state is None:
+            return
+        req = ComputeRequest(request_id=self._latest_id, state=self._state, **self._request_kwargs)
+        with self._cond:
+            self._pending = req
+            self._cond.notify_all()
+        self.started.emit(req.request_id)
+        self._set_busy(True)
+
+    def _set_busy(self, busy: bool):
+        if busy != self._busy:
+            self._busy = busy
+            self.busy_changed.emit(busy)
+
+    def _loop(self):
+        while True:
+            with self._cond:
+                while self._pending is None and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                req, self._pending = self._pending, None
+                self._running = True
+            rid = req.request_id
+
+            def is_cancelled(rid=rid):
+                return self._stopping or rid != self._latest_id or self._user_cancelled == rid
+
+            def progress(frac, stage, rid=rid):
+                if rid == self._latest_id:
+                    self.progress.emit(frac, stage)
+
+            t0 = time.perf_counter()
+            try:
+                resp = self._compute(req, progress=progress, is_cancelled=is_cancelled)
+            except Exception as exc:  # a bug must not kill the worker: report it as a failed response
+                from attnviz.model.compute import ComputeResponse
+
+                resp = ComputeResponse(rid, ok=False, error=f"internal error: {exc!r}",
+                                       messages=(f"internal error: {exc!r}",))
+            elapsed = time.perf_counter() - t0
+            with self._cond:
+                self._running = False
+                self._cond.notify_all()
+            if not is_cancelled():
+                self._deliver.emit(resp, elapsed)
+
+    def _on_delivered(self, resp, elapsed: float):
+        if resp.request_id != self._latest_id or getattr(resp, "cancelled", False):
+            return
+        self.last_seconds = elapsed
+        self._set_busy(False)
+        self.finished.emit(resp)

@@ -1,0 +1,82 @@
+"""AppContext: what every panel of the window shares.
+
+A panel is constructed with the context and never talks to another panel directly:
+
+* ``ctx.session`` — the model (``attnviz.model.session.Session``); subscribe to its per-field events
+  (``ctx.session.events.mask.connect(self._on_mask_changed)``) and read ``ctx.session.state``;
+* ``ctx.execute(command)`` — every edit goes through here onto the undo stack (a drag stroke's
+  commands share a merge key and become one undo step);
+* ``ctx.set_view(**fields)`` — selection and display settings (head, query token, colormap ...): saved
+  with the session but not undoable;
+* ``ctx.response`` and the ``response_changed(response)`` signal — the newest computed
+  ``ComputeResponse`` (newest request wins; computing runs on a worker thread);
+* ``ctx.report(message)`` — show a problem a person caused (bad file, bad setting) in the window.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QUndoStack
+
+from attnviz.model.commands import set_view
+from attnviz.model.state import FIELDS
+from attnviz.ui.compute_controller import ComputeController
+from attnviz.ui.undo import CommandAdapter
+
+
+class AppContext(QObject):
+    """Session + undo stack + background compute, shared by the window's panels."""
+
+    response_changed = Signal(object)  # the newest ComputeResponse
+    message = Signal(str, str)  # (level "info"|"warning"|"error", text) for the status bar / dialogs
+
+    def __init__(self, session, parent=None, compute_controller: ComputeController | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.undo_stack = QUndoStack(self)
+        self.compute = compute_controller or ComputeController(self)
+        self.compute.finished.connect(self._on_compute_finished)
+        self.response = None
+        self.request_rows: tuple[int, ...] = ()
+        # everything but the view changes what is computed; selecting a head or token does not
+        for name in FIELDS:
+            if name != "view":
+                getattr(session.events, name).connect(self._on_state_changed)
+
+    # ------------------------------------------------------------------ edits
+    def execute(self, command) -> bool:
+        """Apply ``command`` as an undoable step; a rejected edit is reported, not raised."""
+        try:
+            inverse = self.session.execute(command)
+        except ValueError as exc:
+            self.report(str(exc), "error")
+            return False
+        self.undo_stack.push(CommandAdapter(self.session, command, inverse))
+        return True
+
+    def set_view(self, **fields) -> None:
+        """Change view fields (selection, colormap, ...) without an undo step."""
+        try:
+            self.session.execute(set_view(**fields))
+        except ValueError as exc:
+            self.report(str(exc), "error")
+
+    def report(self, text: str, level: str = "warning") -> None:
+        self.message.emit(level, text)
+
+    # ------------------------------------------------------------------ compute
+    def recompute(self, now: bool = False) -> int:
+        """Ask for the current state to be computed (throttled unless ``now``)."""
+        view = self.session.state.view
+        rows = tuple(r for r in (getattr(view, "query", None),) if isinstance(r, int) and r >= 0)
+        submit = self.compute.submit_now if now else self.compute.submit
+        return submit(self.session.state, rows=rows)
+
+    def _on_state_changed(self, *_):
+        self.recompute()
+
+    def _on_compute_finished(self, response):
+        self.response = response
+        self.response_changed.emit(response)
+        if not response.ok and response.error:
+            self.report(response.error, "error")
