@@ -48,10 +48,10 @@ class ModelAttention:
 
 def _dtype(dtype):
     try:
-        dt = np.dtype(dtype)
+        dt = None if dtype is None else np.dtype(dtype)
     except TypeError:
         dt = None
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+    if dt is None or dt.type not in (np.float32, np.float64):
         raise CheckpointError(f"forward dtype must be float32 or float64 (got {dtype!r})")
     return dt.type
 
