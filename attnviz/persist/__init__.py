@@ -3,7 +3,8 @@
 Public API
 ----------
 ``save_session(path, state)`` / ``load_session(path) -> SessionState``
-    a session to and from a file; atomic save, hostile-file-safe load.
+    a session to and from a file; atomic save, hostile-file-safe load. ``read_session(path)``
+    also returns the file's :class:`Payload` (schema and app version, arrays, blobs).
 ``save_payload(path, tree, arrays, blobs)`` / ``load_payload(path) -> Payload``
     the same container for any JSON tree + numpy arrays + byte blobs.
 ``SessionError``
@@ -23,10 +24,10 @@ from attnviz.persist.errors import SessionError
 from attnviz.persist.migrations import SCHEMA_VERSION
 from attnviz.persist.container import Payload, load_payload, save_payload
 from attnviz.persist.limits import DEFAULT_LIMITS, Limits
-from attnviz.persist.session import load_session, save_session
+from attnviz.persist.session import load_session, read_session, save_session
 from attnviz.persist.autosave import AutosaveStore, RecoveryInfo
 
 __all__ = [
     "SessionError", "SCHEMA_VERSION", "Payload", "load_payload", "save_payload", "Limits",
-    "DEFAULT_LIMITS", "load_session", "save_session", "AutosaveStore", "RecoveryInfo",
+    "DEFAULT_LIMITS", "load_session", "read_session", "save_session", "AutosaveStore", "RecoveryInfo",
 ]

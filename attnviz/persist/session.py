@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from attnviz.persist.container import load_payload, save_payload
+from attnviz.model import serialize
+from attnviz.model.state import SessionState
+from attnviz.persist.container import Payload, load_payload, save_payload
 from attnviz.persist.errors import SessionError
 from attnviz.persist.limits import DEFAULT_LIMITS, Limits
 
@@ -23,8 +25,8 @@ def save_session(path: str | os.PathLike, state, *, limits: Limits = DEFAULT_LIM
     Raises SessionError when the state cannot be stored or the file cannot be written; the previous
     file at ``path`` is then unchanged.
     """
-    from attnviz.model import serialize
-
+    if not isinstance(state, SessionState):
+        raise SessionError(f"cannot save {path}: expected a SessionState, got {type(state).__name__}")
     try:
         tree, arrays, blobs = serialize.dump_state(state)
     except (ValueError, TypeError) as exc:
@@ -32,16 +34,21 @@ def save_session(path: str | os.PathLike, state, *, limits: Limits = DEFAULT_LIM
     return save_payload(path, tree, arrays, blobs, limits=limits, created=created)
 
 
-def load_session(path: str | os.PathLike, *, limits: Limits = DEFAULT_LIMITS):
-    """Read the session at ``path`` (any released schema) and return its ``SessionState``."""
-    from attnviz.model import serialize
-
+def read_session(path: str | os.PathLike, *, limits: Limits = DEFAULT_LIMITS) -> tuple[SessionState, Payload]:
+    """The ``SessionState`` at ``path`` and the payload it was built from (schema version, app
+    version, creation time, arrays and blobs), for tools that describe a file."""
     payload = load_payload(path, limits=limits)
     try:
-        return serialize.load_state(payload.tree, payload.arrays, payload.blobs)
+        state = serialize.load_state(payload.tree, payload.arrays, payload.blobs)
     # The tree passed every structural check but its content is the model's to judge; a hostile
     # tree may trip more than the ValueError load_state promises, and all of it means "invalid".
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError,
             MemoryError, RecursionError) as exc:
         detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
         raise SessionError(f"{path}: the session content is invalid: {detail}") from exc
+    return state, payload
+
+
+def load_session(path: str | os.PathLike, *, limits: Limits = DEFAULT_LIMITS) -> SessionState:
+    """Read the session at ``path`` (any released schema) and return its ``SessionState``."""
+    return read_session(path, limits=limits)[0]

@@ -134,3 +134,40 @@ def test_mutated_npy_member_with_consistent_hash(base, data):
     got = _load_or_session_error(out)
     if got is not None:  # only a header edit that changes nothing (spacing) may load
         assert got.arrays[key].dtype.str == spec["dtype"] and list(got.arrays[key].shape) == spec["shape"]
+
+
+@pytest.fixture(scope="module")
+def session_trees():
+    from attnviz.model.demos import build_demo
+    from attnviz.model.serialize import dump_state
+
+    return [dump_state(build_demo(name)) for name in ("river-bank", "translation", "vla-mask")]
+
+
+@settings(max_examples=150)
+@given(data=st.data())
+def test_mutated_session_tree(base, session_trees, data):
+    """A valid container around a state tree the model must judge: only SessionError escapes."""
+    from attnviz.model.state import SessionState
+    from attnviz.persist import load_session, save_payload
+
+    d = base[0]
+    tree, arrays, blobs = data.draw(st.sampled_from(session_trees))
+    t = json.loads(json.dumps(tree))
+    for _ in range(data.draw(st.integers(1, 3))):
+        paths = [p for p in _paths(t) if p]
+        path = data.draw(st.sampled_from(paths))
+        parent = t
+        for key in path[:-1]:
+            parent = parent[key]
+        if data.draw(st.booleans()):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = data.draw(_json | st.integers(-5, 300) | st.sampled_from(["mean", "causal", "file"]))
+    out = save_payload(d / "tree.attnviz", t, arrays, blobs)
+    try:
+        state = load_session(out)
+    except SessionError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    assert isinstance(state, SessionState)
