@@ -150,10 +150,13 @@ class RenameSource:
         i = _find(state, self.name)
         if self.new_name != self.name and any(s.name == self.new_name for s in state.sources):
             raise ValueError(f"a source named {self.new_name!r} already exists")
-        new = _set_source(state, i, replace(state.sources[i], name=self.new_name))
-        if state.cross is not None:
+        srcs = list(state.sources)
+        srcs[i] = replace(srcs[i], name=self.new_name)
+        cross = state.cross
+        if cross is not None:
             ren = lambda names: tuple(self.new_name if n == self.name else n for n in names)  # noqa: E731
-            new = replace(new, cross=CrossConfig(ren(state.cross.queries), ren(state.cross.keys)))
+            cross = CrossConfig(ren(cross.queries), ren(cross.keys))
+        new = replace(state, sources=tuple(srcs), cross=cross)
         return new, RenameSource(self.new_name, self.name, self.label)
 
 
