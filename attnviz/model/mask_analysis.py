@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.engine.blockmask import BlockMask
 from attnviz.model.mask_rules import make_attn_mask
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
@@ -51,6 +52,7 @@ class TileSummary:
     full: int  # tiles computed without a mask test
     block_m: int  # query rows per tile
     block_n: int  # keys per tile
+    block_mask: BlockMask | None = None  # the engine's block mask the counts come from (for the kernel)
 
     @property
     def total(self) -> int:
@@ -81,20 +83,18 @@ def tile_states_bruteforce(mask, block_m: int, block_n: int) -> np.ndarray:
 
 
 def tile_summary(mask, block_m: int, block_n: int) -> TileSummary:
-    """Classify the flash tiles of ``mask`` with the engine's BlockMask; counts and sparsity."""
+    """Classify the flash tiles of ``mask`` with the engine's BlockMask; counts and sparsity.
+
+    Edge tiles cover only the real extent (a mask smaller than one tile is one tile), so the
+    sparsity, the share of skipped tiles, is in [0, 100] for any T.
+    """
     for v, what in ((block_m, "BLOCK_M"), (block_n, "BLOCK_N")):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{what} must be an integer >= 1, got {v!r}")
-    m = _as_mask(mask)
-    try:
-        from attnviz.engine.blockmask import BlockMask
-    except ImportError:
-        state = tile_states_bruteforce(m, int(block_m), int(block_n))
-    else:
-        state = np.asarray(BlockMask.from_dense(m, int(block_m), int(block_n)).tile_state, dtype=np.int8)
-        state = state[None] if state.ndim == 2 else state  # (nh_or_1, nQt, nKt)
-    return TileSummary(state, int(np.count_nonzero(state == EMPTY)), int(np.count_nonzero(state == PARTIAL)),
-                       int(np.count_nonzero(state == FULL)), int(block_m), int(block_n))
+    bm = BlockMask.from_dense(_as_mask(mask), int(block_m), int(block_n))
+    state = bm.tile_state  # (nh_or_1, nQt, nKt)
+    c = bm.counts()
+    return TileSummary(state, c["empty"], c["partial"], c["full"], int(block_m), int(block_n), bm)
 
 
 # -- openpi ar_mask ----------------------------------------------------------------------------

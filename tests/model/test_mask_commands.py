@@ -1,0 +1,154 @@
+"""Mask commands: every inverse restores the design exactly; a merged stroke undoes in one step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.model.command import Command, merge_key
+from attnviz.model.mask_commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, OnHead, PaintCells,
+                                         PaintColumn, PaintRect, PaintRow, RemovePresetTerm, RestoreCells,
+                                         SetBlockRule, SetDefaultRule, SetPerHead, SplitBlock)
+from attnviz.model.mask_design import BlockSplit, MaskDesign
+from attnviz.model.mask_paint import CellOverrides
+from attnviz.model.mask_presets import preset, segments_from_lengths
+from attnviz.model.mask_rules import Rule
+
+SEGS = segments_from_lengths([3, 2, 4, 3], ["image", "prompt", "fast", "expert"])
+
+
+def start_design() -> MaskDesign:
+    return MaskDesign(default_rule=Rule.causal(), rules=(("image", "image", Rule.allow()),),
+                      splits=(BlockSplit("fast", (2,), ("fast.1", "fast.2")),),
+                      overrides=CellOverrides.from_cells([0, 1], [5, 6], ["allow", "deny"]))
+
+
+COMMANDS = [
+    SetBlockRule("prompt", "image", Rule.deny()),
+    SetBlockRule("image", "image", None),
+    SetBlockRule("image", "image", Rule.sliding_window(2)),
+    SetDefaultRule(Rule.allow()),
+    PaintCells(((0, 5), (2, 2), (0, 5), (11, 11)), "deny"),
+    PaintCells(((0, 5), (1, 6)), "erase"),
+    PaintRect(1, 4, 2, 6, "allow"),
+    PaintRow((3, 0), 12, "deny"),
+    PaintColumn((6,), 12, "erase"),
+    ClearPaint(),
+    ClearPaint(rows=(0,)),
+    ApplyPreset.make("vla", SEGS),
+    ApplyPreset.make("prefix_lm", SEGS, L=4),
+    CombinePreset.make("sliding_window", "and", w=3),
+    SplitBlock("image", 1),
+    SplitBlock("fast", 1, new_name="fast.head"),
+    SplitBlock("fast", 3),
+    MergeBlocks("fast", 2),
+    MergeBlocks("fast"),
+    SetPerHead(1, MaskDesign(default_rule=Rule.deny())),
+    OnHead(2, PaintCells(((1, 1),), "deny")),
+    RestoreCells(((0, 5), (4, 4)), (0, -1)),
+]
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: type(c).__name__)
+def test_inverse_restores_exactly_and_redo_reapplies(cmd):
+    d0 = start_design()
+    assert isinstance(cmd, Command)
+    assert isinstance(cmd.label, str) and cmd.label
+    d1, inv = cmd.apply(d0)
+    assert isinstance(inv, Command)
+    back, redo = inv.apply(d1)
+    assert back == d0
+    again, _ = redo.apply(back)
+    assert again == d1
+    # the compiled masks agree too
+    np.testing.assert_array_equal(back.compile(SEGS, nh=3), d0.compile(SEGS, nh=3))
+
+
+def test_commands_change_what_they_say():
+    d0 = start_design()
+    d1, _ = SetBlockRule("prompt", "image", Rule.deny()).apply(d0)
+    assert not d1.compile(SEGS)[3:5, 0:3].any() and d0.compile(SEGS)[3:5, 0:3].all()
+    d2, _ = PaintRect(0, 2, 10, 12, "allow").apply(d0)
+    assert d2.compile(SEGS)[0:2, 10:12].all()
+    d3, _ = ApplyPreset.make("vla", SEGS).apply(d0)
+    assert d3.overrides == d0.overrides and d3.splits == d0.splits  # paint and splits stay
+    assert d3.rules == preset("vla", SEGS).rules
+    d4, _ = SplitBlock("image", 1).apply(d0)
+    assert [b.name for b in d4.blocks(SEGS)][:2] == ["image.1", "image.2"]
+    np.testing.assert_array_equal(d4.compile(SEGS), d0.compile(SEGS))  # a split alone changes nothing
+    d5, _ = OnHead(2, SetDefaultRule(Rule.deny())).apply(d0)
+    m = d5.compile(SEGS, nh=3)
+    assert m.shape == (3, 12, 12) and m[2].sum() < m[0].sum()
+
+
+def test_merge_drops_rules_of_vanished_sub_blocks():
+    d = MaskDesign(splits=(BlockSplit("a", (1, 2), ("a.1", "a.2", "a.3")),),
+                   rules=(("a.3", "a.1", Rule.deny()), ("a.2", "a.2", Rule.deny()), ("a", "a", Rule.causal())))
+    d1, inv = MergeBlocks("a", 2).apply(d)
+    assert d1.split_of("a").names == ("a.1", "a.2")
+    assert [(q, k) for q, k, _ in d1.rules] == [("a", "a"), ("a.2", "a.2")]
+    d2, _ = MergeBlocks("a").apply(d)
+    assert d2.split_of("a") is None and [(q, k) for q, k, _ in d2.rules] == [("a", "a")]
+    assert inv.apply(d1)[0] == d
+
+
+def test_bad_block_edits_raise():
+    d = start_design()
+    with pytest.raises(ValueError, match="already split"):
+        SplitBlock("fast", 2).apply(d)
+    with pytest.raises(ValueError, match="not split"):
+        MergeBlocks("image").apply(d)
+    with pytest.raises(ValueError, match="no cut"):
+        MergeBlocks("fast", 3).apply(d)
+    with pytest.raises(ValueError, match=">= 1"):
+        SplitBlock("image", 0).apply(d)
+    with pytest.raises(ValueError, match="no preset term"):
+        RemovePresetTerm(0).apply(d)
+    with pytest.raises(ValueError, match="paint value"):
+        PaintCells(((0, 0),), "maybe")
+
+
+def test_stroke_merges_into_one_undo_step():
+    d0 = start_design()
+    parts = [PaintCells(((0, 3), (0, 4)), "deny", stroke=7), PaintCells(((0, 5), (1, 5)), "deny", stroke=7),
+             PaintCells(((0, 3), (2, 8)), "deny", stroke=7)]
+    d, invs = d0, []
+    for p in parts:
+        d, inv = p.apply(d)
+        invs.append(inv)
+    keys = {merge_key(p) for p in parts}
+    assert len(keys) == 1 and None not in keys
+    merged = parts[0].merge(parts[1]).merge(parts[2])
+    dm, inv_m = merged.apply(d0)
+    assert dm == d
+    assert inv_m.apply(dm)[0] == d0  # one undo step
+    inv_chain = invs[2].merge(invs[1]).merge(invs[0])  # the inverses merged in undo order
+    assert inv_chain.apply(d)[0] == d0
+    with pytest.raises(ValueError):
+        parts[0].merge(PaintCells(((0, 0),), "allow", stroke=7))
+    assert merge_key(PaintCells(((0, 0),), "allow")) is None
+
+
+def test_row_and_column_strokes_and_on_head_merge():
+    d0 = start_design()
+    a, b = PaintRow((1,), 12, "deny", stroke=3), PaintRow((2,), 12, "deny", stroke=3)
+    assert merge_key(a) == merge_key(b)
+    d1 = b.apply(a.apply(d0)[0])[0]
+    merged = a.merge(b)
+    assert merged.apply(d0)[0] == d1
+    assert merged.apply(d0)[1].apply(d1)[0] == d0
+    c1, c2 = PaintColumn((0,), 12, "allow", stroke=4), PaintColumn((1,), 12, "allow", stroke=4)
+    assert c1.merge(c2).apply(d0)[0] == c2.apply(c1.apply(d0)[0])[0]
+    h1, h2 = OnHead(1, PaintCells(((0, 0),), "deny", stroke=9)), OnHead(1, PaintCells(((0, 1),), "deny", stroke=9))
+    assert merge_key(h1) == merge_key(h2) is not None
+    hm = h1.merge(h2)
+    dh = h2.apply(h1.apply(d0)[0])[0]
+    assert hm.apply(d0)[0] == dh and hm.apply(d0)[1].apply(dh)[0] == d0
+
+
+def test_on_head_inverse_keeps_existing_head_design():
+    d0 = start_design().with_head(0, MaskDesign(default_rule=Rule.deny()))
+    cmd = OnHead(0, SetBlockRule("image", "image", Rule.allow()))
+    d1, inv = cmd.apply(d0)
+    assert dict(d1.heads)[0].rule_for("image", "image") == Rule.allow()
+    assert inv.apply(d1)[0] == d0
