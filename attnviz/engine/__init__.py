@@ -1,11 +1,22 @@
 """The attention engine: numpy + numba only, imports nothing else from attnviz.
 
-Public entry: :func:`attention` (kernels ``"reference"``, ``"naive"``, ``"flash"``), :class:`AttentionResult`.
-Conventions: ``mask[i, j] == True`` means query i may attend to key j; softmax runs over keys; a fully
-masked row gives weights 0, output 0 and lse = -inf, never NaN.
+Public entry: :func:`attention` (kernels ``"reference"``, ``"naive"``, ``"flash"``), :class:`AttentionResult`,
+:class:`BlockMask`, :func:`recompute_weights`, :func:`attention_overview`, :func:`warmup` and the thread
+cap :func:`set_num_threads`. Conventions: ``mask[i, j] == True`` means query i may attend to key j;
+softmax runs over keys; a fully masked row gives weights 0, output 0 and lse = -inf, never NaN.
 """
 
-from attnviz.engine.api import attention
-from attnviz.engine.result import AttentionResult
+from attnviz.engine import jitcache as _jitcache  # first: points numba's cache at a writable directory
 
-__all__ = ["attention", "AttentionResult"]
+from attnviz.engine.api import KERNELS, attention
+from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL, BlockMask
+from attnviz.engine.overview import attention_overview
+from attnviz.engine.result import AttentionResult
+from attnviz.engine.runtime import get_num_threads, set_num_threads
+from attnviz.engine.warmup import warmup
+from attnviz.engine.weights import recompute_weights
+
+__all__ = [
+    "attention", "AttentionResult", "KERNELS", "BlockMask", "EMPTY", "PARTIAL", "FULL",
+    "recompute_weights", "attention_overview", "warmup", "set_num_threads", "get_num_threads",
+]

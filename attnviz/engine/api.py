@@ -2,36 +2,79 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from attnviz.engine.blockmask import BlockMask, classify
+from attnviz.engine.flash import flash_attention, full_tile_state
+from attnviz.engine.naive import naive_kernel
 from attnviz.engine.reference import reference_attention
 from attnviz.engine.result import AttentionResult
+from attnviz.engine.runtime import parallel_section
+from attnviz.engine.tiling import choose_blocks
+from attnviz.engine.validate import (check_score_range, prepare_block, prepare_mask, prepare_qkv,
+                                     prepare_scale)
+from attnviz.engine.weights import recompute_weights
 
-KERNELS = ("reference",)
+KERNELS = ("reference", "naive", "flash")
+
+
+def _tile_state(dense, block: BlockMask | None, Tq: int, Tk: int, bm: int, bn: int) -> np.ndarray:
+    """(nh or 1, nQ, nK) tile states for this tile size, reusing a BlockMask's map when it matches."""
+    if dense is None:
+        return full_tile_state(Tq, Tk, bm, bn)
+    if block is not None and (block.block_m, block.block_n) == (bm, bn):
+        return np.asarray(block.tile_state)
+    return classify(dense, bm, bn)
 
 
 def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, block_n=None,
               return_weights=False) -> AttentionResult:
     """softmax(q k^T * scale, masked) v per head.
 
-    q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv); 2-D arrays mean one head. ``mask`` None or bool
-    (Tq, Tk) / (nh, Tq, Tk), True = query may attend to key. ``scale`` defaults to 1/sqrt(hs).
+    q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv); 2-D arrays mean one head and give 2-D results.
+    ``mask``: None, a bool (Tq, Tk) / (nh, Tq, Tk) array (True = query may attend to key) or a
+    BlockMask. ``scale`` defaults to 1/sqrt(hs). ``kernel``: "reference", "naive" or "flash".
+    ``block_m``/``block_n``: flash tile size; None uses the BlockMask's tiles, else a measured choice.
+    Returns out (nh, Tq, hv), lse (nh, Tq) and, with ``return_weights``, weights (nh, Tq, Tk), in
+    float32 when every input is float32 and float64 otherwise.
     """
-    q, k, v = (np.asarray(a) for a in (q, k, v))
-    squeeze = q.ndim == 2
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    q3, k3, v3, squeeze = prepare_qkv(q, k, v)
+    nh, Tq, hs = q3.shape
+    Tk = k3.shape[1]
+    s = prepare_scale(scale, hs)
+    check_score_range(q3, k3, s)
+    dense, block = prepare_mask(mask, nh, Tq, Tk)
+    bm = prepare_block("block_m", block_m)
+    bn = prepare_block("block_n", block_n)
+    weights = None
+
+    if kernel == "reference":
+        full = np.ones((1, Tq, Tk), dtype=np.bool_) if dense is None else dense
+        out, lse, w = reference_attention(q3, k3, v3, np.broadcast_to(full, (nh, Tq, Tk)), s)
+        out, lse = out.astype(q3.dtype), lse.astype(q3.dtype)
+        weights = w.astype(q3.dtype) if return_weights else None
+    elif kernel == "naive":
+        out = np.empty((nh, Tq, v3.shape[2]), dtype=q3.dtype)  # (nh, Tq, hv)
+        lse = np.empty((nh, Tq), dtype=q3.dtype)  # (nh, Tq)
+        w = np.empty((nh, Tq, Tk) if return_weights else (1, 1, 1), dtype=q3.dtype)  # (nh, Tq, Tk) or dummy
+        m = np.ones((1, 1, 1), dtype=np.bool_) if dense is None else dense
+        if Tq:
+            with parallel_section():
+                naive_kernel(q3, k3, v3, m, dense is not None, s, out, lse, w, return_weights)
+        weights = w if return_weights else None
+    else:
+        if bm is None and bn is None and block is not None:
+            bm, bn = block.block_m, block.block_n
+        if bm is None or bn is None:
+            auto_m, auto_n = choose_blocks(nh, Tq, Tk, hs, v3.shape[2], q3.dtype)
+            bm, bn = bm or auto_m, bn or auto_n
+        qs, sf = (-q3, -s) if s < 0 else (q3, s)  # the kernel needs scale >= 0: negate q instead (exact)
+        out, lse = flash_attention(qs, k3, v3, dense, _tile_state(dense, block, Tq, Tk, bm, bn), sf, bm, bn)
+        if return_weights:
+            weights = recompute_weights(q3, k3, lse, dense, scale=s, block_n=bn)
+
     if squeeze:
-        q, k, v = q[None], k[None], v[None]
-    nh, Tq, hs = q.shape
-    Tk = k.shape[1]
-    if mask is None:
-        mask = np.ones((nh, Tq, Tk), dtype=bool)
-    mask = np.broadcast_to(np.asarray(mask, dtype=bool), (nh, Tq, Tk))
-    scale = 1.0 / math.sqrt(hs) if scale is None else float(scale)
-    out, lse, w = reference_attention(q, k, v, mask, scale)
-    dt = np.float32 if q.dtype == np.float32 else np.float64
-    res = AttentionResult(out.astype(dt), lse.astype(dt), w.astype(dt) if return_weights else None)
-    if squeeze:
-        res = AttentionResult(res.out[0], res.lse[0], None if res.weights is None else res.weights[0])
-    return res
+        return AttentionResult(out[0], lse[0], None if weights is None else weights[0])
+    return AttentionResult(out, lse, weights)

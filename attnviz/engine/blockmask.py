@@ -1,0 +1,114 @@
+"""Block masks: a dense bool mask plus, for one tile size, which tiles are empty, partial or full.
+
+A tile covers ``block_m`` queries x ``block_n`` keys of the real (unpadded) extent; the last tile row or
+column is smaller when T is not a multiple of the block size. An empty tile (no allowed cell) is skipped
+by the flash kernel, a full tile (every cell allowed) runs without reading the mask, a partial tile
+reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+EMPTY = 0  # no allowed cell: skipped
+PARTIAL = 1  # some cells allowed: the kernel reads the mask
+FULL = 2  # every cell allowed: no mask test
+
+
+def tile_counts(dense: np.ndarray, block_m: int, block_n: int) -> np.ndarray:
+    """Number of allowed cells per tile: (nh, Tq, Tk) bool -> (nh, nQ, nK) int64."""
+    nh, Tq, Tk = dense.shape
+    row_starts = np.arange(0, Tq, block_m)  # (nQ,)
+    col_starts = np.arange(0, Tk, block_n)  # (nK,)
+    if Tq == 0 or Tk == 0:
+        return np.zeros((nh, len(row_starts), len(col_starts)), dtype=np.int64)
+    bands = np.add.reduceat(dense, row_starts, axis=1, dtype=np.int64)  # (nh, nQ, Tk)
+    return np.add.reduceat(bands, col_starts, axis=2, dtype=np.int64)  # (nh, nQ, nK)
+
+
+def tile_sizes(Tq: int, Tk: int, block_m: int, block_n: int) -> np.ndarray:
+    """Number of cells of each tile over the real extent: (nQ, nK) int64."""
+    rows = np.minimum(block_m, Tq - np.arange(0, Tq, block_m))  # (nQ,)
+    cols = np.minimum(block_n, Tk - np.arange(0, Tk, block_n))  # (nK,)
+    return rows[:, None] * cols[None, :]  # (nQ, nK)
+
+
+def classify(dense: np.ndarray, block_m: int, block_n: int) -> np.ndarray:
+    """Tile states EMPTY / PARTIAL / FULL of a (nh, Tq, Tk) bool mask: (nh, nQ, nK) int8."""
+    _, Tq, Tk = dense.shape
+    counts = tile_counts(dense, block_m, block_n)  # (nh, nQ, nK)
+    state = np.full(counts.shape, PARTIAL, dtype=np.int8)  # (nh, nQ, nK)
+    state[counts == 0] = EMPTY
+    state[counts == tile_sizes(Tq, Tk, block_m, block_n)[None]] = FULL
+    return state
+
+
+def _check_block(name: str, value) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True, eq=False)
+class BlockMask:
+    """A bool attention mask and its tile map for one tile size.
+
+    dense:      (Tq, Tk) or (nh, Tq, Tk) bool, True = query i may attend to key j (read-only copy).
+    block_m:    queries per tile (rows).
+    block_n:    keys per tile (columns).
+    tile_state: (nh or 1, nQ, nK) int8 of EMPTY / PARTIAL / FULL, nQ = ceil(Tq / block_m).
+    """
+
+    dense: np.ndarray
+    block_m: int
+    block_n: int
+    tile_state: np.ndarray
+
+    @classmethod
+    def from_dense(cls, mask, block_m: int, block_n: int) -> "BlockMask":
+        """Classify every tile of a bool mask (Tq, Tk) or (nh, Tq, Tk) for tiles of block_m x block_n."""
+        block_m = _check_block("block_m", block_m)
+        block_n = _check_block("block_n", block_n)
+        arr = np.asarray(mask)
+        if arr.dtype != np.bool_:
+            raise ValueError(f"mask must be a bool array of shape (Tq, Tk) or (nh, Tq, Tk), got dtype {arr.dtype}")
+        if arr.ndim not in (2, 3):
+            raise ValueError(f"mask must have shape (Tq, Tk) or (nh, Tq, Tk), got shape {arr.shape}")
+        dense = np.array(arr, dtype=np.bool_, order="C", copy=True)  # (Tq, Tk) or (nh, Tq, Tk)
+        dense.setflags(write=False)
+        state = classify(dense if dense.ndim == 3 else dense[None], block_m, block_n)  # (nh|1, nQ, nK)
+        state.setflags(write=False)
+        return cls(dense, block_m, block_n, state)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the dense mask."""
+        return self.dense.shape
+
+    def counts(self) -> dict[str, int]:
+        """Number of empty, partial and full tiles, summed over heads."""
+        return {
+            "empty": int(np.count_nonzero(self.tile_state == EMPTY)),
+            "partial": int(np.count_nonzero(self.tile_state == PARTIAL)),
+            "full": int(np.count_nonzero(self.tile_state == FULL)),
+        }
+
+    def sparsity(self) -> float:
+        """Percent of tiles the flash kernel skips (empty tiles), in [0, 100]; 0 for an empty grid."""
+        total = self.tile_state.size
+        if total == 0:
+            return 0.0
+        return 100.0 * float(np.count_nonzero(self.tile_state == EMPTY)) / total
+
+    def with_blocks(self, block_m: int, block_n: int) -> "BlockMask":
+        """The same mask classified for another tile size (self when the size is unchanged)."""
+        if (block_m, block_n) == (self.block_m, self.block_n):
+            return self
+        return BlockMask.from_dense(self.dense, block_m, block_n)
+
+    def __repr__(self) -> str:
+        c = self.counts()
+        return (f"BlockMask(shape={self.dense.shape}, block=({self.block_m}, {self.block_n}), "
+                f"empty={c['empty']}, partial={c['partial']}, full={c['full']})")

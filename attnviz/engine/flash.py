@@ -1,0 +1,163 @@
+"""The tiled flash kernel: online softmax over BLOCK_M x BLOCK_N tiles, BLAS tile products, tile skipping.
+
+Work is parallel over (head, query tile). For each query tile the kernel walks the key tiles, keeps a
+running maximum ``m_i``, a running denominator ``l_i`` and an unnormalised output ``acc_o`` per row, and
+never holds more than one BLOCK_M x BLOCK_N score tile per worker. Scores are kept in base 2
+(``s * scale * log2 e``) so the exponential is the vectorised ``exp2`` of :mod:`fastexp`. Empty tiles are
+skipped, full tiles run without a mask test, partial tiles read the dense mask. Tile products go through
+``np.dot(a, b, out=c)`` on contiguous slices (scipy's BLAS; keep it single-threaded while this runs, see
+:mod:`attnviz.engine.runtime`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
+from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like,
+                                    order_key)
+from attnviz.engine.runtime import parallel_section
+
+
+@njit(nogil=True, cache=True, fastmath=FASTMATH)
+def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o):
+    """Turn the score tile S (bm, bn) into unnormalised weights in place and update m_i, l_i, acc_o.
+
+    With ``partial`` the scores of masked cells (mask_tile False) become MASKED_SCORE before the max;
+    otherwise mask_tile is not read. c is scale * log2(e) >= 0 in S's dtype.
+    """
+    bm, bn = S.shape
+    one = like(S, 1.0)
+    for r in range(bm):
+        srow = S[r]  # (bn,)
+        if partial:
+            mrow = mask_tile[r]  # (bn,)
+            masked = like(S, MASKED_SCORE)
+            for j in range(bn):
+                srow[j] = srow[j] * c if mrow[j] else masked
+            mult = one
+        else:
+            mult = c
+        # Row max through integer order keys (vectorises; a float max reduction does not). c >= 0.
+        key = order_key(like(S, M_INIT))
+        for j in range(bn):
+            kj = order_key(srow[j])
+            key = kj if kj > key else key
+        mx = from_order_key(key) * mult
+        m_old = m_i[r]
+        m_new = max(m_old, mx)
+        rowsum = like(S, 0.0)
+        for j in range(bn):
+            p = exp2(srow[j] * mult - m_new)
+            srow[j] = p
+            rowsum += p
+        alpha = exp2(m_old - m_new)
+        l_i[r] = l_i[r] * alpha + rowsum
+        m_i[r] = m_new
+        arow = acc_o[r]  # (hv,)
+        for d in range(arow.shape[0]):
+            arow[d] *= alpha
+
+
+@njit(nogil=True, cache=True, fastmath=FASTMATH)
+def _flash_query_tile(q, k, v, mask, tile_state, h, qi, c, BLOCK_M, BLOCK_N, s_buf, o_buf, out, lse):
+    """One (head, query tile) work item; s_buf (BLOCK_M*BLOCK_N,) and o_buf (BLOCK_M*hv,) are scratch."""
+    _, Tq, hs = q.shape
+    Tk = k.shape[1]
+    hv = v.shape[2]
+    hm = h if mask.shape[0] > 1 else 0
+    ht = h if tile_state.shape[0] > 1 else 0
+    nK = tile_state.shape[2]
+    i0 = qi * BLOCK_M
+    i1 = min(i0 + BLOCK_M, Tq)
+    bm = i1 - i0
+    q_tile = q[h, i0:i1]  # (bm, hs)
+    m_i = np.full(bm, like(q, M_INIT))  # (bm,) running max, base 2
+    l_i = np.zeros(bm, dtype=q.dtype)  # (bm,) running denominator
+    acc_o = np.zeros((bm, hv), dtype=q.dtype)  # (bm, hv) unnormalised output
+    for kj in range(nK):
+        state = tile_state[ht, qi, kj]
+        if state == EMPTY:
+            continue
+        j0 = kj * BLOCK_N
+        j1 = min(j0 + BLOCK_N, Tk)
+        bn = j1 - j0
+        S = s_buf[: bm * bn].reshape((bm, bn))  # (bm, bn) score tile
+        np.dot(q_tile, k[h, j0:j1].T, out=S)
+        partial = state == PARTIAL
+        if partial:
+            _softmax_tile_rows(S, mask[hm, i0:i1, j0:j1], True, c, m_i, l_i, acc_o)
+        else:
+            _softmax_tile_rows(S, mask[0, 0:1, 0:1], False, c, m_i, l_i, acc_o)
+        O = o_buf[: bm * hv].reshape((bm, hv))  # (bm, hv) this tile's contribution
+        np.dot(S, v[h, j0:j1], out=O)
+        for r in range(bm):
+            for d in range(hv):
+                acc_o[r, d] += O[r, d]
+    for r in range(bm):
+        if l_i[r] > 0:
+            inv = like(q, 1.0) / l_i[r]
+            for d in range(hv):
+                out[h, i0 + r, d] = acc_o[r, d] * inv
+            lse[h, i0 + r] = (m_i[r] + np.log2(l_i[r])) * like(q, LN2)
+        else:  # no allowed key: weights 0, output 0, lse -inf
+            for d in range(hv):
+                out[h, i0 + r, d] = 0
+            lse[h, i0 + r] = -np.inf
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
+def flash_kernel(q, k, v, mask, tile_state, order, scale, BLOCK_M, BLOCK_N, out, lse):
+    """Flash attention over all work items.
+
+    q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv) C-contiguous, one dtype; mask (nh or 1, Tq, Tk) bool
+    (any small dummy when no tile is PARTIAL); tile_state (nh or 1, nQ, nK) int8; order (nh * nQ,) int64
+    work items h * nQ + qi, most expensive first; out (nh, Tq, hv) and lse (nh, Tq) are written.
+    """
+    hv = v.shape[2]
+    nQ = tile_state.shape[1]
+    c = like(q, scale * LOG2E)
+    for t in prange(order.shape[0]):
+        w = order[t]
+        h = w // nQ
+        qi = w - h * nQ
+        s_buf = np.empty(BLOCK_M * BLOCK_N, dtype=q.dtype)  # scratch score tile
+        o_buf = np.empty(BLOCK_M * hv, dtype=q.dtype)  # scratch output tile
+        _flash_query_tile(q, k, v, mask, tile_state, h, qi, c, BLOCK_M, BLOCK_N, s_buf, o_buf, out, lse)
+
+
+def work_order(tile_state: np.ndarray, nh: int) -> np.ndarray:
+    """Work items h * nQ + qi, most non-empty tiles first (partial tiles weigh 1.5): (nh * nQ,) int64."""
+    _, nQ, _ = tile_state.shape
+    cost = (np.count_nonzero(tile_state == PARTIAL, axis=2) * 1.5
+            + np.count_nonzero(tile_state == FULL, axis=2))  # (nh or 1, nQ)
+    cost = np.broadcast_to(cost, (nh, nQ)).reshape(-1)  # (nh * nQ,)
+    return np.argsort(-cost, kind="stable").astype(np.int64)
+
+
+def full_tile_state(Tq: int, Tk: int, block_m: int, block_n: int) -> np.ndarray:
+    """Tile states when every key is allowed: (1, nQ, nK) int8 of FULL."""
+    return np.full((1, -(-Tq // block_m), -(-Tk // block_n)), FULL, dtype=np.int8)
+
+
+_NO_MASK = np.ones((1, 1, 1), dtype=np.bool_)  # passed when no tile is partial
+
+
+def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n):
+    """Run the flash kernel on validated inputs; returns out (nh, Tq, hv) and lse (nh, Tq).
+
+    q, k, v 3-D C-contiguous of one dtype, scale >= 0; dense (nh or 1, Tq, Tk) bool or None;
+    tile_state (nh or 1, nQ, nK) int8 classified for (block_m, block_n).
+    """
+    nh, Tq, _ = q.shape
+    hv = v.shape[2]
+    out = np.empty((nh, Tq, hv), dtype=q.dtype)  # (nh, Tq, hv)
+    lse = np.empty((nh, Tq), dtype=q.dtype)  # (nh, Tq)
+    if Tq == 0:
+        return out, lse
+    mask = _NO_MASK if dense is None or not (tile_state == PARTIAL).any() else dense
+    order = work_order(tile_state, nh)  # (nh * nQ,)
+    with parallel_section():
+        flash_kernel(q, k, v, mask, tile_state, order, scale, block_m, block_n, out, lse)
+    return out, lse

@@ -1,0 +1,208 @@
+"""Attention overviews: a (H, W) picture of the weights of a region, computed tile by tile.
+
+For long sequences (T up to 65,536) the weight matrix cannot be held, but a heatmap only needs one
+value per screen pixel. Pixel (y, x) covers a contiguous band of query rows and of key columns of the
+region rows [r0, r1) x cols [c0, c1); its value is the max (or the mean) of the weights
+w_ij = exp(q_i . k_j * scale - lse_i) it covers, masked cells counting as 0. The weights are recomputed
+from q, k and lse per tile and reduced on the fly, so memory is O(T * hs + pixels). When the region has
+fewer rows (columns) than pixels, each row (column) spans several pixels.
+
+The max needs one exponential per (row, pixel) — exp is monotonic, so the max of a row segment's
+weights is exp2 of its largest score — and the mean one per cell.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from attnviz.engine.fastexp import FASTMATH, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like, order_key
+from attnviz.engine.runtime import parallel_section
+from attnviz.engine.validate import (as_heads, check_finite, float_dtype, prepare_block, prepare_mask,
+                                     prepare_scale)
+
+REDUCTIONS = ("max", "mean")
+ROW_BLOCK = 64  # query rows per score tile
+DEFAULT_BLOCK_N = 512  # keys per score tile
+
+
+def _edges(n: int, parts: int) -> np.ndarray:
+    """Start of each of ``parts`` near-equal contiguous bands of n items, plus n: (parts + 1,) int64."""
+    return (np.arange(parts + 1, dtype=np.int64) * n) // parts
+
+
+def _row_groups(row_edges: np.ndarray, min_rows: int) -> np.ndarray:
+    """Group consecutive pixel rows into work items of at least min_rows query rows: pixel-row starts."""
+    starts = [0]
+    for p in range(1, len(row_edges) - 1):
+        if row_edges[p] - row_edges[starts[-1]] >= min_rows:
+            starts.append(p)
+    starts.append(len(row_edges) - 1)
+    return np.asarray(starts, dtype=np.int64)
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
+def _overview_kernel(q, k, lse, mask, use_mask, r0, c0, row_edges, col_edges, groups, scale, use_max,
+                     BLOCK_N, acc):
+    """q (nh, Tq, hs), k (nh, Tk, hs), lse (nh, Tq); region rows r0 + [0, R), cols c0 + [0, C).
+
+    row_edges (H'+1,) and col_edges (W'+1,) are band starts relative to the region; groups (G+1,) are
+    pixel-row starts of the work items. acc (nh, H', W') receives the max, or the sum, per pixel.
+    """
+    nh = q.shape[0]
+    Hp = row_edges.shape[0] - 1
+    Wp = col_edges.shape[0] - 1
+    C = col_edges[Wp]
+    G = groups.shape[0] - 1
+    c = like(q, scale * LOG2E)
+    masked = like(q, MASKED_SCORE)
+    for t in prange(nh * G):
+        h = t // G
+        g = t - h * G
+        hm = h if mask.shape[0] > 1 else 0
+        s_buf = np.empty(ROW_BLOCK * BLOCK_N, dtype=q.dtype)  # scratch score tile
+        pa = groups[g]
+        pb = groups[g + 1]
+        for py in range(pa, pb):
+            for px in range(Wp):
+                acc[h, py, px] = 0
+        ra = row_edges[pa]
+        rb = row_edges[pb]
+        py = pa
+        for i0 in range(ra, rb, ROW_BLOCK):
+            i1 = min(i0 + ROW_BLOCK, rb)
+            br = i1 - i0
+            q_tile = q[h, r0 + i0:r0 + i1]  # (br, hs)
+            for j0 in range(0, C, BLOCK_N):
+                j1 = min(j0 + BLOCK_N, C)
+                bn = j1 - j0
+                S = s_buf[: br * bn].reshape((br, bn))  # (br, bn)
+                np.dot(q_tile, k[h, c0 + j0:c0 + j1].T, out=S)
+                py = pa
+                for r in range(br):
+                    i = i0 + r
+                    while row_edges[py + 1] <= i:
+                        py += 1
+                    lse2 = lse[h, r0 + i] * like(q, LOG2E)
+                    if lse2 == -np.inf:
+                        continue  # fully masked row: weights 0
+                    srow = S[r]  # (bn,)
+                    if use_mask:
+                        mrow = mask[hm, r0 + i, c0 + j0:c0 + j1]  # (bn,)
+                        for j in range(bn):
+                            srow[j] = srow[j] * c if mrow[j] else masked
+                    else:
+                        for j in range(bn):
+                            srow[j] = srow[j] * c
+                    # first pixel column touching this tile
+                    lo, hi = 0, Wp - 1
+                    while lo < hi:
+                        mid = (lo + hi + 1) // 2
+                        if col_edges[mid] <= j0:
+                            lo = mid
+                        else:
+                            hi = mid - 1
+                    px = lo
+                    while px < Wp and col_edges[px] < j1:
+                        a = max(col_edges[px], j0) - j0
+                        b = min(col_edges[px + 1], j1) - j0
+                        if use_max:
+                            key = order_key(like(q, MASKED_SCORE))
+                            for j in range(a, b):
+                                kj = order_key(srow[j])
+                                key = kj if kj > key else key
+                            mx = from_order_key(key)
+                            if mx > like(q, M_INIT):
+                                val = exp2(mx - lse2)
+                                if val > acc[h, py, px]:
+                                    acc[h, py, px] = val
+                        else:
+                            tot = like(q, 0.0)
+                            for j in range(a, b):
+                                tot += exp2(srow[j] - lse2)
+                            acc[h, py, px] += tot
+                        px += 1
+
+
+def _expand(small: np.ndarray, out_shape: tuple[int, int]) -> np.ndarray:
+    """Repeat rows/columns of (nh, H', W') to (nh, H, W) when the region had fewer cells than pixels."""
+    H, W = out_shape
+    Hp, Wp = small.shape[1:]
+    ri = (np.arange(H) * Hp) // H  # (H,) source row of each pixel row
+    ci = (np.arange(W) * Wp) // W  # (W,) source column of each pixel column
+    return small[:, ri][:, :, ci]  # (nh, H, W)
+
+
+def _check_range(name: str, value, n: int) -> tuple[int, int]:
+    if value is None:
+        return 0, n
+    try:
+        a, b = (int(x) for x in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a pair (start, stop), got {value!r}") from None
+    if not 0 <= a < b <= n:
+        raise ValueError(f"{name} must satisfy 0 <= start < stop <= {n}, got {value!r}")
+    return a, b
+
+
+def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None, cols=None, reduce="max",
+                       block_n=None) -> np.ndarray:
+    """A (H, W) overview of the weights of rows [r0, r1) x cols [c0, c1), never holding a Tq x Tk matrix.
+
+    q (Tq, hs) / k (Tk, hs) / lse (Tq,) for one head, or (nh, ...) for every head (then (nh, H, W)).
+    ``lse`` comes from :func:`attention` with the same mask and scale. ``rows``/``cols`` default to
+    everything. ``reduce`` "max" or "mean" of the weights each pixel covers (masked cells count as 0).
+    Returns float32 for float32 inputs, else float64.
+    """
+    if reduce not in REDUCTIONS:
+        raise ValueError(f"reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")
+    q_arr, k_arr = np.asarray(q), np.asarray(k)
+    if q_arr.ndim != k_arr.ndim or q_arr.ndim not in (2, 3):
+        raise ValueError(f"q and k must both be (nh, T, hs) or both (T, hs), got {q_arr.shape} and {k_arr.shape}")
+    squeeze = q_arr.ndim == 2
+    q3 = as_heads("q", q_arr, "(nh, Tq, hs)")
+    k3 = as_heads("k", k_arr, "(nh, Tk, hs)")
+    nh, Tq, hs = q3.shape
+    if k3.shape[0] != nh or k3.shape[2] != hs:
+        raise ValueError(f"k must have shape ({nh}, Tk, {hs}) to match q {q3.shape}, got {k3.shape}")
+    Tk = k3.shape[1]
+    lse_arr = np.asarray(lse)
+    lse3 = lse_arr[None] if lse_arr.ndim == 1 else lse_arr
+    if lse3.shape != (nh, Tq):
+        raise ValueError(f"lse must have shape ({nh}, {Tq}) (one value per query row), got {lse_arr.shape}")
+    if np.isnan(lse3).any() or np.isposinf(lse3).any():
+        raise ValueError("lse must be finite or -inf (a fully masked row)")
+    try:
+        H, W = (int(x) for x in out_shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"out_shape must be a pair (H, W) of positive integers, got {out_shape!r}") from None
+    if H < 1 or W < 1:
+        raise ValueError(f"out_shape must be a pair (H, W) of positive integers, got {out_shape!r}")
+    r0, r1 = _check_range("rows", rows, Tq)
+    c0, c1 = _check_range("cols", cols, Tk)
+    dt = float_dtype(q3, k3)
+    q3 = np.ascontiguousarray(q3, dtype=dt)
+    k3 = np.ascontiguousarray(k3, dtype=dt)
+    check_finite("q", q3)
+    check_finite("k", k3)
+    s = prepare_scale(scale, hs)
+    if s < 0:  # keeps the scaled score monotonic in the raw one (needed by the max)
+        q3, s = -q3, -s
+    dense, _ = prepare_mask(mask, nh, Tq, Tk)
+    bn = prepare_block("block_n", block_n) or DEFAULT_BLOCK_N
+    R, C = r1 - r0, c1 - c0
+    Hp, Wp = min(H, R), min(W, C)
+    row_edges = _edges(R, Hp)  # (H'+1,)
+    col_edges = _edges(C, Wp)  # (W'+1,)
+    groups = _row_groups(row_edges, ROW_BLOCK)  # (G+1,)
+    acc = np.empty((nh, Hp, Wp), dtype=dt)  # (nh, H', W')
+    m = np.ones((1, 1, 1), dtype=np.bool_) if dense is None else dense
+    lse_c = np.ascontiguousarray(lse3, dtype=dt)  # (nh, Tq)
+    with parallel_section():
+        _overview_kernel(q3, k3, lse_c, m, dense is not None, r0, c0, row_edges, col_edges, groups, s,
+                         reduce == "max", bn, acc)
+    if reduce == "mean":
+        cells = np.diff(row_edges)[:, None] * np.diff(col_edges)[None, :]  # (H', W')
+        acc /= cells
+    img = _expand(acc, (H, W)) if (Hp, Wp) != (H, W) else acc  # (nh, H, W)
+    return img[0] if squeeze else img

@@ -1,0 +1,59 @@
+"""How the parallel kernels run: thread count, one parallel kernel at a time, single-threaded BLAS inside.
+
+- numba's ``workqueue`` threading layer aborts the process when two threads launch parallel kernels at
+  once; every parallel launch therefore holds :data:`PARALLEL_LOCK`.
+- The flash kernel calls scipy's BLAS inside ``prange``; a multi-threaded OpenBLAS there runs 3-5x slower
+  and may hang, so scipy's (and numpy's) OpenBLAS are limited to one thread for the call.
+- :func:`set_num_threads` caps the worker threads of every engine kernel (default: all numba threads).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numba
+import scipy.linalg.cython_blas  # noqa: F401  loads the BLAS numba's np.dot calls, so threadpoolctl sees it
+from threadpoolctl import ThreadpoolController
+
+PARALLEL_LOCK = threading.RLock()
+
+_state = {"threads": None, "controller": None}
+
+
+def max_threads() -> int:
+    """The most worker threads numba can use in this process."""
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+def set_num_threads(n: int | None) -> None:
+    """Cap the worker threads of engine kernels at n (None: use all of :func:`max_threads`)."""
+    if n is not None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"number of threads must be a positive integer or None, got {n!r}")
+        n = min(n, max_threads())
+    _state["threads"] = n
+
+
+def get_num_threads() -> int:
+    """Worker threads an engine kernel will use."""
+    return _state["threads"] or max_threads()
+
+
+def _controller() -> ThreadpoolController:
+    if _state["controller"] is None:
+        _state["controller"] = ThreadpoolController()
+    return _state["controller"]
+
+
+@contextlib.contextmanager
+def parallel_section():
+    """Hold the parallel lock, apply the thread cap and keep BLAS single-threaded for a kernel launch."""
+    with PARALLEL_LOCK:
+        numba.set_num_threads(get_num_threads())
+        old_chunk = numba.set_parallel_chunksize(1)  # dynamic scheduling: work items have unequal cost
+        try:
+            with _controller().limit(limits=1, user_api="blas"):
+                yield
+        finally:
+            numba.set_parallel_chunksize(old_chunk)

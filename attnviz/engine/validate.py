@@ -1,0 +1,141 @@
+"""Argument checking shared by the engine's public functions: shapes, dtypes, masks, scale.
+
+Every problem raises ValueError naming the argument and the shape or value expected; what passes is
+normalised to 3-D C-contiguous arrays of one float dtype (float32 or float64).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attnviz.engine.blockmask import BlockMask
+from attnviz.engine.fastexp import MAX_ABS_SCORE
+
+
+def float_dtype(*arrays: np.ndarray) -> np.dtype:
+    """The engine dtype for these inputs: float32 if every input is at most float32, else float64."""
+    for a in arrays:
+        if a.dtype.kind == "c":
+            raise ValueError(f"complex inputs are not supported (got dtype {a.dtype})")
+        if a.dtype.kind not in "fiub":
+            raise ValueError(f"inputs must be real numbers, got dtype {a.dtype}")
+    if all(a.dtype.kind == "f" and a.dtype.itemsize <= 4 for a in arrays):
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
+def as_heads(name: str, a, expected: str) -> np.ndarray:
+    """``a`` as a 3-D array: 2-D means one head. ``expected`` names the shape for the error message."""
+    a = np.asarray(a)
+    if a.ndim == 2:
+        return a[None]
+    if a.ndim != 3:
+        raise ValueError(f"{name} must have shape {expected} (or without the head axis), got shape {a.shape}")
+    return a
+
+
+def check_finite(name: str, a: np.ndarray) -> None:
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+
+
+def prepare_qkv(q, k, v):
+    """Check q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv) (2-D: one head); return 3-D arrays + squeeze."""
+    arrays = [np.asarray(a) for a in (q, k, v)]
+    ndims = {a.ndim for a in arrays}
+    if not ndims <= {2, 3} or len(ndims) != 1:
+        raise ValueError("q, k and v must all be 3-D (nh, T, hs) or all 2-D (T, hs), got shapes "
+                         f"q {arrays[0].shape}, k {arrays[1].shape}, v {arrays[2].shape}")
+    squeeze = arrays[0].ndim == 2
+    q3 = as_heads("q", arrays[0], "(nh, Tq, hs)")
+    k3 = as_heads("k", arrays[1], "(nh, Tk, hs)")
+    v3 = as_heads("v", arrays[2], "(nh, Tk, hv)")
+    nh, Tq, hs = q3.shape
+    if hs < 1:
+        raise ValueError(f"q must have at least one feature: expected shape (nh, Tq, hs) with hs >= 1, got {q3.shape}")
+    if k3.shape[0] != nh or k3.shape[2] != hs:
+        raise ValueError(f"k must have shape (nh, Tk, hs) = ({nh}, Tk, {hs}) to match q {q3.shape}, got {k3.shape}")
+    Tk = k3.shape[1]
+    if v3.shape[0] != nh or v3.shape[1] != Tk:
+        raise ValueError(f"v must have shape (nh, Tk, hv) = ({nh}, {Tk}, hv) to match k {k3.shape}, got {v3.shape}")
+    dt = float_dtype(q3, k3, v3)
+    out = []
+    for name, a in (("q", q3), ("k", k3), ("v", v3)):
+        a = np.ascontiguousarray(a, dtype=dt)
+        check_finite(name, a)
+        out.append(a)
+    return out[0], out[1], out[2], squeeze
+
+
+def prepare_scale(scale, hs: int) -> float:
+    """``scale`` as a finite float; None means 1 / sqrt(hs)."""
+    if scale is None:
+        return 1.0 / math.sqrt(hs)
+    try:
+        s = float(scale)
+    except (TypeError, ValueError):
+        raise ValueError(f"scale must be a real number or None, got {scale!r}") from None
+    if not math.isfinite(s):
+        raise ValueError(f"scale must be finite, got {scale!r}")
+    return s
+
+
+def check_score_range(q: np.ndarray, k: np.ndarray, scale: float) -> None:
+    """Refuse inputs whose scaled scores could exceed MAX_ABS_SCORE (|q_i . k_j| <= |q_i| |k_j|)."""
+    if q.size == 0 or k.size == 0:
+        return
+    qn = float(np.sqrt(np.max(np.einsum("hqd,hqd->hq", q, q, dtype=np.float64))))
+    kn = float(np.sqrt(np.max(np.einsum("hkd,hkd->hk", k, k, dtype=np.float64))))
+    if qn * kn * abs(scale) > MAX_ABS_SCORE:
+        raise ValueError(f"q and k are too large: scaled scores could reach {qn * kn * abs(scale):.3g}, "
+                         f"the engine accepts at most {MAX_ABS_SCORE:.0e}")
+
+
+def prepare_mask(mask, nh: int, Tq: int, Tk: int):
+    """Check a mask against (nh, Tq, Tk). Returns (dense3 or None, BlockMask or None).
+
+    dense3 is a C-contiguous (nh or 1, Tq, Tk) bool array; None means every key is allowed.
+    """
+    if mask is None:
+        return None, None
+    if isinstance(mask, BlockMask):
+        dense = mask.dense
+        block = mask
+    else:
+        dense = np.asarray(mask)
+        block = None
+        if dense.dtype != np.bool_:
+            raise ValueError(f"mask must be a bool array of shape ({Tq}, {Tk}) or ({nh}, {Tq}, {Tk}), "
+                             f"got dtype {dense.dtype}")
+    if dense.ndim == 2:
+        dense = dense[None]
+    if dense.ndim != 3 or dense.shape[1:] != (Tq, Tk) or dense.shape[0] not in (1, nh):
+        raise ValueError(f"mask must have shape ({Tq}, {Tk}) or ({nh}, {Tq}, {Tk}) (queries x keys), "
+                         f"got {np.shape(mask.dense if block is not None else mask)}")
+    return np.ascontiguousarray(dense), block
+
+
+def prepare_rows(rows, Tq: int) -> np.ndarray:
+    """Query rows to recompute: None (all), a slice, or a sequence of indices -> (R,) int64 in [0, Tq)."""
+    if rows is None:
+        return np.arange(Tq, dtype=np.int64)
+    if isinstance(rows, slice):
+        return np.arange(Tq, dtype=np.int64)[rows]
+    idx = np.asarray(rows)
+    if idx.ndim == 0:
+        idx = idx[None]
+    if idx.ndim != 1 or idx.dtype.kind not in "iu":
+        raise ValueError(f"rows must be None, a slice or a 1-D sequence of query indices, got {rows!r}")
+    if idx.size and (idx.min() < -Tq or idx.max() >= Tq):
+        raise ValueError(f"rows must index queries in [0, {Tq}), got values from {idx.min()} to {idx.max()}")
+    return np.where(idx < 0, idx + Tq, idx).astype(np.int64)
+
+
+def prepare_block(name: str, value) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+    return int(value)

@@ -1,0 +1,104 @@
+"""Displayed weights from a flash result without the full matrix: exp(s * scale - lse), tile by tile.
+
+The flash kernel keeps only lse per query row. The weights of any rows can be recomputed exactly from
+q, k and lse: w_ij = exp(q_i . k_j * scale - lse_i) on allowed cells, 0 on masked cells, and 0 on a
+fully masked row (lse = -inf). Only the requested rows are materialised.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from attnviz.engine.fastexp import FASTMATH, LOG2E, exp2, like
+from attnviz.engine.runtime import parallel_section
+from attnviz.engine.validate import (as_heads, check_finite, float_dtype, prepare_block, prepare_mask,
+                                     prepare_rows, prepare_scale)
+
+ROW_BLOCK = 64  # query rows per work item
+DEFAULT_BLOCK_N = 256  # keys per tile
+
+
+@njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
+def _weights_kernel(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w):
+    """qr (nh, R, hs) rows, k (nh, Tk, hs), lse_r (nh, R), mask_r (nh or 1, R, Tk); writes w (nh, R, Tk)."""
+    nh, R, hs = qr.shape
+    Tk = k.shape[1]
+    nR = (R + ROW_BLOCK - 1) // ROW_BLOCK
+    c = like(qr, scale * LOG2E)
+    for t in prange(nh * nR):
+        h = t // nR
+        r0 = (t - h * nR) * ROW_BLOCK
+        r1 = min(r0 + ROW_BLOCK, R)
+        br = r1 - r0
+        hm = h if mask_r.shape[0] > 1 else 0
+        q_tile = qr[h, r0:r1]  # (br, hs)
+        s_buf = np.empty(ROW_BLOCK * BLOCK_N, dtype=qr.dtype)  # scratch score tile
+        lse2 = np.empty(br, dtype=qr.dtype)  # (br,) lse in base 2
+        for r in range(br):
+            lse2[r] = lse_r[h, r0 + r] * like(qr, LOG2E)
+        for j0 in range(0, Tk, BLOCK_N):
+            j1 = min(j0 + BLOCK_N, Tk)
+            bn = j1 - j0
+            S = s_buf[: br * bn].reshape((br, bn))  # (br, bn)
+            np.dot(q_tile, k[h, j0:j1].T, out=S)
+            for r in range(br):
+                wrow = w[h, r0 + r, j0:j1]  # (bn,)
+                srow = S[r]  # (bn,)
+                if lse2[r] == -np.inf:
+                    wrow[:] = 0
+                elif use_mask:
+                    mrow = mask_r[hm, r0 + r, j0:j1]  # (bn,)
+                    for j in range(bn):
+                        wrow[j] = exp2(srow[j] * c - lse2[r]) if mrow[j] else 0
+                else:
+                    for j in range(bn):
+                        wrow[j] = exp2(srow[j] * c - lse2[r])
+
+
+def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=None) -> np.ndarray:
+    """Weights of the requested query rows, recomputed tile by tile from q, k and lse.
+
+    q (nh, Tq, hs), k (nh, Tk, hs), lse (nh, Tq) as returned by :func:`attention` (2-D q/k and 1-D lse
+    mean one head); ``mask`` as for :func:`attention`; ``rows`` None (all), a slice or query indices.
+    Returns (nh, R, Tk) — (R, Tk) for one head — in the dtype of q and k. Masked cells and fully
+    masked rows are 0.
+    """
+    q_arr, k_arr = np.asarray(q), np.asarray(k)
+    if q_arr.ndim != k_arr.ndim or q_arr.ndim not in (2, 3):
+        raise ValueError(f"q and k must both be (nh, T, hs) or both (T, hs), got {q_arr.shape} and {k_arr.shape}")
+    squeeze = q_arr.ndim == 2
+    q3 = as_heads("q", q_arr, "(nh, Tq, hs)")
+    k3 = as_heads("k", k_arr, "(nh, Tk, hs)")
+    nh, Tq, hs = q3.shape
+    if k3.shape[0] != nh or k3.shape[2] != hs:
+        raise ValueError(f"k must have shape ({nh}, Tk, {hs}) to match q {q3.shape}, got {k3.shape}")
+    Tk = k3.shape[1]
+    lse_arr = np.asarray(lse)
+    lse3 = lse_arr[None] if lse_arr.ndim == 1 else lse_arr
+    if lse3.shape != (nh, Tq):
+        raise ValueError(f"lse must have shape ({nh}, {Tq}) (one value per query row), got {lse_arr.shape}")
+    if np.isnan(lse3).any() or np.isposinf(lse3).any():
+        raise ValueError("lse must be finite or -inf (a fully masked row)")
+    dt = float_dtype(q3, k3)
+    q3 = np.ascontiguousarray(q3, dtype=dt)
+    k3 = np.ascontiguousarray(k3, dtype=dt)
+    check_finite("q", q3)
+    check_finite("k", k3)
+    s = prepare_scale(scale, hs)
+    if s < 0:  # softmax(s * scale) with scale < 0 is softmax(-s * |scale|): keeps c >= 0 in the kernels
+        q3, s = -q3, -s
+    dense, _ = prepare_mask(mask, nh, Tq, Tk)
+    idx = prepare_rows(rows, Tq)  # (R,)
+    bn = prepare_block("block_n", block_n) or DEFAULT_BLOCK_N
+    qr = np.ascontiguousarray(q3[:, idx])  # (nh, R, hs)
+    lse_r = np.ascontiguousarray(lse3[:, idx], dtype=dt)  # (nh, R)
+    if dense is None:
+        mask_r = np.ones((1, 1, 1), dtype=np.bool_)  # unused
+    else:
+        mask_r = np.ascontiguousarray(dense[:, idx])  # (nh or 1, R, Tk)
+    w = np.empty((nh, idx.size, Tk), dtype=dt)  # (nh, R, Tk)
+    if w.size:
+        with parallel_section():
+            _weights_kernel(qr, k3, lse_r, mask_r, dense is not None, s, bn, w)
+    return w[0] if squeeze else w

@@ -1,0 +1,59 @@
+"""Bad arguments raise ValueError naming the argument and the shape or value expected."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.engine import BlockMask, attention
+from attnviz.engine.fastexp import MAX_ABS_SCORE
+
+Q = np.zeros((2, 5, 4))
+K = np.zeros((2, 6, 4))
+V = np.zeros((2, 6, 3))
+
+
+@pytest.mark.parametrize("args, kwargs, match", [
+    ((np.zeros((2, 5, 3)), K, V), {}, r"k must have shape \(nh, Tk, hs\) = \(2, Tk, 3\)"),
+    ((Q, np.zeros((3, 6, 4)), V), {}, r"k must have shape"),
+    ((Q, K, np.zeros((2, 7, 3))), {}, r"v must have shape \(nh, Tk, hv\) = \(2, 6, hv\)"),
+    ((Q[0], K, V), {}, r"all be 3-D"),
+    ((np.zeros((2, 2, 5, 4)), K, V), {}, r"all be 3-D"),
+    ((Q, K, V, np.ones((5, 7), bool)), {}, r"mask must have shape \(5, 6\) or \(2, 5, 6\)"),
+    ((Q, K, V, np.ones((3, 5, 6), bool)), {}, r"mask must have shape"),
+    ((Q, K, V, np.ones((5, 6), np.int8)), {}, r"mask must be a bool array of shape \(5, 6\)"),
+    ((Q, K, V, BlockMask.from_dense(np.ones((5, 5), bool), 4, 4)), {}, r"mask must have shape"),
+    ((Q, K, V), {"kernel": "fast"}, r"kernel must be one of"),
+    ((Q, K, V), {"scale": float("nan")}, r"scale must be finite"),
+    ((Q, K, V), {"scale": "big"}, r"scale must be a real number"),
+    ((Q, K, V), {"block_m": 0}, r"block_m must be a positive integer"),
+    ((Q, K, V), {"block_n": 2.5}, r"block_n must be a positive integer"),
+    ((np.zeros((2, 5, 0)), np.zeros((2, 6, 0)), V), {}, r"hs >= 1"),
+    ((Q.astype(complex), K, V), {}, r"complex"),
+])
+def test_bad_arguments_raise_value_error(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        attention(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_inputs_are_refused(name, bad):
+    arrays = {"q": Q.copy(), "k": K.copy(), "v": V.copy()}
+    arrays[name][0, 1, 2] = bad
+    with pytest.raises(ValueError, match=f"{name} contains non-finite values"):
+        attention(arrays["q"], arrays["k"], arrays["v"])
+
+
+def test_scores_that_could_overflow_are_refused():
+    big = np.full((1, 2, 4), np.sqrt(MAX_ABS_SCORE))
+    with pytest.raises(ValueError, match="too large"):
+        attention(big, big, np.zeros((1, 2, 1)), scale=1.0)
+
+
+@pytest.mark.parametrize("kernel", ["reference", "naive", "flash"])
+def test_precision_follows_inputs(kernel):
+    q32 = Q.astype(np.float32)
+    assert attention(q32, K.astype(np.float32), V.astype(np.float32), kernel=kernel).out.dtype == np.float32
+    assert attention(q32, K, V, kernel=kernel).out.dtype == np.float64  # mixed: the wider precision
+    assert attention(Q.astype(np.int64), K, V, kernel=kernel).lse.dtype == np.float64

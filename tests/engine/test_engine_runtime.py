@@ -1,0 +1,122 @@
+"""Runtime behaviour: the JIT cache directory (also for a read-only package), warm-up, thread cap,
+concurrent callers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnviz.engine as engine
+from attnviz.engine import attention, get_num_threads, set_num_threads, warmup
+from engine_helpers import qkv
+
+ENGINE_DIR = Path(engine.__file__).resolve().parent
+
+
+def _run(code: str, env: dict, cwd: Path) -> str:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+@pytest.mark.slow
+def test_read_only_package_uses_the_user_cache(tmp_path):
+    pkg = tmp_path / "pkg" / "attnviz"
+    shutil.copytree(ENGINE_DIR, pkg / "engine", ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "__init__.py").write_text('"""attnviz stand-in holding only the engine."""\n')
+    for p in sorted(pkg.rglob("*"), reverse=True) + [pkg]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(tmp_path / "pkg"), XDG_CACHE_HOME=str(tmp_path / "cache"), PYTHONDONTWRITEBYTECODE="1")
+    code = """
+        import numpy as np
+        import attnviz.engine as e
+        from attnviz.engine.naive import naive_kernel
+        q = np.ones((1, 3, 2))
+        e.attention(q, q, q, kernel="naive")
+        print(e.__file__, naive_kernel.stats.cache_hits and sum(naive_kernel.stats.cache_hits.values()))
+    """
+    first = _run(code, env, tmp_path)
+    second = _run(code, env, tmp_path)
+    assert first.startswith(str(pkg))
+    assert second.endswith(" 1")  # loaded from the cache, not compiled again
+    cache = tmp_path / "cache" / "attnviz" / "numba"
+    assert any(cache.rglob("*.nbi")) and any(cache.rglob("*.nbc"))
+    assert not [p for p in pkg.rglob("*") if p.suffix in (".nbi", ".nbc")]  # nothing written beside the source
+    for p in [pkg, *pkg.rglob("*")]:
+        p.chmod(0o755)
+
+
+def test_cache_dir_is_set_even_when_numba_was_imported_first(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    out = _run("""
+        import numba
+        import attnviz.engine
+        print(numba.config.CACHE_DIR)
+    """, env, tmp_path)
+    assert out == str(tmp_path / "attnviz" / "numba")
+
+
+def test_warmup_compiles_every_kernel():
+    from attnviz.engine.flash import flash_kernel
+    from attnviz.engine.naive import naive_kernel
+    from attnviz.engine.overview import _overview_kernel
+    from attnviz.engine.weights import _weights_kernel
+
+    warmup(("float32", "float64"))
+    for kernel in (flash_kernel, naive_kernel, _weights_kernel, _overview_kernel):
+        dtypes = {str(sig[0].dtype) for sig in kernel.signatures}
+        assert {"float32", "float64"} <= dtypes, kernel
+    with pytest.raises(ValueError, match="dtypes"):
+        warmup(("float16",))
+
+
+def test_thread_cap_is_respected_and_results_do_not_depend_on_it():
+    q, k, v = qkv(4, 200, 150, 16, 16, np.float32, seed=2)
+    mask = np.tri(200, 150, dtype=bool)
+    before = get_num_threads()
+    try:
+        set_num_threads(1)
+        assert get_num_threads() == 1
+        one = attention(q, k, v, mask, block_m=32, block_n=32)
+        set_num_threads(None)
+        assert get_num_threads() == engine.runtime.max_threads()
+        many = attention(q, k, v, mask, block_m=32, block_n=32)
+    finally:
+        set_num_threads(before if before != engine.runtime.max_threads() else None)
+    np.testing.assert_array_equal(one.out, many.out)
+    with pytest.raises(ValueError, match="threads"):
+        set_num_threads(0)
+
+
+def test_concurrent_callers_get_correct_results():
+    q, k, v = qkv(2, 300, 300, 32, 32, np.float64, seed=3)
+    ref = attention(q, k, v, kernel="reference")
+    results, errors = [], []
+
+    def work(kernel):
+        try:
+            for _ in range(3):
+                results.append(attention(q, k, v, kernel=kernel).out)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(kn,)) for kn in ("flash", "naive", "flash")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == 9
+    for out in results:
+        np.testing.assert_allclose(out, ref.out, atol=1e-12)
