@@ -201,7 +201,7 @@ def seqlens_from_mask(mask) -> dict:
         outside[:, c0:c1] = False
         if outside.any():
             i, j = np.argwhere(outside)[0]
-            raise ValueError(f"row {r0 + i} sees key {j} outside its block (keys {c0}..{c1 - 1}): "
+            raise ValueError(f"row {r0 + i} sees key {j} outside its block (rows {r0}..{r1 - 1}, keys {c0}..{c1 - 1}): "
                              f"not block-diagonal")
         q_lens.append(nq)
         k_lens.append(nk)
