@@ -24,20 +24,34 @@ from attnviz.checkpoints.config import ModelConfig
 from attnviz.checkpoints.layers import activation, conv1d, layer_norm, linear, self_attention
 
 
-def _cast(weights: dict[str, np.ndarray], dtype) -> dict[str, np.ndarray]:
-    return {k: v.astype(dtype, copy=False) for k, v in weights.items()}
+class _Cast:
+    """Weights read in the forward dtype, converted one tensor at a time when used (no float64 copy
+    of the whole checkpoint is ever held); embedding tables are indexed before converting."""
+
+    def __init__(self, weights: dict[str, np.ndarray], dtype):
+        self._w, self._dt = weights, dtype
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._w[name].astype(self._dt, copy=False)
+
+    def get(self, name: str):
+        return self[name] if name in self._w else None
+
+    def rows(self, name: str, index) -> np.ndarray:
+        """``weights[name][index]`` converted after indexing (a few rows of a large table)."""
+        return self._w[name][index].astype(self._dt, copy=False)
 
 
 def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray | None = None,
                  key_mask: np.ndarray | None = None, *, dtype=np.float32, kernel: str = "reference"):
     """BERT encoder on token ids (T,); ``key_mask`` (T,) bool, False for padding keys."""
-    W = _cast(weights, dtype)
+    W = _Cast(weights, dtype)
     T = ids.shape[0]
     type_ids = np.zeros(T, dtype=np.int64) if type_ids is None else type_ids  # (T,)
-    x = W["embeddings.word_embeddings.weight"][ids]  # (T, C)
+    x = W.rows("embeddings.word_embeddings.weight", ids)  # (T, C)
     if c.type_vocab_size:
-        x = x + W["embeddings.token_type_embeddings.weight"][type_ids]  # (T, C)
-    x = x + W["embeddings.position_embeddings.weight"][:T]  # (T, C)
+        x = x + W.rows("embeddings.token_type_embeddings.weight", type_ids)  # (T, C)
+    x = x + W.rows("embeddings.position_embeddings.weight", slice(0, T))  # (T, C)
     x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], c.ln_eps)
     mask = None if key_mask is None else np.broadcast_to(key_mask[None, :], (T, T))  # (T, T) query may see key
     scale = 1.0 / math.sqrt(c.head_size)
@@ -57,10 +71,10 @@ def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray 
 
 def forward_gpt2(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
     """GPT-2 on token ids (T,) with a causal mask; hidden is after ``ln_f``."""
-    W = _cast(weights, dtype)
+    W = _Cast(weights, dtype)
     T = ids.shape[0]
     C = c.d_model
-    x = W["wte.weight"][ids] + W["wpe.weight"][:T]  # (T, C)
+    x = W.rows("wte.weight", ids) + W.rows("wpe.weight", slice(0, T))  # (T, C)
     causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T) query i sees keys j <= i
     atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
     for i in range(c.n_layer):
@@ -89,7 +103,7 @@ def patchify(pixels: np.ndarray, patch_size: tuple[int, int]) -> np.ndarray:
 
 def forward_vit(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
     """ViT / DeiT on preprocessed pixels (C, H, W) of the model's image size; hidden is after the final LayerNorm."""
-    W = _cast(weights, dtype)
+    W = _Cast(weights, dtype)
     d = c.d_model
     proj = W["embeddings.patch_embeddings.projection.weight"].reshape(d, -1)  # (C_model, C*ph*pw)
     patches = patchify(pixels.astype(dtype, copy=False), c.patch_size)  # (N, C*ph*pw)
