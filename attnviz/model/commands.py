@@ -138,9 +138,22 @@ class RemoveSource:
         return _restore(state, new, self.label, "sources", "cross")
 
 
+def rename_in_mask(design, old: str, new: str):
+    """The mask design with block rules, splits and per-head designs that name segment ``old`` renamed."""
+    if old == new:
+        return design
+    ren = lambda n: new if n == old else n  # noqa: E731
+    rules = tuple((ren(q), ren(k), r) for q, k, r in design.rules)
+    splits = tuple(replace(sp, segment=ren(sp.segment)) for sp in design.splits)
+    heads = tuple((h, rename_in_mask(d, old, new)) for h, d in design.heads)
+    if rules == design.rules and splits == design.splits and heads == design.heads:
+        return design
+    return replace(design, rules=rules, splits=splits, heads=heads)
+
+
 @dataclass(frozen=True)
 class RenameSource:
-    """Rename a source (the cross-attention follows the new name)."""
+    """Rename a source; the cross-attention and the mask design's block rules follow the new name."""
 
     name: str
     new_name: str
@@ -156,8 +169,9 @@ class RenameSource:
         if cross is not None:
             ren = lambda names: tuple(self.new_name if n == self.name else n for n in names)  # noqa: E731
             cross = CrossConfig(ren(cross.queries), ren(cross.keys))
-        new = replace(state, sources=tuple(srcs), cross=cross)
-        return new, RenameSource(self.new_name, self.name, self.label)
+        new = replace(state, sources=tuple(srcs), cross=cross, mask=rename_in_mask(state.mask, self.name,
+                                                                                   self.new_name))
+        return _restore(state, new, self.label, "sources", "cross", "mask")
 
 
 @dataclass(frozen=True)

@@ -241,9 +241,9 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
             lse[h0:h1] = res.lse  # (g, Tq)
             if dense:
                 weights[h0:h1] = res.weights  # (g, Tq, Tk)
-                scores[h0:h1] = np.einsum("hqd,hkd->hqk", q[h0:h1], k[h0:h1]) * scale  # (g, Tq, Tk)
+                scores[h0:h1] = (q[h0:h1] @ k[h0:h1].transpose(0, 2, 1)) * scale  # (g, Tq, Tk)
             if rows:
-                s_r = np.einsum("hqd,hkd->hqk", q[h0:h1, rows], k[h0:h1]) * scale  # (g, R, Tk)
+                s_r = (q[h0:h1][:, rows] @ k[h0:h1].transpose(0, 2, 1)) * scale  # (g, R, Tk)
                 l_r = lse[h0:h1, rows]  # (g, R)
                 with np.errstate(over="ignore"):  # masked cells may exceed lse; they are zeroed below
                     w_r = np.exp(s_r - np.where(np.isfinite(l_r), l_r, 0.0)[..., None])  # (g, R, Tk)
@@ -258,7 +258,7 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
             check(0.15 + 0.8 * (h + i0 / Tq) / nh, f"head {h + 1}/{nh}")
             qh, kh = q[h:h + 1, i0:i1], k[h:h + 1]  # (1, r, hs), (1, Tk, hs)
             if rule.engine:
-                s = np.einsum("hqd,hkd->hqk", qh, kh) * dot_scale(rule.name, hs)  # (1, r, Tk)
+                s = (qh @ kh.transpose(0, 2, 1)) * dot_scale(rule.name, hs)  # (1, r, Tk)
             else:
                 s = rule_scores(rule, qh, kh, params, head=h)  # (1, r, Tk)
             if alibi and rule.name != "linear":

@@ -18,6 +18,7 @@ edit in the Q/K inspector shows exactly the number typed.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,8 +37,28 @@ class Weights:
     W_o: np.ndarray  # (nh * hv, d_model)
 
 
+_CACHE: dict = {}
+_CACHE_LOCK = threading.Lock()
+
+
 def init_weights(model: ModelConfig) -> Weights:
-    """Hand-set weights where given, seeded ones elsewhere (see the module docstring)."""
+    """Hand-set weights where given, seeded ones elsewhere (see the module docstring).
+
+    Cached on the model config (the last few), so edits elsewhere do not redraw them; the arrays
+    are read-only.
+    """
+    with _CACHE_LOCK:
+        w = _CACHE.get(model)
+    if w is None:
+        w = _draw(model)
+        with _CACHE_LOCK:
+            if len(_CACHE) >= 4:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[model] = w
+    return w
+
+
+def _draw(model: ModelConfig) -> Weights:
     nh, d, hs, hv = model.nh, model.d_model, model.head_size, model.value_size
     rng = np.random.default_rng(model.seed)
     seeded = {
@@ -50,12 +71,15 @@ def init_weights(model: ModelConfig) -> Weights:
     for name, arr in seeded.items():
         hand = getattr(model, name)
         out[name] = np.array(hand.array) if hand is not None else arr
+        out[name].setflags(write=False)
     return Weights(**out)
 
 
 def project(X: np.ndarray, W: np.ndarray) -> np.ndarray:
     """X (T, d_model) @ W (nh, d_model, e) per head -> (nh, T, e)."""
-    return np.einsum("td,hde->hte", X, W)  # (nh, T, e)
+    nh, d, e = W.shape
+    W2 = W.transpose(1, 0, 2).reshape(d, nh * e)  # (d_model, nh*e) heads side by side: one GEMM
+    return (X @ W2).reshape(X.shape[0], nh, e).transpose(1, 0, 2)  # (nh, T, e)
 
 
 def apply_overrides(model: ModelConfig, q: np.ndarray, k: np.ndarray,

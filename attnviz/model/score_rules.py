@@ -119,13 +119,13 @@ def rule_scores(config: ScoreRuleConfig, q: np.ndarray, k: np.ndarray, params: d
     sel = slice(None) if head is None else slice(head, head + 1)
     if config.name == "multiplicative":
         W = params["W"][sel]  # (nh, hs, hs)
-        return np.einsum("hqa,hab,hkb->hqk", q, W, k)  # (nh, Tq, Tk)
+        return (q @ W) @ k.transpose(0, 2, 1)  # (nh, Tq, Tk)
     if config.name == "linear":
-        return np.einsum("hqd,hkd->hqk", _elu1(q), _elu1(k))  # (nh, Tq, Tk)
+        return _elu1(q) @ _elu1(k).transpose(0, 2, 1)  # (nh, Tq, Tk)
     if config.name == "additive":
         W1, W2, v = params["W1"][sel], params["W2"][sel], params["v"][sel]
-        a = np.einsum("hqd,hda->hqa", q, W1)  # (nh, Tq, da)
-        b = np.einsum("hkd,hda->hka", k, W2)  # (nh, Tk, da)
+        a = q @ W1  # (nh, Tq, da)
+        b = k @ W2  # (nh, Tk, da)
         da = a.shape[-1]
         s = np.empty((nh, Tq, Tk), dtype=np.float64)  # (nh, Tq, Tk)
         rows = max(1, (1 << 22) // max(1, Tk * da))  # keep each (rows, Tk, da) slab near 32 MB

@@ -67,6 +67,15 @@ def test_remove_source_in_cross_restores_cross():
     assert inv.apply(s1)[0] == s0
 
 
+def test_rename_carries_mask_rules_along():
+    from attnviz.model.mask_design import MaskDesign
+
+    s0 = SessionState(sources=base().sources, mask=MaskDesign().with_rule("prompt", "cam", Rule.deny()))
+    s1, inv = C.RenameSource("prompt", "words").apply(s0)
+    assert s1.mask.rule_for("words", "cam") == Rule.deny() and s1.mask.rule_for("prompt", "cam") is None
+    assert inv.apply(s1)[0] == s0
+
+
 def test_rename_follows_cross_and_refuses_duplicates():
     s0 = SessionState(sources=base().sources, cross=CrossConfig(("prompt",), ("cam",)))
     s1, _ = C.RenameSource("prompt", "words").apply(s0)
