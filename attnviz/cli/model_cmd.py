@@ -19,6 +19,8 @@ import numpy as np
 
 from attnviz.checkpoints import CheckpointError, head_summaries, load_checkpoint, ready_models, run_image, run_text
 from attnviz.cli import CliError
+from attnviz.sources.errors import SourceError
+from attnviz.sources.image import load_image
 
 
 def register(subparsers) -> None:
@@ -67,15 +69,12 @@ def _resolve(model_dir: str) -> tuple[Path, str | None]:
 
 
 def _read_image(path: Path) -> np.ndarray:
-    from PIL import Image, ImageOps
-
+    """(H, W, 3) uint8 through the sources layer's hardened reader (EXIF orientation, alpha over white)."""
     if not path.is_file():
         raise CliError(f"image not found: {path}")
     try:
-        with Image.open(path) as im:
-            im = ImageOps.exif_transpose(im)
-            return np.asarray(im.convert("RGB"))  # (H, W, 3) uint8
-    except Exception as exc:  # Pillow raises many types for unreadable, truncated or oversized files
+        return load_image(path)
+    except SourceError as exc:
         raise CliError(f"cannot read image {path}: {exc}") from None
 
 
