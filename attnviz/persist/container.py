@@ -170,13 +170,15 @@ def save_payload(path: str | os.PathLike, tree: dict, arrays: Mapping[str, np.nd
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, raw)
 
+    existed = target.exists()
+    kept = "; the previous file is unchanged" if existed else ""
     try:
         return atomic_write(target, write)
     except SessionError as exc:
-        raise SessionError(f"{target}: {exc}; the previous file is unchanged") from exc
+        raise SessionError(f"{target}: {exc}{kept}") from exc
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        raise SessionError(f"could not save {target}: {reason}; the previous file is unchanged") from exc
+        raise SessionError(f"could not save {target}: {reason}{kept}") from exc
 
 
 # ---------------------------------------------------------------------------------------------
