@@ -25,7 +25,7 @@ import numpy as np
 from attnviz.model.mask_analysis import ar_mask_from_mask, seqlens_from_mask
 from attnviz.model.mask_design import MaskDesign, resolve_axis
 from attnviz.model.mask_paint import CellOverrides
-from attnviz.model.mask_presets import design_from_ar_mask, preset, preset_flex_expr
+from attnviz.model.mask_presets import _vla, design_from_ar_mask, preset, preset_flex_expr
 from attnviz.model.mask_rules import Rule, make_attn_mask
 
 EXPORT_FORMATS = ("npy", "json", "flex", "ar-mask", "seqlens")
@@ -277,7 +277,8 @@ def _design_function(design: MaskDesign, q_segments, k_segments, Tq: int, Tk: in
             continue
         expr = preset_flex_expr(term.name, term.params, Tq, Tk, em.add_table)
         if expr is None:
-            sub = preset(term.name, q_segments, k_segments, **term.params)
+            sub = (_vla(q_segments, k_segments, term.params.get("roles"), strict=False) if term.name == "vla"
+                   else preset(term.name, q_segments, k_segments, **term.params))
             fn = _design_function(sub, q_segments, k_segments, Tq, Tk, em, term.name)
             expr = f"{fn}(q_idx, kv_idx)"
         body.append(f"m = m {op} ({expr})")

@@ -14,6 +14,8 @@ after them; A attends to I, P and causally to A (global positions), never to E; 
 and E, never to A. Segments get their role from ``roles={segment_name: "I"|"P"|"A"|"E"}`` or else
 from their name (``image``/``img``/``patch``/``cls``/``camera`` -> I, ``prompt``/``text``/``state``
 -> P, ``fast``/``action`` -> A, ``expert``/``noise`` -> E); several segments may share a role.
+``preset("vla", ...)`` refuses a segment without a role; a ``vla`` preset term, re-evaluated when
+the sequence changes later, denies such a segment's rows and columns instead of failing.
 """
 
 from __future__ import annotations
@@ -178,8 +180,9 @@ def _documents(q_segments, k_segments, documents) -> dict[str, int]:
     return {n: i for i, doc in enumerate(documents) for n in doc}
 
 
-def vla_roles(segments, roles: dict | None = None) -> dict[str, str]:
-    """Segment name -> VLA role, from ``roles`` first, else from the name; ValueError when unknown."""
+def vla_roles(segments, roles: dict | None = None, strict: bool = True) -> dict[str, str]:
+    """Segment name -> VLA role, from ``roles`` first, else from the name; ValueError when a segment
+    has none (``strict=False``: such segments are left out)."""
     roles = dict(roles or {})
     out = {}
     for seg in segments:
@@ -189,6 +192,8 @@ def vla_roles(segments, roles: dict | None = None) -> dict[str, str]:
         low = seg.name.lower()
         role = next((r for r, words in _ROLE_WORDS if any(w in low for w in words)), None)
         if role is None:
+            if not strict:
+                continue
             raise ValueError(f"segment {seg.name!r} has no VLA role: name it image / prompt / state / fast / "
                              f"expert, or pass roles={{{seg.name!r}: 'I'|'P'|'A'|'E'}}")
         out[seg.name] = role
@@ -203,10 +208,11 @@ def _vla_rule(rq: str, rk: str) -> Rule:
     return Rule.allow() if rk in "IPE" else Rule.deny()  # E
 
 
-def _vla(q_segments, k_segments, roles) -> MaskDesign:
-    qr = vla_roles(q_segments, roles)
-    kr = vla_roles(k_segments, roles)
-    rules = tuple((q.name, k.name, _vla_rule(qr[q.name], kr[k.name])) for q in q_segments for k in k_segments)
+def _vla(q_segments, k_segments, roles, strict: bool = True) -> MaskDesign:
+    qr = vla_roles(q_segments, roles, strict)
+    kr = vla_roles(k_segments, roles, strict)
+    rules = tuple((q.name, k.name, _vla_rule(qr[q.name], kr[k.name])) for q in q_segments for k in k_segments
+                  if q.name in qr and k.name in kr)
     return MaskDesign(default_rule=Rule.deny(), rules=rules)
 
 
@@ -243,6 +249,8 @@ def preset_mask(name: str, q_segments, k_segments, Tq: int, Tk: int, **params) -
         if params.get("causal", False):
             m &= pk <= pq
         return m
+    if name == "vla":  # a term outlives the segments it was made for: a segment without a role is denied
+        return _vla(q_segments, k_segments, params.get("roles"), strict=False).compile(q_segments, k_segments, Tq, Tk)
     return preset(name, q_segments, k_segments, **params).compile(q_segments, k_segments, Tq, Tk)
 
 

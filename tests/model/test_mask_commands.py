@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnviz.model.command import Command, merge_key
 from attnviz.model.mask_commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, OnHead, PaintCells,
@@ -152,3 +154,40 @@ def test_on_head_inverse_keeps_existing_head_design():
     d1, inv = cmd.apply(d0)
     assert dict(d1.heads)[0].rule_for("image", "image") == Rule.allow()
     assert inv.apply(d1)[0] == d0
+
+_cell = st.tuples(st.integers(0, 13), st.integers(0, 13))
+_value = st.sampled_from(["allow", "deny", "erase"])
+_block = st.sampled_from(["image", "prompt", "fast", "expert", "fast.1", "fast.2", "image.1"])
+_rule = st.sampled_from([Rule.allow(), Rule.deny(), Rule.causal(), Rule.sliding_window(2), Rule.ar_mask([1, 0, 1])])
+_command = st.one_of(
+    st.builds(SetBlockRule, _block, _block, st.one_of(st.none(), _rule)),
+    st.builds(SetDefaultRule, _rule),
+    st.builds(PaintCells, st.lists(_cell, max_size=5).map(tuple), _value),
+    st.builds(lambda r, c, v: PaintRect(r, r + 2, c, c + 3, v), st.integers(0, 12), st.integers(0, 12), _value),
+    st.builds(PaintRow, st.lists(st.integers(0, 12), min_size=1, max_size=2).map(tuple), st.just(12), _value),
+    st.builds(ClearPaint),
+    st.builds(lambda n: ApplyPreset.make(n, SEGS), st.sampled_from(["vla", "causal", "block_diagonal"])),
+    st.builds(lambda w: CombinePreset.make("sliding_window", "or", w=w), st.integers(1, 4)),
+    st.builds(SplitBlock, st.sampled_from(["image", "expert"]), st.integers(1, 3)),
+    st.builds(lambda h, r: SetPerHead(h, MaskDesign(default_rule=r)), st.integers(0, 2), _rule),
+    st.builds(OnHead, st.integers(0, 2), st.builds(PaintCells, st.lists(_cell, max_size=3).map(tuple), _value)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_command, max_size=8))
+def test_random_edit_sequences_undo_to_the_start(cmds):
+    d = start_design()
+    history = [d]
+    inverses = []
+    for c in cmds:
+        try:
+            d, inv = c.apply(d)
+        except ValueError:  # e.g. splitting where a cut exists: refused, nothing changes
+            continue
+        history.append(d)
+        inverses.append(inv)
+    for inv, before in zip(reversed(inverses), reversed(history[:-1])):
+        d, _ = inv.apply(d)
+        assert d == before
+    assert d == start_design()

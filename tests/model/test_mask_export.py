@@ -291,3 +291,12 @@ def test_dense_import_prefers_simple_structure():
     heads = np.stack([causal, ~causal | np.eye(T, dtype=bool)])
     d = design_from_dense(heads)
     np.testing.assert_array_equal(d.compile([], None, T, T, nh=2), heads)
+
+
+def test_flex_source_for_a_vla_term_with_a_segment_without_role():
+    from attnviz.model.mask_presets import combine_preset
+
+    segs = segments_from_lengths([2, 2, 2, 3], ["image", "fast", "expert", "notes"])
+    d = combine_preset(MaskDesign(default_rule=Rule.sliding_window(3)), "vla", "or")
+    src = flex_mask_mod_source(d, segs, verify=False)
+    np.testing.assert_array_equal(run_mask_mod(src, 9, 9), d.compile(segs))

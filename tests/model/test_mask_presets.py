@@ -185,3 +185,12 @@ def test_bad_preset_parameters_are_clear():
     with pytest.raises(ValueError, match="either documents"):
         preset("block_diagonal", segs, documents=[["seg0"]], lengths=[2])
     assert set(PRESETS) == {"none", "causal", "prefix_lm", "block_diagonal", "sliding_window", "vla"}
+
+
+def test_vla_term_denies_a_later_segment_without_role():
+    segs = segments_from_lengths([2, 2, 2], ["image", "fast", "expert"])
+    d = combine_preset(MaskDesign(), "vla", "and")
+    later = segments_from_lengths([2, 2, 2, 3], ["image", "fast", "expert", "notes"])
+    m = d.compile(later)
+    np.testing.assert_array_equal(m[:6, :6], preset("vla", segs).compile(segs))
+    assert not m[6:].any() and not m[:, 6:].any()
