@@ -99,7 +99,12 @@ def load_weights(path: Path, c: ModelConfig) -> dict[str, np.ndarray]:
     """Read, check and return every tensor :func:`expected_tensors` lists, as float32 (float64 if stored so)."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"the weights file is missing: {path} not found (a checkpoint folder needs model.safetensors)")
+        hint = "a checkpoint folder needs model.safetensors"
+        if (path.parent / "model.safetensors.index.json").is_file():
+            hint = "sharded checkpoints (model.safetensors.index.json) are not supported; save the model as one file"
+        elif (path.parent / "pytorch_model.bin").is_file():
+            hint = "pytorch_model.bin is not read (pickle files can run code); convert it to model.safetensors"
+        raise CheckpointError(f"the weights file is missing: {path} not found ({hint})")
     expected = expected_tensors(c)
     try:
         with safe_open(str(path), framework="numpy") as f:

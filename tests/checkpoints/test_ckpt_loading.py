@@ -80,6 +80,17 @@ def test_missing_file_is_named(tiny_copy, missing, expected):
     assert missing in str(exc.value)
 
 
+@pytest.mark.parametrize("other, expected", [
+    ("pytorch_model.bin", "pickle files can run code"),
+    ("model.safetensors.index.json", "sharded checkpoints"),
+])
+def test_missing_safetensors_with_other_weight_files(tiny_copy, other, expected):
+    d = tiny_copy("gpt2")
+    (d / "model.safetensors").rename(d / other)
+    with pytest.raises(CheckpointError, match=expected):
+        load_checkpoint(d)
+
+
 def test_missing_preprocessor_config(tiny_copy):
     d = tiny_copy("vit")
     (d / "preprocessor_config.json").unlink()
