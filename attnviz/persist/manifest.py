@@ -89,6 +89,13 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not allowed in a session manifest")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large for a float")
+    return value
+
+
 def _depth_ok(text: str, max_depth: int) -> bool:
     """True when brackets outside strings nest at most ``max_depth`` deep (checked before parsing,
     so a hostile manifest cannot drive the JSON decoder into deep recursion)."""
@@ -123,7 +130,7 @@ def parse_manifest(raw: bytes, limits: Limits) -> dict:
     if not _depth_ok(text, limits.max_json_depth):
         raise SessionError(f"manifest.json nests deeper than {limits.max_json_depth} levels")
     try:
-        manifest = json.loads(text, parse_constant=_refuse_constant)
+        manifest = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
         raise SessionError(f"manifest.json is not valid JSON: {exc}") from exc
     if not isinstance(manifest, dict):

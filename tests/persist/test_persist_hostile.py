@@ -370,6 +370,7 @@ def test_absurd_declared_shape(tmp_path, sample, shape, match):
     (b"\xff\xfe", "not valid UTF-8"),
     (b"[1, 2]", "must hold a JSON object"),
     (b'{"format": "attnviz-session", "schema_version": NaN}', "not allowed"),
+    (b'{"format": "attnviz-session", "schema_version": 1, "state": {"x": 1e400}}', "too large for a float"),
     (b"[" * 100000 + b"]" * 100000, "nests deeper"),
     (b'{"format": "zip-of-cats", "schema_version": 1}', "format is 'zip-of-cats'"),
     (b'{"schema_version": 1}', "format is None"),
