@@ -20,7 +20,7 @@ from typing import Any, Hashable
 import numpy as np
 
 from attnviz.model.mask_design import BlockSplit, MaskDesign, PresetTerm
-from attnviz.model.mask_paint import CellOverrides, paint_value
+from attnviz.model.mask_paint import CellOverrides, CellStates, paint_value
 from attnviz.model.mask_rules import Rule
 from attnviz.model.segments import Segment
 
@@ -44,8 +44,7 @@ def _paint(design: MaskDesign, rows: np.ndarray, cols: np.ndarray, value) -> tup
     old = design.overrides.get(rows, cols)  # (n,)
     new = replace(design, overrides=design.overrides.set(rows, cols, value))
     # restore in reverse order so that the first recorded (original) state of a repeated cell wins
-    cells = tuple(zip(rows.tolist(), cols.tolist()))[::-1]
-    return new, RestoreCells(cells, tuple(int(v) for v in old[::-1]))
+    return new, RestoreCells(CellStates(rows, cols, old).reversed())
 
 
 # -- rules -------------------------------------------------------------------------------------
@@ -200,36 +199,32 @@ class PaintCells:
 
 @dataclass(frozen=True)
 class RestoreCells:
-    """Set each cell to its own state (1 allow, -1 deny, 0 follow the rule): painting's inverse."""
+    """Set cells to recorded states (1 allow, -1 deny, 0 follow the rule): painting's inverse."""
 
-    cells: tuple[tuple[int, int], ...]  # (row, col) pairs; a later duplicate wins
-    values: tuple[int, ...]  # one state per cell
+    changes: CellStates  # (row, col, state) in order; a later duplicate wins
     stroke: int | None = None  # merge id, as for PaintCells
     label: str = "Restore cells"  # shown in the Edit menu
 
-    def __post_init__(self):
-        object.__setattr__(self, "cells", _cells(self.cells))
-        object.__setattr__(self, "values", tuple(paint_value(v) for v in self.values))
-        if len(self.values) != len(self.cells):
-            raise ValueError(f"{len(self.cells)} cells but {len(self.values)} values")
+    @classmethod
+    def make(cls, cells, states, stroke: int | None = None) -> "RestoreCells":
+        arr = np.asarray(_cells(cells), dtype=np.int64).reshape(-1, 2)  # (n, 2)
+        return cls(CellStates(arr[:, 0], arr[:, 1], [paint_value(v) for v in states]), stroke)
 
     @property
     def merge_key(self) -> Hashable | None:
         return None if self.stroke is None else ("restore-cells", self.stroke)
 
     def merge(self, other: "RestoreCells") -> "RestoreCells":
-        """Apply ``self`` then ``other`` (other's values win where both set a cell)."""
+        """Apply ``self`` then ``other`` (other's states win where both set a cell)."""
         if not isinstance(other, RestoreCells):
             raise ValueError("RestoreCells merges only with RestoreCells")
-        return RestoreCells(self.cells + other.cells, self.values + other.values, self.stroke, self.label)
+        return RestoreCells(self.changes + other.changes, self.stroke, self.label)
 
     def apply(self, design: MaskDesign):
-        arr = np.asarray(self.cells, dtype=np.int64).reshape(-1, 2)  # (n, 2)
-        rows, cols = arr[:, 0], arr[:, 1]
-        old = design.overrides.get(rows, cols)
-        new = replace(design, overrides=design.overrides.set(rows, cols, np.asarray(self.values, dtype=np.int8)))
-        inv = RestoreCells(self.cells[::-1], tuple(int(v) for v in old[::-1]), self.stroke, self.label)
-        return new, inv
+        c = self.changes
+        old = design.overrides.get(c.rows, c.cols)  # (n,)
+        new = replace(design, overrides=design.overrides.set(c.rows, c.cols, c.states))
+        return new, RestoreCells(CellStates(c.rows, c.cols, old).reversed(), self.stroke, self.label)
 
 
 @dataclass(frozen=True)

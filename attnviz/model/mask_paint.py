@@ -42,6 +42,14 @@ def _as_index(a, what: str) -> np.ndarray:
     return arr
 
 
+def _sorted_contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """bool (len(keys),): which keys occur in the sorted unique array ``sorted_keys``."""
+    if not sorted_keys.size or not keys.size:
+        return np.zeros(keys.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
+    return sorted_keys[pos] == keys
+
+
 class CellOverrides:
     """Immutable sparse map (row, col) -> ALLOW / DENY. Equal when the same cells hold the same values."""
 
@@ -158,7 +166,11 @@ class CellOverrides:
         if isinstance(values, str) or np.ndim(values) == 0:
             vals = np.full(rows.shape, paint_value(values), dtype=np.int8)  # (n,)
         else:
-            vals = np.asarray([paint_value(v) for v in np.asarray(values).ravel()], dtype=np.int8)  # (n,)
+            arr = np.asarray(values).ravel()  # (n,)
+            if arr.dtype.kind in "iu" and np.all((arr >= -1) & (arr <= 1)):
+                vals = arr.astype(np.int8)  # (n,)
+            else:
+                vals = np.asarray([paint_value(v) for v in arr], dtype=np.int8)  # (n,)
             if vals.shape != rows.shape:
                 raise ValueError(f"{rows.size} painted cells but {vals.size} values")
         if not rows.size:
@@ -166,7 +178,7 @@ class CellOverrides:
         keys = (rows << 32) | cols  # (n,)
         rk, ridx = np.unique(keys[::-1], return_index=True)  # the last occurrence of a cell wins
         rv = vals[::-1][ridx]
-        keep = ~np.isin(self._keys, rk)
+        keep = ~_sorted_contains(rk, self._keys)
         new_keys = np.concatenate([self._keys[keep], rk[rv != NONE]])
         new_vals = np.concatenate([self._vals[keep], rv[rv != NONE]])
         order = np.argsort(new_keys, kind="stable")
@@ -178,7 +190,47 @@ class CellOverrides:
             return CellOverrides()
         drop = np.zeros(self._keys.size, dtype=bool)
         if rows is not None:
-            drop |= np.isin(self.rows, _as_index(rows, "row"))
+            drop |= _sorted_contains(np.unique(_as_index(rows, "row")), self.rows)
         if cols is not None:
-            drop |= np.isin(self.cols, _as_index(cols, "column"))
+            drop |= _sorted_contains(np.unique(_as_index(cols, "column")), self.cols)
         return CellOverrides(self._keys[~drop], self._vals[~drop])
+
+
+class CellStates:
+    """Immutable list of (row, col, state) with state ALLOW / DENY / NONE, in order (a later
+    duplicate wins when applied); the compact record painting commands keep for their inverse."""
+
+    __slots__ = ("rows", "cols", "states")
+
+    def __init__(self, rows, cols, states):
+        rows, cols = _as_index(rows, "row"), _as_index(cols, "column")  # (n,), (n,)
+        states = np.asarray(states, dtype=np.int8).ravel()  # (n,)
+        if not (rows.shape == cols.shape == states.shape):
+            raise ValueError(f"{rows.size} rows, {cols.size} columns and {states.size} states differ in length")
+        if np.any((states != ALLOW) & (states != DENY) & (states != NONE)):
+            raise ValueError("cell states must be 1 (allow), -1 (deny) or 0 (follow the rule)")
+        for a in (rows, cols, states):
+            a.flags.writeable = False
+        self.rows, self.cols, self.states = rows, cols, states
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, CellStates):
+            return NotImplemented
+        return all(np.array_equal(a, b) for a, b in
+                   ((self.rows, other.rows), (self.cols, other.cols), (self.states, other.states)))
+
+    def __hash__(self) -> int:
+        return hash((self.rows.tobytes(), self.cols.tobytes(), self.states.tobytes()))
+
+    def __repr__(self) -> str:
+        return f"CellStates({len(self)} cells)"
+
+    def reversed(self) -> "CellStates":
+        return CellStates(self.rows[::-1], self.cols[::-1], self.states[::-1])
+
+    def __add__(self, other: "CellStates") -> "CellStates":
+        return CellStates(np.concatenate([self.rows, other.rows]), np.concatenate([self.cols, other.cols]),
+                          np.concatenate([self.states, other.states]))

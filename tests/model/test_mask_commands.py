@@ -47,7 +47,7 @@ COMMANDS = [
     MergeBlocks("fast"),
     SetPerHead(1, MaskDesign(default_rule=Rule.deny())),
     OnHead(2, PaintCells(((1, 1),), "deny")),
-    RestoreCells(((0, 5), (4, 4)), (0, -1)),
+    RestoreCells.make(((0, 5), (4, 4)), (0, -1)),
 ]
 
 

@@ -210,3 +210,18 @@ def test_invalid_painted_array_raises():
         MaskDesign.from_payload(payload, {**arrays, key: np.array([[0, 0, 5]])})
     with pytest.raises(ValueError, match="out of range|>= 0|range"):
         MaskDesign.from_payload(payload, {**arrays, key: np.array([[-1, 0, 1]])})
+
+
+def test_cell_overrides_set_get_clear_runs():
+    ov = CellOverrides.from_cells([2, 0, 0, 0, 2], [5, 1, 2, 4, 5], ["allow", "allow", "allow", "deny", "deny"])
+    assert len(ov) == 4 and ov.get([2, 0, 9], [5, 4, 9]).tolist() == [-1, -1, 0]  # the later (2, 5) wins
+    assert ov.runs() == [(0, 1, 3, 1), (0, 4, 5, -1), (2, 5, 6, -1)]
+    assert ov.set([0], [1], "erase").get([0], [1]).tolist() == [0]
+    assert ov.cleared(rows=[0]) == CellOverrides.from_cells([2], [5], "deny")
+    assert ov.cleared(cols=[5, 1]).to_array().tolist() == [[0, 2, 1], [0, 4, -1]]
+    assert ov.cleared() == CellOverrides() and not CellOverrides()
+    assert CellOverrides.from_array(ov.to_array()) == ov and hash(CellOverrides.from_array(ov.to_array())) == hash(ov)
+    dense = ov.dense(1, 3)
+    assert dense.tolist() == [[0, 1, 1]]
+    with pytest.raises(ValueError, match="integers"):
+        ov.set([0.5], [1], "allow")
