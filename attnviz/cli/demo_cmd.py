@@ -39,14 +39,12 @@ def _compute(state):
 def _save(state, path: str) -> None:
     from attnviz.cli import CliError
 
-    try:
-        from attnviz.persist import save_session
-    except ImportError:
-        raise CliError("saving sessions is not available in this build") from None
+    from attnviz.persist import SessionError, save_session
+
     try:
         save_session(path, state)
-    except Exception as exc:  # the session layer's own error type; one line for the person
-        raise CliError(f"could not save {path}: {exc}") from None
+    except SessionError as exc:  # its message already names the file and the problem
+        raise CliError(str(exc)) from None
 
 
 def _summary(name: str, r) -> str:
