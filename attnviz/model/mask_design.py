@@ -40,6 +40,7 @@ from attnviz.model.mask_rules import Rule
 from attnviz.model.segments import Segment, check_contiguous
 
 MASK_DESIGN_VERSION = 1
+MAX_NESTING = 8  # designs nested in preset terms / heads, deeper payloads are refused
 COMBINE_OPS = ("and", "or")
 
 
@@ -384,14 +385,16 @@ class MaskDesign:
             raise ValueError(f"mask design version {version} is newer than this attnviz reads "
                              f"({MASK_DESIGN_VERSION}); update attnviz")
         try:
-            return cls._from_payload(d, arrays or {}, nested_ok=True)
-        except (KeyError, TypeError, AttributeError) as exc:
+            return cls._from_payload(d, arrays or {}, nested_ok=True, depth=0)
+        except (KeyError, TypeError, AttributeError, OverflowError) as exc:
             raise ValueError(f"invalid mask design: {type(exc).__name__}: {exc}") from None
 
     @classmethod
-    def _from_payload(cls, d, arrays, nested_ok: bool) -> "MaskDesign":
+    def _from_payload(cls, d, arrays, nested_ok: bool, depth: int) -> "MaskDesign":
         if not isinstance(d, dict):
             raise ValueError("mask design payload must be an object")
+        if depth > MAX_NESTING:
+            raise ValueError(f"mask design nests designs more than {MAX_NESTING} deep")
         known = {"version", "default", "rules", "splits", "presets", "overrides", "heads"}
         unknown = set(d) - known
         if unknown:
@@ -420,7 +423,7 @@ class MaskDesign:
             if not isinstance(params, dict):
                 raise ValueError("preset parameters must be an object")
             nested = item.get("design")
-            nd = cls._from_payload(nested, arrays, nested_ok=False) if nested is not None else None
+            nd = cls._from_payload(nested, arrays, False, depth + 1) if nested is not None else None
             terms.append(PresetTerm(item.get("op"), str(item.get("name")), json.dumps(params, sort_keys=True), nd))
         ov_key = d.get("overrides")
         overrides = CellOverrides()
@@ -434,7 +437,7 @@ class MaskDesign:
                 raise ValueError("a nested design may not have per-head designs")
             if not isinstance(item, dict) or "design" not in item:
                 raise ValueError(f"a per-head design needs 'head' and 'design', got {item!r}")
-            heads.append((item.get("head"), cls._from_payload(item["design"], arrays, nested_ok=False)))
+            heads.append((item.get("head"), cls._from_payload(item["design"], arrays, False, depth + 1)))
         return cls(default_rule=default, rules=tuple(rules), splits=tuple(splits), presets=tuple(terms),
                    overrides=overrides, heads=tuple(heads))
 

@@ -264,8 +264,8 @@ def document_ids(params: dict, Tq: int, Tk: int) -> tuple[np.ndarray, np.ndarray
     kl = params.get("kv_lengths", params.get("lengths"))
 
     def ids(lengths, T):
-        d = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)[:T]  # (<= T,)
-        return np.concatenate([d, np.full(T - d.size, len(lengths), dtype=np.int64)])  # (T,)
+        ends = np.cumsum(np.minimum(np.asarray(lengths, dtype=object), T).astype(np.int64))  # (n_docs,)
+        return np.searchsorted(ends, np.arange(T, dtype=np.int64), side="right").astype(np.int64)  # (T,)
 
     return ids(ql, Tq), ids(kl, Tk)
 

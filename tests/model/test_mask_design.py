@@ -225,3 +225,35 @@ def test_cell_overrides_set_get_clear_runs():
     assert dense.tolist() == [[0, 1, 1]]
     with pytest.raises(ValueError, match="integers"):
         ov.set([0.5], [1], "allow")
+
+
+def test_deeply_nested_payload_is_refused():
+    d = MaskDesign()
+    for _ in range(12):
+        d = MaskDesign(presets=(PresetTerm("and", "design", "{}", d),))
+    payload, arrays = d.to_payload()
+    with pytest.raises(ValueError, match="deep"):
+        MaskDesign.from_payload(payload, arrays)
+
+
+def test_payload_fuzz_only_raises_value_error():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**70), st.text(max_size=4), st.floats())
+    tree = st.recursive(leaf, lambda c: st.one_of(st.lists(c, max_size=3),
+                                                  st.dictionaries(st.sampled_from(
+                                                      ["q", "k", "rule", "kind", "window", "ar", "valid", "segment",
+                                                       "offsets", "names", "op", "name", "params", "design", "head"]),
+                                                      c, max_size=4)), max_leaves=12)
+    keys = st.sampled_from(["default", "rules", "splits", "presets", "heads", "overrides"])
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.dictionaries(keys, tree, max_size=4))
+    def run(payload):
+        try:
+            MaskDesign.from_payload(payload, {"a": np.zeros((1, 3))})
+        except ValueError:
+            pass
+
+    run()
