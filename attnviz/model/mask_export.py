@@ -23,10 +23,10 @@ import types
 import numpy as np
 
 from attnviz.model.mask_analysis import ar_mask_from_mask, seqlens_from_mask
-from attnviz.model.mask_design import MaskDesign, resolve_axis
+from attnviz.model.mask_design import Block, MaskDesign, _lookup, resolve_axis
 from attnviz.model.mask_paint import CellOverrides
 from attnviz.model.mask_presets import _vla, design_from_ar_mask, preset, preset_flex_expr
-from attnviz.model.mask_rules import Rule, make_attn_mask
+from attnviz.model.mask_rules import Rule
 
 EXPORT_FORMATS = ("npy", "json", "flex", "ar-mask", "seqlens")
 JSON_FORMAT = "attnviz-mask-design"
@@ -217,8 +217,7 @@ class _Emitter:
 
 
 def _literal(values) -> str:
-    text = repr(list(values))
-    return text
+    return repr(list(values))
 
 
 def _shift(var: str, delta: int) -> str:
@@ -240,8 +239,6 @@ def _design_function(design: MaskDesign, q_segments, k_segments, Tq: int, Tk: in
         body.append(f"m = {_rule_on(d, 'all_', _shift('q_idx', Tk - Tq), 'kv_idx', em)}")
     else:
         body.append("m = ~all_")
-    from attnviz.model.mask_design import _lookup
-
     for bq in qb:
         if not len(bq):
             continue
@@ -299,9 +296,7 @@ def _rule_on(rule: Rule, all_: str, pq: str, pk: str, em: _Emitter) -> str:
     return f"{all_} & {rule.flex_expr(pq, pk, em.add_table)}"
 
 
-def _whole(T: int):
-    from attnviz.model.mask_design import Block
-
+def _whole(T: int) -> Block:
     return Block("", "", 0, T, "#808080")
 
 
@@ -444,5 +439,5 @@ def _write_text(path, text: str) -> None:
 __all__ = [
     "EXPORT_FORMATS", "save_npy", "load_npy", "design_from_dense", "design_to_json", "design_from_json",
     "save_ar_mask", "load_ar_mask", "seqlens_document", "flex_mask_mod_source", "evaluate_mask_mod",
-    "numpy_torch_shim", "export_mask", "import_mask", "make_attn_mask",
+    "numpy_torch_shim", "export_mask", "import_mask",
 ]
