@@ -40,5 +40,11 @@ test: setup
 bench: setup
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(VENV)/bin/attnviz-cli bench
 
+package: setup
+	packaging/build.sh
+
+screenshots: setup
+	QT_QPA_PLATFORM=offscreen $(PY) tools/make_screenshots.py
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info
