@@ -20,7 +20,9 @@ Public API::
 
 Precision: the forward pass runs in float32 by default (the stored precision, and what transformers
 computes in), float64 on request; attention weights come from the engine's float64 reference kernel
-unless another kernel that returns weights is chosen.  Against transformers (torch CPU, eager
+unless another kernel that returns weights is chosen.  Weights stay as stored (float32) and are
+converted one tensor at a time in a float64 pass, so it never holds a float64 copy of the model.
+Against transformers (torch CPU, eager
 attention) every layer and head of all-MiniLM-L6-v2 matches to 1e-5 (tests/checkpoints).
 """
 

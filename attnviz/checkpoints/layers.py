@@ -12,6 +12,7 @@ import math
 import numpy as np
 from scipy.special import erf
 
+from attnviz.checkpoints.errors import CheckpointError
 from attnviz.engine import attention
 
 
@@ -85,5 +86,5 @@ def self_attention(q, k, v, nh: int, mask: np.ndarray | None, scale: float, kern
     res = attention(split_heads(q, nh), split_heads(k, nh), split_heads(v, nh), mask,
                     scale=scale, kernel=kernel, return_weights=True)
     if res.weights is None:
-        raise ValueError(f"attention kernel {kernel!r} did not return weights; choose a kernel that does")
+        raise CheckpointError(f"attention kernel {kernel!r} did not return weights; choose a kernel that does")
     return merge_heads(res.out).astype(q.dtype, copy=False), res.weights.astype(q.dtype, copy=False)
