@@ -34,7 +34,8 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
     q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv); 2-D arrays mean one head and give 2-D results.
     ``mask``: None, a bool (Tq, Tk) / (nh, Tq, Tk) array (True = query may attend to key) or a
     BlockMask. ``scale`` defaults to 1/sqrt(hs). ``kernel``: "reference", "naive" or "flash".
-    ``block_m``/``block_n``: flash tile size; None uses the BlockMask's tiles, else a measured choice.
+    ``block_m``/``block_n``: flash tile size; None uses the BlockMask's tiles, else the measured choice
+    for this shape and mask (:func:`attnviz.engine.tiling.choose_blocks`).
     Returns out (nh, Tq, hv), lse (nh, Tq) and, with ``return_weights``, weights (nh, Tq, Tk), in
     float32 when every input is float32 and float64 otherwise.
     """
@@ -68,7 +69,7 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
         if bm is None and bn is None and block is not None:
             bm, bn = block.block_m, block.block_n
         if bm is None or bn is None:
-            auto_m, auto_n = choose_blocks(nh, Tq, Tk, hs, v3.shape[2], q3.dtype)
+            auto_m, auto_n = choose_blocks(nh, Tq, Tk, hs, v3.shape[2], q3.dtype, dense)
             bm, bn = bm or auto_m, bn or auto_n
         qs, sf = (-q3, -s) if s < 0 else (q3, s)  # the kernel needs scale >= 0: negate q instead (exact)
         out, lse = flash_attention(qs, k3, v3, dense, _tile_state(dense, block, Tq, Tk, bm, bn), sf, bm, bn)

@@ -11,21 +11,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 EMPTY = 0  # no allowed cell: skipped
 PARTIAL = 1  # some cells allowed: the kernel reads the mask
 FULL = 2  # every cell allowed: no mask test
 
 
+@njit(nogil=True, cache=True)
+def _tile_counts_kernel(dense, block_m, block_n, counts):
+    """counts[h, a, b] = allowed cells of tile (a, b) of head h; dense (nh, Tq, Tk) bool."""
+    nh, Tq, Tk = dense.shape
+    counts[:] = 0
+    for h in range(nh):
+        for i in range(Tq):
+            row = dense[h, i]  # (Tk,)
+            a = i // block_m
+            for b in range(counts.shape[2]):
+                n = 0
+                for j in range(b * block_n, min((b + 1) * block_n, Tk)):
+                    n += row[j]
+                counts[h, a, b] += n
+
+
 def tile_counts(dense: np.ndarray, block_m: int, block_n: int) -> np.ndarray:
     """Number of allowed cells per tile: (nh, Tq, Tk) bool -> (nh, nQ, nK) int64."""
     nh, Tq, Tk = dense.shape
-    row_starts = np.arange(0, Tq, block_m)  # (nQ,)
-    col_starts = np.arange(0, Tk, block_n)  # (nK,)
-    if Tq == 0 or Tk == 0:
-        return np.zeros((nh, len(row_starts), len(col_starts)), dtype=np.int64)
-    bands = np.add.reduceat(dense, row_starts, axis=1, dtype=np.int64)  # (nh, nQ, Tk)
-    return np.add.reduceat(bands, col_starts, axis=2, dtype=np.int64)  # (nh, nQ, nK)
+    counts = np.zeros((nh, -(-Tq // block_m), -(-Tk // block_n)), dtype=np.int64)  # (nh, nQ, nK)
+    if counts.size and Tq and Tk:
+        _tile_counts_kernel(np.ascontiguousarray(dense, dtype=np.bool_), block_m, block_n, counts)
+    return counts
 
 
 def tile_sizes(Tq: int, Tk: int, block_m: int, block_n: int) -> np.ndarray:

@@ -35,9 +35,32 @@ def set_num_threads(n: int | None) -> None:
     _state["threads"] = n
 
 
+@contextlib.contextmanager
+def num_threads(n: int | None):
+    """Apply :func:`set_num_threads` for a block and restore the previous cap afterwards."""
+    previous = _state["threads"]
+    set_num_threads(n)
+    try:
+        yield get_num_threads()
+    finally:
+        _state["threads"] = previous
+
+
 def get_num_threads() -> int:
     """Worker threads an engine kernel will use."""
     return _state["threads"] or max_threads()
+
+
+def describe() -> dict:
+    """Versions and threading facts of the engine's runtime (for reports and benchmarks)."""
+    import scipy
+
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet
+        layer = "not yet chosen"
+    return {"numba": numba.__version__, "scipy": scipy.__version__, "numba_threading_layer": layer,
+            "max_threads": max_threads(), "threads": get_num_threads()}
 
 
 def _controller() -> ThreadpoolController:

@@ -1,10 +1,14 @@
-"""Automatic tile sizes for the flash kernel: measured once per shape class and cached in-process.
+"""Automatic tile sizes for the flash kernel: measured once per shape class, cached in-process.
 
-The best BLOCK_M x BLOCK_N depends on the CPU (caches, BLAS kernels), the head sizes, the dtype and the
-thread count, so it is measured rather than guessed: the first call for a shape class times every
-candidate on a proxy problem of that class (same hs, hv, dtype and threads; T capped so the measurement
-stays near 0.1 s) and keeps the fastest. Problems too small for the choice to matter (fewer than
-SMALL_WORK scores) use DEFAULT without measuring.
+The best BLOCK_M x BLOCK_N depends on the CPU (caches, BLAS kernels), the head sizes, the dtype, the
+thread count and the mask, so it is measured rather than guessed. The first call for a shape class
+times every candidate on a proxy problem of that class (same hs, hv, dtype and threads; T capped so
+the whole measurement stays near a few tenths of a second), once with every tile full and once with
+every tile partial, and keeps the cost per score cell of each. A call then picks the candidate with
+the lowest predicted time for its own mask: full cells x full cost + partial cells x partial cost,
+empty tiles free. Every candidate is a multiple of the finest tile (64 x 128), so one count of the
+mask's allowed cells at that tile gives the tile states of every candidate. Problems too small for
+the choice to matter (fewer than SMALL_WORK scores) use DEFAULT without measuring.
 """
 
 from __future__ import annotations
@@ -15,16 +19,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.engine.blockmask import tile_counts
 from attnviz.engine.runtime import get_num_threads
 
 CANDIDATES = ((64, 128), (128, 128), (64, 256), (128, 256), (256, 128), (128, 512))
+FINEST = (64, 128)  # every candidate is a multiple of this
 DEFAULT = (64, 128)
 SMALL_WORK = 1 << 20  # nh * Tq * Tk below which every candidate runs in well under a millisecond
 
 
 @dataclass(frozen=True)
 class ShapeClass:
-    """What the best tile size depends on."""
+    """What the best tile size depends on, besides the mask."""
 
     Tq: int  # queries, rounded up to a power of two and capped at the proxy size
     Tk: int  # keys, likewise
@@ -34,7 +40,15 @@ class ShapeClass:
     threads: int  # worker threads: few large tiles starve threads
 
 
-_cache: dict[ShapeClass, tuple[int, int]] = {}
+@dataclass(frozen=True)
+class TileCost:
+    """Measured seconds per score cell of one candidate tile size."""
+
+    full: float  # in a tile without a mask test
+    partial: float  # in a tile that reads the mask
+
+
+_cache: dict[ShapeClass, dict[tuple[int, int], TileCost]] = {}
 _lock = threading.Lock()
 
 
@@ -42,51 +56,91 @@ def _bucket(n: int, cap: int) -> int:
     return min(cap, 1 << max(0, int(n - 1).bit_length()))
 
 
-def shape_class(nh: int, Tq: int, Tk: int, hs: int, hv: int, dtype) -> ShapeClass:
+def shape_class(Tq: int, Tk: int, hs: int, hv: int, dtype) -> ShapeClass:
     return ShapeClass(_bucket(Tq, 2048), _bucket(Tk, 4096), hs, hv, np.dtype(dtype).name, get_num_threads())
 
 
 def candidates_for(Tq: int, Tk: int) -> list[tuple[int, int]]:
     """Candidates whose tiles are not much larger than the problem."""
-    fit = [(bm, bn) for bm, bn in CANDIDATES if bm <= max(64, _bucket(Tq, 1 << 30)) and bn <= max(128, _bucket(Tk, 1 << 30))]
+    fit = [(bm, bn) for bm, bn in CANDIDATES
+           if bm <= max(FINEST[0], _bucket(Tq, 1 << 30)) and bn <= max(FINEST[1], _bucket(Tk, 1 << 30))]
     return fit or [DEFAULT]
 
 
-def _measure(sc: ShapeClass) -> tuple[int, int]:
-    from attnviz.engine.flash import flash_attention, full_tile_state  # late: flash imports this module's users
+def _measure(sc: ShapeClass) -> dict[tuple[int, int], TileCost]:
+    from attnviz.engine.blockmask import classify
+    from attnviz.engine.flash import flash_attention, full_tile_state  # late: flash imports runtime users
 
     rng = np.random.default_rng(0)
     nh = max(1, min(8, -(-4 * sc.threads * 256 // sc.Tq)))  # enough query tiles to feed every thread
     q = rng.standard_normal((nh, sc.Tq, sc.hs)).astype(sc.dtype)  # (nh, Tq, hs)
     k = rng.standard_normal((nh, sc.Tk, sc.hs)).astype(sc.dtype)  # (nh, Tk, hs)
     v = rng.standard_normal((nh, sc.Tk, sc.hv)).astype(sc.dtype)  # (nh, Tk, hv)
+    holes = np.ones((1, sc.Tq, sc.Tk), dtype=bool)  # (1, Tq, Tk) one masked cell per finest tile
+    holes[:, :: FINEST[0], :: FINEST[1]] = False
     scale = 1.0 / np.sqrt(sc.hs)
-    best, best_t = DEFAULT, float("inf")
-    for bm, bn in candidates_for(sc.Tq, sc.Tk):
-        ts = full_tile_state(sc.Tq, sc.Tk, bm, bn)
-        flash_attention(q, k, v, None, ts, scale, bm, bn)  # warm caches (and compile on first use)
+    cells = nh * sc.Tq * sc.Tk
+
+    def best_time(dense, ts, bm, bn):
+        flash_attention(q, k, v, dense, ts, scale, bm, bn)  # warm caches (and compile on first use)
         t = float("inf")
         for _ in range(2):
             t0 = time.perf_counter()
-            flash_attention(q, k, v, None, ts, scale, bm, bn)
+            flash_attention(q, k, v, dense, ts, scale, bm, bn)
             t = min(t, time.perf_counter() - t0)
-        if t < best_t:
-            best, best_t = (bm, bn), t
-    return best
+        return t
+
+    costs = {}
+    for bm, bn in candidates_for(sc.Tq, sc.Tk):
+        t_full = best_time(None, full_tile_state(sc.Tq, sc.Tk, bm, bn), bm, bn)
+        t_part = best_time(holes, classify(holes, bm, bn), bm, bn)
+        costs[(bm, bn)] = TileCost(t_full / cells, t_part / cells)
+    return costs
 
 
-def choose_blocks(nh: int, Tq: int, Tk: int, hs: int, hv: int, dtype) -> tuple[int, int]:
-    """(BLOCK_M, BLOCK_N) for this problem: measured once per shape class, DEFAULT for tiny problems."""
-    if nh * Tq * Tk < SMALL_WORK:
-        return DEFAULT
-    sc = shape_class(nh, Tq, Tk, hs, hv, dtype)
+def tile_costs(Tq: int, Tk: int, hs: int, hv: int, dtype) -> dict[tuple[int, int], TileCost]:
+    """Measured per-cell costs of every candidate for this shape class (measured on first use)."""
+    sc = shape_class(Tq, Tk, hs, hv, dtype)
     with _lock:
         if sc not in _cache:
             _cache[sc] = _measure(sc)
         return _cache[sc]
 
 
-def cached_choices() -> dict[ShapeClass, tuple[int, int]]:
-    """The tile sizes measured so far in this process."""
+def _predicted(costs: dict[tuple[int, int], TileCost], dense: np.ndarray | None, Tq: int, Tk: int,
+               nh: int) -> dict[tuple[int, int], float]:
+    """Predicted seconds of each candidate for this mask (None: every key allowed)."""
+    if dense is None:
+        return {c: cost.full * nh * Tq * Tk for c, cost in costs.items()}
+    fine = tile_counts(dense, *FINEST)  # (nh|1, nQf, nKf) allowed cells per finest tile
+    scale_h = nh // dense.shape[0]
+    out = {}
+    for (bm, bn), cost in costs.items():
+        fm, fn = bm // FINEST[0], bn // FINEST[1]
+        h, a, b = fine.shape
+        pad = np.zeros((h, -(-a // fm) * fm, -(-b // fn) * fn), dtype=fine.dtype)
+        pad[:, :a, :b] = fine
+        counts = pad.reshape(h, pad.shape[1] // fm, fm, pad.shape[2] // fn, fn).sum(axis=(2, 4))  # (h, nQ, nK)
+        rows = np.minimum(bm, Tq - np.arange(0, Tq, bm))  # (nQ,)
+        cols = np.minimum(bn, Tk - np.arange(0, Tk, bn))  # (nK,)
+        size = rows[:, None] * cols[None, :]  # (nQ, nK) cells per tile
+        full = counts == size[None]
+        partial = (counts > 0) & ~full
+        t = (cost.full * float((size[None] * full).sum()) + cost.partial * float((size[None] * partial).sum()))
+        out[(bm, bn)] = t * scale_h
+    return out
+
+
+def choose_blocks(nh: int, Tq: int, Tk: int, hs: int, hv: int, dtype, dense: np.ndarray | None = None
+                  ) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) for this problem and mask ((nh or 1, Tq, Tk) bool or None); DEFAULT when tiny."""
+    if nh * Tq * Tk < SMALL_WORK:
+        return DEFAULT
+    pred = _predicted(tile_costs(Tq, Tk, hs, hv, dtype), dense, Tq, Tk, nh)
+    return min(pred, key=pred.get)
+
+
+def cached_costs() -> dict[ShapeClass, dict[tuple[int, int], TileCost]]:
+    """The tile costs measured so far in this process."""
     with _lock:
-        return dict(_cache)
+        return {k: dict(v) for k, v in _cache.items()}

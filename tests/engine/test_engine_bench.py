@@ -1,0 +1,50 @@
+"""The bench command's plumbing on a tiny problem (no timing claims: those belong in the benchmark)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from attnviz.cli import bench_cmd
+from attnviz.engine import BlockMask, get_num_threads
+from attnviz.engine.runtime import max_threads
+
+
+def test_sparse_tile_mask_empties_about_the_requested_share_and_keeps_every_row_alive():
+    mask = bench_cmd.sparse_tile_mask(1000, 64, 128, 0.4, seed=3)
+    bmask = BlockMask.from_dense(mask, 64, 128)
+    assert bmask.sparsity() == pytest.approx(40.0, abs=2.0)
+    assert bmask.counts()["partial"] <= 16  # only ragged edge tiles can be partial
+    assert mask.any(axis=1).all() and mask.diagonal().all()
+
+
+def test_numpy_baseline_matches_the_engine_reference():
+    from attnviz.engine import attention
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 50, 8)).astype(np.float32) for _ in range(3))
+    mask = np.tri(50, dtype=bool)
+    ref = attention(q, k, v, mask, kernel="reference")
+    np.testing.assert_allclose(bench_cmd.numpy_attention(q, k, v, mask, 1 / np.sqrt(8)), ref.out, atol=1e-5)
+
+
+def test_bench_runs_end_to_end_and_reports_every_method(capsys):
+    parser = bench_cmd.argparse.ArgumentParser()
+    bench_cmd.add_arguments(parser)
+    args = parser.parse_args(["--json", "--sizes", "64,130", "--heads", "2", "--hs", "16", "--repeat", "1",
+                              "--no-long", "--no-torch", "--threads", "1"])
+    assert bench_cmd.handle(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    methods = {(r["T"], r["mask"], r["method"]) for r in report["rows"]}
+    for T in (64, 130):
+        for mask in ("dense", "causal", "sparse"):
+            assert (T, mask, "flash") in methods and (T, mask, "numpy") in methods
+    assert report["sgemm_gflops"] > 0
+    assert all(r["ms"] > 0 and 0 <= r["sparsity"] <= 100 and r["peak_mb"] >= 0 for r in report["rows"])
+    assert set(report["claims"]) == {"64", "130"}
+    assert report["claims"]["130"]["sparse_speedup_over_dense"] > 0
+    assert report["config"]["threads"] == 1 and get_num_threads() == max_threads()  # cap restored
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--sizes", "12,x"])
