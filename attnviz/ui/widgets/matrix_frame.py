@@ -1,0 +1,313 @@
+"""The frame every cell-matrix widget is drawn in: a view with rows (queries) top to bottom and
+columns (keys) left to right, token axes on the left and top, a segment band along each axis, a
+strip marking fully masked rows, a selected-row outline, a transparent picker item that turns mouse
+events into cells, and a debounced signal for the visible cell block."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QPen
+from PySide6.QtWidgets import QGraphicsRectItem
+
+from attnviz.model.segments import Segment
+from attnviz.ui.theme import Theme, current_theme
+from attnviz.ui.widgets.cell_geometry import cell_to_image_index, pixel_to_cell, visible_region
+from attnviz.ui.widgets.rendering import band_rgba, hatch_rgba, overlay_factor, strip_rgba
+from attnviz.ui.widgets.token_axis import TokenAxis
+
+
+class CellPicker(pg.ImageItem):
+    """Transparent item stretched over the whole matrix: hover and clicks become cells.
+
+    Its image is a single transparent pixel scaled onto (0, 0, n_cols, n_rows), so an event's
+    item position is a pixel coordinate of a (1, 1) image showing the full cell extent."""
+
+    hovered = Signal(int, int)  # (row, col), (-1, -1) when the mouse leaves the matrix
+    clicked = Signal(int, int, object)  # (row, col, Qt.MouseButton)
+
+    def __init__(self):
+        super().__init__(axisOrder="row-major")
+        self.setImage(np.zeros((1, 1, 4), dtype=np.uint8), autoLevels=False)  # (1, 1, 4)
+        self.n_rows, self.n_cols = 1, 1
+        self._last: Optional[tuple[int, int]] = None
+        self.setAcceptHoverEvents(True)
+
+    def set_shape(self, n_rows: int, n_cols: int) -> None:
+        self.n_rows, self.n_cols = int(n_rows), int(n_cols)
+        self.setRect(QRectF(0, 0, self.n_cols, self.n_rows))
+
+    @property
+    def extent(self) -> tuple[int, int, int, int]:
+        return 0, self.n_rows, 0, self.n_cols
+
+    def cell_at(self, pos: QPointF) -> Optional[tuple[int, int]]:
+        """Cell under an item-local position, or None outside the matrix."""
+        return pixel_to_cell(pos.x(), pos.y(), (1, 1), self.extent)
+
+    def hoverEvent(self, ev):
+        cell = None if ev.isExit() else self.cell_at(ev.pos())
+        if cell != self._last:
+            self._last = cell
+            self.hovered.emit(*(cell if cell is not None else (-1, -1)))
+
+    def mouseClickEvent(self, ev):
+        cell = self.cell_at(ev.pos())
+        if cell is None or ev.button() not in (Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton):
+            ev.ignore()
+            return
+        ev.accept()
+        self.clicked.emit(cell[0], cell[1], ev.button())
+
+
+class CellImageLayer:
+    """A float value image plus its hatched masked-cell overlay, placed over a cell block."""
+
+    def __init__(self, view: pg.ViewBox, z: float):
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.overlay = pg.ImageItem(axisOrder="row-major")
+        for item, dz in ((self.image, 0.0), (self.overlay, 0.5)):
+            item.setZValue(z + dz)
+            item.setAcceptHoverEvents(False)
+            item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+            view.addItem(item)
+        self.extent: Optional[tuple[int, int, int, int]] = None
+        self.values: Optional[np.ndarray] = None  # (H, W) float32 as shown, NaN where masked
+        self.allowed: Optional[np.ndarray] = None  # (H, W) bool
+        self.clear()
+
+    def show(self, values: np.ndarray, allowed: np.ndarray, extent, levels, lut, masked_colours) -> None:
+        """Draw ``values`` (H, W) over cell block ``extent``; cells not ``allowed`` are hatched."""
+        r0, r1, c0, c1 = extent
+        extent = (int(r0), int(r1), int(c0), int(c1))
+        # live edits rarely change the mask: keep the overlay when it would come out the same
+        same_mask = (self.allowed is not None and self.extent == extent and self.allowed.shape == allowed.shape
+                     and self._overlay_colours == tuple(masked_colours) and np.array_equal(self.allowed, allowed))
+        self.extent = extent
+        self.values, self.allowed = values, allowed
+        shown = np.ascontiguousarray(np.where(allowed, values, levels[0]), dtype=np.float32)  # (H, W)
+        self.image.setImage(shown, levels=levels, lut=lut, autoLevels=False, autoDownsample=False)
+        rect = QRectF(c0, r0, c1 - c0, r1 - r0)
+        self.image.setRect(rect)
+        self.image.setVisible(True)
+        if not same_mask:
+            self.restyle(masked_colours)
+
+    def restyle(self, masked_colours) -> None:
+        """Redraw the masked overlay with (base, stripe) colours."""
+        self._overlay_colours = tuple(masked_colours)
+        if self.allowed is None or self.allowed.all():
+            self.overlay.setVisible(False)
+            return
+        masked = ~self.allowed
+        rgba = hatch_rgba(masked, masked_colours[0], masked_colours[1], overlay_factor(masked.shape))
+        self.overlay.setImage(rgba, autoLevels=False, levels=None)
+        r0, r1, c0, c1 = self.extent
+        self.overlay.setRect(QRectF(c0, r0, c1 - c0, r1 - r0))
+        self.overlay.setVisible(True)
+
+    def set_levels_lut(self, levels, lut) -> None:
+        if self.values is not None:
+            shown = np.ascontiguousarray(np.where(self.allowed, self.values, levels[0]), dtype=np.float32)
+            self.image.setImage(shown, levels=levels, lut=lut, autoLevels=False, autoDownsample=False)
+
+    def value_at(self, row: int, col: int) -> Optional[tuple[float, bool]]:
+        """(value, allowed) of the pixel covering cell (row, col), or None outside this layer."""
+        if self.extent is None or self.values is None:
+            return None
+        r0, r1, c0, c1 = self.extent
+        if not (r0 <= row < r1 and c0 <= col < c1):
+            return None
+        y, x = cell_to_image_index(row, col, self.values.shape, self.extent)
+        return float(self.values[y, x]), bool(self.allowed[y, x])
+
+    def clear(self) -> None:
+        self.extent = self.values = self.allowed = None
+        self._overlay_colours = None
+        self.image.clear()
+        self.image.setVisible(False)
+        self.overlay.clear()
+        self.overlay.setVisible(False)
+
+
+class MatrixFrame(pg.GraphicsLayoutWidget):
+    """Layout: title / top axis / top band above the main view; left axis and strip beside it;
+    column 3 of row 3 is free for a colorbar."""
+
+    region_changed = Signal(int, int, int, int)  # visible (r0, r1, c0, c1), debounced
+
+    def __init__(self, parent=None, *, debounce_ms: int = 150, strip_width: int = 14, band_height: int = 8):
+        super().__init__(parent)
+        self.n_rows, self.n_cols = 0, 0
+        ci = self.ci
+        ci.setContentsMargins(4, 4, 4, 4)
+        ci.setSpacing(1)
+        self.title = ci.addLabel("", row=0, col=2, size="9pt")
+        self.top_axis = TokenAxis("top")
+        ci.addItem(self.top_axis, row=1, col=2)
+        self.top_band = pg.ViewBox(enableMouse=False, enableMenu=False, defaultPadding=0)
+        ci.addItem(self.top_band, row=2, col=2)
+        self.left_axis = TokenAxis("left")
+        ci.addItem(self.left_axis, row=3, col=0)
+        self.left_strip = pg.ViewBox(enableMouse=False, enableMenu=False, defaultPadding=0, invertY=True)
+        ci.addItem(self.left_strip, row=3, col=1)
+        self.view = pg.ViewBox(enableMenu=False, defaultPadding=0, invertY=True)
+        ci.addItem(self.view, row=3, col=2)
+        for vb, fixed in ((self.top_band, ("h", band_height)), (self.left_strip, ("w", strip_width))):
+            if fixed[0] == "h":
+                vb.setMinimumHeight(fixed[1])
+                vb.setMaximumHeight(fixed[1])
+            else:
+                vb.setMinimumWidth(fixed[1])
+                vb.setMaximumWidth(fixed[1])
+        self.top_axis.linkToView(self.view)
+        self.left_axis.linkToView(self.view)
+        self.top_band.setXLink(self.view)
+        self.left_strip.setYLink(self.view)
+        self.top_band.setYRange(0, 1, padding=0)
+        self.left_strip.setXRange(0, 2, padding=0)
+
+        self.band_image = pg.ImageItem(axisOrder="row-major")
+        self.top_band.addItem(self.band_image)
+        self.strip_image = pg.ImageItem(axisOrder="row-major")
+        self.left_strip.addItem(self.strip_image)
+
+        self.picker = CellPicker()
+        self.picker.setZValue(100)
+        self.view.addItem(self.picker)
+
+        self.selection = QGraphicsRectItem()
+        self.selection.setZValue(90)
+        self.selection.setVisible(False)
+        self.view.addItem(self.selection)
+        self.selected_row: Optional[int] = None
+
+        self._row_segments: Sequence[Segment] = ()
+        self._col_segments: Sequence[Segment] = ()
+        self._flagged: Optional[np.ndarray] = None
+        self._last_region: Optional[tuple[int, int, int, int]] = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(debounce_ms)
+        self._timer.timeout.connect(self._emit_region)
+        self.view.sigRangeChanged.connect(lambda *_: self._timer.start())
+        self.on_theme_changed(current_theme())
+
+    # -- shape, labels, bands --------------------------------------------------------------------
+    def set_shape(self, n_rows: int, n_cols: int) -> bool:
+        """Show an ``n_rows`` x ``n_cols`` matrix; the view is reset only when the shape changes
+        (live updates keep the person's zoom). Returns whether it changed."""
+        if n_rows <= 0 or n_cols <= 0:
+            raise ValueError(f"matrix shape must be positive, got ({n_rows}, {n_cols})")
+        changed = (n_rows, n_cols) != (self.n_rows, self.n_cols)
+        self.n_rows, self.n_cols = int(n_rows), int(n_cols)
+        self.picker.set_shape(n_rows, n_cols)
+        if changed:
+            self.view.setLimits(xMin=0, xMax=n_cols, yMin=0, yMax=n_rows,
+                                minXRange=min(2, n_cols), minYRange=min(2, n_rows))
+            self._last_region = None
+            self._flagged = None
+            self._row_segments = self._col_segments = ()
+            self.reset_view()
+            if self.selected_row is not None and self.selected_row >= n_rows:
+                self.set_selected_row(None)
+        return changed
+
+    def reset_view(self) -> None:
+        self.view.setRange(xRange=(0, self.n_cols), yRange=(0, self.n_rows), padding=0)
+
+    def set_labels(self, row_labels: Optional[Sequence[str]], col_labels: Optional[Sequence[str]]) -> None:
+        self.left_axis.set_labels(row_labels, self.n_rows)
+        self.top_axis.set_labels(col_labels, self.n_cols)
+
+    def set_segments(self, row_segments: Sequence[Segment], col_segments: Sequence[Segment]) -> None:
+        for segs, n, what in ((row_segments, self.n_rows, "row"), (col_segments, self.n_cols, "column")):
+            for s in segs:
+                if not isinstance(s, Segment):
+                    raise ValueError(f"{what} segments must be Segment objects, got {type(s).__name__}")
+                if s.stop > n:
+                    raise ValueError(f"{what} segment {s.name!r} ends at {s.stop}, beyond {n} {what}s")
+        self._row_segments, self._col_segments = tuple(row_segments), tuple(col_segments)
+        self._draw_bands()
+
+    def set_row_flags(self, flagged: Optional[np.ndarray]) -> None:
+        """Mark rows (e.g. fully masked queries) with a marker in the left strip."""
+        self._flagged = None if flagged is None else np.asarray(flagged, dtype=bool)
+        self._draw_bands()
+
+    @property
+    def row_segments(self) -> Sequence[Segment]:
+        return self._row_segments
+
+    @property
+    def col_segments(self) -> Sequence[Segment]:
+        return self._col_segments
+
+    @property
+    def row_flags(self) -> Optional[np.ndarray]:
+        return self._flagged
+
+    def _draw_bands(self) -> None:
+        if self.n_rows == 0:
+            return
+        theme = current_theme()
+        self.band_image.setImage(band_rgba(self.n_cols, self._col_segments), autoLevels=False, levels=None)
+        self.band_image.setRect(QRectF(0, 0, self.n_cols, 1))
+        strip = strip_rgba(self.n_rows, self._row_segments, self._flagged, theme.marker)
+        self.strip_image.setImage(strip, autoLevels=False, levels=None)
+        self.strip_image.setRect(QRectF(0, 0, 2, self.n_rows))
+
+    def set_title(self, text: str) -> None:
+        self.title.setText(text, color=current_theme().plot_foreground)
+
+    # -- selection ---------------------------------------------------------------------------
+    def set_selected_row(self, row: Optional[int]) -> None:
+        if row is not None and not 0 <= row < self.n_rows:
+            raise ValueError(f"row {row} outside 0..{self.n_rows - 1}")
+        self.selected_row = row
+        if row is None:
+            self.selection.setVisible(False)
+            return
+        self.selection.setRect(QRectF(0, row, self.n_cols, 1))
+        self.selection.setVisible(True)
+
+    # -- geometry for callers and tests -----------------------------------------------------------
+    def cell_to_widget(self, row: float, col: float) -> QPointF:
+        """Viewport position of the centre of cell (row, col) (fractional cells allowed)."""
+        scene = self.view.mapViewToScene(QPointF(col + 0.5, row + 0.5))
+        return QPointF(self.mapFromScene(scene))
+
+    def visible_region(self) -> tuple[int, int, int, int]:
+        (x0, x1), (y0, y1) = self.view.viewRange()
+        return visible_region((x0, x1), (y0, y1), self.n_rows, self.n_cols)
+
+    def _emit_region(self) -> None:
+        if self.n_rows == 0:
+            return
+        region = self.visible_region()
+        if region != self._last_region:
+            self._last_region = region
+            self.region_changed.emit(*region)
+
+    # -- theme -------------------------------------------------------------------------------
+    def on_theme_changed(self, theme: Theme) -> None:
+        self.setBackground(theme.plot_background)
+        for axis in (self.left_axis, self.top_axis):
+            axis.setPen(theme.plot_foreground)
+            axis.setTextPen(theme.plot_foreground)
+        pen = QPen(QColor(theme.highlight))
+        pen.setWidthF(2.0)
+        pen.setCosmetic(True)
+        self.selection.setPen(pen)
+        self.title.setText(self.title.text, color=theme.plot_foreground)
+        self._draw_bands()
+
+
+def masked_colours(theme: Theme, colormap_name: str) -> tuple[str, str]:
+    """(base, stripe) for masked cells: the alternative pair when the colormap contains greys."""
+    if colormap_name in ("gray", "cividis"):
+        return theme.masked_alt, theme.masked_alt_stripe
+    return theme.masked, theme.masked_stripe
