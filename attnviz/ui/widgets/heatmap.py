@@ -10,7 +10,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from attnviz.model.segments import Segment
@@ -25,7 +25,7 @@ from attnviz.ui.widgets.rendering import segment_at
 class HeatmapConfig:
     """Display limits of an AttentionHeatmap."""
 
-    max_display: int = 1024  # image pixels per axis at most: beyond a screen's resolution adds memory, not detail
+    max_display: int = 2048  # image pixels per axis at most (also never more than the view's screen pixels)
     region_debounce_ms: int = 150  # wait this long after zoom/pan before reporting the visible block
     log_floor: float = 1e-6  # values below this are drawn as this in log scale (weights can be exactly 0)
 
@@ -83,6 +83,11 @@ class AttentionHeatmap(QWidget):
         self.frame.picker.hovered.connect(self._on_hover)
         self.frame.picker.clicked.connect(self._on_click)
         self.frame.region_changed.connect(self._on_region)
+        self._resize_timer = QTimer(self)
+        self._resize_timer.setSingleShot(True)
+        self._resize_timer.setInterval(config.region_debounce_ms)
+        self._resize_timer.timeout.connect(self._repool_base)
+        self.frame.view.sigResized.connect(lambda *_: self._resize_timer.start())
 
     # -- public API ----------------------------------------------------------------------------
     def set_matrix(self, values, *, mask=None, row_labels: Optional[Sequence[str]] = None,
@@ -117,7 +122,7 @@ class AttentionHeatmap(QWidget):
         self._value_label = value_label
         disp = self._to_display(v)
         self._levels = self._resolve_levels(levels, disp, allowed)
-        H, W = min(Tq, self.config.max_display), min(Tk, self.config.max_display)
+        H, W = self._display_shape(Tq, Tk)
         self._pooled = (H, W) != (Tq, Tk)
         if self._pooled:
             img, ok = pool_max(disp, allowed, (H, W))  # (H, W)
@@ -127,6 +132,19 @@ class AttentionHeatmap(QWidget):
         self.detail.clear()
         self._update_colorbar()
         if self._pooled:
+            self._on_region(*self.frame.visible_region())
+
+    def _repool_base(self) -> None:
+        """After a resize, pool a held matrix again to the view's new pixel size."""
+        if self._values is None or not self._pooled:
+            return
+        Tq, Tk = self._values.shape
+        shape = self._display_shape(Tq, Tk)
+        if self.base.values is not None and self.base.values.shape == shape:
+            return
+        img, ok = pool_max(self._to_display(self._values), self._allowed, shape)  # (H, W)
+        self.base.show(img, ok, (0, Tq, 0, Tk), self._levels, self._lut(), self._masked())
+        if self.detail.extent is not None:
             self._on_region(*self.frame.visible_region())
 
     def set_overview(self, image, extent, Tq: int, Tk: int, *, levels=None, log_scale: bool = False,
@@ -213,6 +231,15 @@ class AttentionHeatmap(QWidget):
         self._row_labels = None if row_labels is None else [str(s) for s in row_labels]
         self._col_labels = None if col_labels is None else [str(s) for s in col_labels]
 
+    def _display_shape(self, n_rows: int, n_cols: int) -> tuple[int, int]:
+        """Image pixels per axis: no more than the view has screen pixels (so the painter never
+        scales a peak away) nor than config.max_display."""
+        rect = self.frame.view.sceneBoundingRect()
+        ratio = self.devicePixelRatioF()
+        h = max(int(np.ceil(rect.height() * ratio)), 64)
+        w = max(int(np.ceil(rect.width() * ratio)), 64)
+        return min(n_rows, self.config.max_display, h), min(n_cols, self.config.max_display, w)
+
     def _to_display(self, v: np.ndarray) -> np.ndarray:
         if not self._log:
             return v
@@ -249,7 +276,7 @@ class AttentionHeatmap(QWidget):
             else:
                 disp = self._to_display(self._values[r0:r1, c0:c1])  # (r1-r0, c1-c0)
                 allowed = self._allowed[r0:r1, c0:c1]
-                img, ok = pool_max(disp, allowed, (self.config.max_display, self.config.max_display))
+                img, ok = pool_max(disp, allowed, self._display_shape(r1 - r0, c1 - c0))
                 self.detail.show(img, ok, (r0, r1, c0, c1), self._levels, self._lut(), self._masked())
         self.view_region_changed.emit(r0, r1, c0, c1)
 

@@ -219,3 +219,18 @@ def test_dark_theme_really_is_dark(heatmap, qapp, qtbot):
     finally:
         apply_theme(qapp, "light")
     assert heatmap.grab().toImage().pixelColor(3, 3).lightness() > 200
+
+
+def test_pooled_image_follows_the_view_size(qtbot):
+    w = AttentionHeatmap(config=HeatmapConfig(region_debounce_ms=10))
+    qtbot.addWidget(w)
+    w.resize(300, 300)
+    w.show()
+    qtbot.waitExposed(w)
+    v, mask = samples.peaked_matrix(2048)
+    w.set_matrix(v, mask=mask)
+    small = w.base.values.shape
+    assert max(small) <= 300  # no more image pixels than screen pixels: the painter drops none
+    w.resize(900, 900)
+    qtbot.waitUntil(lambda: w.base.values.shape[0] > small[0] + 200, timeout=3000)
+    assert np.nanmax(w.base.values) == pytest.approx(float(v.max()))

@@ -1,0 +1,99 @@
+"""Export of what a widget shows (PNG by grabbing it, SVG by painting it into a QSvgGenerator —
+pyqtgraph's own SVG exporter fails on PySide6 >= 6.11) and of the arrays behind it (CSV with token
+labels, NPY). pyqtgraph's CSV exporter writes nothing for an image, so arrays are written directly."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+from PySide6.QtCore import QPoint, QRect, QSize
+from PySide6.QtGui import QPainter
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QWidget
+
+
+class ExportError(OSError):
+    """A file could not be written."""
+
+
+def _parent_ok(path: Path) -> None:
+    if not path.parent.exists():
+        raise ExportError(f"folder {path.parent} does not exist")
+
+
+def export_png(widget: QWidget, path) -> Path:
+    """Save what ``widget`` shows as a PNG image."""
+    path = Path(path)
+    _parent_ok(path)
+    if not widget.grab().save(str(path), "PNG"):
+        raise ExportError(f"could not write PNG {path}")
+    return path
+
+
+def export_svg(widget: QWidget, path, title: str = "attnviz") -> Path:
+    """Paint ``widget`` (and its children) into an SVG file."""
+    path = Path(path)
+    _parent_ok(path)
+    size = widget.size()
+    if size.width() <= 0 or size.height() <= 0:
+        raise ExportError("cannot export a widget with no size (show or resize it first)")
+    gen = QSvgGenerator()
+    gen.setFileName(str(path))
+    gen.setSize(QSize(size))
+    gen.setViewBox(QRect(0, 0, size.width(), size.height()))
+    gen.setTitle(title)
+    gen.setDescription("exported by attnviz")
+    painter = QPainter()
+    if not painter.begin(gen):
+        raise ExportError(f"could not write SVG {path}")
+    try:
+        widget.render(painter, QPoint(0, 0))  # the painter overload needs the offset
+    finally:
+        painter.end()
+    if not path.exists() or path.stat().st_size == 0:
+        raise ExportError(f"could not write SVG {path}")
+    return path
+
+
+def _fmt(v) -> str:
+    return str(v.item() if isinstance(v, np.generic) and v.dtype == np.bool_ else v)
+
+
+def export_csv(array, path, row_labels: Optional[Sequence[str]] = None,
+               col_labels: Optional[Sequence[str]] = None) -> Path:
+    """Write a 2-D array as CSV: a header row of column labels, each row led by its label (indices
+    when labels are not given). Numbers are written in their shortest round-trip form."""
+    a = np.asarray(array)
+    if a.ndim != 2:
+        raise ValueError(f"CSV export needs a 2-D array, got shape {a.shape}")
+    n_rows, n_cols = a.shape
+    rows = [str(i) for i in range(n_rows)] if row_labels is None else [str(s) for s in row_labels]
+    cols = [str(j) for j in range(n_cols)] if col_labels is None else [str(s) for s in col_labels]
+    if len(rows) != n_rows or len(cols) != n_cols:
+        raise ValueError(f"{len(rows)} row / {len(cols)} column labels for a {n_rows}x{n_cols} array")
+    path = Path(path)
+    _parent_ok(path)
+    try:
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["query \\ key", *cols])
+            for label, row in zip(rows, a):
+                w.writerow([label, *(_fmt(v) for v in row)])
+    except OSError as e:
+        raise ExportError(f"could not write CSV {path}: {e}") from e
+    return path
+
+
+def export_npy(array, path) -> Path:
+    """Write ``array`` to exactly ``path`` in NumPy's .npy format."""
+    path = Path(path)
+    _parent_ok(path)
+    try:
+        with path.open("wb") as fh:
+            np.save(fh, np.asarray(array), allow_pickle=False)
+    except OSError as e:
+        raise ExportError(f"could not write NPY {path}: {e}") from e
+    return path

@@ -1,0 +1,259 @@
+"""HeadGrid: small multiples of attention matrices, one per head (or per layer x head), drawn as a
+single colour-mapped mosaic image (each map max-pooled to a small tile) so 6 x 12 maps of 128 x 128
+redraw in milliseconds; a click reports the (row, col) of the map."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QPen
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+
+from attnviz.ui import colormaps
+from attnviz.ui.theme import Theme, current_theme
+from attnviz.ui.widgets.cell_geometry import mosaic_origin, mosaic_tile
+from attnviz.ui.widgets.matrix_frame import masked_colours
+from attnviz.ui.widgets.pooling import pool_max
+from attnviz.ui.widgets.rendering import hex_rgba
+
+
+@dataclass(frozen=True)
+class HeadGridConfig:
+    """Layout of the mosaic."""
+
+    tile_px: int = 64  # image pixels per map side at most: small maps are drawn at full resolution
+    gap_px: int = 4  # background pixels between maps, so neighbouring maps do not merge
+    shared_levels: bool = False  # one colour scale for all maps (compare heads) or one per map (see each pattern)
+
+
+def build_mosaic(maps: np.ndarray, allowed: np.ndarray, tile_px: int, gap: int, lut: np.ndarray,
+                 masked: str, background: str, shared_levels: bool) -> tuple[np.ndarray, tuple[int, int]]:
+    """RGBA mosaic (rows*(th+gap)-gap, cols*(tw+gap)-gap, 4) of (rows, cols, Tq, Tk) maps, each
+    max-pooled to at most tile_px per side; returns it and the tile shape (th, tw)."""
+    rows, cols = maps.shape[:2]
+    pooled, ok = pool_max(maps, allowed, (tile_px, tile_px))  # (rows, cols, th, tw)
+    th, tw = pooled.shape[-2:]
+    if shared_levels:
+        finite = pooled[ok]
+        lo = np.full((rows, cols, 1, 1), finite.min() if finite.size else 0.0)  # (rows, cols, 1, 1)
+        hi = np.full((rows, cols, 1, 1), finite.max() if finite.size else 1.0)
+    else:
+        filled = np.where(ok, pooled, np.nan)
+        with np.errstate(all="ignore"):
+            lo = np.nanmin(filled, axis=(2, 3), keepdims=True)  # (rows, cols, 1, 1)
+            hi = np.nanmax(filled, axis=(2, 3), keepdims=True)
+        lo = np.nan_to_num(lo, nan=0.0)
+        hi = np.nan_to_num(hi, nan=1.0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    scaled = np.clip((np.nan_to_num(pooled, nan=0.0) - lo) / span, 0.0, 1.0)  # (rows, cols, th, tw)
+    rgba = lut[np.round(scaled * (len(lut) - 1)).astype(np.intp)]  # (rows, cols, th, tw, 4)
+    rgba[~ok] = hex_rgba(masked)
+    H = rows * (th + gap) - gap
+    W = cols * (tw + gap) - gap
+    out = np.empty((rows, th + gap, cols, tw + gap, 4), dtype=np.uint8)  # (rows, th+gap, cols, tw+gap, 4)
+    out[...] = hex_rgba(background)
+    out[:, :th, :, :tw] = rgba.transpose(0, 2, 1, 3, 4)
+    return np.ascontiguousarray(out.reshape(rows * (th + gap), cols * (tw + gap), 4)[:H, :W]), (th, tw)
+
+
+class HeadGrid(QWidget):
+    """Grid of small heatmaps; ``head_clicked(row, col)`` reports the map clicked."""
+
+    head_clicked = Signal(int, int)
+    head_hovered = Signal(int, int)  # (-1, -1) between maps
+
+    def __init__(self, parent=None, *, config: HeadGridConfig = HeadGridConfig()):
+        super().__init__(parent)
+        self.config = config
+        self.plot = pg.PlotWidget(self)
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        pi = self.plot.getPlotItem()
+        pi.hideAxis("bottom")
+        pi.showAxis("top")
+        for name in ("left", "top"):
+            pi.getAxis(name).setStyle(tickLength=0)
+        self.view = pi.getViewBox()
+        self.view.invertY(True)
+        self.view.setAspectLocked(True)
+        self.view.setMouseEnabled(False, False)
+        self.image = _MosaicImage(self)
+        self.view.addItem(self.image)
+        self.selection = QGraphicsRectItem()
+        self.selection.setZValue(10)
+        self.selection.setVisible(False)
+        self.view.addItem(self.selection)
+        self.readout = QLabel(" ", self)
+        self.readout.setContentsMargins(6, 0, 6, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.plot, 1)
+        layout.addWidget(self.readout)
+        self._cmap = colormaps.DEFAULT
+        self._maps: Optional[np.ndarray] = None
+        self._allowed: Optional[np.ndarray] = None
+        self._tile = (1, 1)
+        self._titles: tuple[list, list] = ([], [])
+        self.selected: Optional[tuple[int, int]] = None
+        self.on_theme_changed(current_theme())
+
+    def set_matrices(self, maps, row_titles: Optional[Sequence[str]] = None,
+                     col_titles: Optional[Sequence[str]] = None, *, mask=None) -> None:
+        """Show ``maps`` (rows, cols, Tq, Tk) — or (n_heads, Tq, Tk) as one row — with an optional
+        mask broadcastable to it (False = masked)."""
+        a = np.asarray(maps, dtype=np.float32)
+        if a.ndim == 3:
+            a = a[None]  # (1, nh, Tq, Tk)
+        if a.ndim != 4 or a.size == 0:
+            raise ValueError(f"maps must be (rows, cols, Tq, Tk) or (heads, Tq, Tk), got shape {np.shape(maps)}")
+        if np.isnan(a).any() or np.isposinf(a).any():
+            raise ValueError("maps contain NaN or +inf")
+        rows, cols = a.shape[:2]
+        allowed = np.isfinite(a)
+        if mask is not None:
+            m = np.asarray(mask)
+            if m.dtype != bool:
+                raise ValueError(f"mask must be boolean, got {m.dtype}")
+            try:
+                allowed = allowed & np.broadcast_to(m, a.shape)
+            except ValueError:
+                raise ValueError(f"mask shape {m.shape} does not fit maps of shape {a.shape}") from None
+        row_titles = list(row_titles) if row_titles is not None else ([""] if rows == 1 else [f"L{i}" for i in range(rows)])
+        col_titles = list(col_titles) if col_titles is not None else [f"h{j}" for j in range(cols)]
+        if len(row_titles) != rows or len(col_titles) != cols:
+            raise ValueError(f"{len(row_titles)} row titles / {len(col_titles)} column titles for a {rows}x{cols} grid")
+        self._maps, self._allowed = a, allowed
+        self._titles = (row_titles, col_titles)
+        if self.selected is not None and not (self.selected[0] < rows and self.selected[1] < cols):
+            self.selected = None
+        self._render()
+
+    def set_colormap(self, name: str) -> None:
+        self._cmap = colormaps.check_name(name)
+        self._render()
+
+    def set_selected(self, row: Optional[int], col: Optional[int] = None) -> None:
+        """Outline map (row, col); None clears."""
+        if row is None:
+            self.selected = None
+        else:
+            if self._maps is None or not (0 <= row < self._maps.shape[0] and 0 <= col < self._maps.shape[1]):
+                raise ValueError(f"no map at ({row}, {col})")
+            self.selected = (int(row), int(col))
+        self._draw_selection()
+
+    def grid_shape(self) -> tuple[int, int]:
+        return (0, 0) if self._maps is None else self._maps.shape[:2]
+
+    def tile_center(self, row: int, col: int):
+        """Viewport position of the centre of map (row, col) (for callers placing tooltips, tests)."""
+        from PySide6.QtCore import QPointF
+
+        th, tw = self._tile
+        x, y = mosaic_origin(row, col, self._tile, self.config.gap_px)
+        scene = self.view.mapViewToScene(QPointF(x + tw / 2, y + th / 2))
+        return QPointF(self.plot.mapFromScene(scene))
+
+    def tile_at(self, x: float, y: float) -> Optional[tuple[int, int]]:
+        if self._maps is None:
+            return None
+        rows, cols = self._maps.shape[:2]
+        return mosaic_tile(x, y, self._tile, self.config.gap_px, rows, cols)
+
+    def _render(self) -> None:
+        if self._maps is None:
+            return
+        theme = current_theme()
+        rgba, self._tile = build_mosaic(self._maps, self._allowed, self.config.tile_px, self.config.gap_px,
+                                        colormaps.lut(self._cmap), masked_colours(theme, self._cmap)[0],
+                                        theme.plot_background, self.config.shared_levels)
+        self.image.setImage(rgba, autoLevels=False, levels=None)
+        rows, cols = self._maps.shape[:2]
+        th, tw = self._tile
+        g = self.config.gap_px
+        pi = self.plot.getPlotItem()
+        pi.getAxis("left").setTicks([[(r * (th + g) + th / 2, t) for r, t in enumerate(self._titles[0])]])
+        pi.getAxis("top").setTicks([[(c * (tw + g) + tw / 2, t) for c, t in enumerate(self._titles[1])]])
+        self.view.enableAutoRange()  # refit on every resize: the grid is always seen whole
+        self._draw_selection()
+
+    def _draw_selection(self) -> None:
+        if self.selected is None or self._maps is None:
+            self.selection.setVisible(False)
+            return
+        th, tw = self._tile
+        x, y = mosaic_origin(*self.selected, self._tile, self.config.gap_px)
+        self.selection.setRect(QRectF(x - 1, y - 1, tw + 2, th + 2))
+        self.selection.setVisible(True)
+
+    def _hover(self, tile: Optional[tuple[int, int]]) -> None:
+        if tile is None:
+            self.head_hovered.emit(-1, -1)
+            return
+        r, c = tile
+        rt, ct = self._titles
+        self.readout.setText(" · ".join(t for t in (rt[r], ct[c]) if t))
+        self.head_hovered.emit(r, c)
+
+    def on_theme_changed(self, theme: Theme) -> None:
+        pen = QPen(QColor(theme.highlight))
+        pen.setCosmetic(True)
+        pen.setWidthF(2.5)
+        self.selection.setPen(pen)
+        self.plot.setBackground(theme.plot_background)
+        for name in ("left", "top"):
+            self.plot.getPlotItem().getAxis(name).setTextPen(theme.plot_foreground)
+            self.plot.getPlotItem().getAxis(name).setPen(theme.plot_foreground)
+        self._render()
+
+
+class _MosaicImage(pg.ImageItem):
+    """The mosaic: its pixel coordinates are mosaic pixels, mapped to maps by mosaic_tile."""
+
+    def __init__(self, grid: HeadGrid):
+        super().__init__(axisOrder="row-major")
+        self._grid = grid
+        self._last = None
+        self.setAcceptHoverEvents(True)
+
+    def hoverEvent(self, ev):
+        tile = None if ev.isExit() else self._grid.tile_at(ev.pos().x(), ev.pos().y())
+        if tile != self._last:
+            self._last = tile
+            self._grid._hover(tile)
+
+    def mouseClickEvent(self, ev):
+        tile = self._grid.tile_at(ev.pos().x(), ev.pos().y())
+        if tile is None or ev.button() != Qt.MouseButton.LeftButton:
+            ev.ignore()
+            return
+        ev.accept()
+        self._grid.head_clicked.emit(*tile)
+
+
+def _main() -> None:  # pragma: no cover - manual demo
+    import sys
+
+    from PySide6.QtWidgets import QApplication
+
+    from attnviz.ui.theme import apply_theme
+    from attnviz.ui.widgets import samples
+
+    app = QApplication.instance() or QApplication(sys.argv)
+    apply_theme(app, "dark" if "--dark" in sys.argv else "light")
+    maps = np.stack([np.stack([samples.peaked_matrix(128, seed=10 * r + c)[0] for c in range(12)]) for r in range(6)])
+    grid = HeadGrid()
+    grid.set_matrices(maps, [f"layer {r}" for r in range(6)], [f"h{c}" for c in range(12)])
+    grid.head_clicked.connect(grid.set_selected)
+    grid.resize(1100, 600)
+    grid.show()
+    app.exec()
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,110 @@
+"""Export files are valid, colormaps are proper LUTs, themes set explicit palettes, and the
+screenshot gallery renders every widget."""
+
+import csv
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from PySide6.QtGui import QImage, QPalette
+
+from attnviz.ui import colormaps
+from attnviz.ui.export import ExportError, export_csv, export_npy, export_png, export_svg
+from attnviz.ui.theme import apply_theme
+from attnviz.ui.widgets import samples
+from attnviz.ui.widgets.heatmap import AttentionHeatmap
+
+
+@pytest.fixture
+def heatmap(qtbot):
+    w = AttentionHeatmap()
+    qtbot.addWidget(w)
+    w.resize(500, 420)
+    w.show()
+    qtbot.waitExposed(w)
+    ex = samples.river_bank()
+    w.set_matrix(ex.weights, mask=ex.mask, row_labels=ex.tokens, col_labels=ex.tokens, title="weights")
+    return w
+
+
+def test_png_and_svg_export(heatmap, tmp_path):
+    png = export_png(heatmap, tmp_path / "h.png")
+    img = QImage(str(png))
+    assert not img.isNull() and (img.width(), img.height()) == (500, 420)
+    svg = export_svg(heatmap, tmp_path / "h.svg")
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg")
+    tags = {el.tag.split("}")[-1] for el in root.iter()}
+    assert "image" in tags  # the heatmap pixels
+    assert tags & {"path", "polyline", "rect", "text"}  # axes, labels and bands drawn as vectors
+    text = svg.read_text(encoding="utf-8")
+    assert "bank" in text or "<img0>" in text or "&lt;img0&gt;" in text  # token labels are real text
+    with pytest.raises(ExportError):
+        export_png(heatmap, tmp_path / "missing" / "x.png")
+
+
+def test_csv_and_npy_export(tmp_path):
+    a = np.array([[0.1, 1 / 3], [np.float32(2.5), -np.inf]], dtype=np.float32)
+    p = export_csv(a, tmp_path / "w.csv", ["by, the", 'say "hi"'], ["k0", "k1"])
+    rows = list(csv.reader(p.open(encoding="utf-8")))
+    assert rows[0] == ["query \\ key", "k0", "k1"]
+    assert rows[1][0] == "by, the" and rows[2][0] == 'say "hi"'
+    back = np.array([[float(x) for x in r[1:]] for r in rows[1:]], dtype=np.float32)
+    np.testing.assert_array_equal(back, a)  # shortest round-trip text
+    q = export_npy(a, tmp_path / "w.data")  # exactly this name, no .npy appended
+    assert q.name == "w.data"
+    np.testing.assert_array_equal(np.load(q), a)
+    with pytest.raises(ValueError, match="labels"):
+        export_csv(a, tmp_path / "x.csv", ["only one"])
+    with pytest.raises(ValueError, match="2-D"):
+        export_csv(np.zeros(3), tmp_path / "x.csv")
+
+
+def test_colormaps_are_256_entry_luts():
+    for name in colormaps.NAMES:
+        t = colormaps.lut(name)
+        assert t.shape == (256, 4) and t.dtype == np.uint8 and not t.flags.writeable
+        assert (t[:, 3] == 255).all()
+        lum = t[:, :3].astype(float) @ [0.299, 0.587, 0.114]
+        assert lum[-1] > lum[0] + 100  # all shipped maps run dark to light
+    with pytest.raises(ValueError, match="unknown colormap"):
+        colormaps.lut("rainbow")
+    rgba = colormaps.apply_lut(np.array([0.0, 0.5, 1.0, 7.0]), (0, 1), colormaps.lut("gray"))
+    assert rgba[:, 0].tolist() == [0, 128, 255, 255]
+
+
+def test_theme_palettes(qapp):
+    try:
+        dark = apply_theme(qapp, "dark")
+        pal = qapp.palette()
+        assert pal.color(QPalette.ColorRole.Window).lightness() < 60
+        assert pal.color(QPalette.ColorRole.WindowText).lightness() > 180
+        assert qapp.style().objectName().lower() == "fusion"
+        import pyqtgraph as pg
+
+        assert pg.getConfigOption("background") == dark.plot_background
+        light = apply_theme(qapp, "light")
+        assert qapp.palette().color(QPalette.ColorRole.Window).lightness() > 200
+        assert light.name == "light"
+        with pytest.raises(ValueError, match="theme"):
+            apply_theme(qapp, "solarized")
+    finally:
+        apply_theme(qapp, "light")
+
+
+@pytest.mark.slow
+def test_gallery_renders_every_widget(tmp_path, qapp):
+    from attnviz.ui.widgets.gallery import render_all
+
+    try:
+        paths = render_all(tmp_path)
+    finally:
+        apply_theme(qapp, "light")
+    names = {p.name for p in paths}
+    assert {"heatmap_light.png", "heatmap_dark.png", "mask_canvas_light.png", "head_grid.png",
+            "patch_image.png", "token_chips.png"} <= names
+    for p in paths:
+        img = QImage(str(p))
+        assert not img.isNull() and img.width() > 100
+    dark = QImage(str(tmp_path / "heatmap_dark.png"))
+    assert dark.pixelColor(2, 2).lightness() < 60

@@ -1,0 +1,109 @@
+"""HeadGrid, PatchImageView and TokenChips: clicks and hovers report the right indices."""
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF
+
+from attnviz.model.segments import Segment
+from attnviz.ui.widgets import samples
+from attnviz.ui.widgets.image_overlay import PatchImageView
+from attnviz.ui.widgets.small_multiples import HeadGrid, build_mosaic
+from attnviz.ui.widgets.token_chips import TokenChips, chip_text, flow_layout
+from attnviz.ui import colormaps
+
+
+def test_head_grid_click_and_mosaic(qtbot, mouse):
+    g = HeadGrid()
+    qtbot.addWidget(g)
+    g.resize(1000, 560)
+    g.show()
+    qtbot.waitExposed(g)
+    maps = np.random.default_rng(0).random((6, 12, 128, 128)).astype(np.float32)  # (rows, cols, T, T)
+    maps[2, 7, 100, 3] = 50.0
+    g.set_matrices(maps, [f"L{i}" for i in range(6)], [f"h{j}" for j in range(12)], mask=np.tri(128, dtype=bool))
+    qtbot.wait(30)
+    assert g.grid_shape() == (6, 12)
+    clicked, hovered = [], []
+    g.head_clicked.connect(lambda r, c: clicked.append((r, c)))
+    g.head_hovered.connect(lambda r, c: hovered.append((r, c)))
+    vp = g.plot.viewport()
+    for r, c in ((0, 0), (2, 7), (5, 11)):
+        mouse.click(vp, g.tile_center(r, c))
+    assert clicked == [(0, 0), (2, 7), (5, 11)] and hovered[-1] == (5, 11)
+    rgba, (th, tw) = build_mosaic(maps[:1, :2], np.ones((1, 2, 128, 128), bool), 64, 4, colormaps.lut("gray"),
+                                  "#ff0000", "#000000", shared_levels=True)
+    assert rgba.shape == (64, 2 * 64 + 4, 4) and (th, tw) == (64, 64)
+    assert (rgba[:, 64:68, :3] == 0).all()  # the gap is background
+    with pytest.raises(ValueError, match="maps"):
+        g.set_matrices(np.ones((3, 3)))
+
+
+def test_patch_view_hover_click_highlight_overlay(qtbot, mouse):
+    v = PatchImageView()
+    qtbot.addWidget(v)
+    v.resize(500, 560)
+    v.show()
+    qtbot.waitExposed(v)
+    v.set_image(samples.sample_image(120, 140), grid=(3, 4), patch=32, offset=(6, 12))
+    qtbot.wait(30)
+    hovered, clicked = [], []
+    v.patch_hovered.connect(hovered.append)
+    v.patch_clicked.connect(clicked.append)
+    vp = v.graphics.viewport()
+    mouse.move(vp, v.patch_center(6))
+    assert hovered[-1] == 6 and "patch 6 (row 1, col 2)" in v.readout.text()
+    mouse.click(vp, v.patch_center(11))
+    assert clicked == [11]
+    corner = v.graphics.mapFromScene(v.view.mapViewToScene(QPointF(2, 2)))  # inside the image, off the grid
+    mouse.move(vp, QPointF(corner))
+    assert hovered[-1] == -1
+    v.set_highlight(5)
+    assert v.highlight.isVisible() and v.highlight.rect().getRect() == (6 + 32, 12 + 32, 32, 32)
+    w = np.zeros((3, 4))
+    w[1, 2] = 1.0
+    v.set_overlay(w)
+    assert v.overlay.isVisible() and v.overlay.image.shape == (3, 4, 4)
+    v.set_opacity(0.25)
+    assert v.slider.value() == 25 and v.overlay.opacity() == pytest.approx(0.25)
+    v.slider.setValue(80)
+    assert v.opacity == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="patch grid"):
+        v.set_overlay(np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="does not fit"):
+        v.set_image(samples.sample_image(64, 64), grid=(3, 3), patch=32)
+
+
+def test_flow_layout_wraps_without_overflow():
+    xs, rows = flow_layout([50, 60, 70, 40, 200, 10], 160, 4)
+    assert rows == [0, 2, 4, 5]
+    assert xs[:2] == [4, 58] and xs[2] == 4
+    assert chip_text(" bank\n", 24) == "·bank↵" and chip_text("", 5) == "∅"
+
+
+def test_token_chips_many_tokens_click_hover_select(qtbot, mouse):
+    c = TokenChips()
+    qtbot.addWidget(c)
+    c.resize(500, 220)
+    c.show()
+    qtbot.waitExposed(c)
+    n = 20000
+    pieces = [f"tok{i % 97}" for i in range(n)]
+    c.set_tokens(pieces, list(range(n)), [Segment("a", 0, 100, "#4c78a8"), Segment("b", 100, n, "#f58518")])
+    assert c.count() == n and c.row_count() > 100
+    vw = c.viewport().width()
+    for i in (0, 1, 57, 300):
+        r = c.chip_rect(i)
+        assert r.left() >= 0 and r.right() < vw
+        assert c.index_at(r.center().x(), r.center().y()) == i
+    assert len(c.visible_rows()) < 15  # only the rows in view are painted
+    clicked, hovered = [], []
+    c.token_clicked.connect(clicked.append)
+    c.token_hovered.connect(hovered.append)
+    mouse.move(c.viewport(), QPointF(c.chip_rect(3).center()))
+    mouse.click(c.viewport(), QPointF(c.chip_rect(5).center()))
+    assert hovered[0] == 3 and clicked == [5]
+    c.set_selected(19999)  # scrolls the last chip into view
+    r = c.chip_rect(19999)
+    assert 0 <= r.top() and r.bottom() <= c.viewport().height()
+    with pytest.raises(ValueError):
+        c.set_tokens(["a"], [1, 2])
