@@ -1,0 +1,449 @@
+"""The block-mask designer panel: edit which query may attend to which key, at two levels, and see what
+the mask does to flash tiles while editing.
+
+* Blocks (left): the (query block x key block) grid of the sequence's segments and sub-blocks; a
+  click opens the rule chooser (allow, deny, causal, anti-causal, sliding window, ar_mask, inherit);
+  segments are split into sub-blocks and merged back under the grid or from a block name's menu.
+* Cells (right): the full Tq x Tk mask on a zoomable canvas; brush, rectangle, row, column and eraser
+  tools, left = allow, right = deny; painted cells are drawn apart from rule cells. One drag stroke
+  is one undo step: its commands share a merge key.
+* Presets (top): none, causal, prefix-LM, block-diagonal documents, sliding window, the seed-000 VLA
+  mask; replacing the rules or AND / OR-ed onto them; the shared mask or one head's own.
+* Consequences (bottom): the session's BLOCK_M x BLOCK_N tiles drawn over the mask as empty / partial /
+  full with the share skipped, fully masked query rows flagged and counted (and reported once per
+  change), and "Time flash" measuring the flash kernel on this mask against the dense one.
+* "Mask as code…" opens export / import (FlexAttention mask_mod, JSON, ar_mask, seqlens, .npy).
+
+Every edit is a session command through ``ctx.execute``; the panel redraws from the session's mask
+event (coalesced to one redraw per event-loop turn), and the heatmaps follow through the context's
+throttled recompute.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMenu, QPushButton,
+                               QSplitter, QToolButton, QVBoxLayout, QWidget)
+
+from attnviz.model.commands import EditMask, SetKernel
+from attnviz.model.mask_commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, PaintCells,
+                                         PaintRect, RemovePresetTerm, SetBlockRule, SetPerHead, SplitBlock)
+from attnviz.model.segments import Segment
+from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.mask_designer.block_grid import BlockGrid
+from attnviz.ui.mask_designer.export_dialog import MaskCodeDialog
+from attnviz.ui.mask_designer.preset_bar import PresetBar
+from attnviz.ui.mask_designer.rule_chooser import RuleChooser
+from attnviz.ui.mask_designer.snapshot import (Axes, Snapshot, Target, axes_from_response, axes_from_state,
+                                               build_snapshot, describe_fully_masked)
+from attnviz.ui.mask_designer.speed_test import time_flash
+from attnviz.ui.mask_designer.split_controls import SplitControls
+from attnviz.ui.mask_designer.tile_controls import TileControls
+from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
+
+TOOL_TEXT = {"brush": "Brush", "rect": "Rectangle", "row": "Row", "column": "Column", "eraser": "Eraser"}
+TOOL_TIPS = {
+    "brush": "paint cells: left drag allows, right drag denies",
+    "rect": "fill a rectangle: left drag allows, right drag denies",
+    "row": "paint whole query rows",
+    "column": "paint whole key columns",
+    "eraser": "return cells to their rule",
+}
+TIMING_REPEATS = 5  # timed flash calls per method for "Time flash"
+
+
+class MaskDesignerPanel(QWidget):
+    """Block rules, painted cells, presets, tiles and masks as code for the session's mask."""
+
+    def __init__(self, ctx, parent=None):
+        super().__init__(parent)
+        self.ctx = ctx
+        self.target = Target(None)
+        self.axes: Axes | None = None
+        self.snapshot: Snapshot | None = None
+        self._strokes = itertools.count(1)
+        self._stroke: int | None = None
+        self._reported_dead: tuple[int, ...] = ()
+        self._executing = False
+        self._last_error = ""
+        self._code_dialog: MaskCodeDialog | None = None
+
+        # -- widgets ---------------------------------------------------------------------------
+        self.preset_bar = PresetBar(self)
+        self.grid = BlockGrid(self)
+        self.split_controls = SplitControls(self)
+        self.chooser = RuleChooser(self)
+        self.canvas = MaskCanvas(self)
+        self.tiles = TileControls(self)
+        self.code_button = QPushButton("Mask as code…", self)
+        self.code_button.setToolTip("export the mask as FlexAttention mask_mod, JSON, ar_mask, seqlens or .npy; "
+                                    "import .npy, JSON or ar_mask")
+        self.message = QLabel("", self)
+        self.message.setWordWrap(True)
+        self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.setInterval(0)
+        self.timer.timeout.connect(self.refresh)
+        self.timing_job = LatestJob("attnviz-flash-timing", self)
+
+        blocks = QGroupBox("Blocks: queries (rows) → keys (columns)", self)
+        bl = QVBoxLayout(blocks)
+        bl.setContentsMargins(6, 6, 6, 6)
+        bl.addWidget(self.grid, 1)
+        bl.addWidget(self.split_controls)
+
+        cells = QGroupBox("Cells: left drag allows, right drag denies", self)
+        cl = QVBoxLayout(cells)
+        cl.setContentsMargins(6, 6, 6, 6)
+        tools = QHBoxLayout()
+        self.tool_group = QButtonGroup(self)
+        self.tool_buttons: dict[str, QToolButton] = {}
+        for name in TOOLS:
+            b = QToolButton(self)
+            b.setText(TOOL_TEXT.get(name, name))
+            b.setToolTip(TOOL_TIPS.get(name, ""))
+            b.setCheckable(True)
+            b.clicked.connect(lambda _=False, n=name: self.set_tool(n))
+            self.tool_group.addButton(b)
+            self.tool_buttons[name] = b
+            tools.addWidget(b)
+        self.tool_buttons["brush"].setChecked(True)
+        tools.addSpacing(12)
+        self.zoom_in = QToolButton(self)
+        self.zoom_in.setText("+")
+        self.zoom_in.setToolTip("zoom in (or use the mouse wheel; middle drag pans)")
+        self.zoom_out = QToolButton(self)
+        self.zoom_out.setText("−")
+        self.zoom_out.setToolTip("zoom out")
+        self.fit = QToolButton(self)
+        self.fit.setText("Fit")
+        self.fit.setToolTip("show the whole mask")
+        self.clear_paint = QToolButton(self)
+        self.clear_paint.setText("Clear paint")
+        self.clear_paint.setToolTip("remove every painted cell: all cells follow their rules again")
+        for b in (self.zoom_in, self.zoom_out, self.fit):
+            tools.addWidget(b)
+        tools.addStretch(1)
+        tools.addWidget(self.clear_paint)
+        cl.addLayout(tools)
+        cl.addWidget(self.canvas, 1)
+
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(blocks)
+        split.addWidget(cells)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setChildrenCollapsible(False)
+        self.splitter = split
+
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.tiles, 1)
+        bottom.addWidget(self.code_button, 0, Qt.AlignmentFlag.AlignBottom)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
+        layout.addWidget(self.preset_bar)
+        layout.addWidget(split, 1)
+        layout.addLayout(bottom)
+        layout.addWidget(self.message)
+
+        # -- wiring ----------------------------------------------------------------------------
+        self.grid.cell_clicked.connect(self._on_cell_clicked)
+        self.grid.header_menu.connect(self._on_header_menu)
+        self.chooser.rule_chosen.connect(self._on_rule_chosen)
+        self.split_controls.split_requested.connect(
+            lambda seg, off: self.execute(self.target.lift(SplitBlock(seg, off))))
+        self.split_controls.merge_requested.connect(
+            lambda seg, off: self.execute(self.target.lift(MergeBlocks(seg, None if off < 0 else off))))
+        self.preset_bar.preset_requested.connect(self.apply_preset)
+        self.preset_bar.remove_term_requested.connect(self._on_remove_term)
+        self.preset_bar.head_changed.connect(self.set_head)
+        self.preset_bar.follow_shared_requested.connect(
+            lambda h: h >= 0 and self.execute(EditMask(SetPerHead(h, None))))
+        self.preset_bar.problem.connect(lambda text: self._say(text, error=True))
+        self.canvas.stroke_started.connect(self._on_stroke_started)
+        self.canvas.stroke_cells.connect(self._on_stroke_cells)
+        self.canvas.stroke_rect.connect(self._on_stroke_rect)
+        self.canvas.stroke_finished.connect(self._on_stroke_finished)
+        self.zoom_in.clicked.connect(lambda: self.canvas.frame.view.scaleBy((0.7, 0.7)))
+        self.zoom_out.clicked.connect(lambda: self.canvas.frame.view.scaleBy((1 / 0.7, 1 / 0.7)))
+        self.fit.clicked.connect(lambda: self.canvas.frame.reset_view())
+        self.clear_paint.clicked.connect(lambda: self.execute(self.target.lift(ClearPaint())))
+        self.tiles.tile_size_changed.connect(self._on_tile_size)
+        self.tiles.overlay_toggled.connect(lambda *_: self.schedule())
+        self.tiles.time_requested.connect(self.time_flash)
+        self.timing_job.done.connect(lambda _id, res: self.tiles.set_timing(res.text()))
+        self.timing_job.failed.connect(lambda _id, text: self.tiles.set_timing(text, error=True))
+        self.code_button.clicked.connect(self.open_code_dialog)
+
+        ev = ctx.session.events
+        for name in ("mask", "kernel", "model"):
+            getattr(ev, name).connect(self._on_session_changed)
+        ctx.response_changed.connect(self._on_response)
+        ctx.message.connect(self._on_ctx_message)
+        self.destroyed.connect(lambda *_: self._disconnect(ev))
+        self.destroyed.connect(self.timing_job.shutdown)
+
+        self.axes = axes_from_response(ctx.response)
+        if self.axes is None:
+            try:
+                self.axes = axes_from_state(ctx.session.state)
+            except ValueError as exc:
+                self._say(str(exc), error=True)
+        self.refresh()
+
+    # -- session and response ----------------------------------------------------------------
+    def _disconnect(self, ev) -> None:
+        for name in ("mask", "kernel", "model"):
+            try:
+                getattr(ev, name).disconnect(self._on_session_changed)
+            except (ValueError, RuntimeError):
+                pass
+
+    def _on_session_changed(self, *_):
+        self.schedule()
+
+    def _on_response(self, resp):
+        axes = axes_from_response(resp)
+        if axes is not None and axes != self.axes:
+            self.axes = axes
+            self.schedule()
+
+    def _on_ctx_message(self, level: str, text: str) -> None:
+        if self._executing:
+            self._last_error = text
+
+    def schedule(self) -> None:
+        """Redraw once the current burst of events is over."""
+        self.timer.start()
+
+    def flush(self) -> None:
+        """Redraw now if a redraw is pending (tests, screenshots)."""
+        if self.timer.isActive():
+            self.timer.stop()
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Recompile the edited design for the current axes and redraw everything."""
+        state = self.ctx.session.state
+        nh = state.model.nh
+        own = tuple(h for h, _ in state.mask.heads)
+        self.preset_bar.set_heads(nh, own)
+        if self.target.head is not None and self.target.head >= nh:
+            self.target = Target(None)
+        self.tiles.set_tile_size(state.kernel.block_m, state.kernel.block_n)
+        if self.axes is None:
+            return
+        try:
+            snap = build_snapshot(state.mask, self.axes, self.target, state.kernel.block_m,
+                                  state.kernel.block_n, nh)
+        except ValueError as exc:
+            self._say(f"cannot show the mask: {exc}", error=True)
+            return
+        self.snapshot = snap
+        ax = self.axes
+        self.grid.set_snapshot(snap)
+        self.split_controls.set_content(list(ax.q_segments) + (list(ax.k_segments) if ax.cross else []),
+                                        snap.design)
+        self.preset_bar.set_design(snap.design, ax.Tk)
+        who = "all heads" if self.target.head is None else (
+            f"head {self.target.head}" + (" (own mask)" if self.target.owns(state.mask) else " (shared mask)"))
+        self.canvas.set_mask(snap.layers.rules, snap.layers.overrides, row_labels=ax.q_labels,
+                             col_labels=ax.k_labels, row_segments=_segments(snap.q_blocks),
+                             col_segments=_segments(snap.k_blocks),
+                             title=f"mask of {who} · painted cells bright and outlined")
+        self.canvas.set_tiles(snap.tiles.tile_state[0] if self.tiles.overlay.isChecked() else None,
+                              snap.tiles.block_m, snap.tiles.block_n)
+        self.tiles.set_summary(snap.tiles, int(snap.fully_masked.sum()),
+                               "" if not snap.heads_differ else who)
+        self._report_dead()
+
+    def _report_dead(self) -> None:
+        """Tell the window about fully masked rows once per change (never in the middle of a stroke)."""
+        if self.snapshot is None or self._stroke is not None:
+            return
+        rows = tuple(int(i) for i in np.flatnonzero(self.snapshot.all_heads_fully_masked))
+        if rows == self._reported_dead:
+            return
+        self._reported_dead = rows
+        if rows:
+            labels = self.axes.q_labels if self.axes is not None else ()
+            self.ctx.report(describe_fully_masked(self.snapshot.all_heads_fully_masked, labels), "warning")
+
+    # -- edits ---------------------------------------------------------------------------------
+    def execute(self, command) -> bool:
+        """Run a session command; a refused edit becomes a message in the panel."""
+        self._executing, self._last_error = True, ""
+        try:
+            ok = self.ctx.execute(command)
+        finally:
+            self._executing = False
+        if ok:
+            if self.message.property("error"):
+                self._say("")
+        else:
+            self._say(self._last_error or "the edit was refused", error=True)
+        return ok
+
+    def set_head(self, head: int) -> None:
+        """Edit the shared mask (-1 / None) or head ``head``'s."""
+        self.target = Target(None if head is None or head < 0 else int(head))
+        if self.target.head is not None and self.preset_bar.current_head() != self.target.head:
+            self.preset_bar.select_head(self.target.head)
+        self.schedule()
+
+    def set_tool(self, name: str) -> None:
+        self.canvas.set_tool(name)
+        self.tool_buttons[name].setChecked(True)
+
+    def apply_preset(self, name: str, op: str = "replace", params: dict | None = None) -> bool:
+        """Replace the rules with a preset, or AND / OR it onto the mask, for the edited design."""
+        params = dict(params or {})
+        if self.axes is None:
+            self._say("the sequence is not built yet", error=True)
+            return False
+        try:
+            if op == "replace":
+                inner = ApplyPreset.make(name, self.axes.q_segments, self.axes.k_segments_arg, **params)
+            else:
+                inner = CombinePreset.make(name, op, **params)
+        except ValueError as exc:
+            self._say(str(exc), error=True)
+            return False
+        return self.execute(self.target.lift(inner))
+
+    def _on_remove_term(self) -> None:
+        if self.snapshot is not None and self.snapshot.design.presets:
+            self.execute(self.target.lift(RemovePresetTerm(len(self.snapshot.design.presets) - 1)))
+
+    def _on_cell_clicked(self, r: int, c: int) -> None:
+        snap = self.snapshot
+        if snap is None:
+            return
+        bq, bk = snap.q_blocks[r], snap.k_blocks[c]
+        cell = snap.cells[r][c]
+        self.chooser.set_pair(bq.name, bk.name, cell.rule, cell.explicit)
+        self.chooser.adjustSize()
+        rect = self.grid.geometry_now().cell_rect(r, c)
+        self.chooser.move(self.grid.mapToGlobal(rect.bottomRight()) - QPoint(8, 8))
+        self.chooser.show()
+
+    def _on_rule_chosen(self, rule) -> None:
+        self.execute(self.target.lift(SetBlockRule(self.chooser.q_block, self.chooser.k_block, rule)))
+
+    def _on_header_menu(self, axis: str, index: int, pos: QPoint) -> None:
+        snap = self.snapshot
+        if snap is None:
+            return
+        block = (snap.q_blocks if axis == "q" else snap.k_blocks)[index]
+        menu = self.header_menu(block)
+        menu.exec(pos)
+
+    def header_menu(self, block) -> QMenu:
+        """Split / merge actions for one block of the grid."""
+        menu = QMenu(self)
+        seg_len = _segment_length(self.axes, block.segment)
+        split = self.snapshot.design.split_of(block.segment)
+        start = next((s.start for s in list(self.axes.q_segments) + list(self.axes.k_segments)
+                      if s.name == block.segment), block.start)
+        mid = block.start - start + len(block) // 2
+        a = menu.addAction(f"Split {block.name} in half (at {mid})")
+        a.setEnabled(len(block) >= 2)
+        a.triggered.connect(lambda: self.execute(self.target.lift(SplitBlock(block.segment, mid))))
+        if split is not None:
+            stop_off = block.stop - start
+            if stop_off in split.offsets:
+                b = menu.addAction(f"Merge {block.name} with the next sub-block")
+                b.triggered.connect(lambda: self.execute(self.target.lift(MergeBlocks(block.segment, stop_off))))
+            c = menu.addAction(f"Merge all sub-blocks of {block.segment}")
+            c.triggered.connect(lambda: self.execute(self.target.lift(MergeBlocks(block.segment, None))))
+        menu.addSeparator()
+        menu.addAction(f"{block.segment}: {seg_len} tokens").setEnabled(False)
+        return menu
+
+    # -- painting ------------------------------------------------------------------------------
+    def _on_stroke_started(self) -> None:
+        self._stroke = next(self._strokes)
+
+    def _on_stroke_cells(self, cells, mode: str) -> None:
+        if self._stroke is None:  # cells without a start: treat them as their own stroke
+            self._stroke = next(self._strokes)
+        self.execute(self.target.lift(PaintCells(tuple(cells), mode, stroke=self._stroke)))
+
+    def _on_stroke_rect(self, r0: int, r1: int, c0: int, c1: int, mode: str) -> None:
+        self.execute(self.target.lift(PaintRect(r0, r1, c0, c1, mode)))
+
+    def _on_stroke_finished(self) -> None:
+        self._stroke = None
+        self.flush()
+        self._report_dead()
+
+    # -- tiles and timing ------------------------------------------------------------------------
+    def _on_tile_size(self, block_m: int, block_n: int) -> None:
+        k = self.ctx.session.state.kernel
+        if (k.block_m, k.block_n) != (block_m, block_n):
+            self.execute(SetKernel(block_m=block_m, block_n=block_n, label="Change flash tile size"))
+
+    def time_flash(self) -> int | None:
+        """Start timing the flash kernel on this mask against the dense mask; returns the job id."""
+        resp = self.ctx.response
+        axes = axes_from_response(resp)
+        if axes is None or resp.q is None or resp.k is None or resp.v is None:
+            self.tiles.set_timing("no computed q, k, v yet: wait for the computation", error=True)
+            return None
+        state = self.ctx.session.state
+        try:
+            mask = state.mask.compile(list(axes.q_segments), list(axes.k_segments), axes.Tq, axes.Tk,
+                                      nh=state.model.nh)
+        except ValueError as exc:
+            self.tiles.set_timing(f"cannot compile the mask: {exc}", error=True)
+            return None
+        q, k, v = resp.q, resp.k, resp.v
+        bm, bn = state.kernel.block_m, state.kernel.block_n
+        self.tiles.set_timing(f"timing the flash kernel ({TIMING_REPEATS} runs each)…", busy=True)
+        return self.timing_job.submit(lambda: time_flash(q, k, v, mask, bm, bn, TIMING_REPEATS))
+
+    # -- code ----------------------------------------------------------------------------------
+    def code_context(self):
+        return self.axes, self.target, self.ctx.session.state.model.nh
+
+    def open_code_dialog(self) -> MaskCodeDialog:
+        if self._code_dialog is None:
+            self._code_dialog = MaskCodeDialog(self.ctx, self.code_context, self)
+        self._code_dialog.refresh()
+        self._code_dialog.show()
+        self._code_dialog.raise_()
+        return self._code_dialog
+
+    # -- messages ------------------------------------------------------------------------------
+    def _say(self, text: str, error: bool = False) -> None:
+        self.message.setText(text)
+        self.message.setProperty("error", bool(error and text))
+        self.message.setStyleSheet("color: #d0342c;" if error else "")
+        self.message.setVisible(bool(text))
+
+    @property
+    def message_text(self) -> str:
+        return self.message.text()
+
+
+def _segments(blocks) -> list[Segment]:
+    return [Segment(b.name, b.start, b.stop, b.color) for b in blocks]
+
+
+def _segment_length(axes: Axes | None, name: str) -> int:
+    if axes is None:
+        return 0
+    return max((len(s) for s in list(axes.q_segments) + list(axes.k_segments) if s.name == name), default=0)
+
+
+PANEL = PanelSpec(id="mask_designer", title="Mask designer", factory=lambda ctx: MaskDesignerPanel(ctx),
+                  area="right", order=30, shortcut="Ctrl+M")
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_panel_alone(lambda ctx: MaskDesignerPanel(ctx), demo="vla-mask"))

@@ -1,0 +1,113 @@
+"""The designer's pure parts: text parsing of ar_mask vectors and document lengths, block-grid hit
+testing, how edits are aimed at the shared mask or a head, the fully-masked sentence, and the
+flash-timing function's argument checks and result."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PySide6")
+
+from attnviz.model.commands import EditMask  # noqa: E402
+from attnviz.model.mask_commands import OnHead, PaintCells  # noqa: E402
+from attnviz.model.mask_design import MaskDesign  # noqa: E402
+from attnviz.model.mask_presets import preset  # noqa: E402
+from attnviz.model.mask_rules import Rule  # noqa: E402
+from attnviz.model.segments import Segment  # noqa: E402
+from attnviz.ui.mask_designer.block_grid import GridGeometry  # noqa: E402
+from attnviz.ui.mask_designer.preset_bar import parse_lengths  # noqa: E402
+from attnviz.ui.mask_designer.rule_chooser import parse_bits  # noqa: E402
+from attnviz.ui.mask_designer.snapshot import Axes, Target, build_snapshot, describe_fully_masked  # noqa: E402
+from attnviz.ui.mask_designer.speed_test import time_flash  # noqa: E402
+
+
+def test_parse_bits_and_lengths():
+    assert parse_bits("1 0 0 1", "ar") == [1, 0, 0, 1]
+    assert parse_bits("[1, 0, true, False]", "ar") == [1, 0, 1, 0]
+    assert parse_bits("  ", "ar") == []
+    with pytest.raises(ValueError, match="ar: '2' is not 0/1"):
+        parse_bits("1 2", "ar")
+    assert parse_lengths("5, 7 3") == [5, 7, 3]
+    assert parse_lengths("") is None
+    with pytest.raises(ValueError, match="'-1' is not a whole number"):
+        parse_lengths("4 -1")
+
+
+def test_grid_geometry_hits():
+    g = GridGeometry(left=100, top=80, cell=40, n_rows=3, n_cols=2)
+    assert g.hit(100, 80) == ("cell", 0, 0)
+    assert g.hit(179.9, 199.9) == ("cell", 2, 1)
+    assert g.hit(180, 100) is None  # right of the last column
+    assert g.hit(50, 130) == ("row", 1, -1)
+    assert g.hit(150, 10) == ("col", -1, 1)
+    assert g.hit(10, 10) is None  # the corner
+    assert g.cell_rect(1, 1).topLeft().x() == 140 and g.cell_rect(1, 1).topLeft().y() == 120
+
+
+def test_target_lifts_edits_to_the_shared_mask_or_a_head():
+    inner = PaintCells([(0, 1)], "deny", stroke=3)
+    shared = Target().lift(inner)
+    assert shared == EditMask(inner) and shared.merge_key is not None
+    head = Target(2).lift(inner)
+    assert head == EditMask(OnHead(2, inner))
+    assert head.merge_key != shared.merge_key
+    design = MaskDesign(default_rule=Rule.causal()).with_head(1, MaskDesign(default_rule=Rule.deny()))
+    assert Target().design(design) == MaskDesign(default_rule=Rule.causal())
+    assert Target(1).design(design) == MaskDesign(default_rule=Rule.deny())
+    assert Target(0).design(design) == MaskDesign(default_rule=Rule.causal())
+    assert Target(1).owns(design) and not Target(0).owns(design)
+
+
+def _axes(lengths, names):
+    segs, pos = [], 0
+    for n, name in zip(lengths, names):
+        segs.append(Segment(name, pos, pos + n))
+        pos += n
+    labels = tuple(f"t{i}" for i in range(pos))
+    return Axes(tuple(segs), tuple(segs), pos, pos, labels, labels, False)
+
+
+def test_snapshot_counts_fully_masked_rows_of_any_head():
+    axes = _axes([3, 4], ["image", "fast"])
+    design = preset("vla", list(axes.q_segments)).with_head(
+        1, MaskDesign(default_rule=Rule.allow()).with_rule("fast", "image", Rule.deny())
+        .with_rule("fast", "fast", Rule.deny()))
+    snap = build_snapshot(design, axes, Target(), 4, 4, nh=2)
+    assert not snap.fully_masked.any()
+    assert np.flatnonzero(snap.all_heads_fully_masked).tolist() == [3, 4, 5, 6]
+    assert snap.heads_differ
+    assert [b.name for b in snap.q_blocks] == ["image", "fast"]
+    assert snap.cells[1][1].rule == Rule.causal() and snap.cells[1][1].explicit
+    head = build_snapshot(design, axes, Target(1), 4, 4, nh=2)
+    assert np.flatnonzero(head.fully_masked).tolist() == [3, 4, 5, 6]
+    assert not head.cells[0][0].explicit  # the default rule
+
+
+def test_describe_fully_masked():
+    rows = np.zeros(20, dtype=bool)
+    assert describe_fully_masked(rows) == "no query row is fully masked"
+    rows[[2]] = True
+    assert describe_fully_masked(rows, ["a", "b", "c"]).startswith("1 query row is fully masked: 2 (c)")
+    rows[3:15] = True
+    text = describe_fully_masked(rows)
+    assert text.startswith("13 query rows are fully masked") and "and 5 more" in text
+
+
+def test_time_flash_checks_its_arguments_and_measures():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 24, 8))  # (nh, Tq, hs)
+    k = rng.standard_normal((2, 24, 8))  # (nh, Tk, hs)
+    v = rng.standard_normal((2, 24, 8))  # (nh, Tk, hv)
+    causal = np.tri(24, dtype=bool)  # (Tq, Tk)
+    with pytest.raises(ValueError, match="repeats"):
+        time_flash(q, k, v, causal, 8, 8, repeats=0)
+    with pytest.raises(ValueError, match="bool"):
+        time_flash(q, k, v, causal.astype(int), 8, 8)
+    with pytest.raises(ValueError, match="wait for the computation"):
+        time_flash(q, k, v, np.tri(20, dtype=bool), 8, 8)
+    res = time_flash(q, k, v, causal, 8, 8, repeats=2)
+    assert res.repeats == 2 and res.masked_s > 0 and res.dense_s > 0
+    assert res.skipped == pytest.approx(100 * 3 / 9)  # 3 of 9 tiles lie above the diagonal
+    assert res.speedup == pytest.approx(res.dense_s / res.masked_s)
+    assert "x" in res.text() and "median of 2" in res.text()
