@@ -50,9 +50,15 @@ def _prepare(values, mask, out_shape):
 
 
 def _reduce(op, a, H, W):
+    # reduceat over a leading axis combines whole rows at once; over the last axis it loops per
+    # tiny segment (10x slower), so the columns are reduced on a transposed copy
     rows, cols = a.shape[-2:]
-    a = op.reduceat(a, pool_edges(rows, H)[:-1], axis=-2)  # (..., H, cols)
-    return op.reduceat(a, pool_edges(cols, W)[:-1], axis=-1)  # (..., H, W)
+    if H < rows:
+        a = op.reduceat(a, pool_edges(rows, H)[:-1], axis=-2)  # (..., H, cols)
+    if W < cols:
+        t = np.ascontiguousarray(np.swapaxes(a, -1, -2))  # (..., cols, H)
+        a = np.swapaxes(op.reduceat(t, pool_edges(cols, W)[:-1], axis=-2), -1, -2)  # (..., H, W)
+    return a
 
 
 def pool_max(values, mask, out_shape) -> tuple[np.ndarray, np.ndarray]:
@@ -62,10 +68,10 @@ def pool_max(values, mask, out_shape) -> tuple[np.ndarray, np.ndarray]:
     (H, W); an axis already shorter than asked is left as it is. Returns (pooled float32
     (..., H, W) with NaN where no cell is allowed, allowed (..., H, W) bool)."""
     v, allowed, H, W = _prepare(values, mask, out_shape)
-    work = np.where(allowed, v.astype(np.float64, copy=False), -np.inf)  # (..., rows, cols)
+    work = np.where(allowed, v.astype(np.float32, copy=False), np.float32(-np.inf))  # (..., rows, cols)
     pooled = _reduce(np.maximum, work, H, W)  # (..., H, W)
-    any_allowed = _reduce(np.logical_or, allowed, H, W)  # (..., H, W)
-    out = np.where(any_allowed, pooled, np.nan).astype(np.float32)
+    any_allowed = pooled > -np.inf  # allowed values are finite, so only all-masked pixels stay -inf
+    out = np.where(any_allowed, pooled, np.float32(np.nan)).astype(np.float32, copy=False)
     return np.ascontiguousarray(out), any_allowed
 
 
