@@ -1,0 +1,127 @@
+"""The Normalisation tab (seed 002): the selected head's raw dot products q·k turned into weights by
+the Scaled, No sqrt(d_k) or Uniform rule, with each query row's entropy and largest weight.
+
+The selector is ``view.normalisation`` (set through ``ctx.set_view``), so every view that follows it
+changes together. The weight matrix of the chosen rule is drawn as a heatmap; the table lists, per
+query, the entropy (nats, and the uniform row's log n for comparison), the largest weight and the
+key it goes to, and the mean entropy under all three rules.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QRadioButton, QSplitter, QWidget, QVBoxLayout
+from PySide6.QtCore import Qt
+
+from attnviz.model.diagnostics.normalisation import MODES, compare_modes
+from attnviz.ui.diagnostics.common import cell, connect_event, fmt, head_mask, new_table, selected_head
+from attnviz.ui.diagnostics.tab import DiagnosticTab
+from attnviz.ui.widgets.heatmap import AttentionHeatmap
+
+MODE_TITLES = {"scaled": "Scaled  softmax(q·k / √dₖ)", "unscaled": "No √dₖ  softmax(q·k)",
+               "uniform": "Uniform  1 / n"}
+#: query rows studied at most (each row is independent; beyond this only the first rows are shown)
+MAX_ROWS = 512
+TABLE_COLUMNS = ("query", "entropy (nats)", "uniform log n", "max weight", "attends most to")
+
+
+class NormalisationTab(DiagnosticTab):
+    """Scaled / No sqrt(d_k) / Uniform, bound to ``view.normalisation``."""
+
+    title = "Normalisation"
+
+    def __init__(self, ctx, parent=None):
+        super().__init__(ctx, parent)
+        self.buttons = {}
+        self.group = QButtonGroup(self)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Normalisation:", self))
+        for n, mode in enumerate(MODES):
+            b = QRadioButton(MODE_TITLES[mode], self)
+            self.buttons[mode] = b
+            self.group.addButton(b, n)
+            row.addWidget(b)
+        row.addStretch(1)
+        self.group.idClicked.connect(lambda n: self.ctx.set_view(normalisation=MODES[n]))
+        self.summary = QLabel(" ", self)
+        self.summary.setWordWrap(True)
+        self.heatmap = AttentionHeatmap()
+        self.table = new_table(0, len(TABLE_COLUMNS))
+        self.table.setHorizontalHeaderLabels(TABLE_COLUMNS)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setDefaultSectionSize(100)
+        self.table.verticalHeader().setVisible(False)
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(self.heatmap)
+        right = QWidget(self)
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.addWidget(self.summary)
+        rl.addWidget(self.table, 1)
+        split.addWidget(right)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        self.outer.addLayout(row)
+        self.outer.addWidget(split, 1)
+        self.outer.addWidget(self.status)
+        self.modes = None  # {mode: Normalisation} of the last redraw
+        self._sync_buttons(ctx.session.state.view)
+        connect_event(self, ctx.session.events.view, self._on_view_changed)
+
+    def _sync_buttons(self, view):
+        b = self.buttons[view.normalisation]
+        if not b.isChecked():
+            b.setChecked(True)
+
+    def _on_view_changed(self, view):
+        self._sync_buttons(view)
+        self.invalidate()
+
+    def redraw(self, resp, state):
+        if resp is None or resp.q is None:
+            self.heatmap.clear()
+            self.table.setRowCount(0)
+            return
+        h, note = selected_head(state, resp.q.shape[0])
+        Tq = resp.Tq
+        rows = min(Tq, MAX_ROWS)
+        q, k = resp.q[h, :rows], resp.k[h]  # (rows, hs), (Tk, hs)
+        if rows == 0 or k.shape[0] == 0:
+            self.heatmap.clear()
+            self.table.setRowCount(0)
+            self.status.setText("the sequence is empty")
+            return
+        dots = q @ k.T  # (rows, Tk) raw q·k, before any scale
+        mask = head_mask(resp, h)[:rows]  # (rows, Tk)
+        self.modes = compare_modes(dots, mask, d_k=q.shape[1])
+        mode = state.view.normalisation
+        cur = self.modes[mode]
+        ql, kl = list(resp.query_labels[:rows]), list(resp.key_labels)
+        self.heatmap.set_matrix(cur.weights, mask=mask, row_labels=ql, col_labels=kl,
+                                row_segments=[s for s in resp.query_segments if s.stop <= rows],
+                                col_segments=resp.key_segments, levels=(0.0, 1.0),
+                                title=f"weights under {MODE_TITLES[mode].split('  ')[0]} (head {h})",
+                                value_label="weight")
+        self.heatmap.set_readout_provider(lambda i, j, d=dots: f"q·k {d[i, j]:.4g}")
+        self.table.setRowCount(rows)
+        left = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
+        for i in range(rows):
+            a = int(cur.argmax[i])
+            ties = int(np.count_nonzero(np.isclose(cur.weights[i], cur.max_weight[i], rtol=0, atol=1e-12)))
+            best = "— (no allowed key)" if a < 0 else f"{a} {kl[a]}" if ties == 1 else f"a tie of {ties} keys"
+            vals = (f"{i} {ql[i]}", fmt(cur.entropy_nats[i], 3), fmt(cur.max_entropy_nats[i], 3),
+                    fmt(cur.max_weight[i], 3), best)
+            for c, text in enumerate(vals):
+                self.table.setItem(i, c, cell(text, align=left) if c in (0, 4) else cell(text))
+        means = "   ".join(f"{MODE_TITLES[m].split('  ')[0]} {fmt(np.mean(self.modes[m].entropy_nats), 3)}"
+                           for m in MODES)
+        extra = [note] if note else []
+        if Tq > rows:
+            extra.append(f"showing the first {rows} of {Tq} query rows")
+        self.summary.setText(f"mean row entropy (nats):  {means}\n"
+                             "Lower entropy = a sharper, more hard-lookup-like row; uniform has the most."
+                             + ("\n" + " · ".join(extra) if extra else ""))
+
+    def entropies(self) -> list[str]:
+        """The entropy column as shown (for tests)."""
+        return [self.table.item(r, 1).text() for r in range(self.table.rowCount())]

@@ -1,0 +1,60 @@
+"""The Diagnostics panel: one tab per study the seeds describe, each drawn by its own module under
+``attnviz.ui.diagnostics`` from the newest computed response and the session state.
+
+Tabs: Normalisation (Scaled / No sqrt(d_k) / Uniform, bound to ``view.normalisation``), Softmax
+Jacobian (the d_k study and per-row norms), Positional encodings (sinusoidal and RoPE), Permutation,
+Flash vs reference, Alignment (seed 001's table) and Score rules. Only the visible tab redraws;
+slow studies run off the GUI thread.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
+
+from attnviz.ui.diagnostics.alignment import AlignmentTab
+from attnviz.ui.diagnostics.flash_check import FlashCheckTab
+from attnviz.ui.diagnostics.jacobian import JacobianTab
+from attnviz.ui.diagnostics.normalisation import NormalisationTab
+from attnviz.ui.diagnostics.permutation import PermutationTab
+from attnviz.ui.diagnostics.positional import PositionalTab
+from attnviz.ui.diagnostics.variants import VariantsTab
+from attnviz.ui.panels import PanelSpec, run_panel_alone
+
+TAB_TYPES = (NormalisationTab, JacobianTab, PositionalTab, PermutationTab, FlashCheckTab, AlignmentTab,
+             VariantsTab)
+
+
+class DiagnosticsPanel(QWidget):
+    """A tab widget holding every diagnostics tab."""
+
+    def __init__(self, ctx, parent=None):
+        super().__init__(parent)
+        self.ctx = ctx
+        self.tabs = QTabWidget(self)
+        self.tabs.setDocumentMode(True)
+        self.by_type = {}
+        for cls in TAB_TYPES:
+            tab = cls(ctx, self.tabs)
+            self.by_type[cls] = tab
+            self.tabs.addTab(tab, cls.title)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.tabs)
+
+    def tab(self, cls):
+        """The tab of type ``cls`` (e.g. ``panel.tab(AlignmentTab)``)."""
+        return self.by_type[cls]
+
+    def show_tab(self, cls):
+        """Bring the tab of type ``cls`` to the front and return it."""
+        tab = self.by_type[cls]
+        self.tabs.setCurrentWidget(tab)
+        return tab
+
+
+PANEL = PanelSpec(id="diagnostics", title="Diagnostics", factory=lambda ctx: DiagnosticsPanel(ctx), area="bottom",
+                  order=50)
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_panel_alone(lambda ctx: DiagnosticsPanel(ctx), size=(1300, 760)))

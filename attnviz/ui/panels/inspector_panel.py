@@ -1,0 +1,332 @@
+"""The Q/K/V inspector: what one head does, down to single numbers.
+
+For the selected head (``view.head``) it shows Q, K and V as token x dimension heatmaps and the
+projections W^Q, W^K, W^V and the head's rows of W^O; the breakdown of the selected (query i, key j)
+pair (``view.query`` / ``view.key``, or a click on Q, K, the row table or the scatter): q_i, k_j,
+their elementwise product, the sum, the scale, the scaled score, the weight in the row and the
+output — seed 002's walk through ``by the river bank``; and a joint PCA of the head's queries and
+keys. In a hand-set (toy) session a component of q_i or k_j can be edited; the edit is a
+``SetQKComponent`` command, so it is undoable and everything downstream recomputes.
+
+The breakdown follows the session's score rule; under the default scaled dot product it also
+follows the Normalisation selector (``view.normalisation``) and says so when that differs from what
+the session computes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QSpinBox, QSplitter, QTabWidget,
+                               QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt
+
+from attnviz.model.commands import SetQKComponent
+from attnviz.model.diagnostics.breakdown import pair_breakdown
+from attnviz.model.diagnostics.qk_embedding import qk_embedding
+from attnviz.model.score_rules import FORMULAS
+from attnviz.model.state import ToySource
+from attnviz.ui.diagnostics.breakdown_view import BreakdownView
+from attnviz.ui.diagnostics.common import connect_event, head_mask, selected_head
+from attnviz.ui.diagnostics.qk_scatter import QKScatter
+from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.widgets.heatmap import AttentionHeatmap
+
+#: above this many labels an axis shows indices instead of names (the token axis thins them anyway)
+LABEL_LIMIT = 4096
+NORMALISATION_NAMES = {"scaled": "Scaled", "unscaled": "No √dₖ", "uniform": "Uniform"}
+RULE_MODES = {"dot": "unscaled", "uniform": "uniform"}
+
+
+def _dims(prefix: str, n: int):
+    return [f"{prefix}{c}" for c in range(n)]
+
+
+def breakdown_mode(state) -> str | None:
+    """The normalisation the breakdown uses, or None when scores come from the response (another score
+    rule, or ALiBi's bias)."""
+    if state.positional.kind == "alibi":
+        return None
+    name = state.score_rule.name
+    if name == "scaled_dot":
+        return state.view.normalisation
+    return RULE_MODES.get(name)
+
+
+def hand_set(state) -> bool:
+    """True for a toy session: hand-set weights or components, or hand-set token embeddings."""
+    return state.model.handset or any(isinstance(s, ToySource) for s in state.sources)
+
+
+class InspectorPanel(QWidget):
+    """Q/K/V heatmaps, the (query, key) breakdown and the Q-K PCA of the selected head."""
+
+    def __init__(self, ctx, parent=None):
+        super().__init__(parent)
+        self.ctx = ctx
+        self._labels = ((), ())
+        self._updating = False
+
+        self.head = QSpinBox(self)
+        self.head.setPrefix("head ")
+        self.query = QComboBox(self)
+        self.key = QComboBox(self)
+        for combo in (self.query, self.key):
+            combo.setMinimumContentsLength(10)
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.decimals = QSpinBox(self)
+        self.decimals.setRange(0, 8)
+        self.decimals.setValue(2)
+        self.decimals.setPrefix("decimals ")
+        self.decimals.setToolTip("Digits after the point in the tables (hover a cell for the full value)")
+        self.note = QLabel(" ", self)
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: palette(mid);")
+        bar = QHBoxLayout()
+        for text, w in (("", self.head), ("query", self.query), ("key", self.key), ("", self.decimals)):
+            if text:
+                bar.addWidget(QLabel(text, self))
+            bar.addWidget(w)
+        bar.addWidget(self.note, 1)
+
+        # matrices
+        self.q_map, self.k_map, self.v_map = AttentionHeatmap(), AttentionHeatmap(), AttentionHeatmap()
+        self.wq_map, self.wk_map, self.wv_map, self.wo_map = (AttentionHeatmap() for _ in range(4))
+        qkv = QWidget(self)
+        ql = QHBoxLayout(qkv)
+        ql.setContentsMargins(0, 0, 0, 0)
+        for m in (self.q_map, self.k_map, self.v_map):
+            ql.addWidget(m)
+        ws = QWidget(self)
+        wl = QGridLayout(ws)
+        wl.setContentsMargins(0, 0, 0, 0)
+        for n, m in enumerate((self.wq_map, self.wk_map, self.wv_map, self.wo_map)):
+            wl.addWidget(m, n // 2, n % 2)
+        self.matrices = QTabWidget(self)
+        self.matrices.addTab(qkv, "Q · K · V")
+        self.matrices.addTab(ws, "W^Q · W^K · W^V · W^O")
+        self.scatter = QKScatter(self)
+        self.matrices.addTab(self.scatter, "Q-K embedding (PCA)")
+
+        self.breakdown = BreakdownView(self)
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(self.matrices)
+        split.addWidget(self.breakdown)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(bar)
+        lay.addWidget(split, 1)
+
+        self.head.valueChanged.connect(self._on_head_edited)
+        self.query.currentIndexChanged.connect(lambda i: self._select(query=i))
+        self.key.currentIndexChanged.connect(lambda j: self._select(key=j))
+        self.decimals.valueChanged.connect(lambda *_: self._redraw_breakdown())
+        self.q_map.cell_clicked.connect(self._on_q_clicked)
+        self.k_map.cell_clicked.connect(self._on_k_clicked)
+        self.breakdown.key_clicked.connect(lambda j: self._select(key=j))
+        self.breakdown.component_edited.connect(self._on_component_edited)
+        self.breakdown.component_reset.connect(lambda which, dim: self._on_component_edited(which, dim, None))
+        self.scatter.point_clicked.connect(lambda side, t: self._select(**{"query" if side == "q" else "key": t}))
+        ctx.response_changed.connect(self._on_response_changed)
+        connect_event(self, ctx.session.events.view, self._on_view_changed)
+        if ctx.response is not None:
+            self._on_response_changed(ctx.response)
+
+    # -- selection -----------------------------------------------------------------------------
+    def selection(self) -> tuple[int, int, int] | None:
+        """(head, query i, key j) the breakdown shows, or None without a response."""
+        resp = self.ctx.response
+        if resp is None or not resp.ok or resp.q is None or resp.Tq == 0 or resp.Tk == 0:
+            return None
+        view = self.ctx.session.state.view
+        h, _ = selected_head(self.ctx.session.state, resp.q.shape[0])
+        i = view.query if view.query is not None and view.query < resp.Tq else 0
+        if view.key is not None and view.key < resp.Tk:
+            j = view.key
+        else:
+            row = self._row_weights(resp, h, i)
+            j = int(np.argmax(row)) if row is not None and row.any() else 0
+        return h, i, j
+
+    @staticmethod
+    def _row_weights(resp, h, i):
+        if resp.weights is not None:
+            return resp.weights[h, i]  # (Tk,)
+        rw = resp.row_weights.get(i)
+        return None if rw is None else rw[h]  # (Tk,)
+
+    def _select(self, **fields):
+        if self._updating or any(v is None or v < 0 for v in fields.values()):
+            return
+        view = self.ctx.session.state.view
+        if all(getattr(view, k) == v for k, v in fields.items()):
+            return
+        self.ctx.set_view(**fields)
+
+    def _on_head_edited(self, h):
+        if not self._updating and self.ctx.session.state.view.head != h:
+            self.ctx.set_view(head=int(h))
+
+    def _on_q_clicked(self, row, col):
+        self.breakdown.which.setCurrentIndex(0)
+        self.breakdown.dim.setValue(col)
+        self._select(query=row)
+
+    def _on_k_clicked(self, row, col):
+        self.breakdown.which.setCurrentIndex(1)
+        self.breakdown.dim.setValue(col)
+        self._select(key=row)
+
+    def _on_component_edited(self, which, dim, value):
+        sel = self.selection()
+        if sel is None:
+            return
+        h, i, j = sel
+        self.ctx.execute(SetQKComponent(which, h, i if which == "q" else j, int(dim),
+                                        None if value is None else float(value)))
+
+    # -- redraw --------------------------------------------------------------------------------
+    def _on_response_changed(self, resp):
+        if resp is None or not resp.ok or resp.q is None:
+            self.note.setText(f"nothing to show: {getattr(resp, 'error', None) or 'no computation yet'}")
+            self.breakdown.clear(" ")
+            self.scatter.clear()
+            return
+        self._sync_controls(resp)
+        self._redraw_matrices()
+        self._redraw_breakdown()
+
+    def _on_view_changed(self, view):
+        resp = self.ctx.response
+        if resp is None or not resp.ok or resp.q is None:
+            return
+        self._sync_controls(resp)
+        if self.head.value() != self._drawn_head:
+            self._redraw_matrices()
+        self._redraw_breakdown()
+
+    _drawn_head = -1
+
+    def _sync_controls(self, resp):
+        self._updating = True
+        try:
+            nh = resp.q.shape[0]
+            self.head.setRange(0, nh - 1)
+            h, _ = selected_head(self.ctx.session.state, nh)
+            self.head.setValue(h)
+            labels = (tuple(resp.query_labels), tuple(resp.key_labels))
+            if labels != self._labels:
+                self._labels = labels
+                for combo, names in ((self.query, labels[0]), (self.key, labels[1])):
+                    combo.clear()
+                    combo.addItems([f"{t} {s}" for t, s in enumerate(names)])
+            sel = self.selection()
+            if sel is not None:
+                self.query.setCurrentIndex(sel[1])
+                self.key.setCurrentIndex(sel[2])
+        finally:
+            self._updating = False
+
+    def _redraw_matrices(self):
+        resp = self.ctx.response
+        state = self.ctx.session.state
+        h, _ = selected_head(state, resp.q.shape[0])
+        self._drawn_head = h
+        ql = list(resp.query_labels) if resp.Tq <= LABEL_LIMIT else None
+        kl = list(resp.key_labels) if resp.Tk <= LABEL_LIMIT else None
+        hs, hv = resp.q.shape[2], resp.v.shape[2]
+        cmap = state.view.colormap
+        for m, data, rows, segs, cols, title in (
+                (self.q_map, resp.q[h], ql, resp.query_segments, _dims("d", hs), f"Q (head {h}): queries x dims"),
+                (self.k_map, resp.k[h], kl, resp.key_segments, _dims("d", hs), f"K (head {h}): keys x dims"),
+                (self.v_map, resp.v[h], kl, resp.key_segments, _dims("v", hv), f"V (head {h}): keys x dims")):
+            m.set_matrix(data, row_labels=rows, col_labels=cols, row_segments=segs, title=title, value_label="value")
+        W = resp.projections
+        d_model = W.W_q.shape[1]
+        xs = _dims("x", d_model)
+        for m, data, rows, cols, title in (
+                (self.wq_map, W.W_q[h], xs, _dims("d", hs), f"W^Q (head {h}): d_model x hs"),
+                (self.wk_map, W.W_k[h], xs, _dims("d", hs), f"W^K (head {h}): d_model x hs"),
+                (self.wv_map, W.W_v[h], xs, _dims("v", hv), f"W^V (head {h}): d_model x hv"),
+                (self.wo_map, W.W_o[h * hv:(h + 1) * hv], _dims("v", hv), xs, f"W^O rows of head {h}: hv x d_model")):
+            m.set_matrix(data, row_labels=rows, col_labels=cols, title=title, value_label="weight")
+        for m in (self.q_map, self.k_map, self.v_map, self.wq_map, self.wk_map, self.wv_map, self.wo_map):
+            if m.colormap_name() != cmap:
+                try:
+                    m.set_colormap(cmap)
+                except ValueError:
+                    pass
+
+    def _redraw_breakdown(self):
+        resp = self.ctx.response
+        if resp is None or not resp.ok or resp.q is None:
+            return
+        sel = self.selection()
+        if sel is None:
+            self.breakdown.clear("the sequence is empty")
+            return
+        state = self.ctx.session.state
+        h, i, j = sel
+        notes = [selected_head(state, resp.q.shape[0])[1]]
+        mode = breakdown_mode(state)
+        mask = head_mask(resp, h)  # (Tq, Tk)
+        qh, kh, vh = resp.q[h], resp.k[h], resp.v[h]  # (Tq, hs), (Tk, hs), (Tk, hv)
+        rule_note = ""
+        if mode is not None:
+            bd = pair_breakdown(qh, kh, i, j, mask=mask, mode=mode, v=vh)
+            if state.score_rule.name == "scaled_dot" and mode != "scaled":
+                notes.append(f"diagnostic normalisation {NORMALISATION_NAMES[mode]!r} (Diagnostics > "
+                             "Normalisation); the session itself computes Scaled")
+            else:
+                notes.append(f"normalisation: {NORMALISATION_NAMES[mode]}")
+        else:
+            bd = self._from_response(resp, h, i, j, qh, kh, vh, mask)
+            rule = state.score_rule.name
+            rule_note = (f"score rule {rule}: {FORMULAS.get(rule, '')}" if rule not in ("scaled_dot", "dot", "uniform")
+                         else "ALiBi adds −slope·|i − j| to the scaled score")
+            notes.append(rule_note)
+        overridden = {(o.which, o.dim) for o in state.model.qk_overrides
+                      if o.head == h and o.token == (i if o.which == "q" else j)}
+        editable = hand_set(state)
+        self.breakdown.set_editable(editable, "" if editable else
+                                    "components are editable in hand-set (toy) sessions such as river-bank")
+        self.breakdown.show_breakdown(bd, resp.query_labels[i], resp.key_labels[j], resp.key_labels, vh,
+                                      rule_note=rule_note, overridden=overridden, decimals=self.decimals.value())
+        self.note.setText("  ·  ".join(n for n in notes if n))
+        self.q_map.set_selected_row(i)
+        self.k_map.set_selected_row(j)
+        self._redraw_scatter(resp, h, i, j)
+
+    def _from_response(self, resp, h, i, j, qh, kh, vh, mask):
+        """A breakdown whose scores and weights are the response's (other score rules, ALiBi)."""
+        bd = pair_breakdown(qh, kh, i, j, mask=mask, mode="scaled", v=vh)
+        row_w = self._row_weights(resp, h, i)
+        row_w = np.zeros(resp.Tk) if row_w is None else np.asarray(row_w, dtype=np.float64)  # (Tk,)
+        if resp.scores is not None:
+            row_s = np.where(mask[i], resp.scores[h, i], -np.inf)  # (Tk,)
+        else:
+            row_s = np.full(resp.Tk, np.nan)  # (Tk,) not held for a large sequence
+        out = resp.output[h, i]  # (hv,)
+        return replace(bd, mode=self.ctx.session.state.score_rule.name, scale=float("nan"),
+                       score=float(row_s[j]), row_scores=row_s, row_weights=row_w, weight=float(row_w[j]),
+                       output=out, contribution=row_w[j] * vh[j])
+
+    def _redraw_scatter(self, resp, h, i, j):
+        try:
+            emb = qk_embedding(resp.q[h], resp.k[h])
+        except ValueError as exc:
+            self.scatter.clear(str(exc))
+            return
+        self.scatter.set_embedding(emb, resp.query_labels, resp.key_labels, resp.query_segments,
+                                   resp.key_segments, selected_query=i, selected_key=j)
+
+
+PANEL = PanelSpec(id="inspector", title="Q/K/V inspector", factory=lambda ctx: InspectorPanel(ctx), area="right",
+                  order=20)
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_panel_alone(lambda ctx: InspectorPanel(ctx), size=(1400, 820)))
