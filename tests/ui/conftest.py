@@ -1,25 +1,9 @@
-"""Shared set-up of the UI tests: Qt runs offscreen (set before anything imports it), spare
-references guard against a PySide6 6.12.0 refcount defect on CPython 3.11, and helpers send real
-mouse events to a widget."""
+"""Shared set-up of the UI tests: Qt runs offscreen (set before anything imports it), and helpers
+send real mouse events to a widget."""
 
 import os
-import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-import PySide6  # noqa: E402  (only the version; Qt modules load later)
-
-if sys.version_info < (3, 12) and PySide6.__version__ == "6.12.0":
-    # Measured: on CPython 3.11, PySide6 6.12.0 returns None from every void method and True
-    # from Signal.emit without taking a reference (6.11.3 does not), so a few thousand Qt calls
-    # drive their counts to zero and abort the interpreter ("none_dealloc"/"bool_dealloc"), at
-    # the latest when it shuts down. Spare references that are never given back keep a test
-    # session far from zero (CPython 3.11: ob_refcnt is the first word of an object); they do
-    # not hide wrong results.
-    import ctypes
-
-    for _obj in (None, True, False):
-        ctypes.c_ssize_t.from_address(id(_obj)).value += 1 << 40
 
 import pytest  # noqa: E402
 from PySide6.QtCore import QEvent, QPointF, Qt  # noqa: E402
