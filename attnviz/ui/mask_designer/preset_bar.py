@@ -53,6 +53,7 @@ class PresetBar(QWidget):
         row1.addWidget(QLabel("Presets:", self))
         self.prefix_len = QSpinBox(self)
         self.prefix_len.setRange(0, 10_000_000)
+        self.prefix_len.setValue(8)
         self.prefix_len.setPrefix("L = ")
         self.prefix_len.setToolTip("prefix length: every query sees keys 0..L-1, the rest causally")
         self.window = QSpinBox(self)

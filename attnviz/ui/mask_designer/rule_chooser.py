@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QFrame, QGridLayout, QHB
                                QLineEdit, QPushButton, QRadioButton, QSpinBox, QVBoxLayout)
 
 from attnviz.model.mask_rules import Rule
+from attnviz.ui.theme import current_theme
 
 #: (kind, button text) in the order the chooser lists them; "inherit" removes the pair's own rule
 CHOICES = (("allow", "Allow"), ("deny", "Deny"), ("causal", "Causal"), ("anti_causal", "Anti-causal"),
@@ -53,7 +54,7 @@ class RuleChooser(QFrame):
         self.title = QLabel("", self)
         self.title.setTextFormat(Qt.TextFormat.RichText)
         self.current = QLabel("", self)
-        self.current.setStyleSheet("color: palette(mid);")
+        self.current.setStyleSheet(f"color: {current_theme().muted_text};")
         self.group = QButtonGroup(self)
         self.buttons: dict[str, QRadioButton] = {}
         grid = QGridLayout()

@@ -15,13 +15,14 @@ the mask does to flash tiles while editing.
 * "Mask as code…" opens export / import (FlexAttention mask_mod, JSON, ar_mask, seqlens, .npy).
 
 Every edit is a session command through ``ctx.execute``; the panel redraws from the session's mask
-event (coalesced to one redraw per event-loop turn), and the heatmaps follow through the context's
-throttled recompute.
+event (coalesced: one redraw per burst of edits, spaced out by as long as the last redraw took when it
+was slow), and the heatmaps follow through the context's throttled recompute.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 from PySide6.QtCore import QPoint, Qt, QTimer
@@ -35,6 +36,7 @@ from attnviz.model.segments import Segment
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.mask_designer.block_grid import BlockGrid
 from attnviz.ui.mask_designer.export_dialog import MaskCodeDialog
+from attnviz.ui.mask_designer.legend import MaskLegend
 from attnviz.ui.mask_designer.preset_bar import PresetBar
 from attnviz.ui.mask_designer.rule_chooser import RuleChooser
 from attnviz.ui.mask_designer.snapshot import (Axes, Snapshot, Target, axes_from_response, axes_from_state,
@@ -54,6 +56,8 @@ TOOL_TIPS = {
     "eraser": "return cells to their rule",
 }
 TIMING_REPEATS = 5  # timed flash calls per method for "Time flash"
+REDRAW_FAST_MS = 30  # a redraw faster than this follows the next edit at once
+REDRAW_MAX_GAP_MS = 300  # slower redraws wait as long as they took, at most this long
 
 
 class MaskDesignerPanel(QWidget):
@@ -95,6 +99,8 @@ class MaskDesignerPanel(QWidget):
         bl.setContentsMargins(6, 6, 6, 6)
         bl.addWidget(self.grid, 1)
         bl.addWidget(self.split_controls)
+        self.legend = MaskLegend(self)
+        bl.addWidget(self.legend)
 
         cells = QGroupBox("Cells: left drag allows, right drag denies", self)
         cl = QVBoxLayout(cells)
@@ -195,6 +201,7 @@ class MaskDesignerPanel(QWidget):
             except ValueError as exc:
                 self._say(str(exc), error=True)
         self.refresh()
+        self.canvas.setFocus()
 
     # -- session and response ----------------------------------------------------------------
     def _disconnect(self, ev) -> None:
@@ -229,6 +236,15 @@ class MaskDesignerPanel(QWidget):
 
     def refresh(self) -> None:
         """Recompile the edited design for the current axes and redraw everything."""
+        t0 = time.perf_counter()
+        try:
+            self._refresh()
+        finally:
+            # a slow redraw (thousands of tokens) spaces the next one out, so a stroke stays fluid
+            spent_ms = (time.perf_counter() - t0) * 1e3
+            self.timer.setInterval(0 if spent_ms < REDRAW_FAST_MS else int(min(REDRAW_MAX_GAP_MS, spent_ms)))
+
+    def _refresh(self) -> None:
         state = self.ctx.session.state
         nh = state.model.nh
         own = tuple(h for h, _ in state.mask.heads)
@@ -442,7 +458,7 @@ def _segment_length(axes: Axes | None, name: str) -> int:
 
 
 PANEL = PanelSpec(id="mask_designer", title="Mask designer", factory=lambda ctx: MaskDesignerPanel(ctx),
-                  area="right", order=30, shortcut="Ctrl+M")
+                  area="right", order=30, shortcut="Ctrl+5")
 
 
 if __name__ == "__main__":

@@ -231,3 +231,31 @@ def test_header_menu_splits_and_merges(qtbot):
     merge.trigger()
     panel.flush()
     assert [b.name for b in panel.snapshot.q_blocks][1] == "prompt"
+
+
+def test_slow_redraws_are_spaced_out_and_fast_ones_are_not(qtbot, monkeypatch):
+    ctx, panel = make_panel(qtbot)
+    panel.refresh()
+    assert panel.timer.interval() == 0  # a 44-token mask redraws at once
+    real = panel._refresh
+
+    def slow():
+        real()
+        qtbot.wait(60)  # stands in for a mask of thousands of tokens
+
+    monkeypatch.setattr(panel, "_refresh", slow)
+    panel.refresh()
+    assert 30 <= panel.timer.interval() <= 300
+
+
+def test_legend_uses_the_canvas_colours(qtbot):
+    from attnviz.ui.mask_designer.legend import entries
+    from attnviz.ui.theme import current_theme
+    from attnviz.ui.widgets.mask_canvas import mask_colours
+
+    ctx, panel = make_panel(qtbot)
+    c = mask_colours(current_theme())
+    colours = {text: colour for _, colour, text in entries()}
+    assert colours["painted allow"] == c.override_allow and colours["masked by its rule"] == c.rule_deny
+    assert colours["fully masked query row"] == current_theme().marker
+    assert panel.legend.isVisible() and panel.legend.height() >= panel.legend.sizeHint().height()
