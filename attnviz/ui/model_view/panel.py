@@ -1,0 +1,401 @@
+"""ModelViewPanel: a real pretrained checkpoint's attention, every layer and head.
+
+Top to bottom: the model (installed ready models such as all-MiniLM-L6-v2, folders opened before, and
+"Open folder…" for a local Hugging Face folder) with its one-line description and a busy indicator;
+the input (a sentence for text models, an image for ViT); a message line for problems; then the
+views: a layers x heads grid of small attention maps, the clicked map large with token labels and a
+hover readout, a layers x heads grid of the chosen head summary, and for ViT the class token's
+attention or the attention rollout drawn over the image.
+
+Loading and forward passes run on a worker thread (:class:`ModelJobs`); the newest request wins.
+Nothing here is part of the session: the panel reads the session's first text / image source as a
+default input and never edits it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
+                               QSplitter, QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
+
+from attnviz.checkpoints import Checkpoint, ModelAttention, head_summaries, load_checkpoint, ready_models, run_image, run_text
+from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
+from attnviz.ui import colormaps
+from attnviz.ui.model_view.summary_view import HeadSummaryView
+from attnviz.ui.model_view.views import head_matrix, session_text
+from attnviz.ui.model_view.vit_view import VitAttentionView
+from attnviz.ui.model_view.worker import ModelJobs
+from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.widgets.small_multiples import HeadGrid
+
+OPEN_FOLDER = "\x00open-folder"  # combo data of the "Open folder…" entry
+OPEN_IMAGE = "\x00open-image"  # combo data of the "Open image…" entry
+TAB_HEADS, TAB_IMAGE = 0, 1
+
+
+class RunOutcome:
+    """What a forward-pass job hands back: the attention, its head summaries and the image it saw."""
+
+    __slots__ = ("result", "summaries", "rgb", "image_name")
+
+    def __init__(self, result: ModelAttention, rgb: np.ndarray | None = None, image_name: str = ""):
+        self.result = result
+        self.summaries = head_summaries(result.attentions, special=result.special)
+        self.rgb = rgb
+        self.image_name = image_name
+
+
+def _run_text_job(ckpt: Checkpoint, text: str) -> RunOutcome:
+    if not text.strip():
+        raise ValueError("type a sentence for the model to read")
+    return RunOutcome(run_text(ckpt, text))
+
+
+def _run_image_job(ckpt: Checkpoint, read_image, name: str) -> RunOutcome:
+    rgb = read_image()  # (H, W, 3) uint8
+    return RunOutcome(run_image(ckpt, rgb), rgb=rgb, image_name=name)
+
+
+class ModelViewPanel(QWidget):
+    """Pretrained checkpoint: choose, run on text or an image, look at every layer and head."""
+
+    model_loaded = Signal(object)  # Checkpoint, after a successful load
+    attention_ready = Signal(object)  # ModelAttention, after a forward pass is shown
+    failed = Signal(str)  # the message shown for a problem
+    head_selected = Signal(int, int)  # (layer, head) shown in the detail heatmap
+
+    def __init__(self, ctx, parent=None, *, auto_load: bool = True):
+        super().__init__(parent)
+        self.ctx = ctx
+        self.auto_load = auto_load  # load the first ready model the first time the panel is shown
+        self.ckpt: Checkpoint | None = None
+        self.outcome: RunOutcome | None = None
+        self.selected: tuple[int, int] = (0, 0)
+        self._loading: tuple[str, str | None, bool] | None = None  # (folder, name, entry added) of the load in flight
+        self._text_edited = False
+        self._image_readers: dict[str, tuple[str, object]] = {}  # combo key -> (display name, () -> rgb)
+        self.jobs = ModelJobs(self)
+        jobs = self.jobs
+        self.destroyed.connect(lambda *_: jobs.shutdown())
+
+        # -- model row
+        self.model_combo = QComboBox(self)
+        self.model_combo.setToolTip("installed ready models, folders opened before, or a local Hugging Face folder")
+        self.model_combo.setMinimumContentsLength(18)
+        for name, folder in ready_models():
+            self.model_combo.addItem(name, str(folder))
+        self.model_combo.addItem("Open folder…", OPEN_FOLDER)
+        self._last_model_index = 0
+        self.busy = QProgressBar(self)
+        self.busy.setRange(0, 0)  # indeterminate: a load or forward pass is running
+        self.busy.setMaximumWidth(70)
+        self.busy.setTextVisible(False)
+        self.busy.setVisible(False)
+        self.describe = QLabel("No model loaded.", self)
+        self.describe.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        top = QHBoxLayout()
+        top.setContentsMargins(6, 4, 6, 0)
+        top.addWidget(QLabel("model", self))
+        top.addWidget(self.model_combo)
+        top.addWidget(self.busy)
+        top.addWidget(self.describe, 1)
+
+        # -- input row: a sentence (text models) or an image (ViT)
+        self.text_edit = QLineEdit(session_text(ctx.session.state), self)
+        self.text_edit.setToolTip("the text the model reads (Enter runs it)")
+        self.image_combo = QComboBox(self)
+        self.image_combo.setToolTip("the image the model sees")
+        self.run_button = QPushButton("Run", self)
+        self.run_button.setToolTip("run the model on this input")
+        self.inputs = QStackedWidget(self)
+        self.inputs.addWidget(self._row(QLabel("text", self), self.text_edit))
+        self.inputs.addWidget(self._row(QLabel("image", self), self.image_combo))
+        mid = QHBoxLayout()
+        mid.setContentsMargins(6, 0, 6, 0)
+        mid.addWidget(self.inputs, 1)
+        mid.addWidget(self.run_button)
+        self.message = QLabel("", self)
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.message.setStyleSheet("QLabel { color: #c62828; padding: 2px 6px; }")
+        self.message.setVisible(False)
+
+        # -- views
+        self.grid = HeadGrid(self)
+        self.vit = VitAttentionView(self)
+        self.tabs = QTabWidget(self)
+        self.tabs.addTab(self.grid, "Layers × heads")
+        self.tabs.addTab(self.vit, "Image")
+        self.tabs.setTabEnabled(TAB_IMAGE, False)
+        self.detail = AttentionHeatmap(self)
+        self.summary = HeadSummaryView(self)
+        right = QSplitter(Qt.Orientation.Vertical, self)
+        right.addWidget(self.detail)
+        right.addWidget(self.summary)
+        right.setStretchFactor(0, 3)
+        right.setStretchFactor(1, 1)
+        right.setSizes([500, 320])
+        self.body = QSplitter(Qt.Orientation.Horizontal, self)
+        self.body.addWidget(self.tabs)
+        self.body.addWidget(right)
+        self.body.setStretchFactor(0, 1)
+        self.body.setStretchFactor(1, 1)
+        self.body.setSizes([680, 620])
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(3)
+        layout.addLayout(top)
+        layout.addLayout(mid)
+        layout.addWidget(self.message)
+        layout.addWidget(self.body, 1)
+
+        self._fill_images()
+        self._set_colormap(ctx.session.state.view.colormap)
+        self.model_combo.activated.connect(self._on_model_chosen)
+        self.image_combo.activated.connect(self._on_image_chosen)
+        self.text_edit.textEdited.connect(self._on_text_edited)
+        self.text_edit.returnPressed.connect(self.run_input)
+        self.run_button.clicked.connect(self.run_input)
+        self.jobs.finished.connect(self._on_job_finished)
+        self.jobs.failed.connect(self._on_job_failed)
+        self.jobs.busy_changed.connect(self.busy.setVisible)
+        self.grid.head_clicked.connect(self.select_head)
+        self.summary.head_clicked.connect(self.select_head)
+        ctx.session.events.sources.connect(self._on_sources_changed)
+        ctx.session.events.view.connect(self._on_view_changed)
+        self._sync_input_page()
+
+    def _row(self, *widgets) -> QWidget:
+        w = QWidget(self)
+        row = QHBoxLayout(w)
+        row.setContentsMargins(0, 0, 0, 0)
+        for i, child in enumerate(widgets):
+            row.addWidget(child, 1 if i == len(widgets) - 1 else 0)
+        return w
+
+    # ------------------------------------------------------------------ public API
+    def load_model(self, folder, name: str | None = None) -> int:
+        """Load the checkpoint in ``folder`` on the worker, then run it on the current input.
+
+        Returns the job id; ``model_loaded`` then ``attention_ready`` follow, or ``failed``."""
+        folder = str(folder)
+        ready = {str(f): n for n, f in ready_models()}
+        name = name or ready.get(folder)
+        added = self._show_choice(folder, name or Path(folder).name)
+        self._loading = (folder, name, added)
+        self.describe.setText(f"loading {name or Path(folder).name} …")
+        self._clear_message()
+        return self.jobs.submit("load", lambda: load_checkpoint(folder, name=name))
+
+    def run_input(self) -> int | None:
+        """Run the loaded model on the text or image chosen; returns the job id (None without a model)."""
+        ckpt = self.ckpt
+        if ckpt is None:
+            self._show_message("Load a model first (choose one above or open a checkpoint folder).")
+            return None
+        self._clear_message()
+        if ckpt.kind == "vit":
+            key = self.image_combo.currentData()
+            if key not in self._image_readers:
+                self._show_message("Choose an image for the model to see.")
+                return None
+            name, read = self._image_readers[key]
+            return self.jobs.submit("run", lambda: _run_image_job(ckpt, read, name))
+        text = self.text_edit.text()
+        return self.jobs.submit("run", lambda: _run_text_job(ckpt, text))
+
+    def set_text(self, text: str, run: bool = False) -> None:
+        """Set the sentence (as if typed); ``run`` runs the model on it."""
+        self.text_edit.setText(text)
+        self._text_edited = True
+        if run:
+            self.run_input()
+
+    def set_image(self, rgb, name: str = "image", run: bool = False) -> None:
+        """Use the (H, W, 3) uint8 image ``rgb`` as the model's input (added to the image list)."""
+        arr = np.asarray(rgb)
+        if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (3, 4):
+            raise ValueError(f"an image must be (H, W, 3) uint8 pixels (got {arr.dtype} {arr.shape})")
+        key = f"array:{name}"
+        self._add_image(key, name, lambda: arr)
+        self.image_combo.setCurrentIndex(self.image_combo.findData(key))
+        if run:
+            self.run_input()
+
+    def select_head(self, layer: int, head: int) -> None:
+        """Show ``head`` of ``layer`` large in the detail heatmap and outline it in the grids."""
+        if self.outcome is None:
+            return
+        r = self.outcome.result
+        L, nh = r.attentions.shape[:2]
+        if not (0 <= layer < L and 0 <= head < nh):
+            raise ValueError(f"no head ({layer}, {head}) in a {L} x {nh} model")
+        self.selected = (int(layer), int(head))
+        m = head_matrix(r, layer, head)  # (T, T)
+        T = m.shape[0]
+        mask = np.tril(np.ones((T, T), dtype=bool)) if r.kind == "gpt2" else None  # causal: later keys unseen
+        self.detail.set_matrix(m, mask=mask, row_labels=r.labels, col_labels=r.labels,
+                               title=f"layer {layer} · head {head}", value_label="weight")
+        self.grid.set_selected(layer, head)
+        self.summary.set_selected(layer, head)
+        self.head_selected.emit(int(layer), int(head))
+
+    def shown_matrix(self) -> np.ndarray | None:
+        """(T, T) weights in the detail heatmap (tests, exports)."""
+        return None if self.outcome is None else head_matrix(self.outcome.result, *self.selected)
+
+    def message_text(self) -> str:
+        """The problem shown in the panel, "" when there is none."""
+        return self.message.text()
+
+    # ------------------------------------------------------------------ model and input choices
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self.auto_load and self.ckpt is None and self._loading is None and self.model_combo.count() > 1:
+            self.auto_load = False
+            self.load_model(self.model_combo.itemData(0), name=self.model_combo.itemText(0))
+
+    def _on_model_chosen(self, index: int) -> None:
+        data = self.model_combo.itemData(index)
+        if data == OPEN_FOLDER:
+            folder = QFileDialog.getExistingDirectory(self, "Open a Hugging Face checkpoint folder")
+            if not folder:
+                self.model_combo.setCurrentIndex(self._last_model_index)
+                return
+            data = folder
+        self.load_model(data)
+
+    def _show_choice(self, folder: str, label: str) -> bool:
+        """Select the model combo's entry of ``folder``, adding it before "Open folder…" if new (-> True)."""
+        index = self.model_combo.findData(folder)
+        added = index < 0
+        if added:
+            index = self.model_combo.count() - 1
+            self.model_combo.insertItem(index, label, folder)
+        self.model_combo.setCurrentIndex(index)
+        self._last_model_index = index
+        return added
+
+    def _fill_images(self) -> None:
+        """Image choices: the session's image sources, the bundled demo images, then "Open image…"."""
+        keep = self.image_combo.currentData()
+        self._image_readers = {k: v for k, v in self._image_readers.items() if not k.startswith("session:")}
+        entries = []
+        for s in self.ctx.session.state.sources:
+            if getattr(s, "kind", "") == "image" and s.data:
+                data = s.data
+                entries.append((f"session:{s.name}", f"session: {s.name}", lambda d=data: load_image(d)))
+        for fname in BUNDLED_IMAGES:
+            entries.append((f"bundled:{fname}", f"demo: {fname}", lambda f=fname: load_image(bundled_image(f))))
+        seen = {key for key, _label, _read in entries}
+        entries += [(key, label, read) for key, (label, read) in self._image_readers.items() if key not in seen]
+        self._image_readers = {key: (label, read) for key, label, read in entries}
+        self.image_combo.blockSignals(True)
+        self.image_combo.clear()
+        for key, label, _read in entries:
+            self.image_combo.addItem(label, key)
+        self.image_combo.addItem("Open image…", OPEN_IMAGE)
+        index = self.image_combo.findData(keep)
+        self.image_combo.setCurrentIndex(index if keep != OPEN_IMAGE and index >= 0 else 0)
+        self.image_combo.blockSignals(False)
+
+    def _add_image(self, key: str, label: str, read) -> None:
+        self._image_readers[key] = (label, read)
+        if self.image_combo.findData(key) < 0:
+            self.image_combo.insertItem(self.image_combo.count() - 1, label, key)
+
+    def _on_image_chosen(self, index: int) -> None:
+        if self.image_combo.itemData(index) == OPEN_IMAGE:
+            path, _ = QFileDialog.getOpenFileName(self, "Open an image", "",
+                                                  "Images (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.tif *.tiff)")
+            if not path:
+                self.image_combo.setCurrentIndex(0)
+                return
+            key = f"file:{path}"
+            self._add_image(key, f"file: {Path(path).name}", lambda p=path: load_image(p))
+            self.image_combo.setCurrentIndex(self.image_combo.findData(key))
+        if self.ckpt is not None and self.ckpt.kind == "vit":
+            self.run_input()
+
+    def _on_text_edited(self, _text: str) -> None:
+        self._text_edited = True
+
+    def _on_sources_changed(self, _sources) -> None:
+        if not self._text_edited:
+            self.text_edit.setText(session_text(self.ctx.session.state))
+        self._fill_images()
+
+    def _on_view_changed(self, view) -> None:
+        self._set_colormap(view.colormap)
+
+    def _set_colormap(self, name: str) -> None:
+        if name in colormaps.NAMES:
+            self.grid.set_colormap(name)
+            self.detail.set_colormap(name)
+            self.summary.heatmap.set_colormap(name)
+
+    def _sync_input_page(self) -> None:
+        vit = self.ckpt is not None and self.ckpt.kind == "vit"
+        self.inputs.setCurrentIndex(1 if vit else 0)
+
+    # ------------------------------------------------------------------ results
+    def _on_job_finished(self, _jid: int, kind: str, result) -> None:
+        if kind == "load":
+            self._loading = None
+            self.ckpt = result
+            self.describe.setText(result.describe())
+            self.describe.setToolTip(str(result.folder))
+            self._sync_input_page()
+            self.model_loaded.emit(result)
+            self.run_input()
+        else:
+            self._show_outcome(result)
+
+    def _on_job_failed(self, _jid: int, kind: str, message: str) -> None:
+        if kind == "load":
+            folder, name, added = self._loading or ("", None, False)
+            self._loading = None
+            text = f"Could not load {name or folder}: {message}"
+            if added:  # a folder that does not load is not offered again
+                self.model_combo.removeItem(self.model_combo.findData(folder))
+            back = self.model_combo.findData(str(self.ckpt.folder)) if self.ckpt is not None else 0
+            self.model_combo.setCurrentIndex(max(back, 0))
+            self._last_model_index = max(back, 0)
+            self.describe.setText(self.ckpt.describe() if self.ckpt is not None else "No model loaded.")
+        else:
+            text = f"Could not run {self.ckpt.name if self.ckpt else 'the model'}: {message}"
+        self._show_message(text)
+        self.ctx.report(text, "error")
+        self.failed.emit(text)
+
+    def _show_outcome(self, outcome: RunOutcome) -> None:
+        new_model = self.outcome is None or self.outcome.result.model != outcome.result.model
+        self.outcome = outcome
+        r = outcome.result
+        L, nh, T, _ = r.attentions.shape
+        self.grid.set_matrices(r.attentions, [f"L{i}" for i in range(L)], [f"h{j}" for j in range(nh)])
+        self.summary.set_summaries(outcome.summaries)
+        vit = r.kind == "vit" and self.ckpt is not None and self.ckpt.image is not None
+        self.tabs.setTabEnabled(TAB_IMAGE, vit)
+        if vit:
+            self.vit.set_result(r, outcome.rgb, self.ckpt.image, self.ckpt.config.patch_size)
+            if new_model:
+                self.tabs.setCurrentIndex(TAB_IMAGE)
+        else:
+            self.vit.set_result(None, None, None)
+            self.tabs.setCurrentIndex(TAB_HEADS)
+        layer, head = self.selected
+        self.select_head(layer if layer < L else 0, head if head < nh else 0)
+        self.attention_ready.emit(r)
+
+    def _show_message(self, text: str) -> None:
+        self.message.setText(text)
+        self.message.setVisible(True)
+
+    def _clear_message(self) -> None:
+        self.message.setText("")
+        self.message.setVisible(False)

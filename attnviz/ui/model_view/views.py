@@ -1,0 +1,156 @@
+"""What the pretrained-model views draw, as plain functions on a checkpoint's :class:`ModelAttention`.
+
+No Qt here: the widgets of :mod:`attnviz.ui.model_view` call these and draw the arrays they return,
+and the tests check the arrays.
+
+* :func:`head_matrix` — one layer's head (or the mean over heads) as a (T, T) matrix;
+* :func:`summary_matrix` — one per-head statistic of :func:`attnviz.checkpoints.head_summaries` (L, nh);
+* :func:`vit_overlay` — what is drawn over the image: the class token's attention in one layer (one
+  head or the mean over heads) or the attention rollout through all layers, as (gh, gw) with levels;
+* :func:`model_pixels` / :func:`display_image` — the image as the model saw it, enlarged for display;
+* :func:`session_text` / :func:`session_image` — default inputs taken from the session's sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from attnviz.checkpoints import (HeadSummaries, ImageConfig, ModelAttention, attention_rollout,
+                                 cls_attention_maps)
+from attnviz.sources.errors import SourceError
+from attnviz.sources.image import load_image
+
+DEFAULT_SENTENCE = "The river bank was steep after the rain."
+
+# summary key -> (HeadSummaries field, label in menus and titles, short label on colour bars and readouts)
+SUMMARY_METRICS = {
+    "entropy": ("entropy", "entropy (nats)", "entropy"),
+    "special": ("to_special", "attention to special tokens", "to special"),
+    "self": ("to_self", "attention to self", "to self"),
+    "previous": ("to_previous", "attention to previous token", "to previous"),
+}
+
+OVERLAY_MODES = ("cls", "rollout")  # class token's attention in one layer; rollout through all layers
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def head_matrix(result: ModelAttention, layer: int, head) -> np.ndarray:
+    """(T, T) weights of ``head`` (an index, or "mean" over heads) in ``layer``."""
+    L, nh = result.attentions.shape[:2]
+    if not 0 <= int(layer) < L:
+        raise ValueError(f"layer {layer} is out of range for {L} layers")
+    if head == "mean":
+        return result.attentions[int(layer)].mean(axis=0)  # (T, T)
+    if not 0 <= int(head) < nh:
+        raise ValueError(f"head {head} is out of range for {nh} heads")
+    return result.attentions[int(layer), int(head)]  # (T, T)
+
+
+def summary_matrix(summaries: HeadSummaries, metric: str) -> np.ndarray:
+    """(L, nh) values of the summary ``metric`` (a key of SUMMARY_METRICS)."""
+    if metric not in SUMMARY_METRICS:
+        raise ValueError(f"unknown head summary {metric!r}; choose one of {', '.join(SUMMARY_METRICS)}")
+    return getattr(summaries, SUMMARY_METRICS[metric][0])  # (L, nh)
+
+
+def summary_line(summaries: HeadSummaries, layer: int, head: int) -> str:
+    """All four statistics of one head, for a status line."""
+    parts = [f"{SUMMARY_METRICS[k][2]} {summary_matrix(summaries, k)[layer, head]:.3f}" for k in SUMMARY_METRICS]
+    return f"layer {layer} · head {head}:  " + "  ·  ".join(parts)
+
+
+@dataclass(frozen=True)
+class OverlaySpec:
+    """Which attention is drawn over a ViT's image."""
+
+    mode: str = "cls"  # "cls": class token -> patches in one layer; "rollout": through all layers
+    layer: int = -1  # layer of the class-token view (negative counts from the end: DINO uses the last)
+    head: int | str = "mean"  # head of the class-token view, or "mean" over heads
+    fusion: str = "mean"  # how rollout combines a layer's heads: mean, max or min
+    discard_ratio: float = 0.0  # share of each fused matrix's lowest entries rollout sets to zero
+
+
+def vit_overlay(result: ModelAttention, spec: OverlaySpec) -> tuple[np.ndarray, tuple[float, float]]:
+    """(gh, gw) map drawn over the image and its colour levels (low, high)."""
+    if result.grid is None:
+        raise ValueError(f"{result.model} is not an image model: there is no patch grid to draw on")
+    if spec.mode == "rollout":
+        roll = attention_rollout(result.attentions, head_fusion=spec.fusion, discard_ratio=spec.discard_ratio,
+                                 grid=result.grid, n_extra=result.n_extra_tokens)
+        return roll.cls_map, (0.0, 1.0)  # divided by its maximum: 1 is the most attended patch
+    if spec.mode != "cls":
+        raise ValueError(f"unknown overlay {spec.mode!r}; choose one of {', '.join(OVERLAY_MODES)}")
+    maps = cls_attention_maps(result.attentions, spec.layer, result.grid, result.n_extra_tokens)  # (nh, gh, gw)
+    if spec.head == "mean":
+        m = maps.mean(axis=0)  # (gh, gw)
+    else:
+        if not 0 <= int(spec.head) < maps.shape[0]:
+            raise ValueError(f"head {spec.head} is out of range for {maps.shape[0]} heads")
+        m = maps[int(spec.head)]  # (gh, gw)
+    m = np.asarray(m, dtype=np.float64)
+    lo, hi = float(m.min()), float(m.max())
+    return m, (lo, hi if hi > lo else lo + 1.0)
+
+
+def model_pixels(pixels: np.ndarray, ic: ImageConfig) -> np.ndarray:
+    """(H, W, 3) uint8 image the model saw: its (3, H, W) input with normalisation and rescaling undone."""
+    x = np.asarray(pixels, dtype=np.float64).transpose(1, 2, 0)  # (H, W, 3)
+    if ic.do_normalize:
+        x = x * np.asarray(ic.image_std) + np.asarray(ic.image_mean)  # (H, W, 3)
+    if ic.do_rescale:
+        x = x / ic.rescale_factor
+    return np.clip(np.round(x), 0, 255).astype(np.uint8)  # (H, W, 3)
+
+
+def display_patch(grid: tuple[int, int], target_px: int = 448) -> int:
+    """Side in display pixels of one patch, so the longer side of the grid is about ``target_px``."""
+    return max(8, int(round(target_px / max(grid))))
+
+
+def display_image(rgb: np.ndarray | None, pixels: np.ndarray, ic: ImageConfig, grid: tuple[int, int],
+                  patch_px: int, model_view: bool) -> np.ndarray:
+    """(gh * patch_px, gw * patch_px, 3) uint8 image to draw under the patch grid.
+
+    ``model_view``: the model's own input pixels, enlarged without smoothing (what it saw, pixel for
+    pixel); otherwise the original ``rgb`` resized to the same frame (the model's resize stretches the
+    whole image to its size, so the patches cover the same parts of it), which stays sharp.
+    """
+    gh, gw = grid
+    size = (gw * patch_px, gh * patch_px)  # PIL (width, height)
+    if model_view or rgb is None:
+        return np.asarray(Image.fromarray(model_pixels(pixels, ic)).resize(size, Image.Resampling.NEAREST))
+    return np.asarray(Image.fromarray(np.ascontiguousarray(rgb[:, :, :3])).resize(size, Image.Resampling.BILINEAR))
+
+
+def session_text(state) -> str:
+    """The first text source's text, or the default sentence."""
+    for s in getattr(state, "sources", ()):
+        if getattr(s, "kind", "") == "text" and s.text.strip():
+            return s.text
+    return DEFAULT_SENTENCE
+
+
+def session_image(state) -> tuple[str, np.ndarray] | None:
+    """(name, RGB uint8) of the first image source whose bytes decode, or None."""
+    for s in getattr(state, "sources", ()):
+        if getattr(s, "kind", "") == "image" and s.data:
+            try:
+                return s.name, load_image(s.data)
+            except SourceError:
+                continue
+    return None
+
+
+def grid_label(result: ModelAttention, ic: ImageConfig, patch_size: tuple[int, int]) -> str:
+    """One line on how the image became tokens."""
+    gh, gw = result.grid
+    H, W = ic.size
+    ph, pw = patch_size
+    extra = ", ".join(result.tokens[: result.n_extra_tokens])
+    side = f"{ph} px" if ph == pw else f"{ph}x{pw} px"
+    return (f"model input {H}x{W} px (height x width) → grid {gh}x{gw} of {side} patches = {gh * gw} tokens"
+            f" + {result.n_extra_tokens} extra ({extra})")
+

@@ -1,0 +1,14 @@
+"""The "Pretrained model" dock: a local Hugging Face checkpoint (BERT-family, GPT-2, ViT) run on a
+sentence or an image, with every layer's and head's attention, head summaries and, for ViT, the class
+token's attention and the attention rollout over the image (see :mod:`attnviz.ui.model_view`)."""
+
+from __future__ import annotations
+
+from attnviz.ui.model_view.panel import ModelViewPanel
+from attnviz.ui.panels import PanelSpec, run_panel_alone
+
+PANEL = PanelSpec(id="pretrained", title="Pretrained model", factory=ModelViewPanel, area="center", order=30)
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_panel_alone(ModelViewPanel, size=(1300, 800)))
