@@ -20,7 +20,7 @@ from attnviz.model.demos import build_demo  # noqa: E402
 from attnviz.model.session import Session  # noqa: E402
 from attnviz.sources.image import bundled_image, load_image  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
-from attnviz.ui.model_view.panel import TAB_HEADS, TAB_IMAGE, ModelViewPanel  # noqa: E402
+from attnviz.ui.model_view.panel import OPEN_IMAGE, TAB_HEADS, TAB_IMAGE, ModelViewPanel  # noqa: E402
 from attnviz.ui.model_view.views import DEFAULT_SENTENCE, OverlaySpec  # noqa: E402
 from attnviz.ui.model_view.worker import ModelJobs  # noqa: E402
 from attnviz.ui.panels import discover_panels  # noqa: E402
@@ -248,3 +248,31 @@ def test_minilm_loads_when_installed(qtbot):
     assert panel.detail._allowed.all()  # an encoder sees every token
     s = head_summaries(want.attentions, special=want.special)
     np.testing.assert_allclose(panel.summary.shown_matrix(), s.entropy)
+
+
+def test_open_folder_and_open_image_entries(qtbot, monkeypatch, tmp_path, river):
+    from PySide6.QtWidgets import QFileDialog
+
+    ctx, panel = make_panel(qtbot, show=False)
+    open_index = panel.model_combo.findText("Open folder…")
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: ""))
+    panel.model_combo.setCurrentIndex(open_index)
+    panel._on_model_chosen(open_index)  # cancelled: back to the previous entry, nothing loads
+    assert panel.model_combo.currentIndex() == 0 and panel._loading is None and not panel.jobs.busy
+
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: str(DATA / "tiny_vit")))
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
+        panel._on_model_chosen(open_index)
+    assert panel.model_combo.currentText() == "tiny_vit" and panel.ckpt.kind == "vit"
+    assert panel.model_combo.itemText(panel.model_combo.count() - 1) == "Open folder…"
+
+    from PIL import Image
+
+    path = tmp_path / "flipped.png"
+    Image.fromarray(np.ascontiguousarray(river[::-1])).save(path)
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(path), "")))
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS) as blocker:
+        panel._on_image_chosen(panel.image_combo.findData(OPEN_IMAGE))
+    assert panel.image_combo.currentText() == "file: flipped.png"
+    want = run_image(panel.ckpt, river[::-1])
+    np.testing.assert_array_equal(blocker.args[0].attentions, want.attentions)
