@@ -241,8 +241,7 @@ class MaskDesignerPanel(QWidget):
             self._refresh()
         finally:
             # a slow redraw (thousands of tokens) spaces the next one out, so a stroke stays fluid
-            spent_ms = (time.perf_counter() - t0) * 1e3
-            self.timer.setInterval(0 if spent_ms < REDRAW_FAST_MS else int(min(REDRAW_MAX_GAP_MS, spent_ms)))
+            self.timer.setInterval(redraw_gap_ms((time.perf_counter() - t0) * 1e3))
 
     def _refresh(self) -> None:
         state = self.ctx.session.state
@@ -445,6 +444,11 @@ class MaskDesignerPanel(QWidget):
     @property
     def message_text(self) -> str:
         return self.message.text()
+
+
+def redraw_gap_ms(spent_ms: float) -> int:
+    """How long the next redraw waits after one that took ``spent_ms``."""
+    return 0 if spent_ms < REDRAW_FAST_MS else int(min(REDRAW_MAX_GAP_MS, spent_ms))
 
 
 def _segments(blocks) -> list[Segment]:
