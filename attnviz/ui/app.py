@@ -1,0 +1,280 @@
+"""The ``attnviz`` desktop application: ``main(argv=None) -> exit code``.
+
+``attnviz`` opens the bundled ``river-bank`` demo; ``attnviz FILE`` opens a session file, or starts a
+session around an image or a text file. A file that cannot be read is reported in the window and
+the demo stays open. Options (read from ``QApplication.arguments()``, so Qt's own options such as
+``-platform`` never reach argparse):
+
+``--demo NAME``            start with another bundled demo
+``--theme light|dark``     override the saved theme for this run
+``--autosave-interval S``  seconds between autosaves of a dirty session (default 30)
+``--smoke-test``           open the session, wait for the first computed result, exit 0 (1 on failure);
+                           touches no autosave or settings (used by the packaging check)
+
+Start-up: the numba kernels are compiled (or loaded from the cache) on a background thread, the
+window shows at once, and after a crash the autosave recovery offer appears.
+
+Test hook: when the environment variable ``ATTNVIZ_TEST_SCRIPT`` names a Python file, it is run once
+the window is shown, with ``app``, ``window``, ``ctx`` and the helpers ``wait(ms)``,
+``wait_response(timeout_s=30) -> response``, ``screenshot(path)`` and ``quit(code=0)`` in its
+namespace. An exception in the script is printed to stderr and the application exits with code 3.
+
+Unexpected exceptions (bugs) are shown in a dialog and the application keeps running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+DEFAULT_DEMO = "river-bank"
+SMOKE_TIMEOUT_S = 180.0  # a cold numba cache compiles every kernel first: allow minutes, not seconds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from attnviz.model.demos import list_demos
+
+    p = argparse.ArgumentParser(prog="attnviz", description="attnviz: a desktop laboratory for the attention "
+                                                            "mechanism.")
+    p.add_argument("file", nargs="?", help="a session (.attnviz), an image or a text file to open")
+    p.add_argument("--demo", choices=[n for n, _ in list_demos()], default=DEFAULT_DEMO,
+                   help=f"bundled demo opened when no file is given (default {DEFAULT_DEMO})")
+    p.add_argument("--theme", choices=("light", "dark"), help="colour theme for this run (default: the saved one)")
+    p.add_argument("--autosave-interval", type=float, default=30.0, metavar="SECONDS",
+                   help="seconds between autosaves of an unsaved session (default 30)")
+    p.add_argument("--smoke-test", action="store_true",
+                   help="open the session, wait for the first computed result and exit (0 = it worked)")
+    return p
+
+
+def session_for_file(path: str):
+    """A new SessionState built around an image or text file (sessions are opened, not built)."""
+    from attnviz.model.positional import PositionalConfig
+    from attnviz.model.state import ModelConfig, SessionState
+    from attnviz.ui.file_actions import classify, image_source_from_file, text_source_from_file
+
+    kind = classify(path)
+    base = SessionState(model=ModelConfig(d_model=64, nh=4), positional=PositionalConfig("learned"))
+    if kind == "image":
+        return SessionState(sources=(image_source_from_file(base, path),), model=base.model,
+                            positional=base.positional)
+    if kind == "text":
+        return SessionState(sources=(text_source_from_file(base, path),), model=base.model,
+                            positional=PositionalConfig("sinusoidal"))
+    raise ValueError(f"{os.path.basename(path)} is not a session, image or text file")
+
+
+def open_file_argument(window, path: str) -> bool:
+    """Open the command line's file in the window; a failure is reported and the demo stays."""
+    from attnviz.sources.errors import SourceError
+    from attnviz.ui.file_actions import classify
+
+    files = window.files
+    if not os.path.exists(path):
+        files.ctx.report(f"cannot open {path}: no such file; showing the {DEFAULT_DEMO!r} demo", "error")
+        return False
+    kind = classify(path)
+    if kind == "session":
+        return files.open_session(path)
+    if kind in ("image", "text"):
+        try:
+            state = session_for_file(path)
+        except (SourceError, ValueError) as exc:
+            files.ctx.report(f"cannot open {os.path.basename(path)}: {exc}", "error")
+            return False
+        files._replace(state, None, dirty=True)
+        files.ctx.report(f"new session from {os.path.basename(path)}", "info")
+        return True
+    return files.open_path(path)  # values files and unknown types: added or reported
+
+
+def _start_warmup() -> threading.Thread:
+    def work():
+        try:
+            from attnviz.engine.warmup import warmup
+
+            warmup()
+        except Exception:  # noqa: BLE001 - a failed warm-up only means kernels compile on first use
+            pass
+
+    t = threading.Thread(target=work, name="attnviz-warmup", daemon=True)
+    t.start()
+    return t
+
+
+class _ExceptionReporter:
+    """sys.excepthook / threading.excepthook that show bugs in the window instead of a console traceback."""
+
+    def __init__(self, window):
+        self.window = window
+        self._old = sys.excepthook
+        self._old_thread = threading.excepthook
+        self.count = 0
+
+    def install(self) -> None:
+        sys.excepthook = self
+        threading.excepthook = self._thread_hook
+
+    def uninstall(self) -> None:
+        sys.excepthook = self._old
+        threading.excepthook = self._old_thread
+
+    def __call__(self, exc_type, exc, tb) -> None:
+        if issubclass(exc_type, KeyboardInterrupt):
+            QApplication.instance().quit()
+            return
+        self.count += 1
+        try:
+            self.window.show_exception(exc_type, exc, tb)
+        except Exception:  # noqa: BLE001 - the window itself is broken: fall back to one line
+            sys.stderr.write(f"attnviz: unexpected error: {exc_type.__name__}: {exc}\n")
+
+    def _thread_hook(self, args) -> None:
+        # a worker thread's bug: report it on the GUI thread
+        QTimer.singleShot(0, lambda: self(args.exc_type, args.exc_value, args.exc_traceback))
+
+
+def _script_namespace(app, window):
+    ctx = window.ctx
+
+    def wait(ms: int) -> None:
+        end = time.monotonic() + ms / 1000.0
+        while time.monotonic() < end:
+            app.processEvents()
+            time.sleep(0.005)
+
+    def wait_response(timeout_s: float = 30.0):
+        """Wait for the next response after everything submitted so far is computed."""
+        start = ctx.response
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            app.processEvents()
+            if ctx.response is not start and not ctx.compute.busy and ctx.response is not None:
+                wait(50)
+                return ctx.response
+            time.sleep(0.005)
+        raise TimeoutError(f"no computed response within {timeout_s} s")
+
+    def screenshot(path) -> str:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        window.grab().save(os.fspath(path))
+        return os.fspath(path)
+
+    def quit(code: int = 0) -> None:  # noqa: A001 - the script's name for it
+        window.files.prompts.save_changes = lambda *_a: "discard"
+        window.close()
+        app.exit(code)
+
+    return {"app": app, "window": window, "ctx": ctx, "wait": wait, "wait_response": wait_response,
+            "screenshot": screenshot, "quit": quit, "__name__": "__attnviz_test_script__"}
+
+
+def _run_script(path: str, app, window) -> None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            code = compile(fh.read(), path, "exec")
+        exec(code, _script_namespace(app, window))  # noqa: S102 - the test hook's purpose
+    except SystemExit as exc:
+        app.exit(int(exc.code or 0))
+    except BaseException:  # noqa: BLE001 - report any failure of the script and stop
+        traceback.print_exc(file=sys.stderr)
+        app.exit(3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the application; returns its exit code."""
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication([sys.argv[0]] + list(argv) if argv is not None else sys.argv)
+        args_list = app.arguments()[1:]
+    else:
+        args_list = list(argv) if argv is not None else app.arguments()[1:]
+    app.setApplicationName("attnviz")
+    app.setOrganizationName("attnviz")
+    app.setApplicationDisplayName("attnviz")
+    try:
+        args = build_parser().parse_args(args_list)
+    except SystemExit as exc:  # --help or a bad option: argparse printed why
+        return int(exc.code or 0)
+
+    from attnviz.model.demos import build_demo
+    from attnviz.model.session import Session
+    from attnviz.persist import AutosaveStore, SessionError
+    from attnviz.ui.context import AppContext
+    from attnviz.ui.main_window import MainWindow
+    from attnviz.ui.settings import AppSettings
+    from attnviz.ui.theme import apply_theme
+
+    settings = AppSettings()
+    apply_theme(app, args.theme or settings.theme())
+    _start_warmup()
+    ctx = AppContext(Session(build_demo(args.demo)))
+    autosave = None
+    if not args.smoke_test:
+        autosave = AutosaveStore()
+        try:
+            autosave.mark_running()
+        except SessionError as exc:
+            autosave = None
+            ctx.report(f"autosave is off: {exc}", "warning")
+    window = MainWindow(ctx, settings=settings, autosave=autosave,
+                        autosave_interval_ms=int(max(0.05, args.autosave_interval) * 1000))
+    reporter = _ExceptionReporter(window)
+    reporter.install()
+    if args.file:
+        open_file_argument(window, args.file)
+    window.show()
+    ctx.recompute(now=True)
+    result = {"code": 0}
+
+    if args.smoke_test:
+        def on_response(resp):
+            if resp.ok:
+                print(f"attnviz smoke test: ok (T = {resp.Tq}, {resp.path})")
+                app.exit(0)
+            else:
+                sys.stderr.write(f"attnviz smoke test: the computation failed: {resp.error}\n")
+                app.exit(1)
+
+        def on_timeout():
+            sys.stderr.write(f"attnviz smoke test: no result within {SMOKE_TIMEOUT_S:.0f} s\n")
+            app.exit(1)
+
+        ctx.response_changed.connect(on_response)
+        QTimer.singleShot(int(SMOKE_TIMEOUT_S * 1000), on_timeout)
+    else:
+        QTimer.singleShot(0, window.files.offer_recovery)
+        script = os.environ.get("ATTNVIZ_TEST_SCRIPT")
+        if script:
+            QTimer.singleShot(0, lambda: _run_script(script, app, window))
+
+    # Ctrl+C in the terminal closes the window like Quit (Python only sees signals between events)
+    previous_sigint = signal.signal(signal.SIGINT, lambda *_: window.close())
+    heartbeat = QTimer()
+    heartbeat.timeout.connect(lambda: None)
+    heartbeat.start(250)
+    try:
+        result["code"] = app.exec()
+    finally:
+        heartbeat.stop()
+        signal.signal(signal.SIGINT, previous_sigint)
+        if window.isVisible() or args.smoke_test:  # quit without closing the window (app.exit)
+            if not args.smoke_test:
+                window.save_layout()
+                window.files.shutdown()
+            window.ctx.compute.shutdown(timeout=2.0)
+        reporter.uninstall()
+        window.deleteLater()
+    return int(result["code"])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,489 @@
+"""Everything the File menu and the window's drop area do: new, open, save, save as, recent files,
+export, drag and drop, autosave on a timer and the crash-recovery offer.
+
+Files are recognised by their extension: ``.attnviz`` sessions open (replacing the session); images
+become a new image source, text files a new text source, ``.npy``/``.csv`` files a new custom block
+(all undoable). A file that cannot be read is reported in the window and nothing changes.
+
+Dialogs go through a :class:`Prompts` object so that tests (and scripted runs) can answer them; the
+window's default uses Qt's standard dialogs. The recovery offer is a window-modal, non-blocking
+message box (``FileActions.recovery_box``) so the event loop keeps running while it is shown.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QColorDialog, QFileDialog, QInputDialog, QMessageBox
+
+from attnviz.model.commands import AddSource
+from attnviz.model.demos import build_demo
+from attnviz.model.state import PALETTE, CustomSource, ImageSource, SessionState, TextSource
+from attnviz.persist import AutosaveStore, SessionError, load_session, save_session
+from attnviz.sources.errors import SourceError
+from attnviz.ui.export import ExportError, export_csv, export_npy, export_png, export_svg
+
+SESSION_SUFFIX = ".attnviz"
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+TEXT_SUFFIXES = (".txt", ".md", ".text")
+VALUES_SUFFIXES = (".npy", ".csv")
+SESSION_FILTER = "attnviz sessions (*.attnviz)"
+IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in IMAGE_SUFFIXES) + ")"
+TEXT_FILTER = "Text files (" + " ".join(f"*{s}" for s in TEXT_SUFFIXES) + ")"
+VALUES_FILTER = "Token values (*.npy *.csv)"
+OPEN_FILTER = ";;".join(["All supported (*.attnviz " + " ".join(f"*{s}" for s in
+                                                                 IMAGE_SUFFIXES + TEXT_SUFFIXES + VALUES_SUFFIXES)
+                         + ")", SESSION_FILTER, IMAGE_FILTER, TEXT_FILTER, VALUES_FILTER])
+MAX_TEXT_BYTES = 2 * 2**20  # a text source beyond 2 MiB would exceed the token limit many times over
+MAX_IMAGE_BYTES = 64 * 2**20  # larger files are not photos a person means to cut into patches
+DEFAULT_DEMO = "river-bank"
+IMAGE_SIDE = 224  # a dropped image is resized so its longer side is about this (ViT's input size)
+
+
+# ------------------------------------------------------------------------------------------------
+# files -> sources (pure, no Qt)
+
+
+def classify(path) -> str | None:
+    """"session", "image", "text", "values" or None, from the file's extension."""
+    suffix = Path(path).suffix.lower()
+    if suffix == SESSION_SUFFIX:
+        return "session"
+    if suffix in IMAGE_SUFFIXES:
+        return "image"
+    if suffix in TEXT_SUFFIXES:
+        return "text"
+    if suffix in VALUES_SUFFIXES:
+        return "values"
+    return None
+
+
+def unique_name(state: SessionState, base: str) -> str:
+    """``base``, or ``base 2``, ``base 3`` ... whichever no source of ``state`` uses."""
+    base = (base or "source").strip()[:60] or "source"
+    names = {s.name for s in state.sources}
+    if base not in names:
+        return base
+    i = 2
+    while f"{base} {i}" in names:
+        i += 1
+    return f"{base} {i}"
+
+
+def next_colour(state: SessionState) -> str:
+    """The first palette colour no source uses (cycling when all are taken)."""
+    used = {s.color.lower() for s in state.sources}
+    for c in PALETTE:
+        if c not in used:
+            return c
+    return PALETTE[len(state.sources) % len(PALETTE)]
+
+
+def default_target(height: int, width: int, patch: int, side: int = IMAGE_SIDE) -> tuple[int, int]:
+    """(H, W), multiples of ``patch``, keeping the aspect ratio with the longer side near ``side``
+    (never upscaling beyond the image's own size rounded to a patch)."""
+    s = min(1.0, side / max(height, width))
+    H = max(patch, int(round(height * s / patch)) * patch)
+    W = max(patch, int(round(width * s / patch)) * patch)
+    return H, W
+
+
+def _read(path, limit: int, what: str) -> bytes:
+    p = Path(path)
+    if p.is_dir():
+        raise SourceError(f"{p} is a folder, not {what}")
+    try:
+        size = p.stat().st_size
+        if size > limit:
+            raise SourceError(f"{p.name} is {size / 2**20:.0f} MiB; {what} may be at most {limit // 2**20} MiB")
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise SourceError(f"file not found: {p}") from None
+    except OSError as exc:
+        raise SourceError(f"cannot read {p}: {exc.strerror or exc}") from None
+
+
+def image_source_from_bytes(state: SessionState, data: bytes, name: str, patch: int = 16) -> ImageSource:
+    """A new image source for ``data`` (checked by decoding it), sized for a readable patch grid."""
+    from attnviz.sources.image import load_image
+
+    rgb = load_image(data)  # SourceError for anything that is not a readable image
+    target = default_target(rgb.shape[0], rgb.shape[1], patch)
+    return ImageSource(unique_name(state, name), next_colour(state), data, patch=patch, policy="resize",
+                       target=target, class_token=True)
+
+
+def image_source_from_file(state: SessionState, path) -> ImageSource:
+    return image_source_from_bytes(state, _read(path, MAX_IMAGE_BYTES, "an image"), Path(path).stem)
+
+
+def text_source_from_file(state: SessionState, path) -> TextSource:
+    data = _read(path, MAX_TEXT_BYTES, "a text file")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SourceError(f"{Path(path).name} is not UTF-8 text") from None
+    return TextSource(unique_name(state, Path(path).stem), next_colour(state), text)
+
+
+def block_source_from_file(state: SessionState, path) -> CustomSource:
+    from attnviz.sources.custom import load_block_values
+
+    values = load_block_values(path, state.model.d_model)  # (count, d_model)
+    return CustomSource(unique_name(state, Path(path).stem), next_colour(state), count=int(values.shape[0]),
+                        generator="file", values=values)
+
+
+# ------------------------------------------------------------------------------------------------
+# dialogs
+
+
+class Prompts:
+    """The questions the application asks a person; tests substitute their own answers."""
+
+    def open_file(self, parent, caption: str, filters: str, folder: str = "") -> str | None:
+        path, _ = QFileDialog.getOpenFileName(parent, caption, folder, filters)
+        return path or None
+
+    def save_file(self, parent, caption: str, filters: str, suggested: str = "") -> str | None:
+        path, _ = QFileDialog.getSaveFileName(parent, caption, suggested, filters)
+        return path or None
+
+    def save_changes(self, parent, what: str) -> str:
+        """"save", "discard" or "cancel" for a dirty session about to be replaced or closed."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Unsaved changes",
+                          f"The session has unsaved changes. Save them before {what}?",
+                          QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+                          | QMessageBox.StandardButton.Cancel, parent)
+        box.setDefaultButton(QMessageBox.StandardButton.Save)
+        answer = box.exec()
+        return {QMessageBox.StandardButton.Save: "save",
+                QMessageBox.StandardButton.Discard: "discard"}.get(QMessageBox.StandardButton(answer), "cancel")
+
+    def colour(self, parent, initial: str) -> str | None:
+        c = QColorDialog.getColor(QColor(initial), parent, "Source colour")
+        return c.name() if c.isValid() else None
+
+    def text(self, parent, caption: str, label: str, initial: str = "") -> str | None:
+        value, ok = QInputDialog.getText(parent, caption, label, text=initial)
+        return value if ok else None
+
+
+def _with_suffix(path: str, suffix: str) -> str:
+    return path if path.lower().endswith(suffix) else path + suffix
+
+
+class FileActions(QObject):
+    """File operations on the window's AppContext; reports every problem through ``ctx.report``."""
+
+    path_changed = Signal(object)  # the session's file (str) or None (untitled)
+    recent_changed = Signal(list)
+    session_replaced = Signal()  # a whole session was opened, recovered or started
+
+    def __init__(self, ctx, window=None, settings=None, autosave: AutosaveStore | None = None,
+                 prompts: Prompts | None = None, autosave_interval_ms: int = 30_000, heatmap=None):
+        super().__init__(window)
+        self.ctx = ctx
+        self.window = window
+        self.settings = settings
+        self.autosave = autosave
+        self.prompts = prompts or Prompts()
+        self.heatmap = heatmap  # callable -> the heatmap panel (or None) for File > Export
+        self.path: str | None = None
+        self.recovery_box: QMessageBox | None = None
+        self._autosave_error_shown = False
+        self.autosave_timer = QTimer(self)
+        self.autosave_timer.setInterval(int(autosave_interval_ms))
+        self.autosave_timer.timeout.connect(self.autosave_now)
+        if autosave is not None:
+            self.autosave_timer.start()
+
+    # ------------------------------------------------------------------ sessions
+    def _replace(self, state: SessionState, path: str | None, dirty: bool = False) -> None:
+        self.ctx.undo_stack.clear()
+        self.ctx.session.replace_state(state, dirty=dirty)
+        self.ctx.undo_stack.setClean()
+        self._set_path(path)
+        self.session_replaced.emit()
+
+    def _set_path(self, path: str | None) -> None:
+        self.path = None if path is None else os.path.abspath(path)
+        self.path_changed.emit(self.path)
+
+    def maybe_save(self, what: str = "continuing") -> bool:
+        """True when the current session may be replaced: it is clean, saved, or the person said so."""
+        if not self.ctx.session.dirty:
+            return True
+        answer = self.prompts.save_changes(self.window, what)
+        if answer == "save":
+            return self.save()
+        return answer == "discard"
+
+    def new_session(self, demo: str | None = None) -> bool:
+        """Start an empty session (or a bundled demo)."""
+        if not self.maybe_save("starting a new session"):
+            return False
+        try:
+            state = build_demo(demo) if demo else SessionState(sources=(TextSource("text", PALETTE[0], ""),))
+        except ValueError as exc:
+            self.ctx.report(str(exc), "error")
+            return False
+        self._replace(state, None)
+        self.ctx.report(f"opened the {demo!r} demo" if demo else "new session", "info")
+        return True
+
+    def open_dialog(self) -> bool:
+        folder = self.settings.last_folder() if self.settings else ""
+        path = self.prompts.open_file(self.window, "Open", OPEN_FILTER, folder)
+        return self.open_path(path) if path else False
+
+    def open_path(self, path) -> bool:
+        """Open a session or add a file's contents as a source; False (reported) when it fails."""
+        path = os.fspath(path)
+        kind = classify(path)
+        if kind is None:
+            self.ctx.report(f"cannot open {Path(path).name}: attnviz opens .attnviz sessions, images "
+                            f"({', '.join(IMAGE_SUFFIXES)}), text ({', '.join(TEXT_SUFFIXES)}) and token values "
+                            "(.npy, .csv)", "error")
+            return False
+        if kind == "session":
+            return self.open_session(path)
+        return self.add_file(path, kind)
+
+    def open_session(self, path) -> bool:
+        if not self.maybe_save("opening another session"):
+            return False
+        try:
+            state = load_session(path)
+        except SessionError as exc:
+            self.ctx.report(f"cannot open the session: {exc}", "error")
+            if self.settings is not None and not Path(path).exists():
+                self.recent_changed.emit(self.settings.remove_recent(path))
+            return False
+        self._replace(state, path)
+        self._remember(path)
+        self.ctx.report(f"opened {Path(path).name}", "info")
+        return True
+
+    def add_file(self, path, kind: str | None = None) -> bool:
+        """Add an image, text or values file as a new source (one undo step)."""
+        kind = kind or classify(path)
+        state = self.ctx.session.state
+        makers = {"image": image_source_from_file, "text": text_source_from_file, "values": block_source_from_file}
+        if kind not in makers:
+            self.ctx.report(f"{Path(path).name} is not an image, text or values file", "error")
+            return False
+        try:
+            src = makers[kind](state, path)
+        except (SourceError, ValueError) as exc:
+            self.ctx.report(f"cannot add {Path(path).name}: {exc}", "error")
+            return False
+        if not self.ctx.execute(AddSource(src, label=f"Add {kind} {src.name!r}")):
+            return False
+        if self.settings is not None:
+            self.settings.set_last_folder(path)
+        self.ctx.report(f"added {kind} source {src.name!r} from {Path(path).name}", "info")
+        return True
+
+    def open_paths(self, paths) -> int:
+        """Open dropped files: the first session replaces the session, the rest become sources.
+        Returns how many were opened."""
+        paths = [os.fspath(p) for p in paths]
+        sessions = [p for p in paths if classify(p) == "session"]
+        done = 0
+        if sessions:
+            done += int(self.open_session(sessions[0]))
+            if len(sessions) > 1:
+                self.ctx.report("only one session can be open: opened the first one dropped", "warning")
+        for p in paths:
+            if classify(p) != "session":
+                done += int(self.open_path(p))
+        return done
+
+    def save(self) -> bool:
+        if self.path is None:
+            return self.save_as()
+        return self._save_to(self.path)
+
+    def save_as(self, path=None) -> bool:
+        if path is None:
+            suggested = self.path or os.path.join(self.settings.last_folder() if self.settings else "",
+                                                  "untitled.attnviz")
+            path = self.prompts.save_file(self.window, "Save session as", SESSION_FILTER, suggested)
+            if not path:
+                return False
+        return self._save_to(_with_suffix(os.fspath(path), SESSION_SUFFIX))
+
+    def _save_to(self, path: str) -> bool:
+        state = self.ctx.session.state
+        try:
+            if self.autosave is not None:
+                self.autosave.save_clean(path, state)
+            else:
+                save_session(path, state)
+        except SessionError as exc:
+            self.ctx.report(f"cannot save: {exc}", "error")
+            return False
+        self.ctx.session.mark_clean()
+        self.ctx.undo_stack.setClean()
+        self._set_path(path)
+        self._remember(path)
+        self.ctx.report(f"saved {Path(path).name}", "info")
+        return True
+
+    def _remember(self, path) -> None:
+        if self.settings is not None:
+            self.settings.set_last_folder(path)
+            self.recent_changed.emit(self.settings.add_recent(path))
+
+    def open_recent(self, path) -> bool:
+        if not Path(path).exists():
+            self.ctx.report(f"{path} no longer exists; removed it from the recent files", "error")
+            if self.settings is not None:
+                self.recent_changed.emit(self.settings.remove_recent(path))
+            return False
+        return self.open_path(path)
+
+    # ------------------------------------------------------------------ export
+    def _heatmap_panel(self):
+        panel = self.heatmap() if callable(self.heatmap) else None
+        if panel is None:
+            self.ctx.report("there is no heatmap panel to export", "error")
+        return panel
+
+    def _ask(self, caption: str, filters: str, suffix: str, path, stem: str = "attention") -> str | None:
+        if path is None:
+            folder = self.settings.last_folder() if self.settings else ""
+            path = self.prompts.save_file(self.window, caption, filters, os.path.join(folder, stem + suffix))
+            if not path:
+                return None
+        return _with_suffix(os.fspath(path), suffix)
+
+    def _export(self, what: str, write) -> bool:
+        try:
+            written = write()
+        except (ExportError, OSError, ValueError) as exc:
+            self.ctx.report(f"cannot export the {what}: {exc}", "error")
+            return False
+        if written is None:
+            return False
+        if self.settings is not None:
+            self.settings.set_last_folder(written)
+        self.ctx.report(f"exported the {what} to {Path(written).name}", "info")
+        return True
+
+    def export_png(self, path=None) -> bool:
+        panel = self._heatmap_panel()
+        if panel is None:
+            return False
+
+        def write():
+            p = self._ask("Export heatmap as PNG", "PNG images (*.png)", ".png", path)
+            return None if p is None else export_png(panel.export_widget(), p)
+
+        return self._export("heatmap picture", write)
+
+    def export_svg(self, path=None) -> bool:
+        panel = self._heatmap_panel()
+        if panel is None:
+            return False
+
+        def write():
+            p = self._ask("Export heatmap as SVG", "SVG drawings (*.svg)", ".svg", path)
+            return None if p is None else export_svg(panel.export_widget(), p, title="attnviz heatmap")
+
+        return self._export("heatmap drawing", write)
+
+    def export_csv(self, path=None) -> bool:
+        panel = self._heatmap_panel()
+        if panel is None:
+            return False
+
+        def write():
+            values, rows, cols, name = panel.current_matrix()
+            p = self._ask("Export the shown matrix as CSV", "CSV tables (*.csv)", ".csv", path, name)
+            return None if p is None else export_csv(values, p, rows, cols)
+
+        return self._export("matrix", write)
+
+    def export_npy(self, path=None) -> bool:
+        panel = self._heatmap_panel()
+        if panel is None:
+            return False
+
+        def write():
+            array, name = panel.current_stack()
+            p = self._ask("Export all heads' matrices as NPY", "NumPy arrays (*.npy)", ".npy", path, name)
+            return None if p is None else export_npy(array, p)
+
+        return self._export("matrices", write)
+
+    # ------------------------------------------------------------------ autosave and recovery
+    def autosave_now(self) -> bool:
+        """Write the autosave copy when the session is dirty; True if written."""
+        if self.autosave is None or not self.ctx.session.dirty or self.recovery_box is not None:
+            return False
+        try:
+            return self.autosave.write_if_changed(self.ctx.session.state, self.path)
+        except SessionError as exc:
+            if not self._autosave_error_shown:  # once: a full disk would otherwise report every 30 s
+                self._autosave_error_shown = True
+                self.ctx.report(f"autosave failed: {exc}", "warning")
+            return False
+
+    def offer_recovery(self) -> bool:
+        """After a crash, show the recovery offer (non-blocking); True if one is shown."""
+        if self.autosave is None:
+            return False
+        info = self.autosave.recoverable()
+        if info is None:
+            return False
+        when = info.saved_at.replace("T", " ").split(".")[0].rstrip("Z") or "an unknown time"
+        of = f"of {Path(info.source_path).name}" if info.source_path else "of an untitled session"
+        box = QMessageBox(QMessageBox.Icon.Question, "Recover unsaved work",
+                          f"attnviz did not close properly last time. An autosaved copy {of} from {when} (UTC) "
+                          "can be recovered.", QMessageBox.StandardButton.NoButton, self.window)
+        box.setObjectName("recovery_offer")
+        self.recover_button = box.addButton("Recover", QMessageBox.ButtonRole.AcceptRole)
+        self.discard_button = box.addButton("Discard", QMessageBox.ButtonRole.DestructiveRole)
+        box.setDefaultButton(self.recover_button)
+        box.finished.connect(lambda _r: self._on_recovery_answer(box.clickedButton() is self.recover_button, info))
+        self.recovery_box = box
+        box.open()
+        return True
+
+    def _on_recovery_answer(self, recover: bool, info) -> None:
+        box, self.recovery_box = self.recovery_box, None
+        if box is not None:
+            box.deleteLater()
+        if not recover:
+            try:
+                self.autosave.discard()
+            except SessionError as exc:
+                self.ctx.report(str(exc), "warning")
+            return
+        self.recover(info)
+
+    def recover(self, info=None) -> bool:
+        """Load the autosaved session (dirty: it is not saved anywhere yet)."""
+        try:
+            state = self.autosave.load()
+        except SessionError as exc:
+            self.ctx.report(f"cannot recover the autosaved session: {exc}", "error")
+            return False
+        source = getattr(info, "source_path", None)
+        self._replace(state, source, dirty=True)
+        self.ctx.report("recovered the autosaved session; save it to keep it", "info")
+        return True
+
+    def shutdown(self) -> None:
+        """Record a clean exit (removes the autosave copy and the running marker)."""
+        self.autosave_timer.stop()
+        if self.autosave is not None:
+            try:
+                self.autosave.mark_clean_exit()
+            except SessionError:
+                pass  # the marker stays: the next start offers nothing, as no autosave exists

@@ -1,0 +1,489 @@
+"""The attention heatmap dock: one head's (or the mean's) weights, scores, output or mask, with an
+all-heads small-multiples grid beside it.
+
+Rows are queries and columns keys, labelled with tokens and banded by segment colour; masked cells
+are hatched, fully masked rows marked. Hovering reads out the query and key tokens, the score and the
+weight; clicking a row selects that query token everywhere (``ctx.set_view(query=row)``); clicking a
+map of the grid selects its head. For sequences beyond the response's dense limit the weights are
+never held: the panel asks :func:`attnviz.engine.overview.attention_overview` for a screen-sized
+picture (max pooling by default, mean selectable) on a worker thread, and again for the visible
+block after every zoom or pan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
+
+from attnviz.engine.overview import attention_overview
+from attnviz.ui import colormaps
+from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.response_views import (MATRICES, check_head, cell_values, engine_scale, fully_masked_rows,
+                                       matrix_view, n_heads)
+from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.widgets.pooling import pool_max
+from attnviz.ui.widgets.small_multiples import HeadGrid
+
+GRID_TILE = 64  # pixels per map of the all-heads grid (the widget's own tile size)
+
+
+def _expand_index(n_small: int, n_big: int) -> np.ndarray:
+    """Which of ``n_small`` bins covers each of ``n_big`` pixels (as the overview expands)."""
+    return (np.arange(n_big) * n_small) // n_big  # (n_big,)
+
+
+def overview_image(resp, head, scale: float, reduce: str, out_shape, rows, cols) -> np.ndarray:
+    """(H, W) overview of the weights of ``head`` ("mean": averaged over heads) over the block
+    rows x cols, NaN where every covered cell is masked (pure; runs on a worker thread)."""
+    r0, r1 = rows
+    c0, c1 = cols
+    mask = resp.mask
+    if head == "mean":
+        img = attention_overview(resp.q, resp.k, resp.lse, mask, scale=scale, out_shape=out_shape,
+                                 rows=rows, cols=cols, reduce=reduce).mean(axis=0)  # (H, W)
+        block = mask[r0:r1, c0:c1] if mask.ndim == 2 else mask[:, r0:r1, c0:c1].any(axis=0)
+    else:
+        m = mask if mask.ndim == 2 else mask[head]  # (Tq, Tk)
+        img = attention_overview(resp.q[head], resp.k[head], resp.lse[head], m, scale=scale,
+                                 out_shape=out_shape, rows=rows, cols=cols, reduce=reduce)  # (H, W)
+        block = m[r0:r1, c0:c1]  # (R, C)
+    H, W = img.shape
+    _, ok = pool_max(np.zeros(block.shape, dtype=np.float32), block, (H, W))  # (H', W') any allowed
+    ok = ok[_expand_index(ok.shape[0], H)][:, _expand_index(ok.shape[1], W)]  # (H, W)
+    return np.where(ok, img, np.nan).astype(np.float32)
+
+
+def overview_grid(resp, scale: float, reduce: str, tile: int = GRID_TILE) -> tuple[np.ndarray, np.ndarray]:
+    """(maps (nh, h, w), allowed (nh, h, w)) small overviews of every head for the grid."""
+    Tq, Tk = resp.Tq, resp.Tk
+    shape = (min(tile, Tq), min(tile, Tk))
+    maps = attention_overview(resp.q, resp.k, resp.lse, resp.mask, scale=scale, out_shape=shape,
+                              reduce=reduce)  # (nh, h, w)
+    m = resp.mask if resp.mask.ndim == 3 else resp.mask[None]
+    _, ok = pool_max(np.zeros(m.shape, dtype=np.float32), m, shape)  # (1|nh, h, w)
+    ok = np.broadcast_to(ok, maps.shape)
+    return np.where(ok, maps, 0.0).astype(np.float32), ok
+
+
+def grid_columns(nh: int) -> int:
+    """Maps per row of the all-heads grid: the largest divisor of nh not above sqrt(nh), so the grid
+    is a full, tall rectangle that fits beside the heatmap (4 -> 2x2, 8 -> 4x2, 12 -> 4x3)."""
+    limit = max(1, int(np.sqrt(nh) + 1e-9))
+    return max(d for d in range(1, limit + 1) if nh % d == 0)
+
+
+def grid_layout(maps: np.ndarray, allowed) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+    """(nh, A, B) maps -> (rows, cols, A, B) for the grid, the mask alike, and the row titles."""
+    nh = maps.shape[0]
+    cols = grid_columns(nh)
+    rows = nh // cols
+    out = maps.reshape((rows, cols) + maps.shape[1:])  # (rows, cols, A, B)
+    m = None
+    if allowed is not None:
+        a = np.asarray(allowed)
+        m = a.reshape((rows, cols) + a.shape[1:]) if a.ndim == 3 else a  # (rows, cols, A, B) or (A, B)
+    titles = [f"h{r * cols}" if cols == 1 else f"h{r * cols}–{r * cols + cols - 1}" for r in range(rows)]
+    return out, m, titles
+
+
+class HeatmapPanel(QWidget):
+    """Heatmap of the selected head and matrix, plus the all-heads grid."""
+
+    rendered = Signal()  # the main heatmap shows the newest response (tests, benchmarks)
+
+    def __init__(self, ctx, parent=None):
+        super().__init__(parent)
+        self.ctx = ctx
+        self._resp = None
+        self._mode = "empty"  # "dense", "overview", "message" or "empty"
+        self._drawn_view = None  # view fields the current picture was drawn for
+        self._scale = None
+        self._grid_cmap = colormaps.DEFAULT
+
+        self.head_combo = QComboBox(self)
+        self.head_combo.setToolTip("head shown in the heatmap (mean: average over heads)")
+        self.matrix_combo = QComboBox(self)
+        self.matrix_combo.addItems(list(MATRICES))
+        self.matrix_combo.setToolTip("weights: softmax over keys · scores: scaled q·k before the mask · "
+                                     "output: per-head output rows · mask: allowed cells")
+        self.cmap_combo = QComboBox(self)
+        self.cmap_combo.addItems(list(colormaps.NAMES))
+        self.log_check = QCheckBox("log", self)
+        self.log_check.setToolTip("colour weights by log10 (small weights become visible)")
+        self.pool_combo = QComboBox(self)
+        self.pool_combo.addItems(["max", "mean"])
+        self.pool_combo.setToolTip("long sequences: each pixel shows the max (peaks stay visible) or the mean "
+                                   "of the weights it covers")
+        self.pool_label = QLabel("pool", self)
+        self.grid_check = QCheckBox("all heads", self)
+        self.grid_check.setChecked(True)
+        self.grid_check.setToolTip("show every head as a small map; click one to select it")
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(6, 4, 6, 0)
+        for label, w in (("head", self.head_combo), ("show", self.matrix_combo), ("colours", self.cmap_combo)):
+            bar.addWidget(QLabel(label, self))
+            bar.addWidget(w)
+            bar.addSpacing(6)
+        bar.addWidget(self.log_check)
+        bar.addSpacing(6)
+        bar.addWidget(self.pool_label)
+        bar.addWidget(self.pool_combo)
+        bar.addStretch(1)
+        bar.addWidget(self.grid_check)
+
+        self.heatmap = AttentionHeatmap(self)
+        self.heatmap.set_readout_provider(self._readout_extra)
+        self.grid = HeadGrid(self)
+        self.grid.setMinimumWidth(140)
+        self.note = QLabel("", self)
+        self.note.setWordWrap(True)
+        self.note.setContentsMargins(8, 2, 8, 2)
+        self.note.setVisible(False)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.addWidget(self.heatmap)
+        self.splitter.addWidget(self.grid)
+        self.splitter.setStretchFactor(0, 4)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setSizes([640, 200])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addLayout(bar)
+        layout.addWidget(self.note)
+        layout.addWidget(self.splitter, 1)
+
+        self.job = LatestJob("attnviz-overview", self)
+        self.job.done.connect(self._on_overview)
+        self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
+        self._grid_timer = QTimer(self)
+        self._grid_timer.setSingleShot(True)
+        self._grid_timer.setInterval(0)
+        self._grid_timer.timeout.connect(self._draw_grid)
+
+        self.head_combo.activated.connect(self._on_head_picked)
+        self.matrix_combo.activated.connect(lambda i: self.ctx.set_view(matrix=MATRICES[i]))
+        self.cmap_combo.activated.connect(lambda i: self.ctx.set_view(colormap=colormaps.NAMES[i]))
+        self.log_check.toggled.connect(lambda on: self.ctx.set_view(log_scale=on))
+        self.pool_combo.activated.connect(lambda _i: self._redraw())
+        self.grid_check.toggled.connect(self._on_grid_toggled)
+        self.heatmap.row_clicked.connect(self._on_row_clicked)
+        self.heatmap.view_region_changed.connect(self._on_region)
+        self.grid.head_clicked.connect(self._on_grid_clicked)
+        self.grid.head_hovered.connect(self._on_grid_hovered)
+        ctx.response_changed.connect(self._on_response)
+        ctx.session.events.view.connect(self._on_view_changed)
+        self._sync_controls(ctx.session.state.view)
+        if ctx.response is not None:
+            self._on_response(ctx.response)
+
+    # ------------------------------------------------------------------ public
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    def export_widget(self) -> QWidget:
+        """The widget File > Export draws (the heatmap with its axes and colorbar)."""
+        return self.heatmap
+
+    def current_matrix(self):
+        """(values (Tq, Tk|hv), row labels, column labels, name) of the heatmap as shown; ValueError
+        when the response does not hold it (long sequences: only the overview exists)."""
+        resp = self._resp
+        if resp is None or not resp.ok:
+            raise ValueError("there is no computed attention to export yet")
+        view = self.ctx.session.state.view
+        head = check_head(resp, view.head)
+        mv = matrix_view(resp, view.matrix, head)
+        if mv is None:
+            raise ValueError(f"T = {resp.Tq:,} exceeds the dense limit: the full {view.matrix} matrix is not held; "
+                             "export the picture (PNG or SVG) instead")
+        name = f"{view.matrix}_{'mean' if head == 'mean' else f'head{head}'}"
+        values = np.where(mv.allowed, mv.values, 0.0) if view.matrix == "weights" else mv.values
+        return np.asarray(values), list(resp.query_labels), list(mv.col_labels), name
+
+    def current_stack(self):
+        """(array, name): the shown matrix for every head, (nh, Tq, Tk|hv) (the mask as bool)."""
+        resp = self._resp
+        if resp is None or not resp.ok:
+            raise ValueError("there is no computed attention to export yet")
+        matrix = self.ctx.session.state.view.matrix
+        if matrix == "output":
+            return resp.output, "output"
+        if matrix == "mask":
+            m = resp.mask if resp.mask.ndim == 3 else np.broadcast_to(resp.mask, (n_heads(resp),) + resp.mask.shape)
+            return np.ascontiguousarray(m), "mask"
+        stack = resp.weights if matrix == "weights" else resp.scores
+        if stack is None:
+            raise ValueError(f"T = {resp.Tq:,} exceeds the dense limit: the {matrix} matrices are not held")
+        return stack, matrix
+
+    # ------------------------------------------------------------------ events
+    def _on_response(self, resp) -> None:
+        if resp is None or not resp.ok:
+            return  # keep the last good picture; the window reports the error
+        self._resp = resp
+        self._scale = engine_scale(self.ctx.session.state)
+        nh = n_heads(resp)
+        items = ["mean"] + [f"head {h}" for h in range(nh)]
+        if [self.head_combo.itemText(i) for i in range(self.head_combo.count())] != items:
+            self.head_combo.blockSignals(True)
+            self.head_combo.clear()
+            self.head_combo.addItems(items)
+            self.head_combo.blockSignals(False)
+        self._sync_controls(self.ctx.session.state.view)
+        self._redraw()
+
+    def _on_view_changed(self, view) -> None:
+        self._sync_controls(view)
+        if self._resp is None:
+            return
+        drawn = self._drawn_view
+        key = (view.head, view.matrix, view.log_scale)
+        if drawn is None or drawn[:3] != key:
+            self._redraw()
+            return
+        if drawn[3] != view.colormap:
+            self._apply_colormap(view.colormap)
+        self._select_row(view.query)
+
+    def _on_head_picked(self, index: int) -> None:
+        self.ctx.set_view(head="mean" if index == 0 else index - 1)
+
+    def _on_row_clicked(self, row: int) -> None:
+        if self._resp is not None and 0 <= row < self._resp.Tq:
+            self.ctx.set_view(query=row)
+
+    def _grid_head(self, r: int, c: int) -> int:
+        return r * grid_columns(max(1, n_heads(self._resp))) + c
+
+    def _on_grid_clicked(self, r: int, c: int) -> None:
+        self.ctx.set_view(head=self._grid_head(r, c))
+
+    def _on_grid_hovered(self, r: int, c: int) -> None:
+        self.grid.readout.setText(f"head {self._grid_head(r, c)}" if r >= 0 else " ")
+
+    def _select_grid_head(self, head) -> None:
+        nh = n_heads(self._resp)
+        cols = grid_columns(max(1, nh))
+        if head == "mean" or self.grid.grid_shape() != (max(1, nh) // cols, cols):
+            self.grid.set_selected(None)
+        else:
+            self.grid.set_selected(*divmod(head, grid_columns(n_heads(self._resp))))
+
+    def _show_grid(self, maps, allowed) -> None:
+        g, m, titles = grid_layout(maps, allowed)
+        self.grid.set_matrices(g, titles, [""] * g.shape[1], mask=m)
+
+    def _on_grid_toggled(self, on: bool) -> None:
+        self.grid.setVisible(on and n_heads(self._resp) > 1)
+        if on:
+            self._grid_timer.start()
+
+    def _on_region(self, r0: int, r1: int, c0: int, c1: int) -> None:
+        if self._mode != "overview" or self._resp is None:
+            return
+        if (r0, r1, c0, c1) == (0, self._resp.Tq, 0, self._resp.Tk):
+            return  # the base picture already shows everything
+        self._request_overview((r0, r1), (c0, c1))
+
+    # ------------------------------------------------------------------ drawing
+    def _sync_controls(self, view) -> None:
+        for w in (self.head_combo, self.matrix_combo, self.cmap_combo, self.log_check):
+            w.blockSignals(True)
+        idx = 0 if view.head == "mean" else (view.head + 1 if isinstance(view.head, int) else 1)
+        if idx < self.head_combo.count():
+            self.head_combo.setCurrentIndex(idx)
+        self.matrix_combo.setCurrentIndex(MATRICES.index(view.matrix))
+        if view.colormap in colormaps.NAMES:
+            self.cmap_combo.setCurrentIndex(colormaps.NAMES.index(view.colormap))
+        self.log_check.setChecked(view.log_scale)
+        for w in (self.head_combo, self.matrix_combo, self.cmap_combo, self.log_check):
+            w.blockSignals(False)
+
+    @staticmethod
+    def _cmap_name(view) -> str:
+        return view.colormap if view.colormap in colormaps.NAMES else colormaps.DEFAULT
+
+    def _apply_colormap(self, name: str) -> None:
+        name = name if name in colormaps.NAMES else colormaps.DEFAULT
+        self.heatmap.set_colormap(name)
+        self.grid.set_colormap(name)
+        self._grid_cmap = name
+        v = self._drawn_view
+        if v is not None:
+            self._drawn_view = v[:3] + (name,)
+
+    def _select_row(self, query) -> None:
+        resp = self._resp
+        ok = resp is not None and isinstance(query, int) and 0 <= query < resp.Tq and self._mode != "empty"
+        self.heatmap.set_selected_row(query if ok else None)
+
+    def _title(self, matrix: str, head, extra: str = "") -> str:
+        who = "mean over heads" if head == "mean" else f"head {head}"
+        return f"{matrix} · {who}{extra}"
+
+    def _redraw(self) -> None:
+        resp = self._resp
+        if resp is None:
+            return
+        view = self.ctx.session.state.view
+        head = check_head(resp, view.head)
+        cmap = self._cmap_name(view)
+        if self.heatmap.colormap_name() != cmap:
+            self.heatmap.set_colormap(cmap)
+        if self._grid_cmap != cmap:
+            self.grid.set_colormap(cmap)
+            self._grid_cmap = cmap
+        self._drawn_view = (view.head, view.matrix, view.log_scale, cmap)
+        mv = matrix_view(resp, view.matrix, head)
+        overview_possible = view.matrix in ("weights", "scores") and self._scale is not None
+        self.pool_label.setVisible(mv is None)
+        self.pool_combo.setVisible(mv is None)
+        if mv is None and not overview_possible:
+            self._mode = "message"
+            self.heatmap.clear()
+            self._show_note(f"T = {resp.Tq:,} is beyond the dense limit and the {self.ctx.session.state.score_rule.name} "
+                            "rule (or ALiBi) keeps no log-sum-exp the overview can use: choose a smaller sequence, "
+                            "or the output / mask view.")
+            self.rendered.emit()
+            return
+        if mv is None:
+            self._mode = "overview"
+            note = ""
+            if view.matrix == "scores":
+                note = "Scores are not held for long sequences: the overview shows the weights."
+            self._show_note(note)
+            self._request_overview(None, None)
+            self._draw_grid_later()
+            return
+        self._mode = "dense"
+        self._show_note("")
+        log = view.log_scale and view.matrix == "weights"
+        levels = None
+        if view.matrix == "weights" and not log:
+            shown = mv.values[mv.allowed] if mv.allowed is not None else mv.values
+            hi = float(shown.max()) if shown.size else 1.0
+            levels = (0.0, hi if hi > 0 else 1.0)
+        elif view.matrix == "mask":
+            levels = (0.0, 1.0)
+        self.heatmap.set_matrix(mv.values, mask=mv.allowed, row_labels=resp.query_labels, col_labels=mv.col_labels,
+                                row_segments=resp.query_segments,
+                                col_segments=resp.key_segments if mv.per_key else (),
+                                levels=levels, log_scale=log, title=self._title(view.matrix, head),
+                                value_label=mv.value_label)
+        self._select_row(view.query)
+        self._select_grid_head(head)  # at once; the maps follow when the grid is redrawn
+        self._draw_grid_later()
+        self.rendered.emit()
+
+    def _show_note(self, text: str) -> None:
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
+
+    def _draw_grid_later(self) -> None:
+        show = self.grid_check.isChecked() and n_heads(self._resp) > 1
+        self.grid.setVisible(show)
+        if show:
+            self._grid_timer.start()  # after the main heatmap is painted
+
+    def _draw_grid(self) -> None:
+        resp = self._resp
+        if resp is None or not self.grid.isVisible() or self._mode == "message":
+            return
+        view = self.ctx.session.state.view
+        if self._mode == "overview":
+            return  # drawn when the overview job delivers
+        nh = n_heads(resp)
+        if view.matrix == "output":
+            maps, mask = resp.output, None
+        elif view.matrix == "mask":
+            m = resp.mask if resp.mask.ndim == 3 else np.broadcast_to(resp.mask, (nh,) + resp.mask.shape)
+            maps, mask = m.astype(np.float32), m
+        else:
+            maps = resp.weights if view.matrix == "weights" else resp.scores
+            mask = resp.mask
+        self._show_grid(maps, mask)
+        self._select_grid_head(check_head(resp, view.head))
+
+    # ------------------------------------------------------------------ overview (long sequences)
+    def _display_shape(self, rows: int, cols: int) -> tuple[int, int]:
+        vb = self.heatmap.frame.view.sceneBoundingRect()
+        ratio = self.devicePixelRatioF()
+        cap = self.heatmap.config.max_display
+        H = int(min(cap, max(64, vb.height() * ratio)))
+        W = int(min(cap, max(64, vb.width() * ratio)))
+        return min(H, rows), min(W, cols)
+
+    def _request_overview(self, rows, cols) -> None:
+        resp, scale = self._resp, self._scale
+        view = self.ctx.session.state.view
+        head = check_head(resp, view.head)
+        reduce = self.pool_combo.currentText()
+        full = rows is None
+        rows = rows or (0, resp.Tq)
+        cols = cols or (0, resp.Tk)
+        shape = self._display_shape(rows[1] - rows[0], cols[1] - cols[0])
+        want_grid = full and self.grid_check.isChecked() and n_heads(resp) > 1
+
+        def job():
+            img = overview_image(resp, head, scale, reduce, shape, rows, cols)
+            grid = overview_grid(resp, scale, reduce) if want_grid else None
+            return resp, head, reduce, rows, cols, img, grid
+
+        self.job.submit(job)
+
+    def _on_overview(self, _jid: int, result) -> None:
+        resp, head, reduce, rows, cols, img, grid = result
+        if resp is not self._resp:
+            return
+        view = self.ctx.session.state.view
+        log = view.log_scale
+        full = rows == (0, resp.Tq) and cols == (0, resp.Tk)
+        levels = None
+        if full and not log:
+            finite = img[~np.isnan(img)]
+            hi = float(finite.max()) if finite.size else 1.0
+            levels = (0.0, hi if hi > 0 else 1.0)
+        self.heatmap.set_overview(img, (rows[0], rows[1], cols[0], cols[1]), resp.Tq, resp.Tk, levels=levels,
+                                  log_scale=log, row_labels=resp.query_labels, col_labels=resp.key_labels,
+                                  row_segments=resp.query_segments, col_segments=resp.key_segments,
+                                  row_flags=fully_masked_rows(resp, head),
+                                  title=self._title("weights", head, f" · {reduce} per pixel"),
+                                  value_label=f"{reduce} weight")
+        self._select_row(view.query)
+        if grid is not None:
+            maps, ok = grid
+            self._show_grid(maps, ok)
+            self._select_grid_head(head)
+        if full:
+            region = self.heatmap.frame.visible_region()
+            if region != (0, resp.Tq, 0, resp.Tk):  # zoomed in: refine the visible block too
+                self._request_overview(region[:2], region[2:])
+        self.rendered.emit()
+
+    # ------------------------------------------------------------------ readout
+    def _readout_extra(self, row: int, col: int) -> str:
+        resp = self._resp
+        if resp is None or not resp.ok or row >= resp.Tq:
+            return ""
+        view = self.ctx.session.state.view
+        if view.matrix == "output" or col >= resp.Tk:
+            return ""
+        score, weight, allowed = cell_values(resp, row, col, view.head, self._scale)
+        parts = []
+        if score is not None and view.matrix != "scores":
+            parts.append(f"score {score:.4g}")
+        if weight is not None and (view.matrix != "weights" or self._mode == "overview"):
+            parts.append(f"weight {weight:.4g}" if allowed else "weight 0 (masked)")
+        return "  ·  ".join(parts)
+
+
+PANEL = PanelSpec(id="heatmap", title="Attention heatmap", factory=HeatmapPanel, area="center", order=0,
+                  shortcut="Ctrl+2")
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_panel_alone(HeatmapPanel))

@@ -1,0 +1,176 @@
+"""The model settings dock: d_model, heads, head size, seeds, positional encoding, score rule, engine
+kernel and flash tile sizes. Every change is one undoable command; a change the model refuses (a head
+count that does not divide d_model, ...) is reported and the control returns to the session's value.
+
+Sessions with hand-set weights (the seeds' worked examples) keep them while only seeds change; a size
+change drops them, says so, and Undo brings them back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QSpinBox,
+                               QVBoxLayout, QWidget)
+
+from attnviz.model.commands import SetKernel, SetPositional, SetScoreRule, set_model
+from attnviz.model.positional import KINDS as POSITIONAL_KINDS
+from attnviz.model.score_rules import FORMULAS, RULES
+from attnviz.model.state import KERNEL_NAMES
+from attnviz.ui.panels import PanelSpec, run_panel_alone
+
+SIZE_FIELDS = ("d_model", "nh", "hs")  # changing these invalidates hand-set weight shapes
+
+
+def _spin(lo: int, hi: int, tip: str, step: int = 1) -> QSpinBox:
+    s = QSpinBox()
+    s.setRange(lo, hi)
+    s.setSingleStep(step)
+    s.setKeyboardTracking(False)  # typed numbers apply on Enter / focus out, not per digit
+    s.setToolTip(tip)
+    return s
+
+
+class SettingsPanel(QWidget):
+    """Form over ``state.model``, ``positional``, ``score_rule`` and ``kernel``."""
+
+    def __init__(self, ctx, parent=None):
+        super().__init__(parent)
+        self.ctx = ctx
+        self.d_model = _spin(1, 4096, "embedding width of every token")
+        self.nh = _spin(1, 256, "number of attention heads")
+        self.hs_auto = QCheckBox("d_model / heads", self)
+        self.hs_auto.setToolTip("head size d_k = d_model / heads (as in the original transformer)")
+        self.hs = _spin(1, 4096, "query/key size per head, d_k")
+        self.seed = _spin(0, 2**31 - 1, "seed of W_q, W_k, W_v and W_o")
+        self.embed_seed = _spin(0, 2**31 - 1, "seed of token, patch and class-token embeddings")
+        self.handset_note = QLabel("", self)
+        self.handset_note.setWordWrap(True)
+        self.handset_note.setStyleSheet("color: palette(mid);")
+
+        self.positional = QComboBox(self)
+        self.positional.addItems(list(POSITIONAL_KINDS))
+        self.positional.setToolTip("none · sinusoidal and learned add a table to X · RoPE rotates q and k · "
+                                   "ALiBi biases the scores")
+        self.score_rule = QComboBox(self)
+        self.score_rule.addItems(list(RULES))
+        for i, name in enumerate(RULES):
+            self.score_rule.setItemData(i, FORMULAS.get(name, name), Qt.ItemDataRole.ToolTipRole)
+        self.kernel = QComboBox(self)
+        self.kernel.addItems(list(KERNEL_NAMES))
+        self.kernel.setToolTip("flash: tiled online softmax with block-sparse tile skipping · naive: full "
+                               "matrix · reference: float64 numpy")
+        self.block_m = _spin(1, 4096, "BLOCK_M: query rows per flash tile", 16)
+        self.block_n = _spin(1, 4096, "BLOCK_N: key columns per flash tile", 16)
+
+        model_box = QGroupBox("Sizes and seeds", self)
+        f = QFormLayout(model_box)
+        f.addRow("d_model", self.d_model)
+        f.addRow("heads", self.nh)
+        hs_row = QHBoxLayout()
+        hs_row.addWidget(self.hs, 1)
+        hs_row.addWidget(self.hs_auto)
+        f.addRow("head size", hs_row)
+        f.addRow("weight seed", self.seed)
+        f.addRow("embedding seed", self.embed_seed)
+        f.addRow(self.handset_note)
+        att_box = QGroupBox("Attention", self)
+        g = QFormLayout(att_box)
+        g.addRow("positions", self.positional)
+        g.addRow("score rule", self.score_rule)
+        g.addRow("kernel", self.kernel)
+        tiles = QHBoxLayout()
+        tiles.addWidget(self.block_m)
+        tiles.addWidget(QLabel("×", self))
+        tiles.addWidget(self.block_n)
+        g.addRow("flash tiles", tiles)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(model_box)
+        layout.addWidget(att_box)
+        layout.addStretch(1)
+
+        self.d_model.valueChanged.connect(lambda v: self._set_model(d_model=v))
+        self.nh.valueChanged.connect(lambda v: self._set_model(nh=v))
+        self.hs.valueChanged.connect(lambda v: self._set_model(hs=v))
+        self.hs_auto.toggled.connect(self._on_hs_auto)
+        self.seed.valueChanged.connect(lambda v: self._set_model(seed=v))
+        self.embed_seed.valueChanged.connect(lambda v: self._set_model(embed_seed=v))
+        self.positional.activated.connect(self._on_positional)
+        self.score_rule.activated.connect(self._on_score_rule)
+        self.kernel.activated.connect(lambda i: self._run(SetKernel(name=KERNEL_NAMES[i])))
+        self.block_m.valueChanged.connect(lambda v: self._run(SetKernel(block_m=v)))
+        self.block_n.valueChanged.connect(lambda v: self._run(SetKernel(block_n=v)))
+        for ev in (ctx.session.events.model, ctx.session.events.positional, ctx.session.events.score_rule,
+                   ctx.session.events.kernel):
+            ev.connect(lambda *_: self.sync())
+        self.sync()
+
+    # ------------------------------------------------------------------ edits
+    def _run(self, cmd) -> bool:
+        ok = self.ctx.execute(cmd)
+        if not ok:
+            self.sync()  # the model refused: show its values again
+        return ok
+
+    def _set_model(self, **changes) -> bool:
+        model = self.ctx.session.state.model
+        if all(getattr(model, k) == v for k, v in changes.items()):
+            return True
+        drop = model.handset and any(k in SIZE_FIELDS for k in changes)
+        ok = self._run(set_model(drop_handset=drop, **changes))
+        if ok and drop:
+            self.ctx.report("the hand-set weights no longer fit the new sizes and were replaced by seeded ones "
+                            "(Undo brings them back)", "info")
+        return ok
+
+    def _on_hs_auto(self, auto: bool) -> None:
+        model = self.ctx.session.state.model
+        self._set_model(hs=None if auto else model.head_size)
+
+    def _on_positional(self, index: int) -> None:
+        pos = self.ctx.session.state.positional
+        self._run(SetPositional(replace(pos, kind=POSITIONAL_KINDS[index])))
+
+    def _on_score_rule(self, index: int) -> None:
+        rule = self.ctx.session.state.score_rule
+        self._run(SetScoreRule(replace(rule, name=RULES[index])))
+
+    # ------------------------------------------------------------------ view
+    def sync(self) -> None:
+        """Show the session's values (without emitting edits)."""
+        state = self.ctx.session.state
+        m, k = state.model, state.kernel
+        widgets = (self.d_model, self.nh, self.hs, self.hs_auto, self.seed, self.embed_seed, self.positional,
+                   self.score_rule, self.kernel, self.block_m, self.block_n)
+        for w in widgets:
+            w.blockSignals(True)
+        self.d_model.setValue(m.d_model)
+        self.nh.setValue(m.nh)
+        self.hs.setValue(m.head_size)
+        self.hs_auto.setChecked(m.hs is None)
+        self.hs.setEnabled(m.hs is not None)
+        self.seed.setValue(m.seed)
+        self.embed_seed.setValue(m.embed_seed)
+        self.positional.setCurrentIndex(POSITIONAL_KINDS.index(state.positional.kind))
+        self.score_rule.setCurrentIndex(RULES.index(state.score_rule.name))
+        self.score_rule.setToolTip(FORMULAS.get(state.score_rule.name, ""))
+        self.kernel.setCurrentIndex(KERNEL_NAMES.index(k.name))
+        self.block_m.setValue(k.block_m)
+        self.block_n.setValue(k.block_n)
+        engine = state.score_rule.engine and state.positional.kind != "alibi"
+        for w in (self.kernel, self.block_m, self.block_n):
+            w.setEnabled(engine)
+        for w in widgets:
+            w.blockSignals(False)
+        self.handset_note.setText("Weights are hand-set in this session: seeds do not change them, and a size "
+                                  "change replaces them by seeded ones." if m.handset else "")
+        self.handset_note.setVisible(m.handset)
+
+
+PANEL = PanelSpec(id="model", title="Model", factory=SettingsPanel, area="left", order=20, shortcut="Ctrl+4")
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_panel_alone(SettingsPanel, size=(340, 520)))

@@ -1,0 +1,93 @@
+"""The window's status bar: messages on the left; on the right the kernel that ran, the sequence
+length T, the number of heads, the last compute time, a warning when query rows are fully masked,
+and — while a computation runs — its progress with a Cancel button."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QToolButton
+
+
+class StatusBar(QStatusBar):
+    """Shows the state of the shared AppContext's computation."""
+
+    BUSY_DELAY_MS = 150  # progress shows only for computations longer than this: short ones would flicker
+
+    def __init__(self, ctx, parent=None):
+        super().__init__(parent)
+        self.ctx = ctx
+        self.kernel_label = self._label("kernel", "engine kernel or numpy path that computed the heatmaps")
+        self.tokens_label = self._label("T", "number of query (and key) tokens")
+        self.heads_label = self._label("heads", "number of attention heads")
+        self.time_label = self._label("time", "wall time of the last computation")
+        self.masked_label = self._label("", "query rows with no allowed key: weights and output are 0")
+        self.masked_label.setStyleSheet("color: #d0202a; font-weight: bold;")
+        self.masked_label.setVisible(False)
+        self.progress = QProgressBar(self)
+        self.progress.setRange(0, 100)
+        self.progress.setMaximumWidth(160)
+        self.progress.setTextVisible(True)
+        self.cancel_button = QToolButton(self)
+        self.cancel_button.setText("Cancel")
+        self.cancel_button.setToolTip("stop the running computation")
+        self.cancel_button.clicked.connect(self._on_cancel)
+        for w in (self.masked_label, self.kernel_label, self.tokens_label, self.heads_label, self.time_label,
+                  self.progress, self.cancel_button):
+            self.addPermanentWidget(w)
+        self._show_busy(False)
+        self._busy_timer = QTimer(self)
+        self._busy_timer.setSingleShot(True)
+        self._busy_timer.setInterval(self.BUSY_DELAY_MS)
+        self._busy_timer.timeout.connect(lambda: self._show_busy(self.ctx.compute.busy))
+        ctx.compute.busy_changed.connect(self._on_busy_changed)
+        ctx.compute.progress.connect(self._on_progress)
+        ctx.response_changed.connect(self._on_response)
+        ctx.session.events.kernel.connect(self._on_kernel_changed)
+        self._on_kernel_changed(ctx.session.state.kernel)
+
+    def _label(self, name: str, tip: str) -> QLabel:
+        lab = QLabel(self)
+        lab.setToolTip(tip)
+        lab.setContentsMargins(6, 0, 6, 0)
+        return lab
+
+    # ------------------------------------------------------------------ handlers
+    def _on_kernel_changed(self, kernel) -> None:
+        if self.ctx.response is None:
+            self.kernel_label.setText(f"kernel: {kernel.name}")
+
+    def _on_busy_changed(self, busy: bool) -> None:
+        if busy:
+            self.progress.setValue(0)
+            self.progress.setFormat("computing %p%")
+            self._busy_timer.start()
+        else:
+            self._busy_timer.stop()
+            self._show_busy(False)
+
+    def _show_busy(self, busy: bool) -> None:
+        self.progress.setVisible(busy)
+        self.cancel_button.setVisible(busy)
+
+    def _on_progress(self, fraction: float, stage: str) -> None:
+        self.progress.setValue(int(round(100 * min(max(fraction, 0.0), 1.0))))
+        self.progress.setFormat(f"{stage} %p%")
+
+    def _on_cancel(self) -> None:
+        self.ctx.compute.cancel()
+        self.showMessage("computation cancelled: the heatmaps show the previous result", 5000)
+
+    def _on_response(self, resp) -> None:
+        if not resp.ok:
+            return
+        path = resp.path.replace("engine:", "")
+        self.kernel_label.setText(f"kernel: {path}")
+        self.tokens_label.setText(f"T = {resp.Tq:,}" if not resp.cross else f"Tq = {resp.Tq:,} · Tk = {resp.Tk:,}")
+        self.heads_label.setText(f"heads: {0 if resp.q is None else resp.q.shape[0]}")
+        ms = 1000.0 * self.ctx.compute.last_seconds
+        self.time_label.setText(f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms")
+        n = 0 if resp.fully_masked is None else int(np.count_nonzero(resp.fully_masked))
+        self.masked_label.setVisible(n > 0)
+        where = "rows" if resp.fully_masked is None or resp.fully_masked.ndim == 1 else "(head, row) pairs"
+        self.masked_label.setText(f"⚠ {n} fully masked {where}")
