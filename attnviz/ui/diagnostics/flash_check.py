@@ -84,6 +84,7 @@ class FlashCheckTab(DiagnosticTab):
         split.addWidget(right)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
+        split.setSizes([480, 720])
         self.outer.addLayout(bar)
         self.outer.addWidget(split, 1)
         self.outer.addWidget(self.status)

@@ -28,6 +28,7 @@ UNSCALED_COLOUR = "#d62728"  # the seed's red scatter
 SCALED_COLOUR = KEY_COLOUR
 MAX_ROWS = 512  # query rows in the per-row plot at most
 BAR_LIMIT = 64  # bars (with token ticks) up to this many rows, a line beyond
+TICK_LABELS = 14  # token names under the bars at most
 
 
 class JacobianTab(DiagnosticTab):
@@ -132,7 +133,8 @@ class JacobianTab(DiagnosticTab):
                 bars = pg.BarGraphItem(x=x + off, height=vals, width=w, brush=colour, pen=None, name=name)
                 plot.addItem(bars)
                 self.row_items.append(bars)
-            ticks = [(float(i), str(resp.query_labels[i])[:10]) for i in range(rows)]
+            step = max(1, math.ceil(rows / TICK_LABELS))  # labels that do not overlap
+            ticks = [(float(i), str(resp.query_labels[i])[:10]) for i in range(0, rows, step)]
             plot.getAxis("bottom").setTicks([ticks])
         else:
             for vals, colour, name in ((un, UNSCALED_COLOUR, "unscaled q·k"), (sc, SCALED_COLOUR, "scaled")):

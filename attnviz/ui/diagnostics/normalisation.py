@@ -14,7 +14,10 @@ from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QRadioButton, Q
 from PySide6.QtCore import Qt
 
 from attnviz.model.diagnostics.normalisation import MODES, compare_modes
-from attnviz.ui.diagnostics.common import cell, connect_event, fmt, head_mask, new_table, selected_head
+import pyqtgraph as pg
+
+from attnviz.ui.diagnostics.common import (KEY_COLOUR, QUERY_COLOUR, cell, connect_event, fit_height, fmt, head_mask,
+                                         make_plot, new_table, selected_head)
 from attnviz.ui.diagnostics.tab import DiagnosticTab
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
@@ -22,6 +25,8 @@ MODE_TITLES = {"scaled": "Scaled  softmax(q·k / √dₖ)", "unscaled": "No √d
                "uniform": "Uniform  1 / n"}
 #: query rows studied at most (each row is independent; beyond this only the first rows are shown)
 MAX_ROWS = 512
+BAR_LIMIT = 64  # grouped bars up to this many query rows, lines beyond
+MODE_COLOURS = {"scaled": KEY_COLOUR, "unscaled": QUERY_COLOUR, "uniform": "#999999"}
 TABLE_COLUMNS = ("query", "entropy (nats)", "uniform log n", "max weight", "attends most to")
 
 
@@ -57,10 +62,15 @@ class NormalisationTab(DiagnosticTab):
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addWidget(self.summary)
-        rl.addWidget(self.table, 1)
+        rl.addWidget(self.table)
+        self.entropy_plot = make_plot("row entropy under each rule (nats)", "query", "entropy")
+        self.entropy_items = []
+        rl.addWidget(self.entropy_plot, 1)
         split.addWidget(right)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
+        self.heatmap.setMinimumWidth(360)
+        split.setSizes([560, 700])
         self.outer.addLayout(row)
         self.outer.addWidget(split, 1)
         self.outer.addWidget(self.status)
@@ -113,6 +123,8 @@ class NormalisationTab(DiagnosticTab):
                     fmt(cur.max_weight[i], 3), best)
             for c, text in enumerate(vals):
                 self.table.setItem(i, c, cell(text, align=left) if c in (0, 4) else cell(text))
+        fit_height(self.table, 12)
+        self._plot_entropies(rows, ql, mode)
         means = "   ".join(f"{MODE_TITLES[m].split('  ')[0]} {fmt(np.mean(self.modes[m].entropy_nats), 3)}"
                            for m in MODES)
         extra = [note] if note else []
@@ -121,6 +133,28 @@ class NormalisationTab(DiagnosticTab):
         self.summary.setText(f"mean row entropy (nats):  {means}\n"
                              "Lower entropy = a sharper, more hard-lookup-like row; uniform has the most."
                              + ("\n" + " · ".join(extra) if extra else ""))
+
+    def _plot_entropies(self, rows, labels, selected):
+        plot = self.entropy_plot.getPlotItem()
+        for it in self.entropy_items:
+            plot.removeItem(it)
+        self.entropy_items = []
+        x = np.arange(rows, dtype=float)  # (rows,)
+        w = 0.27
+        for n, m in enumerate(MODES):
+            e = self.modes[m].entropy_nats  # (rows,)
+            colour = MODE_COLOURS[m]
+            name = MODE_TITLES[m].split("  ")[0] + (" (selected)" if m == selected else "")
+            if rows <= BAR_LIMIT:
+                item = pg.BarGraphItem(x=x + (n - 1) * w, height=e, width=w, brush=colour,
+                                       pen=pg.mkPen("#000000", width=2) if m == selected else None, name=name)
+                plot.addItem(item)
+            else:
+                item = plot.plot(x, e, pen=pg.mkPen(colour, width=2 if m == selected else 1), name=name)
+            self.entropy_items.append(item)
+        step = max(1, int(np.ceil(rows / 14)))
+        plot.getAxis("bottom").setTicks([[(float(i), str(labels[i])[:10]) for i in range(0, rows, step)]])
+        plot.enableAutoRange()
 
     def entropies(self) -> list[str]:
         """The entropy column as shown (for tests)."""

@@ -13,7 +13,7 @@ permutation``); hand-set q/k components are not part of it. It runs off the GUI 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtWidgets import QCheckBox, QComboBox, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
 from attnviz.model.compute import compile_mask
 from attnviz.model.diagnostics.permutation import cross_permutation_check, permutation_check
@@ -110,16 +110,16 @@ class PermutationTab(DiagnosticTab):
         self.expected = AttentionHeatmap()
         self.plain_map = AttentionHeatmap()
         self.encoded_map = AttentionHeatmap()
-        grid = QGridLayout()
-        grid.addWidget(self.plain_box, 0, 0, 1, 2)
-        grid.addWidget(self.encoded_box, 0, 2)
-        grid.addWidget(self.expected, 1, 0)
-        grid.addWidget(self.plain_map, 1, 1)
-        grid.addWidget(self.encoded_map, 1, 2)
-        grid.setRowStretch(1, 1)
+        boxes = QHBoxLayout()
+        boxes.addWidget(self.plain_box, 1)
+        boxes.addWidget(self.encoded_box, 1)
+        maps = QHBoxLayout()
+        for m in (self.expected, self.plain_map, self.encoded_map):
+            maps.addWidget(m, 1)
         self.outer.addLayout(bar)
         self.outer.addWidget(self.order)
-        self.outer.addLayout(grid, 1)
+        self.outer.addLayout(boxes)
+        self.outer.addLayout(maps, 1)
         self.outer.addWidget(self.status)
         self.seed = 0
         self.result = None  # the dict of the last check drawn

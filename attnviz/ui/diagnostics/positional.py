@@ -63,6 +63,7 @@ class _Page(QWidget):
         self.error = QLabel(" ", self)
         self.error.setStyleSheet("font-weight: bold;")
         self.dependence = QLabel(" ", self)
+        self.dependence.setWordWrap(True)
         grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.table, 0, 0)
@@ -107,6 +108,7 @@ class _Page(QWidget):
         p.plot(x, lam, pen=pg.mkPen(KEY_COLOUR, width=1.5), symbol="o", symbolSize=4, symbolBrush=KEY_COLOUR,
                symbolPen=None)
         p.getAxis("bottom").setLabel("dimension" if label_dims else "pair i (dimensions 2i, 2i+1)")
+        p.setTitle("wavelength per dimension" if label_dims else "wavelength per rotated pair")
 
 
 class PositionalTab(DiagnosticTab):
