@@ -29,6 +29,8 @@ from attnviz.ui.theme import current_theme
 PAIR_ROWS = ("q", "k", "product")
 #: the rows of the per-key table
 ROW_ROWS = ("dot", "score", "weight")
+#: key columns of the per-key table at most (a window around the selected key beyond)
+ROW_KEYS = 128
 #: the rows of the per-value-dimension table
 OUTPUT_ROWS = ("v", "contribution", "output")
 
@@ -89,7 +91,8 @@ class BreakdownView(QWidget):
 
         self.row_box = QGroupBox("the query's row", self)
         self.row_table = new_table(len(ROW_ROWS), 1)
-        self.row_table.cellClicked.connect(lambda _r, c: self.key_clicked.emit(c))
+        self._row_keys = range(0)
+        self.row_table.cellClicked.connect(lambda _r, c: self.key_clicked.emit(self._row_keys[c]))
         QVBoxLayout(self.row_box).addWidget(self.row_table)
 
         self.output_box = QGroupBox("output of the query", self)
@@ -141,7 +144,10 @@ class BreakdownView(QWidget):
         self.dim.blockSignals(False)
         self._sync_spin()
         self.pair_box.setTitle(f"q_i · k_j for query {bd.i} {q_label!r} and key {bd.j} {k_label!r}")
-        self.row_box.setTitle(f"row of query {bd.i} {q_label!r}: scores and weights over the keys")
+        keys = self._row_keys
+        part = "" if len(keys) == bd.row_weights.shape[0] else \
+            f" (keys {keys.start}–{keys.stop - 1} of {bd.row_weights.shape[0]})"
+        self.row_box.setTitle(f"row of query {bd.i} {q_label!r}: scores and weights over the keys{part}")
         self.formula.setText(self._formula(bd, d, rule_note))
 
     # -- filling -----------------------------------------------------------------------------
@@ -163,23 +169,34 @@ class BreakdownView(QWidget):
                 t.setItem(r, c, it)
             t.setItem(r, hs, cell("" if name != "product" else fmt(bd.dot, d), tooltip=repr(bd.dot), bold=True))
 
+    def key_window(self, j: int, Tk: int) -> range:
+        """The keys the row table shows: all of them, or ROW_KEYS around key j for a long row."""
+        if Tk <= ROW_KEYS:
+            return range(Tk)
+        start = min(max(0, j - ROW_KEYS // 2), Tk - ROW_KEYS)
+        return range(start, start + ROW_KEYS)
+
     def _fill_row(self, bd, key_labels, d):
         t = self.row_table
         Tk = bd.row_weights.shape[0]
-        t.setColumnCount(Tk)
-        t.setHorizontalHeaderLabels([f"{j} {key_labels[j]}" for j in range(Tk)])
+        keys = self.key_window(bd.j, Tk)
+        self._row_keys = keys
+        t.setColumnCount(len(keys))
+        t.setHorizontalHeaderLabels([f"{j} {key_labels[j]}" for j in keys])
         score_name = "score × scale" if bd.mode in ("scaled", "unscaled", "uniform") else "score"
         t.setVerticalHeaderLabels([f"q_{bd.i} · k", score_name, "weight"])
         hl = QColor(current_theme().highlight)
         hl.setAlpha(60)
-        for j in range(Tk):
+        for c, j in enumerate(keys):
             vals = (bd.row_dots[j], bd.row_scores[j], bd.row_weights[j])
             for r, x in enumerate(vals):
                 masked = r == 1 and not np.isfinite(x)
                 it = cell("masked" if masked else fmt(x, d), tooltip=repr(float(x)), bold=j == bd.j)
                 if j == bd.j:
                     it.setBackground(hl)
-                t.setItem(r, j, it)
+                t.setItem(r, c, it)
+        if bd.j in keys:
+            t.scrollToItem(t.item(0, keys.index(bd.j)))
 
     def _fill_output(self, bd, k_label, q_label, v, d):
         t = self.output_table

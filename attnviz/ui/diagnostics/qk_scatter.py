@@ -42,11 +42,17 @@ class QKScatter(QWidget):
                                           brush=pg.mkBrush(QUERY_COLOUR), pen=pg.mkPen(QUERY_COLOUR))
         self.keys = pg.ScatterPlotItem(symbol="t", size=12, hoverable=True, name="keys",
                                        brush=pg.mkBrush(KEY_COLOUR), pen=pg.mkPen(KEY_COLOUR))
+        self.selected = pg.ScatterPlotItem(size=18, pen=pg.mkPen(current_theme().plot_foreground, width=2.5),
+                                           brush=None)
+        self.selected.setAcceptHoverEvents(False)
+        self.selected.setZValue(5)
         self._texts: list[pg.TextItem] = []
         for item, side in ((self.queries, "q"), (self.keys, "k")):
             self.plot.addItem(item)
             item.sigHovered.connect(lambda _it, pts, _ev, side=side: self._on_hover(side, pts))
             item.sigClicked.connect(lambda _it, pts, _ev, side=side: self._on_click(side, pts))
+        self.plot.getPlotItem().addItem(self.selected, ignoreBounds=True)
+        self.plot.getPlotItem().legend.removeItem(self.selected)
         self.colour_by = QComboBox(self)
         for text, key in COLOUR_MODES:
             self.colour_by.addItem(text, key)
@@ -74,12 +80,27 @@ class QKScatter(QWidget):
         self._emb = emb
         self._labels = {"q": tuple(query_labels), "k": tuple(key_labels)}
         self._segments = {"q": tuple(query_segments), "k": tuple(key_segments)}
-        self._selected = {"q": selected_query, "k": selected_key}
         ev = emb.explained_variance
         self.info.setText(f"PC 1 explains {ev[0]:.0%}, PC 2 {ev[1]:.0%} of the joint variance")
         self._restyle()
         self._label_points()
+        self.set_selection(selected_query, selected_key)
         self.plot.getPlotItem().enableAutoRange()
+
+    def set_selection(self, query=None, key=None) -> None:
+        """Outline the selected query and key (cheap: the other points are not redrawn)."""
+        self._selected = {"q": query, "k": key}
+        if self._emb is None:
+            self.selected.clear()
+            return
+        xs, ys, symbols = [], [], []
+        for side, xy, symbol in (("q", self._emb.q_xy, "o"), ("k", self._emb.k_xy, "t")):
+            t = self._selected[side]
+            if t is not None and 0 <= t < xy.shape[0]:
+                xs.append(float(xy[t, 0]))
+                ys.append(float(xy[t, 1]))
+                symbols.append(symbol)
+        self.selected.setData(x=xs, y=ys, symbol=symbols)
 
     def clear(self, message: str = " ") -> None:
         self._emb = None
@@ -112,20 +133,12 @@ class QKScatter(QWidget):
     def _restyle(self):
         if self._emb is None:
             return
-        fg = current_theme().plot_foreground
         for side, item, xy in (("q", self.queries, self._emb.q_xy), ("k", self.keys, self._emb.k_xy)):
             n = xy.shape[0]
-            brushes = self.brushes(side)
-            edge = QUERY_COLOUR if side == "q" else KEY_COLOUR
-            sel = self._selected[side]
-            sizes = np.full(n, 11.0 if side == "q" else 12.0)  # (n,)
-            pens = [pg.mkPen(edge, width=1.5)] * n
-            if sel is not None and 0 <= sel < n:
-                sizes[sel] = 18.0
-                pens = list(pens)
-                pens[sel] = pg.mkPen(fg, width=2.5)
-            item.setData(x=xy[:, 0], y=xy[:, 1], data=np.arange(n), brush=[pg.mkBrush(b) for b in brushes],
-                         pen=pens, size=sizes, tip=None)
+            cache = {}  # one brush object per colour, so the symbol atlas renders each style once
+            brushes = [cache.setdefault(c, pg.mkBrush(c)) for c in self.brushes(side)]
+            pen = pg.mkPen(QUERY_COLOUR if side == "q" else KEY_COLOUR, width=1.5)
+            item.setData(x=xy[:, 0], y=xy[:, 1], data=np.arange(n), brush=brushes, pen=pen, tip=None)
 
     def _drop_texts(self):
         for t in self._texts:

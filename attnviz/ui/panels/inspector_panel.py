@@ -314,12 +314,19 @@ class InspectorPanel(QWidget):
                        score=float(row_s[j]), row_scores=row_s, row_weights=row_w, weight=float(row_w[j]),
                        output=out, contribution=row_w[j] * vh[j])
 
+    _scatter_of = None  # (response, head) the scatter was drawn for
+
     def _redraw_scatter(self, resp, h, i, j):
+        if self._scatter_of == (id(resp), h):
+            self.scatter.set_selection(i, j)  # same points: only the outline moves
+            return
         try:
             emb = qk_embedding(resp.q[h], resp.k[h])
         except ValueError as exc:
             self.scatter.clear(str(exc))
+            self._scatter_of = None
             return
+        self._scatter_of = (id(resp), h)
         self.scatter.set_embedding(emb, resp.query_labels, resp.key_labels, resp.query_segments,
                                    resp.key_segments, selected_query=i, selected_key=j)
 

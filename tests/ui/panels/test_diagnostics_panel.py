@@ -252,3 +252,12 @@ def test_screenshots_are_written_and_show_something(tmp_path):
         assert (img.width(), img.height()) == (900, 600)
         colours = {img.pixel(x, y) for x in range(0, 900, 15) for y in range(0, 600, 15)}
         assert len(colours) > 5  # not a blank widget
+
+
+def test_flash_check_limits_the_reference_to_the_first_query_rows():
+    from attnviz.ui.diagnostics.flash_check import query_rows_within
+
+    assert query_rows_within(4, 100, 100, limit=1 << 30) == 100
+    rows = query_rows_within(4, 3000, 3000, limit=256 << 20)
+    assert rows < 3000 and 3 * 4 * rows * 3000 * 8 <= 256 << 20 < 3 * 4 * (rows + 1) * 3000 * 8
+    assert query_rows_within(64, 10, 10 ** 9, limit=1) == 1  # at least one row

@@ -202,3 +202,22 @@ def test_learned_session_is_not_editable_and_heads_switch(text_session):
 def test_panels_are_discovered():
     ids = {p.id for p in discover_panels()}
     assert {"inspector", "diagnostics"} <= ids
+
+
+def test_long_row_shows_a_window_around_the_key(qtbot):
+    words = " ".join(f"w{n}" for n in range(200))
+    ctx, panel = open_panel(qtbot, SessionState(sources=(TextSource("t", text=words),),
+                                                model=ModelConfig(d_model=8, nh=1)))
+    try:
+        Tk = ctx.response.Tk
+        assert Tk > 128
+        ctx.set_view(query=0, key=Tk - 3)
+        bd = panel.breakdown
+        assert bd.row_table.columnCount() == 128
+        assert f"keys {Tk - 128}–{Tk - 1} of {Tk}" in bd.row_box.title()
+        assert bd.row_table.horizontalHeaderItem(125).text().startswith(f"{Tk - 3} ")
+        bd.row_table.cellClicked.emit(0, 0)  # the first shown column is key Tk - 128
+        assert ctx.session.state.view.key == Tk - 128
+        assert panel.scatter.selected.getData()[0].shape == (2,)  # the selected query and key outlined
+    finally:
+        close(ctx, panel)
