@@ -193,7 +193,8 @@ def sparse_tile_mask(T: int, block_m: int, block_n: int, empty: float, seed: int
     n_empty = min(int(round(empty * nQ * nK)), int(free.sum()))
     keep = np.ones((nQ, nK), dtype=bool)  # (nQ, nK)
     keep.flat[rng.choice(np.flatnonzero(free), size=n_empty, replace=False)] = False
-    return keep[rows // block_m][:, rows // block_n]  # (T, T)
+    # np.repeat keeps the result C-contiguous (fancy indexing along axis 1 would not: a copy in every call)
+    return np.repeat(np.repeat(keep, block_m, axis=0)[:T], block_n, axis=1)[:, :T].copy()  # (T, T)
 
 
 def numpy_attention(q, k, v, mask, scale):

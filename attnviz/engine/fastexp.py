@@ -8,6 +8,9 @@ flushed), which is what a masked score needs; inputs must not be NaN.
 float32: minimax (relative error) polynomial of degree 6 for 2**f on [-0.5, 0.5], fitted in float64
 by iteratively reweighted least squares; about 1e-9 relative error before float32 rounding.
 float64: the Taylor series of exp(f * ln 2) to degree 13, about 4e-18 relative truncation error.
+
+numba's cache checks only the source file of each cached kernel: after editing this module, clear the
+cache (see :mod:`attnviz.engine.jitcache`) or the kernels keep the old inlined code.
 """
 
 from __future__ import annotations

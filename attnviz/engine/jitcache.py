@@ -14,9 +14,9 @@ import sys
 from platformdirs import user_cache_dir
 
 
-def cache_dir() -> str:
-    """The directory numba's compiled-kernel cache uses for this process."""
-    return os.environ["NUMBA_CACHE_DIR"]
+def cache_dir() -> str | None:
+    """The directory numba's compiled-kernel cache uses for this process (None: numba's own choice)."""
+    return os.environ.get("NUMBA_CACHE_DIR") or None
 
 
 def _configure() -> None:
