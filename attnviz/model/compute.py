@@ -12,7 +12,7 @@ positions -> :mod:`attnviz.model.heads` (q, k, v; RoPE; hand-set components) -> 
 to a dense bool mask and a BlockMask -> per head:
 
 * dot-product rules (scaled_dot, dot, uniform) without ALiBi: the engine kernel of
-  ``state.kernel`` (flash by default), with ``scale`` 1/sqrt(hs), 1 or 0;
+  ``state.kernel`` (flash by default), with ``scale`` 1/sqrt(hs), 1 or 0, gives out and lse;
 * ALiBi (a score bias the engine does not take) and the additive, multiplicative and linear rules:
   the float64 numpy path of :mod:`attnviz.model.score_rules`, in query-row chunks; a message says so;
 
@@ -23,18 +23,35 @@ most ``request.dense_limit`` and ``request.want == "full"``; otherwise they are 
 so, and ``row_weights`` still holds the weights of the requested ``rows`` (e.g. the selected query).
 ``scores`` are the scaled scores before the mask (ALiBi bias included); masked cells of ``weights``
 are exactly 0; a fully masked row has weights 0, output 0 and lse -inf.
+
+Precision. ``X``, ``q``, ``k``, ``v``, ``output``, ``lse`` and ``combined`` are always float64 (the
+float64 kernels). ``scores`` and ``weights`` are display matrices: float64 when Tq * Tk <=
+:data:`EXACT_CELLS` (every worked example and printed digit: there the engine kernel's own float64
+weights are returned), float32 above it, as the heatmaps draw them. In float32 the dot-product
+rules' scores are one float32 GEMM of (q * scale) and k, and the weights are exp(score - lse) from
+the kernel's float64 lse: they differ from the float64 ones by float32 rounding only.
+
+Reuse (:mod:`attnviz.model.compute_cache`): an edit recomputes only what it changes. Tokens, X and
+q/k/v are reused unless sources, tokenizer, model or positions change; the scores unless q/k or the
+rule change; and after a mask edit only the query rows whose mask changed get new out, lse,
+weights and combined rows (``response.recomputed_rows`` says how many; softmax runs per row, so the
+others are the same numbers a full run gives). A view edit recomputes nothing. Arrays of a response
+may be shared with the caches and with earlier responses: treat them as read-only (``scores``,
+``weights``, ``output``, ``combined``, ``X``, ``mask`` are flagged so).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from attnviz.engine import attention
-from attnviz.engine.blockmask import BlockMask
-from attnviz.model.heads import Weights, combine, init_weights, qkv
+from attnviz.engine.blockmask import FULL, BlockMask
+from attnviz.model import compute_cache as cache
+from attnviz.model.compute_cache import CompiledMask, Projection, Result, freeze
+from attnviz.model.heads import Weights, apply_overrides, combine, init_weights, qkv
 from attnviz.model.positional import alibi_slopes
 from attnviz.model.score_rules import (dot_scale, linear_normalise, masked_softmax, rule_params,
                                        rule_scores)
@@ -43,8 +60,8 @@ from attnviz.model.sequence import MAX_TOKENS, Sequence, TokenInfo, assemble, wi
 from attnviz.model.state import SessionState
 from attnviz.sources.errors import SourceError
 
-#: default largest Tq / Tk for which full (nh, Tq, Tk) matrices are returned: at nh=8 one float64
-#: matrix of 2048 x 2048 is 268 MB, and a response holds two (scores, weights)
+#: default largest Tq / Tk for which full (nh, Tq, Tk) matrices are returned: at nh=8 one float32
+#: matrix of 2048 x 2048 is 134 MB, and a response holds two (scores, weights)
 DENSE_LIMIT = 2048
 
 WANTS = ("full", "summary")
@@ -52,6 +69,23 @@ WANTS = ("full", "summary")
 #: score cells per engine call: heads are grouped up to this many Tq*Tk cells, so a long run can be
 #: cancelled between groups while short ones keep every head in one parallel kernel call
 ENGINE_CELLS = 1 << 22
+
+#: largest Tq * Tk whose scores and weights are float64 (T = 256 for self-attention); larger ones are
+#: float32 display matrices (see the module docstring)
+EXACT_CELLS = 256 * 256
+
+#: after a mask edit, the changed query rows are recomputed alone when they are at most this share
+#: of all rows; beyond it one full batched run is cheaper than gathering and scattering rows
+ROW_SHARE = 0.25
+
+#: at most this many (head, changed row, key) cells are recomputed with the float64 formula of
+#: :mod:`attnviz.model.score_rules` on the calling thread rather than by a parallel engine launch,
+#: whose start-up (waking the worker threads of a busy machine) costs more than a few rows
+FORMULA_CELLS = 1 << 20
+
+#: numpy BLAS threads while a run computes (:func:`attnviz.model.compute_cache.blas_threads`): the
+#: engine kernels are parallel already, and two BLAS threads next to numba's pool ran 2-4x slower
+BLAS_THREADS = 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,7 +107,7 @@ class ComputeRequest:
 
 @dataclass(frozen=True, eq=False)
 class ComputeResponse:
-    """Everything a panel draws for one request. Arrays are float64 unless noted."""
+    """Everything a panel draws for one request. Arrays are float64 unless noted; treat them as read-only."""
 
     request_id: int
     ok: bool = False  # False: see error
@@ -93,8 +127,9 @@ class ComputeResponse:
     k: np.ndarray | None = None  # (nh, Tk, hs)
     v: np.ndarray | None = None  # (nh, Tk, hv)
     projections: Weights | None = None  # W_q, W_k, W_v, W_o actually used
-    scores: np.ndarray | None = None  # (nh, Tq, Tk) scaled scores before the mask, or None (large T)
-    weights: np.ndarray | None = None  # (nh, Tq, Tk), or None (large T)
+    scores: np.ndarray | None = None  # (nh, Tq, Tk) scaled scores before the mask, or None (large T);
+    #                                   float32 when Tq * Tk > EXACT_CELLS
+    weights: np.ndarray | None = None  # (nh, Tq, Tk), or None (large T); float32 when Tq * Tk > EXACT_CELLS
     row_weights: dict = field(default_factory=dict)  # query row -> (nh, Tk) weights of request.rows
     output: np.ndarray | None = None  # (nh, Tq, hv) per-head outputs
     lse: np.ndarray | None = None  # (nh, Tq); -inf for a fully masked row
@@ -106,6 +141,8 @@ class ComputeResponse:
     fully_masked: np.ndarray | None = None  # (Tq,) or (nh, Tq) bool: rows with no allowed key
     path: str = ""  # what ran: "engine:flash", "engine:reference", "numpy" ...
     timings: dict = field(default_factory=dict)  # stage -> seconds
+    recomputed_rows: int = 0  # query rows whose attention this run computed: Tq (all), fewer after a
+    #                           mask edit (only the changed rows), 0 when everything was reused
 
     @property
     def Tq(self) -> int:
@@ -140,9 +177,9 @@ def _row_chunk(Tk: int, width: int = 1) -> int:
     return max(1, (1 << 21) // max(1, Tk * width))
 
 
-def _alibi_rows(slope: float, i0: int, i1: int, Tq: int, Tk: int) -> np.ndarray:
-    """Rows i0:i1 of one head's ALiBi bias, as ``positional.alibi_bias`` (queries end-aligned): (r, Tk)."""
-    qpos = (Tk - Tq) + np.arange(i0, i1, dtype=np.float64)  # (r,)
+def _alibi_rows(slope: float, rows: np.ndarray, Tq: int, Tk: int) -> np.ndarray:
+    """Query ``rows`` of one head's ALiBi bias, as ``positional.alibi_bias`` (queries end-aligned): (r, Tk)."""
+    qpos = (Tk - Tq) + np.asarray(rows, dtype=np.float64)  # (r,)
     kpos = np.arange(Tk, dtype=np.float64)  # (Tk,)
     return -slope * np.abs(qpos[:, None] - kpos[None, :])  # (r, Tk)
 
@@ -150,7 +187,8 @@ def _alibi_rows(slope: float, i0: int, i1: int, Tq: int, Tk: int) -> np.ndarray:
 def run(request: ComputeRequest, progress=None, is_cancelled=None) -> ComputeResponse:
     """Compute everything for ``request`` (pure; see the module docstring)."""
     try:
-        return _run(request, progress, is_cancelled)
+        with cache.blas_threads(BLAS_THREADS):
+            return _run(request, progress, is_cancelled)
     except Cancelled:
         return ComputeResponse(request.request_id, ok=False, cancelled=True, messages=("computation cancelled",))
     except (SourceError, ValueError, KeyError) as exc:
@@ -159,6 +197,90 @@ def run(request: ComputeRequest, progress=None, is_cancelled=None) -> ComputeRes
     except MemoryError:
         msg = "not enough memory for this sequence: use fewer tokens, fewer heads or the summary view"
         return ComputeResponse(request.request_id, ok=False, error=msg, messages=(msg,))
+
+
+# ------------------------------------------------------------------------------------------------
+# stages that are cached
+
+
+def _projection(state: SessionState, qseq: Sequence, kseq: Sequence, max_tokens: int) -> tuple[Projection, tuple]:
+    """X with positions, W and q, k, v before hand-set components (cached), and the cache key."""
+    model = state.model
+    base = replace(model, qk_overrides=()) if model.qk_overrides else model  # overrides are applied after
+    key = (state.sources, state.tokenizer, state.cross, base, state.positional, int(max_tokens))
+    p = cache.projections.peek(key)
+    if p is None:
+        Xq = with_positions(state, qseq)  # (Tq, d_model)
+        Xk = Xq if kseq is qseq else with_positions(state, kseq)  # (Tk, d_model)
+        W = init_weights(base)
+        q, k, v = qkv(base, state.positional, Xq, Xk, W)  # (nh, Tq, hs), (nh, Tk, hs), (nh, Tk, hv)
+        q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))  # the kernels would copy them on every call
+        freeze(Xq, Xk)
+        p = Projection(Xq, Xk, W, q, k, v)
+        cache.projections.put(key, p)
+    return p, key
+
+
+def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
+                   prev: Result | None) -> tuple[CompiledMask, np.ndarray | None]:
+    """The compiled mask (cached on the design object) and the query rows where it differs from
+    ``prev``'s mask: (R,) int64, or None when there is nothing to compare with."""
+    kc = state.kernel
+    rest = (qseq.segments, kseq.segments, qseq.T, kseq.T, state.model.nh, kc.block_m, kc.block_n)
+    pm = prev.compiled if prev is not None else None
+    cm = cache.cached_mask(state.mask, rest)
+    if cm is not None:
+        if pm is cm:
+            return cm, np.zeros(0, dtype=np.int64)
+        if pm is not None and pm.mask.shape == cm.mask.shape:
+            return cm, cache.changed_rows(pm.mask, cm.mask)
+        return cm, None
+    mask = np.ascontiguousarray(compile_mask(state, qseq, kseq))  # (Tq, Tk) or (nh, Tq, Tk)
+    freeze(mask)
+    rows = None
+    if pm is not None and pm.mask.shape == mask.shape:
+        rows = cache.changed_rows(pm.mask, mask)  # (R,)
+        fully = pm.fully.copy()  # (Tq,) or (nh, Tq)
+        fully[..., rows] = ~mask[..., rows, :].any(axis=-1)
+    else:
+        fully = ~mask.any(axis=-1)  # (Tq,) or (nh, Tq)
+    freeze(fully)
+    bm = cache.block_mask(mask, kc.block_m, kc.block_n, None if pm is None else pm.block_mask, rows)
+    cm = CompiledMask(mask, bm, fully)
+    cache.store_mask(state.mask, rest, cm)
+    return cm, rows
+
+
+# ------------------------------------------------------------------------------------------------
+# display matrices
+
+
+def _scaled_scores(q: np.ndarray, k: np.ndarray, scale: float, out: np.ndarray) -> None:
+    """out[:] = q k^T * scale for q (g, Tq, hs), k (g, Tk, hs), in out's dtype (float32: one GEMM)."""
+    if out.dtype == np.float64:
+        np.matmul(q, np.ascontiguousarray(k.transpose(0, 2, 1)), out=out)  # (g, Tq, Tk)
+        out *= scale
+    else:
+        qs = np.asarray(q * scale, dtype=out.dtype)  # (g, Tq, hs)
+        kt = np.ascontiguousarray(k.transpose(0, 2, 1), dtype=out.dtype)  # (g, hs, Tk)
+        np.matmul(qs, kt, out=out)  # (g, Tq, Tk)
+
+
+def _weights_from_scores(S: np.ndarray, lse: np.ndarray, denied: np.ndarray | None, out: np.ndarray) -> None:
+    """out[:] = exp(S - lse) on allowed cells, 0 on ``denied`` ones, in S's dtype.
+
+    S (g, R, Tk) scaled scores, lse (g, R) float64 (-inf: a fully masked row, whose cells are all
+    denied), ``denied`` bool broadcastable to S or None (every cell allowed).
+    """
+    lo = np.where(np.isneginf(lse), np.inf, lse).astype(S.dtype)  # (g, R): a fully masked row -> exp(-inf) = 0
+    np.subtract(S, lo[..., None], out=out)  # (g, R, Tk)
+    if denied is not None:
+        np.copyto(out, -np.inf, where=denied)
+    np.exp(out, out=out)
+
+
+# ------------------------------------------------------------------------------------------------
+# the pipeline
 
 
 def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
@@ -175,32 +297,36 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
     t0 = time.perf_counter()
     check(0.0, "prepare")
     qseq, kseq = assemble(state, messages, request.max_tokens)
-    Xq = with_positions(state, qseq)  # (Tq, d_model)
-    Xk = Xq if kseq is qseq else with_positions(state, kseq)  # (Tk, d_model)
     timings["prepare"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     check(0.05, "project")
     model = state.model
     nh, hs, hv = model.nh, model.head_size, model.value_size
-    W = init_weights(model)
-    q, k, v = qkv(model, state.positional, Xq, Xk, W, messages)  # (nh, Tq, hs), (nh, Tk, hs), (nh, Tk, hv)
+    proj, pkey = _projection(state, qseq, kseq, request.max_tokens)
+    q, k = apply_overrides(model, proj.q, proj.k, messages)  # (nh, Tq, hs), (nh, Tk, hs)
+    v, W = proj.v, proj.W  # (nh, Tk, hv)
     timings["project"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     check(0.1, "mask")
     Tq, Tk = qseq.T, kseq.T
-    mask = compile_mask(state, qseq, kseq)  # (Tq, Tk) or (nh, Tq, Tk)
     kc = state.kernel
-    bm = BlockMask.from_dense(mask, kc.block_m, kc.block_n)
-    fully = ~mask.any(axis=-1)  # (Tq,) or (nh, Tq)
+    rule = state.score_rule
+    alibi = state.positional.kind == "alibi"
+    on_engine = rule.engine and not alibi
+    dense = request.want == "full" and Tq <= request.dense_limit and Tk <= request.dense_limit
+    disp = np.float64 if Tq * Tk <= EXACT_CELLS else np.float32  # display dtype of scores and weights
+    rkey = (pkey, model.qk_overrides, rule, kc, dense)  # all a result depends on but the mask
+    prev = cache.results.peek(rkey)
+    cm, changed = _compiled_mask(state, qseq, kseq, prev)
+    mask, bm, fully = cm.mask, cm.block_mask, cm.fully
     n_full = int(np.count_nonzero(fully))
     if n_full:
         where = "query rows" if mask.ndim == 2 else "(head, query) rows"
         messages.append(f"{n_full} {where} are fully masked: their weights and output are 0 and lse is -inf")
     timings["mask"] = time.perf_counter() - t0
 
-    dense = request.want == "full" and Tq <= request.dense_limit and Tk <= request.dense_limit
     if not dense and request.want == "full":
         messages.append(f"T = {max(Tq, Tk):,} exceeds the dense limit of {request.dense_limit:,}: full score and "
                         "weight matrices are not materialised (use the overview and selected rows)")
@@ -208,9 +334,6 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
     if len(rows) != len(request.rows):
         messages.append("some requested rows are outside the query sequence and were ignored")
 
-    rule = state.score_rule
-    alibi = state.positional.kind == "alibi"
-    on_engine = rule.engine and not alibi
     slopes = alibi_slopes(nh) if alibi else None  # (nh,)
     if alibi and rule.engine:
         messages.append("ALiBi adds a bias to the scores, which the engine kernels do not take: this ran on the "
@@ -221,79 +344,222 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
         messages.append(f"the {rule.name} score rule runs on the float64 numpy path, not on an engine kernel")
     path = f"engine:{kc.name}" if on_engine else "numpy"
 
+    # which query rows to compute: all, or only those whose mask changed since the cached result
+    idx = None  # None: every row
+    if prev is not None and changed is not None and changed.size <= ROW_SHARE * Tq:
+        idx = changed  # (R,)
     t0 = time.perf_counter()
-    out = np.zeros((nh, Tq, hv))  # (nh, Tq, hv)
-    lse = np.full((nh, Tq), -np.inf)  # (nh, Tq)
-    scores = np.zeros((nh, Tq, Tk)) if dense else None  # (nh, Tq, Tk)
-    weights = np.zeros((nh, Tq, Tk)) if dense else None  # (nh, Tq, Tk)
-    roww = np.zeros((nh, len(rows), Tk))  # (nh, R, Tk)
-    params = rule_params(rule, nh, hs) if not rule.engine else {}
-    if on_engine:
-        scale = dot_scale(rule.name, hs)
-        group = max(1, ENGINE_CELLS // max(1, Tq * Tk))  # heads per engine call
-        for h0 in range(0, nh, group):
-            h1 = min(nh, h0 + group)
-            check(0.15 + 0.8 * h0 / nh, f"heads {h0 + 1}-{h1}/{nh}")
-            mg = bm if mask.ndim == 2 else mask[h0:h1]  # BlockMask (tile map reused) or (g, Tq, Tk)
-            res = attention(q[h0:h1], k[h0:h1], v[h0:h1], mg, scale=scale, kernel=kc.name, block_m=kc.block_m,
-                            block_n=kc.block_n, return_weights=dense)
-            out[h0:h1] = res.out  # (g, Tq, hv)
-            lse[h0:h1] = res.lse  # (g, Tq)
-            if dense:
-                weights[h0:h1] = res.weights  # (g, Tq, Tk)
-                scores[h0:h1] = (q[h0:h1] @ k[h0:h1].transpose(0, 2, 1)) * scale  # (g, Tq, Tk)
-            if rows:
-                s_r = (q[h0:h1][:, rows] @ k[h0:h1].transpose(0, 2, 1)) * scale  # (g, R, Tk)
-                l_r = lse[h0:h1, rows]  # (g, R)
-                with np.errstate(over="ignore"):  # masked cells may exceed lse; they are zeroed below
-                    w_r = np.exp(s_r - np.where(np.isfinite(l_r), l_r, 0.0)[..., None])  # (g, R, Tk)
-                m_r = mask[rows] if mask.ndim == 2 else mask[h0:h1][:, rows]  # (R, Tk) or (g, R, Tk)
-                roww[h0:h1] = np.where(m_r, w_r, 0.0)  # (g, R, Tk)
-    for h in range(nh if not on_engine else 0):
-        mh = mask if mask.ndim == 2 else mask[h]  # (Tq, Tk)
-        # numpy path, in query-row chunks
-        chunk = _row_chunk(Tk, (rule.hidden or hs) if rule.name == "additive" else 1)
-        for i0 in range(0, Tq, chunk):
-            i1 = min(Tq, i0 + chunk)
-            check(0.15 + 0.8 * (h + i0 / Tq) / nh, f"head {h + 1}/{nh}")
-            qh, kh = q[h:h + 1, i0:i1], k[h:h + 1]  # (1, r, hs), (1, Tk, hs)
-            if rule.engine:
-                s = (qh @ kh.transpose(0, 2, 1)) * dot_scale(rule.name, hs)  # (1, r, Tk)
-            else:
-                s = rule_scores(rule, qh, kh, params, head=h)  # (1, r, Tk)
-            if alibi and rule.name != "linear":
-                s = s + _alibi_rows(slopes[h], i0, i1, Tq, Tk)[None]  # (1, r, Tk)
-            mc = mh[i0:i1][None]  # (1, r, Tk)
-            if rule.name == "linear":
-                w, l = linear_normalise(s, mc)
-            else:
-                w, l = masked_softmax(s, mc)
-            out[h, i0:i1] = w[0] @ v[h]  # (r, hv)
-            lse[h, i0:i1] = l[0]
-            if dense:
-                scores[h, i0:i1] = s[0]
-                weights[h, i0:i1] = w[0]
-            for ri, r in enumerate(rows):
-                if i0 <= r < i1:
-                    roww[h, ri] = w[0, r - i0]
+    if idx is not None and idx.size == 0:
+        out, lse, combined, scores, weights = prev.out, prev.lse, prev.combined, prev.scores, prev.weights
+    else:
+        args = (state, q, k, v, cm, dense, disp, idx, prev, check)
+        if on_engine:
+            spent: dict[str, float] = {}
+            out, lse, scores, weights = _engine_rows(*args, skey=(pkey, model.qk_overrides, rule.name, disp),
+                                                     spent=spent)
+            timings.update({f"attention.{k_}": v_ for k_, v_ in spent.items()})
+        else:
+            out, lse, scores, weights = _numpy_rows(*args, slopes=slopes)
     if alibi and rule.name == "linear":
         messages.append("ALiBi is a softmax score bias: it is not applied to linear attention")
+    roww = _row_weights(state, q, k, cm, rows, lse, weights, on_engine, slopes,
+                        lambda frac, stage: check(0.95, "selected rows"))
     timings["attention"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     check(0.95, "combine")
-    combined = combine(out, W.W_o)  # (Tq, d_model)
+    if idx is None:
+        combined = combine(out, W.W_o)  # (Tq, d_model)
+        finite = np.all(np.isfinite(out)) and np.all(np.isfinite(combined))
+    elif idx.size:
+        combined = prev.combined.copy()  # (Tq, d_model)
+        combined[idx] = combine(out[:, idx], W.W_o)  # (R, d_model)
+        finite = np.all(np.isfinite(out[:, idx])) and np.all(np.isfinite(combined[idx]))
+    else:
+        finite = True
     timings["combine"] = time.perf_counter() - t0
-    if not (np.all(np.isfinite(out)) and np.all(np.isfinite(combined))):
+    if not finite:
         raise ValueError("the computation produced non-finite values: the scores overflow; "
                          "use smaller embeddings or weights")
+    freeze(out, combined, scores, weights)
+    if idx is None or idx.size:
+        cache.results.put(rkey, Result(cm, out, lse, combined, scores, weights))
     if progress is not None:
         progress(1.0, "done")
     return ComputeResponse(
         request_id=request.request_id, ok=True, messages=tuple(messages), cross=state.cross is not None,
         query_labels=qseq.labels, key_labels=kseq.labels, query_segments=qseq.segments,
         key_segments=kseq.segments, query_tokens=qseq.tokens, key_tokens=kseq.tokens,
-        X=Xq, X_k=Xk, q=q, k=k, v=v, projections=W, scores=scores, weights=weights,
+        X=proj.Xq, X_k=proj.Xk, q=q, k=k, v=v, projections=W, scores=scores, weights=weights,
         row_weights={r: roww[:, i] for i, r in enumerate(rows)}, output=out, lse=lse, combined=combined,
         mask=mask, block_mask=bm, tile_counts=bm.counts(), sparsity=bm.sparsity(), fully_masked=fully,
-        path=path, timings=timings)
+        path=path, timings=timings, recomputed_rows=Tq if idx is None else int(idx.size))
+
+
+def _engine_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev: Result | None, check, skey,
+                 spent: dict):
+    """out, lse, scores, weights of a dot-product rule on the engine kernel: every row (``idx`` None),
+    or rows ``idx`` patched into copies of ``prev``'s arrays. A full run adds the seconds of its parts
+    (``kernel``, ``scores``, ``weights``) to ``spent``."""
+    kc, rule = state.kernel, state.score_rule
+    nh, Tq, _ = q.shape
+    Tk, hv = k.shape[1], v.shape[2]
+    scale = dot_scale(rule.name, q.shape[2])
+    exact = disp == np.float64  # small matrices: the kernel's own float64 weights
+    mask, bm = cm.mask, cm.block_mask
+    masked = not bool(np.all(bm.tile_state == FULL))  # some cell is masked
+    kw = dict(scale=scale, kernel=kc.name, block_m=kc.block_m, block_n=kc.block_n, return_weights=dense and exact)
+
+    if idx is not None:  # a mask edit: only the changed rows
+        check(0.15, f"{idx.size} changed rows")
+        out, lse = prev.out.copy(), prev.lse.copy()  # (nh, Tq, hv), (nh, Tq)
+        scores, weights = prev.scores, None
+        if nh * idx.size * Tk <= FORMULA_CELLS:  # a few rows: the float64 formula, on this thread
+            w_r = np.empty((nh, idx.size, Tk))  # (nh, R, Tk)
+            for h, c0, c1, _, w, l in _numpy_chunks(state, q, k, mask, idx, None, check):
+                w_r[h, c0:c1] = w[0]
+                lse[h, idx[c0:c1]] = l[0]
+                out[h, idx[c0:c1]] = w[0] @ v[h]  # (r, hv)
+        else:
+            mr = mask[idx] if mask.ndim == 2 else mask[:, idx]  # (R, Tk) or (nh, R, Tk)
+            res = attention(q[:, idx], k, v, mr, **kw)
+            out[:, idx] = res.out  # (nh, R, hv)
+            lse[:, idx] = res.lse  # (nh, R)
+            w_r = res.weights  # (nh, R, Tk) or None
+        if dense:
+            weights = prev.weights.copy()  # (nh, Tq, Tk)
+            if exact:
+                weights[:, idx] = w_r  # (nh, R, Tk)
+            else:
+                w_r = np.empty((nh, idx.size, Tk), dtype=disp)  # (nh, R, Tk)
+                dr = None if not masked else ~(mask[idx] if mask.ndim == 2 else mask[:, idx])  # (R|nh, R, Tk)
+                _weights_from_scores(scores[:, idx], lse[:, idx], dr, w_r)
+                weights[:, idx] = w_r
+        return out, lse, scores, weights
+
+    out = np.empty((nh, Tq, hv))  # (nh, Tq, hv)
+    lse = np.empty((nh, Tq))  # (nh, Tq)
+    scores = weights = None
+    new_scores = False
+    if dense:
+        scores = cache.scores.peek(skey)
+        if scores is None:
+            scores, new_scores = np.empty((nh, Tq, Tk), dtype=disp), True  # (nh, Tq, Tk)
+        weights = np.empty((nh, Tq, Tk), dtype=disp)  # (nh, Tq, Tk)
+    denied = ~mask if dense and not exact and masked else None  # (Tq, Tk) / (nh, Tq, Tk) or None
+    for part in ("kernel", "scores", "weights") if dense else ("kernel",):
+        spent[part] = 0.0
+    group = max(1, ENGINE_CELLS // max(1, Tq * Tk))  # heads per engine call
+    for h0 in range(0, nh, group):
+        h1 = min(nh, h0 + group)
+        check(0.15 + 0.8 * h0 / nh, f"heads {h0 + 1}-{h1}/{nh}")
+        if mask.ndim == 2:
+            mg = bm  # the tile map is reused
+        else:
+            mg = BlockMask(mask[h0:h1], bm.block_m, bm.block_n, bm.tile_state[h0:h1])  # (g, Tq, Tk)
+        t0 = time.perf_counter()
+        res = attention(q[h0:h1], k[h0:h1], v[h0:h1], mg, **kw)
+        out[h0:h1] = res.out  # (g, Tq, hv)
+        lse[h0:h1] = res.lse  # (g, Tq)
+        t1 = time.perf_counter()
+        spent["kernel"] += t1 - t0
+        if dense:
+            if new_scores:
+                _scaled_scores(q[h0:h1], k[h0:h1], scale, scores[h0:h1])  # (g, Tq, Tk)
+            t2 = time.perf_counter()
+            spent["scores"] += t2 - t1
+            if exact:
+                weights[h0:h1] = res.weights  # (g, Tq, Tk)
+            else:
+                dg = None if denied is None else (denied if denied.ndim == 2 else denied[h0:h1])
+                _weights_from_scores(scores[h0:h1], lse[h0:h1], dg, weights[h0:h1])
+            spent["weights"] += time.perf_counter() - t2
+    if new_scores:
+        freeze(scores)
+        cache.scores.put(skey, scores)
+    return out, lse, scores, weights
+
+
+def _numpy_chunks(state, q, k, mask, idx, slopes, check):
+    """Yield (h, c0, c1, s, w, lse) for chunks of query rows on the float64 numpy path.
+
+    Rows are ``idx[c0:c1]`` (``c0:c1`` itself when idx is None); s (1, r, Tk) scores, w (1, r, Tk)
+    weights, lse (1, r).
+    """
+    rule = state.score_rule
+    nh, Tq, hs = q.shape
+    Tk = k.shape[1]
+    n = Tq if idx is None else len(idx)
+    params = rule_params(rule, nh, hs) if not rule.engine else {}
+    alibi = slopes is not None
+    chunk = _row_chunk(Tk, (rule.hidden or hs) if rule.name == "additive" else 1)
+    for h in range(nh):
+        mh = mask if mask.ndim == 2 else mask[h]  # (Tq, Tk)
+        for c0 in range(0, n, chunk):
+            c1 = min(n, c0 + chunk)
+            check(0.15 + 0.8 * (h + c0 / n) / nh, f"head {h + 1}/{nh}")
+            sel = slice(c0, c1) if idx is None else idx[c0:c1]
+            qh, kh = q[h:h + 1, sel], k[h:h + 1]  # (1, r, hs), (1, Tk, hs)
+            if rule.engine:
+                s = (qh @ kh.transpose(0, 2, 1)) * dot_scale(rule.name, hs)  # (1, r, Tk)
+            else:
+                s = rule_scores(rule, qh, kh, params, head=h)  # (1, r, Tk)
+            if alibi and rule.name != "linear":
+                qrows = np.arange(c0, c1) if idx is None else idx[c0:c1]  # (r,)
+                s = s + _alibi_rows(slopes[h], qrows, Tq, Tk)[None]  # (1, r, Tk)
+            mc = mh[sel][None]  # (1, r, Tk)
+            if rule.name == "linear":
+                w, l = linear_normalise(s, mc)
+            else:
+                w, l = masked_softmax(s, mc)
+            yield h, c0, c1, s, w, l
+
+
+def _numpy_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev: Result | None, check, slopes):
+    """out, lse, scores, weights on the float64 numpy path: every row (``idx`` None), or rows ``idx``
+    patched into copies of ``prev``'s arrays (the scores do not depend on the mask: they are kept)."""
+    nh, Tq, _ = q.shape
+    Tk, hv = k.shape[1], v.shape[2]
+    if idx is None:
+        out = np.zeros((nh, Tq, hv))  # (nh, Tq, hv)
+        lse = np.full((nh, Tq), -np.inf)  # (nh, Tq)
+        scores = np.zeros((nh, Tq, Tk), dtype=disp) if dense else None  # (nh, Tq, Tk)
+        weights = np.zeros((nh, Tq, Tk), dtype=disp) if dense else None  # (nh, Tq, Tk)
+        for h, c0, c1, s, w, l in _numpy_chunks(state, q, k, cm.mask, None, slopes, check):
+            out[h, c0:c1] = w[0] @ v[h]  # (r, hv)
+            lse[h, c0:c1] = l[0]
+            if dense:
+                scores[h, c0:c1] = s[0]
+                weights[h, c0:c1] = w[0]
+        return out, lse, scores, weights
+    out, lse = prev.out.copy(), prev.lse.copy()
+    scores = prev.scores
+    weights = prev.weights.copy() if dense else None
+    for h, c0, c1, s, w, l in _numpy_chunks(state, q, k, cm.mask, idx, slopes, check):
+        r = idx[c0:c1]  # (r,)
+        out[h, r] = w[0] @ v[h]  # (r, hv)
+        lse[h, r] = l[0]
+        if dense:
+            weights[h, r] = w[0]
+    return out, lse, scores, weights
+
+
+def _row_weights(state, q, k, cm: CompiledMask, rows: list[int], lse, weights, on_engine: bool, slopes, check):
+    """(nh, R, Tk) weights of the requested query rows, at any T."""
+    nh, Tk = q.shape[0], k.shape[1]
+    if not rows:
+        return np.zeros((nh, 0, Tk))
+    if weights is not None and not on_engine:
+        return weights[:, rows]  # (nh, R, Tk)
+    if on_engine:
+        scale = dot_scale(state.score_rule.name, q.shape[2])
+        s_r = (q[:, rows] @ k.transpose(0, 2, 1)) * scale  # (nh, R, Tk)
+        l_r = lse[:, rows]  # (nh, R)
+        with np.errstate(over="ignore"):  # masked cells may exceed lse; they are zeroed below
+            w_r = np.exp(s_r - np.where(np.isfinite(l_r), l_r, 0.0)[..., None])  # (nh, R, Tk)
+        m_r = cm.mask[rows] if cm.mask.ndim == 2 else cm.mask[:, rows]  # (R, Tk) or (nh, R, Tk)
+        return np.where(m_r, w_r, 0.0)  # (nh, R, Tk)
+    roww = np.zeros((nh, len(rows), Tk))  # (nh, R, Tk)
+    for h, c0, c1, _, w, _ in _numpy_chunks(state, q, k, cm.mask, np.asarray(rows), slopes, check):
+        roww[h, c0:c1] = w[0]
+    return roww

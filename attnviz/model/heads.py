@@ -84,10 +84,13 @@ def project(X: np.ndarray, W: np.ndarray) -> np.ndarray:
 
 def apply_overrides(model: ModelConfig, q: np.ndarray, k: np.ndarray,
                     warnings: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Copies of q (nh, Tq, hs), k (nh, Tk, hs) with the hand-set components written in."""
+    """q (nh, Tq, hs), k (nh, Tk, hs) with the hand-set components written in: a copy of each array
+    that has one, the array itself otherwise (the inputs are never modified)."""
     if not model.qk_overrides:
         return q, k
-    q, k = q.copy(), k.copy()
+    which = {o.which for o in model.qk_overrides}
+    q = q.copy() if "q" in which else q
+    k = k.copy() if "k" in which else k
     skipped = 0
     for o in model.qk_overrides:
         arr = q if o.which == "q" else k

@@ -12,7 +12,9 @@ each sequence counting its own positions from 0.
 
 Expensive preparation (loading a tokenizer, tokenising, decoding and patching an image, seeded
 embedding tables) is cached in small thread-safe LRU caches keyed on the inputs, so repeated edits
-of the mask or the view do not re-tokenise. Bad input raises ``SourceError``/``ValueError`` with the
+of the mask or the view do not re-tokenise; whole assembled sequences are cached too (keyed on the
+sources, tokenizer, d_model, embedding seed and token limit, with the warnings they gave), so an edit
+of anything else reuses the same :class:`Sequence` object. Bad input raises ``SourceError``/``ValueError`` with the
 source's name in the message; an empty text source gives no tokens and a warning instead.
 """
 
@@ -77,11 +79,37 @@ class Sequence:
 # caches
 
 
-class _LRU:
-    """A small thread-safe least-recently-used cache."""
+class LRUCache:
+    """A small thread-safe least-recently-used cache, bounded by entries and optionally by bytes.
 
-    def __init__(self, size: int):
+    ``nbytes(value)`` (when given with ``max_bytes``) sizes an entry; the oldest entries go first
+    until both bounds hold, but the newest entry is always kept.
+    """
+
+    def __init__(self, size: int, max_bytes: int | None = None, nbytes=None):
         self._size, self._d, self._lock = size, OrderedDict(), threading.Lock()
+        self._max_bytes, self._nbytes, self._sizes = max_bytes, nbytes, {}
+
+    def peek(self, key, default=None):
+        """The cached value of ``key`` (marked as recently used), or ``default``."""
+        with self._lock:
+            if key in self._d:
+                self._d.move_to_end(key)
+                return self._d[key]
+        return default
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._d[key] = value
+            self._d.move_to_end(key)
+            if self._max_bytes is not None:
+                self._sizes[key] = int(self._nbytes(value))
+            while len(self._d) > 1 and (len(self._d) > self._size or self._over()):
+                old, _ = self._d.popitem(last=False)
+                self._sizes.pop(old, None)
+
+    def _over(self) -> bool:
+        return self._max_bytes is not None and sum(self._sizes.values()) > self._max_bytes
 
     def get(self, key, make):
         with self._lock:
@@ -89,27 +117,26 @@ class _LRU:
                 self._d.move_to_end(key)
                 return self._d[key]
         value = make()
-        with self._lock:
-            self._d[key] = value
-            self._d.move_to_end(key)
-            while len(self._d) > self._size:
-                self._d.popitem(last=False)
+        self.put(key, value)
         return value
 
     def clear(self):
         with self._lock:
             self._d.clear()
+            self._sizes.clear()
 
     def __len__(self):
         return len(self._d)
 
 
+_LRU = LRUCache
 _tokenizers = _LRU(4)
 _encodings = _LRU(64)
 _tables = _LRU(4)
 _images = _LRU(8)
 _embedders = _LRU(8)
 _blocks = _LRU(32)
+_sequences = _LRU(8)  # (sources, tokenizer, d_model, embed_seed, max_tokens) -> (Sequence, warnings)
 
 #: counts of expensive preparations actually run (not served from cache); tests read these
 PREPARE_COUNTS = {"tokenize": 0, "image": 0}
@@ -117,7 +144,7 @@ PREPARE_COUNTS = {"tokenize": 0, "image": 0}
 
 def clear_caches() -> None:
     """Forget every cached tokenizer, encoding, table and image."""
-    for c in (_tokenizers, _encodings, _tables, _images, _embedders, _blocks):
+    for c in (_tokenizers, _encodings, _tables, _images, _embedders, _blocks, _sequences):
         c.clear()
 
 
@@ -235,7 +262,20 @@ def source_tokens(state: SessionState, source, warnings: list[str] | None = None
 
 def build_sequence(state: SessionState, sources, warnings: list[str] | None = None,
                    max_tokens: int = MAX_TOKENS) -> Sequence:
-    """Concatenate ``sources`` (specs of ``state``) into one Sequence."""
+    """Concatenate ``sources`` (specs of ``state``) into one Sequence (cached; the same warnings are
+    appended on every call)."""
+    key = (tuple(sources), state.tokenizer, state.model.d_model, state.model.embed_seed, int(max_tokens))
+    hit = _sequences.peek(key)
+    if hit is None:
+        own: list[str] = []
+        hit = (_build_sequence(state, key[0], own, max_tokens), tuple(own))
+        _sequences.put(key, hit)
+    if warnings is not None:
+        warnings.extend(hit[1])
+    return hit[0]
+
+
+def _build_sequence(state: SessionState, sources, warnings: list[str], max_tokens: int) -> Sequence:
     rows, labels, infos, segments = [], [], [], []
     T = 0
     for src in sources:

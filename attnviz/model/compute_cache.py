@@ -1,0 +1,195 @@
+"""Caches of the compute pipeline, so that an edit recomputes only what it changes.
+
+:func:`attnviz.model.compute.run` looks here before each stage (sequences are cached one level down,
+in :mod:`attnviz.model.sequence`):
+
+===============  ==========================================================  ==========================
+cache            key (all that the value depends on)                         value
+===============  ==========================================================  ==========================
+``projections``  sources, tokenizer, cross, model without hand-set q/k        :class:`Projection`: X with
+                 components, positional encoding, token limit                positions, W, q, k, v
+``scores``       projection key, hand-set q/k components, score rule,        (nh, Tq, Tk) scaled scores
+                 display dtype                                               of a dot-product rule
+``masks``        the mask design (by identity), segments, nh, tile size      :class:`CompiledMask`
+``results``      everything but the mask design, the view and the rows       :class:`Result`: the last
+                 asked for                                                   finished attention
+===============  ==========================================================  ==========================
+
+The mask does not enter the scores, and softmax runs per query row: after a mask edit, ``results``
+gives the previous mask, and only the query rows whose mask changed get new out, lse, weights and
+combined rows (:func:`changed_rows`). A view edit changes no key: everything is reused. Every cached
+array is read-only, so responses share them instead of copying.
+
+The caches are bounded by entries and by bytes (the display matrices of the dense limit are large);
+:func:`clear` empties them. :func:`blas_threads` caps numpy's BLAS threads for the duration of a run:
+on these 2-core machines numpy's OpenBLAS pool and numba's worker pool fight when their calls
+alternate (measured 2-4x slower GEMMs at two BLAS threads), and the engine kernels are parallel
+already.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnviz.engine.blockmask import BlockMask, classify
+from attnviz.model.sequence import LRUCache
+
+
+def freeze(*arrays) -> None:
+    """Make arrays read-only (they are shared between responses and caches)."""
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            a.setflags(write=False)
+
+
+def _nbytes(value) -> int:
+    return int(sum(getattr(value, n).nbytes for n in getattr(value, "ARRAYS", ()) if getattr(value, n) is not None)
+               if not isinstance(value, np.ndarray) else value.nbytes)
+
+
+@dataclass(frozen=True, eq=False)
+class Projection:
+    """Token rows and projections of one (sources, model, positional) key; arrays read-only, float64."""
+
+    ARRAYS = ("Xq", "Xk", "q", "k", "v")
+
+    Xq: np.ndarray  # (Tq, d_model) query-side rows, positions added
+    Xk: np.ndarray  # (Tk, d_model) key-side rows (Xq itself for self-attention)
+    W: object  # attnviz.model.heads.Weights actually used
+    q: np.ndarray  # (nh, Tq, hs) after RoPE, before hand-set components
+    k: np.ndarray  # (nh, Tk, hs) after RoPE, before hand-set components
+    v: np.ndarray  # (nh, Tk, hv)
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledMask:
+    """A compiled mask design and what is derived from it alone; arrays read-only."""
+
+    ARRAYS = ("mask", "fully")
+
+    mask: np.ndarray  # (Tq, Tk) or (nh, Tq, Tk) bool, True = may attend
+    block_mask: BlockMask  # its tile map at the session's tile size (shares ``mask``)
+    fully: np.ndarray  # (Tq,) or (nh, Tq) bool: rows with no allowed key
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    """One finished attention computation, kept so the next edit can reuse its rows; read-only."""
+
+    ARRAYS = ("out", "lse", "combined", "scores", "weights")
+
+    compiled: CompiledMask  # the mask it was computed with
+    out: np.ndarray  # (nh, Tq, hv) float64
+    lse: np.ndarray  # (nh, Tq) float64
+    combined: np.ndarray  # (Tq, d_model) float64
+    scores: np.ndarray | None  # (nh, Tq, Tk) display dtype, or None (not dense)
+    weights: np.ndarray | None  # (nh, Tq, Tk) display dtype, or None (not dense)
+
+
+#: bytes the large caches may hold: two float32 (8, 2048, 2048) stacks are 268 MB
+MAX_BYTES = 320 << 20
+
+projections = LRUCache(2, max_bytes=MAX_BYTES // 4, nbytes=_nbytes)
+scores = LRUCache(2, max_bytes=MAX_BYTES // 2, nbytes=_nbytes)
+results = LRUCache(2, max_bytes=MAX_BYTES, nbytes=_nbytes)
+
+_masks: list = []  # [(design, rest of key, CompiledMask)], newest last, by design identity
+_masks_lock = threading.Lock()
+MASK_ENTRIES = 2
+
+
+def cached_mask(design, rest: tuple) -> CompiledMask | None:
+    """The CompiledMask of exactly this design object (designs are immutable) and ``rest`` of the key."""
+    with _masks_lock:
+        for d, r, c in reversed(_masks):
+            if d is design and r == rest:
+                return c
+    return None
+
+
+def store_mask(design, rest: tuple, compiled: CompiledMask) -> None:
+    with _masks_lock:
+        _masks.append((design, rest, compiled))
+        del _masks[:-MASK_ENTRIES]
+
+
+def clear() -> None:
+    """Forget every cached projection, score matrix, mask and result."""
+    for c in (projections, scores, results):
+        c.clear()
+    with _masks_lock:
+        _masks.clear()
+
+
+# ------------------------------------------------------------------------------------------------
+# masks: what changed, and the tile map updated for it
+
+
+def changed_rows(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Query rows where two masks of the same shape differ (in any head): (R,) int64, sorted."""
+    if old.shape[-1] % 8 == 0 and old.flags.c_contiguous and new.flags.c_contiguous:
+        old, new = old.view(np.uint64), new.view(np.uint64)  # 8 cells per compare
+    diff = old != new  # (Tq, Tk') or (nh, Tq, Tk')
+    rows = diff.any(axis=-1)  # (Tq,) or (nh, Tq)
+    if rows.ndim == 2:
+        rows = rows.any(axis=0)  # (Tq,)
+    return np.flatnonzero(rows)
+
+
+def block_mask(mask: np.ndarray, block_m: int, block_n: int, prev: BlockMask | None = None,
+               rows: np.ndarray | None = None) -> BlockMask:
+    """The BlockMask of ``mask`` (read-only, C-contiguous bool) without copying it.
+
+    With ``prev`` (the tile map of a mask that differs from ``mask`` only in query ``rows``, same
+    shape and tile size), only the tile rows holding ``rows`` are classified again.
+    """
+    m3 = mask if mask.ndim == 3 else mask[None]  # (nh|1, Tq, Tk)
+    if prev is None or rows is None or prev.dense.shape != mask.shape or \
+            (prev.block_m, prev.block_n) != (block_m, block_n):
+        state = classify(m3, block_m, block_n)  # (nh|1, nQ, nK)
+    else:
+        state = np.array(prev.tile_state)  # (nh|1, nQ, nK)
+        for b in np.unique(np.asarray(rows) // block_m):
+            r0 = int(b) * block_m
+            state[:, b:b + 1] = classify(m3[:, r0:r0 + block_m], block_m, block_n)  # (nh|1, 1, nK)
+    state.setflags(write=False)
+    return BlockMask(mask, block_m, block_n, state)
+
+
+# ------------------------------------------------------------------------------------------------
+# BLAS threads
+
+_blas = {"controller": None, "depth": 0, "limit": None}
+_blas_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def blas_threads(n: int | None):
+    """Cap numpy's BLAS at ``n`` threads inside the block (None: leave it alone).
+
+    Runs on several threads at once share one cap: the first to enter sets it, the last to leave
+    restores the previous setting.
+    """
+    if n is None:
+        yield
+        return
+    with _blas_lock:
+        if _blas["controller"] is None:
+            from threadpoolctl import ThreadpoolController
+
+            _blas["controller"] = ThreadpoolController()
+        if _blas["depth"] == 0:
+            _blas["limit"] = _blas["controller"].limit(limits=int(n), user_api="blas")
+        _blas["depth"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas["depth"] -= 1
+            if _blas["depth"] == 0:
+                _blas["limit"].restore_original_limits()
+                _blas["limit"] = None
