@@ -36,8 +36,10 @@ q/k/v are reused unless sources, tokenizer, model or positions change; the score
 rule change; and after a mask edit only the query rows whose mask changed get new out, lse,
 weights and combined rows (``response.recomputed_rows`` says how many; softmax runs per row, so the
 others are the same numbers a full run gives). A view edit recomputes nothing. Arrays of a response
-may be shared with the caches and with earlier responses: treat them as read-only (``scores``,
-``weights``, ``output``, ``combined``, ``X``, ``mask`` are flagged so).
+may be shared with the caches and with earlier responses: treat them as read-only. ``scores``,
+``weights``, ``output``, ``combined``, ``X`` and ``fully_masked`` are flagged so; ``q``, ``k``,
+``v``, ``lse`` and ``mask`` are not, because numba compiles a separate kernel for read-only
+arguments and the panels pass these to the engine.
 """
 
 from __future__ import annotations
@@ -236,7 +238,6 @@ def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
             return cm, cache.changed_rows(pm.mask, cm.mask)
         return cm, None
     mask = np.ascontiguousarray(compile_mask(state, qseq, kseq))  # (Tq, Tk) or (nh, Tq, Tk)
-    freeze(mask)
     rows = None
     if pm is not None and pm.mask.shape == mask.shape:
         rows = cache.changed_rows(pm.mask, mask)  # (R,)

@@ -17,8 +17,9 @@ cache            key (all that the value depends on)                         val
 
 The mask does not enter the scores, and softmax runs per query row: after a mask edit, ``results``
 gives the previous mask, and only the query rows whose mask changed get new out, lse, weights and
-combined rows (:func:`changed_rows`). A view edit changes no key: everything is reused. Every cached
-array is read-only, so responses share them instead of copying.
+combined rows (:func:`changed_rows`). A view edit changes no key: everything is reused. Responses
+share the cached arrays instead of copying them; nothing here writes a cached array after it is
+stored (most are flagged read-only; see ``attnviz.model.compute`` for the exceptions).
 
 The caches are bounded by entries and by bytes (the display matrices of the dense limit are large);
 :func:`clear` empties them. :func:`blas_threads` caps numpy's BLAS threads for the duration of a run:
@@ -71,8 +72,8 @@ class CompiledMask:
 
     ARRAYS = ("mask", "fully")
 
-    mask: np.ndarray  # (Tq, Tk) or (nh, Tq, Tk) bool, True = may attend
-    block_mask: BlockMask  # its tile map at the session's tile size (shares ``mask``)
+    mask: np.ndarray  # (Tq, Tk) or (nh, Tq, Tk) bool, True = may attend (never written)
+    block_mask: BlockMask  # its tile map at the session's tile size (a read-only view of ``mask``)
     fully: np.ndarray  # (Tq,) or (nh, Tq) bool: rows with no allowed key
 
 
@@ -142,7 +143,8 @@ def changed_rows(old: np.ndarray, new: np.ndarray) -> np.ndarray:
 
 def block_mask(mask: np.ndarray, block_m: int, block_n: int, prev: BlockMask | None = None,
                rows: np.ndarray | None = None) -> BlockMask:
-    """The BlockMask of ``mask`` (read-only, C-contiguous bool) without copying it.
+    """The BlockMask of ``mask`` (C-contiguous bool) without copying it: its ``dense`` is a read-only
+    view of ``mask``.
 
     With ``prev`` (the tile map of a mask that differs from ``mask`` only in query ``rows``, same
     shape and tile size), only the tile rows holding ``rows`` are classified again.
@@ -157,7 +159,9 @@ def block_mask(mask: np.ndarray, block_m: int, block_n: int, prev: BlockMask | N
             r0 = int(b) * block_m
             state[:, b:b + 1] = classify(m3[:, r0:r0 + block_m], block_m, block_n)  # (nh|1, 1, nK)
     state.setflags(write=False)
-    return BlockMask(mask, block_m, block_n, state)
+    dense = mask.view()  # (Tq, Tk) or (nh, Tq, Tk)
+    dense.setflags(write=False)
+    return BlockMask(dense, block_m, block_n, state)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -279,8 +279,9 @@ def test_large_display_matrices_are_float32_and_match_the_float64_formula():
 
 def test_shared_arrays_are_read_only():
     r = cold(block_state(300))
-    for name in ("scores", "weights", "output", "combined", "X", "mask", "fully_masked"):
+    for name in ("scores", "weights", "output", "combined", "X", "fully_masked"):
         assert not getattr(r, name).flags.writeable, name
+    assert not r.block_mask.dense.flags.writeable and np.shares_memory(r.block_mask.dense, r.mask)
 
 
 # -- the pieces ----------------------------------------------------------------------------------
