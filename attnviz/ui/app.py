@@ -32,7 +32,7 @@ import threading
 import time
 import traceback
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QTimer
 from PySide6.QtWidgets import QApplication
 
 DEFAULT_DEMO = "river-bank"
@@ -181,7 +181,9 @@ def _run_script(path: str, app, window) -> None:
     try:
         with open(path, encoding="utf-8") as fh:
             code = compile(fh.read(), path, "exec")
-        exec(code, _script_namespace(app, window))  # noqa: S102 - the test hook's purpose
+        namespace = _script_namespace(app, window)
+        namespace["__file__"] = os.path.abspath(path)
+        exec(code, namespace)  # noqa: S102 - the test hook's purpose
     except SystemExit as exc:
         app.exit(int(exc.code or 0))
     except BaseException:  # noqa: BLE001 - report any failure of the script and stop
@@ -266,13 +268,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         heartbeat.stop()
         signal.signal(signal.SIGINT, previous_sigint)
-        if window.isVisible() or args.smoke_test:  # quit without closing the window (app.exit)
+        if window.isVisible():  # quit without closing the window (app.exit)
             if not args.smoke_test:
                 window.save_layout()
                 window.files.shutdown()
-            window.ctx.compute.shutdown(timeout=2.0)
+            window.stop_workers()
         reporter.uninstall()
+        # delete the window while the QApplication still exists: left to interpreter shutdown, Qt
+        # objects may be destroyed after the application and crash the process on exit
+        window.hide()
         window.deleteLater()
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete.value)
+        app.processEvents()
     return int(result["code"])
 
 

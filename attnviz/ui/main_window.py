@@ -24,7 +24,7 @@ from attnviz.ui.theme import apply_theme, current_theme
 
 AREAS = {"left": Qt.DockWidgetArea.LeftDockWidgetArea, "right": Qt.DockWidgetArea.RightDockWidgetArea,
          "top": Qt.DockWidgetArea.TopDockWidgetArea, "bottom": Qt.DockWidgetArea.BottomDockWidgetArea}
-DEFAULT_WIDTHS = {"left": 360, "right": 540}  # dock column widths of the default layout, in pixels
+DEFAULT_WIDTHS = {"left": 350, "right": 470}  # dock column widths of the default layout, in pixels
 DEFAULT_HEIGHTS = {"top": 220, "bottom": 240}
 STACKED = {"left": 2}  # docks of an area placed one above the other before further ones become tabs (else 1)
 NOTICE_COLOURS = {"info": ("#2f7bd8", "#e8f1fc", "#17324f"), "warning": ("#c98a00", "#fdf4df", "#4a3500"),
@@ -441,9 +441,16 @@ class MainWindow(QMainWindow):
             return
         self.save_layout()
         self.files.shutdown()
-        for p in self.panels.values():
-            job = getattr(p, "job", None)
-            if job is not None and hasattr(job, "shutdown"):
-                job.shutdown()
-        self.ctx.compute.shutdown(timeout=2.0)
+        self.stop_workers()
         ev.accept()
+
+    def stop_workers(self) -> None:
+        """Stop the compute thread and every panel's worker threads."""
+        for p in self.panels.values():
+            stop = getattr(p, "shutdown", None)  # panels with worker threads stop them here
+            if callable(stop):
+                try:
+                    stop()
+                except Exception:  # noqa: BLE001 - one panel's failure must not keep the others running
+                    pass
+        self.ctx.compute.shutdown(timeout=2.0)

@@ -136,6 +136,8 @@ class HeatmapPanel(QWidget):
 
         self.heatmap = AttentionHeatmap(self)
         self.heatmap.set_readout_provider(self._readout_extra)
+        # the colorbar axis sizes itself to its tick labels (a fixed width lets "0.009" run into the label)
+        self.heatmap.colorbar.getAxis("right").setWidth(None)
         self.grid = HeadGrid(self)
         self.grid.setMinimumWidth(140)
         self.note = QLabel("", self)
@@ -158,6 +160,9 @@ class HeatmapPanel(QWidget):
         self.job = LatestJob("attnviz-overview", self)
         self.job.done.connect(self._on_overview)
         self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
+        self.grid_job = LatestJob("attnviz-head-grid", self)
+        self.grid_job.done.connect(self._on_grid_pooled)
+        self.grid_job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
         self._grid_timer = QTimer(self)
         self._grid_timer.setSingleShot(True)
         self._grid_timer.setInterval(0)
@@ -180,6 +185,11 @@ class HeatmapPanel(QWidget):
             self._on_response(ctx.response)
 
     # ------------------------------------------------------------------ public
+    def shutdown(self) -> None:
+        """Stop the worker threads (the window calls this when it closes)."""
+        self.job.shutdown()
+        self.grid_job.shutdown()
+
     @property
     def mode(self) -> str:
         return self._mode
@@ -364,8 +374,7 @@ class HeatmapPanel(QWidget):
         log = view.log_scale and view.matrix == "weights"
         levels = None
         if view.matrix == "weights" and not log:
-            shown = mv.values[mv.allowed] if mv.allowed is not None else mv.values
-            hi = float(shown.max()) if shown.size else 1.0
+            hi = float(mv.values.max())  # masked weights are exactly 0, so the max is over allowed cells
             levels = (0.0, hi if hi > 0 else 1.0)
         elif view.matrix == "mask":
             levels = (0.0, 1.0)
@@ -390,23 +399,34 @@ class HeatmapPanel(QWidget):
             self._grid_timer.start()  # after the main heatmap is painted
 
     def _draw_grid(self) -> None:
+        """Pool every head's map to a grid tile on a worker (tens of ms at T = 1024, off the GUI
+        thread); the grid is drawn when the pooled maps arrive."""
         resp = self._resp
-        if resp is None or not self.grid.isVisible() or self._mode == "message":
-            return
-        view = self.ctx.session.state.view
-        if self._mode == "overview":
-            return  # drawn when the overview job delivers
+        if resp is None or not self.grid.isVisible() or self._mode != "dense":
+            return  # overview mode: the overview job brings the grid's maps
+        matrix = self.ctx.session.state.view.matrix
         nh = n_heads(resp)
-        if view.matrix == "output":
+        if matrix == "output":
             maps, mask = resp.output, None
-        elif view.matrix == "mask":
-            m = resp.mask if resp.mask.ndim == 3 else np.broadcast_to(resp.mask, (nh,) + resp.mask.shape)
-            maps, mask = m.astype(np.float32), m
+        elif matrix == "mask":
+            maps = resp.mask if resp.mask.ndim == 3 else np.broadcast_to(resp.mask, (nh,) + resp.mask.shape)
+            mask = maps
         else:
-            maps = resp.weights if view.matrix == "weights" else resp.scores
+            maps = resp.weights if matrix == "weights" else resp.scores
             mask = resp.mask
-        self._show_grid(maps, mask)
-        self._select_grid_head(check_head(resp, view.head))
+
+        def job():
+            pooled, ok = pool_max(maps, mask, (GRID_TILE, GRID_TILE))  # (nh, h, w)
+            return resp, np.where(ok, pooled, 0.0).astype(np.float32), ok
+
+        self.grid_job.submit(job)
+
+    def _on_grid_pooled(self, _jid: int, result) -> None:
+        resp, maps, ok = result
+        if resp is not self._resp or self._mode != "dense":
+            return
+        self._show_grid(maps, ok)
+        self._select_grid_head(check_head(resp, self.ctx.session.state.view.head))
 
     # ------------------------------------------------------------------ overview (long sequences)
     def _display_shape(self, rows: int, cols: int) -> tuple[int, int]:

@@ -50,8 +50,7 @@ class ImagePanel(QWidget):
         bar.addSpacing(6)
         bar.addWidget(QLabel("head", self))
         bar.addWidget(self.head_combo)
-        bar.addSpacing(10)
-        bar.addWidget(self.query_label, 1)
+        bar.addStretch(1)
 
         self.view = PatchImageView(self)
         self.view.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -66,6 +65,8 @@ class ImagePanel(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(bar)
+        self.query_label.setContentsMargins(8, 0, 8, 0)
+        layout.addWidget(self.query_label)
         layout.addLayout(self.stack, 1)
 
         self.source_combo.activated.connect(lambda _i: self._refresh())

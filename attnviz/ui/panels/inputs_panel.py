@@ -49,6 +49,8 @@ def _swatch(colour: str) -> QIcon:
 
 def _spin(lo: int, hi: int, tip: str) -> QSpinBox:
     s = QSpinBox()
+    s.setMinimumWidth(56)
+    s.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)  # not as wide as the largest value
     s.setRange(lo, hi)
     s.setKeyboardTracking(False)
     s.setToolTip(tip)
@@ -113,6 +115,7 @@ class TextEditor(QWidget):
         self.edit.setPlaceholderText("Type or paste text; its tokens appear below.")
         self.chips = TokenChips(self)
         self.info = QLabel("", self)
+        self.info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # may be cut, not widen
         self.tokenizer_button = QToolButton(self)
         self.tokenizer_button.setText("Tokenizer ▾")
         self.tokenizer_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -289,8 +292,8 @@ class ImageEditor(QWidget):
         self.policy = QComboBox(self)
         self.policy.addItems(list(IMAGE_POLICIES))
         self.policy.setToolTip("resize: scale to the target · crop: scale to cover it, then centre-crop")
-        self.auto_size = QCheckBox("nearest multiple of P", self)
-        self.auto_size.setToolTip("keep the image's own size, rounded to whole patches")
+        self.auto_size = QCheckBox("own size", self)
+        self.auto_size.setToolTip("keep the image's own size, rounded to the nearest multiple of the patch size")
         self.height_spin = _spin(1, 8192, "target height in pixels (a multiple of P)")
         self.width_spin = _spin(1, 8192, "target width in pixels (a multiple of P)")
         self.class_token = QCheckBox("class token", self)
@@ -604,7 +607,7 @@ class InputsPanel(QWidget):
         split.addWidget(self.editors)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 3)
-        split.setSizes([130, 420])
+        split.setSizes([170, 420])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(split)

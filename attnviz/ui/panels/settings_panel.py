@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QSpinBox,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox,
                                QVBoxLayout, QWidget)
 
 from attnviz.model.commands import SetKernel, SetPositional, SetScoreRule, set_model
@@ -25,6 +25,8 @@ SIZE_FIELDS = ("d_model", "nh", "hs")  # changing these invalidates hand-set wei
 
 def _spin(lo: int, hi: int, tip: str, step: int = 1) -> QSpinBox:
     s = QSpinBox()
+    s.setMinimumWidth(60)
+    s.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)  # not as wide as 2**31
     s.setRange(lo, hi)
     s.setSingleStep(step)
     s.setKeyboardTracking(False)  # typed numbers apply on Enter / focus out, not per digit
@@ -40,7 +42,7 @@ class SettingsPanel(QWidget):
         self.ctx = ctx
         self.d_model = _spin(1, 4096, "embedding width of every token")
         self.nh = _spin(1, 256, "number of attention heads")
-        self.hs_auto = QCheckBox("d_model / heads", self)
+        self.hs_auto = QCheckBox("auto", self)
         self.hs_auto.setToolTip("head size d_k = d_model / heads (as in the original transformer)")
         self.hs = _spin(1, 4096, "query/key size per head, d_k")
         self.seed = _spin(0, 2**31 - 1, "seed of W_q, W_k, W_v and W_o")
@@ -66,17 +68,22 @@ class SettingsPanel(QWidget):
 
         model_box = QGroupBox("Sizes and seeds", self)
         f = QFormLayout(model_box)
+        f.setVerticalSpacing(4)
         f.addRow("d_model", self.d_model)
         f.addRow("heads", self.nh)
         hs_row = QHBoxLayout()
         hs_row.addWidget(self.hs, 1)
         hs_row.addWidget(self.hs_auto)
         f.addRow("head size", hs_row)
-        f.addRow("weight seed", self.seed)
-        f.addRow("embedding seed", self.embed_seed)
+        seeds = QHBoxLayout()
+        seeds.addWidget(self.seed, 1)
+        seeds.addWidget(QLabel("tokens", self))
+        seeds.addWidget(self.embed_seed, 1)
+        f.addRow("seeds: weights", seeds)
         f.addRow(self.handset_note)
         att_box = QGroupBox("Attention", self)
         g = QFormLayout(att_box)
+        g.setVerticalSpacing(4)
         g.addRow("positions", self.positional)
         g.addRow("score rule", self.score_rule)
         g.addRow("kernel", self.kernel)
@@ -164,8 +171,8 @@ class SettingsPanel(QWidget):
             w.setEnabled(engine)
         for w in widgets:
             w.blockSignals(False)
-        self.handset_note.setText("Weights are hand-set in this session: seeds do not change them, and a size "
-                                  "change replaces them by seeded ones." if m.handset else "")
+        self.handset_note.setText("Hand-set weights: seeds leave them; a size change replaces them."
+                                  if m.handset else "")
         self.handset_note.setVisible(m.handset)
 
 

@@ -1,0 +1,130 @@
+"""The application entry point as a person starts it: ``python -m attnviz [FILE]`` in a fresh
+process (offscreen), driven through the ``ATTNVIZ_TEST_SCRIPT`` hook; the ``--smoke-test`` exit
+code; a bad file argument that leaves the demo open with a message; crash and recovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from attnviz.model.demos import build_demo
+from attnviz.persist import save_session
+from attnviz.sources.image import bundled_image
+
+REPORT = """
+import json, os
+resp = wait_response(120)
+out = {"sources": [s.name for s in ctx.session.state.sources], "ok": resp.ok, "T": resp.Tq,
+       "notice": window.notice.label.text() if window.notice.isVisible() else "",
+       "status": window.status.currentMessage(), "title": window.windowTitle(),
+       "path": window.files.path, "dirty": ctx.session.dirty,
+       "recovery": window.files.recovery_box is not None}
+with open(os.environ["REPORT_PATH"], "w") as fh:
+    json.dump(out, fh)
+"""
+
+
+def _env(tmp_path: Path, **extra) -> dict:
+    env = dict(os.environ)
+    env.update(QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"),
+               XDG_DATA_HOME=str(tmp_path / "data"), REPORT_PATH=str(tmp_path / "report.json"))
+    env.pop("ATTNVIZ_TEST_SCRIPT", None)
+    env.update(extra)
+    return env
+
+
+def _run(tmp_path: Path, args, script: str | None = None, timeout: int = 180, **env):
+    if script is not None:
+        path = tmp_path / "script.py"
+        path.write_text(textwrap.dedent(script), encoding="utf-8")
+        env["ATTNVIZ_TEST_SCRIPT"] = str(path)
+    proc = subprocess.run([sys.executable, "-m", "attnviz", *map(str, args)], env=_env(tmp_path, **env),
+                          capture_output=True, text=True, timeout=timeout)
+    report = None
+    if (tmp_path / "report.json").exists():
+        report = json.loads((tmp_path / "report.json").read_text())
+        (tmp_path / "report.json").unlink()
+    return proc, report
+
+
+def test_smoke_test_opens_the_demo_computes_and_exits_zero(tmp_path):
+    proc, _ = _run(tmp_path, ["--smoke-test"])
+    assert proc.returncode == 0, proc.stderr
+    assert "smoke test: ok (T = 4, engine:flash)" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "data" / "attnviz" / "running.json").exists()  # the smoke test leaves no trace
+
+
+def test_no_argument_opens_river_bank_and_qt_options_are_not_files(tmp_path):
+    proc, rep = _run(tmp_path, ["-platform", "offscreen"], REPORT + "quit(0)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert rep["sources"] == ["by the river bank"] and rep["ok"] and rep["T"] == 4
+    assert rep["title"].startswith("untitled") and rep["notice"] == ""
+
+
+@pytest.mark.slow
+def test_session_and_image_file_arguments_open(tmp_path):
+    session = tmp_path / "mine.attnviz"
+    save_session(session, build_demo("vla-mask"))
+    proc, rep = _run(tmp_path, [session], REPORT + "quit(0)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert rep["sources"][0] == "image" and rep["T"] == 44 and rep["path"] == str(session)
+    proc, rep = _run(tmp_path, [bundled_image("river-scene.png")], REPORT + "quit(0)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert rep["sources"] == ["river-scene"] and rep["ok"] and rep["T"] == 1 + 14 * 14
+
+
+def test_a_bad_file_argument_is_reported_and_the_demo_stays(tmp_path):
+    bad = tmp_path / "broken.attnviz"
+    bad.write_bytes(b"\x00" * 100)
+    proc, rep = _run(tmp_path, [bad], REPORT + "quit(0)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert rep["sources"] == ["by the river bank"] and rep["ok"]
+    assert "cannot open the session" in rep["notice"] and "broken.attnviz" in rep["notice"]
+    assert "Traceback" not in proc.stderr
+    proc, rep = _run(tmp_path, [tmp_path / "nowhere.png"], REPORT + "quit(0)\n")
+    assert proc.returncode == 0 and "no such file" in rep["notice"]
+
+
+def test_bad_options_exit_with_usage(tmp_path):
+    proc, _ = _run(tmp_path, ["--theme", "purple"])
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_after_a_crash_the_next_start_offers_recovery(tmp_path):
+    crash = """
+        from attnviz.model.commands import set_model
+        import os
+        wait_response(120)
+        ctx.execute(set_model(drop_handset=True, seed=42))
+        assert window.files.autosave_now()
+        os._exit(9)  # killed: no clean exit recorded
+    """
+    proc, _ = _run(tmp_path, [], crash)
+    assert proc.returncode == 9, proc.stderr
+    check = REPORT + """
+box = window.files.recovery_box
+assert box is not None and box.isVisible()
+window.files.recover_button.click()
+wait(100)
+assert ctx.session.state.model.seed == 42 and ctx.session.dirty
+quit(0)
+"""
+    proc, rep = _run(tmp_path, [], check)
+    assert proc.returncode == 0, proc.stderr
+    assert rep["recovery"]
+    # that run exited cleanly: nothing is offered the time after
+    proc, rep = _run(tmp_path, [], REPORT + "quit(0)\n")
+    assert proc.returncode == 0 and not rep["recovery"]
+
+
+def test_a_failing_script_exits_3_with_its_traceback(tmp_path):
+    proc, _ = _run(tmp_path, [], "raise RuntimeError('script failed on purpose')\n")
+    assert proc.returncode == 3 and "script failed on purpose" in proc.stderr
