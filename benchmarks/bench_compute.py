@@ -1,7 +1,7 @@
 """Time of ``attnviz.model.compute.run`` for the edits a person makes while watching the heatmaps.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_compute.py \
-        [--T 256,1024,4096] [--repeat 7] [--mask full|causal] [--json]
+        [--T 256,1024,4096] [--repeat 7] [--edits mask,seed,view] [--mask full|causal] [--blas-threads N] [--json]
 
 Session: one custom token block of T seeded noise tokens, d_model=512, nh=8, hs=64, scaled dot-product
 on the flash kernel, ``want="full"`` with the default dense limit (so at T=4096 no full matrices are
@@ -14,8 +14,12 @@ the previous state, as the window does, and timed as one ``run()`` call on a fre
   the figure shows what ``run()`` costs if it is called anyway.
 
 Before timing, each T runs one untimed warm-up of every edit (JIT compile, tile-size measurement).
-Each figure is the median over ``--repeat`` edits of wall time and of each ``response.timings`` stage.
-The machine is shared: the load average (``/proc/loadavg``) is printed before and after.
+Each figure is the median over ``--repeat`` edits of wall time and of each ``response.timings`` stage
+(``attention.kernel`` / ``.scores`` / ``.weights`` are the parts of ``attention`` in a full engine
+run: the kernel's out and lse, the float32 score GEMM, exp(score - lse)); ``rows`` is the median of
+``response.recomputed_rows``. The machine is shared: the load average (``/proc/loadavg``) is printed
+before and after. The script runs against any version of ``attnviz.model.compute`` (put an older
+tree first on PYTHONPATH to compare).
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ def time_edits(T: int, kind: str, repeat: int, mask: str, rid: list) -> dict:
     st = edit(st, kind, 0)
     rid[0] += 1
     run(ComputeRequest(rid[0], st, rows=(0,)))  # warm-up of this edit kind
-    walls, stages = [], {}
+    walls, stages, recomputed = [], {}, []
     for i in range(1, repeat + 1):
         st = edit(st, kind, i)
         rid[0] += 1
@@ -95,8 +99,10 @@ def time_edits(T: int, kind: str, repeat: int, mask: str, rid: list) -> dict:
             raise SystemExit(f"T={T} {kind}: {r.error}")
         for k, v in r.timings.items():
             stages.setdefault(k, []).append(v)
+        recomputed.append(getattr(r, "recomputed_rows", T))
     return {"T": T, "edit": kind, "repeat": repeat, "median_ms": 1e3 * statistics.median(walls),
             "min_ms": 1e3 * min(walls), "dense": r.weights is not None,
+            "rows": statistics.median(recomputed),
             "stages_ms": {k: 1e3 * statistics.median(v) for k, v in stages.items()}}
 
 
@@ -134,12 +140,12 @@ def main(argv=None) -> int:
         return 0
     seen = {k for r in rows for k in r["stages_ms"]}
     stages = [k for k in STAGES if k in seen] + sorted(seen - set(STAGES))
-    head = f"{'T':>6} {'edit':<5} {'median':>8} {'min':>8} " + " ".join(f"{s.replace('attention.', 'att.'):>10}"
+    head = f"{'T':>6} {'edit':<5} {'rows':>5} {'median':>8} {'min':>8} " + " ".join(f"{s.replace('attention.', 'att.'):>10}"
                                                                    for s in stages)
     print(f"run() per edit, ms (median of {a.repeat}); nh=8 hs=64 d_model=512, mask={a.mask}")
     print(head)
     for r in rows:
-        print(f"{r['T']:>6} {r['edit']:<5} {r['median_ms']:8.1f} {r['min_ms']:8.1f} "
+        print(f"{r['T']:>6} {r['edit']:<5} {r['rows']:5.0f} {r['median_ms']:8.1f} {r['min_ms']:8.1f} "
               + " ".join(f"{r['stages_ms'].get(s, float('nan')):10.1f}" for s in stages))
     print(f"load average before {env['loadavg_before']}, after {env['loadavg_after']}; "
           f"OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']}")
