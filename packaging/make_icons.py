@@ -17,7 +17,8 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QRectF, Qt  # noqa: E402
-from PySide6.QtGui import QGuiApplication, QImage, QPainter  # noqa: E402
+from PySide6.QtGui import QImage, QPainter  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 from PySide6.QtSvg import QSvgRenderer  # noqa: E402
 
 APP_ID = "io.github.attnviz.Attnviz"
@@ -48,7 +49,8 @@ def render(svg: Path, size: int) -> QImage:
 
 def make_icons(svg: Path = SVG, root: Path = HICOLOR, sizes=SIZES) -> list[Path]:
     """Write one PNG per size; return their paths."""
-    app = QGuiApplication.instance() or QGuiApplication([])  # noqa: F841  QImage text/painting needs it
+    # a QApplication (not only QGuiApplication): the test-suite shares one process with widget tests
+    app = QApplication.instance() or QApplication([])  # noqa: F841  QImage text/painting needs it
     written = []
     for size in sizes:
         out = png_path(size, root)

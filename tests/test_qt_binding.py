@@ -9,17 +9,16 @@ import pytest
 pytest.importorskip("PySide6")
 
 
-def test_void_calls_and_emits_keep_reference_counts(qapp):
+def test_void_calls_and_emits_keep_reference_counts():
     from PySide6.QtCore import QObject, Signal
-    from PySide6.QtWidgets import QSlider
 
     class Emitter(QObject):
         sig = Signal()
 
-    slider, emitter = QSlider(), Emitter()
+    emitter = Emitter()
     n0, t0 = sys.getrefcount(None), sys.getrefcount(True)
     for _ in range(2000):
-        slider.setToolTip("x")
+        emitter.setObjectName("x")  # a void method
         emitter.sig.emit()
     assert sys.getrefcount(None) - n0 > -100
     assert sys.getrefcount(True) - t0 > -100
