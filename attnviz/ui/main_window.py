@@ -2,6 +2,10 @@
 the menus (File, Edit, View, Help) with standard shortcuts, the status bar, a notice bar for
 messages, drag and drop of files, and window settings (geometry, dock layout, theme) kept across
 runs. Panels are discovered, never listed here, so new docks appear by adding a module.
+
+Start-up: the central panel and the left column are built with the window; every other dock gets its
+panel when it is first shown (right after the window paints, or when its tab is raised), so panels
+hidden behind tabs cost nothing until used. ``window.panel(id)`` builds a panel on demand.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ AREAS = {"left": Qt.DockWidgetArea.LeftDockWidgetArea, "right": Qt.DockWidgetAre
          "top": Qt.DockWidgetArea.TopDockWidgetArea, "bottom": Qt.DockWidgetArea.BottomDockWidgetArea}
 DEFAULT_WIDTHS = {"left": 350, "right": 470}  # dock column widths of the default layout, in pixels
 DEFAULT_HEIGHTS = {"top": 220, "bottom": 240}
+EAGER_AREAS = ("left",)  # docks built with the window; the others when first shown (start-up time)
 STACKED = {"left": 2}  # docks of an area placed one above the other before further ones become tabs (else 1)
 NOTICE_COLOURS = {"info": ("#2f7bd8", "#e8f1fc", "#17324f"), "warning": ("#c98a00", "#fdf4df", "#4a3500"),
                   "error": ("#d0202a", "#fbe6e7", "#5a0d12")}
@@ -110,6 +115,7 @@ class MainWindow(QMainWindow):
         self.specs = list(panels) if panels is not None else discover_panels()
         self.panels: dict[str, QWidget] = {}
         self.docks: dict[str, QDockWidget] = {}
+        self._pending: dict[str, tuple] = {}  # panel id -> (spec, scroll area) not built yet
         self.setObjectName("attnviz_main_window")
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks
                             | QMainWindow.DockOption.AllowNestedDocks)
@@ -133,6 +139,9 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ panels
     def panel(self, panel_id: str) -> QWidget | None:
+        """The panel with this id, built now if it was still waiting to be shown (None: no such panel)."""
+        if panel_id in self._pending:
+            self._build_pending(panel_id)
         return self.panels.get(panel_id)
 
     def _make(self, spec) -> QWidget:
@@ -147,6 +156,21 @@ class MainWindow(QMainWindow):
             w.prompts = self.files.prompts
         self.panels[spec.id] = w
         return w
+
+    def _build_later(self, panel_id: str) -> None:
+        if panel_id in self._pending:
+            QTimer.singleShot(0, lambda: self._build_pending(panel_id))  # after the window has painted
+
+    def _build_pending(self, panel_id: str) -> None:
+        item = self._pending.pop(panel_id, None)
+        if item is not None:
+            spec, scroll = item
+            scroll.setWidget(self._make(spec))
+
+    def build_all_panels(self) -> None:
+        """Build every panel now (tests and screenshots that visit them all)."""
+        for panel_id in list(self._pending):
+            self._build_pending(panel_id)
 
     def _build_panels(self) -> None:
         centre = [s for s in self.specs if s.area == "center"]
@@ -170,7 +194,11 @@ class MainWindow(QMainWindow):
             scroll = QScrollArea(dock)
             scroll.setWidgetResizable(True)
             scroll.setFrameShape(QFrame.Shape.NoFrame)
-            scroll.setWidget(self._make(spec))
+            if spec.area in EAGER_AREAS:
+                scroll.setWidget(self._make(spec))
+            else:  # built when the dock is first shown (tabs behind others may never be)
+                self._pending[spec.id] = (spec, scroll)
+                dock.visibilityChanged.connect(lambda visible, i=spec.id: visible and self._build_later(i))
             dock.setWidget(scroll)
             dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                              | QDockWidget.DockWidgetFeature.DockWidgetFloatable
