@@ -30,11 +30,20 @@ class HeatmapConfig:
     log_floor: float = 1e-6  # values below this are drawn as this in log scale (weights can be exactly 0)
 
 
-def _finite_levels(values: np.ndarray, allowed: np.ndarray) -> tuple[float, float]:
-    shown = values[allowed]
-    if shown.size == 0:
+def _finite_levels(values: np.ndarray, allowed: np.ndarray, pooled=None) -> tuple[float, float]:
+    """(low, high) of the allowed values; ``pooled`` = (max-pooled image, its allowed pixels), when
+    given, supplies the high end (the maximum survives max pooling) from far fewer pixels."""
+    if not allowed.any():
         return 0.0, 1.0
-    lo, hi = float(shown.min()), float(shown.max())
+    if allowed.all():
+        lo = float(values.min())
+        hi = float(values.max()) if pooled is None else None
+    else:  # reductions over the allowed cells in place: no gathered copy of a large matrix
+        lo = float(np.min(values, where=allowed, initial=np.inf))
+        hi = None if pooled is not None else float(np.max(values, where=allowed, initial=-np.inf))
+    if hi is None:
+        img, ok = pooled
+        hi = float(np.max(img, where=ok, initial=-np.inf))
     if not hi > lo:
         lo, hi = lo - 0.5, hi + 0.5
     return lo, hi
@@ -79,6 +88,7 @@ class AttentionHeatmap(QWidget):
         self._row_labels: Optional[list[str]] = None
         self._col_labels: Optional[list[str]] = None
         self._provider: Optional[Callable[[int, int], str]] = None
+        self._colorbar_state: Optional[tuple] = None  # (colormap, levels, label) the colorbar shows
 
         self.frame.picker.hovered.connect(self._on_hover)
         self.frame.picker.clicked.connect(self._on_click)
@@ -103,31 +113,38 @@ class AttentionHeatmap(QWidget):
         if not (np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)):
             raise ValueError(f"values must be real numbers, got dtype {v.dtype}")
         v = v.astype(np.float32, copy=False)
-        if np.isnan(v).any():
-            raise ValueError("values contain NaN")
-        if np.isposinf(v).any():
-            raise ValueError("values contain +inf")
-        allowed = np.isfinite(v)
+        allowed = None
+        if not np.isfinite(v).all():  # one pass in the common all-finite case
+            if np.isnan(v).any():
+                raise ValueError("values contain NaN")
+            if np.isposinf(v).any():
+                raise ValueError("values contain +inf")
+            allowed = np.isfinite(v)  # (Tq, Tk) -inf cells are masked
         if mask is not None:
             m = np.asarray(mask)
             if m.dtype != bool or m.shape != v.shape:
                 raise ValueError(f"mask must be a bool array of shape {v.shape}, got {m.dtype} {m.shape}")
-            allowed &= m
+            allowed = m.copy() if allowed is None else allowed & m  # a copy: the caller may edit its mask
+        if allowed is None:
+            allowed = np.ones(v.shape, dtype=bool)  # (Tq, Tk)
         Tq, Tk = v.shape
         self._overview = False
         self._values, self._allowed = v, allowed
         self._setup_axes(Tq, Tk, row_labels, col_labels, row_segments, col_segments, title)
-        self.frame.set_row_flags(~allowed.any(axis=1) if not allowed.all() else None)
+        self.frame.set_row_flags(None if allowed.all() else ~allowed.any(axis=1))
         self._log = bool(log_scale)
         self._value_label = value_label
         disp = self._to_display(v)
-        self._levels = self._resolve_levels(levels, disp, allowed)
+        if levels is not None:
+            self._levels = self._resolve_levels(levels, disp, allowed)
         H, W = self._display_shape(Tq, Tk)
         self._pooled = (H, W) != (Tq, Tk)
         if self._pooled:
             img, ok = pool_max(disp, allowed, (H, W))  # (H, W)
         else:
             img, ok = np.where(allowed, disp, np.nan).astype(np.float32), allowed
+        if levels is None:
+            self._levels = _finite_levels(disp, allowed, (img, ok))
         self.base.show(img, ok, (0, Tq, 0, Tk), self._levels, self._lut(), self._masked())
         self.detail.clear()
         self._update_colorbar()
@@ -264,9 +281,13 @@ class AttentionHeatmap(QWidget):
         return masked_colours(current_theme(), self._cmap)
 
     def _update_colorbar(self) -> None:
+        label = f"log10 {self._value_label}" if self._log else self._value_label
+        state = (self._cmap, tuple(self._levels), label)
+        if state == self._colorbar_state:
+            return  # redrawing the same colorbar would relayout the frame on every live update
+        self._colorbar_state = state
         self.colorbar.setColorMap(colormaps.colormap(self._cmap))
         self.colorbar.setLevels(self._levels)
-        label = f"log10 {self._value_label}" if self._log else self._value_label
         self.colorbar.getAxis("right").setLabel(label)
 
     def _on_region(self, r0: int, r1: int, c0: int, c1: int) -> None:

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
-import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
@@ -25,8 +24,9 @@ from attnviz.model.segments import Segment
 from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.cell_geometry import clamped_pixel_to_cell, line_cells, rect_between
 from attnviz.ui.widgets.matrix_frame import CellPicker, MatrixFrame
-from attnviz.ui.widgets.pooling import pool_max
-from attnviz.ui.widgets.rendering import hex_rgba, overlay_factor
+from attnviz.ui.widgets.lut_image import LutImageItem
+from attnviz.ui.widgets.pooling import max_pool
+from attnviz.ui.widgets.rendering import code_lut, hex_rgba, overlay_factor, upsample
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 TOOLS = ("brush", "rect", "row", "column", "eraser")
@@ -51,49 +51,145 @@ def mask_colours(theme: Theme) -> MaskColours:
     return MaskColours("#e6e6e6", "#5b8fc7", "#c0475a", "#8fe0ff", "#e08000")
 
 
+# picture codes of the mask image: the four cell states, ordered so that max pooling keeps painted
+# cells, then allowed cells, visible (odd codes are the allowed cells), and the painted-region outline
+RULE_DENY, RULE_ALLOW, PAINT_DENY, PAINT_ALLOW, OUTLINE = 0, 1, 2, 3, 4
+
+
+def state_codes(rule: np.ndarray, overrides: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """uint8 (Tq, Tk) state code per cell: the rule (RULE_DENY/RULE_ALLOW) where nothing is painted,
+    PAINT_DENY/PAINT_ALLOW where it is. ``code & 1`` is the effective mask. ``out``: a C-contiguous
+    uint8 array of that shape to write into (a canvas reuses one between strokes).
+
+    Bit arithmetic on the bytes, eight cells per 64-bit word and in place: an override byte is 0,
+    1 (allow) or 255 (deny), so its bit 0 says "painted" and its bit 7 says "deny"; code bit 1 =
+    painted, code bit 0 = painted ? not deny : rule."""
+    o = np.ascontiguousarray(overrides, dtype=np.int8)
+    r = np.ascontiguousarray(rule, dtype=bool)
+    if r.shape != o.shape:
+        raise ValueError(f"rule {r.shape} and overrides {o.shape} differ in shape")
+    if out is None or out.shape != o.shape or out.dtype != np.uint8 or not out.flags.c_contiguous:
+        out = np.empty(o.shape, dtype=np.uint8)  # (Tq, Tk)
+    o8, r8, d8 = o.view(np.uint8).reshape(-1), r.view(np.uint8).reshape(-1), out.reshape(-1)  # (Tq*Tk,)
+    n8 = o8.size - o8.size % 8
+    parts = [(o8[n8:], r8[n8:], d8[n8:], np.uint8)]
+    if n8:
+        parts.append((o8[:n8].view(np.uint64), r8[:n8].view(np.uint64), d8[:n8].view(np.uint64), np.uint64))
+    for ov, rv, dst, word in parts:
+        one = word(0x0101010101010101 if word is np.uint64 else 1)  # bit 0 of every byte
+        painted = ov & one
+        np.right_shift(ov, word(7), out=dst)  # bit 0 = deny (higher bits are cleared below)
+        np.invert(dst, out=dst)
+        np.bitwise_and(dst, painted, out=dst)  # bit 0 = painted allow
+        np.bitwise_xor(dst, rv, out=dst)
+        np.bitwise_and(dst, painted, out=dst)
+        np.bitwise_xor(dst, rv, out=dst)  # bit 0 = painted ? allow : rule
+        np.left_shift(painted, word(1), out=painted)
+        np.bitwise_or(dst, painted, out=dst)  # bit 1 = painted
+    return out
+
+
+def mask_lut(colours: MaskColours) -> np.ndarray:
+    """(256, 4) colour table of the mask picture codes."""
+    return code_lut([hex_rgba(colours.rule_deny), hex_rgba(colours.rule_allow), hex_rgba(colours.override_deny),
+                     hex_rgba(colours.override_allow), hex_rgba(colours.outline)])
+
+
+def mask_codes(rule: np.ndarray, overrides: np.ndarray, factor: int, states: Optional[np.ndarray] = None) -> np.ndarray:
+    """uint8 (H*f, W*f) picture codes of a mask: every cell's state code repeated f x f, and (when
+    factor >= 3) OUTLINE along the border of every painted region. ``states`` may pass the cells'
+    state codes when they are already known."""
+    o = np.asarray(overrides)
+    state = state_codes(rule, o) if states is None else states  # (H, W)
+    f = int(factor)
+    up = upsample(state, f)  # (H*f, W*f)
+    if f >= 3:
+        H, W = o.shape
+        painted = o != NONE
+        pad = np.pad(o, 1, constant_values=NONE)  # (H+2, W+2)
+        edge = np.zeros((H, f, W, f), dtype=bool)  # (H, f, W, f) sub-pixels of each cell
+        # a side of a painted cell is outlined when the neighbour across it is not the same override
+        edge[:, 0, :, :] |= ((pad[:-2, 1:-1] != o) & painted)[:, :, None]
+        edge[:, f - 1, :, :] |= ((pad[2:, 1:-1] != o) & painted)[:, :, None]
+        edge[:, :, :, 0] |= ((pad[1:-1, :-2] != o) & painted)[:, None, :]
+        edge[:, :, :, f - 1] |= ((pad[1:-1, 2:] != o) & painted)[:, None, :]
+        up.reshape(H, f, W, f)[edge] = OUTLINE
+    return up
+
+
 def mask_rgba(rule: np.ndarray, overrides: np.ndarray, colours: MaskColours, factor: int) -> np.ndarray:
     """RGBA (H*f, W*f, 4) picture of a mask: rule cells in their colours, overrides in theirs, and
     (when factor >= 3) an outline along the border of every painted region."""
-    state = np.where(overrides == ALLOW, 3, np.where(overrides == DENY, 2, rule.astype(np.int8)))  # (H, W)
-    table = np.array([hex_rgba(colours.rule_deny), hex_rgba(colours.rule_allow),
-                      hex_rgba(colours.override_deny), hex_rgba(colours.override_allow)], dtype=np.uint8)
-    f = int(factor)
-    up = np.repeat(np.repeat(state, f, axis=0), f, axis=1)  # (H*f, W*f)
-    out = table[up]  # (H*f, W*f, 4)
-    if f >= 3:
-        painted = overrides != NONE
-        pad = np.pad(overrides, 1, constant_values=NONE)  # (H+2, W+2)
-        differs = {  # neighbour across each edge is not the same kind of override
-            "top": pad[:-2, 1:-1] != overrides, "bottom": pad[2:, 1:-1] != overrides,
-            "left": pad[1:-1, :-2] != overrides, "right": pad[1:-1, 2:] != overrides,
-        }
-        yy, xx = np.indices(up.shape, sparse=True)
-        sub_y, sub_x = yy % f, xx % f
-        edge = np.zeros(up.shape, dtype=bool)
-        for side, sel in (("top", sub_y == 0), ("bottom", sub_y == f - 1), ("left", sub_x == 0), ("right", sub_x == f - 1)):
-            cells = np.repeat(np.repeat(differs[side] & painted, f, axis=0), f, axis=1)  # (H*f, W*f)
-            edge |= cells & sel
-        out[edge] = hex_rgba(colours.outline)
-    return np.ascontiguousarray(out)
+    return np.ascontiguousarray(mask_lut(colours)[mask_codes(rule, overrides, factor)])  # (H*f, W*f, 4)
+
+
+def tile_lut(wash: str) -> np.ndarray:
+    """(256, 4) colour table of tile states: empty tiles washed out, partial and full clear."""
+    return code_lut([hex_rgba(wash, 150), (0, 0, 0, 0), (0, 0, 0, 0)])
 
 
 def tile_rgba(states: np.ndarray, wash: str) -> np.ndarray:
     """RGBA (nQt, nKt, 4): empty tiles (skipped by the flash kernel) washed out with ``wash``,
     partial and full tiles clear (they are told apart by their outlines)."""
-    out = np.zeros(states.shape + (4,), dtype=np.uint8)  # (nQt, nKt, 4)
-    out[states == EMPTY] = hex_rgba(wash, 150)
-    return out
+    return tile_lut(wash)[np.asarray(states).astype(np.uint8)]  # (nQt, nKt, 4)
 
 
-def tile_outlines(states: np.ndarray, code: int, block_m: int, block_n: int, inset: float) -> QPainterPath:
-    """Path of the outlines (inset by ``inset`` cells) of the tiles in state ``code``."""
+def tile_rects(states: np.ndarray, code: int, block_m: int, block_n: int, inset: float,
+               shape: Optional[tuple[int, int]] = None) -> list[tuple[float, float, float, float]]:
+    """(x, y, w, h) in cells of the tiles in state ``code``, inset by ``inset`` cells; with the
+    mask ``shape`` (Tq, Tk), tiles reaching past the mask are cut at its edge (the kernel's last
+    tile of a ragged size covers only the cells that exist)."""
+    rows, cols = np.nonzero(np.asarray(states) == code)
+    x0, y0 = cols * block_n, rows * block_m  # (n,)
+    x1, y1 = x0 + block_n, y0 + block_m
+    if shape is not None:
+        x1 = np.minimum(x1, shape[1])
+        y1 = np.minimum(y1, shape[0])
+    return [(float(a + inset), float(b + inset), float(c - a - 2 * inset), float(d - b - 2 * inset))
+            for a, b, c, d in zip(x0.tolist(), y0.tolist(), x1.tolist(), y1.tolist())]
+
+
+def tile_outlines(states: np.ndarray, code: int, block_m: int, block_n: int, inset: float,
+                  shape: Optional[tuple[int, int]] = None) -> QPainterPath:
+    """Path of the outlines (inset by ``inset`` cells) of the tiles in state ``code``, cut at the
+    mask's edge when its ``shape`` (Tq, Tk) is given."""
     path = QPainterPath()
-    for a, b in zip(*np.nonzero(states == code)):
-        path.addRect(QRectF(b * block_n + inset, a * block_m + inset, block_n - 2 * inset, block_m - 2 * inset))
+    for x, y, w, h in tile_rects(states, code, block_m, block_n, inset, shape):
+        path.addRect(QRectF(x, y, w, h))
+    return path
+
+
+def tile_grid(n_tile_rows: int, n_tile_cols: int, block_m: int, block_n: int,
+              shape: Optional[tuple[int, int]] = None) -> QPainterPath:
+    """Path of the tile boundaries, cut at the mask's edge when its ``shape`` (Tq, Tk) is given."""
+    height, width = n_tile_rows * block_m, n_tile_cols * block_n
+    if shape is not None:
+        height, width = min(height, shape[0]), min(width, shape[1])
+    path = QPainterPath()
+    for i in range(n_tile_rows + 1):
+        y = min(i * block_m, height)
+        path.moveTo(0, y)
+        path.lineTo(width, y)
+    for j in range(n_tile_cols + 1):
+        x = min(j * block_n, width)
+        path.moveTo(x, 0)
+        path.lineTo(x, height)
     return path
 
 
 TILE_COLOURS = {PARTIAL: "#f0a020", FULL: "#30b060"}  # outline colours: amber partial, green full
+
+
+def _rows_without(codes: np.ndarray, bit: int) -> np.ndarray:
+    """(rows,) bool: rows of a uint8 code matrix in which no code has ``bit`` set (OR-reduced
+    eight codes at a time when the row length allows)."""
+    rows, cols = codes.shape
+    c = np.ascontiguousarray(codes)
+    if cols % 8 == 0:
+        c = c.view(np.uint64)  # (rows, cols/8)
+        word = np.uint64(int.from_bytes(bytes([bit]) * 8, "little"))
+        return (np.bitwise_or.reduce(c, axis=1) & word) == 0
+    return (np.bitwise_or.reduce(c, axis=1) & bit) == 0
 
 
 class PaintPicker(CellPicker):
@@ -179,30 +275,51 @@ class MaskCanvas(QWidget):
         view.addItem(self.picker)
         view.setMouseEnabled(True, True)
 
-        self.mask_image = pg.ImageItem(axisOrder="row-major")
-        self.tile_image = pg.ImageItem(axisOrder="row-major")
+        self.mask_image = LutImageItem()
+        self.mask_detail = LutImageItem()  # the zoomed-in block at the view's resolution, over the base
+        self.tile_layer = QGraphicsRectItem()  # clips the tile overlay to the mask (tiles may reach past it)
+        self.tile_layer.setPen(QPen(Qt.PenStyle.NoPen))
+        self.tile_layer.setFlag(QGraphicsRectItem.GraphicsItemFlag.ItemClipsChildrenToShape)
+        self.tile_layer.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        self.tile_image = LutImageItem()
         self.tile_grid = QGraphicsPathItem()
         self.tile_partial = QGraphicsPathItem()
         self.tile_full = QGraphicsPathItem()
         self.rubber = QGraphicsRectItem()
-        for item, z in ((self.mask_image, 0), (self.tile_image, 5), (self.tile_grid, 6), (self.tile_partial, 7),
-                        (self.tile_full, 7), (self.rubber, 80)):
+        for item, z in ((self.mask_image, 0), (self.mask_detail, 1), (self.tile_layer, 5), (self.rubber, 80)):
             item.setZValue(z)
-            if isinstance(item, pg.ImageItem):
-                item.setAcceptHoverEvents(False)
-                item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
             view.addItem(item)
-        for item in (self.tile_image, self.tile_grid, self.tile_partial, self.tile_full, self.rubber):
+        for item, z in ((self.tile_image, 0), (self.tile_grid, 1), (self.tile_partial, 2), (self.tile_full, 2)):
+            item.setZValue(z)
+            item.setParentItem(self.tile_layer)
+        for item in (self.tile_grid, self.tile_partial, self.tile_full):  # thousands of outlines: stroke
+            item.setCacheMode(QGraphicsPathItem.CacheMode.DeviceCoordinateCache)  # once, not every repaint
+        for item in (self.mask_image, self.mask_detail, self.tile_image):
+            item.setAcceptHoverEvents(False)
+            item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        for item in (self.mask_detail, self.tile_image, self.tile_grid, self.tile_partial, self.tile_full, self.rubber):
             item.setVisible(False)
 
         self._tool = "brush"
         self._rule: Optional[np.ndarray] = None  # (Tq, Tk) bool
         self._overrides: Optional[np.ndarray] = None  # (Tq, Tk) int8
+        self._codes: Optional[np.ndarray] = None  # (Tq, Tk) uint8 state codes (see state_codes)
+        self._dead_rows: Optional[np.ndarray] = None  # (Tq,) bool fully masked rows
+        self._n_painted = 0
         self._tiles: Optional[tuple[np.ndarray, int, int]] = None
+        self._tiles_drawn: Optional[tuple] = None  # (states, bm, bn, shape, theme) the overlay shows
+        self._lut: Optional[np.ndarray] = None  # (256, 4) colours of the picture codes in the current theme
+        self._pooled = False  # the base picture shows several cells a pixel
         self._stroke_seen: set = set()
         self._stroke_rows: set = set()
         self._hover_text = ""
         self.picker.hovered.connect(self._on_hover)
+        self.frame.region_changed.connect(self._on_region)
+        self._resize_timer = QTimer(self)
+        self._resize_timer.setSingleShot(True)
+        self._resize_timer.setInterval(150)
+        self._resize_timer.timeout.connect(self._on_resized)
+        view.sigResized.connect(lambda *_: self._resize_timer.start())
         self.on_theme_changed(current_theme())
 
     # -- public API ----------------------------------------------------------------------------
@@ -220,9 +337,14 @@ class MaskCanvas(QWidget):
             o = np.asarray(overrides)
             if o.shape != r.shape or not np.issubdtype(o.dtype, np.integer):
                 raise ValueError(f"overrides must be an integer array of shape {r.shape}, got {o.dtype} {o.shape}")
-            if not np.isin(o, (DENY, NONE, ALLOW)).all():
+            if int(o.min()) < DENY or int(o.max()) > ALLOW:
                 raise ValueError("overrides may only hold -1 (deny), 0 (rule) and +1 (allow)")
-            o = o.astype(np.int8)
+            held = self._overrides
+            if held is not None and held.shape == o.shape and held is not o:
+                np.copyto(held, o, casting="unsafe")  # a copy (the owner may edit its array) in the held buffer
+                o = held
+            else:
+                o = o.astype(np.int8)
         Tq, Tk = r.shape
         for labels, n, what in ((row_labels, Tq, "row"), (col_labels, Tk, "column")):
             if labels is not None and len(labels) != n:
@@ -230,11 +352,14 @@ class MaskCanvas(QWidget):
         if self._tiles is not None and self._tiles[0].shape != self._tile_shape(Tq, Tk, *self._tiles[1:]):
             self._tiles = None
         self._rule, self._overrides = r, o
+        self._codes = state_codes(r, o, out=self._codes)  # (Tq, Tk) the buffer is reused between strokes
+        self._dead_rows = _rows_without(self._codes, 1)  # (Tq,) no allowed (odd) code in the row
+        self._n_painted = int(np.count_nonzero(o))
         self.frame.set_shape(Tq, Tk)
         self.frame.set_labels(row_labels, col_labels)
         self.frame.set_segments(row_segments, col_segments)
         self.frame.set_title(title)
-        self.frame.set_row_flags(~self.effective_mask().any(axis=1))
+        self.frame.set_row_flags(self._dead_rows)
         self._draw_mask()
         self._draw_tiles()
         self._update_status()
@@ -243,10 +368,12 @@ class MaskCanvas(QWidget):
         """(Tq, Tk) bool: the rule where nothing is painted, the painted state elsewhere."""
         if self._rule is None:
             raise ValueError("no mask has been set")
-        return np.where(self._overrides == NONE, self._rule, self._overrides == ALLOW)
+        return (self._codes & 1).view(bool)
 
     def fully_masked_rows(self) -> np.ndarray:
-        return np.flatnonzero(~self.effective_mask().any(axis=1))
+        if self._rule is None:
+            raise ValueError("no mask has been set")
+        return np.flatnonzero(self._dead_rows)
 
     def set_tiles(self, states, block_m: int = 64, block_n: int = 64) -> None:
         """Overlay the flash-tile classification (nQt, nKt) int8 EMPTY/PARTIAL/FULL for
@@ -336,56 +463,92 @@ class MaskCanvas(QWidget):
     def _tile_shape(Tq, Tk, block_m, block_n) -> tuple[int, int]:
         return -(-Tq // block_m), -(-Tk // block_n)
 
+    def _display_shape(self, n_rows: int, n_cols: int) -> tuple[int, int]:
+        """Image pixels per axis: at most ``max_display`` and, once the view is laid out, at most its
+        screen pixels (max pooling keeps every painted cell visible; a larger image would be thinned
+        out by the painter, and a single painted cell could vanish)."""
+        rect = self.frame.view.sceneBoundingRect()
+        ratio = self.devicePixelRatioF()
+        cap_h = cap_w = self.max_display
+        if rect.width() >= 2 and rect.height() >= 2:
+            cap_h = min(cap_h, max(int(np.ceil(rect.height() * ratio)), 64))
+            cap_w = min(cap_w, max(int(np.ceil(rect.width() * ratio)), 64))
+        return min(n_rows, cap_h), min(n_cols, cap_w)
+
+    def _picture(self, r0: int, r1: int, c0: int, c1: int) -> tuple[np.ndarray, bool]:
+        """Picture codes of the cell block and whether they are pooled (several cells a pixel)."""
+        shape = self._display_shape(r1 - r0, c1 - c0)
+        if shape != (r1 - r0, c1 - c0):
+            return max_pool(self._codes[r0:r1, c0:c1], shape), True  # (H, W) painted cells survive
+        factor = overlay_factor((r1 - r0, c1 - c0))
+        block = (slice(r0, r1), slice(c0, c1))
+        return mask_codes(self._rule[block], self._overrides[block], factor, self._codes[block]), False
+
     def _draw_mask(self) -> None:
         if self._rule is None:
             return
         Tq, Tk = self._rule.shape
-        colours = mask_colours(current_theme())
-        if max(Tq, Tk) > self.max_display:
-            # state codes ordered so that max pooling keeps painted cells and allowed cells visible
-            codes = np.where(self._overrides == ALLOW, 3, np.where(self._overrides == DENY, 2,
-                             self._rule.astype(np.int8))).astype(np.float32)  # (Tq, Tk)
-            pooled, _ = pool_max(codes, None, (self.max_display, self.max_display))
-            p = pooled.astype(np.int8)
-            rule = p == 1
-            over = np.where(p == 3, ALLOW, np.where(p == 2, DENY, NONE)).astype(np.int8)
-            rgba = mask_rgba(rule, over, colours, 1)
-        else:
-            rgba = mask_rgba(self._rule, self._overrides, colours, overlay_factor((Tq, Tk)))
-        self.mask_image.setImage(rgba, autoLevels=False, levels=None)
+        codes, self._pooled = self._picture(0, Tq, 0, Tk)
+        self.mask_image.setImage(codes, lut=self._lut, levels=None, autoLevels=False, autoDownsample=False)
         self.mask_image.setRect(QRectF(0, 0, Tk, Tq))
+        self._draw_detail(self.frame.visible_region())
+
+    def _draw_detail(self, region) -> None:
+        """Over a pooled picture, the visible block again at the view's resolution."""
+        if self._rule is None:
+            return
+        r0, r1, c0, c1 = region
+        Tq, Tk = self._rule.shape
+        if not self._pooled or (r0, r1, c0, c1) == (0, Tq, 0, Tk):
+            self.mask_detail.setVisible(False)
+            return
+        codes, _ = self._picture(r0, r1, c0, c1)
+        self.mask_detail.setImage(codes, lut=self._lut, levels=None, autoLevels=False, autoDownsample=False)
+        self.mask_detail.setRect(QRectF(c0, r0, c1 - c0, r1 - r0))
+        self.mask_detail.setVisible(True)
+
+    def _on_region(self, r0: int, r1: int, c0: int, c1: int) -> None:
+        self._draw_detail((r0, r1, c0, c1))
+
+    def _on_resized(self) -> None:
+        if self._rule is not None and self.mask_image.image is not None:
+            Tq, Tk = self._rule.shape
+            if self._display_shape(Tq, Tk) != self.mask_image.image.shape[:2] or self.mask_detail.isVisible():
+                self._draw_mask()
 
     def _draw_tiles(self) -> None:
         items = (self.tile_image, self.tile_grid, self.tile_partial, self.tile_full)
         if self._tiles is None or self._rule is None:
+            self._tiles_drawn = None
             for item in items:
                 item.setVisible(False)
             return
         theme = current_theme()
         states, bm, bn = self._tiles
+        shape = self._rule.shape
+        drawn = self._tiles_drawn
+        if (drawn is not None and drawn[1:] == (bm, bn, shape, theme.name)
+                and np.array_equal(drawn[0], states)):
+            return  # a stroke rarely changes a tile: keep the overlay as it is
+        self._tiles_drawn = (states, bm, bn, shape, theme.name)
         nQt, nKt = states.shape
-        self.tile_image.setImage(tile_rgba(states, theme.plot_background), autoLevels=False, levels=None)
-        self.tile_image.setRect(QRectF(0, 0, nKt * bn, nQt * bm))
-        path = QPainterPath()
-        for i in range(nQt + 1):
-            path.moveTo(0, i * bm)
-            path.lineTo(nKt * bn, i * bm)
-        for j in range(nKt + 1):
-            path.moveTo(j * bn, 0)
-            path.lineTo(j * bn, nQt * bm)
+        self.tile_layer.setRect(QRectF(0, 0, shape[1], shape[0]))
+        self.tile_image.setImage(states.astype(np.uint8), lut=tile_lut(theme.plot_background), levels=None,
+                                 autoLevels=False, autoDownsample=False)
+        self.tile_image.setRect(QRectF(0, 0, nKt * bn, nQt * bm))  # the layer cuts the last tiles at the edge
         pen = QPen(QColor(theme.plot_foreground))
         pen.setCosmetic(True)
         pen.setWidthF(1.0)
         pen.setStyle(Qt.PenStyle.DashLine)
         self.tile_grid.setPen(pen)
-        self.tile_grid.setPath(path)
+        self.tile_grid.setPath(tile_grid(nQt, nKt, bm, bn, shape))
         inset = min(0.12 * min(bm, bn), 0.35)
         for item, code in ((self.tile_partial, PARTIAL), (self.tile_full, FULL)):
             p = QPen(QColor(TILE_COLOURS[code]))
             p.setCosmetic(True)
             p.setWidthF(2.0)
             item.setPen(p)
-            item.setPath(tile_outlines(states, code, bm, bn, inset))
+            item.setPath(tile_outlines(states, code, bm, bn, inset, shape))
         for item in items:
             item.setVisible(True)
 
@@ -402,8 +565,8 @@ class MaskCanvas(QWidget):
         if self._rule is None:
             return
         Tq, Tk = self._rule.shape
-        parts = [f"{Tq} x {Tk}", f"{int((self._overrides != NONE).sum())} painted"]
-        n_dead = len(self.fully_masked_rows())
+        parts = [f"{Tq} x {Tk}", f"{self._n_painted} painted"]
+        n_dead = int(np.count_nonzero(self._dead_rows))
         if n_dead:
             parts.append(f"{n_dead} fully masked row{'s' if n_dead != 1 else ''}")
         summary = self.tile_summary()
@@ -426,6 +589,7 @@ class MaskCanvas(QWidget):
         self.hovered.emit(row, col)
 
     def on_theme_changed(self, theme: Theme) -> None:
+        self._lut = mask_lut(mask_colours(theme))
         self._draw_mask()
         self._draw_tiles()
 

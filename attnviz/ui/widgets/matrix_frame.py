@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QGraphicsRectItem
 from attnviz.model.segments import Segment
 from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.cell_geometry import cell_to_image_index, pixel_to_cell, visible_region
-from attnviz.ui.widgets.rendering import band_rgba, hatch_rgba, overlay_factor, strip_rgba
+from attnviz.ui.widgets.lut_image import LutImageItem
+from attnviz.ui.widgets.rendering import band_rgba, hatch_codes, hatch_lut, overlay_factor, strip_rgba
 from attnviz.ui.widgets.token_axis import TokenAxis
 
 
@@ -67,8 +68,8 @@ class CellImageLayer:
     """A float value image plus its hatched masked-cell overlay, placed over a cell block."""
 
     def __init__(self, view: pg.ViewBox, z: float):
-        self.image = pg.ImageItem(axisOrder="row-major")
-        self.overlay = pg.ImageItem(axisOrder="row-major")
+        self.image = LutImageItem()
+        self.overlay = LutImageItem()
         for item, dz in ((self.image, 0.0), (self.overlay, 0.5)):
             item.setZValue(z + dz)
             item.setAcceptHoverEvents(False)
@@ -103,8 +104,12 @@ class CellImageLayer:
             self.overlay.setVisible(False)
             return
         masked = ~self.allowed
-        rgba = hatch_rgba(masked, masked_colours[0], masked_colours[1], overlay_factor(masked.shape))
-        self.overlay.setImage(rgba, autoLevels=False, levels=None)
+        factor = overlay_factor(masked.shape)
+        if factor < 3:  # without room for stripes, sub-pixels would only repeat the base colour
+            factor = 1
+        codes = hatch_codes(masked, factor)  # (H*f, W*f) uint8 drawn through a colour table
+        self.overlay.setImage(codes, lut=hatch_lut(*masked_colours), levels=None, autoLevels=False,
+                              autoDownsample=False)
         r0, r1, c0, c1 = self.extent
         self.overlay.setRect(QRectF(c0, r0, c1 - c0, r1 - r0))
         self.overlay.setVisible(True)
@@ -125,6 +130,8 @@ class CellImageLayer:
         return float(self.values[y, x]), bool(self.allowed[y, x])
 
     def clear(self) -> None:
+        if self.extent is None and self.values is None and not self.image.isVisible():
+            return  # already clear: clearing again would still repaint the view
         self.extent = self.values = self.allowed = None
         self._overlay_colours = None
         self.image.clear()
@@ -188,6 +195,8 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
         self._row_segments: Sequence[Segment] = ()
         self._col_segments: Sequence[Segment] = ()
         self._flagged: Optional[np.ndarray] = None
+        self._bands_drawn = False  # band and strip show the current segments and flags
+        self._title = ("", "")  # (text, colour) shown
         self._last_region: Optional[tuple[int, int, int, int]] = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -211,6 +220,7 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
             self._last_region = None
             self._flagged = None
             self._row_segments = self._col_segments = ()
+            self._bands_drawn = False
             self.reset_view()
             if self.selected_row is not None and self.selected_row >= n_rows:
                 self.set_selected_row(None)
@@ -230,12 +240,20 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
                     raise ValueError(f"{what} segments must be Segment objects, got {type(s).__name__}")
                 if s.stop > n:
                     raise ValueError(f"{what} segment {s.name!r} ends at {s.stop}, beyond {n} {what}s")
-        self._row_segments, self._col_segments = tuple(row_segments), tuple(col_segments)
+        segments = (tuple(row_segments), tuple(col_segments))
+        if segments == (self._row_segments, self._col_segments) and self._bands_drawn:
+            return  # live updates pass the same segments again
+        self._row_segments, self._col_segments = segments
         self._draw_bands()
 
     def set_row_flags(self, flagged: Optional[np.ndarray]) -> None:
         """Mark rows (e.g. fully masked queries) with a marker in the left strip."""
-        self._flagged = None if flagged is None else np.asarray(flagged, dtype=bool)
+        flagged = None if flagged is None else np.array(flagged, dtype=bool)
+        old = self._flagged
+        if self._bands_drawn and (flagged is None and old is None or (
+                flagged is not None and old is not None and np.array_equal(flagged, old))):
+            return
+        self._flagged = flagged
         self._draw_bands()
 
     @property
@@ -253,6 +271,7 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
     def _draw_bands(self) -> None:
         if self.n_rows == 0:
             return
+        self._bands_drawn = True
         theme = current_theme()
         self.band_image.setImage(band_rgba(self.n_cols, self._col_segments), autoLevels=False, levels=None)
         self.band_image.setRect(QRectF(0, 0, self.n_cols, 1))
@@ -261,7 +280,10 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
         self.strip_image.setRect(QRectF(0, 0, 2, self.n_rows))
 
     def set_title(self, text: str) -> None:
-        self.title.setText(text, color=current_theme().plot_foreground)
+        title = (str(text), current_theme().plot_foreground)
+        if title != self._title:  # setting the same text again would still relayout the frame
+            self._title = title
+            self.title.setText(*title[:1], color=title[1])
 
     # -- selection ---------------------------------------------------------------------------
     def set_selected_row(self, row: Optional[int]) -> None:
@@ -302,7 +324,8 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
         pen.setWidthF(2.0)
         pen.setCosmetic(True)
         self.selection.setPen(pen)
-        self.title.setText(self.title.text, color=theme.plot_foreground)
+        self._title = (self._title[0], theme.plot_foreground)
+        self.title.setText(self._title[0], color=theme.plot_foreground)
         self._draw_bands()
 
 

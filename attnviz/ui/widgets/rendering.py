@@ -31,22 +31,54 @@ def overlay_factor(shape, budget: int = OVERLAY_BUDGET, max_factor: int = MAX_FA
     return int(max(1, min(max_factor, budget // max(int(shape[0]), int(shape[1]), 1))))
 
 
+HATCH_CLEAR, HATCH_BASE, HATCH_STRIPE = 0, 1, 2  # codes of a hatch image
+
+
+def upsample(cells: np.ndarray, factor: int) -> np.ndarray:
+    """(H*f, W*f) copy of a (H, W) array with every cell repeated f x f times."""
+    a = np.asarray(cells)
+    f = int(factor)
+    if f == 1:
+        return np.array(a)
+    H, W = a.shape
+    return np.broadcast_to(a[:, None, :, None], (H, f, W, f)).reshape(H * f, W * f)  # (H*f, W*f)
+
+
+def hatch_codes(masked: np.ndarray, factor: int) -> np.ndarray:
+    """uint8 (H*f, W*f) codes: HATCH_BASE on masked cells, HATCH_STRIPE on their diagonal lines
+    (when ``factor`` >= 3: one per cell, two per cell from 8 sub-pixels), HATCH_CLEAR elsewhere."""
+    m = np.asarray(masked, dtype=bool)
+    f = int(factor)
+    codes = upsample(m.view(np.uint8), f)  # (H*f, W*f) 0/1
+    if f >= 3:
+        period = f if f < 8 else f // 2
+        width = max(1, period // 4)
+        yy, xx = np.indices((period, period), sparse=True)
+        tile = (((yy + xx) % period) < width).astype(np.uint8)  # (period, period): the pattern repeats
+        Hf, Wf = codes.shape
+        lines = np.tile(tile, (-(-Hf // period), -(-Wf // period)))[:Hf, :Wf]  # (H*f, W*f)
+        codes += codes & lines
+    return codes
+
+
+def code_lut(colours: Sequence[tuple[int, int, int, int]]) -> np.ndarray:
+    """(256, 4) uint8 RGBA table with ``colours[c]`` at code c (transparent beyond): an image of
+    small integer codes drawn through it needs no per-pixel colour work in numpy."""
+    table = np.zeros((256, 4), dtype=np.uint8)  # (256, 4)
+    table[: len(colours)] = np.asarray(colours, dtype=np.uint8).reshape(len(colours), 4)
+    return table
+
+
+def hatch_lut(base: str, stripe: str) -> np.ndarray:
+    """(256, 4) table of a hatch image: clear, ``base``, ``stripe``."""
+    return code_lut([(0, 0, 0, 0), hex_rgba(base), hex_rgba(stripe)])
+
+
 def hatch_rgba(masked: np.ndarray, base: str, stripe: str, factor: int) -> np.ndarray:
     """RGBA (H*f, W*f, 4) image: masked cells in ``base`` crossed by diagonal ``stripe`` lines
     (when ``factor`` >= 3: one per cell, two per cell from 8 sub-pixels), everything else
     transparent."""
-    m = np.asarray(masked, dtype=bool)
-    f = int(factor)
-    up = np.repeat(np.repeat(m, f, axis=0), f, axis=1)  # (H*f, W*f)
-    out = np.zeros(up.shape + (4,), dtype=np.uint8)  # (H*f, W*f, 4)
-    out[up] = hex_rgba(base)
-    if f >= 3:
-        yy, xx = np.indices(up.shape, sparse=True)
-        period = f if f < 8 else f // 2
-        width = max(1, period // 4)
-        lines = (((yy + xx) % period) < width) & up
-        out[lines] = hex_rgba(stripe)
-    return out
+    return hatch_lut(base, stripe)[hatch_codes(masked, factor)]  # (H*f, W*f, 4)
 
 
 def segment_colors(segments: Sequence[Segment], n: int, alpha: int = 255) -> np.ndarray:

@@ -30,34 +30,39 @@ class HeadGridConfig:
     shared_levels: bool = False  # one colour scale for all maps (compare heads) or one per map (see each pattern)
 
 
-def build_mosaic(maps: np.ndarray, allowed: np.ndarray, tile_px: int, gap: int, lut: np.ndarray,
+def build_mosaic(maps: np.ndarray, allowed: Optional[np.ndarray], tile_px: int, gap: int, lut: np.ndarray,
                  masked: str, background: str, shared_levels: bool) -> tuple[np.ndarray, tuple[int, int]]:
     """RGBA mosaic (rows*(th+gap)-gap, cols*(tw+gap)-gap, 4) of (rows, cols, Tq, Tk) maps, each
-    max-pooled to at most tile_px per side; returns it and the tile shape (th, tw)."""
+    max-pooled to at most tile_px per side; ``allowed`` is broadcastable to the maps (or None for
+    all allowed). Returns the mosaic and the tile shape (th, tw)."""
     rows, cols = maps.shape[:2]
-    pooled, ok = pool_max(maps, allowed, (tile_px, tile_px))  # (rows, cols, th, tw)
+    pooled, ok = pool_max(maps, allowed, (tile_px, tile_px))  # (rows, cols, th, tw) float32, NaN masked
     th, tw = pooled.shape[-2:]
-    if shared_levels:
-        finite = pooled[ok]
-        lo = np.full((rows, cols, 1, 1), finite.min() if finite.size else 0.0)  # (rows, cols, 1, 1)
-        hi = np.full((rows, cols, 1, 1), finite.max() if finite.size else 1.0)
-    else:
-        filled = np.where(ok, pooled, np.nan)
-        with np.errstate(all="ignore"):
-            lo = np.nanmin(filled, axis=(2, 3), keepdims=True)  # (rows, cols, 1, 1)
-            hi = np.nanmax(filled, axis=(2, 3), keepdims=True)
-        lo = np.nan_to_num(lo, nan=0.0)
-        hi = np.nan_to_num(hi, nan=1.0)
-    span = np.where(hi > lo, hi - lo, 1.0)
-    scaled = np.clip((np.nan_to_num(pooled, nan=0.0) - lo) / span, 0.0, 1.0)  # (rows, cols, th, tw)
-    rgba = lut[np.round(scaled * (len(lut) - 1)).astype(np.intp)]  # (rows, cols, th, tw, 4)
-    rgba[~ok] = hex_rgba(masked)
+    n = len(lut)
+    axes = None if shared_levels else (2, 3)
+    lo = np.min(pooled, axis=axes, where=ok, initial=np.inf, keepdims=True)  # (rows, cols, 1, 1) or (1, 1, 1, 1)
+    hi = np.max(pooled, axis=axes, where=ok, initial=-np.inf, keepdims=True)
+    empty = ~np.isfinite(lo)  # no allowed pixel at all
+    lo = np.where(empty, 0.0, lo).astype(np.float32)
+    hi = np.where(empty, 1.0, hi).astype(np.float32)
+    span = np.where(hi > lo, hi - lo, np.float32(1.0)).astype(np.float32)
+    scaled = np.subtract(pooled, lo, dtype=np.float32)  # (rows, cols, th, tw)
+    scaled *= np.float32(n - 1) / span
+    np.copyto(scaled, np.float32(0.0), where=~ok)  # masked (NaN) pixels get their own colour below
+    np.clip(scaled, 0, n - 1, out=scaled)
+    idx = np.rint(scaled).astype(np.uint16)  # (rows, cols, th, tw) colour index
+    idx[~ok] = n  # the masked colour
+    # one colour table for everything, 4 RGBA bytes packed in a uint32: values, masked, background
+    table = np.concatenate([np.asarray(lut, dtype=np.uint8)[:, :4], np.array([hex_rgba(masked), hex_rgba(background)],
+                                                                          dtype=np.uint8)])  # (n+2, 4)
+    table32 = np.ascontiguousarray(table).view(np.uint32).ravel()  # (n+2,)
     H = rows * (th + gap) - gap
     W = cols * (tw + gap) - gap
-    out = np.empty((rows, th + gap, cols, tw + gap, 4), dtype=np.uint8)  # (rows, th+gap, cols, tw+gap, 4)
-    out[...] = hex_rgba(background)
-    out[:, :th, :, :tw] = rgba.transpose(0, 2, 1, 3, 4)
-    return np.ascontiguousarray(out.reshape(rows * (th + gap), cols * (tw + gap), 4)[:H, :W]), (th, tw)
+    grid = np.full((rows, th + gap, cols, tw + gap), n + 1, dtype=np.uint16)  # (rows, th+gap, cols, tw+gap)
+    grid[:, :th, :, :tw] = idx.transpose(0, 2, 1, 3)
+    codes = grid.reshape(rows * (th + gap), cols * (tw + gap))[:H, :W]  # (H, W)
+    rgba = table32[codes].view(np.uint8).reshape(H, W, 4)  # (H, W, 4)
+    return np.ascontiguousarray(rgba), (th, tw)
 
 
 class HeadGrid(QWidget):
@@ -111,18 +116,24 @@ class HeadGrid(QWidget):
             a = a[None]  # (1, nh, Tq, Tk)
         if a.ndim != 4 or a.size == 0:
             raise ValueError(f"maps must be (rows, cols, Tq, Tk) or (heads, Tq, Tk), got shape {np.shape(maps)}")
-        if np.isnan(a).any() or np.isposinf(a).any():
-            raise ValueError("maps contain NaN or +inf")
+        allowed = None  # (.., Tq, Tk) broadcastable to the maps; None = all allowed
+        if not np.isfinite(a).all():  # one pass in the common all-finite case
+            if np.isnan(a).any() or (a == np.inf).any():
+                raise ValueError("maps contain NaN or +inf")
+            allowed = np.isfinite(a)  # -inf cells are masked
         rows, cols = a.shape[:2]
-        allowed = np.isfinite(a)
         if mask is not None:
             m = np.asarray(mask)
             if m.dtype != bool:
                 raise ValueError(f"mask must be boolean, got {m.dtype}")
             try:
-                allowed = allowed & np.broadcast_to(m, a.shape)
+                fits = np.broadcast_shapes(m.shape, a.shape) == a.shape
             except ValueError:
-                raise ValueError(f"mask shape {m.shape} does not fit maps of shape {a.shape}") from None
+                fits = False
+            if not fits:
+                raise ValueError(f"mask shape {m.shape} does not fit maps of shape {a.shape}")
+            m = m.copy()  # a (Tq, Tk) mask stays (Tq, Tk): never one copy per map
+            allowed = m if allowed is None else allowed & m
         row_titles = list(row_titles) if row_titles is not None else ([""] if rows == 1 else [f"L{i}" for i in range(rows)])
         col_titles = list(col_titles) if col_titles is not None else [f"h{j}" for j in range(cols)]
         if len(row_titles) != rows or len(col_titles) != cols:

@@ -17,7 +17,10 @@ _MEASURE_LIMIT = 4096
 
 def display_label(text: str, max_chars: int) -> str:
     """Token text made printable on one line and elided to ``max_chars`` characters."""
-    s = str(text).replace("\r\n", "↵").replace("\n", "↵").replace("\r", "↵").replace("\t", "→")
+    s = str(text)
+    if len(s) <= max_chars and s.isprintable():  # the common case: nothing to replace or cut
+        return s
+    s = s.replace("\r\n", "↵").replace("\n", "↵").replace("\r", "↵").replace("\t", "→")
     s = "".join(ch if ch.isprintable() else "·" for ch in s)
     if len(s) > max_chars:
         s = s[: max(max_chars - 1, 1)] + "…"
@@ -38,8 +41,10 @@ class TokenAxis(pg.AxisItem):
         self._metrics = QFontMetricsF(font)
         self.setStyle(tickFont=font, tickTextOffset=3, tickLength=3, autoExpandTextSpace=False,
                       autoReduceTextSpace=False, hideOverlappingLabels=False)
-        self._n = 0
+        self._n = -1  # no labels set yet (set_labels below makes it 0)
         self._texts: Optional[list[str]] = None
+        self._given: Optional[list] = None  # the labels of the last set_labels, to skip a repeat
+        self._widths: dict[str, float] = {}  # horizontal advance per shown text (fonts do not change)
         self._spacing = 10.0
         self.set_labels(None, 0)
 
@@ -48,10 +53,14 @@ class TokenAxis(pg.AxisItem):
         """Label ``n`` cells with ``labels`` (or their indices when None)."""
         if labels is not None and len(labels) != n:
             raise ValueError(f"{len(labels)} labels given for {n} {'rows' if self.orientation == 'left' else 'columns'}")
+        given = None if labels is None else list(labels)
+        if int(n) == self._n and given == self._given and (given is None or self._texts is not None):
+            return  # live updates pass the same labels again: keep the layout and the drawn axis
         self._n = int(n)
-        self._texts = None if labels is None else [display_label(s, self._max_chars) for s in labels]
+        self._given = given
+        self._texts = None if given is None else [display_label(s, self._max_chars) for s in given]
         sample = self._texts[:_MEASURE_LIMIT] if self._texts is not None else [str(max(n - 1, 0))]
-        widest = max((self._metrics.horizontalAdvance(s) for s in sample), default=0.0)
+        widest = max((self._width(s) for s in set(sample)), default=0.0)
         if self._texts is not None and len(self._texts) > _MEASURE_LIMIT:
             longest = max(len(s) for s in self._texts)
             widest = max(widest, longest * self._metrics.averageCharWidth())
@@ -63,6 +72,14 @@ class TokenAxis(pg.AxisItem):
             self.setHeight(int(self._metrics.height() + 8))
         self.picture = None
         self.update()
+
+    def _width(self, text: str) -> float:
+        w = self._widths.get(text)
+        if w is None:
+            if len(self._widths) > 65536:
+                self._widths.clear()
+            w = self._widths[text] = self._metrics.horizontalAdvance(text)
+        return w
 
     def text(self, index: int) -> str:
         if self._texts is None:

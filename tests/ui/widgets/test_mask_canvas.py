@@ -2,11 +2,14 @@
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtWidgets import QGraphicsItem
 
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.cell_geometry import line_cells
-from attnviz.ui.widgets.mask_canvas import ALLOW, DENY, EMPTY, FULL, PARTIAL, MaskCanvas, mask_colours, mask_rgba
+from attnviz.ui.widgets.mask_canvas import (ALLOW, DENY, EMPTY, FULL, OUTLINE, PAINT_ALLOW, PAINT_DENY, PARTIAL, RULE_ALLOW,
+                                           RULE_DENY, MaskCanvas, mask_codes, mask_colours, mask_rgba, state_codes,
+                                           tile_rects)
 from attnviz.ui.widgets.rendering import hex_rgba
 
 T = 16
@@ -147,6 +150,76 @@ def test_large_mask_is_pooled_keeping_painted_cells(qtbot):
     over = np.zeros((1024, 1024), dtype=np.int8)
     over[500, 7] = ALLOW
     c.set_mask(np.zeros((1024, 1024), dtype=bool), over)
-    img = c.mask_image.image
+    img = c.mask_image.image  # picture codes drawn through the item's colour table
     assert img.shape[:2] == (256, 256)
-    assert tuple(img[125, 1]) == hex_rgba(mask_colours(current_theme()).override_allow)
+    assert img[125, 1] == PAINT_ALLOW and (img == PAINT_ALLOW).sum() == 1
+    assert tuple(c.mask_image.lut[img[125, 1]]) == hex_rgba(mask_colours(current_theme()).override_allow)
+
+
+def test_shown_mask_pools_to_the_view_and_zoom_shows_cells(qtbot):
+    c = MaskCanvas()
+    qtbot.addWidget(c)
+    c.resize(600, 560)
+    c.show()
+    qtbot.waitExposed(c)
+    T = 3000
+    rule = np.tri(T, dtype=bool)
+    over = np.zeros((T, T), dtype=np.int8)
+    over[2000, 2700] = ALLOW  # one painted cell above the diagonal
+    over[10, 0] = DENY
+    c.set_mask(rule, over)
+    img = c.mask_image.image
+    vb = c.frame.view.sceneBoundingRect()
+    assert img.shape[0] <= vb.height() * c.devicePixelRatioF() + 1 and img.shape[1] <= vb.width() * c.devicePixelRatioF() + 1
+    assert (img == PAINT_ALLOW).sum() == 1 and (img == PAINT_DENY).sum() == 1  # single cells survive pooling
+    assert not c.mask_detail.isVisible()
+    np.testing.assert_array_equal(c.effective_mask(), np.where(over == 0, rule, over > 0))
+    with qtbot.waitSignal(c.frame.region_changed, timeout=2000):
+        c.frame.view.setRange(xRange=(2690, 2710), yRange=(1990, 2010), padding=0)
+    r0, r1, c0, c1 = c.frame.visible_region()
+    detail = c.mask_detail.image
+    assert c.mask_detail.isVisible() and (r1 - r0, c1 - c0) == (20, 20)
+    assert detail.shape[0] % 20 == 0 and detail.shape[0] >= 20  # whole cells, each f x f sub-pixels
+    f = detail.shape[0] // 20
+    assert detail[(2000 - r0) * f + f // 2, (2700 - c0) * f + f // 2] == PAINT_ALLOW
+    assert detail[(2001 - r0) * f + f // 2, (2700 - c0) * f + f // 2] == RULE_DENY
+
+
+def test_mask_picture_codes_and_outline():
+    rule = np.tri(5, dtype=bool)
+    over = np.zeros((5, 5), dtype=np.int8)
+    over[1:3, 3] = ALLOW
+    over[4, 0] = DENY
+    codes = state_codes(rule, over)
+    assert codes.dtype == np.uint8
+    np.testing.assert_array_equal(codes & 1, np.where(over == 0, rule, over > 0))
+    assert codes[1, 3] == PAINT_ALLOW and codes[4, 0] == PAINT_DENY and codes[0, 0] == RULE_ALLOW and codes[0, 4] == RULE_DENY
+    pic = mask_codes(rule, over, 4)  # (20, 20)
+    assert pic[4, 12 + 1] == OUTLINE and pic[4 + 1, 12 + 1] == PAINT_ALLOW  # top edge of the painted run
+    assert pic[8, 12 + 1] == PAINT_ALLOW  # no outline between the two painted cells of one run
+    assert pic[8, 12] == OUTLINE and pic[8, 15] == OUTLINE  # its left and right sides
+    assert (mask_codes(rule, over, 2) != OUTLINE).all()  # no room for an outline below 3 sub-pixels
+
+
+def test_tile_overlay_is_clipped_to_the_mask(qtbot):
+    c = MaskCanvas()
+    qtbot.addWidget(c)
+    c.resize(500, 500)
+    c.show()
+    qtbot.waitExposed(c)
+    c.set_mask(np.tri(44, dtype=bool))
+    c.set_tiles(np.array([[PARTIAL]], dtype=np.int8), 64, 64)  # one 64 x 64 tile over a 44 x 44 mask
+    inside = QRectF(0, 0, 44, 44)
+    outline = c.tile_partial.path().boundingRect()
+    assert inside.contains(outline) and outline.width() > 43 and outline.height() > 43
+    assert c.tile_grid.path().boundingRect() == inside  # grid lines stop at the mask's edge
+    assert c.tile_layer.rect() == inside and c.tile_image.parentItem() is c.tile_layer
+    assert c.tile_layer.flags() & QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape
+
+    c.set_mask(np.ones((100, 70), dtype=bool))  # ragged: 2 x 2 tiles of 64, the last ones cut
+    c.set_tiles(np.array([[FULL, FULL], [FULL, FULL]], dtype=np.int8), 64, 64)
+    rects = tile_rects(np.full((2, 2), FULL), FULL, 64, 64, 0.0, (100, 70))
+    assert sorted(rects) == [(0.0, 0.0, 64.0, 64.0), (0.0, 64.0, 64.0, 36.0), (64.0, 0.0, 6.0, 64.0), (64.0, 64.0, 6.0, 36.0)]
+    assert QRectF(0, 0, 70, 100).contains(c.tile_full.path().boundingRect())
+    assert c.tile_grid.path().boundingRect() == QRectF(0, 0, 70, 100)
+    assert c.tile_layer.rect() == QRectF(0, 0, 70, 100)

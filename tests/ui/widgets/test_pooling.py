@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attnviz.ui.widgets.pooling import pool_edges, pool_max, pool_mean
+from attnviz.ui.widgets.pooling import max_pool, pool_edges, pool_max, pool_mean
 
 
 def test_isolated_maximum_stays_visible():
@@ -65,3 +65,61 @@ def test_bad_input_raises_clear_errors():
     # a masked NaN/-inf is fine: it is never looked at
     p, ok = pool_max(np.array([[-np.inf, 2.0]]), np.array([[False, True]]), (1, 1))
     assert p[0, 0] == 2.0
+
+
+def _brute_max(v, allowed, H, W):
+    """Max over allowed cells of each pool_edges bin, by loops (the readable twin)."""
+    rows, cols = v.shape[-2:]
+    H, W = min(H, rows), min(W, cols)
+    re, ce = pool_edges(rows, H), pool_edges(cols, W)
+    out = np.full(v.shape[:-2] + (H, W), np.nan, dtype=np.float32)
+    for y in range(H):
+        for x in range(W):
+            block = v[..., re[y]:re[y + 1], ce[x]:ce[x + 1]]
+            ok = allowed[..., re[y]:re[y + 1], ce[x]:ce[x + 1]]
+            m = np.where(ok, block, -np.inf).max(axis=(-1, -2))
+            out[..., y, x] = np.where(np.isinf(m), np.nan, m)
+    return out
+
+
+@pytest.mark.parametrize("shape,out", [((64, 64), (32, 32)), ((61, 97), (20, 13)), ((50, 40), (50, 7)),
+                                       ((33, 30), (8, 64)), ((3, 2, 45, 45), (9, 10)), ((17, 200), (17, 37)),
+                                       ((40, 40), (1, 1)), ((12, 12), (12, 12))])
+def test_pool_max_matches_loops_over_bins(shape, out):
+    rng = np.random.default_rng(sum(shape) + sum(out))
+    v = rng.standard_normal(shape).astype(np.float32) - 3.0  # negative values: a masked zero would win
+    mask = rng.random(shape[-2:]) < 0.3  # (rows, cols) broadcast over any batch axes
+    mask[:, : shape[-1] // 3] = False  # whole masked stripes give fully masked pixels
+    v = np.where(mask, v, np.float32(-np.inf))  # masked cells may hold -inf
+    allowed = np.broadcast_to(mask, shape)
+    pooled, ok = pool_max(v, mask, out)
+    ref = _brute_max(v, allowed, *out)
+    np.testing.assert_array_equal(np.isnan(pooled), np.isnan(ref))
+    np.testing.assert_array_equal(ok, ~np.isnan(ref))
+    np.testing.assert_array_equal(pooled[ok], ref[ok])
+    unmasked, ok_all = pool_max(np.nan_to_num(v, neginf=-9.0), None, out)
+    np.testing.assert_array_equal(unmasked, _brute_max(np.nan_to_num(v, neginf=-9.0), np.ones(shape, bool), *out))
+    assert ok_all.all() and unmasked.dtype == np.float32 and unmasked.flags.c_contiguous
+
+
+def test_pool_max_per_map_mask_and_max_pool_of_codes():
+    rng = np.random.default_rng(3)
+    v = rng.random((2, 3, 30, 30)).astype(np.float32)
+    per_map = rng.random((2, 3, 1, 30)) < 0.5  # one key mask per map, broadcast over rows
+    for out in ((7, 7), (6, 5), (15, 30)):  # uneven bins, even bins (one reduction of a view), rows only
+        pooled, ok = pool_max(v, per_map, out)
+        ref = _brute_max(v, np.broadcast_to(per_map, v.shape), *out)
+        np.testing.assert_array_equal(ok, ~np.isnan(ref))
+        np.testing.assert_array_equal(pooled[ok], ref[ok])
+    strided = v[:, :, ::2, :]  # (2, 3, 15, 30) not reshapeable as a view: the per-pass path
+    pooled, ok = pool_max(strided, per_map, (5, 10))
+    np.testing.assert_array_equal(pooled, _brute_max(strided, np.broadcast_to(per_map, strided.shape), 5, 10))
+    codes = np.zeros((300, 301), dtype=np.uint8)
+    codes[123, 250] = 3
+    codes[5, 5] = 1
+    small = max_pool(codes, (40, 40))
+    assert small.dtype == np.uint8 and small.shape == (40, 40)
+    np.testing.assert_array_equal(small, _brute_max(codes.astype(np.float32), np.ones(codes.shape, bool), 40, 40))
+    assert small.max() == 3 and (small == 1).sum() == 1
+    with pytest.raises(ValueError, match="positive"):
+        max_pool(codes, (0, 3))

@@ -7,6 +7,7 @@ from PySide6.QtCore import QPointF
 from attnviz.model.segments import Segment
 from attnviz.ui.widgets import samples
 from attnviz.ui.widgets.image_overlay import PatchImageView
+from attnviz.ui.widgets.pooling import pool_max
 from attnviz.ui.widgets.small_multiples import HeadGrid, build_mosaic
 from attnviz.ui.widgets.token_chips import TokenChips, chip_text, flow_layout
 from attnviz.ui import colormaps
@@ -107,3 +108,27 @@ def test_token_chips_many_tokens_click_hover_select(qtbot, mouse):
     assert 0 <= r.top() and r.bottom() <= c.viewport().height()
     with pytest.raises(ValueError):
         c.set_tokens(["a"], [1, 2])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_mosaic_colours_match_per_map_levels(shared):
+    rng = np.random.default_rng(4)
+    maps = rng.random((2, 3, 20, 20)).astype(np.float32) * np.arange(1, 7, dtype=np.float32).reshape(2, 3, 1, 1)
+    mask = np.broadcast_to(np.tri(20, dtype=bool), maps.shape).copy()
+    mask[1, 2] = False  # one map fully masked
+    lut = colormaps.lut("gray")
+    rgba, (th, tw) = build_mosaic(maps, mask, 10, 2, lut, "#ff0000", "#0000ff", shared_levels=shared)
+    assert rgba.shape == (2 * 12 - 2, 3 * 12 - 2, 4) and (th, tw) == (10, 10)
+    pooled, ok = pool_max(maps, mask, (10, 10))
+    lo_all, hi_all = pooled[ok].min(), pooled[ok].max()
+    for r in range(2):
+        for c in range(3):
+            tile = rgba[r * 12:r * 12 + 10, c * 12:c * 12 + 10]
+            if not ok[r, c].any():
+                assert (tile == (255, 0, 0, 255)).all()  # a fully masked map is all masked colour
+                continue
+            lo, hi = (lo_all, hi_all) if shared else (pooled[r, c][ok[r, c]].min(), pooled[r, c][ok[r, c]].max())
+            want = colormaps.apply_lut(np.where(ok[r, c], pooled[r, c], lo), (lo, hi), lut)  # (10, 10, 4)
+            want[~ok[r, c]] = (255, 0, 0, 255)
+            assert np.abs(tile.astype(int) - want.astype(int)).max() <= 1  # float32 rounding at most one step
+    assert (rgba[10:12, :, :3] == (0, 0, 255)).all() and (rgba[:, 10:12, :3] == (0, 0, 255)).all()  # gaps
