@@ -23,7 +23,7 @@ def _tile_state(dense, block: BlockMask | None, Tq: int, Tk: int, bm: int, bn: i
     if dense is None:
         return full_tile_state(Tq, Tk, bm, bn)
     if block is not None and (block.block_m, block.block_n) == (bm, bn):
-        return np.asarray(block.tile_state)
+        return block.kernel_arrays()[1]
     return classify(dense, bm, bn)
 
 

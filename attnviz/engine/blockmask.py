@@ -39,7 +39,8 @@ def tile_counts(dense: np.ndarray, block_m: int, block_n: int) -> np.ndarray:
     nh, Tq, Tk = dense.shape
     counts = np.zeros((nh, -(-Tq // block_m), -(-Tk // block_n)), dtype=np.int64)  # (nh, nQ, nK)
     if counts.size and Tq and Tk:
-        _tile_counts_kernel(np.ascontiguousarray(dense, dtype=np.bool_), block_m, block_n, counts)
+        d = np.ascontiguousarray(dense, dtype=np.bool_)
+        _tile_counts_kernel(d if d.flags.writeable else d.copy(), block_m, block_n, counts)  # one compiled type
     return counts
 
 
@@ -58,6 +59,12 @@ def classify(dense: np.ndarray, block_m: int, block_n: int) -> np.ndarray:
     state[counts == 0] = EMPTY
     state[counts == tile_sizes(Tq, Tk, block_m, block_n)[None]] = FULL
     return state
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    view = a.view()
+    view.setflags(write=False)
+    return view
 
 
 def _check_block(name: str, value) -> int:
@@ -91,11 +98,21 @@ class BlockMask:
             raise ValueError(f"mask must be a bool array of shape (Tq, Tk) or (nh, Tq, Tk), got dtype {arr.dtype}")
         if arr.ndim not in (2, 3):
             raise ValueError(f"mask must have shape (Tq, Tk) or (nh, Tq, Tk), got shape {arr.shape}")
-        dense = np.array(arr, dtype=np.bool_, order="C", copy=True)  # (Tq, Tk) or (nh, Tq, Tk)
-        dense.setflags(write=False)
-        state = classify(dense if dense.ndim == 3 else dense[None], block_m, block_n)  # (nh|1, nQ, nK)
-        state.setflags(write=False)
-        return cls(dense, block_m, block_n, state)
+        own = np.array(arr, dtype=np.bool_, order="C", copy=True)  # (Tq, Tk) or (nh, Tq, Tk)
+        own_state = classify(own if own.ndim == 3 else own[None], block_m, block_n)  # (nh|1, nQ, nK)
+        bmask = cls(_read_only(own), block_m, block_n, _read_only(own_state))
+        # the kernels get the writable originals: numba compiles read-only arrays as another type
+        object.__setattr__(bmask, "_kernel_arrays", (own if own.ndim == 3 else own[None], own_state))
+        return bmask
+
+    def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(dense (nh|1, Tq, Tk), tile_state) as writable arrays for the kernels; do not modify them."""
+        arrays = getattr(self, "_kernel_arrays", None)
+        if arrays is None:  # built directly rather than by from_dense
+            dense = np.array(self.dense if self.dense.ndim == 3 else self.dense[None], dtype=np.bool_)
+            arrays = (dense, np.array(self.tile_state, dtype=np.int8))
+            object.__setattr__(self, "_kernel_arrays", arrays)
+        return arrays
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ from numba import njit, prange
 
 from attnviz.engine.fastexp import FASTMATH, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like, order_key
 from attnviz.engine.runtime import parallel_section
-from attnviz.engine.validate import (as_heads, check_finite, float_dtype, prepare_block, prepare_mask,
+from attnviz.engine.validate import (as_heads, check_finite, float_dtype, kernel_array, prepare_block, prepare_mask,
                                      prepare_scale)
 
 REDUCTIONS = ("max", "mean")
@@ -181,8 +181,8 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
     r0, r1 = _check_range("rows", rows, Tq)
     c0, c1 = _check_range("cols", cols, Tk)
     dt = float_dtype(q3, k3)
-    q3 = np.ascontiguousarray(q3, dtype=dt)
-    k3 = np.ascontiguousarray(k3, dtype=dt)
+    q3 = kernel_array(q3, dt)
+    k3 = kernel_array(k3, dt)
     check_finite("q", q3)
     check_finite("k", k3)
     s = prepare_scale(scale, hs)
@@ -197,7 +197,7 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
     groups = _row_groups(row_edges, ROW_BLOCK)  # (G+1,)
     acc = np.empty((nh, Hp, Wp), dtype=dt)  # (nh, H', W')
     m = np.ones((1, 1, 1), dtype=np.bool_) if dense is None else dense
-    lse_c = np.ascontiguousarray(lse3, dtype=dt)  # (nh, Tq)
+    lse_c = kernel_array(lse3, dt)  # (nh, Tq)
     with parallel_section():
         _overview_kernel(q3, k3, lse_c, m, dense is not None, r0, c0, row_edges, col_edges, groups, s,
                          reduce == "max", bn, acc)

@@ -36,6 +36,12 @@ def as_heads(name: str, a, expected: str) -> np.ndarray:
     return a
 
 
+def kernel_array(a, dtype=None) -> np.ndarray:
+    """``a`` as a C-contiguous, writable array (numba compiles read-only arrays as a separate type)."""
+    out = np.ascontiguousarray(a, dtype=dtype)
+    return out if out.flags.writeable else out.copy()
+
+
 def check_finite(name: str, a: np.ndarray) -> None:
     if not np.isfinite(a).all():
         raise ValueError(f"{name} contains non-finite values (NaN or inf)")
@@ -63,7 +69,7 @@ def prepare_qkv(q, k, v):
     dt = float_dtype(q3, k3, v3)
     out = []
     for name, a in (("q", q3), ("k", k3), ("v", v3)):
-        a = np.ascontiguousarray(a, dtype=dt)
+        a = kernel_array(a, dt)
         check_finite(name, a)
         out.append(a)
     return out[0], out[1], out[2], squeeze
@@ -101,7 +107,7 @@ def prepare_mask(mask, nh: int, Tq: int, Tk: int):
     if mask is None:
         return None, None
     if isinstance(mask, BlockMask):
-        dense = mask.dense
+        dense = mask.kernel_arrays()[0]
         block = mask
     else:
         dense = np.asarray(mask)
@@ -114,7 +120,7 @@ def prepare_mask(mask, nh: int, Tq: int, Tk: int):
     if dense.ndim != 3 or dense.shape[1:] != (Tq, Tk) or dense.shape[0] not in (1, nh):
         raise ValueError(f"mask must have shape ({Tq}, {Tk}) or ({nh}, {Tq}, {Tk}) (queries x keys), "
                          f"got {np.shape(mask.dense if block is not None else mask)}")
-    return np.ascontiguousarray(dense), block
+    return kernel_array(dense), block
 
 
 def prepare_rows(rows, Tq: int) -> np.ndarray:

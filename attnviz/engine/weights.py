@@ -12,7 +12,7 @@ from numba import njit, prange
 
 from attnviz.engine.fastexp import FASTMATH, LOG2E, exp2, like
 from attnviz.engine.runtime import parallel_section
-from attnviz.engine.validate import (as_heads, check_finite, float_dtype, prepare_block, prepare_mask,
+from attnviz.engine.validate import (as_heads, check_finite, float_dtype, kernel_array, prepare_block, prepare_mask,
                                      prepare_rows, prepare_scale)
 
 ROW_BLOCK = 64  # query rows per work item
@@ -81,8 +81,8 @@ def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=No
     if np.isnan(lse3).any() or np.isposinf(lse3).any():
         raise ValueError("lse must be finite or -inf (a fully masked row)")
     dt = float_dtype(q3, k3)
-    q3 = np.ascontiguousarray(q3, dtype=dt)
-    k3 = np.ascontiguousarray(k3, dtype=dt)
+    q3 = kernel_array(q3, dt)
+    k3 = kernel_array(k3, dt)
     check_finite("q", q3)
     check_finite("k", k3)
     s = prepare_scale(scale, hs)
@@ -92,7 +92,7 @@ def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=No
     idx = prepare_rows(rows, Tq)  # (R,)
     bn = prepare_block("block_n", block_n) or DEFAULT_BLOCK_N
     qr = np.ascontiguousarray(q3[:, idx])  # (nh, R, hs)
-    lse_r = np.ascontiguousarray(lse3[:, idx], dtype=dt)  # (nh, R)
+    lse_r = kernel_array(lse3[:, idx], dt)  # (nh, R)
     if dense is None:
         mask_r = np.ones((1, 1, 1), dtype=np.bool_)  # unused
     else:

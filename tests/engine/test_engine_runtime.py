@@ -120,3 +120,22 @@ def test_concurrent_callers_get_correct_results():
     assert len(results) == 9
     for out in results:
         np.testing.assert_allclose(out, ref.out, atol=1e-12)
+
+
+def test_read_only_inputs_do_not_compile_new_kernel_versions():
+    from attnviz.engine import BlockMask, recompute_weights
+    from attnviz.engine.flash import flash_kernel
+    from attnviz.engine.weights import _weights_kernel
+
+    q, k, v = qkv(2, 40, 30, 8, 8, np.float64, seed=4)
+    mask = np.tri(40, 30, dtype=bool)
+    attention(q, k, v, BlockMask.from_dense(mask, 16, 16), return_weights=True)  # writable-typed versions
+    before = (len(flash_kernel.signatures), len(_weights_kernel.signatures))
+    for a in (q, k, v, mask):
+        a.setflags(write=False)
+    bmask = BlockMask.from_dense(mask, 16, 16)
+    assert not bmask.dense.flags.writeable and not bmask.tile_state.flags.writeable
+    res = attention(q, k, v, bmask, return_weights=True)
+    recompute_weights(q, k, res.lse, mask, rows=[1, 2])
+    assert (len(flash_kernel.signatures), len(_weights_kernel.signatures)) == before
+    np.testing.assert_allclose(res.out, attention(q, k, v, mask, kernel="reference").out, atol=1e-12)
