@@ -254,7 +254,7 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
                 flagged is not None and old is not None and np.array_equal(flagged, old))):
             return
         self._flagged = flagged
-        self._draw_bands()
+        self._draw_bands(band=not self._bands_drawn)  # flags live in the strip only
 
     @property
     def row_segments(self) -> Sequence[Segment]:
@@ -268,14 +268,15 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
     def row_flags(self) -> Optional[np.ndarray]:
         return self._flagged
 
-    def _draw_bands(self) -> None:
+    def _draw_bands(self, band: bool = True) -> None:
+        """Redraw the left strip (segments and row flags) and, unless ``band`` is False, the top band."""
         if self.n_rows == 0:
             return
         self._bands_drawn = True
-        theme = current_theme()
-        self.band_image.setImage(band_rgba(self.n_cols, self._col_segments), autoLevels=False, levels=None)
-        self.band_image.setRect(QRectF(0, 0, self.n_cols, 1))
-        strip = strip_rgba(self.n_rows, self._row_segments, self._flagged, theme.marker)
+        if band:
+            self.band_image.setImage(band_rgba(self.n_cols, self._col_segments), autoLevels=False, levels=None)
+            self.band_image.setRect(QRectF(0, 0, self.n_cols, 1))
+        strip = strip_rgba(self.n_rows, self._row_segments, self._flagged, current_theme().marker)
         self.strip_image.setImage(strip, autoLevels=False, levels=None)
         self.strip_image.setRect(QRectF(0, 0, 2, self.n_rows))
 

@@ -9,6 +9,7 @@ from attnviz.ui import colormaps
 from attnviz.ui.theme import apply_theme
 from attnviz.ui.widgets import samples
 from attnviz.ui.widgets.heatmap import AttentionHeatmap, HeatmapConfig
+from attnviz.ui.widgets.pooling import pool_max
 
 
 @pytest.fixture
@@ -234,3 +235,32 @@ def test_pooled_image_follows_the_view_size(qtbot):
     w.resize(900, 900)
     qtbot.waitUntil(lambda: w.base.values.shape[0] > small[0] + 200, timeout=3000)
     assert np.nanmax(w.base.values) == pytest.approx(float(v.max()))
+
+
+def test_live_updates_keep_what_did_not_change_and_follow_what_did(heatmap, qtbot):
+    T = 1000  # pooled: more cells than the view has pixels
+    v, mask = samples.peaked_matrix(T)
+    labels = [f"t{i}" for i in range(T)]
+    segs = (Segment("a", 0, 400, "#ff0000"), Segment("b", 400, T, "#00ff00"))
+
+    def show(values, m, rows=labels, row_segs=segs):
+        heatmap.set_matrix(values, mask=m, row_labels=list(rows), col_labels=list(labels), row_segments=row_segs,
+                           col_segments=segs, title="weights")
+
+    show(v, mask)
+    axis, frame = heatmap.frame.left_axis, heatmap.frame
+    texts, band, item = axis._texts, frame.band_image.image, heatmap.base.image
+    edited = mask.copy()
+    edited[700, :] = False  # an edit masks a whole row
+    show(v * 0.5, edited)
+    assert axis._texts is texts and frame.band_image.image is band  # equal labels and segments: not redone
+    assert heatmap.base.image is item  # the image item is reused
+    assert frame.row_flags[700] and frame.row_flags.sum() == 1
+    pooled, ok = pool_max(v * 0.5, edited, heatmap.base.values.shape)
+    np.testing.assert_array_equal(heatmap.base.values, pooled)  # what a pixel shows is the max under it
+    np.testing.assert_array_equal(heatmap.base.allowed, ok)
+    assert heatmap.levels() == pytest.approx((float((v * 0.5)[edited].min()), float((v * 0.5)[edited].max())))
+    show(v, mask, rows=[f"u\t{i}" for i in range(T)], row_segs=segs[:1])
+    assert axis.text(5) == "u→5" and frame.row_segments == segs[:1]
+    assert not frame.row_flags.any()
+    assert "masked" not in heatmap.readout_text(700, 3) and "masked" in heatmap.readout_text(3, 700)
