@@ -79,3 +79,91 @@ def run_app(xvfb_display, tmp_path):
         return proc, rep
 
     return run
+
+
+class AppRuns:
+    """Several runs of the real application for one test, sharing one private home (settings, autosave,
+    recent files) so a later run finds what an earlier one left behind. Each run has its own script
+    and JSON report (``report(dict)`` in the script); ``start`` leaves the process running (to kill it)."""
+
+    PRELUDE = textwrap.dedent("""
+        import json as _json
+        def report(d):
+            _tmp = REPORT + ".part"
+            with open(_tmp, "w") as _fh:
+                _json.dump(d, _fh)
+            import os as _os
+            _os.replace(_tmp, REPORT)
+    """)
+
+    def __init__(self, display: str, root: Path):
+        self.root = root
+        self.procs: list[subprocess.Popen] = []
+        home = root / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ)
+        self.env.pop("QT_QPA_PLATFORM", None)
+        from platformdirs import user_cache_dir
+
+        # compiled kernels stay in the person's own cache (a cold one costs a minute of JIT compiling)
+        numba_cache = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(user_cache_dir("attnviz", appauthor=False),
+                                                                        "numba")
+        self.env.update(DISPLAY=display, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+                        XDG_DATA_HOME=str(home / ".local" / "share"), NUMBA_CACHE_DIR=numba_cache,
+                        ARTIFACTS=str(ARTIFACTS))
+        self.data_dir = home / ".local" / "share" / "attnviz"  # platformdirs.user_data_dir("attnviz")
+
+    def _prepare(self, name: str, script: str) -> tuple[Path, dict]:
+        report = self.root / f"{name}.report.json"
+        if report.exists():
+            report.unlink()
+        path = self.root / f"{name}.script.py"
+        path.write_text(f"REPORT = {str(report)!r}\n" + self.PRELUDE + textwrap.dedent(script), encoding="utf-8")
+        return report, dict(self.env, ATTNVIZ_TEST_SCRIPT=str(path))
+
+    @staticmethod
+    def _read(report: Path):
+        return json.loads(report.read_text()) if report.exists() else None
+
+    def run(self, name: str, script: str, args=(), timeout: int = 120):
+        """Run the application until it exits: (CompletedProcess, report dict or None)."""
+        report, env = self._prepare(name, script)
+        proc = subprocess.run([sys.executable, "-m", "attnviz", *map(str, args)], env=env, capture_output=True,
+                              text=True, timeout=timeout, cwd=str(ROOT))
+        return proc, self._read(report)
+
+    def start(self, name: str, script: str, args=()):
+        """Start the application and return (Popen, path of its report); the caller ends it."""
+        report, env = self._prepare(name, script)
+        proc = subprocess.Popen([sys.executable, "-m", "attnviz", *map(str, args)], env=env, cwd=str(ROOT),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)
+        return proc, report
+
+    def wait_report(self, proc: subprocess.Popen, report: Path, timeout: float = 90.0):
+        """The report once the running application has written it (None if it exited or timed out)."""
+        import time
+
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if report.exists():
+                return self._read(report)
+            if proc.poll() is not None:
+                return self._read(report)
+            time.sleep(0.05)
+        return None
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
+
+
+@pytest.fixture
+def app_runs(xvfb_display, tmp_path):
+    """:class:`AppRuns` in a fresh private home; processes still running at the end are killed."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    runs = AppRuns(xvfb_display, tmp_path)
+    yield runs
+    runs.close()
