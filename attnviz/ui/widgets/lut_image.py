@@ -76,7 +76,7 @@ class LutImageItem(pg.ImageItem):
         if idx is None:
             self._argb = None
             return super().render()
-        argb = np.ascontiguousarray(self._argb_table(lut)[idx])  # (H, W) uint32
+        argb = np.take(self._argb_table(lut), idx)  # (H, W) uint32 (take: twice as fast as [] here)
         H, W = argb.shape
         self._argb = argb  # the QImage does not own its pixels: keep them alive with the item
         self.qimage = QImage(argb.data, W, H, 4 * W, QImage.Format.Format_ARGB32_Premultiplied)

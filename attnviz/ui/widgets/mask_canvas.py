@@ -8,6 +8,11 @@ of the stroke only, interpolated between mouse samples) or one ``stroke_rect(r0,
 for the rectangle tool, then ``stroke_finished()``. ``mode`` is "allow" (left button), "deny" (right
 button) or "erase" (eraser tool: cells return to their rule). The canvas does not change its own
 mask: the owner applies the stroke and calls ``set_mask`` again.
+
+Drawing: every cell gets a uint8 state code (see ``state_codes``) and the picture is those codes
+through a colour table. A mask with more cells than the view has pixels is max-pooled to the view's
+pixels, codes ordered so that a single painted cell always stays visible; zooming in draws the
+visible block again at the view's resolution.
 """
 
 from __future__ import annotations
@@ -258,7 +263,7 @@ class MaskCanvas(QWidget):
 
     def __init__(self, parent=None, *, max_display: int = 2048):
         super().__init__(parent)
-        self.max_display = max_display  # cells per axis drawn one pixel each; larger masks are max-pooled
+        self.max_display = max_display  # image pixels per axis at most (and at most the view's screen pixels)
         self.frame = MatrixFrame(self)
         self.status = QLabel(" ", self)
         self.status.setContentsMargins(6, 0, 6, 2)

@@ -61,7 +61,7 @@ def build_mosaic(maps: np.ndarray, allowed: Optional[np.ndarray], tile_px: int, 
     grid = np.full((rows, th + gap, cols, tw + gap), n + 1, dtype=np.uint16)  # (rows, th+gap, cols, tw+gap)
     grid[:, :th, :, :tw] = idx.transpose(0, 2, 1, 3)
     codes = grid.reshape(rows * (th + gap), cols * (tw + gap))[:H, :W]  # (H, W)
-    rgba = table32[codes].view(np.uint8).reshape(H, W, 4)  # (H, W, 4)
+    rgba = np.take(table32, codes).view(np.uint8).reshape(H, W, 4)  # (H, W, 4)
     return np.ascontiguousarray(rgba), (th, tw)
 
 
