@@ -220,7 +220,7 @@ class ReplaceSource:
         if self.source.name != self.name:
             new, _ = RenameSource(self.name, self.source.name).apply(state)
             new = _set_source(new, i, self.source)
-            return _restore(state, new, self.label, "sources", "cross")
+            return _restore(state, new, self.label, "sources", "cross", "mask")
         return _set_source(state, i, self.source), ReplaceSource(self.name, old, self.label)
 
 

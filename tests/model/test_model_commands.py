@@ -76,6 +76,16 @@ def test_rename_carries_mask_rules_along():
     assert inv.apply(s1)[0] == s0
 
 
+def test_replace_with_a_new_name_undoes_the_mask_rename_too():
+    from attnviz.model.mask_design import MaskDesign
+
+    s0 = SessionState(sources=base().sources, mask=MaskDesign().with_rule("prompt", "cam", Rule.deny()))
+    s1, inv = C.ReplaceSource("prompt", TextSource("words", text="other")).apply(s0)
+    assert s1.mask.rule_for("words", "cam") == Rule.deny()
+    s2, _ = inv.apply(s1)
+    assert s2.mask.rule_for("prompt", "cam") == Rule.deny() and s2 == s0
+
+
 def test_rename_follows_cross_and_refuses_duplicates():
     s0 = SessionState(sources=base().sources, cross=CrossConfig(("prompt",), ("cam",)))
     s1, _ = C.RenameSource("prompt", "words").apply(s0)
