@@ -34,8 +34,9 @@ JSON_FORMAT = "attnviz-mask-design"
 
 # -- npy ---------------------------------------------------------------------------------------
 def save_npy(mask, path) -> None:
-    """Write the dense bool mask (Tq, Tk) or (nh, Tq, Tk)."""
-    np.save(path, np.asarray(mask, dtype=bool), allow_pickle=False)
+    """Write the dense bool mask (Tq, Tk) or (nh, Tq, Tk) to exactly ``path`` (no ``.npy`` is appended)."""
+    with open(path, "wb") as f:
+        np.save(f, np.asarray(mask, dtype=bool), allow_pickle=False)
 
 
 def load_npy(path) -> np.ndarray:

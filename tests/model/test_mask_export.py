@@ -232,6 +232,9 @@ def test_file_round_trips(tmp_path):
     export_mask(d, "npy", tmp_path / "m.npy", segs)
     np.testing.assert_array_equal(load_npy(tmp_path / "m.npy"), dense)
     np.testing.assert_array_equal(import_mask(tmp_path / "m.npy").compile(segs), dense)
+    export_mask(d, "npy", tmp_path / "mask.bin", segs)  # the file is written where asked, nothing appended
+    assert not (tmp_path / "mask.bin.npy").exists()
+    np.testing.assert_array_equal(load_npy(tmp_path / "mask.bin"), dense)
     export_mask(d, "json", tmp_path / "m.json", segs)
     assert import_mask(tmp_path / "m.json") == d
     assert json.loads((tmp_path / "m.json").read_text())["context"]["Tq"] == 12
