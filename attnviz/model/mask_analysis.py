@@ -8,12 +8,17 @@ Masks are bool (Tq, Tk) or (nh, Tq, Tk), ``True`` = query may attend to key.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnviz.engine.blockmask import BlockMask
 from attnviz.model.mask_rules import make_attn_mask
 
+if TYPE_CHECKING:
+    from attnviz.engine.blockmask import BlockMask
+
+# The engine's tile states (attnviz.engine.blockmask), repeated so that importing this module (and the
+# mask exports built on it) does not load the numba kernels; tests check that the values agree.
 EMPTY, PARTIAL, FULL = 0, 1, 2
 
 
@@ -88,6 +93,8 @@ def tile_summary(mask, block_m: int, block_n: int) -> TileSummary:
     Edge tiles cover only the real extent (a mask smaller than one tile is one tile), so the
     sparsity, the share of skipped tiles, is in [0, 100] for any T.
     """
+    from attnviz.engine.blockmask import BlockMask
+
     for v, what in ((block_m, "BLOCK_M"), (block_n, "BLOCK_N")):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{what} must be an integer >= 1, got {v!r}")

@@ -66,6 +66,9 @@ def test_mask_smaller_than_one_tile_never_negative():
     s = tile_summary(np.zeros((0, 0), bool), 16, 16)
     assert s.total == 0 and s.sparsity == 0.0
     assert s.tile_state.dtype == np.int8 and {EMPTY, PARTIAL, FULL} == {0, 1, 2}
+    from attnviz import engine
+
+    assert (EMPTY, PARTIAL, FULL) == (engine.EMPTY, engine.PARTIAL, engine.FULL)
     with pytest.raises(ValueError):
         tile_summary(causal, 0, 16)
 

@@ -116,3 +116,15 @@ def test_demo_save_writes_a_session(tmp_path, capsys):
     capsys.readouterr()
     assert main(["check", str(path)]) == 0
     assert capsys.readouterr().out.startswith("ok: saved.attnviz, schema 1, 4 tokens")
+
+
+def test_cli_starts_without_loading_the_kernels_or_checkpoints():
+    """``attnviz-cli --help`` and ``demo --list`` build every sub-command's parser: that must stay cheap."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from attnviz.cli import main; rc = main(['demo', '--list']); "
+            "print(rc, sorted(m for m in ('numba', 'scipy', 'attnviz.engine', 'attnviz.checkpoints', 'PIL.Image')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "0 []"
