@@ -1,8 +1,11 @@
 """Displayed weights from a flash result without the full matrix: exp(s * scale - lse), tile by tile.
 
-The flash kernel keeps only lse per query row. The weights of any rows can be recomputed exactly from
-q, k and lse: w_ij = exp(q_i . k_j * scale - lse_i) on allowed cells, 0 on masked cells, and 0 on a
-fully masked row (lse = -inf). Only the requested rows are materialised.
+The flash kernel keeps only lse per query row. The weights of any rows can be recomputed from q, k
+and lse: w_ij = exp(q_i . k_j * scale - lse_i) on allowed cells, 0 on masked cells, and 0 on a fully
+masked row (lse = -inf). Only the requested rows are materialised, always over every key, so each row
+is then divided by its sum: the rounding of lse (stored in the input precision, about |lse| * 6e-8 in
+float32) is a factor common to the whole row and cancels; with large float32 scores it would
+otherwise dominate the error.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ def _weights_kernel(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w):
         q_tile = qr[h, r0:r1]  # (br, hs)
         s_buf = np.empty(ROW_BLOCK * BLOCK_N, dtype=qr.dtype)  # scratch score tile
         lse2 = np.empty(br, dtype=qr.dtype)  # (br,) lse in base 2
+        rsum = np.zeros(br, dtype=qr.dtype)  # (br,) row sums of the recomputed weights
+        zero = like(qr, 0.0)
         for r in range(br):
             lse2[r] = lse_r[h, r0 + r] * like(qr, LOG2E)
         for j0 in range(0, Tk, BLOCK_N):
@@ -45,15 +50,27 @@ def _weights_kernel(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w):
             for r in range(br):
                 wrow = w[h, r0 + r, j0:j1]  # (bn,)
                 srow = S[r]  # (bn,)
+                tot = zero
                 if lse2[r] == -np.inf:
                     wrow[:] = 0
                 elif use_mask:
                     mrow = mask_r[hm, r0 + r, j0:j1]  # (bn,)
                     for j in range(bn):
-                        wrow[j] = exp2(srow[j] * c - lse2[r]) if mrow[j] else 0
+                        p = exp2(srow[j] * c - lse2[r]) if mrow[j] else zero
+                        wrow[j] = p
+                        tot += p
                 else:
                     for j in range(bn):
-                        wrow[j] = exp2(srow[j] * c - lse2[r])
+                        p = exp2(srow[j] * c - lse2[r])
+                        wrow[j] = p
+                        tot += p
+                rsum[r] += tot
+        for r in range(br):  # divide out the rounding of lse (a common factor of the row)
+            if rsum[r] > 0:
+                inv = like(qr, 1.0) / rsum[r]
+                wrow = w[h, r0 + r]  # (Tk,)
+                for j in range(Tk):
+                    wrow[j] *= inv
 
 
 def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=None) -> np.ndarray:

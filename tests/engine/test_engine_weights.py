@@ -97,3 +97,22 @@ def test_overview_float32_and_bad_arguments():
         attention_overview(q[0], k[0], res.lse, out_shape=(8, 8), rows=(10, 5))
     with pytest.raises(ValueError, match="out_shape"):
         attention_overview(q[0], k[0], res.lse, out_shape=(0, 8))
+
+
+@pytest.mark.parametrize("logit_scale", [30.0, 1e3, 1e4])
+def test_recomputed_float32_weights_keep_the_accuracy_rule_at_large_scores(logit_scale):
+    """exp(s * scale - lse) alone would carry float32 lse's rounding (|lse| * 6e-8) into every weight."""
+    q, k, v = qkv(2, 130, 70, 8, 4, np.float32, seed=9, logit_scale=logit_scale)
+    mask = make_mask("dead_rows", 2, 130, 70)
+    ref = attention(*(a.astype(np.float64) for a in (q, k, v)), mask, kernel="reference", return_weights=True)
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.float32(1 / np.sqrt(8))  # (nh, Tq, Tk) numpy fp32 baseline
+    s = np.where(mask, s, -np.inf)
+    m = np.max(s, axis=-1, keepdims=True, initial=-np.inf)
+    p = np.where(mask, np.exp(s - np.where(np.isfinite(m), m, 0)), 0)
+    l = p.sum(-1, keepdims=True)
+    base = np.abs(p / np.where(l > 0, l, 1) - ref.weights).max()
+    flash = attention(q, k, v, mask, kernel="flash", block_m=32, block_n=32, return_weights=True)
+    err = np.abs(flash.weights - ref.weights).max()
+    assert np.abs(ref.lse[np.isfinite(ref.lse)]).max() > logit_scale  # the scores really are large
+    assert err <= 2 * base + 8 * np.finfo(np.float32).eps, f"weights error {err:.3g} vs numpy {base:.3g}"
+    assert np.all(flash.weights[:, ::3] == 0)  # the fully masked rows
