@@ -50,3 +50,4 @@ class Mouse:
 @pytest.fixture
 def mouse(qtbot):
     return Mouse(qtbot)
+
