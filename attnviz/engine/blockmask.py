@@ -67,7 +67,8 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return view
 
 
-def _check_block(name: str, value) -> int:
+def check_block(name: str, value) -> int:
+    """A tile size as an int; ValueError naming ``name`` unless it is a positive integer."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
@@ -91,8 +92,8 @@ class BlockMask:
     @classmethod
     def from_dense(cls, mask, block_m: int, block_n: int) -> "BlockMask":
         """Classify every tile of a bool mask (Tq, Tk) or (nh, Tq, Tk) for tiles of block_m x block_n."""
-        block_m = _check_block("block_m", block_m)
-        block_n = _check_block("block_n", block_n)
+        block_m = check_block("block_m", block_m)
+        block_n = check_block("block_n", block_n)
         arr = np.asarray(mask)
         if arr.dtype != np.bool_:
             raise ValueError(f"mask must be a bool array of shape (Tq, Tk) or (nh, Tq, Tk), got dtype {arr.dtype}")
@@ -133,12 +134,6 @@ class BlockMask:
         if total == 0:
             return 0.0
         return 100.0 * float(np.count_nonzero(self.tile_state == EMPTY)) / total
-
-    def with_blocks(self, block_m: int, block_n: int) -> "BlockMask":
-        """The same mask classified for another tile size (self when the size is unchanged)."""
-        if (block_m, block_n) == (self.block_m, self.block_n):
-            return self
-        return BlockMask.from_dense(self.dense, block_m, block_n)
 
     def __repr__(self) -> str:
         c = self.counts()

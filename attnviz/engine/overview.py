@@ -18,8 +18,7 @@ from numba import njit, prange
 
 from attnviz.engine.fastexp import FASTMATH, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like, order_key
 from attnviz.engine.runtime import parallel_section
-from attnviz.engine.validate import (as_heads, check_finite, float_dtype, kernel_array, prepare_block, prepare_mask,
-                                     prepare_scale)
+from attnviz.engine.validate import prepare_block, prepare_mask, prepare_qk_lse
 
 REDUCTIONS = ("max", "mean")
 ROW_BLOCK = 64  # query rows per score tile
@@ -156,22 +155,9 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
     """
     if reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")
-    q_arr, k_arr = np.asarray(q), np.asarray(k)
-    if q_arr.ndim != k_arr.ndim or q_arr.ndim not in (2, 3):
-        raise ValueError(f"q and k must both be (nh, T, hs) or both (T, hs), got {q_arr.shape} and {k_arr.shape}")
-    squeeze = q_arr.ndim == 2
-    q3 = as_heads("q", q_arr, "(nh, Tq, hs)")
-    k3 = as_heads("k", k_arr, "(nh, Tk, hs)")
-    nh, Tq, hs = q3.shape
-    if k3.shape[0] != nh or k3.shape[2] != hs:
-        raise ValueError(f"k must have shape ({nh}, Tk, {hs}) to match q {q3.shape}, got {k3.shape}")
+    q3, k3, lse3, s, squeeze = prepare_qk_lse(q, k, lse, scale)  # s >= 0 keeps scores monotonic for the max
+    nh, Tq, _ = q3.shape
     Tk = k3.shape[1]
-    lse_arr = np.asarray(lse)
-    lse3 = lse_arr[None] if lse_arr.ndim == 1 else lse_arr
-    if lse3.shape != (nh, Tq):
-        raise ValueError(f"lse must have shape ({nh}, {Tq}) (one value per query row), got {lse_arr.shape}")
-    if np.isnan(lse3).any() or np.isposinf(lse3).any():
-        raise ValueError("lse must be finite or -inf (a fully masked row)")
     try:
         H, W = (int(x) for x in out_shape)
     except (TypeError, ValueError):
@@ -180,14 +166,6 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
         raise ValueError(f"out_shape must be a pair (H, W) of positive integers, got {out_shape!r}")
     r0, r1 = _check_range("rows", rows, Tq)
     c0, c1 = _check_range("cols", cols, Tk)
-    dt = float_dtype(q3, k3)
-    q3 = kernel_array(q3, dt)
-    k3 = kernel_array(k3, dt)
-    check_finite("q", q3)
-    check_finite("k", k3)
-    s = prepare_scale(scale, hs)
-    if s < 0:  # keeps the scaled score monotonic in the raw one (needed by the max)
-        q3, s = -q3, -s
     dense, _ = prepare_mask(mask, nh, Tq, Tk)
     bn = prepare_block("block_n", block_n) or DEFAULT_BLOCK_N
     R, C = r1 - r0, c1 - c0
@@ -195,11 +173,10 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
     row_edges = _edges(R, Hp)  # (H'+1,)
     col_edges = _edges(C, Wp)  # (W'+1,)
     groups = _row_groups(row_edges, ROW_BLOCK)  # (G+1,)
-    acc = np.empty((nh, Hp, Wp), dtype=dt)  # (nh, H', W')
+    acc = np.empty((nh, Hp, Wp), dtype=q3.dtype)  # (nh, H', W')
     m = np.ones((1, 1, 1), dtype=np.bool_) if dense is None else dense
-    lse_c = kernel_array(lse3, dt)  # (nh, Tq)
     with parallel_section():
-        _overview_kernel(q3, k3, lse_c, m, dense is not None, r0, c0, row_edges, col_edges, groups, s,
+        _overview_kernel(q3, k3, lse3, m, dense is not None, r0, c0, row_edges, col_edges, groups, s,
                          reduce == "max", bn, acc)
     if reduce == "mean":
         cells = np.diff(row_edges)[:, None] * np.diff(col_edges)[None, :]  # (H', W')

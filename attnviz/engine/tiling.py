@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnviz.engine.blockmask import tile_counts
+from attnviz.engine.blockmask import tile_counts, tile_sizes
 from attnviz.engine.runtime import get_num_threads
 
 CANDIDATES = ((64, 128), (128, 128), (64, 256), (128, 256), (256, 128), (128, 512))
@@ -124,9 +124,7 @@ def _predicted(costs: dict[tuple[int, int], TileCost], dense: np.ndarray | None,
         pad = np.zeros((h, -(-a // fm) * fm, -(-b // fn) * fn), dtype=fine.dtype)
         pad[:, :a, :b] = fine
         counts = pad.reshape(h, pad.shape[1] // fm, fm, pad.shape[2] // fn, fn).sum(axis=(2, 4))  # (h, nQ, nK)
-        rows = np.minimum(bm, Tq - np.arange(0, Tq, bm))  # (nQ,)
-        cols = np.minimum(bn, Tk - np.arange(0, Tk, bn))  # (nK,)
-        size = rows[:, None] * cols[None, :]  # (nQ, nK) cells per tile
+        size = tile_sizes(Tq, Tk, bm, bn)  # (nQ, nK) cells per tile
         full = counts == size[None]
         partial = (counts > 0) & ~full
         t = (cost.full * float((size[None] * full).sum()) + cost.partial * float((size[None] * partial).sum()))

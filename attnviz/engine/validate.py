@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from attnviz.engine.blockmask import BlockMask
+from attnviz.engine.blockmask import BlockMask, check_block
 from attnviz.engine.fastexp import MAX_ABS_SCORE
 
 
@@ -140,8 +140,38 @@ def prepare_rows(rows, Tq: int) -> np.ndarray:
 
 
 def prepare_block(name: str, value) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
-    return int(value)
+    """A tile size: None (choose automatically) or a positive integer."""
+    return None if value is None else check_block(name, value)
+
+
+def prepare_qk_lse(q, k, lse, scale):
+    """Check the inputs of a weight recomputation from an attention result.
+
+    q (nh, Tq, hs), k (nh, Tk, hs), lse (nh, Tq) (2-D q/k and 1-D lse: one head); ``scale`` as for
+    :func:`attention`. Returns (q3, k3, lse3, s, squeeze): 3-D C-contiguous q/k and (nh, Tq) lse of one
+    float dtype, and s = |scale| >= 0 with q negated when the scale was negative (the same scores).
+    """
+    q_arr, k_arr = np.asarray(q), np.asarray(k)
+    if q_arr.ndim != k_arr.ndim or q_arr.ndim not in (2, 3):
+        raise ValueError(f"q and k must both be (nh, T, hs) or both (T, hs), got {q_arr.shape} and {k_arr.shape}")
+    squeeze = q_arr.ndim == 2
+    q3 = as_heads("q", q_arr, "(nh, Tq, hs)")
+    k3 = as_heads("k", k_arr, "(nh, Tk, hs)")
+    nh, Tq, hs = q3.shape
+    if k3.shape[0] != nh or k3.shape[2] != hs:
+        raise ValueError(f"k must have shape ({nh}, Tk, {hs}) to match q {q3.shape}, got {k3.shape}")
+    lse_arr = np.asarray(lse)
+    lse3 = lse_arr[None] if lse_arr.ndim == 1 else lse_arr
+    if lse3.shape != (nh, Tq):
+        raise ValueError(f"lse must have shape ({nh}, {Tq}) (one value per query row), got {lse_arr.shape}")
+    if np.isnan(lse3).any() or np.isposinf(lse3).any():
+        raise ValueError("lse must be finite or -inf (a fully masked row)")
+    dt = float_dtype(q3, k3)
+    q3 = kernel_array(q3, dt)  # (nh, Tq, hs)
+    k3 = kernel_array(k3, dt)  # (nh, Tk, hs)
+    check_finite("q", q3)
+    check_finite("k", k3)
+    s = prepare_scale(scale, hs)
+    if s < 0:  # softmax(s * scale) with scale < 0 is softmax(-s * |scale|): the kernels need c >= 0
+        q3, s = -q3, -s
+    return q3, k3, kernel_array(lse3, dt), s, squeeze

@@ -15,8 +15,7 @@ from numba import njit, prange
 
 from attnviz.engine.fastexp import FASTMATH, LOG2E, exp2, like
 from attnviz.engine.runtime import parallel_section
-from attnviz.engine.validate import (as_heads, check_finite, float_dtype, kernel_array, prepare_block, prepare_mask,
-                                     prepare_rows, prepare_scale)
+from attnviz.engine.validate import prepare_block, prepare_mask, prepare_qk_lse, prepare_rows
 
 ROW_BLOCK = 64  # query rows per work item
 DEFAULT_BLOCK_N = 256  # keys per tile
@@ -81,40 +80,19 @@ def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=No
     Returns (nh, R, Tk) — (R, Tk) for one head — in the dtype of q and k. Masked cells and fully
     masked rows are 0.
     """
-    q_arr, k_arr = np.asarray(q), np.asarray(k)
-    if q_arr.ndim != k_arr.ndim or q_arr.ndim not in (2, 3):
-        raise ValueError(f"q and k must both be (nh, T, hs) or both (T, hs), got {q_arr.shape} and {k_arr.shape}")
-    squeeze = q_arr.ndim == 2
-    q3 = as_heads("q", q_arr, "(nh, Tq, hs)")
-    k3 = as_heads("k", k_arr, "(nh, Tk, hs)")
-    nh, Tq, hs = q3.shape
-    if k3.shape[0] != nh or k3.shape[2] != hs:
-        raise ValueError(f"k must have shape ({nh}, Tk, {hs}) to match q {q3.shape}, got {k3.shape}")
+    q3, k3, lse3, s, squeeze = prepare_qk_lse(q, k, lse, scale)  # s >= 0
+    nh, Tq, _ = q3.shape
     Tk = k3.shape[1]
-    lse_arr = np.asarray(lse)
-    lse3 = lse_arr[None] if lse_arr.ndim == 1 else lse_arr
-    if lse3.shape != (nh, Tq):
-        raise ValueError(f"lse must have shape ({nh}, {Tq}) (one value per query row), got {lse_arr.shape}")
-    if np.isnan(lse3).any() or np.isposinf(lse3).any():
-        raise ValueError("lse must be finite or -inf (a fully masked row)")
-    dt = float_dtype(q3, k3)
-    q3 = kernel_array(q3, dt)
-    k3 = kernel_array(k3, dt)
-    check_finite("q", q3)
-    check_finite("k", k3)
-    s = prepare_scale(scale, hs)
-    if s < 0:  # softmax(s * scale) with scale < 0 is softmax(-s * |scale|): keeps c >= 0 in the kernels
-        q3, s = -q3, -s
     dense, _ = prepare_mask(mask, nh, Tq, Tk)
     idx = prepare_rows(rows, Tq)  # (R,)
     bn = prepare_block("block_n", block_n) or DEFAULT_BLOCK_N
     qr = np.ascontiguousarray(q3[:, idx])  # (nh, R, hs)
-    lse_r = kernel_array(lse3[:, idx], dt)  # (nh, R)
+    lse_r = np.ascontiguousarray(lse3[:, idx])  # (nh, R)
     if dense is None:
         mask_r = np.ones((1, 1, 1), dtype=np.bool_)  # unused
     else:
         mask_r = np.ascontiguousarray(dense[:, idx])  # (nh or 1, R, Tk)
-    w = np.empty((nh, idx.size, Tk), dtype=dt)  # (nh, R, Tk)
+    w = np.empty((nh, idx.size, Tk), dtype=q3.dtype)  # (nh, R, Tk)
     if w.size:
         with parallel_section():
             _weights_kernel(qr, k3, lse_r, mask_r, dense is not None, s, bn, w)
