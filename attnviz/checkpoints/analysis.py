@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.engine.softmax import row_entropy
 
 # Token strings counted as special when no mask is given: BERT, GPT-2, RoBERTa-style, ViT extras.
 SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "[MASK]", "<|endoftext|>", "<s>", "</s>", "<pad>", "[DIST]"})
@@ -63,9 +64,7 @@ def head_summaries(attentions, tokens=None, special=None) -> HeadSummaries:
     def row_mean(per_row):  # (L, nh, T) -> (L, nh), over live rows only
         return np.where(live, per_row, 0.0).sum(axis=-1) / n_live
 
-    with np.errstate(divide="ignore", invalid="ignore"):
-        plogp = np.where(a > 0, a * np.log(np.where(a > 0, a, 1.0)), 0.0)  # (L, nh, T, T)
-    entropy = row_mean(-plogp.sum(axis=-1))
+    entropy = row_mean(row_entropy(a))
     to_special = row_mean(a[..., special].sum(axis=-1))
     to_self = row_mean(np.diagonal(a, axis1=-2, axis2=-1))
     if T > 1:

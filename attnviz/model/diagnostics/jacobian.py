@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.engine.softmax import masked_softmax as softmax_over_keys
 from attnviz.model.diagnostics.normalisation import _as_scores_and_mask, masked_softmax
 
 
 def _softmax_last(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max(axis=-1, keepdims=True))  # (..., n)
-    return e / e.sum(axis=-1, keepdims=True)  # (..., n)
+    """Softmax of (..., n) finite logits over the last axis, every entry allowed."""
+    return softmax_over_keys(z, True)[0]  # (..., n)
 
 
 def softmax_jacobian(z) -> np.ndarray:

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.engine.softmax import masked_softmax as softmax_over_keys
+from attnviz.engine.softmax import row_entropy
+
 MODES = ("scaled", "unscaled", "uniform")
 
 
@@ -38,19 +41,7 @@ def _as_scores_and_mask(scores, mask) -> tuple[np.ndarray, np.ndarray]:
 def masked_softmax(logits, mask=None) -> np.ndarray:
     """Row softmax over the allowed keys of (..., Tq, Tk) logits; masked cells and empty rows give 0."""
     s, m = _as_scores_and_mask(logits, mask)
-    has = m.any(axis=-1, keepdims=True)  # (..., Tq, 1)
-    shift = np.where(has, np.max(np.where(m, s, -np.inf), axis=-1, keepdims=True), 0.0)  # (..., Tq, 1)
-    z = np.where(m, np.where(m, s, 0.0) - shift, -np.inf)  # (..., Tq, Tk) <= 0 on allowed cells
-    p = np.exp(z)  # (..., Tq, Tk) exactly 0 on masked cells
-    total = p.sum(axis=-1, keepdims=True)  # (..., Tq, 1)
-    return p / np.where(has, total, 1.0)  # (..., Tq, Tk)
-
-
-def row_entropy(weights) -> np.ndarray:
-    """Shannon entropy in nats of each row of (..., Tq, Tk) weights (0 log 0 = 0)."""
-    w = np.asarray(weights, dtype=np.float64)
-    logw = np.log(np.where(w > 0, w, 1.0))  # (..., Tq, Tk) 0 where w == 0
-    return -(w * logw).sum(axis=-1)  # (..., Tq)
+    return softmax_over_keys(s, m)[0]  # (..., Tq, Tk)
 
 
 @dataclass(frozen=True)
