@@ -142,6 +142,14 @@ def shoot_all(app, window, ctx, wait) -> list[str]:  # noqa: C901 - one straight
         dock.setFloating(False)
         wait(200)
 
+    def reselect(key: int) -> None:
+        """Pick another key and then ``key`` again (as a person clicks through the row), so the
+        breakdown's tables are laid out in the panel as it is now shown."""
+        ctx.set_view(key=(key + 1) % ctx.response.Tk)
+        wait(300)
+        ctx.set_view(key=key)
+        wait(500)
+
     def heatmap_alone(grid_width: int):
         """Only the central heatmap panel, its all-heads grid grid_width pixels wide (View menu:
         every dock hidden); reset_layout() brings the docks back."""
@@ -204,9 +212,9 @@ def shoot_all(app, window, ctx, wait) -> list[str]:  # noqa: C901 - one straight
         open_demo("river-bank", query=3, key=2, head=0)
         dock, inspector = float_dock("inspector", 1400, 800)
         if wanted("inspector-river-bank"):
-            widen_first(inspector, 0.5)
+            widen_first(inspector, 0.62)
             inspector.matrices.setCurrentIndex(0)
-            wait(400)
+            reselect(key=2)
             save(dock, "inspector-river-bank")
         redock(dock)
 
@@ -239,7 +247,7 @@ def shoot_all(app, window, ctx, wait) -> list[str]:  # noqa: C901 - one straight
         dock, inspector = float_dock("inspector", 1500, 760)
         widen_first(inspector, 0.55)
         inspector.matrices.setCurrentIndex(1)
-        wait(500)
+        reselect(key=19)
         save(dock, "weights")
         redock(dock)
 
