@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import attnviz.engine.api as engine_api
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.forward import forward_bert, forward_gpt2, forward_vit
 from attnviz.checkpoints.loader import Checkpoint
 from attnviz.checkpoints.preprocess import preprocess_image
+from attnviz.engine import KERNELS
 from attnviz.sources.errors import SourceError
 
 DEFAULT_KERNEL = "reference"  # exists in every build and returns exact float64 softmax weights
@@ -57,9 +57,8 @@ def _dtype(dtype):
 
 
 def _kernel(kernel: str) -> str:
-    known = getattr(engine_api, "KERNELS", None)
-    if not isinstance(kernel, str) or (known is not None and kernel not in known):
-        raise CheckpointError(f"attention kernel {kernel!r} is not available (available: {', '.join(known or ())})")
+    if kernel not in KERNELS:
+        raise CheckpointError(f"attention kernel {kernel!r} is not available (available: {', '.join(KERNELS)})")
     return kernel
 
 
