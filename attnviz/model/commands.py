@@ -25,14 +25,14 @@ edited slot so dragging a slider is one step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Hashable
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar, Hashable
 
 from attnviz.model.command import merge_key as _merge_key
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import ScoreRuleConfig
 from attnviz.model.state import (FIELDS, WEIGHT_NAMES, CrossConfig, CustomSource, ImageSource,
-                                 KernelConfig, QKOverride, SessionState, TextSource, TokenizerSpec)
+                                 KernelConfig, QKOverride, SessionState, TextSource, TokenizerSpec, ViewState)
 
 
 def _find(state: SessionState, name: str) -> int:
@@ -67,6 +67,17 @@ class SetFields:
 def _restore(state: SessionState, new: SessionState, label: str, *names: str):
     """(new, SetFields restoring ``names`` of ``state``)."""
     return new, SetFields(tuple((n, getattr(state, n)) for n in names), label)
+
+
+class _ReplaceField:
+    """Base of the commands that replace one whole top-level field, held in the command's field of the
+    same name (``state_field``); the inverse is the same command holding the previous value."""
+
+    state_field: ClassVar[str]
+
+    def apply(self, state: SessionState):
+        name = self.state_field
+        return replace(state, **{name: getattr(self, name)}), type(self)(getattr(state, name), self.label)
 
 
 @dataclass(frozen=True)
@@ -318,25 +329,21 @@ class SetCustomBlock:
 
 
 @dataclass(frozen=True)
-class SetTokenizer:
+class SetTokenizer(_ReplaceField):
     """Use another tokenizer for text sources."""
 
     tokenizer: TokenizerSpec
     label: str = "Change tokenizer"
-
-    def apply(self, state: SessionState):
-        return replace(state, tokenizer=self.tokenizer), SetTokenizer(state.tokenizer, self.label)
+    state_field: ClassVar[str] = "tokenizer"
 
 
 @dataclass(frozen=True)
-class SetCross:
+class SetCross(_ReplaceField):
     """Switch to cross-attention (a CrossConfig) or back to self-attention (None)."""
 
     cross: CrossConfig | None
     label: str = "Change attention type"
-
-    def apply(self, state: SessionState):
-        return replace(state, cross=self.cross), SetCross(state.cross, self.label)
+    state_field: ClassVar[str] = "cross"
 
 
 @dataclass(frozen=True)
@@ -410,25 +417,21 @@ class SetQKComponent:
 
 
 @dataclass(frozen=True)
-class SetPositional:
+class SetPositional(_ReplaceField):
     """Use another positional encoding."""
 
     positional: PositionalConfig
     label: str = "Change positional encoding"
-
-    def apply(self, state: SessionState):
-        return replace(state, positional=self.positional), SetPositional(state.positional, self.label)
+    state_field: ClassVar[str] = "positional"
 
 
 @dataclass(frozen=True)
-class SetScoreRule:
+class SetScoreRule(_ReplaceField):
     """Use another score rule."""
 
     score_rule: ScoreRuleConfig
     label: str = "Change score rule"
-
-    def apply(self, state: SessionState):
-        return replace(state, score_rule=self.score_rule), SetScoreRule(state.score_rule, self.label)
+    state_field: ClassVar[str] = "score_rule"
 
 
 @dataclass(frozen=True)
@@ -451,14 +454,12 @@ class SetKernel:
 
 
 @dataclass(frozen=True)
-class SetMask:
+class SetMask(_ReplaceField):
     """Replace the whole mask design (a preset, an import)."""
 
     mask: Any  # MaskDesign
     label: str = "Set mask"
-
-    def apply(self, state: SessionState):
-        return replace(state, mask=self.mask), SetMask(state.mask, self.label)
+    state_field: ClassVar[str] = "mask"
 
 
 @dataclass(frozen=True)
@@ -482,8 +483,7 @@ class EditMask:
         return replace(state, mask=design), EditMask(inv, self.label_override)
 
 
-VIEW_FIELDS = ("head", "query", "key", "colormap", "log_scale", "normalisation", "matrix", "overlay_opacity",
-               "layout")
+VIEW_FIELDS = tuple(f.name for f in fields(ViewState))
 
 
 @dataclass(frozen=True)
