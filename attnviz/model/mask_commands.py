@@ -47,6 +47,13 @@ def _paint(design: MaskDesign, rows: np.ndarray, cols: np.ndarray, value) -> tup
     return new, RestoreCells(CellStates(rows, cols, old).reversed())
 
 
+def _whole_lines(lines, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every cell of whole rows (or columns): each line index ``length`` times, and 0..length-1 per line."""
+    along = np.repeat(np.asarray(lines, dtype=np.int64), length)  # (n * length,)
+    across = np.tile(np.arange(length, dtype=np.int64), len(lines))  # (n * length,)
+    return along, across
+
+
 # -- rules -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SetBlockRule:
@@ -280,8 +287,7 @@ class PaintRow:
         return PaintRow(self.rows + other.rows, self.n_keys, self.value, self.stroke)
 
     def apply(self, design: MaskDesign):
-        rows = np.repeat(np.asarray(self.rows, dtype=np.int64), self.n_keys)  # (n * Tk,)
-        cols = np.tile(np.arange(self.n_keys, dtype=np.int64), len(self.rows))  # (n * Tk,)
+        rows, cols = _whole_lines(self.rows, self.n_keys)  # (n * Tk,) each
         return _paint(design, rows, cols, self.value)
 
 
@@ -314,8 +320,7 @@ class PaintColumn:
         return PaintColumn(self.cols + other.cols, self.n_queries, self.value, self.stroke)
 
     def apply(self, design: MaskDesign):
-        cols = np.repeat(np.asarray(self.cols, dtype=np.int64), self.n_queries)  # (n * Tq,)
-        rows = np.tile(np.arange(self.n_queries, dtype=np.int64), len(self.cols))  # (n * Tq,)
+        cols, rows = _whole_lines(self.cols, self.n_queries)  # (n * Tq,) each
         return _paint(design, rows, cols, self.value)
 
 

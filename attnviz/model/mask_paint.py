@@ -70,10 +70,6 @@ class CellOverrides:
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
-    def empty(cls) -> "CellOverrides":
-        return cls()
-
-    @classmethod
     def from_cells(cls, rows, cols, values) -> "CellOverrides":
         """Cells with their values (scalar or per cell); a later duplicate wins; 0 entries are dropped."""
         return cls().set(rows, cols, values)
