@@ -3,7 +3,6 @@
 import json
 
 import numpy as np
-import pytest
 
 from attnviz.cli import main
 from attnviz.model.compute import ComputeRequest, run
@@ -60,7 +59,8 @@ def test_cli_list_json_and_errors(capsys):
 
 
 def test_cli_save_writes_a_session_file(tmp_path, capsys):
-    persist = pytest.importorskip("attnviz.persist")
+    from attnviz import persist
+
     path = tmp_path / "bank.attnviz"
     assert main(["demo", "river-bank", "--save", str(path)]) == 0
     assert persist.load_session(path) == build_demo("river-bank")

@@ -1,6 +1,6 @@
 """Hypothesis strategies for whole sessions (every kind of source, hand-set or seeded weights, every
 positional encoding, score rule and kernel, mask rules, presets, painted cells and per-head designs,
-view state), and a helper comparing two computed responses."""
+view state), and a check that two computed responses are the same."""
 
 from __future__ import annotations
 
