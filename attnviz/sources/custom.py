@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz.sources.errors import SourceError, finite_nonnegative, nonnegative_int, positive_int
+from attnviz.sources.errors import SourceError, finite_nonnegative, nonnegative_int, positive_int, read_npy
 
 GENERATORS = ("zeros", "noise", "file")
 MAX_VALUES_FILE_BYTES = 256 * 2**20  # a values file larger than this is surely not a token block
@@ -116,29 +116,12 @@ def load_block_values(path, d_model: int | None = None) -> np.ndarray:
         raise SourceError(f"values file {path.name} is {size / 2**20:.0f} MiB; a token block file is at most 256 MiB")
     suffix = path.suffix.lower()
     if suffix == ".npy":
-        values = _read_npy(path)
+        values = read_npy(path)
     elif suffix in (".csv", ".tsv", ".txt"):
         values = _read_csv(path)
     else:
         raise SourceError(f"values file {path.name}: use a .npy or .csv file (got {suffix or 'no extension'})")
     return _check_values(values, path.name, d_model)
-
-
-def _read_npy(path: Path) -> np.ndarray:
-    try:
-        a = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        if "pickle" in str(exc).lower():
-            raise SourceError(
-                f"{path.name} holds Python objects (a pickled object array), which are not loaded for "
-                "safety; save a plain numeric array with np.save"
-            ) from None
-        raise SourceError(f"{path.name} is not a valid .npy file ({exc})") from None
-    except (OSError, EOFError) as exc:
-        raise SourceError(f"{path.name} is not a valid .npy file ({exc})") from None
-    if not isinstance(a, np.ndarray):  # an .npz archive renamed to .npy
-        raise SourceError(f"{path.name} is not a single .npy array")
-    return a
 
 
 def _read_csv(path: Path) -> np.ndarray:

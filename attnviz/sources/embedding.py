@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz.sources.errors import SourceError, finite_nonnegative, nonnegative_int, positive_int
+from attnviz.sources.errors import SourceError, finite_nonnegative, nonnegative_int, positive_int, read_npy
 
 # A seeded table larger than this (float64 elements, 1 GiB) is refused with a message instead of
 # exhausting memory: e.g. a 50k-token vocabulary with d_model 4096.
@@ -58,13 +58,7 @@ class EmbeddingTable:
         path = Path(path)
         if not path.is_file():
             raise SourceError(f"embedding file not found: {path}")
-        try:
-            w = np.load(path, allow_pickle=False)
-        except ValueError as exc:
-            raise SourceError(f"{path.name}: not a plain numeric .npy array ({exc})") from None
-        except (OSError, EOFError) as exc:
-            raise SourceError(f"{path.name}: cannot read as .npy ({exc})") from None
-        return cls(w)
+        return cls(read_npy(path))
 
     @property
     def weights(self) -> np.ndarray:
