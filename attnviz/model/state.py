@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import ClassVar, Union
 
 import numpy as np
@@ -442,7 +442,3 @@ class SessionState:
 #: top-level field names, in order; each has a change event on Session.events
 FIELDS = tuple(f.name for f in fields(SessionState))
 
-
-def with_fields(state: SessionState, **changes) -> SessionState:
-    """``dataclasses.replace`` that validates the result (a thin, explicit alias)."""
-    return replace(state, **changes)
