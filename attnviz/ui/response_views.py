@@ -85,6 +85,26 @@ def matrix_view(resp, matrix: str, head) -> MatrixView | None:
     return MatrixView(_pick(stack, head), allowed, keys, "weight" if matrix == "weights" else "score", True)
 
 
+AXIS_LABEL_CHARS = 12  # characters a token axis shows before it elides a label
+
+
+def compact_label(label: str, max_chars: int = AXIS_LABEL_CHARS) -> str:
+    """``label`` cut to ``max_chars`` in the middle so its end stays readable: "fast actions3" ->
+    "fast actio…3", not "fast action…" (the token index of a block is what tells rows apart)."""
+    s = str(label)
+    if len(s) <= max_chars or max_chars < 3:
+        return s
+    digits = len(s) - len(s.rstrip("0123456789"))
+    tail = digits if 0 < digits <= max_chars // 2 else min(3, (max_chars - 1) // 2)
+    head = max_chars - 1 - tail
+    return s[:head] + "…" + s[len(s) - tail:]
+
+
+def compact_labels(labels, max_chars: int = AXIS_LABEL_CHARS) -> tuple[str, ...]:
+    """:func:`compact_label` of every label."""
+    return tuple(compact_label(s, max_chars) for s in labels)
+
+
 def engine_scale(state) -> float | None:
     """The softmax scale of the session's dot-product rule when its lse is exp-of-scaled-score
     (an engine kernel ran), else None (other rules or ALiBi)."""

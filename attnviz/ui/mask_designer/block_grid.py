@@ -185,8 +185,8 @@ class BlockGrid(QWidget):
                 f.setItalic(not cell.explicit)
                 f.setPointSizeF(max(6.5, base.pointSizeF() * (0.85 if g.cell < 56 else 0.95)))
                 p.setFont(f)
-                text = _short(cell.rule.label(), g.cell)
                 fm = QFontMetrics(f)
+                text = fit_rule_label(cell.rule.label(), g.cell - 8, fm.horizontalAdvance)
                 tw, th = fm.horizontalAdvance(text) + 6, fm.height()
                 box = QRectF(rect.center().x() - tw / 2, rect.center().y() - th / 2, tw, th)
                 p.fillRect(box, QColor(0, 0, 0, 150) if theme.name == "dark" else QColor(255, 255, 255, 200))
@@ -250,11 +250,28 @@ def _head_text(block) -> str:
     return f"{block.name} ({len(block)})"
 
 
-def _short(label: str, cell: int) -> str:
-    """The rule label, shortened to fit small cells."""
-    if cell >= 70:
-        return label
-    short = {"causal": "causal", "anti-causal": "anti", "allow": "allow", "deny": "deny"}
-    if label in short:
-        return short[label]
-    return label.replace("window ", "w").replace(" (causal)", "c").replace(" (block)", "ᵇ")
+#: shorter spellings of rule labels, longest first, for cells too small for the full one
+_SHORTER = {"allow": ("allow", "✓"), "deny": ("deny", "✗"), "causal": ("causal", "caus", "◣"),
+            "anti-causal": ("anti-causal", "anti", "◥")}
+
+
+def rule_label_variants(label: str) -> list[str]:
+    """The label and ever shorter spellings of it (the last one is at most two characters where one
+    is known)."""
+    if label in _SHORTER:
+        return list(_SHORTER[label])
+    short = label.replace("window ", "w").replace(" (causal)", "c").replace(" (block)", "ᵇ")
+    out = [label] + ([short] if short != label else [])
+    if label.startswith("ar_mask"):
+        out.append("ar")
+    return out
+
+
+def fit_rule_label(label: str, width: float, advance) -> str:
+    """The longest spelling of ``label`` whose width (``advance(text)`` pixels) fits ``width``; the
+    shortest one when none fits."""
+    variants = rule_label_variants(label)
+    for v in variants:
+        if advance(v) + 6 <= width:
+            return v
+    return variants[-1]

@@ -33,31 +33,54 @@ def entries() -> list[tuple[str, str, str]]:
     ]
 
 
+def legend_columns(width: int, column_width: int) -> int:
+    """Two columns when ``width`` holds two, else one (a narrow dock)."""
+    return 2 if width >= 2 * column_width else 1
+
+
 class MaskLegend(QWidget):
-    """Two columns of colour swatches with their meaning."""
+    """Colour swatches with their meaning: two columns, or one in a narrow panel."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
 
     def _row_height(self) -> int:
         return max(_SWATCH, QFontMetrics(self.font()).height()) + 4
 
-    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+    def _column_width(self) -> int:
         fm = QFontMetrics(self.font())
-        w = max(fm.horizontalAdvance(t) for _, _, t in entries()) + _SWATCH + 14
-        return QSize(2 * w, 4 * self._row_height())
+        return max(fm.horizontalAdvance(t) for _, _, t in entries()) + _SWATCH + 14
+
+    def _rows(self, width: int) -> int:
+        n = len(entries())
+        return -(-n // legend_columns(width, self._column_width()))
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt's name
+        return True
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt's name
+        return self._rows(width) * self._row_height()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        w = 2 * self._column_width()
+        return QSize(w, self.heightForWidth(w))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
-        return self.sizeHint()
+        w = self._column_width()
+        return QSize(w, self.heightForWidth(w))
 
     def paintEvent(self, ev):  # noqa: N802 - Qt's name
         p = QPainter(self)
         th = theme_module.current_theme()
         rh = self._row_height()
-        col_w = self.width() // 2
+        cols = legend_columns(self.width(), self._column_width())
+        rows = self._rows(self.width())
+        col_w = self.width() // cols
         for i, (kind, colour, text) in enumerate(entries()):
-            x, y = (i // 4) * col_w, (i % 4) * rh
+            x, y = (i // rows) * col_w, (i % rows) * rh
             sw = QRect(x + 2, y + (rh - _SWATCH) // 2, _SWATCH, _SWATCH)
             if kind == "fill":
                 p.fillRect(sw, QColor(colour))

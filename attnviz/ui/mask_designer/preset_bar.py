@@ -1,7 +1,9 @@
 """PresetBar: one button per mask preset (none, causal, prefix-LM with its length L, block-diagonal
 documents, sliding window w, the seed-000 vision-language-action mask), how a preset lands on the
 design (replace the rules, or AND / OR it onto them), the list of combined terms with a button to
-remove the last one, and the head whose mask is edited.
+remove the last one, and the head whose mask is edited. The controls wrap onto more lines in a
+narrow dock (:class:`~attnviz.ui.mask_designer.flow_layout.FlowLayout`); a preset's parameter stays
+beside its button.
 
 Emits ``preset_requested(name, op, params)`` (``op`` "replace", "and" or "or"),
 ``remove_term_requested()``, ``head_changed(head_or_-1)``, ``follow_shared_requested(head)`` and
@@ -13,6 +15,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
+
+from attnviz.ui.mask_designer.flow_layout import FlowLayout
 
 from attnviz.model.mask_design import MaskDesign
 from attnviz.model.mask_presets import PRESETS
@@ -48,8 +52,7 @@ class PresetBar(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.buttons: dict[str, QPushButton] = {}
-        row1 = QHBoxLayout()
-        row1.setContentsMargins(0, 0, 0, 0)
+        row1 = FlowLayout(spacing=4)
         row1.addWidget(QLabel("Presets:", self))
         self.prefix_len = QSpinBox(self)
         self.prefix_len.setRange(0, 10_000_000)
@@ -64,19 +67,26 @@ class PresetBar(QWidget):
         self.doc_lengths = QLineEdit(self)
         self.doc_lengths.setPlaceholderText("lengths (empty: segments)")
         self.doc_lengths.setToolTip("document lengths in tokens, e.g. 12 20 8; empty: each segment is a document")
-        self.doc_lengths.setMaximumWidth(170)
+        self.doc_lengths.setFixedWidth(150)
         params = {"prefix_lm": self.prefix_len, "sliding_window": self.window, "block_diagonal": self.doc_lengths}
         for name, text in BUTTONS:
             b = QPushButton(text, self)
             b.setToolTip(PRESETS[name].title)
             b.clicked.connect(lambda _=False, n=name: self.request(n))
             self.buttons[name] = b
-            row1.addWidget(b)
-            if name in params:
-                row1.addWidget(params[name])
-        row1.addStretch(1)
-        row2 = QHBoxLayout()
-        row2.setContentsMargins(0, 0, 0, 0)
+            if name in params:  # the parameter wraps together with its button
+                pair = QWidget(self)
+                pl = QHBoxLayout(pair)
+                pl.setContentsMargins(0, 0, 0, 0)
+                pl.setSpacing(2)
+                b.setParent(pair)
+                params[name].setParent(pair)
+                pl.addWidget(b)
+                pl.addWidget(params[name])
+                row1.addWidget(pair)
+            else:
+                row1.addWidget(b)
+        row2 = FlowLayout(spacing=6)
         self.mode = QComboBox(self)
         for key, text in MODES:
             self.mode.addItem(text, key)
@@ -87,13 +97,18 @@ class PresetBar(QWidget):
         self.terms.setToolTip("preset terms combined onto the block rules, in order")
         self.remove_term = QPushButton("Remove last term", self)
         self.remove_term.clicked.connect(self.remove_term_requested)
-        row2.addWidget(self.terms, 1)
+        row2.addWidget(self.terms)
         row2.addWidget(self.remove_term)
-        row2.addWidget(QLabel("Mask of:", self))
-        self.head = QComboBox(self)
+        head_box = QWidget(self)
+        hl = QHBoxLayout(head_box)
+        hl.setContentsMargins(0, 0, 0, 0)
+        hl.setSpacing(4)
+        hl.addWidget(QLabel("Mask of:", head_box))
+        self.head = QComboBox(head_box)
         self.head.setToolTip("edit the mask every head shares, or one head's own mask")
         self.head.currentIndexChanged.connect(lambda *_: self.head_changed.emit(self.current_head()))
-        row2.addWidget(self.head)
+        hl.addWidget(self.head)
+        row2.addWidget(head_box)
         self.follow_shared = QPushButton("Follow shared", self)
         self.follow_shared.setToolTip("drop this head's own mask: it uses the shared mask again")
         self.follow_shared.clicked.connect(lambda: self.follow_shared_requested.emit(self.current_head()))

@@ -8,9 +8,10 @@ every cut of the segment); the panel turns these into :class:`SplitBlock` / :cla
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QSpinBox, QWidget
 
 from attnviz.model.mask_design import MaskDesign
+from attnviz.ui.mask_designer.flow_layout import FlowLayout
 
 
 class SplitControls(QWidget):
@@ -30,10 +31,9 @@ class SplitControls(QWidget):
         self.merge_button = QPushButton("Merge", self)
         self.merge_button.setToolTip("remove the cut at this offset, or every cut when there is none there")
         self.cuts = QLabel("", self)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
+        layout = FlowLayout(self, spacing=4)  # wraps in a narrow dock
         layout.addWidget(QLabel("Sub-blocks:", self))
-        layout.addWidget(self.segment, 1)
+        layout.addWidget(self.segment)
         layout.addWidget(self.offset)
         layout.addWidget(self.split_button)
         layout.addWidget(self.merge_button)

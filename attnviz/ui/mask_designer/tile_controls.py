@@ -12,6 +12,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
 from attnviz.model.mask_analysis import TileSummary
+from attnviz.ui.mask_designer.flow_layout import FlowLayout
 from attnviz.ui.mask_designer.snapshot import tile_text
 from attnviz.ui.theme import current_theme
 
@@ -38,6 +39,7 @@ class TileControls(QWidget):
         self.overlay.setChecked(True)
         self.overlay.toggled.connect(self.overlay_toggled)
         self.tiles = QLabel("", self)
+        self.tiles.setWordWrap(True)
         self.dead = QLabel("", self)
         self.time_button = QPushButton("Time flash", self)
         self.time_button.setToolTip("time the flash kernel on this mask against the dense mask "
@@ -45,14 +47,19 @@ class TileControls(QWidget):
         self.time_button.clicked.connect(self.time_requested)
         self.timing = QLabel("", self)
         self.timing.setWordWrap(True)
-        row1 = QHBoxLayout()
-        row1.setContentsMargins(0, 0, 0, 0)
-        row1.addWidget(QLabel("Flash tiles", self))
-        row1.addWidget(self.block_m)
-        row1.addWidget(QLabel("×", self))
-        row1.addWidget(self.block_n)
+        size = QWidget(self)
+        sl = QHBoxLayout(size)
+        sl.setContentsMargins(0, 0, 0, 0)
+        sl.setSpacing(4)
+        sl.addWidget(QLabel("Flash tiles", size))
+        self.block_m.setParent(size)
+        self.block_n.setParent(size)
+        sl.addWidget(self.block_m)
+        sl.addWidget(QLabel("×", size))
+        sl.addWidget(self.block_n)
+        row1 = FlowLayout(spacing=10)
+        row1.addWidget(size)
         row1.addWidget(self.overlay)
-        row1.addWidget(self.tiles, 1)
         row1.addWidget(self.dead)
         row2 = QHBoxLayout()
         row2.setContentsMargins(0, 0, 0, 0)
@@ -62,6 +69,7 @@ class TileControls(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(row1)
+        layout.addWidget(self.tiles)
         layout.addLayout(row2)
 
     def set_tile_size(self, block_m: int, block_n: int) -> None:

@@ -20,8 +20,8 @@ from attnviz.engine.overview import attention_overview
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.panels import PanelSpec, run_panel_alone
-from attnviz.ui.response_views import (MATRICES, check_head, cell_values, engine_scale, fully_masked_rows,
-                                       matrix_view, n_heads)
+from attnviz.ui.response_views import (MATRICES, check_head, cell_values, compact_labels, engine_scale,
+                                       fully_masked_rows, matrix_view, n_heads)
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.pooling import pool_max
 from attnviz.ui.widgets.small_multiples import HeadGrid
@@ -100,6 +100,8 @@ class HeatmapPanel(QWidget):
         self._mode = "empty"  # "dense", "overview", "message" or "empty"
         self._drawn_view = None  # view fields the current picture was drawn for
         self._scale = None
+        self._row_labels: tuple[str, ...] = ()
+        self._key_labels: tuple[str, ...] = ()
         self._grid_cmap = colormaps.DEFAULT
 
         self.head_combo = QComboBox(self)
@@ -235,6 +237,9 @@ class HeatmapPanel(QWidget):
         if resp is None or not resp.ok:
             return  # keep the last good picture; the window reports the error
         self._resp = resp
+        # axis labels cut in the middle, so "fast actions3" keeps its index (the readout names the segment)
+        self._row_labels = compact_labels(resp.query_labels)
+        self._key_labels = compact_labels(resp.key_labels)
         self._scale = engine_scale(self.ctx.session.state)
         nh = n_heads(resp)
         items = ["mean"] + [f"head {h}" for h in range(nh)]
@@ -333,6 +338,9 @@ class HeatmapPanel(QWidget):
 
     def _title(self, matrix: str, head, extra: str = "") -> str:
         who = "mean over heads" if head == "mean" else f"head {head}"
+        resp = self._resp
+        if resp is not None and getattr(resp, "cross", False):  # say which way the attention goes
+            extra = f" · cross-attention {resp.Tq:,} queries × {resp.Tk:,} keys" + extra
         return f"{matrix} · {who}{extra}"
 
     def _redraw(self) -> None:
@@ -378,7 +386,8 @@ class HeatmapPanel(QWidget):
             levels = (0.0, hi if hi > 0 else 1.0)
         elif view.matrix == "mask":
             levels = (0.0, 1.0)
-        self.heatmap.set_matrix(mv.values, mask=mv.allowed, row_labels=resp.query_labels, col_labels=mv.col_labels,
+        cols = self._key_labels if mv.per_key else mv.col_labels
+        self.heatmap.set_matrix(mv.values, mask=mv.allowed, row_labels=self._row_labels, col_labels=cols,
                                 row_segments=resp.query_segments,
                                 col_segments=resp.key_segments if mv.per_key else (),
                                 levels=levels, log_scale=log, title=self._title(view.matrix, head),
@@ -468,7 +477,7 @@ class HeatmapPanel(QWidget):
             hi = float(finite.max()) if finite.size else 1.0
             levels = (0.0, hi if hi > 0 else 1.0)
         self.heatmap.set_overview(img, (rows[0], rows[1], cols[0], cols[1]), resp.Tq, resp.Tk, levels=levels,
-                                  log_scale=log, row_labels=resp.query_labels, col_labels=resp.key_labels,
+                                  log_scale=log, row_labels=self._row_labels, col_labels=self._key_labels,
                                   row_segments=resp.query_segments, col_segments=resp.key_segments,
                                   row_flags=fully_masked_rows(resp, head),
                                   title=self._title("weights", head, f" · {reduce} per pixel"),

@@ -5,23 +5,118 @@ averaged over heads, with an opacity slider.
 Clicking a patch selects that patch's token as the query everywhere. The weights come from the
 response's full matrix, its requested rows, or — for long sequences — are recomputed for the one row
 from q, k and lse (:func:`attnviz.ui.response_views.row_weights`).
+
+A session without an image is not a dead end: the panel then draws the selected query's weights over
+every key as a bar chart (bars in their segment's colour, masked keys marked ×), titled with the
+query and head, so the dock always shows one row of attention.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStackedLayout, QVBoxLayout, QWidget
 
 from attnviz.model.sequence import image_patches
 from attnviz.model.state import ImageSource
 from attnviz.sources.errors import SourceError
 from attnviz.ui.panels import PanelSpec, run_panel_alone
-from attnviz.ui.response_views import (check_head, default_query, engine_scale, image_keys, n_heads, patch_weights,
-                                       row_weights, token_of_patch)
+from attnviz.ui.response_views import (check_head, compact_label, default_query, engine_scale, head_mask,
+                                       image_keys, n_heads, patch_weights, row_weights, token_of_patch)
+from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.image_overlay import PatchImageView
 
 FOLLOW = "selected head"  # head choice that follows the heatmap's head
+BAR_TICKS = 24  # key labels under the bar chart at most (thinned evenly beyond that)
+BAR_VALUES = 16  # up to this many keys, each bar is labelled with its weight
+
+
+def key_colours(segments, Tk: int, fallback: str = "#808080") -> list[str]:
+    """(Tk,) colour of each key: its segment's colour."""
+    out = [fallback] * Tk
+    for seg in segments:
+        for j in range(max(seg.start, 0), min(seg.stop, Tk)):
+            out[j] = seg.color
+    return out
+
+
+def tick_indices(n: int, at_most: int = BAR_TICKS) -> list[int]:
+    """Evenly spread indices 0..n-1, at most ``at_most`` of them (all when they fit)."""
+    if n <= at_most:
+        return list(range(n))
+    step = -(-n // at_most)
+    return list(range(0, n, step))
+
+
+class QueryBars(pg.PlotWidget):
+    """One query's weights over every key as bars (the image panel's view without an image)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setMenuEnabled(False)
+        self.setMouseEnabled(x=True, y=False)
+        self.plotItem.hideButtons()
+        self.plotItem.showGrid(y=True, alpha=0.25)
+        self.plotItem.setLabel("left", "weight")
+        self.plotItem.getAxis("left").enableAutoSIPrefix(False)  # weights read 0.685, not 685 x 0.001
+        self._values: list[pg.TextItem] = []
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        self.masked = pg.ScatterPlotItem(symbol="x", size=9)
+        self.addItem(self.bars)
+        self.addItem(self.masked)
+        self.weights: np.ndarray | None = None  # (Tk,) drawn heights
+        self.on_theme_changed(current_theme())
+
+    def set_row(self, weights, allowed, labels, colours, title: str) -> None:
+        """Draw ``weights`` (Tk,), mark keys not ``allowed`` (Tk,) bool, label ticks with ``labels``."""
+        w = np.asarray(weights, dtype=np.float64)  # (Tk,)
+        n = w.shape[0]
+        self.weights = w
+        x = np.arange(n, dtype=np.float64)  # (Tk,)
+        self.bars.setOpts(x=x, height=w, width=0.8, brushes=[QColor(c) for c in colours],
+                          pens=[pg.mkPen(None)] * n)
+        dead = np.flatnonzero(~np.asarray(allowed, dtype=bool))
+        self.masked.setData(x=x[dead], y=np.zeros(dead.size))
+        for item in self._values:
+            self.removeItem(item)
+        self._values = []
+        if n <= BAR_VALUES:
+            fg = current_theme().plot_foreground
+            for j in range(n):
+                t = pg.TextItem(f"{w[j]:.3f}", color=fg, anchor=(0.5, 1.0))
+                t.setPos(float(j), float(w[j]))
+                self.addItem(t)
+                self._values.append(t)
+        ticks = [(int(j), compact_label(labels[j])) for j in tick_indices(n)]
+        self.plotItem.getAxis("bottom").setTicks([ticks, []])
+        hi = float(w.max()) if n else 1.0
+        self.plotItem.setYRange(0.0, hi * 1.12 if hi > 0 else 1.0, padding=0)
+        self.plotItem.setXRange(-0.6, max(n - 0.4, 0.6), padding=0)
+        self.plotItem.setTitle(title, size="9pt")
+
+    def clear_row(self, title: str) -> None:
+        self.weights = None
+        for item in self._values:
+            self.removeItem(item)
+        self._values = []
+        self.bars.setOpts(x=[], height=[], width=0.8)
+        self.masked.setData(x=[], y=[])
+        self.plotItem.setTitle(title, size="9pt")
+
+    def on_theme_changed(self, theme) -> None:
+        self.setBackground(theme.plot_background)
+        for name in ("left", "bottom"):
+            ax = self.plotItem.getAxis(name)
+            ax.setPen(theme.plot_foreground)
+            ax.setTextPen(theme.plot_foreground)
+        self.masked.setPen(pg.mkPen(theme.marker, width=2))
+        self.masked.setBrush(pg.mkBrush(theme.marker))
+        for t in getattr(self, "_values", ()):
+            t.setColor(theme.plot_foreground)
+        self.plotItem.titleLabel.setAttr("color", theme.plot_foreground)
+        self.plotItem.titleLabel.setText(self.plotItem.titleLabel.text)
 
 
 class ImagePanel(QWidget):
@@ -45,7 +140,8 @@ class ImagePanel(QWidget):
         self.query_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         bar = QHBoxLayout()
         bar.setContentsMargins(6, 4, 6, 0)
-        bar.addWidget(QLabel("image", self))
+        self.source_label = QLabel("image", self)
+        bar.addWidget(self.source_label)
         bar.addWidget(self.source_combo)
         bar.addSpacing(6)
         bar.addWidget(QLabel("head", self))
@@ -58,9 +154,25 @@ class ImagePanel(QWidget):
                                   "file onto the window.", self)
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setWordWrap(True)
+        self.bars = QueryBars(self)
+        self.bars_hint = QLabel("No image source: the bars show the selected query's weights over every key. "
+                                "Add an image (Inputs ▸ Add ▸ Image…, or drop a file) to see them on its "
+                                "patches.", self)
+        self.bars_hint.setWordWrap(True)
+        self.bars_hint.setContentsMargins(8, 2, 8, 4)
+        self.bars_hint.setStyleSheet("color: palette(mid);")
+        self.bars_page = QWidget(self)
+        bl = QVBoxLayout(self.bars_page)
+        bl.setContentsMargins(0, 0, 0, 0)
+        bl.setSpacing(0)
+        self.bars.setParent(self.bars_page)
+        self.bars_hint.setParent(self.bars_page)
+        bl.addWidget(self.bars, 1)
+        bl.addWidget(self.bars_hint)
         self.stack = QStackedLayout()
         self.stack.addWidget(self.placeholder)
         self.stack.addWidget(self.view)
+        self.stack.addWidget(self.bars_page)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -97,14 +209,16 @@ class ImagePanel(QWidget):
         return "mean" if text == "mean" else int(text.split()[-1])
 
     def shown_query(self) -> int | None:
-        """The query token whose weights are drawn."""
+        """The query token whose weights are drawn: the selected one; else the image's class token (or
+        first patch) when the image gives queries, else the first query."""
         resp, src = self._resp, self.current_source()
-        if resp is None or src is None:
+        if resp is None or resp.Tq == 0:
             return None
         q = self.ctx.session.state.view.query
         if isinstance(q, int) and 0 <= q < resp.Tq:
             return q
-        return default_query(resp.query_tokens, src.name)
+        d = default_query(resp.query_tokens, src.name) if src is not None else None
+        return 0 if d is None else d
 
     def overlay_weights(self) -> np.ndarray | None:
         """(gh, gw) weights drawn on the image, or None."""
@@ -160,10 +274,13 @@ class ImagePanel(QWidget):
     # ------------------------------------------------------------------ drawing
     def _refresh(self) -> None:
         src = self.current_source()
+        has_images = self.source_combo.count() > 0
+        self.source_label.setVisible(has_images)
+        self.source_combo.setVisible(has_images)
         if src is None:
-            self.stack.setCurrentWidget(self.placeholder)
             self._shown_image = None
-            self.query_label.setText("")
+            self._overlay = None
+            self._draw_bars()
             return
         self.stack.setCurrentWidget(self.view)
         key = (id(src.data), len(src.data), src.patch, src.policy, src.target)
@@ -184,9 +301,44 @@ class ImagePanel(QWidget):
         self._overlay = w
         self.view.set_overlay(w, levels=levels)
 
+    def _draw_bars(self) -> None:
+        """No image: the shown query's weights over every key as bars."""
+        resp = self._resp
+        if resp is None:
+            self.placeholder.setText("No image source.\nThe selected query's weights over the keys appear here "
+                                     "once the attention is computed.")
+            self.stack.setCurrentWidget(self.placeholder)
+            self.query_label.setText("")
+            return
+        self.stack.setCurrentWidget(self.bars_page)
+        q = self.shown_query()
+        head = self.current_head()
+        rw = row_weights(resp, q, engine_scale(self.ctx.session.state)) if q is not None else None
+        if rw is None:
+            text = "no query token" if q is None else "this score rule keeps no weights for a long sequence"
+            self.bars.clear_row(text)
+            self.query_label.setText(text)
+            self.rendered.emit()
+            return
+        w = rw.mean(axis=0) if head == "mean" else rw[head]  # (Tk,)
+        allowed = head_mask(resp, head)[q]  # (Tk,)
+        who = "mean over heads" if head == "mean" else f"head {head}"
+        label = resp.query_labels[q]
+        self.bars.set_row(w, allowed, resp.key_labels, key_colours(resp.key_segments, resp.Tk),
+                          f"query {q} {label!r} → weights over the {resp.Tk:,} keys · {who}")
+        self.query_label.setText(f"query {q} {label!r} · {who} · Σ over keys {w.sum():.3f}")
+        self.rendered.emit()
+
+    def bar_weights(self) -> np.ndarray | None:
+        """(Tk,) weights drawn as bars, or None (an image is shown, or nothing yet)."""
+        return self.bars.weights if self.stack.currentWidget() is self.bars_page else None
+
     def _draw_overlay(self) -> None:
         resp, src = self._resp, self.current_source()
-        if src is None or self._shown_image is None:
+        if src is None:
+            self._draw_bars()
+            return
+        if self._shown_image is None:
             return
         keys = image_keys(resp.key_tokens, src.name) if resp is not None else None
         if keys is None or keys.grid != self._grid:

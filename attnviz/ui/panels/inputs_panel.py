@@ -1,7 +1,10 @@
 """The inputs dock: the list of token sources and an editor for the selected one.
 
 * Sources: add a text, an image or a custom block; rename (double-click the name), recolour, move up
-  or down, remove. Each row shows the source's colour, kind and token count.
+  or down (buttons, or drag a row to its new place: one move per drop), remove. Each row shows the
+  source's colour, kind and token count.
+* Attention: self-attention over every source, or cross-attention; in cross mode each source has a
+  role (queries, keys/values, both, or unused), so the heatmaps become Tq x Tk.
 * Text: an editor whose tokens appear below it as chips (piece and id); hovering a chip lights up its
   span in the text, clicking it selects that token as the query. Typing is committed after a short
   pause (and when the editor loses focus) as one merged undo step per typing run.
@@ -17,19 +20,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QIcon, QKeySequence, QPixmap, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel,
                                QMenu, QPlainTextEdit, QPushButton, QSizePolicy, QSplitter, QSpinBox, QStackedWidget,
                                QTableWidget, QTableWidgetItem, QTextEdit, QToolButton, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
 
-from attnviz.model.commands import (AddSource, MoveSource, RecolourSource, RemoveSource, RenameSource, SetCustomBlock,
-                                    SetImage, SetPatch, SetText, SetTokenizer)
+from attnviz.model.commands import (AddSource, MoveSource, RecolourSource, RemoveSource, RenameSource, SetCross,
+                                    SetCustomBlock, SetImage, SetPatch, SetText, SetTokenizer)
 from attnviz.model.segments import Segment
 from attnviz.model.sequence import encode_text, image_patches
-from attnviz.model.state import CUSTOM_GENERATORS, IMAGE_POLICIES, CustomSource, ImageSource, TextSource, \
-    TokenizerSpec, ToySource
+from attnviz.model.state import CUSTOM_GENERATORS, IMAGE_POLICIES, CrossConfig, CustomSource, ImageSource, \
+    TextSource, TokenizerSpec, ToySource
 from attnviz.sources.errors import SourceError
 from attnviz.ui.file_actions import (IMAGE_FILTER, VALUES_FILTER, Prompts, default_target, image_source_from_file,
                                      next_colour, unique_name)
@@ -39,6 +42,64 @@ from attnviz.ui.widgets.image_overlay import PatchImageView
 from attnviz.ui.widgets.token_chips import TokenChips
 
 TEXT_COMMIT_MS = 400  # typing pause after which the text is committed (and re-tokenised)
+ROLES = ("queries", "keys/values", "both", "unused")  # a source's part in cross-attention
+ROLE_TIPS = {"queries": "its tokens are the query rows", "keys/values": "its tokens are the key/value columns",
+             "both": "its tokens are queries and keys/values", "unused": "left out of the attention"}
+ATTENTION_KINDS = ("self", "cross")
+ROLE_COLUMN = 3
+
+
+def source_roles(state) -> dict[str, str]:
+    """Each source's role (one of ROLES) in the session's attention; self-attention: all "both"."""
+    cross = state.cross
+    if cross is None:
+        return {s.name: "both" for s in state.sources}
+    roles = {}
+    for s in state.sources:
+        q, k = s.name in cross.queries, s.name in cross.keys
+        roles[s.name] = "both" if q and k else "queries" if q else "keys/values" if k else "unused"
+    return roles
+
+
+def cross_from_roles(state, roles: dict[str, str]) -> CrossConfig:
+    """The CrossConfig giving each named source its role; sources keep their place on a side they
+    were already on, newcomers follow in sequence order. ValueError when a side would be empty."""
+    names = [s.name for s in state.sources]
+    old_q = state.cross.queries if state.cross is not None else ()
+    old_k = state.cross.keys if state.cross is not None else ()
+
+    def side(old, wanted):
+        chosen = [n for n in names if roles.get(n) in wanted]
+        return tuple([n for n in old if n in chosen] + [n for n in chosen if n not in old])
+
+    q, k = side(old_q, ("queries", "both")), side(old_k, ("keys/values", "both"))
+    if not q or not k:
+        raise ValueError("cross-attention needs at least one source giving queries and one giving keys/values")
+    return CrossConfig(q, k)
+
+
+def default_cross(state) -> CrossConfig:
+    """A first cross-attention for a self-attention session: the first source gives the queries and
+    the others the keys/values (a single source gives both)."""
+    names = [s.name for s in state.sources]
+    if not names:
+        raise ValueError("add a source before switching to cross-attention")
+    if len(names) == 1:
+        return CrossConfig((names[0],), (names[0],))
+    return CrossConfig((names[0],), tuple(names[1:]))
+
+
+def drop_target(source_row: int, over_row: int | None, below: bool, n: int) -> int | None:
+    """Where a source dragged from ``source_row`` lands, as a MoveSource index (its position after the
+    move), when dropped on row ``over_row`` (None: below the last row) in its upper (``below`` False)
+    or lower half; None when it stays where it is."""
+    if not 0 <= source_row < n:
+        return None
+    insert = n if over_row is None else min(max(over_row, 0), n - 1) + int(bool(below))  # before removal
+    if insert > source_row:
+        insert -= 1
+    insert = min(max(insert, 0), n - 1)
+    return None if insert == source_row else insert
 
 
 def _swatch(colour: str) -> QIcon:
@@ -544,6 +605,48 @@ class ToyEditor(QWidget):
                 self.table.setItem(i, j, item)
 
 
+class SourceTree(QTreeWidget):
+    """The sources list; dragging a row onto another place asks for one move (``source_dropped``) and
+    leaves the rows to be rebuilt from the session."""
+
+    source_dropped = Signal(str, int)  # (source name, its index after the move)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setDragEnabled(True)
+        self.setAcceptDrops(True)
+        self.setDropIndicatorShown(True)
+        self.setDragDropMode(QTreeWidget.DragDropMode.InternalMove)
+        self.setDefaultDropAction(Qt.DropAction.MoveAction)
+
+    def target_of(self, pos: QPoint) -> tuple[int | None, bool]:
+        """(row under ``pos`` or None below the rows, True when in the row's lower half)."""
+        item = self.itemAt(pos)
+        if item is None:
+            return None, True
+        rect = self.visualItemRect(item)
+        return self.indexOfTopLevelItem(item), pos.y() >= rect.center().y()
+
+    def dropEvent(self, ev) -> None:  # noqa: N802 - Qt's name
+        # InternalMove: Qt lets only drags that started in this list get this far (drag enter checks it)
+        item = self.currentItem()
+        if item is None:
+            ev.ignore()
+            return
+        over, below = self.target_of(ev.position().toPoint())
+        index = drop_target(self.indexOfTopLevelItem(item), over, below, self.topLevelItemCount())
+        # not a MoveAction: the view must not remove the dragged row itself (the session's order is the
+        # truth and the rows are rebuilt from it); a drop may only change to IgnoreAction or an offered one
+        ev.setDropAction(Qt.DropAction.IgnoreAction)
+        ev.accept()
+        self.stopAutoScroll()
+        self.setState(QTreeWidget.State.NoState)
+        self.viewport().update()
+        if index is not None:
+            name = item.data(0, Qt.ItemDataRole.UserRole)
+            QTimer.singleShot(0, lambda: self.source_dropped.emit(name, index))  # after the drag machinery
+
+
 class InputsPanel(QWidget):
     """Sources list plus the selected source's editor."""
 
@@ -551,8 +654,8 @@ class InputsPanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.prompts = prompts or Prompts()
-        self.tree = QTreeWidget(self)
-        self.tree.setHeaderLabels(["source", "kind", "tokens"])
+        self.tree = SourceTree(self)
+        self.tree.setHeaderLabels(["source", "kind", "tokens", "role"])
         self.tree.setRootIsDecorated(False)
         self.tree.setUniformRowHeights(True)
         self.tree.setEditTriggers(QTreeWidget.EditTrigger.NoEditTriggers)
@@ -560,7 +663,21 @@ class InputsPanel(QWidget):
         self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.tree.header().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.header().setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
-        self.tree.setToolTip("double-click a name to rename the source")
+        self.tree.header().setSectionResizeMode(ROLE_COLUMN, QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.setToolTip("double-click a name to rename the source; drag a row to move it in the sequence")
+        self.role_combos: dict[str, QComboBox] = {}
+        self._last_cross: CrossConfig | None = None  # restored when switching back to cross-attention
+
+        self.attention = QComboBox(self)
+        self.attention.addItems(["self-attention", "cross-attention"])
+        self.attention.setToolTip("self: every token attends to every token of the sequence · cross: the "
+                                  "sources with role 'queries' attend to the sources with role 'keys/values'")
+        self.swap_button = QToolButton(self)
+        self.swap_button.setText("Swap sides")
+        self.swap_button.setToolTip("the sources giving queries give keys/values and the other way round")
+        self.cross_info = QLabel("", self)
+        self.cross_info.setWordWrap(True)
+        self.cross_info.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
         self.add_button = QToolButton(self)
         self.add_button.setText("Add ▾")
@@ -597,17 +714,26 @@ class InputsPanel(QWidget):
         for w in (self.empty, self.text_editor, self.image_editor, self.custom_editor, self.toy_editor):
             self.editors.addWidget(w)
 
+        att = QHBoxLayout()
+        att.addWidget(QLabel("attention", self))
+        att.addWidget(self.attention)
+        att.addWidget(self.swap_button)
+        att.addStretch(1)
         top = QWidget(self)
         tl = QVBoxLayout(top)
         tl.setContentsMargins(0, 0, 0, 0)
         tl.addLayout(buttons)
         tl.addWidget(self.tree, 1)
+        tl.addLayout(att)
+        tl.addWidget(self.cross_info)
         split = QSplitter(Qt.Orientation.Vertical, self)
         split.addWidget(top)
         split.addWidget(self.editors)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 3)
-        split.setSizes([170, 420])
+        row_h = max(self.tree.fontMetrics().height() + 8, self.attention.sizeHint().height())
+        self.tree.setMinimumHeight(self.tree.header().sizeHint().height() + 4 * row_h + 4)  # four sources show
+        split.setSizes([230, 400])
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(split)
@@ -619,7 +745,11 @@ class InputsPanel(QWidget):
         self.tree.currentItemChanged.connect(lambda *_: self.refresh_editor())
         self.tree.itemDoubleClicked.connect(self._on_double_click)
         self.tree.itemChanged.connect(self._on_item_changed)
+        self.tree.source_dropped.connect(self.move_source)
+        self.attention.activated.connect(lambda i: self.set_attention(ATTENTION_KINDS[i]))
+        self.swap_button.clicked.connect(self.swap_sides)
         ctx.session.events.sources.connect(self._on_sources_changed)
+        ctx.session.events.cross.connect(self._on_cross_changed)
         ctx.session.events.tokenizer.connect(lambda *_: self.refresh_editor())
         ctx.session.events.view.connect(self._on_view_changed)
         ctx.response_changed.connect(self._on_response)
@@ -692,6 +822,69 @@ class InputsPanel(QWidget):
     def recolour(self, name: str, colour: str) -> bool:
         return self.ctx.execute(RecolourSource(name, colour))
 
+    def move_source(self, name: str, index: int) -> bool:
+        """Move source ``name`` to ``index`` (a drop in the list): one MoveSource command."""
+        state = self.ctx.session.state
+        if name not in {s.name for s in state.sources} or state.index_of(name) == index:
+            return False
+        ok = self.ctx.execute(MoveSource(name, index))
+        if ok:
+            self.select_source(name)
+        return ok
+
+    def set_attention(self, kind: str) -> bool:
+        """Switch to "self"- or "cross"-attention (cross: the last roles used, or the first source's
+        tokens as queries over the others)."""
+        state = self.ctx.session.state
+        if kind not in ATTENTION_KINDS:
+            raise ValueError(f"attention is 'self' or 'cross', got {kind!r}")
+        if (kind == "cross") == (state.cross is not None):
+            return False
+        if kind == "self":
+            self._last_cross = state.cross
+            ok = self.ctx.execute(SetCross(None, label="Use self-attention"))
+        else:
+            names = {s.name for s in state.sources}
+            last = self._last_cross
+            try:
+                cross = last if last is not None and set(last.queries + last.keys) <= names else default_cross(state)
+            except ValueError as exc:
+                self.ctx.report(str(exc), "info")
+                ok = False
+            else:
+                ok = self.ctx.execute(SetCross(cross, label="Use cross-attention"))
+        if not ok:
+            self._on_cross_changed(self.ctx.session.state.cross)
+        return ok
+
+    def swap_sides(self) -> bool:
+        """Cross-attention the other way round: queries become keys/values and keys/values queries."""
+        cross = self.ctx.session.state.cross
+        if cross is None:
+            return False
+        return self.ctx.execute(SetCross(CrossConfig(cross.keys, cross.queries), label="Swap cross-attention sides"))
+
+    def set_role(self, name: str, role: str) -> bool:
+        """Give source ``name`` a cross-attention role (one of ROLES); refused (and reported) when no
+        source would be left on one side."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+        state = self.ctx.session.state
+        roles = source_roles(state)
+        if roles.get(name) == role or state.cross is None:
+            return False
+        roles[name] = role
+        try:
+            cross = cross_from_roles(state, roles)
+        except ValueError as exc:
+            self.ctx.report(str(exc), "error")
+            self._on_cross_changed(state.cross)
+            return False
+        ok = self.ctx.execute(SetCross(cross, label="Change cross-attention roles"))
+        if not ok:
+            self._on_cross_changed(self.ctx.session.state.cross)
+        return ok
+
     def move_current(self, step: int) -> bool:
         name = self.current_name()
         if name is None:
@@ -737,6 +930,7 @@ class InputsPanel(QWidget):
         row = self.tree.indexOfTopLevelItem(self.tree.currentItem()) if self.tree.currentItem() else 0
         counts = self._token_counts()
         self.tree.blockSignals(True)
+        self.role_combos = {}
         self.tree.clear()
         for s in sources:
             item = QTreeWidgetItem([s.name, s.kind, str(counts.get(s.name, "…"))])
@@ -753,7 +947,46 @@ class InputsPanel(QWidget):
         self.tree.blockSignals(False)
         for b in (self.remove_button, self.up_button, self.down_button, self.colour_button):
             b.setEnabled(bool(names))
+        self._on_cross_changed(self.ctx.session.state.cross)
         self.refresh_editor()
+
+    def _on_cross_changed(self, cross) -> None:
+        """Show the attention kind, the role column (cross only) and which sources make each side."""
+        state = self.ctx.session.state
+        self.attention.blockSignals(True)
+        self.attention.setCurrentIndex(1 if cross is not None else 0)
+        self.attention.blockSignals(False)
+        self.tree.setColumnHidden(ROLE_COLUMN, cross is None)
+        self.swap_button.setVisible(cross is not None)
+        roles = source_roles(state)
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            name = item.data(0, Qt.ItemDataRole.UserRole)
+            combo = self.role_combos.get(name)
+            if cross is None:
+                continue
+            if combo is None or self.tree.itemWidget(item, ROLE_COLUMN) is not combo:
+                combo = QComboBox()
+                combo.addItems(list(ROLES))
+                for j, r in enumerate(ROLES):
+                    combo.setItemData(j, ROLE_TIPS[r], Qt.ItemDataRole.ToolTipRole)
+                combo.setToolTip(f"role of {name!r} in the cross-attention")
+                combo.activated.connect(lambda j, n=name: self.set_role(n, ROLES[j]))
+                self.tree.setItemWidget(item, ROLE_COLUMN, combo)
+                self.role_combos[name] = combo
+            combo.blockSignals(True)
+            combo.setCurrentIndex(ROLES.index(roles.get(name, "unused")))
+            combo.blockSignals(False)
+        live = {self.tree.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole)
+                for i in range(self.tree.topLevelItemCount())}
+        self.role_combos = {n: c for n, c in self.role_combos.items() if n in live and cross is not None}
+        if cross is None:
+            self.cross_info.setText("")
+            self.cross_info.setVisible(False)
+        else:
+            self.cross_info.setText(f"queries (rows): {', '.join(cross.queries)}\n"
+                                    f"keys/values (columns): {', '.join(cross.keys)}")
+            self.cross_info.setVisible(True)
 
     def _on_response(self, resp) -> None:
         counts = self._token_counts()

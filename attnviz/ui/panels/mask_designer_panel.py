@@ -14,6 +14,11 @@ the mask does to flash tiles while editing.
   change), and "Time flash" measuring the flash kernel on this mask against the dense one.
 * "Mask as code…" opens export / import (FlexAttention mask_mod, JSON, ar_mask, seqlens, .npy).
 
+The axes (segments, labels, Tq, Tk) come from the newest compute response. When the sequence itself
+changes (sources, tokenizer, cross-attention, or a whole session opened) the old axes no longer fit
+the design, so the panel keeps its last picture and rebuilds only from the response to the new state;
+fully masked rows are reported for edits only, never for a session that was just opened.
+
 Every edit is a session command through ``ctx.execute``; the panel redraws from the session's mask
 event (coalesced: one redraw per burst of edits, spaced out by as long as the last redraw took when it
 was slow), and the heatmaps follow through the context's throttled recompute.
@@ -26,16 +31,18 @@ import time
 
 import numpy as np
 from PySide6.QtCore import QPoint, Qt, QTimer
-from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMenu, QPushButton,
+from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy,
                                QSplitter, QToolButton, QVBoxLayout, QWidget)
 
 from attnviz.model.commands import EditMask, SetKernel
 from attnviz.model.mask_commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, PaintCells,
                                          PaintRect, RemovePresetTerm, SetBlockRule, SetPerHead, SplitBlock)
 from attnviz.model.segments import Segment
+from attnviz.model.state import FIELDS
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.mask_designer.block_grid import BlockGrid
 from attnviz.ui.mask_designer.export_dialog import MaskCodeDialog
+from attnviz.ui.mask_designer.flow_layout import FlowLayout
 from attnviz.ui.mask_designer.legend import MaskLegend
 from attnviz.ui.mask_designer.preset_bar import PresetBar
 from attnviz.ui.mask_designer.rule_chooser import RuleChooser
@@ -45,6 +52,7 @@ from attnviz.ui.mask_designer.speed_test import time_flash
 from attnviz.ui.mask_designer.split_controls import SplitControls
 from attnviz.ui.mask_designer.tile_controls import TileControls
 from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.response_views import compact_labels
 from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
 
 TOOL_TEXT = {"brush": "Brush", "rect": "Rectangle", "row": "Row", "column": "Column", "eraser": "Eraser"}
@@ -58,6 +66,8 @@ TOOL_TIPS = {
 TIMING_REPEATS = 5  # timed flash calls per method for "Time flash"
 REDRAW_FAST_MS = 30  # a redraw faster than this follows the next edit at once
 REDRAW_MAX_GAP_MS = 300  # slower redraws wait as long as they took, at most this long
+STACK_RATIO = 1.25  # narrower than this times the height: blocks above cells instead of side by side
+SEQUENCE_FIELDS = ("sources", "tokenizer", "cross")  # session fields that change the mask's axes
 
 
 class MaskDesignerPanel(QWidget):
@@ -72,6 +82,11 @@ class MaskDesignerPanel(QWidget):
         self._strokes = itertools.count(1)
         self._stroke: int | None = None
         self._reported_dead: tuple[int, ...] = ()
+        self._axes_stale = False  # the sequence changed: wait for the response to the new state
+        self._quiet_next_report = False  # a session was opened: take its fully masked rows silently
+        self._fields_seen: set[str] = set()  # fields emitted since the last state event
+        self._labels_for: Axes | None = None  # axes whose compact labels are cached
+        self._labels: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self._executing = False
         self._last_error = ""
         self._code_dialog: MaskCodeDialog | None = None
@@ -82,6 +97,7 @@ class MaskDesignerPanel(QWidget):
         self.split_controls = SplitControls(self)
         self.chooser = RuleChooser(self)
         self.canvas = MaskCanvas(self)
+        self.canvas.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # may be cut
         self.tiles = TileControls(self)
         self.code_button = QPushButton("Mask as code…", self)
         self.code_button.setToolTip("export the mask as FlexAttention mask_mod, JSON, ar_mask, seqlens or .npy; "
@@ -105,7 +121,7 @@ class MaskDesignerPanel(QWidget):
         cells = QGroupBox("Cells: left drag allows, right drag denies", self)
         cl = QVBoxLayout(cells)
         cl.setContentsMargins(6, 6, 6, 6)
-        tools = QHBoxLayout()
+        tools = FlowLayout(spacing=3)
         self.tool_group = QButtonGroup(self)
         self.tool_buttons: dict[str, QToolButton] = {}
         for name in TOOLS:
@@ -118,7 +134,6 @@ class MaskDesignerPanel(QWidget):
             self.tool_buttons[name] = b
             tools.addWidget(b)
         self.tool_buttons["brush"].setChecked(True)
-        tools.addSpacing(12)
         self.zoom_in = QToolButton(self)
         self.zoom_in.setText("+")
         self.zoom_in.setToolTip("zoom in (or use the mouse wheel; middle drag pans)")
@@ -133,7 +148,6 @@ class MaskDesignerPanel(QWidget):
         self.clear_paint.setToolTip("remove every painted cell: all cells follow their rules again")
         for b in (self.zoom_in, self.zoom_out, self.fit):
             tools.addWidget(b)
-        tools.addStretch(1)
         tools.addWidget(self.clear_paint)
         cl.addLayout(tools)
         cl.addWidget(self.canvas, 1)
@@ -145,6 +159,7 @@ class MaskDesignerPanel(QWidget):
         split.setStretchFactor(1, 3)
         split.setChildrenCollapsible(False)
         self.splitter = split
+        self._blocks_box, self._cells_box = blocks, cells
 
         bottom = QHBoxLayout()
         bottom.addWidget(self.tiles, 1)
@@ -189,6 +204,12 @@ class MaskDesignerPanel(QWidget):
         ev = ctx.session.events
         for name in ("mask", "kernel", "model"):
             getattr(ev, name).connect(self._on_session_changed)
+        for name in SEQUENCE_FIELDS:
+            getattr(ev, name).connect(self._on_sequence_changed)
+        self._field_slots = {name: (lambda *_a, n=name: self._fields_seen.add(n)) for name in FIELDS}
+        for name, slot in self._field_slots.items():
+            getattr(ev, name).connect(slot)
+        ev.state.connect(self._on_state_event)
         ctx.response_changed.connect(self._on_response)
         ctx.message.connect(self._on_ctx_message)
         self.destroyed.connect(lambda *_: self._disconnect(ev))
@@ -203,20 +224,64 @@ class MaskDesignerPanel(QWidget):
         self.refresh()
         self.canvas.setFocus()
 
+    # -- layout ----------------------------------------------------------------------------------
+    def resizeEvent(self, ev):  # noqa: N802 - Qt's name
+        super().resizeEvent(ev)
+        self._fit_orientation()
+
+    def _fit_orientation(self) -> None:
+        """Blocks beside cells in a wide panel, above them in a narrow dock (so neither is squeezed
+        to a sliver)."""
+        want = splitter_orientation(self.width(), self.height())
+        if self.splitter.orientation() != want:
+            self.splitter.setOrientation(want)
+            total = self.splitter.height() if want == Qt.Orientation.Vertical else self.splitter.width()
+            self.splitter.setSizes([total * 2 // 5, total * 3 // 5])
+
     # -- session and response ----------------------------------------------------------------
     def _disconnect(self, ev) -> None:
-        for name in ("mask", "kernel", "model"):
+        pairs = [(name, self._on_session_changed) for name in ("mask", "kernel", "model")]
+        pairs += [(name, self._on_sequence_changed) for name in SEQUENCE_FIELDS]
+        pairs += list(self._field_slots.items()) + [("state", self._on_state_event)]
+        for name, slot in pairs:
             try:
-                getattr(ev, name).disconnect(self._on_session_changed)
+                getattr(ev, name).disconnect(slot)
             except (ValueError, RuntimeError):
                 pass
 
     def _on_session_changed(self, *_):
         self.schedule()
 
+    def _on_sequence_changed(self, *_):
+        """The tokens changed: the current axes describe the old sequence until the new response."""
+        self._axes_stale = True
+        self.schedule()
+
+    def _on_state_event(self, *_):
+        # a whole session opened (``Session.replace_state``) emits every field; an edit only some
+        if set(FIELDS) <= self._fields_seen:
+            self._quiet_next_report = True
+        self._fields_seen = set()
+
+    @property
+    def axes_stale(self) -> bool:
+        """True while the sequence changed and its new response has not arrived."""
+        return self._axes_stale
+
     def _on_response(self, resp):
+        if resp is None or getattr(resp, "request_id", None) != self.ctx.compute.latest_id:
+            return  # an answer to an older state
         axes = axes_from_response(resp)
-        if axes is not None and axes != self.axes:
+        if axes is None and self._axes_stale and not getattr(resp, "ok", False):
+            try:  # the new state failed to compute: show its design on the axes it would have
+                axes = axes_from_state(self.ctx.session.state)
+            except ValueError as exc:
+                self._say(str(exc), error=True)
+                return
+        if axes is None:
+            return
+        stale, self._axes_stale = self._axes_stale, False
+        if axes != self.axes or stale:
             self.axes = axes
             self.schedule()
 
@@ -251,8 +316,8 @@ class MaskDesignerPanel(QWidget):
         if self.target.head is not None and self.target.head >= nh:
             self.target = Target(None)
         self.tiles.set_tile_size(state.kernel.block_m, state.kernel.block_n)
-        if self.axes is None:
-            return
+        if self.axes is None or self._axes_stale:
+            return  # keep the last picture until the new sequence's response gives its axes
         try:
             snap = build_snapshot(state.mask, self.axes, self.target, state.kernel.block_m,
                                   state.kernel.block_n, nh)
@@ -267,8 +332,10 @@ class MaskDesignerPanel(QWidget):
         self.preset_bar.set_design(snap.design, ax.Tk)
         who = "all heads" if self.target.head is None else (
             f"head {self.target.head}" + (" (own mask)" if self.target.owns(state.mask) else " (shared mask)"))
-        self.canvas.set_mask(snap.layers.rules, snap.layers.overrides, row_labels=ax.q_labels,
-                             col_labels=ax.k_labels, row_segments=_segments(snap.q_blocks),
+        if self._labels_for is not ax:  # axis labels cut in the middle: "fast actions3" keeps its index
+            self._labels_for, self._labels = ax, (compact_labels(ax.q_labels), compact_labels(ax.k_labels))
+        self.canvas.set_mask(snap.layers.rules, snap.layers.overrides, row_labels=self._labels[0],
+                             col_labels=self._labels[1], row_segments=_segments(snap.q_blocks),
                              col_segments=_segments(snap.k_blocks),
                              title=f"mask of {who} · painted cells bright and outlined")
         self.canvas.set_tiles(snap.tiles.tile_state[0] if self.tiles.overlay.isChecked() else None,
@@ -279,10 +346,12 @@ class MaskDesignerPanel(QWidget):
 
     def _report_dead(self) -> None:
         """Tell the window about fully masked rows once per change (never in the middle of a stroke)."""
-        if self.snapshot is None or self._stroke is not None:
+        if self.snapshot is None or self._stroke is not None or self._axes_stale:
             return
         rows = tuple(int(i) for i in np.flatnonzero(self.snapshot.all_heads_fully_masked))
-        if rows == self._reported_dead:
+        quiet, self._quiet_next_report = self._quiet_next_report, False
+        if rows == self._reported_dead or quiet:
+            self._reported_dead = rows
             return
         self._reported_dead = rows
         if rows:
@@ -444,6 +513,11 @@ class MaskDesignerPanel(QWidget):
     @property
     def message_text(self) -> str:
         return self.message.text()
+
+
+def splitter_orientation(width: int, height: int) -> Qt.Orientation:
+    """Horizontal (blocks | cells) when the panel is wide enough, else vertical."""
+    return Qt.Orientation.Horizontal if width >= STACK_RATIO * height else Qt.Orientation.Vertical
 
 
 def redraw_gap_ms(spent_ms: float) -> int:

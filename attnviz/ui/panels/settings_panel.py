@@ -1,5 +1,6 @@
-"""The model settings dock: d_model, heads, head size, seeds, positional encoding, score rule, engine
-kernel and flash tile sizes. Every change is one undoable command; a change the model refuses (a head
+"""The model settings dock: d_model, heads, head size hs, value size hv, seeds, positional encoding
+(with its frequency base, or the learned table's scale and seed), score rule, engine kernel and flash
+tile sizes. Every change is one undoable command; a change the model refuses (a head
 count that does not divide d_model, ...) is reported and the control returns to the session's value.
 
 Sessions with hand-set weights (the seeds' worked examples) keep them while only seeds change; a size
@@ -11,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QSizePolicy, QSpinBox,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+                               QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
 from attnviz.model.commands import SetKernel, SetPositional, SetScoreRule, set_model
 from attnviz.model.positional import KINDS as POSITIONAL_KINDS
@@ -20,7 +21,9 @@ from attnviz.model.score_rules import FORMULAS, RULES
 from attnviz.model.state import KERNEL_NAMES
 from attnviz.ui.panels import PanelSpec, run_panel_alone
 
-SIZE_FIELDS = ("d_model", "nh", "hs")  # changing these invalidates hand-set weight shapes
+SIZE_FIELDS = ("d_model", "nh", "hs", "hv")  # changing these invalidates hand-set weight shapes
+BASE_KINDS = ("sinusoidal", "rope")  # encodings whose frequencies follow the base
+LEARNED_KINDS = ("learned",)  # encodings with a seeded table (scale and seed)
 
 
 def _spin(lo: int, hi: int, tip: str, step: int = 1) -> QSpinBox:
@@ -30,6 +33,18 @@ def _spin(lo: int, hi: int, tip: str, step: int = 1) -> QSpinBox:
     s.setRange(lo, hi)
     s.setSingleStep(step)
     s.setKeyboardTracking(False)  # typed numbers apply on Enter / focus out, not per digit
+    s.setToolTip(tip)
+    return s
+
+
+def _double(lo: float, hi: float, decimals: int, step: float, tip: str) -> QDoubleSpinBox:
+    s = QDoubleSpinBox()
+    s.setMinimumWidth(60)
+    s.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+    s.setRange(lo, hi)
+    s.setDecimals(decimals)
+    s.setSingleStep(step)
+    s.setKeyboardTracking(False)
     s.setToolTip(tip)
     return s
 
@@ -45,6 +60,9 @@ class SettingsPanel(QWidget):
         self.hs_auto = QCheckBox("auto", self)
         self.hs_auto.setToolTip("head size d_k = d_model / heads (as in the original transformer)")
         self.hs = _spin(1, 4096, "query/key size per head, d_k")
+        self.hv_auto = QCheckBox("= hs", self)
+        self.hv_auto.setToolTip("value size per head equals the head size hs")
+        self.hv = _spin(1, 4096, "value size per head, d_v (the width of each head's output)")
         self.seed = _spin(0, 2**31 - 1, "seed of W_q, W_k, W_v and W_o")
         self.embed_seed = _spin(0, 2**31 - 1, "seed of token, patch and class-token embeddings")
         self.handset_note = QLabel("", self)
@@ -55,6 +73,11 @@ class SettingsPanel(QWidget):
         self.positional.addItems(list(POSITIONAL_KINDS))
         self.positional.setToolTip("none · sinusoidal and learned add a table to X · RoPE rotates q and k · "
                                    "ALiBi biases the scores")
+        self.pos_base = _double(1.01, 1e9, 2, 1000.0, "frequency base of the sinusoidal table or of RoPE: "
+                                "w_i = base^(-2i/d); larger bases give longer wavelengths (10000 in the "
+                                "original transformer)")
+        self.pos_scale = _double(0.0, 100.0, 4, 0.01, "standard deviation of the learned position table")
+        self.pos_seed = _spin(0, 2**31 - 1, "seed of the learned position table")
         self.score_rule = QComboBox(self)
         self.score_rule.addItems(list(RULES))
         for i, name in enumerate(RULES):
@@ -75,16 +98,34 @@ class SettingsPanel(QWidget):
         hs_row.addWidget(self.hs, 1)
         hs_row.addWidget(self.hs_auto)
         f.addRow("head size", hs_row)
+        hv_row = QHBoxLayout()
+        hv_row.addWidget(self.hv, 1)
+        hv_row.addWidget(self.hv_auto)
+        f.addRow("value size", hv_row)
         seeds = QHBoxLayout()
         seeds.addWidget(self.seed, 1)
         seeds.addWidget(QLabel("tokens", self))
         seeds.addWidget(self.embed_seed, 1)
-        f.addRow("seeds: weights", seeds)
+        f.addRow("seed: weights", seeds)
         f.addRow(self.handset_note)
         att_box = QGroupBox("Attention", self)
         g = QFormLayout(att_box)
         g.setVerticalSpacing(4)
         g.addRow("positions", self.positional)
+        self.base_label = QLabel("base", self)
+        g.addRow(self.base_label, self.pos_base)
+        self.learned_row = QWidget(self)
+        learned_row = QHBoxLayout(self.learned_row)
+        learned_row.setContentsMargins(0, 0, 0, 0)
+        self.pos_scale.setParent(self.learned_row)
+        self.pos_seed.setParent(self.learned_row)
+        learned_row.addWidget(self.pos_scale, 1)
+        self.pos_seed_label = QLabel("seed", self.learned_row)
+        learned_row.addWidget(self.pos_seed_label)
+        learned_row.addWidget(self.pos_seed, 1)
+        self.scale_label = QLabel("table scale", self)
+        g.addRow(self.scale_label, self.learned_row)
+        self._att_form = g  # rows of the positional parameters show for the encodings that have them
         g.addRow("score rule", self.score_rule)
         g.addRow("kernel", self.kernel)
         tiles = QHBoxLayout()
@@ -102,6 +143,11 @@ class SettingsPanel(QWidget):
         self.nh.valueChanged.connect(lambda v: self._set_model(nh=v))
         self.hs.valueChanged.connect(lambda v: self._set_model(hs=v))
         self.hs_auto.toggled.connect(self._on_hs_auto)
+        self.hv.valueChanged.connect(lambda v: self._set_model(hv=v))
+        self.hv_auto.toggled.connect(self._on_hv_auto)
+        self.pos_base.valueChanged.connect(lambda v: self._set_positional(base=float(v)))
+        self.pos_scale.valueChanged.connect(lambda v: self._set_positional(scale=float(v)))
+        self.pos_seed.valueChanged.connect(lambda v: self._set_positional(seed=int(v)))
         self.seed.valueChanged.connect(lambda v: self._set_model(seed=v))
         self.embed_seed.valueChanged.connect(lambda v: self._set_model(embed_seed=v))
         self.positional.activated.connect(self._on_positional)
@@ -136,6 +182,22 @@ class SettingsPanel(QWidget):
         model = self.ctx.session.state.model
         self._set_model(hs=None if auto else model.head_size)
 
+    def _on_hv_auto(self, auto: bool) -> None:
+        model = self.ctx.session.state.model
+        self._set_model(hv=None if auto else model.value_size)
+
+    def _set_positional(self, **changes) -> bool:
+        pos = self.ctx.session.state.positional
+        if all(getattr(pos, k) == v for k, v in changes.items()):
+            return True
+        try:
+            new = replace(pos, **changes)
+        except ValueError as exc:
+            self.ctx.report(str(exc), "error")
+            self.sync()
+            return False
+        return self._run(SetPositional(new))
+
     def _on_positional(self, index: int) -> None:
         pos = self.ctx.session.state.positional
         self._run(SetPositional(replace(pos, kind=POSITIONAL_KINDS[index])))
@@ -149,8 +211,10 @@ class SettingsPanel(QWidget):
         """Show the session's values (without emitting edits)."""
         state = self.ctx.session.state
         m, k = state.model, state.kernel
-        widgets = (self.d_model, self.nh, self.hs, self.hs_auto, self.seed, self.embed_seed, self.positional,
-                   self.score_rule, self.kernel, self.block_m, self.block_n)
+        pos = state.positional
+        widgets = (self.d_model, self.nh, self.hs, self.hs_auto, self.hv, self.hv_auto, self.seed, self.embed_seed,
+                   self.positional, self.pos_base, self.pos_scale, self.pos_seed, self.score_rule, self.kernel,
+                   self.block_m, self.block_n)
         for w in widgets:
             w.blockSignals(True)
         self.d_model.setValue(m.d_model)
@@ -158,9 +222,21 @@ class SettingsPanel(QWidget):
         self.hs.setValue(m.head_size)
         self.hs_auto.setChecked(m.hs is None)
         self.hs.setEnabled(m.hs is not None)
+        self.hv.setValue(m.value_size)
+        self.hv_auto.setChecked(m.hv is None)
+        self.hv.setEnabled(m.hv is not None)
         self.seed.setValue(m.seed)
         self.embed_seed.setValue(m.embed_seed)
-        self.positional.setCurrentIndex(POSITIONAL_KINDS.index(state.positional.kind))
+        self.positional.setCurrentIndex(POSITIONAL_KINDS.index(pos.kind))
+        self.pos_base.setValue(pos.base)
+        self.pos_scale.setValue(pos.scale)
+        self.pos_seed.setValue(pos.seed)
+        for w in (self.base_label, self.pos_base):
+            w.setEnabled(pos.kind in BASE_KINDS)
+        for w in (self.scale_label, self.pos_scale, self.pos_seed_label, self.pos_seed):
+            w.setEnabled(pos.kind in LEARNED_KINDS)
+        self._att_form.setRowVisible(self.pos_base, pos.kind in BASE_KINDS)
+        self._att_form.setRowVisible(self.learned_row, pos.kind in LEARNED_KINDS)
         self.score_rule.setCurrentIndex(RULES.index(state.score_rule.name))
         self.score_rule.setToolTip(FORMULAS.get(state.score_rule.name, ""))
         self.kernel.setCurrentIndex(KERNEL_NAMES.index(k.name))

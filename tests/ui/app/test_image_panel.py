@@ -76,9 +76,40 @@ def test_long_sequence_row_is_recomputed(qtbot, make_ctx, respond):
     np.testing.assert_allclose(p.overlay_weights().ravel(), dense.weights[0, 30, 1:], atol=1e-12)
 
 
-def test_no_image_source_shows_a_hint(qtbot, make_ctx, respond):
+def test_no_image_source_shows_the_query_row_as_bars(qtbot, make_ctx, respond):
     ctx = make_ctx("river-bank")
     p = _panel(qtbot, ctx)
-    respond(ctx)
-    assert p.stack.currentWidget() is p.placeholder
+    assert p.stack.currentWidget() is p.placeholder  # nothing computed yet: a hint, not an empty chart
     assert "No image source" in p.placeholder.text()
+    resp = respond(ctx)
+    assert p.stack.currentWidget() is p.bars_page and not p.source_combo.isVisible()
+    np.testing.assert_allclose(p.bar_weights(), resp.weights[0, 3], rtol=1e-12)  # bank's row
+    np.testing.assert_allclose(p.bar_weights(), [0.109, 0.069, 0.685, 0.137], atol=6e-4)  # seed 002's numbers
+    title = p.bars.plotItem.titleLabel.text
+    assert "query 3 'bank'" in title and "4 keys" in title and "head 0" in title
+    ticks = [t for _v, t in p.bars.plotItem.getAxis("bottom")._tickLevels[0]]
+    assert ticks == ["by", "the", "river", "bank"]
+    assert [v.toPlainText() for v in p.bars._values] == ["0.109", "0.069", "0.685", "0.137"]
+    ctx.set_view(query=0)
+    np.testing.assert_allclose(p.bar_weights(), resp.weights[0, 0], rtol=1e-12)
+    assert "query 0 'by'" in p.bars.plotItem.titleLabel.text
+
+
+def test_bars_mark_masked_keys_and_follow_cross_attention(qtbot, make_ctx, respond):
+    ctx = make_ctx("translation")
+    p = _panel(qtbot, ctx)
+    resp = respond(ctx)
+    np.testing.assert_allclose(p.bar_weights(), [0.94, 0.02, 0.04], atol=1e-9)  # je over I / love / you
+    assert "3 keys" in p.bars.plotItem.titleLabel.text
+    from attnviz.model.commands import RemoveSource
+    from attnviz.model.demos import build_demo
+
+    no_image, _ = RemoveSource("image").apply(build_demo("vla-mask"))  # the VLA mask hides actions from the prompt
+    ctx = make_ctx(state=no_image)
+    p = _panel(qtbot, ctx)
+    resp = respond(ctx)
+    ctx.set_view(query=0)
+    w, allowed = p.bar_weights(), resp.mask[0] if resp.mask.ndim == 2 else resp.mask[0, 0]
+    assert w.shape == (resp.Tk,) and np.all(w[~allowed] == 0)
+    xs = p.bars.masked.getData()[0]
+    assert sorted(int(x) for x in xs) == [int(j) for j in np.flatnonzero(~allowed)]

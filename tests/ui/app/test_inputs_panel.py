@@ -212,3 +212,44 @@ def test_every_demo_gets_an_editor(qtbot, make_ctx, demo):
     p = _panel(qtbot, ctx)
     assert p.editors.currentWidget() is not p.empty
     assert p.tree.topLevelItemCount() == len(ctx.session.state.sources)
+
+
+def test_value_size_and_positional_parameters(qtbot, make_ctx, respond):
+    ctx = make_ctx("vla-mask")
+    p = _panel(qtbot, ctx, SettingsPanel)
+    assert p.hv_auto.isChecked() and not p.hv.isEnabled()
+    p.hv_auto.setChecked(False)
+    p.hv.setValue(24)
+    assert ctx.session.state.model.hv == 24 and ctx.session.state.model.value_size == 24
+    resp = respond(ctx)
+    assert resp.ok and resp.output.shape[-1] == 24  # (nh, Tq, hv): each head's output has hv columns
+    # vla-mask uses the sinusoidal table: its base is editable, the learned table's scale is not
+    assert p.pos_base.isEnabled() and not p.pos_scale.isEnabled()
+    assert p.pos_base.isVisibleTo(p) and not p.pos_scale.isVisibleTo(p)  # only the encoding's own parameters
+    p.pos_base.setValue(500.0)
+    assert ctx.session.state.positional.base == 500.0
+    p.positional.activated.emit(p.positional.findText("learned"))
+    assert p.pos_scale.isEnabled() and p.pos_seed.isEnabled() and not p.pos_base.isEnabled()
+    assert p.pos_scale.isVisibleTo(p) and not p.pos_base.isVisibleTo(p)
+    p.pos_scale.setValue(0.5)
+    p.pos_seed.setValue(7)
+    pos = ctx.session.state.positional
+    assert (pos.kind, pos.base, pos.scale, pos.seed) == ("learned", 500.0, 0.5, 7)
+    p.positional.activated.emit(p.positional.findText("none"))
+    assert not p.pos_base.isEnabled() and not p.pos_scale.isEnabled()
+    ctx.undo_stack.undo()
+    ctx.undo_stack.undo()
+    assert ctx.session.state.positional.scale == 0.5 and ctx.session.state.positional.seed == 0
+    assert p.pos_seed.value() == 0 and p.pos_scale.value() == 0.5  # the form follows undo
+    p.hv_auto.setChecked(True)
+    assert ctx.session.state.model.hv is None and p.hv.value() == ctx.session.state.model.head_size
+
+
+def test_positional_base_changes_the_attention(qtbot, make_ctx, respond):
+    ctx = make_ctx("vla-mask")
+    p = _panel(qtbot, ctx, SettingsPanel)
+    before = respond(ctx).weights.copy()
+    p.pos_base.setValue(50.0)
+    after = respond(ctx).weights
+    assert ctx.session.state.positional.base == 50.0
+    assert not np.allclose(before, after)  # other wavelengths, other positions in X, other weights
