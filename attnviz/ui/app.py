@@ -10,9 +10,15 @@ the demo stays open. Options (read from ``QApplication.arguments()``, so Qt's ow
 ``--autosave-interval S``  seconds between autosaves of a dirty session (default 30)
 ``--smoke-test``           open the session, wait for the first computed result, exit 0 (1 on failure);
                            touches no autosave or settings (used by the packaging check)
+``--startup-report``       like ``--smoke-test``, and print one JSON line of start-up times (seconds since
+                           the process started: window built, first paint, first response, first heatmap)
+                           and which heavy modules were loaded when the window first painted
 
-Start-up: the numba kernels are compiled (or loaded from the cache) on a background thread, the
-window shows at once, and after a crash the autosave recovery offer appears.
+Start-up: the window is built from the panels it shows at once (the heatmap and the left column; the
+other docks import and build their panels later, see :mod:`attnviz.ui.main_window`) and painted
+before anything is computed. Its first paint starts the first computation; the first result (or a
+few seconds without one) starts the warm-up that compiles, or loads from the user cache directory,
+every numba kernel on a background thread. After a crash the autosave recovery offer appears.
 
 Test hook: when the environment variable ``ATTNVIZ_TEST_SCRIPT`` names a Python file, it is run once
 the window is shown, with ``app``, ``window``, ``ctx`` and the helpers ``wait(ms)``,
@@ -25,6 +31,7 @@ Unexpected exceptions (bugs) are shown in a dialog and the application keeps run
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -37,6 +44,25 @@ from PySide6.QtWidgets import QApplication
 
 DEFAULT_DEMO = "river-bank"
 SMOKE_TIMEOUT_S = 180.0  # a cold numba cache compiles every kernel first: allow minutes, not seconds
+WARMUP_FALLBACK_MS = 3000  # warm-up starts after the first result, or this long after the first paint
+FIRST_COMPUTE_FALLBACK_MS = 1000  # the first computation starts at the first paint, or after this long
+REPORTED_MODULES = ("numba", "scipy", "attnviz.engine", "attnviz.model.compute", "attnviz.checkpoints",
+                    "pyqtgraph", "tokenizers")  # heavy imports the start-up report says were loaded at show
+_IMPORTED_AT = time.time()  # fallback start time where the process start cannot be read
+
+
+def process_start_time() -> float:
+    """Wall-clock time (as ``time.time()``) this process started: from /proc on Linux (10 ms
+    resolution), elsewhere the moment this module was imported."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        started = float(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time after boot, in ticks
+        return time.time() - (uptime - started)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return _IMPORTED_AT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between autosaves of an unsaved session (default 30)")
     p.add_argument("--smoke-test", action="store_true",
                    help="open the session, wait for the first computed result and exit (0 = it worked)")
+    p.add_argument("--startup-report", action="store_true",
+                   help="like --smoke-test, and print start-up times (first paint, first heatmap) as one JSON line")
     return p
 
 
@@ -94,6 +122,120 @@ def open_file_argument(window, path: str) -> bool:
         files.ctx.report(f"new session from {os.path.basename(path)}", "info")
         return True
     return files.open_path(path)  # values files and unknown types: added or reported
+
+
+class StartupClock:
+    """Wall-clock marks of one start-up (``time.time()``), and the report ``--startup-report`` prints."""
+
+    def __init__(self):
+        self.start = process_start_time()
+        self.marks: dict[str, float] = {}
+        self.loaded_at_show: dict[str, bool] = {}
+        self.panels_at_show: list[str] = []
+        self.modules_at_show: list[str] = []  # every module imported when the window first painted
+        self.threads_at_show: list[str] = []  # names of the threads running then
+
+    def mark(self, name: str) -> None:
+        self.marks.setdefault(name, time.time())
+
+    def report(self, **extra) -> dict:
+        return {"process_start": self.start, "marks": dict(self.marks),
+                "since_start": {k: round(v - self.start, 4) for k, v in self.marks.items()},
+                "loaded_at_show": dict(self.loaded_at_show), "panels_at_show": list(self.panels_at_show),
+                "modules_at_show": list(self.modules_at_show), "threads_at_show": list(self.threads_at_show),
+                **extra}
+
+
+def _distinct_colours(widget, limit: int = 64) -> int:
+    """How many colours a widget's current picture holds (sampled), to show the heatmap is not blank."""
+    img = widget.grab().toImage()
+    seen = set()
+    step_x, step_y = max(1, img.width() // 97), max(1, img.height() // 89)
+    for y in range(0, img.height(), step_y):
+        for x in range(0, img.width(), step_x):
+            seen.add(img.pixel(x, y))
+            if len(seen) >= limit:
+                return len(seen)
+    return len(seen)
+
+
+def _schedule_first_work(window, ctx, clock: StartupClock) -> None:
+    """After the window's first paint: the first computation; after its result: the kernel warm-up."""
+    state = {"computed": False, "warm": False}
+
+    def first_compute():
+        if not state["computed"]:
+            state["computed"] = True
+            clock.mark("compute")
+            ctx.recompute(now=True)
+
+    def warm():
+        if not state["warm"]:
+            state["warm"] = True
+            clock.mark("warmup")
+            _start_warmup()
+
+    def on_painted():
+        clock.mark("shown")
+        clock.loaded_at_show.update({m: m in sys.modules for m in REPORTED_MODULES})
+        clock.panels_at_show[:] = sorted(window.panels)
+        clock.modules_at_show[:] = sorted(sys.modules)
+        clock.threads_at_show[:] = sorted(t.name for t in threading.enumerate())
+        first_compute()
+        QTimer.singleShot(WARMUP_FALLBACK_MS, warm)
+
+    def on_response(_resp):
+        clock.mark("response")
+        QTimer.singleShot(0, warm)
+
+    window.first_painted.connect(on_painted)
+    ctx.response_changed.connect(on_response)
+    QTimer.singleShot(FIRST_COMPUTE_FALLBACK_MS, first_compute)  # never painted (e.g. minimised): compute anyway
+
+
+def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> None:
+    """--smoke-test / --startup-report: exit 0 once the first result is computed (and, for the report,
+    drawn in the heatmap), 1 when it fails or takes longer than SMOKE_TIMEOUT_S."""
+    heatmap = window.panels.get("heatmap")
+    rendered = getattr(heatmap, "rendered", None)
+
+    done = []
+
+    def finish(resp):
+        if done:
+            return
+        done.append(resp)
+        if report:
+            extra = {"T": resp.Tq, "path": resp.path,
+                     "heatmap_colours": _distinct_colours(heatmap) if heatmap is not None else 0}
+            print(json.dumps(clock.report(**extra)), flush=True)
+        else:
+            print(f"attnviz smoke test: ok (T = {resp.Tq}, {resp.path})")
+        app.exit(0)
+
+    def on_drawn():
+        clock.mark("heatmap")
+        finish(ctx.response)
+
+    def on_response(resp):
+        if not resp.ok:
+            sys.stderr.write(f"attnviz smoke test: the computation failed: {resp.error}\n")
+            app.exit(1)
+        elif not report or rendered is None:
+            finish(resp)
+
+    def on_rendered():
+        if ctx.response is not None and ctx.response.ok:
+            QTimer.singleShot(0, on_drawn)  # after the paint the redraw asked for
+
+    def on_timeout():
+        sys.stderr.write(f"attnviz smoke test: no result within {SMOKE_TIMEOUT_S:.0f} s\n")
+        app.exit(1)
+
+    ctx.response_changed.connect(on_response)
+    if report and rendered is not None:
+        rendered.connect(on_rendered)
+    QTimer.singleShot(int(SMOKE_TIMEOUT_S * 1000), on_timeout)
 
 
 def _start_warmup() -> threading.Thread:
@@ -215,12 +357,14 @@ def main(argv: list[str] | None = None) -> int:
     from attnviz.ui.settings import AppSettings
     from attnviz.ui.theme import apply_theme
 
+    clock = StartupClock()
+    clock.mark("main")
+    checking = args.smoke_test or args.startup_report  # open, compute once, exit; touch no autosave
     settings = AppSettings()
     apply_theme(app, args.theme or settings.theme())
-    _start_warmup()
     ctx = AppContext(Session(build_demo(args.demo)))
     autosave = None
-    if not args.smoke_test:
+    if not checking:
         autosave = AutosaveStore()
         try:
             autosave.mark_running()
@@ -229,29 +373,17 @@ def main(argv: list[str] | None = None) -> int:
             ctx.report(f"autosave is off: {exc}", "warning")
     window = MainWindow(ctx, settings=settings, autosave=autosave,
                         autosave_interval_ms=int(max(0.05, args.autosave_interval) * 1000))
+    clock.mark("window")
     reporter = _ExceptionReporter(window)
     reporter.install()
     if args.file:
         open_file_argument(window, args.file)
+    _schedule_first_work(window, ctx, clock)
     window.show()
-    ctx.recompute(now=True)
     result = {"code": 0}
 
-    if args.smoke_test:
-        def on_response(resp):
-            if resp.ok:
-                print(f"attnviz smoke test: ok (T = {resp.Tq}, {resp.path})")
-                app.exit(0)
-            else:
-                sys.stderr.write(f"attnviz smoke test: the computation failed: {resp.error}\n")
-                app.exit(1)
-
-        def on_timeout():
-            sys.stderr.write(f"attnviz smoke test: no result within {SMOKE_TIMEOUT_S:.0f} s\n")
-            app.exit(1)
-
-        ctx.response_changed.connect(on_response)
-        QTimer.singleShot(int(SMOKE_TIMEOUT_S * 1000), on_timeout)
+    if checking:
+        _check_first_result(app, window, ctx, clock, report=args.startup_report)
     else:
         QTimer.singleShot(0, window.files.offer_recovery)
         script = os.environ.get("ATTNVIZ_TEST_SCRIPT")
@@ -269,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat.stop()
         signal.signal(signal.SIGINT, previous_sigint)
         if window.isVisible():  # quit without closing the window (app.exit)
-            if not args.smoke_test:
+            if not checking:
                 window.save_layout()
                 window.files.shutdown()
             window.stop_workers()

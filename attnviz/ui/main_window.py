@@ -4,15 +4,18 @@ messages, drag and drop of files, and window settings (geometry, dock layout, th
 runs. Panels are discovered, never listed here, so new docks appear by adding a module.
 
 Start-up: the central panel and the left column are built with the window; every other dock gets its
-panel when it is first shown (right after the window paints, or when its tab is raised), so panels
-hidden behind tabs cost nothing until used. ``window.panel(id)`` builds a panel on demand.
+panel when it is first shown, so panels hidden behind tabs cost nothing until used (their modules
+are not even imported, see :func:`attnviz.ui.panels.discover_panels`). Docks shown at start wait
+until the first computed result has been delivered (or ``DOCKS_FALLBACK_MS`` after the first paint)
+and are then built one per event-loop turn, so the heatmap is drawn first. ``window.panel(id)``
+builds a panel on demand; ``first_painted`` is emitted once the window has painted for the first time.
 """
 
 from __future__ import annotations
 
 import traceback
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFrame, QHBoxLayout, QHeaderView, QLabel,
                                QMainWindow, QMessageBox, QScrollArea, QTableWidget, QTableWidgetItem, QToolButton, QVBoxLayout,
@@ -31,6 +34,7 @@ AREAS = {"left": Qt.DockWidgetArea.LeftDockWidgetArea, "right": Qt.DockWidgetAre
 DEFAULT_WIDTHS = {"left": 350, "right": 470}  # dock column widths of the default layout, in pixels
 DEFAULT_HEIGHTS = {"top": 220, "bottom": 240}
 EAGER_AREAS = ("left",)  # docks built with the window; the others when first shown (start-up time)
+DOCKS_FALLBACK_MS = 1500  # shown docks are built after the first result, or this long after the first paint
 STACKED = {"left": 2}  # docks of an area placed one above the other before further ones become tabs (else 1)
 NOTICE_COLOURS = {"info": ("#2f7bd8", "#e8f1fc", "#17324f"), "warning": ("#c98a00", "#fdf4df", "#4a3500"),
                   "error": ("#d0202a", "#fbe6e7", "#5a0d12")}
@@ -106,6 +110,7 @@ class MainWindow(QMainWindow):
     """The attnviz window around one AppContext."""
 
     theme_changed = Signal(str)
+    first_painted = Signal()  # once: the window has painted (is on screen) for the first time
 
     def __init__(self, ctx, settings: AppSettings | None = None, autosave=None, prompts=None,
                  autosave_interval_ms: int = 30_000, panels=None, parent=None):
@@ -116,6 +121,9 @@ class MainWindow(QMainWindow):
         self.panels: dict[str, QWidget] = {}
         self.docks: dict[str, QDockWidget] = {}
         self._pending: dict[str, tuple] = {}  # panel id -> (spec, scroll area) not built yet
+        self._queued: list[str] = []  # shown docks whose panels wait for the first result
+        self._docks_released = False  # shown docks build at once (after the first result)
+        self._painted = False
         self.setObjectName("attnviz_main_window")
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks
                             | QMainWindow.DockOption.AllowNestedDocks)
@@ -129,6 +137,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         ctx.message.connect(self.notify)
         ctx.response_changed.connect(self._on_response)
+        ctx.response_changed.connect(self._release_docks_later)
         ctx.session.events.dirty.connect(lambda dirty: self.setWindowModified(bool(dirty)))
         self.files.path_changed.connect(lambda _p: self._update_title())
         self.files.session_replaced.connect(self.notice.dismiss)
@@ -158,10 +167,47 @@ class MainWindow(QMainWindow):
         return w
 
     def _build_later(self, panel_id: str) -> None:
-        if panel_id in self._pending:
-            QTimer.singleShot(0, lambda: self._build_pending(panel_id))  # after the window has painted
+        if panel_id not in self._pending:
+            return
+        if self._docks_released:
+            QTimer.singleShot(0, self, lambda: self._build_pending(panel_id))  # after the dock has painted
+        elif panel_id not in self._queued:
+            self._queued.append(panel_id)
+
+    def _release_docks_later(self, *_args) -> None:
+        if not self._docks_released:
+            QTimer.singleShot(0, self, self.release_docks)  # after the result's redraw has painted
+
+    def release_docks(self) -> None:
+        """Build the panels of shown docks from now on, those already waiting one per event-loop turn."""
+        if self._docks_released:
+            return
+        self._docks_released = True
+        self._build_next_queued()
+
+    def _build_next_queued(self) -> None:
+        while self._queued:
+            panel_id = self._queued.pop(0)
+            if panel_id in self._pending:
+                self._build_pending(panel_id)
+                if self._queued:
+                    QTimer.singleShot(0, self, self._build_next_queued)
+                return
+
+    def event(self, ev) -> bool:
+        handled = super().event(ev)
+        if not self._painted and ev.type() == QEvent.Type.Paint:
+            self._painted = True
+            QTimer.singleShot(0, self, self._on_first_paint)  # after the painted frame has been flushed
+        return handled
+
+    def _on_first_paint(self) -> None:
+        QTimer.singleShot(DOCKS_FALLBACK_MS, self, self.release_docks)
+        self.first_painted.emit()
 
     def _build_pending(self, panel_id: str) -> None:
+        if panel_id in self._queued:
+            self._queued.remove(panel_id)
         item = self._pending.pop(panel_id, None)
         if item is not None:
             spec, scroll = item

@@ -1,0 +1,129 @@
+"""Start-up in fresh processes: what is loaded and built when the window first paints, the first
+computation only after that paint, the first heatmap drawn, and a read-only package copy that starts
+with its numba cache in the user cache directory and writes nothing into the package."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import attnviz
+
+PACKAGE = Path(attnviz.__file__).resolve().parent
+HIDDEN_PANEL_MODULES = ("diagnostics_panel", "inspector_panel", "mask_designer_panel", "model_view_panel",
+                        "image_panel")
+
+
+def _env(tmp_path: Path, **extra) -> dict:
+    env = dict(os.environ)
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("ATTNVIZ_TEST_SCRIPT", None)
+    env.update(QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"),
+               XDG_DATA_HOME=str(tmp_path / "data"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.update(extra)
+    return env
+
+
+def _startup_report(tmp_path: Path, **extra) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "attnviz", "--startup-report"], env=_env(tmp_path, **extra),
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("{")))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """One start of the application with the user's numba cache (whatever state it is in)."""
+    home = tmp_path_factory.mktemp("startup")
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return _startup_report(home, XDG_CACHE_HOME=str(cache))
+
+
+def test_the_report_orders_window_paint_compute_and_heatmap(report):
+    t = report["since_start"]
+    assert set(t) >= {"main", "window", "shown", "compute", "response", "heatmap"}
+    assert 0 < t["main"] <= t["window"] <= t["shown"] <= t["compute"] <= t["response"] <= t["heatmap"]
+    assert report["T"] == 4 and report["path"] == "engine:flash"
+    assert report["heatmap_colours"] >= 8  # the drawn weights, not an empty plot
+
+
+def test_only_the_heatmap_and_left_column_are_built_when_the_window_first_paints(report):
+    assert report["panels_at_show"] == ["heatmap", "inputs", "model"]
+    loaded = set(report["modules_at_show"])
+    for name in HIDDEN_PANEL_MODULES:
+        assert f"attnviz.ui.panels.{name}" not in loaded
+    assert not report["loaded_at_show"]["attnviz.checkpoints"]
+    assert "attnviz-warmup" not in report["threads_at_show"]  # it starts after the first result
+    assert "attnviz-compute" in report["threads_at_show"]
+
+
+@pytest.mark.xfail(strict=True, reason="attnviz.ui.compute_controller imports attnviz.model.compute (and with "
+                                       "it attnviz.engine, numba and scipy.linalg) when the module loads")
+def test_the_window_paints_before_numba_is_imported(report):
+    assert not report["loaded_at_show"]["numba"]
+    assert not report["loaded_at_show"]["attnviz.engine"]
+
+
+def _read_only_copy(dest: Path) -> Path:
+    """A copy of the package with its bytecode, every file and folder without write permission."""
+    shutil.copytree(PACKAGE, dest / "attnviz")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(dest / "attnviz")], check=True,
+                   capture_output=True)
+    for p in [dest, *dest.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~0o222)
+    return dest
+
+
+def _as_read_only(folder: Path, cmd: list[str]) -> list[str]:
+    """Root ignores file modes: run ``cmd`` with ``folder`` bind-mounted read-only, where possible."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return cmd
+    with tempfile.TemporaryDirectory() as d:
+        probe = subprocess.run(["unshare", "-m", "--", "sh", "-c",
+                                f"mount --bind {d} {d} && mount -o remount,bind,ro {d} && ! touch {d}/x"],
+                               capture_output=True)
+    if probe.returncode != 0:
+        return cmd
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    return ["unshare", "-m", "--", "sh", "-c", script, str(folder), *cmd]
+
+
+def _files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.rglob("*")}
+
+
+@pytest.mark.slow
+def test_a_read_only_package_starts_with_the_numba_cache_in_the_user_cache_dir(tmp_path):
+    site = _read_only_copy(tmp_path / "site")
+    try:
+        before = _files(site)
+        env = _env(tmp_path, PYTHONPATH=str(site))
+        probe = ("import json, os, attnviz, numba\n"
+                 "from attnviz.engine import jitcache\n"
+                 "print(json.dumps({'package': attnviz.__file__, 'cache': numba.config.CACHE_DIR,\n"
+                 "                  'writable': os.access(os.path.dirname(attnviz.__file__), os.W_OK)}))\n")
+        got = subprocess.run(_as_read_only(site, [sys.executable, "-c", probe]), env=env, capture_output=True,
+                             text=True, timeout=120, cwd=tmp_path)
+        assert got.returncode == 0, got.stderr
+        where = json.loads(got.stdout)
+        assert Path(where["package"]).is_relative_to(site)
+        assert where["writable"] is False
+        assert Path(where["cache"]) == tmp_path / "cache" / "attnviz" / "numba"
+        proc = subprocess.run(_as_read_only(site, [sys.executable, "-m", "attnviz", "--smoke-test"]), env=env,
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "smoke test: ok (T = 4, engine:flash)" in proc.stdout
+        assert "Traceback" not in proc.stderr
+        assert _files(site) == before  # nothing written into the package (no __pycache__, no numba cache)
+        assert list((tmp_path / "cache" / "attnviz" / "numba").rglob("*.nbi"))  # the kernels were cached there
+    finally:
+        for p in [site, *site.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o200)
