@@ -49,5 +49,6 @@ size="$(du -sh dist/attnviz | cut -f1)"
 echo "bundle: dist/attnviz/attnviz  size: $size  build time: $((end - start)) s"
 
 if [ "$RUN_TESTS" = 1 ]; then
-  QT_QPA_PLATFORM=offscreen "$PY" -m pytest -q -m package tests/packaging
+  # the bundle is the one just built, even if a source file changed during the build
+  ATTNVIZ_PACKAGE_JUST_BUILT=1 QT_QPA_PLATFORM=offscreen "$PY" -m pytest -q -m package tests/packaging
 fi
