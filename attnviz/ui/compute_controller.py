@@ -1,9 +1,14 @@
 """Background computation: one worker thread runs ``attnviz.model.compute.run``; the newest wins.
 
-``submit(state)`` is cheap and may be called on every edit: requests are throttled (a short single
-shot timer collects a burst of edits), a running computation whose request is no longer the newest
-is cancelled at its next check, and a response is delivered (queued, on the GUI thread) only if it
-answers the newest request. Progress is reported as (fraction, stage).
+``submit(state)`` is cheap and may be called on every edit. When the worker is idle the request
+starts on the next turn of the event loop (edits made in one handler coalesce); while it is busy,
+edits only replace the pending request (a burst of edits costs one computation), and the newest
+pending request starts as soon as the running one ends. A running computation that is no longer the
+newest is cancelled at its next check once it has run longer than ``stale_grace_s`` — so a short
+computation (a paint stroke at moderate T) finishes and is drawn while the person keeps painting,
+and a long one does not hold the newest back. A response is delivered (queued, on the GUI thread)
+only if it is newer than every response delivered before: an older result is never drawn over a
+newer one. Progress is reported as (fraction, stage).
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ class ComputeController(QObject):
     finished = Signal(object)  # ComputeResponse of the newest request
     busy_changed = Signal(bool)
 
-    def __init__(self, parent=None, throttle_ms: int = 12, compute=run):
+    def __init__(self, parent=None, throttle_ms: int = 12, compute=run, stale_grace_s: float = 0.15):
         super().__init__(parent)
         self._compute = compute  # the pure function (swappable in tests)
+        self._throttle_ms = throttle_ms  # coalescing delay while a computation is running
+        self._stale_grace_s = stale_grace_s  # a stale computation younger than this may finish
+        self._delivered_id = 0  # newest request id delivered so far
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.setInterval(throttle_ms)
         self._timer.timeout.connect(self._dispatch)
         self._cond = threading.Condition()
         self._pending: ComputeRequest | None = None
@@ -60,7 +67,8 @@ class ComputeController(QObject):
         self._latest_id += 1
         self._state = state
         self._request_kwargs = request_kwargs
-        self._timer.start()
+        if not self._timer.isActive():
+            self._timer.start(self._throttle_ms if (self._running or self._pending is not None) else 0)
         return self._latest_id
 
     def submit_now(self, state, **request_kwargs) -> int:
@@ -120,15 +128,17 @@ class ComputeController(QObject):
                 req, self._pending = self._pending, None
                 self._running = True
             rid = req.request_id
+            t0 = time.perf_counter()
 
-            def is_cancelled(rid=rid):
-                return self._stopping or rid != self._latest_id or self._user_cancelled == rid
+            def is_cancelled(rid=rid, t0=t0):
+                if self._stopping or self._user_cancelled == rid:
+                    return True
+                return rid != self._latest_id and time.perf_counter() - t0 > self._stale_grace_s
 
             def progress(frac, stage, rid=rid):
                 if rid == self._latest_id:
                     self.progress.emit(frac, stage)
 
-            t0 = time.perf_counter()
             try:
                 resp = self._compute(req, progress=progress, is_cancelled=is_cancelled)
             except Exception as exc:  # a bug must not kill the worker: report it as a failed response
@@ -144,8 +154,12 @@ class ComputeController(QObject):
                 self._deliver.emit(resp, elapsed)
 
     def _on_delivered(self, resp, elapsed: float):
-        if resp.request_id != self._latest_id or getattr(resp, "cancelled", False):
+        if resp.request_id <= self._delivered_id or getattr(resp, "cancelled", False):
             return
+        if resp.request_id == self._user_cancelled:
+            return
+        self._delivered_id = resp.request_id
         self.last_seconds = elapsed
-        self._set_busy(False)
+        if resp.request_id == self._latest_id:
+            self._set_busy(False)
         self.finished.emit(resp)

@@ -87,3 +87,26 @@ def test_newest_request_wins_and_event_loop_keeps_turning(qtbot):
     assert [r.request_id for r in got] == [2]
     assert "savings" in got[0].query_labels
     ctrl.shutdown()
+
+
+def test_results_keep_arriving_during_a_stream_of_edits_and_never_go_back(qtbot):
+    """Edits every 10 ms with computations of ~30 ms (a paint stroke): intermediate results are
+    drawn while the stream goes on, in increasing request order, and the last edit is answered."""
+
+    def slowish_run(req, progress=None, is_cancelled=None):
+        time.sleep(0.03)
+        return run(req, progress, is_cancelled)
+
+    ctrl = ComputeController(compute=slowish_run)
+    state = build_demo("river-bank")
+    got: list[int] = []
+    ctrl.finished.connect(lambda r: got.append(r.request_id))
+    for _ in range(30):
+        ctrl.submit(state)
+        qtbot.wait(10)
+    last = ctrl.latest_id
+    qtbot.waitUntil(lambda: got and got[-1] == last, timeout=20000)
+    ctrl.shutdown()
+    assert got == sorted(got) and len(set(got)) == len(got)
+    assert len(got) >= 3  # results arrived during the stream, not only after it
+    assert len(got) < 30  # bursts were coalesced
