@@ -36,6 +36,7 @@ import numpy as np
 from attnviz.model.frozen import FrozenArray, frozen_float
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import ScoreRuleConfig
+from attnviz.sources.custom import MAX_BLOCK_TOKENS
 
 _COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
@@ -141,7 +142,9 @@ class CustomSource:
     def __post_init__(self):
         _name(self.name)
         object.__setattr__(self, "color", _color(self.color))
-        _int(f"token count of block {self.name!r}", self.count)
+        if _int(f"token count of block {self.name!r}", self.count) > MAX_BLOCK_TOKENS:
+            raise ValueError(f"block {self.name!r} has {self.count:,} tokens; a block holds at most "
+                             f"{MAX_BLOCK_TOKENS:,}")
         if self.generator not in CUSTOM_GENERATORS:
             raise ValueError(f"block {self.name!r}: generator must be one of {CUSTOM_GENERATORS}, "
                              f"got {self.generator!r}")

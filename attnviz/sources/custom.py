@@ -24,6 +24,7 @@ from attnviz.sources.errors import SourceError, finite_nonnegative, nonnegative_
 
 GENERATORS = ("zeros", "noise", "file")
 MAX_VALUES_FILE_BYTES = 256 * 2**20  # a values file larger than this is surely not a token block
+MAX_BLOCK_TOKENS = 65_536  # the longest sequence the engine is built for: a larger count is a mistake
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +44,9 @@ class CustomBlock:
         if not isinstance(self.name, str) or not self.name.strip():
             raise SourceError("a custom block needs a non-empty name")
         put(self, "count", positive_int(f"token count of block {self.name!r}", self.count))
+        if self.count > MAX_BLOCK_TOKENS:
+            raise SourceError(f"block {self.name!r} has {self.count:,} tokens; a block holds at most "
+                              f"{MAX_BLOCK_TOKENS:,}")
         if self.generator not in GENERATORS:
             raise SourceError(
                 f"block {self.name!r}: unknown generator {self.generator!r}; use one of: {', '.join(GENERATORS)}"

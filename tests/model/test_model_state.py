@@ -38,6 +38,7 @@ def test_default_sizes_follow_seed_000():
     (lambda: ImageSource("i", patch=0), "patch size"),
     (lambda: ImageSource("i", policy="stretch"), "policy"),
     (lambda: CustomSource("c", generator="file"), "needs loaded values"),
+    (lambda: CustomSource("c", count=10**7), "a block holds at most 65,536"),  # a hostile file: refused at once
     (lambda: CustomSource("c", count=2, generator="file", values=np.zeros((3, 4))), "one row per token"),
     (lambda: ToySource("t", labels=("a",), embeddings=FrozenArray(np.zeros((2, 4)))), "1 labels but 2"),
     (lambda: ToySource("t", labels=("a",), embeddings=FrozenArray([[np.inf]])), "NaN or infinite"),

@@ -79,6 +79,18 @@ def test_check_session_that_cannot_compute(tmp_path, capsys):
     assert err.startswith("error: ") and "cannot be computed" in err and err.count("\n") == 1
 
 
+def test_check_refuses_a_block_of_millions_of_tokens_at_once(tmp_path, capsys):
+    """A hostile file must not make check build ten million token vectors before saying no."""
+    path = save_session(tmp_path / "vla.attnviz", build_demo("vla-mask"))
+    manifest, members = read_zip(path)
+    block = next(s for s in manifest["state"]["sources"] if s["kind"] == "custom")
+    block["count"] = 10**7
+    path = write_zip(tmp_path / "huge.attnviz", manifest, members)
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "a block holds at most 65,536" in err and err.count("\n") == 1
+
+
 def test_inspect_json_matches_demo_json(river, capsys):
     assert main(["inspect", str(river), "--json"]) == 0
     from_file = capsys.readouterr().out

@@ -138,6 +138,7 @@ def test_bad_files(tmp_path):
     [
         (dict(name="", count=2), "non-empty name"),
         (dict(name="s", count=0), "token count of block 's' must be > 0"),
+        (dict(name="s", count=10**7), "10,000,000 tokens; a block holds at most 65,536"),
         (dict(name="s", count=2, generator="gauss"), "unknown generator 'gauss'"),
         (dict(name="s", count=2, generator="file"), "needs values"),
         (dict(name="s", count=3, generator="file", values=np.zeros((2, 4))), "count 3 but its values have 2 rows"),
