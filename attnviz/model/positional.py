@@ -36,16 +36,23 @@ import numpy as np
 KINDS = ("none", "sinusoidal", "learned", "rope", "alibi")
 
 
-def _check_dim(name: str, value: int) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+def _check_int(name: str, value, lo: int) -> int:
+    """``value`` as an int >= lo; ValueError naming ``name`` otherwise (also for None, strings, 2.5)."""
+    try:
+        ok = not isinstance(value, bool) and int(value) == value and int(value) >= lo
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be a {'positive' if lo > 0 else 'non-negative'} integer, got {value!r}")
     return int(value)
 
 
-def _check_count(name: str, value: int) -> int:
-    if isinstance(value, bool) or int(value) != value or int(value) < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)
+def _check_dim(name: str, value) -> int:
+    return _check_int(name, value, 1)
+
+
+def _check_count(name: str, value) -> int:
+    return _check_int(name, value, 0)
 
 
 def _check_base(base: float) -> float:

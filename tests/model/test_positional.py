@@ -195,3 +195,8 @@ def test_config_rejects_bad_values():
         sinusoidal(3, 0)
     with pytest.raises(ValueError, match="T must"):
         sinusoidal(-1, 4)
+    for bad in (None, "x", 2.5, float("inf")):  # ValueError naming the argument, never TypeError/OverflowError
+        with pytest.raises(ValueError, match="T must be a non-negative integer"):
+            sinusoidal(bad, 4)
+        with pytest.raises(ValueError, match="d_model must be a positive integer"):
+            sinusoidal(3, bad)
