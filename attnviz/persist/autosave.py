@@ -22,8 +22,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from attnviz.persist.atomic import atomic_write
 from attnviz.persist.container import utc_now_iso
 from attnviz.persist.errors import SessionError
@@ -48,7 +46,11 @@ class AutosaveStore:
     """The autosave slot and the running marker in one directory."""
 
     def __init__(self, directory: str | os.PathLike | None = None):
-        self.directory = Path(directory) if directory is not None else Path(platformdirs.user_data_dir("attnviz"))
+        if directory is None:
+            import platformdirs  # only the default location needs it
+
+            directory = platformdirs.user_data_dir("attnviz")
+        self.directory = Path(directory)
         self._previous_unclean: bool | None = None  # set by mark_running: the marker was already there
         self._last_written = None  # the state last autosaved by this store (for write_if_changed)
 

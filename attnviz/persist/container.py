@@ -89,6 +89,14 @@ def _encode_array(key: str, value, limits: Limits) -> tuple[bytes, np.dtype, tup
     return buf.getvalue(), a.dtype, a.shape
 
 
+def _member_size(kind: str, key: str, data: bytes, limits: Limits) -> int:
+    """len(data), after checking it against the per-member cap."""
+    if len(data) > limits.max_member_bytes:
+        raise SessionError(f"cannot save {kind} {key!r}: {len(data):,} bytes, the limit is "
+                           f"{limits.max_member_bytes:,}")
+    return len(data)
+
+
 def _write_member(zf: zipfile.ZipFile, name: str, data: bytes, date_time, limits: Limits) -> None:
     """Write one member; small members are deflated, large ones stored (no ratio surprises, fast)."""
     info = zipfile.ZipInfo(name, date_time=date_time)
@@ -132,20 +140,14 @@ def save_payload(path: str | os.PathLike, tree: dict, arrays: Mapping[str, np.nd
         with zipfile.ZipFile(f, "w", allowZip64=True) as zf:
             for i, (key, value) in enumerate(arrays.items()):
                 data, dtype, shape = _encode_array(key, value, limits)
-                if len(data) > limits.max_member_bytes:
-                    raise SessionError(f"cannot save array {key!r}: {len(data):,} bytes, the limit is "
-                                       f"{limits.max_member_bytes:,}")
-                total += len(data)
+                total += _member_size("array", key, data, limits)
                 name = member_name("arrays", i, key, ".npy")
                 _write_member(zf, name, data, date_time, limits)
                 manifest_arrays[key] = ArrayEntry(key, name, dtype.str, tuple(shape), len(data),
                                                   hashlib.sha256(data).hexdigest()).to_json()
             for i, (key, value) in enumerate(blobs.items()):
                 data = bytes(value)
-                if len(data) > limits.max_member_bytes:
-                    raise SessionError(f"cannot save blob {key!r}: {len(data):,} bytes, the limit is "
-                                       f"{limits.max_member_bytes:,}")
-                total += len(data)
+                total += _member_size("blob", key, data, limits)
                 name = member_name("blobs", i, key)
                 _write_member(zf, name, data, date_time, limits)
                 manifest_blobs[key] = BlobEntry(key, name, len(data), hashlib.sha256(data).hexdigest()).to_json()
