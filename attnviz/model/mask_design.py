@@ -323,14 +323,14 @@ class MaskDesign:
         mask = (rules & (ov != DENY)) | (ov == ALLOW)  # (Tq, Tk)
         return MaskLayers(rules, ov, mask)
 
-    def rule_layer(self, q_segments, k_segments, Tq: int, Tk: int) -> np.ndarray:
-        """The block rules alone (no presets, no paint) -> bool (Tq, Tk)."""
+    def block_pairs(self, q_segments, k_segments, Tq: int, Tk: int):
+        """The (query block, key block, rule) pairs the rule layer writes, in order, over what
+        :attr:`default_rule` already gives the whole matrix when it is global-aligned (else over
+        nothing): every non-empty pair whose rule differs from a global default."""
         qb = self.blocks(q_segments) or [Block("", "", 0, Tq, "#808080")]
         kb = self.blocks(k_segments) or [Block("", "", 0, Tk, "#808080")]
         table = {(q, k): r for q, k, r in self.rules}
         default_global = self.default_rule.align == "global"
-        m = (self.default_rule.evaluate(0, Tq, 0, Tk, Tq, Tk) if default_global
-             else np.zeros((Tq, Tk), dtype=bool))  # (Tq, Tk)
         for bq in qb:
             if not len(bq):
                 continue
@@ -342,7 +342,14 @@ class MaskDesign:
                     if default_global:
                         continue
                     r = self.default_rule
-                m[bq.start:bq.stop, bk.start:bk.stop] = r.evaluate(bq.start, bq.stop, bk.start, bk.stop, Tq, Tk)
+                yield bq, bk, r
+
+    def rule_layer(self, q_segments, k_segments, Tq: int, Tk: int) -> np.ndarray:
+        """The block rules alone (no presets, no paint) -> bool (Tq, Tk)."""
+        m = (self.default_rule.evaluate(0, Tq, 0, Tk, Tq, Tk) if self.default_rule.align == "global"
+             else np.zeros((Tq, Tk), dtype=bool))  # (Tq, Tk)
+        for bq, bk, r in self.block_pairs(q_segments, k_segments, Tq, Tk):
+            m[bq.start:bq.stop, bk.start:bk.stop] = r.evaluate(bq.start, bq.stop, bk.start, bk.stop, Tq, Tk)
         return m
 
     # -- persistence -------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import types
 import numpy as np
 
 from attnviz.model.mask_analysis import ar_mask_from_mask, seqlens_from_mask
-from attnviz.model.mask_design import Block, MaskDesign, _lookup, resolve_axis
+from attnviz.model.mask_design import MaskDesign, resolve_axis
 from attnviz.model.mask_paint import CellOverrides
 from attnviz.model.mask_presets import _vla, design_from_ar_mask, preset, preset_flex_expr
 from attnviz.model.mask_rules import Rule
@@ -231,42 +231,28 @@ def _design_function(design: MaskDesign, q_segments, k_segments, Tq: int, Tk: in
     """Emit a function ``name(q_idx, kv_idx)`` computing ``design`` (no per-head part); return name."""
     name = em.new_function(stem)
     body = ["all_ = (q_idx == q_idx) & (kv_idx == kv_idx)"]
-    qb = design.blocks(q_segments) or [_whole(Tq)]
-    kb = design.blocks(k_segments) or [_whole(Tk)]
-    table = {(q, k): r for q, k, r in design.rules}
     d = design.default_rule
-    default_global = d.align == "global"
-    if default_global:
+    if d.align == "global":
         body.append(f"m = {_rule_on(d, 'all_', _shift('q_idx', Tk - Tq), 'kv_idx', em)}")
     else:
         body.append("m = ~all_")
-    for bq in qb:
-        if not len(bq):
+    for bq, bk, r in design.block_pairs(q_segments, k_segments, Tq, Tk):
+        body.append(f"# {bq.name or 'all'} -> {bk.name or 'all'}: {r.label()}")
+        sel = (f"((q_idx >= {bq.start}) & (q_idx < {bq.stop}) & "
+               f"(kv_idx >= {bk.start}) & (kv_idx < {bk.stop}))")
+        if r.kind == "allow":
+            body.append(f"m = {sel} | m")
             continue
-        for bk in kb:
-            if not len(bk):
-                continue
-            r = _lookup(table, bq, bk)
-            if r is None or (default_global and r == d):
-                if default_global:
-                    continue
-                r = d
-            body.append(f"# {bq.name or 'all'} -> {bk.name or 'all'}: {r.label()}")
-            sel = (f"((q_idx >= {bq.start}) & (q_idx < {bq.stop}) & "
-                   f"(kv_idx >= {bk.start}) & (kv_idx < {bk.stop}))")
-            if r.kind == "allow":
-                body.append(f"m = {sel} | m")
-                continue
-            if r.kind == "deny":
-                body.append(f"m = ~{sel} & m")
-                continue
-            if r.align == "global":
-                pq, pk = _shift("q_idx", Tk - Tq), "kv_idx"
-            else:
-                nq, nk = len(bq), len(bk)
-                pq, pk = _shift("q_idx", -bq.start + (nk - nq)), _shift("kv_idx", -bk.start)
-            body.append(f"sel = {sel}")
-            body.append(f"m = (sel & {r.flex_expr(pq, pk, em.add_table)}) | (~sel & m)")
+        if r.kind == "deny":
+            body.append(f"m = ~{sel} & m")
+            continue
+        if r.align == "global":
+            pq, pk = _shift("q_idx", Tk - Tq), "kv_idx"
+        else:
+            nq, nk = len(bq), len(bk)
+            pq, pk = _shift("q_idx", -bq.start + (nk - nq)), _shift("kv_idx", -bk.start)
+        body.append(f"sel = {sel}")
+        body.append(f"m = (sel & {r.flex_expr(pq, pk, em.add_table)}) | (~sel & m)")
     for term in design.presets:
         op = "&" if term.op == "and" else "|"
         if term.design is not None:
@@ -295,10 +281,6 @@ def _rule_on(rule: Rule, all_: str, pq: str, pk: str, em: _Emitter) -> str:
     if rule.kind == "deny":
         return f"~{all_}"
     return f"{all_} & {rule.flex_expr(pq, pk, em.add_table)}"
-
-
-def _whole(T: int) -> Block:
-    return Block("", "", 0, T, "#808080")
 
 
 def flex_mask_mod_source(design: MaskDesign, q_segments, k_segments=None, Tq: int | None = None,
