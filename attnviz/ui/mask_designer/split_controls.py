@@ -8,7 +8,7 @@ every cut of the segment); the panel turns these into :class:`SplitBlock` / :cla
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QSpinBox, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
 
 from attnviz.model.mask_design import MaskDesign
 from attnviz.ui.mask_designer.flow_layout import FlowLayout
@@ -35,8 +35,15 @@ class SplitControls(QWidget):
         layout.addWidget(QLabel("Sub-blocks:", self))
         layout.addWidget(self.segment)
         layout.addWidget(self.offset)
-        layout.addWidget(self.split_button)
-        layout.addWidget(self.merge_button)
+        buttons = QWidget(self)  # Split and Merge wrap together
+        bl = QHBoxLayout(buttons)
+        bl.setContentsMargins(0, 0, 0, 0)
+        bl.setSpacing(4)
+        self.split_button.setParent(buttons)
+        self.merge_button.setParent(buttons)
+        bl.addWidget(self.split_button)
+        bl.addWidget(self.merge_button)
+        layout.addWidget(buttons)
         layout.addWidget(self.cuts)
         self._lengths: dict[str, int] = {}
         self._design: MaskDesign | None = None

@@ -108,6 +108,10 @@ def _swatch(colour: str) -> QIcon:
     return QIcon(pm)
 
 
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _spin(lo: int, hi: int, tip: str) -> QSpinBox:
     s = QSpinBox()
     s.setMinimumWidth(56)
@@ -713,6 +717,14 @@ class InputsPanel(QWidget):
         self.editors = QStackedWidget(self)
         for w in (self.empty, self.text_editor, self.image_editor, self.custom_editor, self.toy_editor):
             self.editors.addWidget(w)
+        self.editor_title = QLabel("", self)  # which source the editor below belongs to
+        self.editor_title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        editor_box = QWidget(self)
+        el = QVBoxLayout(editor_box)
+        el.setContentsMargins(0, 4, 0, 0)
+        el.setSpacing(4)
+        el.addWidget(self.editor_title)
+        el.addWidget(self.editors, 1)
 
         att = QHBoxLayout()
         att.addWidget(QLabel("attention", self))
@@ -728,7 +740,7 @@ class InputsPanel(QWidget):
         tl.addWidget(self.cross_info)
         split = QSplitter(Qt.Orientation.Vertical, self)
         split.addWidget(top)
-        split.addWidget(self.editors)
+        split.addWidget(editor_box)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 3)
         row_h = max(self.tree.fontMetrics().height() + 8, self.attention.sizeHint().height())
@@ -1013,6 +1025,7 @@ class InputsPanel(QWidget):
             if self.text_editor.pending:
                 self.text_editor.commit()
             self.editors.setCurrentWidget(self.empty)
+            self.editor_title.setText("")
             return
         src = state.source(name)
         if self.text_editor.name not in (None, name) and self.text_editor.pending:
@@ -1022,6 +1035,8 @@ class InputsPanel(QWidget):
                   ToySource: self.toy_editor}[type(src)]
         editor.show_source(src)
         self.editors.setCurrentWidget(editor)
+        kinds = {"text": "text", "image": "image", "custom": "custom token block", "toy": "hand-set tokens"}
+        self.editor_title.setText(f"<b>{_html(src.name)}</b> · {kinds.get(src.kind, src.kind)}")
 
 
 PANEL = PanelSpec(id="inputs", title="Inputs", factory=InputsPanel, area="left", order=10, shortcut="Ctrl+1")

@@ -212,6 +212,7 @@ def test_every_demo_gets_an_editor(qtbot, make_ctx, demo):
     p = _panel(qtbot, ctx)
     assert p.editors.currentWidget() is not p.empty
     assert p.tree.topLevelItemCount() == len(ctx.session.state.sources)
+    assert f"<b>{p.current_name()}</b>" in p.editor_title.text()  # the editor says whose it is
 
 
 def test_value_size_and_positional_parameters(qtbot, make_ctx, respond):
