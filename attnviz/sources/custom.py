@@ -20,11 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz.sources.errors import SourceError, finite_nonnegative, nonnegative_int, positive_int, read_npy
+from attnviz.sources.errors import (MAX_SOURCE_TOKENS, SourceError, finite_nonnegative, nonnegative_int, positive_int,
+                                    read_npy)
 
 GENERATORS = ("zeros", "noise", "file")
 MAX_VALUES_FILE_BYTES = 256 * 2**20  # a values file larger than this is surely not a token block
-MAX_BLOCK_TOKENS = 65_536  # the longest sequence the engine is built for: a larger count is a mistake
+MAX_BLOCK_TOKENS = MAX_SOURCE_TOKENS  # tokens one block may hold
 
 
 @dataclass(frozen=True, eq=False)

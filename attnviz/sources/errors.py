@@ -12,6 +12,12 @@ import operator
 from pathlib import Path
 
 
+# Most tokens one source may give: the longest sequence the engine is built for. A larger count (a
+# custom block of millions, an image cut into 1x1 patches) is a mistake or a hostile file, refused
+# before any token vector is made.
+MAX_SOURCE_TOKENS = 65_536
+
+
 class SourceError(ValueError):
     """A token source could not be read or turned into tokens; the message says why."""
 

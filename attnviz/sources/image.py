@@ -229,6 +229,9 @@ def _check_target(target, P: int) -> tuple[int, int]:
         raise SourceError(f"target must be a (height, width) pair (got {target!r})") from None
     if tH <= 0 or tW <= 0:
         raise SourceError(f"target size must be positive (got {tH}x{tW})")
+    if tH * tW > DEFAULT_MAX_PIXELS:
+        raise SourceError(f"target size {tH}x{tW} is more than {DEFAULT_MAX_PIXELS / 1e6:g} megapixels; "
+                          "choose a smaller target")
     if tH % P or tW % P:
         raise SourceError(
             f"patch size {P} does not divide the target size {tH}x{tW} (height x width); "

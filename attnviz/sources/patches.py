@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnviz.sources.errors import SourceError, positive_int
+from attnviz.sources.errors import MAX_SOURCE_TOKENS, SourceError, positive_int
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,6 +82,9 @@ def patchify(rgb, patch: int) -> Patches:
     else:
         raise SourceError(f"image pixels must be uint8 or float in [0, 1] (got dtype {x.dtype})")
     gh, gw = H // P, W // P
+    if gh * gw > MAX_SOURCE_TOKENS:
+        raise SourceError(f"a {H}x{W} image in {P}x{P} patches gives {gh * gw:,} patches, more than the "
+                          f"{MAX_SOURCE_TOKENS:,} tokens a source may have; use a larger patch size or a smaller image")
     tiles = x.reshape(gh, P, gw, P, C).transpose(0, 2, 1, 3, 4)  # (gh, gw, P, P, C)
     pixels = np.ascontiguousarray(tiles.reshape(gh * gw, P * P * C))  # (N, P*P*C)
     return Patches(pixels=pixels, grid=(gh, gw), patch=P)

@@ -130,6 +130,16 @@ def test_patchify_refuses_sizes_that_are_not_multiples():
         patchify(image(40, 32), 16)
 
 
+def test_too_many_patches_or_pixels_are_refused_before_any_work():
+    """A tiny hostile PNG of 1024x1024 pixels in 1x1 patches would give a million tokens."""
+    big = np.zeros((1024, 1024, 3), dtype=np.uint8)
+    with pytest.raises(SourceError, match="1,048,576 patches, more than the 65,536 tokens a source may have"):
+        patchify(big, 1)
+    assert patchify(big, 4).n_patches == 65_536
+    with pytest.raises(SourceError, match="target size 100000x100000 is more than 40 megapixels"):
+        prepare_image(image(32, 32), 16, target=(100_000, 100_000))
+
+
 def test_patches_refuse_inconsistent_shapes():
     with pytest.raises(SourceError, match="do not fit"):
         Patches(pixels=np.zeros((5, 12)), grid=(2, 3), patch=2)
