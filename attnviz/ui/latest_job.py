@@ -1,82 +1,151 @@
-"""LatestJob: one background thread that runs the newest of a stream of jobs (zoom, pan, head change)
-and hands its result back on the GUI thread; a job submitted while another runs replaces any job
-still waiting, and a result that is no longer the newest is dropped."""
+"""LatestJob: one background thread that runs the newest of a stream of jobs (zoom, pan, head change,
+a diagnostic study, a checkpoint load) and hands its result back on the GUI thread; a job submitted
+while another runs replaces any job still waiting, and a result that is no longer the newest is
+dropped.
+
+A job is a plain function. A problem a person can fix (the exception types given as ``expected``)
+comes back as its message, running out of memory as ``memory_message``, and anything else as a
+one-line "internal error" — never a traceback, and never a dead worker. :func:`run_job` is that
+rule on its own, testable without a thread.
+"""
 
 from __future__ import annotations
 
 import threading
+import time
 
 from PySide6.QtCore import QObject, Signal
 
+MEMORY_MESSAGE = "not enough memory for this job"
+
+
+def run_job(fn, expected: tuple[type[BaseException], ...] = (ValueError,),
+            memory_message: str = MEMORY_MESSAGE) -> tuple[object, str | None]:
+    """(result, None) or (None, message) of ``fn()``; what the worker thread does with a job."""
+    try:
+        return fn(), None
+    except MemoryError:
+        return None, memory_message
+    except expected as exc:
+        return None, str(exc) or type(exc).__name__
+    except Exception as exc:  # a bug must not kill the worker or reach the person as a traceback
+        return None, f"internal error: {type(exc).__name__}: {exc}"
+
+
+class _Queue:
+    """The state the worker thread and the GUI thread share, guarded by one condition. A plain
+    object, so the owner's ``destroyed`` signal can stop it without keeping the QObject alive."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.pending = None  # (id, fn) waiting to run
+        self.running = False
+        self.stopping = False
+
+    def stop(self, *_args) -> None:
+        with self.cond:
+            self.stopping = True
+            self.pending = None
+            self.cond.notify_all()
+
 
 class LatestJob(QObject):
-    """``submit(fn) -> id``; ``done(id, result)`` or ``failed(id, message)`` for the newest id only."""
+    """``submit(fn, *args, **kwargs) -> id``; ``done(id, result)`` or ``failed(id, message)`` for
+    the newest id only. ``busy`` is True from a submit until the newest job's answer arrives."""
 
     done = Signal(int, object)
     failed = Signal(int, str)
-    _deliver = Signal(int, object, object)  # worker -> GUI thread (queued)
+    busy_changed = Signal(bool)
+    _deliver = Signal(int, object, object, float)  # worker -> GUI thread (queued)
 
-    def __init__(self, name: str = "attnviz-job", parent=None):
+    def __init__(self, name: str = "attnviz-job", parent=None, *,
+                 expected: tuple[type[BaseException], ...] = (ValueError,),
+                 memory_message: str = MEMORY_MESSAGE):
         super().__init__(parent)
-        self._cond = threading.Condition()
-        self._pending = None  # (id, fn)
+        self._queue = _Queue()
         self._latest = 0
-        self._running = False
-        self._stopping = False
+        self._busy = False
         self._name = name
+        self._expected = expected
+        self._memory_message = memory_message
         self._thread: threading.Thread | None = None
+        self.last_seconds = 0.0  # wall time of the newest delivered job
         self._deliver.connect(self._on_deliver)
+        self.destroyed.connect(self._queue.stop)
 
     @property
     def latest_id(self) -> int:
         return self._latest
 
-    def submit(self, fn) -> int:
-        """Run ``fn()`` on the worker; returns the job id its result will carry."""
-        with self._cond:
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    @property
+    def stopped(self) -> bool:
+        return self._queue.stopping
+
+    def submit(self, fn, *args, **kwargs) -> int:
+        """Run ``fn(*args, **kwargs)`` on the worker; returns the job id its result will carry.
+        After :meth:`shutdown` nothing runs and nothing is delivered."""
+        q = self._queue
+        call = (lambda: fn(*args, **kwargs)) if args or kwargs else fn
+        with q.cond:
             self._latest += 1
-            self._pending = (self._latest, fn)
+            jid = self._latest
+            if q.stopping:
+                return jid
+            q.pending = (jid, call)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
-            self._cond.notify_all()
-            return self._latest
+            q.cond.notify_all()
+        self._set_busy(True)
+        return jid
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
-        """Block until nothing is pending or running (tests, benchmarks)."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._pending is None and not self._running, timeout)
+        """Block until nothing is pending or running (tests, benchmarks); results still arrive queued."""
+        q = self._queue
+        with q.cond:
+            return q.cond.wait_for(lambda: q.pending is None and not q.running, timeout)
 
     def shutdown(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._pending = None
-            self._cond.notify_all()
+        """Drop any waiting job and let the thread end after the running one; deliver nothing more."""
+        self._queue.stop()
 
     def _loop(self) -> None:
+        q = self._queue
         while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._pending is not None or self._stopping)
-                if self._stopping:
+            with q.cond:
+                q.cond.wait_for(lambda: q.pending is not None or q.stopping)
+                if q.stopping:
                     return
-                (jid, fn), self._pending = self._pending, None
-                self._running = True
-            try:
-                result, error = fn(), None
-            except (ValueError, MemoryError) as exc:
-                result, error = None, str(exc) or type(exc).__name__
-            except Exception as exc:  # a bug must not kill the worker: report it
-                result, error = None, f"internal error: {exc!r}"
-            with self._cond:
-                self._running = False
-                self._cond.notify_all()
-            if jid == self._latest and not self._stopping:
-                self._deliver.emit(jid, result, error)
+                (jid, fn), q.pending = q.pending, None
+                q.running = True
+            t0 = time.perf_counter()
+            result, error = run_job(fn, self._expected, self._memory_message)
+            elapsed = time.perf_counter() - t0
+            with q.cond:
+                q.running = False
+                q.cond.notify_all()
+                stale = jid != self._latest or q.stopping
+            if not stale:
+                try:
+                    self._deliver.emit(jid, result, error, elapsed)
+                except RuntimeError:  # the Qt object was deleted while the job ran: nobody is waiting
+                    return
 
-    def _on_deliver(self, jid: int, result, error) -> None:
-        if jid != self._latest:
+    def _on_deliver(self, jid: int, result, error, elapsed: float) -> None:
+        if jid != self._latest or self._queue.stopping:
             return
+        self.last_seconds = elapsed
+        self._set_busy(False)
         if error is not None:
             self.failed.emit(jid, error)
         else:
             self.done.emit(jid, result)
+
+    def _set_busy(self, busy: bool) -> None:
+        if busy != self._busy:
+            self._busy = busy
+            self.busy_changed.emit(busy)

@@ -77,9 +77,7 @@ class ModelViewPanel(QWidget):
         self._loading: tuple[str, str | None, bool] | None = None  # (folder, name, entry added) of the load in flight
         self._text_edited = False
         self._image_readers: dict[str, tuple[str, object]] = {}  # combo key -> (display name, () -> rgb)
-        self.jobs = ModelJobs(self)
-        jobs = self.jobs
-        self.destroyed.connect(lambda *_: jobs.shutdown())
+        self.jobs = ModelJobs(self)  # stops its thread itself when destroyed
 
         # -- model row
         self.model_combo = QComboBox(self)
@@ -225,6 +223,10 @@ class ModelViewPanel(QWidget):
         self.image_combo.setCurrentIndex(self.image_combo.findData(key))
         if run:
             self.run_input()
+
+    def shutdown(self) -> None:
+        """Stop the loading/forward-pass thread (the window calls this when it closes)."""
+        self.jobs.shutdown()
 
     def select_head(self, layer: int, head: int) -> None:
         """Show ``head`` of ``layer`` large in the detail heatmap and outline it in the grids."""

@@ -8,104 +8,61 @@ message, and an unexpected exception as a one-line "internal error" — never a 
 
 from __future__ import annotations
 
-import threading
-
 from PySide6.QtCore import QObject, Signal
 
 from attnviz.checkpoints import CheckpointError
 from attnviz.sources.errors import SourceError
+from attnviz.ui import latest_job
+
+# problems a person can cause with a checkpoint or an input: passed on as their message
+EXPECTED = (CheckpointError, SourceError, ValueError, OSError)
+MEMORY_MESSAGE = "not enough memory for this model and input"
 
 
 def run_job(fn) -> tuple[object, str | None]:
     """(result, None) or (None, message) of ``fn()``; what the worker thread does with a job."""
-    try:
-        return fn(), None
-    except (CheckpointError, SourceError, ValueError, OSError) as exc:
-        return None, str(exc) or type(exc).__name__
-    except MemoryError:
-        return None, "not enough memory for this model and input"
-    except Exception as exc:  # a bug must not kill the worker or reach the person as a traceback
-        return None, f"internal error: {type(exc).__name__}: {exc}"
+    return latest_job.run_job(fn, EXPECTED, MEMORY_MESSAGE)
 
 
 class ModelJobs(QObject):
-    """``submit(kind, fn) -> id``; ``finished(id, kind, result)`` / ``failed(id, kind, message)`` for the newest."""
+    """``submit(kind, fn) -> id``; ``finished(id, kind, result)`` / ``failed(id, kind, message)`` for
+    the newest. A :class:`~attnviz.ui.latest_job.LatestJob` that also names what kind of job answered."""
 
     finished = Signal(int, str, object)
     failed = Signal(int, str, str)
     busy_changed = Signal(bool)
-    _deliver = Signal(int, str, object, object)  # worker thread -> GUI thread (queued connection)
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self._cond = threading.Condition()
-        self._pending = None  # (id, kind, fn) waiting to run
-        self._latest = 0
-        self._running = False
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self.busy = False
-        self._deliver.connect(self._on_deliver)
+        self._job = latest_job.LatestJob("attnviz-pretrained", self, expected=EXPECTED,
+                                         memory_message=MEMORY_MESSAGE)
+        self._kind = ""  # kind of the newest job: only the newest one is ever delivered
+        self._job.done.connect(self._on_done)
+        self._job.failed.connect(self._on_failed)
+        self._job.busy_changed.connect(self.busy_changed)
 
     @property
     def latest_id(self) -> int:
-        return self._latest
+        return self._job.latest_id
+
+    @property
+    def busy(self) -> bool:
+        return self._job.busy
 
     def submit(self, kind: str, fn) -> int:
         """Run ``fn()`` on the worker thread; a job still waiting is replaced. Returns the job's id."""
-        with self._cond:
-            if self._stopping:
-                raise RuntimeError("the model worker was shut down")
-            self._latest += 1
-            self._pending = (self._latest, kind, fn)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="attnviz-pretrained", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
-            jid = self._latest
-        self._set_busy(True)
-        return jid
+        self._kind = kind
+        return self._job.submit(fn)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until nothing is waiting or running (tests, scripts); results still arrive queued."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._pending is None and not self._running, timeout)
+        return self._job.wait_idle(timeout)
 
     def shutdown(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._pending = None
-            self._cond.notify_all()
+        self._job.shutdown()
 
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._pending is not None or self._stopping)
-                if self._stopping:
-                    return
-                (jid, kind, fn), self._pending = self._pending, None
-                self._running = True
-            result, error = run_job(fn)
-            with self._cond:
-                self._running = False
-                self._cond.notify_all()
-                stale = jid != self._latest or self._stopping
-            if not stale:
-                try:
-                    self._deliver.emit(jid, kind, result, error)
-                except RuntimeError:  # the Qt object was deleted while the job ran: nobody is waiting
-                    return
+    def _on_done(self, jid: int, result) -> None:
+        self.finished.emit(jid, self._kind, result)
 
-    def _on_deliver(self, jid: int, kind: str, result, error) -> None:
-        if jid != self._latest:
-            return
-        self._set_busy(False)
-        if error is not None:
-            self.failed.emit(jid, kind, error)
-        else:
-            self.finished.emit(jid, kind, result)
-
-    def _set_busy(self, busy: bool) -> None:
-        if busy != self.busy:
-            self.busy = busy
-            self.busy_changed.emit(busy)
+    def _on_failed(self, jid: int, message: str) -> None:
+        self.failed.emit(jid, self._kind, message)

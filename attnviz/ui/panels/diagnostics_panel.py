@@ -45,6 +45,13 @@ class DiagnosticsPanel(QWidget):
         """The tab of type ``cls`` (e.g. ``panel.tab(AlignmentTab)``)."""
         return self.by_type[cls]
 
+    def shutdown(self) -> None:
+        """Stop the tabs' worker threads (the window calls this when it closes)."""
+        for tab in self.by_type.values():
+            job = getattr(tab, "job", None)
+            if job is not None:
+                job.shutdown()
+
     def show_tab(self, cls):
         """Bring the tab of type ``cls`` to the front and return it."""
         tab = self.by_type[cls]

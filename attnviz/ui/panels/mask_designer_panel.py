@@ -213,7 +213,6 @@ class MaskDesignerPanel(QWidget):
         ctx.response_changed.connect(self._on_response)
         ctx.message.connect(self._on_ctx_message)
         self.destroyed.connect(lambda *_: self._disconnect(ev))
-        self.destroyed.connect(self.timing_job.shutdown)
 
         self.axes = axes_from_response(ctx.response)
         if self.axes is None:
@@ -225,6 +224,10 @@ class MaskDesignerPanel(QWidget):
         self.canvas.setFocus()
 
     # -- layout ----------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Stop the flash-timing thread (the window calls this when it closes)."""
+        self.timing_job.shutdown()
+
     def resizeEvent(self, ev):  # noqa: N802 - Qt's name
         super().resizeEvent(ev)
         self._fit_orientation()
