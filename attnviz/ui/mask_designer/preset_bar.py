@@ -2,7 +2,7 @@
 documents, sliding window w, the seed-000 vision-language-action mask), how a preset lands on the
 design (replace the rules, or AND / OR it onto them), the list of combined terms with a button to
 remove the last one, and the head whose mask is edited. The controls wrap onto more lines in a
-narrow dock (:class:`~attnviz.ui.mask_designer.flow_layout.FlowLayout`); a preset's parameter stays
+narrow dock (:class:`~attnviz.ui.widgets.flow_layout.FlowLayout`); a preset's parameter stays
 beside its button.
 
 Emits ``preset_requested(name, op, params)`` (``op`` "replace", "and" or "or"),
@@ -16,7 +16,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from attnviz.ui.mask_designer.flow_layout import FlowLayout
+from attnviz.ui.widgets.flow_layout import FlowLayout
 
 from attnviz.model.mask_design import MaskDesign
 from attnviz.model.mask_presets import PRESETS

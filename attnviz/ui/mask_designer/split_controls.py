@@ -11,7 +11,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
 
 from attnviz.model.mask_design import MaskDesign
-from attnviz.ui.mask_designer.flow_layout import FlowLayout
+from attnviz.ui.widgets.flow_layout import FlowLayout
 
 
 class SplitControls(QWidget):

@@ -42,7 +42,7 @@ from attnviz.model.state import FIELDS
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.mask_designer.block_grid import BlockGrid
 from attnviz.ui.mask_designer.export_dialog import MaskCodeDialog
-from attnviz.ui.mask_designer.flow_layout import FlowLayout
+from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.mask_designer.legend import MaskLegend
 from attnviz.ui.mask_designer.preset_bar import PresetBar
 from attnviz.ui.mask_designer.rule_chooser import RuleChooser

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QAbstractScrollArea
 
 from attnviz.model.segments import Segment
 from attnviz.ui.theme import Theme, current_theme
+from attnviz.ui.widgets.flow_layout import flow_lines
 
 
 @dataclass(frozen=True)
@@ -35,16 +36,16 @@ def chip_text(piece: str, max_chars: int) -> str:
 
 
 def flow_layout(widths: Sequence[int], available: int, gap: int) -> tuple[list[int], list[int]]:
-    """Left-to-right wrapping flow: (x of each chip, index of the first chip of each row)."""
+    """Left-to-right wrapping flow with a ``gap`` margin on both sides: (x of each chip, index of the
+    first chip of each row). The line breaking is :func:`~attnviz.ui.widgets.flow_layout.flow_lines`'s."""
     xs: list[int] = []
     row_starts: list[int] = []
-    x = gap
-    for i, w in enumerate(widths):
-        if not row_starts or (x + w + gap > available and x > gap):
-            row_starts.append(i)
-            x = gap
-        xs.append(x)
-        x += w + gap
+    for line in flow_lines(list(widths), available - 2 * gap, gap):
+        row_starts.append(line[0])
+        x = gap
+        for i in line:
+            xs.append(x)
+            x += widths[i] + gap
     return xs, row_starts
 
 

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QFontMetrics  # noqa: E402
 
 from attnviz.ui.mask_designer.block_grid import fit_rule_label, rule_label_variants  # noqa: E402
-from attnviz.ui.mask_designer.flow_layout import flow_lines  # noqa: E402
+from attnviz.ui.widgets.flow_layout import flow_lines  # noqa: E402
 from attnviz.ui.mask_designer.legend import legend_columns  # noqa: E402
 from attnviz.ui.panels.mask_designer_panel import splitter_orientation  # noqa: E402
 from test_mask_designer_support import make_panel  # noqa: E402
