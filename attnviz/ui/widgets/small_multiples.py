@@ -25,18 +25,27 @@ from attnviz.ui.widgets.rendering import hex_rgba
 class HeadGridConfig:
     """Layout of the mosaic."""
 
-    tile_px: int = 64  # image pixels per map side at most: small maps are drawn at full resolution
+    tile_px: int = 64  # image pixels along a map's longer side at most: small maps are drawn at full resolution
     gap_px: int = 4  # background pixels between maps, so neighbouring maps do not merge
     shared_levels: bool = False  # one colour scale for all maps (compare heads) or one per map (see each pattern)
+
+
+def tile_shape(Tq: int, Tk: int, tile_px: int) -> tuple[int, int]:
+    """(th, tw) of one map's tile: the map's own aspect ratio with its longer side at most
+    ``tile_px`` pixels (a 20 x 300 cross-attention map stays wide and flat, not squashed square)."""
+    if Tq <= 0 or Tk <= 0 or tile_px <= 0:
+        raise ValueError(f"tile of a {Tq} x {Tk} map at {tile_px} px: sizes must be positive")
+    scale = min(1.0, tile_px / max(Tq, Tk))
+    return max(1, round(Tq * scale)), max(1, round(Tk * scale))
 
 
 def build_mosaic(maps: np.ndarray, allowed: Optional[np.ndarray], tile_px: int, gap: int, lut: np.ndarray,
                  masked: str, background: str, shared_levels: bool) -> tuple[np.ndarray, tuple[int, int]]:
     """RGBA mosaic (rows*(th+gap)-gap, cols*(tw+gap)-gap, 4) of (rows, cols, Tq, Tk) maps, each
-    max-pooled to at most tile_px per side; ``allowed`` is broadcastable to the maps (or None for
+    max-pooled to at most tile_px on its longer side, keeping its aspect ratio; ``allowed`` is broadcastable to the maps (or None for
     all allowed). Returns the mosaic and the tile shape (th, tw)."""
     rows, cols = maps.shape[:2]
-    pooled, ok = pool_max(maps, allowed, (tile_px, tile_px))  # (rows, cols, th, tw) float32, NaN masked
+    pooled, ok = pool_max(maps, allowed, tile_shape(*maps.shape[2:], tile_px))  # (rows, cols, th, tw) float32, NaN masked
     th, tw = pooled.shape[-2:]
     n = len(lut)
     axes = None if shared_levels else (2, 3)

@@ -8,7 +8,7 @@ from attnviz.model.segments import Segment
 from attnviz.ui.widgets import samples
 from attnviz.ui.widgets.image_overlay import PatchImageView
 from attnviz.ui.widgets.pooling import pool_max
-from attnviz.ui.widgets.small_multiples import HeadGrid, build_mosaic
+from attnviz.ui.widgets.small_multiples import HeadGrid, build_mosaic, tile_shape
 from attnviz.ui.widgets.token_chips import TokenChips, chip_text, flow_layout
 from attnviz.ui import colormaps
 
@@ -132,3 +132,20 @@ def test_mosaic_colours_match_per_map_levels(shared):
             want[~ok[r, c]] = (255, 0, 0, 255)
             assert np.abs(tile.astype(int) - want.astype(int)).max() <= 1  # float32 rounding at most one step
     assert (rgba[10:12, :, :3] == (0, 0, 255)).all() and (rgba[:, 10:12, :3] == (0, 0, 255)).all()  # gaps
+
+
+def test_cross_attention_tiles_keep_their_aspect_ratio(qtbot):
+    assert tile_shape(128, 128, 64) == (64, 64)
+    assert tile_shape(100, 300, 64) == (21, 64)  # wide and flat, not squashed into a square
+    assert tile_shape(300, 100, 64) == (64, 21)
+    assert tile_shape(8, 20, 64) == (8, 20)  # small maps at full resolution
+    assert tile_shape(2, 1000, 64) == (1, 64)  # never thinner than one pixel
+    with pytest.raises(ValueError, match="positive"):
+        tile_shape(0, 5, 64)
+    maps = np.random.default_rng(0).random((1, 2, 30, 90)).astype(np.float32)  # (1, 2, Tq, Tk)
+    rgba, (th, tw) = build_mosaic(maps, None, 60, 4, colormaps.lut("gray"), "#ff0000", "#000000", shared_levels=False)
+    assert (th, tw) == (20, 60) and rgba.shape == (20, 2 * 60 + 4, 4)
+    g = HeadGrid()
+    qtbot.addWidget(g)
+    g.set_matrices(maps[0])
+    assert g._tile == (21, 64) and g.tile_at(100, 10) == (0, 1)  # default tile_px = 64
