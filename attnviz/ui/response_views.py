@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.model.score_rules import dot_scale
+from attnviz.ui.widgets.cell_geometry import AXIS_LABEL_CHARS, compact_label  # noqa: F401 - callers import them here
 
 MATRICES = ("weights", "scores", "output", "mask")
 
@@ -83,21 +84,6 @@ def matrix_view(resp, matrix: str, head) -> MatrixView | None:
     if stack is None:
         return None
     return MatrixView(_pick(stack, head), allowed, keys, "weight" if matrix == "weights" else "score", True)
-
-
-AXIS_LABEL_CHARS = 12  # characters a token axis shows before it elides a label
-
-
-def compact_label(label: str, max_chars: int = AXIS_LABEL_CHARS) -> str:
-    """``label`` cut to ``max_chars`` in the middle so its end stays readable: "fast actions3" ->
-    "fast actio…3", not "fast action…" (the token index of a block is what tells rows apart)."""
-    s = str(label)
-    if len(s) <= max_chars or max_chars < 3:
-        return s
-    digits = len(s) - len(s.rstrip("0123456789"))
-    tail = digits if 0 < digits <= max_chars // 2 else min(3, (max_chars - 1) // 2)
-    head = max_chars - 1 - tail
-    return s[:head] + "…" + s[len(s) - tail:]
 
 
 def compact_labels(labels, max_chars: int = AXIS_LABEL_CHARS) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""Pure arithmetic between screen/image pixels and matrix cells, patches and mosaic tiles.
+"""Pure arithmetic between screen/image pixels and matrix cells, patches and mosaic tiles, and the
+length of the labels an axis shows.
 
 Conventions: a matrix is drawn with column ``c`` (key) spanning x in [c, c+1) and row ``r`` (query)
 spanning y in [r, r+1) of its view; an image of shape (H, W) that shows the cell block
@@ -132,6 +133,21 @@ def labelled_cells(lo: float, hi: float, step: int, n: int) -> list[int]:
     last = min(n - 1, int(math.floor(hi - 0.5)))
     first = ((first + step - 1) // step) * step
     return list(range(first, last + 1, step)) if first <= last else []
+
+
+AXIS_LABEL_CHARS = 12  # characters a token axis shows before it cuts a label
+
+
+def compact_label(label: str, max_chars: int = AXIS_LABEL_CHARS) -> str:
+    """``label`` cut to ``max_chars`` in the middle so its end stays readable: "fast actions3" ->
+    "fast actio…3", not "fast action…" (the token index of a block is what tells rows apart)."""
+    s = str(label)
+    if len(s) <= max_chars or max_chars < 3:
+        return s
+    digits = len(s) - len(s.rstrip("0123456789"))
+    tail = digits if 0 < digits <= max_chars // 2 else min(3, (max_chars - 1) // 2)
+    head = max_chars - 1 - tail
+    return s[:head] + "…" + s[len(s) - tail:]
 
 
 def mosaic_tile(px: float, py: float, tile_shape, gap: int, rows: int, cols: int) -> Optional[Cell]:

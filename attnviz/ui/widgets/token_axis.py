@@ -9,28 +9,27 @@ from typing import Optional, Sequence
 import pyqtgraph as pg
 from PySide6.QtGui import QFont, QFontMetricsF
 
-from attnviz.ui.widgets.cell_geometry import label_step, labelled_cells
+from attnviz.ui.widgets.cell_geometry import AXIS_LABEL_CHARS, compact_label, label_step, labelled_cells
 
 # widest label measured exactly; beyond this many labels the rest are estimated from character count
 _MEASURE_LIMIT = 4096
 
 
 def display_label(text: str, max_chars: int) -> str:
-    """Token text made printable on one line and elided to ``max_chars`` characters."""
+    """Token text made printable on one line and cut to ``max_chars`` characters in the middle, by
+    the same rule as :func:`~attnviz.ui.widgets.cell_geometry.compact_label` (a block's token index stays)."""
     s = str(text)
     if len(s) <= max_chars and s.isprintable():  # the common case: nothing to replace or cut
         return s
     s = s.replace("\r\n", "↵").replace("\n", "↵").replace("\r", "↵").replace("\t", "→")
     s = "".join(ch if ch.isprintable() else "·" for ch in s)
-    if len(s) > max_chars:
-        s = s[: max(max_chars - 1, 1)] + "…"
-    return s
+    return compact_label(s, max_chars)
 
 
 class TokenAxis(pg.AxisItem):
     """``left`` or ``top`` axis of a cell matrix whose labels thin out when they would overlap."""
 
-    def __init__(self, orientation: str, *, max_chars: int = 12, point_size: float = 8.0, max_width: int = 150):
+    def __init__(self, orientation: str, *, max_chars: int = AXIS_LABEL_CHARS, point_size: float = 8.0, max_width: int = 150):
         if orientation not in ("left", "top"):
             raise ValueError(f"token axis orientation must be 'left' or 'top', got {orientation!r}")
         super().__init__(orientation)

@@ -55,3 +55,11 @@ def test_cross_from_roles_keeps_existing_order_and_refuses_an_empty_side():
 ])
 def test_drop_target(src, over, below, expect):
     assert drop_target(src, over, below, 4) == expect
+
+
+def test_the_token_axis_cuts_labels_like_compact_label():
+    from attnviz.ui.widgets.token_axis import display_label
+
+    assert display_label("fast actions3", 12) == compact_label("fast actions3") == "fast actio…3"
+    assert display_label("line\nbreak and more text7", 12) == "line↵break…7"  # printable first, then cut
+    assert display_label("short", 12) == "short"
