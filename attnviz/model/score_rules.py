@@ -34,17 +34,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.model.diagnostics.variants import RULE_FORMULAS
+
 RULES = ("scaled_dot", "dot", "uniform", "additive", "multiplicative", "linear")
 DOT_FAMILY = ("scaled_dot", "dot", "uniform")
 
-FORMULAS = {
-    "scaled_dot": "s_ij = q_i · k_j / √d_k",
-    "dot": "s_ij = q_i · k_j",
-    "uniform": "s_ij = 0  (equal weight on every allowed key)",
-    "additive": "s_ij = vᵀ tanh(W₁ q_i + W₂ k_j)",
-    "multiplicative": "s_ij = q_iᵀ W k_j",
-    "linear": "w_ij = φ(q_i)·φ(k_j) / Σ_j φ(q_i)·φ(k_j),  φ = elu + 1",
-}
+#: the formula of each rule as one line of text (tooltips, notes); the text itself lives with the
+#: other descriptions of each rule in :mod:`attnviz.model.diagnostics.variants`
+FORMULAS = {name: f.unicode for name, f in RULE_FORMULAS.items()}
 
 
 @dataclass(frozen=True)
@@ -137,23 +134,12 @@ def rule_scores(config: ScoreRuleConfig, q: np.ndarray, k: np.ndarray, params: d
     raise ValueError(f"score rule {config.name!r} runs on the engine, not on the numpy path")
 
 
-def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Softmax over keys of the allowed cells: returns (weights, lse), float64.
+def masked_softmax(scores, mask) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, lse) of the softmax rules: :func:`attnviz.engine.masked_softmax`, imported on first use
+    (the session model loads without the engine and numba)."""
+    from attnviz.engine.softmax import masked_softmax as engine_masked_softmax
 
-    scores (nh, Tq, Tk) finite, mask bool broadcastable to it. A fully masked row gives weights 0 and
-    lse = -inf (never NaN).
-    """
-    s = np.asarray(scores, dtype=np.float64)  # (nh, Tq, Tk)
-    m_ = np.broadcast_to(np.asarray(mask, dtype=bool), s.shape)  # (nh, Tq, Tk)
-    has = m_.any(axis=-1)  # (nh, Tq)
-    sm = np.where(m_, s, -np.inf)  # (nh, Tq, Tk)
-    mx = np.where(has, sm.max(axis=-1, initial=-np.inf), 0.0)  # (nh, Tq)
-    p = np.where(m_, np.exp(np.where(m_, s, 0.0) - mx[..., None]), 0.0)  # (nh, Tq, Tk)
-    l = np.where(has, p.sum(axis=-1), 1.0)  # (nh, Tq)
-    w = p / l[..., None]  # (nh, Tq, Tk)
-    with np.errstate(divide="ignore"):
-        lse = np.where(has, mx + np.log(l), -np.inf)  # (nh, Tq)
-    return w, lse
+    return engine_masked_softmax(scores, mask)
 
 
 def linear_normalise(kvals: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
