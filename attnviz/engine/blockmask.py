@@ -106,6 +106,38 @@ class BlockMask:
         object.__setattr__(bmask, "_kernel_arrays", (own if own.ndim == 3 else own[None], own_state))
         return bmask
 
+    @classmethod
+    def share(cls, dense: np.ndarray, block_m: int, block_n: int, tile_state: np.ndarray) -> "BlockMask":
+        """A BlockMask over the caller's own arrays, without copying or classifying them.
+
+        dense (Tq, Tk) or (nh, Tq, Tk) C-contiguous writable bool and its tile_state (nh|1, nQ, nK)
+        writable int8 (as :func:`classify` gives) go to the kernels as they are; the BlockMask exposes
+        read-only views. The caller must not modify them afterwards.
+        """
+        block_m = check_block("block_m", block_m)
+        block_n = check_block("block_n", block_n)
+        for name, a, dt in (("dense", dense, np.bool_), ("tile_state", tile_state, np.int8)):
+            if not isinstance(a, np.ndarray) or a.dtype != dt or not a.flags.c_contiguous or not a.flags.writeable:
+                raise ValueError(f"{name} must be a writable C-contiguous {np.dtype(dt)} array")
+        if dense.ndim not in (2, 3):
+            raise ValueError(f"dense must have shape (Tq, Tk) or (nh, Tq, Tk), got {dense.shape}")
+        d3 = dense if dense.ndim == 3 else dense[None]  # (nh|1, Tq, Tk)
+        nq, nk = -(-d3.shape[1] // block_m), -(-d3.shape[2] // block_n)
+        if tile_state.shape != (d3.shape[0], nq, nk):
+            raise ValueError(f"tile_state must have shape {(d3.shape[0], nq, nk)} for mask {dense.shape} "
+                             f"and tiles {block_m} x {block_n}, got {tile_state.shape}")
+        bmask = cls(_read_only(dense), block_m, block_n, _read_only(tile_state))
+        object.__setattr__(bmask, "_kernel_arrays", (d3, tile_state))
+        return bmask
+
+    def heads(self, h0: int, h1: int) -> "BlockMask":
+        """The BlockMask of heads [h0, h1) of a per-head mask (itself for a mask shared by all heads),
+        sharing this one's arrays."""
+        if self.dense.ndim == 2:
+            return self
+        dense, state = self.kernel_arrays()
+        return BlockMask.share(dense[h0:h1], self.block_m, self.block_n, state[h0:h1])
+
     def kernel_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(dense (nh|1, Tq, Tk), tile_state) as writable arrays for the kernels; do not modify them."""
         arrays = getattr(self, "_kernel_arrays", None)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.engine.api import KERNELS, attention
+from attnviz.engine.display import display_matrices
 from attnviz.engine.overview import attention_overview
 from attnviz.engine.weights import recompute_weights
 
 
 def warmup(dtypes=("float32", "float64")) -> None:
-    """Run every kernel once per dtype on tiny inputs, with and without a mask, with weights and overviews."""
+    """Run every kernel once per dtype on tiny inputs, with and without a mask, with weights, display
+    matrices and overviews."""
     rng = np.random.default_rng(0)
     for name in dtypes:
         dt = np.dtype(name)
@@ -31,6 +33,10 @@ def warmup(dtypes=("float32", "float64")) -> None:
             for m in (None, mask):
                 res = attention(q, k, v, m, kernel=kernel, block_m=4, block_n=4, return_weights=True)
                 recompute_weights(q, k, res.lse, m, rows=[0, 3], block_n=4)
+                s32 = np.empty((2, 9, 7), dtype=np.float32)  # (nh, Tq, Tk)
+                w32 = np.empty((2, 9, 7), dtype=np.float32)  # (nh, Tq, Tk)
+                display_matrices(q, k, res.lse, m, weights=w32, scores=s32, block_m=4, block_n=4)
+                display_matrices(q, k, res.lse, m, weights=w32, given_scores=s32, block_m=4, block_n=4)
         res = attention(q, k, v, mask, kernel="flash", block_m=4, block_n=4)
         for reduce in ("max", "mean"):
             attention_overview(q[0], k[0], res.lse[0], mask, out_shape=(3, 2), reduce=reduce)

@@ -27,9 +27,10 @@ are exactly 0; a fully masked row has weights 0, output 0 and lse -inf.
 Precision. ``X``, ``q``, ``k``, ``v``, ``output``, ``lse`` and ``combined`` are always float64 (the
 float64 kernels). ``scores`` and ``weights`` are display matrices: float64 when Tq * Tk <=
 :data:`EXACT_CELLS` (every worked example and printed digit: there the engine kernel's own float64
-weights are returned), float32 above it, as the heatmaps draw them. In float32 the dot-product
-rules' scores are one float32 GEMM of (q * scale) and k, and the weights are exp(score - lse) from
-the kernel's float64 lse: they differ from the float64 ones by float32 rounding only.
+weights are returned), float32 above it, as the heatmaps draw them. In float32 both come from one
+fused engine pass (:func:`attnviz.engine.display_matrices`): float64 tile products of q and k, the
+scores rounded to float32 and the weights exp(score - lse) from the kernel's float64 lse, each row
+divided by its sum: they differ from the float64 ones by float32 rounding only.
 
 Reuse (:mod:`attnviz.model.compute_cache`): an edit recomputes only what it changes. Tokens, X and
 q/k/v are reused unless sources, tokenizer, model or positions change; the scores unless q/k or the
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from attnviz.engine import attention
+from attnviz.engine import attention, display_matrices, recompute_weights
 from attnviz.engine.blockmask import FULL, BlockMask
 from attnviz.model import compute_cache as cache
 from attnviz.model.compute_cache import CompiledMask, Projection, Result, freeze
@@ -238,6 +239,8 @@ def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
             return cm, cache.changed_rows(pm.mask, cm.mask)
         return cm, None
     mask = np.ascontiguousarray(compile_mask(state, qseq, kseq))  # (Tq, Tk) or (nh, Tq, Tk)
+    if not mask.flags.writeable:  # the kernels read it as it is: one array type, never copied
+        mask = mask.copy()
     rows = None
     if pm is not None and pm.mask.shape == mask.shape:
         rows = cache.changed_rows(pm.mask, mask)  # (R,)
@@ -250,34 +253,6 @@ def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
     cm = CompiledMask(mask, bm, fully)
     cache.store_mask(state.mask, rest, cm)
     return cm, rows
-
-
-# ------------------------------------------------------------------------------------------------
-# display matrices
-
-
-def _scaled_scores(q: np.ndarray, k: np.ndarray, scale: float, out: np.ndarray) -> None:
-    """out[:] = q k^T * scale for q (g, Tq, hs), k (g, Tk, hs), in out's dtype (float32: one GEMM)."""
-    if out.dtype == np.float64:
-        np.matmul(q, np.ascontiguousarray(k.transpose(0, 2, 1)), out=out)  # (g, Tq, Tk)
-        out *= scale
-    else:
-        qs = np.asarray(q * scale, dtype=out.dtype)  # (g, Tq, hs)
-        kt = np.ascontiguousarray(k.transpose(0, 2, 1), dtype=out.dtype)  # (g, hs, Tk)
-        np.matmul(qs, kt, out=out)  # (g, Tq, Tk)
-
-
-def _weights_from_scores(S: np.ndarray, lse: np.ndarray, denied: np.ndarray | None, out: np.ndarray) -> None:
-    """out[:] = exp(S - lse) on allowed cells, 0 on ``denied`` ones, in S's dtype.
-
-    S (g, R, Tk) scaled scores, lse (g, R) float64 (-inf: a fully masked row, whose cells are all
-    denied), ``denied`` bool broadcastable to S or None (every cell allowed).
-    """
-    lo = np.where(np.isneginf(lse), np.inf, lse).astype(S.dtype)  # (g, R): a fully masked row -> exp(-inf) = 0
-    np.subtract(S, lo[..., None], out=out)  # (g, R, Tk)
-    if denied is not None:
-        np.copyto(out, -np.inf, where=denied)
-    np.exp(out, out=out)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -433,8 +408,9 @@ def _engine_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev:
                 weights[:, idx] = w_r  # (nh, R, Tk)
             else:
                 w_r = np.empty((nh, idx.size, Tk), dtype=disp)  # (nh, R, Tk)
-                dr = None if not masked else ~(mask[idx] if mask.ndim == 2 else mask[:, idx])  # (R|nh, R, Tk)
-                _weights_from_scores(scores[:, idx], lse[:, idx], dr, w_r)
+                mr = mask[idx] if mask.ndim == 2 else mask[:, idx]  # (R, Tk) or (nh, R, Tk)
+                display_matrices(q[:, idx], k, lse[:, idx], mr if masked else None, weights=w_r,
+                                 given_scores=np.ascontiguousarray(scores[:, idx]), scale=scale)
                 weights[:, idx] = w_r
         return out, lse, scores, weights
 
@@ -447,34 +423,30 @@ def _engine_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev:
         if scores is None:
             scores, new_scores = np.empty((nh, Tq, Tk), dtype=disp), True  # (nh, Tq, Tk)
         weights = np.empty((nh, Tq, Tk), dtype=disp)  # (nh, Tq, Tk)
-    denied = ~mask if dense and not exact and masked else None  # (Tq, Tk) / (nh, Tq, Tk) or None
     for part in ("kernel", "scores", "weights") if dense else ("kernel",):
         spent[part] = 0.0
     group = max(1, ENGINE_CELLS // max(1, Tq * Tk))  # heads per engine call
     for h0 in range(0, nh, group):
         h1 = min(nh, h0 + group)
         check(0.15 + 0.8 * h0 / nh, f"heads {h0 + 1}-{h1}/{nh}")
-        if mask.ndim == 2:
-            mg = bm  # the tile map is reused
-        else:
-            mg = BlockMask(mask[h0:h1], bm.block_m, bm.block_n, bm.tile_state[h0:h1])  # (g, Tq, Tk)
+        mg = bm.heads(h0, h1)  # (g, Tq, Tk) or the shared (Tq, Tk) mask, its arrays and tile map reused
         t0 = time.perf_counter()
         res = attention(q[h0:h1], k[h0:h1], v[h0:h1], mg, **kw)
         out[h0:h1] = res.out  # (g, Tq, hv)
         lse[h0:h1] = res.lse  # (g, Tq)
         t1 = time.perf_counter()
         spent["kernel"] += t1 - t0
-        if dense:
+        if dense and exact:
             if new_scores:
-                _scaled_scores(q[h0:h1], k[h0:h1], scale, scores[h0:h1])  # (g, Tq, Tk)
-            t2 = time.perf_counter()
-            spent["scores"] += t2 - t1
-            if exact:
-                weights[h0:h1] = res.weights  # (g, Tq, Tk)
-            else:
-                dg = None if denied is None else (denied if denied.ndim == 2 else denied[h0:h1])
-                _weights_from_scores(scores[h0:h1], lse[h0:h1], dg, weights[h0:h1])
-            spent["weights"] += time.perf_counter() - t2
+                np.matmul(q[h0:h1], k[h0:h1].transpose(0, 2, 1), out=scores[h0:h1])  # (g, Tq, Tk)
+                scores[h0:h1] *= scale
+            spent["scores"] += time.perf_counter() - t1
+            weights[h0:h1] = res.weights  # (g, Tq, Tk)
+        elif dense:  # float32 scores and weights in one fused engine pass
+            display_matrices(q[h0:h1], k[h0:h1], res.lse, mg if masked else None, weights=weights[h0:h1],
+                             scores=scores[h0:h1] if new_scores else None,
+                             given_scores=None if new_scores else scores[h0:h1], scale=scale)
+            spent["weights"] += time.perf_counter() - t1
     if new_scores:
         freeze(scores)
         cache.scores.put(skey, scores)
@@ -554,12 +526,7 @@ def _row_weights(state, q, k, cm: CompiledMask, rows: list[int], lse, weights, o
         return weights[:, rows]  # (nh, R, Tk)
     if on_engine:
         scale = dot_scale(state.score_rule.name, q.shape[2])
-        s_r = (q[:, rows] @ k.transpose(0, 2, 1)) * scale  # (nh, R, Tk)
-        l_r = lse[:, rows]  # (nh, R)
-        with np.errstate(over="ignore"):  # masked cells may exceed lse; they are zeroed below
-            w_r = np.exp(s_r - np.where(np.isfinite(l_r), l_r, 0.0)[..., None])  # (nh, R, Tk)
-        m_r = cm.mask[rows] if cm.mask.ndim == 2 else cm.mask[:, rows]  # (R, Tk) or (nh, R, Tk)
-        return np.where(m_r, w_r, 0.0)  # (nh, R, Tk)
+        return recompute_weights(q, k, lse, cm.mask, scale=scale, rows=rows)  # (nh, R, Tk) float64
     roww = np.zeros((nh, len(rows), Tk))  # (nh, R, Tk)
     for h, c0, c1, _, w, _ in _numpy_chunks(state, q, k, cm.mask, np.asarray(rows), slopes, check):
         roww[h, c0:c1] = w[0]

@@ -73,7 +73,7 @@ class CompiledMask:
     ARRAYS = ("mask", "fully")
 
     mask: np.ndarray  # (Tq, Tk) or (nh, Tq, Tk) bool, True = may attend (never written)
-    block_mask: BlockMask  # its tile map at the session's tile size (a read-only view of ``mask``)
+    block_mask: BlockMask  # its tile map at the session's tile size (shares ``mask``; read-only views)
     fully: np.ndarray  # (Tq,) or (nh, Tq) bool: rows with no allowed key
 
 
@@ -143,8 +143,9 @@ def changed_rows(old: np.ndarray, new: np.ndarray) -> np.ndarray:
 
 def block_mask(mask: np.ndarray, block_m: int, block_n: int, prev: BlockMask | None = None,
                rows: np.ndarray | None = None) -> BlockMask:
-    """The BlockMask of ``mask`` (C-contiguous bool) without copying it: its ``dense`` is a read-only
-    view of ``mask``.
+    """The BlockMask of ``mask`` (C-contiguous writable bool, never written afterwards) without copying
+    it: the engine kernels read ``mask`` itself (:meth:`BlockMask.share`), so no run copies it and
+    every kernel sees the same (writable) array type that warm-up compiled.
 
     With ``prev`` (the tile map of a mask that differs from ``mask`` only in query ``rows``, same
     shape and tile size), only the tile rows holding ``rows`` are classified again.
@@ -158,10 +159,7 @@ def block_mask(mask: np.ndarray, block_m: int, block_n: int, prev: BlockMask | N
         for b in np.unique(np.asarray(rows) // block_m):
             r0 = int(b) * block_m
             state[:, b:b + 1] = classify(m3[:, r0:r0 + block_m], block_m, block_n)  # (nh|1, 1, nK)
-    state.setflags(write=False)
-    dense = mask.view()  # (Tq, Tk) or (nh, Tq, Tk)
-    dense.setflags(write=False)
-    return BlockMask(dense, block_m, block_n, state)
+    return BlockMask.share(mask, block_m, block_n, state)
 
 
 # ------------------------------------------------------------------------------------------------
