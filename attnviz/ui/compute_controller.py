@@ -18,7 +18,13 @@ import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from attnviz.model.compute import ComputeRequest, run
+
+def _default_compute():
+    """``attnviz.model.compute.run``, imported on the worker thread at first use: the model's compute
+    path imports the engine (numba, scipy), which the window must not wait for before it paints."""
+    from attnviz.model.compute import run
+
+    return run
 
 
 class ComputeController(QObject):
@@ -29,9 +35,9 @@ class ComputeController(QObject):
     finished = Signal(object)  # ComputeResponse of the newest request
     busy_changed = Signal(bool)
 
-    def __init__(self, parent=None, throttle_ms: int = 12, compute=run, stale_grace_s: float = 0.15):
+    def __init__(self, parent=None, throttle_ms: int = 12, compute=None, stale_grace_s: float = 0.15):
         super().__init__(parent)
-        self._compute = compute  # the pure function (swappable in tests)
+        self._compute = compute  # the pure function (swappable in tests); None: the model's run
         self._throttle_ms = throttle_ms  # coalescing delay while a computation is running
         self._stale_grace_s = stale_grace_s  # a stale computation younger than this may finish
         self._delivered_id = 0  # newest request id delivered so far
@@ -39,7 +45,7 @@ class ComputeController(QObject):
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._dispatch)
         self._cond = threading.Condition()
-        self._pending: ComputeRequest | None = None
+        self._pending: tuple | None = None  # (request id, state, request kwargs) of the newest request
         self._latest_id = 0
         self._busy = False
         self._stopping = False
@@ -106,11 +112,11 @@ class ComputeController(QObject):
     def _dispatch(self):
         if self._state is None:
             return
-        req = ComputeRequest(request_id=self._latest_id, state=self._state, **self._request_kwargs)
+        req = (self._latest_id, self._state, dict(self._request_kwargs))
         with self._cond:
             self._pending = req
             self._cond.notify_all()
-        self.started.emit(req.request_id)
+        self.started.emit(req[0])
         self._set_busy(True)
 
     def _set_busy(self, busy: bool):
@@ -127,7 +133,7 @@ class ComputeController(QObject):
                     return
                 req, self._pending = self._pending, None
                 self._running = True
-            rid = req.request_id
+            rid, state, kwargs = req
             t0 = time.perf_counter()
 
             def is_cancelled(rid=rid, t0=t0):
@@ -140,7 +146,12 @@ class ComputeController(QObject):
                     self.progress.emit(frac, stage)
 
             try:
-                resp = self._compute(req, progress=progress, is_cancelled=is_cancelled)
+                from attnviz.model.compute import ComputeRequest
+
+                if self._compute is None:
+                    self._compute = _default_compute()
+                request = ComputeRequest(request_id=rid, state=state, **kwargs)
+                resp = self._compute(request, progress=progress, is_cancelled=is_cancelled)
             except Exception as exc:  # a bug must not kill the worker: report it as a failed response
                 from attnviz.model.compute import ComputeResponse
 
