@@ -1,7 +1,7 @@
 """Start-up: process launch -> the main window on screen -> the first heatmap, in fresh processes.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_startup.py [--runs 5] [--variants warm,cold,readonly]
-        [--method report|hook] [--rev GIT_REV] [--importtime] [--json]
+        [--method report|hook] [--rev GIT_REV] [--compare GIT_REV] [--importtime] [--json]
 
 Each run starts ``python -m attnviz`` (the ``river-bank`` demo, offscreen, settings and autosave in a
 temporary home) and takes wall-clock marks against the moment the benchmark launched the process:
@@ -22,7 +22,9 @@ Variants (the numba cache always lives in a user cache directory, ``XDG_CACHE_HO
   root ignores file modes); warm cache in the user cache directory. The report says whether any file
   in the copy changed.
 
-``--rev REV`` runs the package as committed at REV (``git archive``) instead of the working tree.
+``--rev REV`` runs the package as committed at REV (``git archive``) instead of the working tree;
+``--compare REV`` measures REV and the working tree (or ``--rev``) alike with the hook method, their
+runs interleaved so a changing machine load affects both the same way (before/after figures).
 ``--importtime`` adds ``python -X importtime`` of one warm run: the 15 imports with the largest
 cumulative time, each marked whether it was loaded when the window first painted (report method).
 Medians of ``--runs`` runs; the 1-minute load average before and after is printed with the figures
@@ -196,45 +198,62 @@ def importtime_top(stderr: str, loaded_at_show: set[str], n: int = 15) -> list[d
     return rows[:n]
 
 
-def run_variant(name: str, args, work: Path) -> dict:
-    vwork = work / name
-    vwork.mkdir()
-    pythonpath = None
-    package = None
-    if name == "readonly" or args.rev:
-        package = package_copy(vwork / "site", args.rev)
-        pythonpath = package
-    runner = Runner(vwork, args.method, pythonpath)
-    info: dict = {"variant": name}
-    if name == "readonly":
-        make_read_only(package)
-        if read_only_mount_works():
-            runner.wrap = lambda cmd: read_only_command(package, cmd)
-            info["read_only"] = "chmod -R a-w + read-only bind mount"
-        else:
-            info["read_only"] = "chmod -R a-w"
-        before = snapshot(package)
-    cache = vwork / "cache"
-    if name != "cold":
-        runner.warm(cache)
-    runs = []
-    for i in range(args.runs):
-        if name == "cold":
-            cache = vwork / f"cache{i}"
-        runs.append(runner.run(cache))
-    info["marks"] = medians(runs)
-    if name == "readonly":
-        info["package_files_changed"] = sorted(set(snapshot(package).items()) ^ set(before.items()))[:10]
-        info["numba_cache_files"] = len(list((cache / "attnviz" / "numba").rglob("*.nbi")))
-        make_writable(package)
-    if args.method == "report":
-        info["loaded_at_show"] = runs[-1].get("loaded_at_show")
-        info["panels_at_show"] = runs[-1].get("panels_at_show")
-        info["heatmap_colours"] = runs[-1].get("heatmap_colours")
-    if name == "warm" and args.importtime:
-        data = runner.run(cache, importtime=True)
-        info["importtime_top15"] = importtime_top(data["stderr"], set(data.get("modules_at_show", ())))
-    return info
+class Variant:
+    """One variant (warm, cold or readonly) of one package (the working tree or a git revision)."""
+
+    def __init__(self, name: str, rev: str | None, method: str, work: Path):
+        self.name, self.rev, self.method = name, rev, method
+        self.work = work / f"{name}-{rev or 'tree'}"
+        self.work.mkdir()
+        self.package = package_copy(self.work / "site", rev) if (name == "readonly" or rev) else None
+        self.runner = Runner(self.work, method, self.package)
+        self.info: dict = {"variant": name, "rev": rev or "working tree", "method": method}
+        self.runs: list[dict] = []
+        if name == "readonly":
+            make_read_only(self.package)
+            if read_only_mount_works():
+                self.runner.wrap = lambda cmd: read_only_command(self.package, cmd)
+                self.info["read_only"] = "chmod -R a-w + read-only bind mount"
+            else:
+                self.info["read_only"] = "chmod -R a-w"
+            self.before = snapshot(self.package)
+        self.cache = self.work / "cache"
+        if name != "cold":
+            self.runner.warm(self.cache)
+
+    def run_once(self) -> None:
+        if self.name == "cold":
+            self.cache = self.work / f"cache{len(self.runs)}"  # empty: every kernel compiles
+        self.runs.append(self.runner.run(self.cache))
+
+    def finish(self, importtime: bool) -> dict:
+        info = self.info
+        info["marks"] = medians(self.runs)
+        if self.name == "readonly":
+            info["package_files_changed"] = sorted(set(snapshot(self.package).items()) ^ set(self.before.items()))[:10]
+            info["numba_cache_files"] = len(list((self.cache / "attnviz" / "numba").rglob("*.nbi")))
+            make_writable(self.package)
+        if self.method == "report":
+            last = self.runs[-1]
+            info.update(loaded_at_show=last.get("loaded_at_show"), panels_at_show=last.get("panels_at_show"),
+                        heatmap_colours=last.get("heatmap_colours"))
+        if self.name == "warm" and importtime:
+            data = self.runner.run(self.cache, importtime=True)
+            info["importtime_top15"] = importtime_top(data["stderr"], set(data.get("modules_at_show", ())))
+        return info
+
+
+def run_variant(name: str, args, work: Path) -> list[dict]:
+    """The variant for the working tree (or --rev), and with --compare also for that revision, their
+    runs interleaved so both see the same machine load."""
+    if args.compare:
+        setups = [Variant(name, args.compare, "hook", work), Variant(name, args.rev, "hook", work)]
+    else:
+        setups = [Variant(name, args.rev, args.method, work)]
+    for _ in range(args.runs):
+        for v in setups:
+            v.run_once()
+    return [v.finish(args.importtime) for v in setups]
 
 
 def main(argv=None) -> int:
@@ -243,14 +262,16 @@ def main(argv=None) -> int:
     p.add_argument("--variants", default="warm,cold,readonly")
     p.add_argument("--method", choices=("report", "hook"), default="report")
     p.add_argument("--rev", help="measure the package as committed at this git revision")
+    p.add_argument("--compare", metavar="REV", help="also measure REV, runs interleaved (hook method for both)")
     p.add_argument("--importtime", action="store_true")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = p.parse_args(argv)
-    result = {"method": args.method, "rev": args.rev or "working tree", "runs": args.runs,
+    result = {"method": "hook" if args.compare else args.method, "rev": args.rev or "working tree",
+              "compare": args.compare, "runs": args.runs,
               "load_average_1min_before": load_average(), "variants": []}
     with tempfile.TemporaryDirectory(prefix="attnviz-startup-") as tmp:
         for name in args.variants.split(","):
-            result["variants"].append(run_variant(name.strip(), args, Path(tmp)))
+            result["variants"].extend(run_variant(name.strip(), args, Path(tmp)))
     result["load_average_1min_after"] = load_average()
     if args.json:
         print(json.dumps(result, indent=1))
@@ -259,7 +280,8 @@ def main(argv=None) -> int:
           f"launch; load average {result['load_average_1min_before']} -> {result['load_average_1min_after']}")
     for v in result["variants"]:
         cells = "  ".join(f"{m} {v['marks'][m]['median_s']:.2f}" for m in MARKS if m in v["marks"])
-        print(f"  {v['variant']:9s} {cells}")
+        label = f"{v['variant']} ({v['rev']}, {v['method']})" if args.compare else v["variant"]
+        print(f"  {label:9s} {cells}")
         if v.get("loaded_at_show"):
             loaded = [m for m, on in v["loaded_at_show"].items() if on]
             print(f"            loaded at first paint: {', '.join(loaded) or '-'}; panels built: "

@@ -335,6 +335,8 @@ def _run_script(path: str, app, window) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the application; returns its exit code."""
+    clock = StartupClock()
+    clock.mark("main")
     app = QApplication.instance()
     if app is None:
         app = QApplication([sys.argv[0]] + list(argv) if argv is not None else sys.argv)
@@ -357,8 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     from attnviz.ui.settings import AppSettings
     from attnviz.ui.theme import apply_theme
 
-    clock = StartupClock()
-    clock.mark("main")
+    clock.mark("imported")
     checking = args.smoke_test or args.startup_report  # open, compute once, exit; touch no autosave
     settings = AppSettings()
     apply_theme(app, args.theme or settings.theme())

@@ -16,7 +16,6 @@ import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
-from attnviz.engine.overview import attention_overview
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.panels import PanelSpec, run_panel_alone
@@ -37,6 +36,8 @@ def _expand_index(n_small: int, n_big: int) -> np.ndarray:
 def overview_image(resp, head, scale: float, reduce: str, out_shape, rows, cols) -> np.ndarray:
     """(H, W) overview of the weights of ``head`` ("mean": averaged over heads) over the block
     rows x cols, NaN where every covered cell is masked (pure; runs on a worker thread)."""
+    from attnviz.engine.overview import attention_overview  # numba: loaded after the window paints
+
     r0, r1 = rows
     c0, c1 = cols
     mask = resp.mask
@@ -57,6 +58,8 @@ def overview_image(resp, head, scale: float, reduce: str, out_shape, rows, cols)
 
 def overview_grid(resp, scale: float, reduce: str, tile: int = GRID_TILE) -> tuple[np.ndarray, np.ndarray]:
     """(maps (nh, h, w), allowed (nh, h, w)) small overviews of every head for the grid."""
+    from attnviz.engine.overview import attention_overview  # numba: loaded after the window paints
+
     Tq, Tk = resp.Tq, resp.Tk
     shape = (min(tile, Tq), min(tile, Tk))
     maps = attention_overview(resp.q, resp.k, resp.lse, resp.mask, scale=scale, out_shape=shape,
