@@ -32,11 +32,14 @@ def warmup(dtypes=("float32", "float64")) -> None:
                 continue
             for m in (None, mask):
                 res = attention(q, k, v, m, kernel=kernel, block_m=4, block_n=4, return_weights=True)
-                recompute_weights(q, k, res.lse, m, rows=[0, 3], block_n=4)
+                for serial in (True, False):
+                    recompute_weights(q, k, res.lse, m, rows=[0, 3], block_n=4, serial=serial)
                 s32 = np.empty((2, 9, 7), dtype=np.float32)  # (nh, Tq, Tk)
                 w32 = np.empty((2, 9, 7), dtype=np.float32)  # (nh, Tq, Tk)
-                display_matrices(q, k, res.lse, m, weights=w32, scores=s32, block_m=4, block_n=4)
-                display_matrices(q, k, res.lse, m, weights=w32, given_scores=s32, block_m=4, block_n=4)
+                for serial in (True, False):
+                    display_matrices(q, k, res.lse, m, weights=w32, scores=s32, block_m=4, block_n=4, serial=serial)
+                    display_matrices(q, k, res.lse, m, weights=w32, given_scores=s32, block_m=4, block_n=4,
+                                     serial=serial)
         res = attention(q, k, v, mask, kernel="flash", block_m=4, block_n=4)
         for reduce in ("max", "mean"):
             attention_overview(q[0], k[0], res.lse[0], mask, out_shape=(3, 2), reduce=reduce)

@@ -19,64 +19,79 @@ from attnviz.engine.validate import prepare_block, prepare_mask, prepare_qk_lse,
 
 ROW_BLOCK = 64  # query rows per work item
 DEFAULT_BLOCK_N = 256  # keys per tile
+SERIAL_WORK = 1 << 22  # cells x hs at most this run on the calling thread (see attnviz.engine.display)
+
+
+@njit(nogil=True, cache=True, fastmath=FASTMATH)
+def _weights_item(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w, t):
+    """Work item t = h * nR + row block of :func:`_weights_kernel` (same arguments)."""
+    nh, R, hs = qr.shape
+    Tk = k.shape[1]
+    nR = (R + ROW_BLOCK - 1) // ROW_BLOCK
+    c = like(qr, scale * LOG2E)
+    h = t // nR
+    r0 = (t - h * nR) * ROW_BLOCK
+    r1 = min(r0 + ROW_BLOCK, R)
+    br = r1 - r0
+    hm = h if mask_r.shape[0] > 1 else 0
+    q_tile = qr[h, r0:r1]  # (br, hs)
+    s_buf = np.empty(ROW_BLOCK * BLOCK_N, dtype=qr.dtype)  # scratch score tile
+    lse2 = np.empty(br, dtype=qr.dtype)  # (br,) lse in base 2
+    rsum = np.zeros(br, dtype=qr.dtype)  # (br,) row sums of the recomputed weights
+    zero = like(qr, 0.0)
+    for r in range(br):
+        lse2[r] = lse_r[h, r0 + r] * like(qr, LOG2E)
+    for j0 in range(0, Tk, BLOCK_N):
+        j1 = min(j0 + BLOCK_N, Tk)
+        bn = j1 - j0
+        S = s_buf[: br * bn].reshape((br, bn))  # (br, bn)
+        np.dot(q_tile, k[h, j0:j1].T, out=S)
+        for r in range(br):
+            wrow = w[h, r0 + r, j0:j1]  # (bn,)
+            srow = S[r]  # (bn,)
+            tot = zero
+            if lse2[r] == -np.inf:
+                wrow[:] = 0
+            elif use_mask:
+                mrow = mask_r[hm, r0 + r, j0:j1]  # (bn,)
+                for j in range(bn):
+                    p = exp2(srow[j] * c - lse2[r]) if mrow[j] else zero
+                    wrow[j] = p
+                    tot += p
+            else:
+                for j in range(bn):
+                    p = exp2(srow[j] * c - lse2[r])
+                    wrow[j] = p
+                    tot += p
+            rsum[r] += tot
+    for r in range(br):  # divide out the rounding of lse (a common factor of the row)
+        if rsum[r] > 0:
+            inv = like(qr, 1.0) / rsum[r]
+            wrow = w[h, r0 + r]  # (Tk,)
+            for j in range(Tk):
+                wrow[j] *= inv
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def _weights_kernel(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w):
     """qr (nh, R, hs) rows, k (nh, Tk, hs), lse_r (nh, R), mask_r (nh or 1, R, Tk); writes w (nh, R, Tk)."""
-    nh, R, hs = qr.shape
-    Tk = k.shape[1]
-    nR = (R + ROW_BLOCK - 1) // ROW_BLOCK
-    c = like(qr, scale * LOG2E)
-    for t in prange(nh * nR):
-        h = t // nR
-        r0 = (t - h * nR) * ROW_BLOCK
-        r1 = min(r0 + ROW_BLOCK, R)
-        br = r1 - r0
-        hm = h if mask_r.shape[0] > 1 else 0
-        q_tile = qr[h, r0:r1]  # (br, hs)
-        s_buf = np.empty(ROW_BLOCK * BLOCK_N, dtype=qr.dtype)  # scratch score tile
-        lse2 = np.empty(br, dtype=qr.dtype)  # (br,) lse in base 2
-        rsum = np.zeros(br, dtype=qr.dtype)  # (br,) row sums of the recomputed weights
-        zero = like(qr, 0.0)
-        for r in range(br):
-            lse2[r] = lse_r[h, r0 + r] * like(qr, LOG2E)
-        for j0 in range(0, Tk, BLOCK_N):
-            j1 = min(j0 + BLOCK_N, Tk)
-            bn = j1 - j0
-            S = s_buf[: br * bn].reshape((br, bn))  # (br, bn)
-            np.dot(q_tile, k[h, j0:j1].T, out=S)
-            for r in range(br):
-                wrow = w[h, r0 + r, j0:j1]  # (bn,)
-                srow = S[r]  # (bn,)
-                tot = zero
-                if lse2[r] == -np.inf:
-                    wrow[:] = 0
-                elif use_mask:
-                    mrow = mask_r[hm, r0 + r, j0:j1]  # (bn,)
-                    for j in range(bn):
-                        p = exp2(srow[j] * c - lse2[r]) if mrow[j] else zero
-                        wrow[j] = p
-                        tot += p
-                else:
-                    for j in range(bn):
-                        p = exp2(srow[j] * c - lse2[r])
-                        wrow[j] = p
-                        tot += p
-                rsum[r] += tot
-        for r in range(br):  # divide out the rounding of lse (a common factor of the row)
-            if rsum[r] > 0:
-                inv = like(qr, 1.0) / rsum[r]
-                wrow = w[h, r0 + r]  # (Tk,)
-                for j in range(Tk):
-                    wrow[j] *= inv
+    for t in prange(qr.shape[0] * ((qr.shape[1] + ROW_BLOCK - 1) // ROW_BLOCK)):
+        _weights_item(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w, t)
 
 
-def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=None) -> np.ndarray:
+@njit(nogil=True, cache=True, fastmath=FASTMATH)
+def _weights_serial(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w):
+    """:func:`_weights_kernel` on the calling thread, for jobs smaller than a parallel launch costs."""
+    for t in range(qr.shape[0] * ((qr.shape[1] + ROW_BLOCK - 1) // ROW_BLOCK)):
+        _weights_item(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w, t)
+
+
+def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=None, serial=None) -> np.ndarray:
     """Weights of the requested query rows, recomputed tile by tile from q, k and lse.
 
     q (nh, Tq, hs), k (nh, Tk, hs), lse (nh, Tq) as returned by :func:`attention` (2-D q/k and 1-D lse
-    mean one head); ``mask`` as for :func:`attention`; ``rows`` None (all), a slice or query indices.
+    mean one head); ``mask`` as for :func:`attention`; ``rows`` None (all), a slice or query indices;
+    ``serial`` True / False / None (by size) as for :func:`attnviz.engine.display_matrices`.
     Returns (nh, R, Tk) — (R, Tk) for one head — in the dtype of q and k. Masked cells and fully
     masked rows are 0.
     """
@@ -93,7 +108,10 @@ def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=No
     else:
         mask_r = np.ascontiguousarray(dense[:, idx])  # (nh or 1, R, Tk)
     w = np.empty((nh, idx.size, Tk), dtype=q3.dtype)  # (nh, R, Tk)
-    if w.size:
+    args = (qr, k3, lse_r, mask_r, dense is not None, s, bn, w)
+    if w.size and (serial or (serial is None and w.size * qr.shape[2] <= SERIAL_WORK)):
+        _weights_serial(*args)
+    elif w.size:
         with parallel_section():
-            _weights_kernel(qr, k3, lse_r, mask_r, dense is not None, s, bn, w)
+            _weights_kernel(*args)
     return w[0] if squeeze else w

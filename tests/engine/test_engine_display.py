@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.engine import BlockMask, attention, display_matrices, warmup
-from attnviz.engine.display import _display_kernel
+from attnviz.engine import BlockMask, attention, display_matrices, recompute_weights, warmup
+from attnviz.engine.display import _display_kernel, _display_serial
+from attnviz.engine.weights import _weights_kernel, _weights_serial
 from attnviz.engine.flash import flash_kernel
 from engine_helpers import make_mask, qkv
 
@@ -35,7 +36,10 @@ def test_display_matrices_within_twice_the_plain_float32_error(mask_kind, dtype)
     lse = attention(q, k, v, mask, kernel="flash", block_m=32, block_n=32).lse
     w = np.full((2, 150, 97), np.nan, dtype=np.float32)
     s = np.full((2, 150, 97), np.nan, dtype=np.float32)
-    display_matrices(q, k, lse, mask, weights=w, scores=s, block_m=32, block_n=40)
+    display_matrices(q, k, lse, mask, weights=w, scores=s, block_m=32, block_n=40, serial=False)
+    w_serial = np.empty_like(w)
+    display_matrices(q, k, lse, mask, weights=w_serial, block_m=32, block_n=40, serial=True)
+    assert np.array_equal(w_serial, w)
     s_plain, w_plain = _plain_f32(q, k, mask, 0.25)
     err_w, plain_w = np.abs(w - ref.weights).max(), np.abs(w_plain - ref.weights).max()
     assert err_w <= 2 * plain_w + 1e-7
@@ -81,7 +85,8 @@ def test_display_rejects_bad_outputs():
 
 def test_blockmask_share_keeps_arrays_and_compiles_nothing_new():
     warmup()
-    n_flash, n_disp = len(flash_kernel.signatures), len(_display_kernel.signatures)
+    kernels = (flash_kernel, _display_kernel, _display_serial, _weights_kernel, _weights_serial)
+    n_sigs = [len(f.signatures) for f in kernels]
     rng = np.random.default_rng(0)
     mask = rng.random((3, 40, 40)) < 0.7  # (nh, Tq, Tk)
     from attnviz.engine.blockmask import classify
@@ -92,7 +97,9 @@ def test_blockmask_share_keeps_arrays_and_compiles_nothing_new():
     q = rng.standard_normal((2, 40, 8)).astype(np.float32)  # (nh, Tq, hs)
     res = attention(q, q, q, sub, kernel="flash")
     w = np.empty((2, 40, 40), np.float32)
-    display_matrices(q, q, res.lse, sub, weights=w, scores=np.empty_like(w))
-    assert len(flash_kernel.signatures) == n_flash and len(_display_kernel.signatures) == n_disp
+    for serial in (True, False):
+        display_matrices(q, q, res.lse, sub, weights=w, scores=np.empty_like(w), serial=serial)
+        recompute_weights(q, q, res.lse, sub, rows=[0, 5], serial=serial)
+    assert [len(f.signatures) for f in kernels] == n_sigs
     with pytest.raises(ValueError, match="tile_state"):
         BlockMask.share(mask, 16, 16, classify(mask, 8, 16))

@@ -345,18 +345,20 @@ def test_module_constants_are_sane():
 
 def test_runs_pass_the_cached_mask_without_copies_or_new_compiles():
     from attnviz.engine import warmup
-    from attnviz.engine.display import _display_kernel
+    from attnviz.engine.display import _display_kernel, _display_serial
+    from attnviz.engine.weights import _weights_kernel, _weights_serial
     from attnviz.engine.flash import flash_kernel
 
-    warmup(("float64",))
+    warmup()
     st = block_state(300, nh=2, mask=preset("causal", []))
     st = edit(st, EditMask(OnHead(1, PaintCells(((10, 3),), "deny"))))  # a per-head mask
+    kernels = (flash_kernel, _display_kernel, _display_serial, _weights_kernel, _weights_serial)
+    n_sigs = [len(f.signatures) for f in kernels]
     r = cold(st)
     assert r.ok and r.weights.dtype == np.float32 and r.mask.ndim == 3
     kernel_mask = r.block_mask.kernel_arrays()[0]
     assert np.shares_memory(kernel_mask, r.mask) and kernel_mask.flags.writeable
-    n_flash, n_disp = len(flash_kernel.signatures), len(_display_kernel.signatures)
     r2 = run(ComputeRequest(1, paint(st, [(40, 2)])))
     r3 = run(ComputeRequest(2, edit(st, SetModel((("seed", 5),)))))
     assert r2.ok and r3.ok and r2.recomputed_rows == 1
-    assert len(flash_kernel.signatures) == n_flash and len(_display_kernel.signatures) == n_disp
+    assert [len(f.signatures) for f in kernels] == n_sigs
