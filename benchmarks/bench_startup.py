@@ -161,7 +161,9 @@ class Runner:
         if proc.returncode != 0:
             raise RuntimeError(f"the application failed ({proc.returncode}): {proc.stderr[-2000:]}")
         if self.method == "report":
-            line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("{"))
+            line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
+            if line is None:
+                raise RuntimeError(f"no start-up report: {proc.stderr[-2000:]}")
             data = json.loads(line)
         else:
             data = json.loads((self.work / "hook.json").read_text(encoding="utf-8"))
@@ -209,6 +211,7 @@ class Variant:
         self.runner = Runner(self.work, method, self.package)
         self.info: dict = {"variant": name, "rev": rev or "working tree", "method": method}
         self.runs: list[dict] = []
+        self.failures: list[str] = []  # runs whose process failed (exit code and the end of its stderr)
         if name == "readonly":
             make_read_only(self.package)
             if read_only_mount_works():
@@ -223,12 +226,16 @@ class Variant:
 
     def run_once(self) -> None:
         if self.name == "cold":
-            self.cache = self.work / f"cache{len(self.runs)}"  # empty: every kernel compiles
-        self.runs.append(self.runner.run(self.cache))
+            self.cache = self.work / f"cache{len(self.runs) + len(self.failures)}"  # empty: every kernel compiles
+        try:
+            self.runs.append(self.runner.run(self.cache))
+        except RuntimeError as exc:  # counted and shown with the figures, not hidden
+            self.failures.append(str(exc)[-300:])
 
     def finish(self, importtime: bool) -> dict:
         info = self.info
         info["marks"] = medians(self.runs)
+        info["failed_runs"] = self.failures
         if self.name == "readonly":
             info["package_files_changed"] = sorted(set(snapshot(self.package).items()) ^ set(self.before.items()))[:10]
             info["numba_cache_files"] = len(list((self.cache / "attnviz" / "numba").rglob("*.nbi")))
@@ -286,6 +293,8 @@ def main(argv=None) -> int:
             loaded = [m for m, on in v["loaded_at_show"].items() if on]
             print(f"            loaded at first paint: {', '.join(loaded) or '-'}; panels built: "
                   f"{', '.join(v.get('panels_at_show') or [])}")
+        if v.get("failed_runs"):
+            print(f"            {len(v['failed_runs'])} failed run(s): {v['failed_runs'][0]!r}")
         if "package_files_changed" in v:
             print(f"            read-only ({v['read_only']}): files changed in the package copy: "
                   f"{len(v['package_files_changed'])}; numba cache index files: {v['numba_cache_files']}")

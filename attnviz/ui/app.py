@@ -16,9 +16,12 @@ the demo stays open. Options (read from ``QApplication.arguments()``, so Qt's ow
 
 Start-up: the window is built from the panels it shows at once (the heatmap and the left column; the
 other docks import and build their panels later, see :mod:`attnviz.ui.main_window`) and painted
-before anything is computed. Its first paint starts the first computation; the first result (or a
-few seconds without one) starts the warm-up that compiles, or loads from the user cache directory,
-every numba kernel on a background thread. After a crash the autosave recovery offer appears.
+before numba or the engine is imported. Its first paint starts the first computation (the engine
+loads on the compute thread); the first result (or a few seconds without one) starts the warm-up
+that compiles, or loads from the user cache directory, every numba kernel on a background thread
+(:class:`KernelWarmup`; on exit the application waits for the dtype it is compiling). The checks
+(``--smoke-test``, ``--startup-report``) exit after the first result and start no warm-up. After a
+crash the autosave recovery offer appears.
 
 Test hook: when the environment variable ``ATTNVIZ_TEST_SCRIPT`` names a Python file, it is run once
 the window is shown, with ``app``, ``window``, ``ctx`` and the helpers ``wait(ms)``,
@@ -45,6 +48,8 @@ from PySide6.QtWidgets import QApplication
 DEFAULT_DEMO = "river-bank"
 SMOKE_TIMEOUT_S = 180.0  # a cold numba cache compiles every kernel first: allow minutes, not seconds
 WARMUP_FALLBACK_MS = 3000  # warm-up starts after the first result, or this long after the first paint
+WARMUP_EXIT_WAIT_S = 60.0  # on exit, wait this long for the warm-up's current dtype (a daemon thread
+# stopped inside a numba compile by interpreter shutdown can abort the process)
 FIRST_COMPUTE_FALLBACK_MS = 1000  # the first computation starts at the first paint, or after this long
 REPORTED_MODULES = ("numba", "scipy", "attnviz.engine", "attnviz.model.compute", "attnviz.checkpoints",
                     "pyqtgraph", "tokenizers")  # heavy imports the start-up report says were loaded at show
@@ -159,8 +164,9 @@ def _distinct_colours(widget, limit: int = 64) -> int:
     return len(seen)
 
 
-def _schedule_first_work(window, ctx, clock: StartupClock) -> None:
-    """After the window's first paint: the first computation; after its result: the kernel warm-up."""
+def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup | None) -> None:
+    """After the window's first paint: the first computation; after its result: the kernel warm-up
+    (none for a check that exits after the first result)."""
     state = {"computed": False, "warm": False}
 
     def first_compute():
@@ -170,10 +176,10 @@ def _schedule_first_work(window, ctx, clock: StartupClock) -> None:
             ctx.recompute(now=True)
 
     def warm():
-        if not state["warm"]:
+        if not state["warm"] and warmup is not None:
             state["warm"] = True
             clock.mark("warmup")
-            _start_warmup()
+            warmup.start()
 
     def on_painted():
         clock.mark("shown")
@@ -238,18 +244,39 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
     QTimer.singleShot(int(SMOKE_TIMEOUT_S * 1000), on_timeout)
 
 
-def _start_warmup() -> threading.Thread:
-    def work():
+class KernelWarmup:
+    """Compiles (or loads from the cache) every engine kernel on a background thread, one dtype at a
+    time, so that :meth:`stop` at exit waits for at most one dtype's kernels."""
+
+    DTYPES = ("float32", "float64")
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._work, name="attnviz-warmup", daemon=True)
+            self.thread.start()
+
+    def _work(self) -> None:
         try:
             from attnviz.engine.warmup import warmup
 
-            warmup()
+            for dtype in self.DTYPES:
+                if self._stop.is_set():
+                    return
+                warmup(dtypes=(dtype,))
         except Exception:  # noqa: BLE001 - a failed warm-up only means kernels compile on first use
             pass
 
-    t = threading.Thread(target=work, name="attnviz-warmup", daemon=True)
-    t.start()
-    return t
+    def stop(self, timeout: float = WARMUP_EXIT_WAIT_S) -> bool:
+        """Stop after the current dtype and wait for it; True when the thread has ended (or never ran)."""
+        self._stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout)
+            return not self.thread.is_alive()
+        return True
 
 
 class _ExceptionReporter:
@@ -379,7 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     reporter.install()
     if args.file:
         open_file_argument(window, args.file)
-    _schedule_first_work(window, ctx, clock)
+    warmup = None if checking else KernelWarmup()
+    _schedule_first_work(window, ctx, clock, warmup)
     window.show()
     result = {"code": 0}
 
@@ -413,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         window.deleteLater()
         QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete.value)
         app.processEvents()
+        if warmup is not None:
+            warmup.stop()
     return int(result["code"])
 
 

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,30 @@ def test_a_read_only_package_starts_with_the_numba_cache_in_the_user_cache_dir(t
     finally:
         for p in [site, *site.rglob("*")]:
             p.chmod(p.stat().st_mode | 0o200)
+
+
+def test_the_warmup_stops_between_dtypes_and_exit_waits_for_it(monkeypatch):
+    import importlib
+
+    from attnviz.ui.app import KernelWarmup
+
+    engine_warmup = importlib.import_module("attnviz.engine.warmup")  # the module (the package exports the function)
+
+    started, release = threading.Event(), threading.Event()
+    calls = []
+
+    def compile_one(dtypes):
+        calls.append(tuple(dtypes))
+        started.set()
+        assert release.wait(30)
+
+    monkeypatch.setattr(engine_warmup, "warmup", compile_one)
+    warm = KernelWarmup()
+    assert warm.stop(timeout=0)  # never started: nothing to wait for
+    warm = KernelWarmup()
+    warm.start()
+    assert started.wait(30)
+    assert not warm.stop(timeout=0)  # still compiling its first dtype
+    release.set()
+    assert warm.stop()
+    assert calls == [("float32",)]  # the second dtype was never started
