@@ -12,6 +12,7 @@ skipped, full tiles run without a mask test, partial tiles read the dense mask. 
 from __future__ import annotations
 
 import numpy as np
+import numba
 from numba import njit, prange
 
 from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
@@ -127,13 +128,21 @@ def flash_kernel(q, k, v, mask, tile_state, order, scale, BLOCK_M, BLOCK_N, out,
         _flash_query_tile(q, k, v, mask, tile_state, h, qi, c, BLOCK_M, BLOCK_N, s_buf, o_buf, out, lse)
 
 
-def work_order(tile_state: np.ndarray, nh: int) -> np.ndarray:
-    """Work items h * nQ + qi, most non-empty tiles first (partial tiles weigh 1.5): (nh * nQ,) int64."""
+def work_order(tile_state: np.ndarray, nh: int, n_threads: int | None = None) -> np.ndarray:
+    """Work items h * nQ + qi in the order prange hands them out: (nh * nQ,) int64.
+
+    numba's parallel loop gives each thread one contiguous share of the iteration range. Items sorted
+    by cost (non-empty tiles, partial ones weighing 1.5) are therefore dealt round-robin into those
+    shares, so every thread gets about the same work: sorted heaviest-first without dealing, a causal
+    mask gave the first thread three quarters of it and ran at 0.9x the dense time instead of ~0.5x.
+    """
     _, nQ, _ = tile_state.shape
     cost = (np.count_nonzero(tile_state == PARTIAL, axis=2) * 1.5
             + np.count_nonzero(tile_state == FULL, axis=2))  # (nh or 1, nQ)
     cost = np.broadcast_to(cost, (nh, nQ)).reshape(-1)  # (nh * nQ,)
-    return np.argsort(-cost, kind="stable").astype(np.int64)
+    ranked = np.argsort(-cost, kind="stable").astype(np.int64)  # heaviest first
+    n = max(1, int(n_threads if n_threads is not None else numba.get_num_threads()))
+    return np.concatenate([ranked[i::n] for i in range(n)])  # thread i's share: items i, i+n, ...
 
 
 def full_tile_state(Tq: int, Tk: int, block_m: int, block_n: int) -> np.ndarray:

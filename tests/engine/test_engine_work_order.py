@@ -1,0 +1,38 @@
+"""The flash kernel's work order: every work item appears once, and the contiguous share each thread
+receives from numba's parallel loop carries about the same number of non-empty tiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.engine.blockmask import BlockMask
+from attnviz.engine.flash import work_order
+
+
+def _share_costs(order, tile_state, nh, n):
+    nQ = tile_state.shape[1]
+    cost = np.broadcast_to(np.count_nonzero(tile_state != 0, axis=2), (nh, nQ)).reshape(-1)  # (nh * nQ,)
+    shares = np.array_split(order, n)  # what prange gives each of n threads
+    return [int(cost[s].sum()) for s in shares]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3, 4])
+@pytest.mark.parametrize("T", [64, 1000, 4096])
+def test_causal_work_is_shared_evenly(T, n_threads):
+    bm = BlockMask.from_dense(np.tril(np.ones((T, T), dtype=bool)), 128, 128)
+    nh = 8
+    order = work_order(bm.tile_state, nh, n_threads)
+    assert sorted(order.tolist()) == list(range(nh * bm.tile_state.shape[1]))
+    costs = _share_costs(order, bm.tile_state, nh, n_threads)
+    per_item = bm.tile_state.shape[2]  # the heaviest item's cost bounds the imbalance
+    assert max(costs) - min(costs) <= per_item
+
+
+def test_sorting_alone_would_be_unbalanced():
+    """The property above is not automatic: heaviest-first without dealing loads the first share."""
+    bm = BlockMask.from_dense(np.tril(np.ones((4096, 4096), dtype=bool)), 128, 128)
+    nh = 8
+    ranked = work_order(bm.tile_state, nh, 1)  # one share: plain heaviest-first order
+    costs = _share_costs(ranked, bm.tile_state, nh, 2)
+    assert costs[0] > 2 * costs[1]
