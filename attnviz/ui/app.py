@@ -360,6 +360,17 @@ def _run_script(path: str, app, window) -> None:
         app.exit(3)
 
 
+def _set_icon(app: QApplication) -> None:
+    """The window icon from the bundled SVG (the same drawing the desktop entry installs)."""
+    from PySide6.QtGui import QIcon
+
+    from attnviz.resources_path import resource_path
+
+    path = resource_path("icons", "attnviz.svg")
+    if path.is_file():
+        app.setWindowIcon(QIcon(str(path)))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the application; returns its exit code."""
     clock = StartupClock()
@@ -373,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("attnviz")
     app.setOrganizationName("attnviz")
     app.setApplicationDisplayName("attnviz")
+    app.setDesktopFileName("io.github.attnviz.Attnviz")  # matches packaging/linux's desktop entry
+    _set_icon(app)
     try:
         args = build_parser().parse_args(args_list)
     except SystemExit as exc:  # --help or a bad option: argparse printed why
