@@ -23,10 +23,12 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -75,6 +77,7 @@ class Report:
     long: dict = field(default_factory=dict)
     overviews: list[dict] = field(default_factory=list)
     claims: dict = field(default_factory=dict)
+    app: dict = field(default_factory=dict)  # --app: start-up and edit-to-pixels of the real window
 
 
 # ---------------------------------------------------------------------------------------------- probes
@@ -419,6 +422,48 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-naive", action="store_true", help="skip plain numpy attention")
     p.add_argument("--no-torch", action="store_true", help="skip torch SDPA even when torch is importable")
     p.add_argument("--no-long", action="store_true", help="skip the T=65536 run and the overviews")
+    p.add_argument("--app", action="store_true",
+                   help="also run the window benchmarks in benchmarks/ (start-up, edit to heatmap pixels)")
+
+
+# the window benchmarks: (report key, script in benchmarks/, its arguments)
+APP_BENCHMARKS = (
+    ("startup", "bench_startup.py", ["--json", "--runs", "3"]),
+    ("edit_to_pixels_mask", "bench_ui_latency.py", ["--json", "--edit", "mask"]),
+    ("edit_to_pixels_seed", "bench_ui_latency.py", ["--json", "--edit", "seed"]),
+)
+
+
+def benchmarks_dir() -> Path | None:
+    """The repository's ``benchmarks/`` folder (present in a checkout, not in an installed wheel)."""
+    d = Path(__file__).resolve().parents[2] / "benchmarks"
+    return d if d.is_dir() else None
+
+
+def run_app_benchmarks(progress, runner=subprocess.run, folder: Path | None = None) -> dict:
+    """Run the window benchmarks offscreen, each in its own process; their JSON keyed by name.
+
+    A benchmark that cannot run (no checkout, a failure) is reported under its key as ``{"error": ...}``.
+    """
+    folder = folder if folder is not None else benchmarks_dir()
+    if folder is None:
+        return {"error": "the window benchmarks live in the repository's benchmarks/ folder, which this "
+                         "installation does not have"}
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    out: dict = {}
+    for key, script, argv in APP_BENCHMARKS:
+        progress(f"window benchmark {key} ...")
+        proc = runner([sys.executable, str(folder / script), *argv], capture_output=True, text=True, env=env,
+                      timeout=1800)
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no output"]
+            out[key] = {"error": f"{script} exited {proc.returncode}: {tail[0]}"}
+            continue
+        try:
+            out[key] = json.loads(proc.stdout)
+        except ValueError:
+            out[key] = {"error": f"{script} did not print JSON"}
+    return out
 
 
 def quiet_openmp() -> None:
@@ -438,10 +483,14 @@ def handle(args) -> int:
                       naive=not args.no_naive, torch=not args.no_torch, long=not args.no_long)
     progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
     report = run_bench(cfg, progress)
+    if getattr(args, "app", False):
+        report.app.update(run_app_benchmarks(progress))
     if args.json:
         print(json.dumps(asdict(report), indent=2))
     else:
         print(format_report(report))
+        for key, value in report.app.items():
+            print(f"{key}: {json.dumps(value)[:400]}")
     return 0
 
 

@@ -366,7 +366,10 @@ def _set_icon(app: QApplication) -> None:
 
     from attnviz.resources_path import resource_path
 
-    path = resource_path("icons", "attnviz.svg")
+    try:
+        path = resource_path("icons", "attnviz.svg")
+    except FileNotFoundError:  # a copy of the package without its resources: no icon, still runs
+        return
     if path.is_file():
         app.setWindowIcon(QIcon(str(path)))
 

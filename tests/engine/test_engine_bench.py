@@ -48,3 +48,36 @@ def test_bench_runs_end_to_end_and_reports_every_method(capsys):
     assert report["config"]["threads"] == 1 and get_num_threads() == max_threads()  # cap restored
     with pytest.raises(SystemExit):
         parser.parse_args(["--sizes", "12,x"])
+
+
+def test_window_benchmarks_are_run_in_their_own_processes_and_merged(tmp_path):
+    """``bench --app``: each window benchmark script runs offscreen in a child process; its JSON lands
+    under its key, and a failing script is reported, not raised."""
+    import json
+    import subprocess
+
+    from attnviz.cli.bench_cmd import APP_BENCHMARKS, run_app_benchmarks
+
+    calls = []
+
+    def runner(cmd, **kw):
+        calls.append((cmd, kw["env"]["QT_QPA_PLATFORM"]))
+        script = cmd[1].rsplit("/", 1)[-1]
+        if "seed" in cmd:
+            return subprocess.CompletedProcess(cmd, 1, "", "Traceback\nRuntimeError: boom")
+        return subprocess.CompletedProcess(cmd, 0, json.dumps({"script": script}), "")
+
+    out = run_app_benchmarks(lambda msg: None, runner=runner, folder=tmp_path)
+    assert [c[1] for c in calls] == ["offscreen"] * len(APP_BENCHMARKS)
+    assert out["startup"] == {"script": "bench_startup.py"}
+    assert out["edit_to_pixels_mask"] == {"script": "bench_ui_latency.py"}
+    assert "exited 1" in out["edit_to_pixels_seed"]["error"] and "boom" in out["edit_to_pixels_seed"]["error"]
+
+
+def test_window_benchmarks_need_the_checkout(monkeypatch):
+    import attnviz.cli.bench_cmd as bench
+
+    assert (bench.benchmarks_dir() / "bench_startup.py").is_file()  # found in this checkout
+    monkeypatch.setattr(bench, "benchmarks_dir", lambda: None)  # an installed wheel has no benchmarks/
+    out = bench.run_app_benchmarks(lambda m: None, runner=None)
+    assert list(out) == ["error"] and "benchmarks/" in out["error"]
