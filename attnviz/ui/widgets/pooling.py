@@ -21,6 +21,20 @@ def pool_edges(n: int, m: int) -> np.ndarray:
     return (2 * y * n + m - 1) // (2 * m)  # (m+1,) ceil(y*n/m - 1/2)
 
 
+def fitting_mask(mask, shape: tuple[int, ...], what: str = "values") -> np.ndarray:
+    """``mask`` as a bool array that broadcasts to ``shape`` (True = allowed), or ValueError."""
+    m = np.asarray(mask)
+    if m.dtype != bool:
+        raise ValueError(f"mask must be boolean (True = allowed), got dtype {m.dtype}")
+    try:
+        fits = np.broadcast_shapes(m.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"mask shape {m.shape} does not fit {what} shape {tuple(shape)}")
+    return m
+
+
 def _prepare(values, mask, out_shape):
     """Checked (values, mask or None, H, W): ``mask`` keeps its own shape (at most broadcast over
     the matrix axes) so that a (Tq, Tk) mask of batched maps is never materialised per map; a mask
@@ -35,15 +49,7 @@ def _prepare(values, mask, out_shape):
         raise ValueError(f"values must not be empty, got shape {v.shape}")
     m = None
     if mask is not None:
-        m = np.asarray(mask)
-        if m.dtype != bool:
-            raise ValueError(f"mask must be boolean (True = allowed), got dtype {m.dtype}")
-        try:
-            fits = np.broadcast_shapes(m.shape, v.shape) == v.shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ValueError(f"mask shape {m.shape} does not fit values shape {v.shape}")
+        m = fitting_mask(mask, v.shape)
         m = np.broadcast_to(m, np.broadcast_shapes(m.shape, v.shape[-2:]))  # (..., rows, cols) a view
         if m.all():
             m = None

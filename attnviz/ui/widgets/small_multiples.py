@@ -17,7 +17,7 @@ from attnviz.ui import colormaps
 from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.cell_geometry import mosaic_origin, mosaic_tile
 from attnviz.ui.widgets.matrix_frame import masked_colours
-from attnviz.ui.widgets.pooling import pool_max
+from attnviz.ui.widgets.pooling import fitting_mask, pool_max
 from attnviz.ui.widgets.rendering import hex_rgba
 
 
@@ -132,16 +132,7 @@ class HeadGrid(QWidget):
             allowed = np.isfinite(a)  # -inf cells are masked
         rows, cols = a.shape[:2]
         if mask is not None:
-            m = np.asarray(mask)
-            if m.dtype != bool:
-                raise ValueError(f"mask must be boolean, got {m.dtype}")
-            try:
-                fits = np.broadcast_shapes(m.shape, a.shape) == a.shape
-            except ValueError:
-                fits = False
-            if not fits:
-                raise ValueError(f"mask shape {m.shape} does not fit maps of shape {a.shape}")
-            m = m.copy()  # a (Tq, Tk) mask stays (Tq, Tk): never one copy per map
+            m = fitting_mask(mask, a.shape, "maps").copy()  # a (Tq, Tk) mask stays (Tq, Tk): never one copy per map
             allowed = m if allowed is None else allowed & m
         row_titles = list(row_titles) if row_titles is not None else ([""] if rows == 1 else [f"L{i}" for i in range(rows)])
         col_titles = list(col_titles) if col_titles is not None else [f"h{j}" for j in range(cols)]
