@@ -431,6 +431,8 @@ APP_BENCHMARKS = (
     ("startup", "bench_startup.py", ["--json", "--runs", "3"]),
     ("edit_to_pixels_mask", "bench_ui_latency.py", ["--json", "--edit", "mask"]),
     ("edit_to_pixels_seed", "bench_ui_latency.py", ["--json", "--edit", "seed"]),
+    ("edit_to_pixels_text", "bench_ui_latency.py", ["--json", "--edit", "text"]),
+    ("edit_to_pixels_qk", "bench_ui_latency.py", ["--json", "--edit", "qk"]),
 )
 
 

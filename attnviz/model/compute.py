@@ -33,6 +33,11 @@ as fast as float64 ones) and the weights exp(score - lse) from the kernel's lse,
 its sum: they differ from the float64 ones by float32 rounding only (within twice the error of a plain
 float32 softmax, as the engine's accuracy rule asks).
 
+Preview (:mod:`attnviz.model.preview`): when a run recomputes every query row of a large sequence
+and ``request.preview_head`` names a head, that head's display matrices are computed first (its own
+q, k, v, kernel call and display pass) and handed to ``on_preview``, so the heatmap can show the edit
+while the other heads are computed.
+
 Reuse (:mod:`attnviz.model.compute_cache`): an edit recomputes only what it changes. Tokens, X and
 q/k/v are reused unless sources, tokenizer, model or positions change; the scores unless q/k or the
 rule change; and after a mask edit only the query rows whose mask changed get new out, lse,
@@ -53,9 +58,11 @@ import numpy as np
 
 from attnviz.engine import attention, display_matrices, recompute_weights
 from attnviz.engine.blockmask import FULL, BlockMask
+from attnviz.model import buffers
 from attnviz.model import compute_cache as cache
+from attnviz.model import preview
 from attnviz.model.compute_cache import CompiledMask, Projection, Result, freeze
-from attnviz.model.heads import Weights, apply_overrides, combine, init_weights, qkv
+from attnviz.model.heads import Weights, apply_overrides, combine, init_weights, query_key_weights, qkv
 from attnviz.model.positional import alibi_slopes
 from attnviz.model.score_rules import (dot_scale, linear_normalise, masked_softmax, rule_params,
                                        rule_scores)
@@ -102,6 +109,9 @@ class ComputeRequest:
     rows: tuple[int, ...] = ()  # query rows whose weights are returned in row_weights at any size
     dense_limit: int = DENSE_LIMIT  # largest Tq / Tk for which full matrices are returned
     max_tokens: int = MAX_TOKENS  # largest sequence accepted (a clear error beyond)
+    preview_head: int | None = None  # the head a person is looking at: when every row of a large
+    #                                  sequence is recomputed, this head alone is computed first and
+    #                                  handed to run()'s on_preview (attnviz.model.preview)
 
     def __post_init__(self):
         if self.want not in WANTS:
@@ -188,11 +198,16 @@ def _alibi_rows(slope: float, rows: np.ndarray, Tq: int, Tk: int) -> np.ndarray:
     return -slope * np.abs(qpos[:, None] - kpos[None, :])  # (r, Tk)
 
 
-def run(request: ComputeRequest, progress=None, is_cancelled=None) -> ComputeResponse:
-    """Compute everything for ``request`` (pure; see the module docstring)."""
+def run(request: ComputeRequest, progress=None, is_cancelled=None, on_preview=None) -> ComputeResponse:
+    """Compute everything for ``request`` (pure; see the module docstring).
+
+    ``on_preview(HeadPreview)``, when given, is called once, on this thread, with the display matrices
+    of ``request.preview_head`` before the other heads are computed, when the run recomputes every
+    query row of a sequence large enough for that to matter (:func:`attnviz.model.preview.wanted`).
+    """
     try:
         with cache.blas_threads(BLAS_THREADS):
-            return _run(request, progress, is_cancelled)
+            return _run(request, progress, is_cancelled, on_preview)
     except Cancelled:
         return ComputeResponse(request.request_id, ok=False, cancelled=True, messages=("computation cancelled",))
     except (SourceError, ValueError, KeyError) as exc:
@@ -207,22 +222,35 @@ def run(request: ComputeRequest, progress=None, is_cancelled=None) -> ComputeRes
 # stages that are cached
 
 
-def _projection(state: SessionState, qseq: Sequence, kseq: Sequence, max_tokens: int) -> tuple[Projection, tuple]:
-    """X with positions, W and q, k, v before hand-set components (cached), and the cache key."""
+def _base_model(state: SessionState):
+    """The model without hand-set q/k components (they are applied after the cached projections)."""
     model = state.model
-    base = replace(model, qk_overrides=()) if model.qk_overrides else model  # overrides are applied after
-    key = (state.sources, state.tokenizer, state.cross, base, state.positional, int(max_tokens))
+    return replace(model, qk_overrides=()) if model.qk_overrides else model
+
+
+def _projection_key(state: SessionState, max_tokens: int) -> tuple:
+    """All the projections (X with positions, W, q, k, v) depend on."""
+    return (state.sources, state.tokenizer, state.cross, _base_model(state), state.positional, int(max_tokens))
+
+
+def _rows(state: SessionState, qseq: Sequence, kseq: Sequence):
+    """Xq (Tq, d_model), Xk (Tk, d_model) with positions (read-only; Xk is Xq for self-attention)."""
+    Xq = with_positions(state, qseq)  # (Tq, d_model)
+    Xk = Xq if kseq is qseq else with_positions(state, kseq)  # (Tk, d_model)
+    return Xq, Xk
+
+
+def _projection(state: SessionState, qseq: Sequence, kseq: Sequence, key: tuple) -> Projection:
+    """X with positions, W and q, k, v before hand-set components (cached under ``key``)."""
     p = cache.projections.peek(key)
     if p is None:
-        Xq = with_positions(state, qseq)  # (Tq, d_model)
-        Xk = Xq if kseq is qseq else with_positions(state, kseq)  # (Tk, d_model)
-        W = init_weights(base)
-        q, k, v = qkv(base, state.positional, Xq, Xk, W)  # (nh, Tq, hs), (nh, Tk, hs), (nh, Tk, hv)
+        Xq, Xk = _rows(state, qseq, kseq)
+        W = init_weights(_base_model(state))
+        q, k, v = qkv(_base_model(state), state.positional, Xq, Xk, W)  # (nh, Tq, hs), (nh, Tk, hs), (nh, Tk, hv)
         q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))  # the kernels would copy them on every call
-        freeze(Xq, Xk)
         p = Projection(Xq, Xk, W, q, k, v)
         cache.projections.put(key, p)
-    return p, key
+    return p
 
 
 def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
@@ -260,10 +288,11 @@ def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
 # the pipeline
 
 
-def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
+def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> ComputeResponse:
     state = request.state
     messages: list[str] = []
     timings: dict[str, float] = {}
+    started = time.perf_counter()
 
     def check(frac: float, stage: str):
         if is_cancelled is not None and is_cancelled():
@@ -277,16 +306,9 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
     timings["prepare"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    check(0.05, "project")
+    check(0.05, "mask")
     model = state.model
     nh, hs, hv = model.nh, model.head_size, model.value_size
-    proj, pkey = _projection(state, qseq, kseq, request.max_tokens)
-    q, k = apply_overrides(model, proj.q, proj.k, messages)  # (nh, Tq, hs), (nh, Tk, hs)
-    v, W = proj.v, proj.W  # (nh, Tk, hv)
-    timings["project"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    check(0.1, "mask")
     Tq, Tk = qseq.T, kseq.T
     kc = state.kernel
     rule = state.score_rule
@@ -294,6 +316,7 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
     on_engine = rule.engine and not alibi
     dense = request.want == "full" and Tq <= request.dense_limit and Tk <= request.dense_limit
     disp = np.float64 if Tq * Tk <= EXACT_CELLS else np.float32  # display dtype of scores and weights
+    pkey = _projection_key(state, request.max_tokens)
     rkey = (pkey, model.qk_overrides, rule, kc, dense)  # all a result depends on but the mask
     prev = cache.results.peek(rkey)
     cm, changed = _compiled_mask(state, qseq, kseq, prev)
@@ -302,7 +325,31 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
     if n_full:
         where = "query rows" if mask.ndim == 2 else "(head, query) rows"
         messages.append(f"{n_full} {where} are fully masked: their weights and output are 0 and lse is -inf")
+    # which query rows to compute: all, or only those whose mask changed since the cached result
+    idx = None  # None: every row
+    if prev is not None and changed is not None and changed.size <= ROW_SHARE * Tq:
+        idx = changed  # (R,)
     timings["mask"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    check(0.1, "project")
+    if idx is None and on_preview is not None and preview.wanted(state, request.preview_head, Tq, Tk, dense,
+                                                                 EXACT_CELLS):
+        h = request.preview_head
+        p = cache.projections.peek(pkey)
+        if p is None:  # only this head's q and k, from W_q and W_k alone
+            q_h, k_h = preview.head_qk(model, state.positional, *_rows(state, qseq, kseq),
+                                       *query_key_weights(_base_model(state)), h)  # (1, Tq, hs), (1, Tk, hs)
+        else:
+            q_h, k_h = (a[h:h + 1] for a in apply_overrides(model, p.q, p.k))  # (1, Tq, hs), (1, Tk, hs)
+        on_preview(preview.head_preview(request.request_id, state, qseq, kseq, q_h, k_h, cm, h, started))
+        timings["preview"] = time.perf_counter() - t0
+        check(0.12, "project")
+        t0 = time.perf_counter()
+    proj = _projection(state, qseq, kseq, pkey)
+    q, k = apply_overrides(model, proj.q, proj.k, messages)  # (nh, Tq, hs), (nh, Tk, hs)
+    v, W = proj.v, proj.W  # (nh, Tk, hv)
+    timings["project"] = time.perf_counter() - t0
 
     if not dense and request.want == "full":
         messages.append(f"T = {max(Tq, Tk):,} exceeds the dense limit of {request.dense_limit:,}: full score and "
@@ -321,10 +368,6 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
         messages.append(f"the {rule.name} score rule runs on the float64 numpy path, not on an engine kernel")
     path = f"engine:{kc.name}" if on_engine else "numpy"
 
-    # which query rows to compute: all, or only those whose mask changed since the cached result
-    idx = None  # None: every row
-    if prev is not None and changed is not None and changed.size <= ROW_SHARE * Tq:
-        idx = changed  # (R,)
     t0 = time.perf_counter()
     if idx is not None and idx.size == 0:
         out, lse, combined, scores, weights = prev.out, prev.lse, prev.combined, prev.scores, prev.weights
@@ -373,6 +416,19 @@ def _run(request: ComputeRequest, progress, is_cancelled) -> ComputeResponse:
         path=path, timings=timings, recomputed_rows=Tq if idx is None else int(idx.size))
 
 
+def _copy(a: np.ndarray) -> np.ndarray:
+    """A writable copy of ``a`` in a recycled buffer (:mod:`attnviz.model.buffers`)."""
+    out = buffers.take(a.shape, a.dtype)
+    np.copyto(out, a)
+    return out
+
+
+def _zeros(shape: tuple[int, ...], dtype) -> np.ndarray:
+    out = buffers.take(shape, dtype)
+    out.fill(0)
+    return out
+
+
 def _engine_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev: Result | None, check, skey,
                  spent: dict):
     """out, lse, scores, weights of a dot-product rule on the engine kernel: every row (``idx`` None),
@@ -404,7 +460,7 @@ def _engine_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev:
             lse[:, idx] = res.lse  # (nh, R)
             w_r = res.weights  # (nh, R, Tk) or None
         if dense:
-            weights = prev.weights.copy()  # (nh, Tq, Tk)
+            weights = _copy(prev.weights)  # (nh, Tq, Tk)
             if exact:
                 weights[:, idx] = w_r  # (nh, R, Tk)
             else:
@@ -422,8 +478,8 @@ def _engine_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev:
     if dense:
         scores = cache.scores.peek(skey)
         if scores is None:
-            scores, new_scores = np.empty((nh, Tq, Tk), dtype=disp), True  # (nh, Tq, Tk)
-        weights = np.empty((nh, Tq, Tk), dtype=disp)  # (nh, Tq, Tk)
+            scores, new_scores = buffers.take((nh, Tq, Tk), disp), True  # (nh, Tq, Tk)
+        weights = buffers.take((nh, Tq, Tk), disp)  # (nh, Tq, Tk)
     for part in ("kernel", "scores", "weights") if dense else ("kernel",):
         spent[part] = 0.0
     group = max(1, ENGINE_CELLS // max(1, Tq * Tk))  # heads per engine call
@@ -498,8 +554,8 @@ def _numpy_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev: 
     if idx is None:
         out = np.zeros((nh, Tq, hv))  # (nh, Tq, hv)
         lse = np.full((nh, Tq), -np.inf)  # (nh, Tq)
-        scores = np.zeros((nh, Tq, Tk), dtype=disp) if dense else None  # (nh, Tq, Tk)
-        weights = np.zeros((nh, Tq, Tk), dtype=disp) if dense else None  # (nh, Tq, Tk)
+        scores = _zeros((nh, Tq, Tk), disp) if dense else None  # (nh, Tq, Tk)
+        weights = _zeros((nh, Tq, Tk), disp) if dense else None  # (nh, Tq, Tk)
         for h, c0, c1, s, w, l in _numpy_chunks(state, q, k, cm.mask, None, slopes, check):
             out[h, c0:c1] = w[0] @ v[h]  # (r, hv)
             lse[h, c0:c1] = l[0]
@@ -509,7 +565,7 @@ def _numpy_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev: 
         return out, lse, scores, weights
     out, lse = prev.out.copy(), prev.lse.copy()
     scores = prev.scores
-    weights = prev.weights.copy() if dense else None
+    weights = _copy(prev.weights) if dense else None
     for h, c0, c1, s, w, l in _numpy_chunks(state, q, k, cm.mask, idx, slopes, check):
         r = idx[c0:c1]  # (r,)
         out[h, r] = w[0] @ v[h]  # (r, hv)

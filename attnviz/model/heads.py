@@ -37,8 +37,49 @@ class Weights:
     W_o: np.ndarray  # (nh * hv, d_model)
 
 
-_CACHE: dict = {}
+_CACHE: dict = {}  # model -> _Draw, the last few
 _CACHE_LOCK = threading.Lock()
+ORDER = ("W_q", "W_k", "W_v", "W_o")  # the order the generator draws them in
+
+
+class _Draw:
+    """The seeded matrices of one model config, drawn in ``ORDER`` as far as asked so far.
+
+    A generator's normal stream is the same drawn in one call or in several, so W_q and W_k can be
+    drawn first (what a preview of one head needs) and W_v and W_o later, giving the same numbers."""
+
+    def __init__(self, model: ModelConfig):
+        self.model = model
+        self.rng = np.random.default_rng(model.seed)
+        self.arrays: dict[str, np.ndarray] = {}
+        self.lock = threading.Lock()
+
+    def upto(self, name: str) -> dict[str, np.ndarray]:
+        model = self.model
+        nh, d, hs, hv = model.nh, model.d_model, model.head_size, model.value_size
+        shapes = {"W_q": ((nh, d, hs), d), "W_k": ((nh, d, hs), d), "W_v": ((nh, d, hv), d),
+                  "W_o": ((nh * hv, d), nh * hv)}  # shape, fan-in
+        with self.lock:
+            for n in ORDER[:ORDER.index(name) + 1]:
+                if n in self.arrays:
+                    continue
+                shape, fan_in = shapes[n]
+                arr = self.rng.normal(0.0, 1.0 / math.sqrt(fan_in), size=shape)  # drawn even when hand-set
+                hand = getattr(model, n)
+                arr = np.array(hand.array) if hand is not None else arr
+                arr.setflags(write=False)
+                self.arrays[n] = arr
+            return dict(self.arrays)
+
+
+def _drawer(model: ModelConfig) -> _Draw:
+    with _CACHE_LOCK:
+        d = _CACHE.get(model)
+        if d is None:
+            if len(_CACHE) >= 4:
+                _CACHE.pop(next(iter(_CACHE)))
+            d = _CACHE[model] = _Draw(model)
+        return d
 
 
 def init_weights(model: ModelConfig) -> Weights:
@@ -47,32 +88,14 @@ def init_weights(model: ModelConfig) -> Weights:
     Cached on the model config (the last few), so edits elsewhere do not redraw them; the arrays
     are read-only.
     """
-    with _CACHE_LOCK:
-        w = _CACHE.get(model)
-    if w is None:
-        w = _draw(model)
-        with _CACHE_LOCK:
-            if len(_CACHE) >= 4:
-                _CACHE.pop(next(iter(_CACHE)))
-            _CACHE[model] = w
-    return w
+    return Weights(**_drawer(model).upto("W_o"))
 
 
-def _draw(model: ModelConfig) -> Weights:
-    nh, d, hs, hv = model.nh, model.d_model, model.head_size, model.value_size
-    rng = np.random.default_rng(model.seed)
-    seeded = {
-        "W_q": rng.normal(0.0, 1.0 / math.sqrt(d), size=(nh, d, hs)),  # (nh, d_model, hs)
-        "W_k": rng.normal(0.0, 1.0 / math.sqrt(d), size=(nh, d, hs)),  # (nh, d_model, hs)
-        "W_v": rng.normal(0.0, 1.0 / math.sqrt(d), size=(nh, d, hv)),  # (nh, d_model, hv)
-        "W_o": rng.normal(0.0, 1.0 / math.sqrt(nh * hv), size=(nh * hv, d)),  # (nh*hv, d_model)
-    }
-    out = {}
-    for name, arr in seeded.items():
-        hand = getattr(model, name)
-        out[name] = np.array(hand.array) if hand is not None else arr
-        out[name].setflags(write=False)
-    return Weights(**out)
+def query_key_weights(model: ModelConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(W_q, W_k) of :func:`init_weights` without drawing W_v and W_o yet (they follow, the same
+    numbers, when init_weights is called): (nh, d_model, hs) each, read-only."""
+    a = _drawer(model).upto("W_k")
+    return a["W_q"], a["W_k"]
 
 
 def project(X: np.ndarray, W: np.ndarray) -> np.ndarray:

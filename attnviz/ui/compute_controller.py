@@ -9,10 +9,17 @@ computation (a paint stroke at moderate T) finishes and is drawn while the perso
 and a long one does not hold the newest back. A response is delivered (queued, on the GUI thread)
 only if it is newer than every response delivered before: an older result is never drawn over a
 newer one. Progress is reported as (fraction, stage).
+
+A compute function that takes ``on_preview`` (the model's ``run`` does) may hand over a first part of
+a long run (the selected head, ``attnviz.model.preview``); it is emitted as ``previewed`` when its
+request is still the newest. Once a run has shown its preview, a newer edit cancels it at once rather
+than after the grace time: the person is scrubbing, and the next preview matters more than this
+run's other heads.
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 
@@ -27,12 +34,22 @@ def _default_compute():
     return run
 
 
+def _takes_preview(compute) -> bool:
+    """True when ``compute`` accepts an ``on_preview`` keyword."""
+    try:
+        params = inspect.signature(compute).parameters
+    except (TypeError, ValueError):
+        return False
+    return "on_preview" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 class ComputeController(QObject):
     """Runs compute requests off the GUI thread; emits ``finished(response)`` for the newest only."""
 
     started = Signal(int)  # request id
     progress = Signal(float, str)  # fraction done, stage name
     finished = Signal(object)  # ComputeResponse of the newest request
+    previewed = Signal(object)  # HeadPreview of the newest request, before its response
     busy_changed = Signal(bool)
 
     def __init__(self, parent=None, throttle_ms: int = 12, compute=None, stale_grace_s: float = 0.15):
@@ -50,15 +67,22 @@ class ComputeController(QObject):
         self._busy = False
         self._stopping = False
         self._user_cancelled = -1
+        self._previewed_id = 0  # newest request whose preview was handed over
+        self._preview_drawn = threading.Event()  # set once the GUI thread has handled the preview
         self.last_seconds = 0.0  # wall time of the newest delivered computation
         self._request_kwargs: dict = {}
         self._state = None
         self._thread = threading.Thread(target=self._loop, name="attnviz-compute", daemon=True)
         self._thread.start()
         self._deliver.connect(self._on_delivered)
+        self._deliver_preview.connect(self._on_preview_delivered)
 
-    # emitted from the worker thread; the connection is queued onto the GUI thread
+    #: longest the worker waits for the GUI thread to draw a preview before computing the rest
+    PREVIEW_WAIT_S = 0.1
+
+    # emitted from the worker thread; the connections are queued onto the GUI thread
     _deliver = Signal(object, float)
+    _deliver_preview = Signal(object)
 
     @property
     def latest_id(self) -> int:
@@ -139,11 +163,21 @@ class ComputeController(QObject):
             def is_cancelled(rid=rid, t0=t0):
                 if self._stopping or self._user_cancelled == rid:
                     return True
-                return rid != self._latest_id and time.perf_counter() - t0 > self._stale_grace_s
+                if rid == self._latest_id:
+                    return False
+                return rid == self._previewed_id or time.perf_counter() - t0 > self._stale_grace_s
 
             def progress(frac, stage, rid=rid):
                 if rid == self._latest_id:
                     self.progress.emit(frac, stage)
+
+            def on_preview(preview, rid=rid):
+                if rid == self._latest_id and self._user_cancelled != rid:
+                    self._previewed_id = rid
+                    self._preview_drawn.clear()
+                    self._deliver_preview.emit(preview)
+                    # the rest of the run keeps both cores busy: let the GUI thread draw the preview first
+                    self._preview_drawn.wait(self.PREVIEW_WAIT_S)
 
             try:
                 from attnviz.model.compute import ComputeRequest
@@ -151,7 +185,8 @@ class ComputeController(QObject):
                 if self._compute is None:
                     self._compute = _default_compute()
                 request = ComputeRequest(request_id=rid, state=state, **kwargs)
-                resp = self._compute(request, progress=progress, is_cancelled=is_cancelled)
+                extra = {"on_preview": on_preview} if _takes_preview(self._compute) else {}
+                resp = self._compute(request, progress=progress, is_cancelled=is_cancelled, **extra)
             except Exception as exc:  # a bug must not kill the worker: report it as a failed response
                 from attnviz.model.compute import ComputeResponse
 
@@ -163,6 +198,14 @@ class ComputeController(QObject):
                 self._cond.notify_all()
             if not is_cancelled():
                 self._deliver.emit(resp, elapsed)
+
+    def _on_preview_delivered(self, preview):
+        rid = preview.request_id
+        try:
+            if rid == self._latest_id and rid > self._delivered_id and rid != self._user_cancelled:
+                self.previewed.emit(preview)  # direct connections: drawn when this returns
+        finally:
+            self._preview_drawn.set()
 
     def _on_delivered(self, resp, elapsed: float):
         if resp.request_id <= self._delivered_id or getattr(resp, "cancelled", False):

@@ -10,6 +10,8 @@ A panel is constructed with the context and never talks to another panel directl
   with the session but not undoable;
 * ``ctx.response`` and the ``response_changed(response)`` signal — the newest computed
   ``ComputeResponse`` (newest request wins; computing runs on a worker thread);
+* ``preview_changed(preview)`` — a long run's first part: the selected head's display matrices
+  (``attnviz.model.preview.HeadPreview``), before the response; only the heatmap draws it;
 * ``ctx.report(message)`` — show a problem a person caused (bad file, bad setting) in the window.
 """
 
@@ -28,6 +30,7 @@ class AppContext(QObject):
     """Session + undo stack + background compute, shared by the window's panels."""
 
     response_changed = Signal(object)  # the newest ComputeResponse
+    preview_changed = Signal(object)  # HeadPreview of the newest request, before its response
     message = Signal(str, str)  # (level "info"|"warning"|"error", text) for the status bar / dialogs
 
     def __init__(self, session, parent=None, compute_controller: ComputeController | None = None):
@@ -36,6 +39,7 @@ class AppContext(QObject):
         self.undo_stack = QUndoStack(self)
         self.compute = compute_controller or ComputeController(self)
         self.compute.finished.connect(self._on_compute_finished)
+        self.compute.previewed.connect(self.preview_changed)
         self.response = None
         self.request_rows: tuple[int, ...] = ()
         # everything but the view changes what is computed; selecting a head or token does not
@@ -69,8 +73,9 @@ class AppContext(QObject):
         """Ask for the current state to be computed (throttled unless ``now``)."""
         view = self.session.state.view
         rows = tuple(r for r in (getattr(view, "query", None),) if isinstance(r, int) and r >= 0)
+        head = view.head if isinstance(view.head, int) and view.matrix in ("weights", "scores") else None
         submit = self.compute.submit_now if now else self.compute.submit
-        return submit(self.session.state, rows=rows)
+        return submit(self.session.state, rows=rows, preview_head=head)
 
     def _on_state_changed(self, *_):
         self.recompute()

@@ -86,9 +86,19 @@ def matrix_view(resp, matrix: str, head) -> MatrixView | None:
     return MatrixView(_pick(stack, head), allowed, keys, "weight" if matrix == "weights" else "score", True)
 
 
+_last_compact: list = [None, 0, ()]  # (labels, max_chars, result) of the last call
+
+
 def compact_labels(labels, max_chars: int = AXIS_LABEL_CHARS) -> tuple[str, ...]:
-    """:func:`compact_label` of every label."""
-    return tuple(compact_label(s, max_chars) for s in labels)
+    """:func:`compact_label` of every label (the last answer is kept: consecutive responses of one
+    sequence share their label tuple, and 1024 labels take about 1 ms)."""
+    last = _last_compact
+    if last[0] is labels and last[1] == max_chars:
+        return last[2]
+    out = tuple(compact_label(s, max_chars) for s in labels)
+    if isinstance(labels, tuple):
+        last[:] = [labels, max_chars, out]
+    return out
 
 
 def engine_scale(state) -> float | None:

@@ -94,12 +94,14 @@ def grid_layout(maps: np.ndarray, allowed) -> tuple[np.ndarray, np.ndarray | Non
 class HeatmapPanel(QWidget):
     """Heatmap of the selected head and matrix, plus the all-heads grid."""
 
-    rendered = Signal()  # the main heatmap shows the newest response (tests, benchmarks)
+    rendered = Signal()  # the main heatmap was redrawn (for a response or a preview; tests, benchmarks)
 
     def __init__(self, ctx, parent=None):
         super().__init__(parent)
         self.ctx = ctx
         self._resp = None
+        self._preview = None  # the HeadPreview on screen, newer than _resp, or None
+        self.drawn_request_id = 0  # request id of the response or preview the heatmap shows
         self._mode = "empty"  # "dense", "overview", "message" or "empty"
         self._drawn_view = None  # view fields the current picture was drawn for
         self._scale = None
@@ -184,6 +186,7 @@ class HeatmapPanel(QWidget):
         self.grid.head_clicked.connect(self._on_grid_clicked)
         self.grid.head_hovered.connect(self._on_grid_hovered)
         ctx.response_changed.connect(self._on_response)
+        ctx.preview_changed.connect(self._on_preview)
         ctx.session.events.view.connect(self._on_view_changed)
         self._sync_controls(ctx.session.state.view)
         if ctx.response is not None:
@@ -236,6 +239,22 @@ class HeatmapPanel(QWidget):
         return stack, matrix
 
     # ------------------------------------------------------------------ events
+    def _on_preview(self, p) -> None:
+        """Draw the first computed head of a long run (attnviz.model.preview) when it is the head and
+        matrix on show; the full response redraws everything when it arrives."""
+        view = self.ctx.session.state.view
+        if p.head != view.head or view.matrix not in ("weights", "scores") or self._mode not in ("dense", "empty"):
+            return
+        if self._resp is not None and self._resp.request_id >= p.request_id:
+            return
+        self._preview = p
+        values = p.weights if view.matrix == "weights" else p.scores
+        self._show_dense(values, p.mask, compact_labels(p.query_labels), compact_labels(p.key_labels),
+                         p.query_segments, p.key_segments, view.matrix, p.head, True,
+                         "weight" if view.matrix == "weights" else "score", source=p)
+        self.drawn_request_id = p.request_id
+        self.rendered.emit()
+
     def _on_response(self, resp) -> None:
         if resp is None or not resp.ok:
             return  # keep the last good picture; the window reports the error
@@ -339,11 +358,13 @@ class HeatmapPanel(QWidget):
         ok = resp is not None and isinstance(query, int) and 0 <= query < resp.Tq and self._mode != "empty"
         self.heatmap.set_selected_row(query if ok else None)
 
-    def _title(self, matrix: str, head, extra: str = "") -> str:
+    def _title(self, matrix: str, head, extra: str = "", source=None) -> str:
+        """The heatmap's title; ``source`` (a response or preview, default the response) says whether
+        it is cross-attention and its sizes."""
         who = "mean over heads" if head == "mean" else f"head {head}"
-        resp = self._resp
-        if resp is not None and getattr(resp, "cross", False):  # say which way the attention goes
-            extra = f" · cross-attention {resp.Tq:,} queries × {resp.Tk:,} keys" + extra
+        src = source if source is not None else self._resp
+        if src is not None and getattr(src, "cross", False):  # say which way the attention goes
+            extra = f" · cross-attention {src.Tq:,} queries × {src.Tk:,} keys" + extra
         return f"{matrix} · {who}{extra}"
 
     def _redraw(self) -> None:
@@ -352,6 +373,8 @@ class HeatmapPanel(QWidget):
             return
         view = self.ctx.session.state.view
         head = check_head(resp, view.head)
+        self._preview = None
+        self.drawn_request_id = resp.request_id
         cmap = self._cmap_name(view)
         if self.heatmap.colormap_name() != cmap:
             self.heatmap.set_colormap(cmap)
@@ -380,25 +403,34 @@ class HeatmapPanel(QWidget):
             self._request_overview(None, None)
             self._draw_grid_later()
             return
-        self._mode = "dense"
-        self._show_note("")
-        log = view.log_scale and view.matrix == "weights"
-        levels = None
-        if view.matrix == "weights" and not log:
-            hi = float(mv.values.max())  # masked weights are exactly 0, so the max is over allowed cells
-            levels = (0.0, hi if hi > 0 else 1.0)
-        elif view.matrix == "mask":
-            levels = (0.0, 1.0)
-        cols = self._key_labels if mv.per_key else mv.col_labels
-        self.heatmap.set_matrix(mv.values, mask=mv.allowed, row_labels=self._row_labels, col_labels=cols,
-                                row_segments=resp.query_segments,
-                                col_segments=resp.key_segments if mv.per_key else (),
-                                levels=levels, log_scale=log, title=self._title(view.matrix, head),
-                                value_label=mv.value_label)
-        self._select_row(view.query)
+        self._show_dense(mv.values, mv.allowed, self._row_labels, self._key_labels if mv.per_key else mv.col_labels,
+                         resp.query_segments, resp.key_segments if mv.per_key else (), view.matrix, head,
+                         mv.per_key, mv.value_label)
         self._select_grid_head(head)  # at once; the maps follow when the grid is redrawn
         self._draw_grid_later()
         self.rendered.emit()
+
+    def _show_dense(self, values, allowed, row_labels, col_labels, row_segments, col_segments, matrix: str, head,
+                    per_key: bool, value_label: str, source=None) -> None:
+        """Draw one (Tq, Tk|hv) matrix in the heatmap, of ``source`` (a preview; default the response)."""
+        view = self.ctx.session.state.view
+        self._mode = "dense"
+        self._show_note("")
+        cmap = self._cmap_name(view)
+        if self.heatmap.colormap_name() != cmap:
+            self.heatmap.set_colormap(cmap)
+        log = view.log_scale and matrix == "weights"
+        levels = None
+        if matrix == "weights" and not log:
+            hi = float(values.max())  # masked weights are exactly 0, so the max is over allowed cells
+            levels = (0.0, hi if hi > 0 else 1.0)
+        elif matrix == "mask":
+            levels = (0.0, 1.0)
+        self.heatmap.set_matrix(values, mask=allowed, row_labels=row_labels, col_labels=col_labels,
+                                row_segments=row_segments, col_segments=col_segments if per_key else (),
+                                levels=levels, log_scale=log, title=self._title(matrix, head, source=source),
+                                value_label=value_label)
+        self._select_row(view.query)
 
     def _show_note(self, text: str) -> None:
         self.note.setText(text)
@@ -498,6 +530,14 @@ class HeatmapPanel(QWidget):
 
     # ------------------------------------------------------------------ readout
     def _readout_extra(self, row: int, col: int) -> str:
+        p = self._preview
+        if p is not None:  # the preview on screen holds both matrices of its head
+            if row >= p.Tq or col >= p.Tk:
+                return ""
+            matrix = self.ctx.session.state.view.matrix
+            if matrix == "weights":
+                return f"score {float(p.scores[row, col]):.4g}"
+            return f"weight {float(p.weights[row, col]):.4g}" if p.mask[row, col] else "weight 0 (masked)"
         resp = self._resp
         if resp is None or not resp.ok or row >= resp.Tq:
             return ""

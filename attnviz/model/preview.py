@@ -1,0 +1,121 @@
+"""A first picture of one head, computed before the rest of a long run.
+
+When an edit changes the projections or the score rule (a new model seed, typed text, a hand-set q/k
+component, RoPE on or off ...), every head's attention is computed again: at T = 1024 and 8 heads that
+is over 100 ms. The heatmap shows one head. :func:`head_preview` computes only that head — its q and k
+from the position-added rows and W_q, W_k (a model edit draws W_v and W_o afterwards, see
+:func:`attnviz.model.heads.query_key_weights`), the engine kernel for its lse, and the float32
+display matrices from q, k and lse — so the
+heatmap can be redrawn while the other heads, the combined output and the diagnostics follow in the
+full response.
+
+A preview holds the same kind of numbers the full response holds for that head: the same float64
+q and k, and float32 scores and weights from the same fused display pass
+(:func:`attnviz.engine.display_matrices`) at the same tile size. Its lse comes from the float32 kernel
+(half the time of the float64 one); the display pass divides every row by its sum, which cancels any
+error of lse common to the row, so the preview's weights agree with the response's to float32
+rounding and its scores are identical. Previews are made only where the full response's matrices are
+float32 display matrices too (more than ``EXACT_CELLS`` cells per head), so a picture never changes
+precision when the full response replaces it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from attnviz.engine import attention, display_matrices
+from attnviz.engine.blockmask import FULL
+from attnviz.model import buffers
+from attnviz.model.compute_cache import CompiledMask
+from attnviz.model.heads import apply_overrides, project
+from attnviz.model.positional import apply_rope
+from attnviz.model.score_rules import dot_scale
+from attnviz.model.segments import Segment
+from attnviz.model.state import ModelConfig, SessionState
+
+#: a preview is made when the whole run covers at least this many (head, query, key) cells: below it
+#: (T = 256 at 8 heads) the full run is about as quick as a preview would be
+PREVIEW_CELLS = 1 << 21
+
+
+@dataclass(frozen=True, eq=False)
+class HeadPreview:
+    """One head's display matrices, delivered before the full response; arrays read-only."""
+
+    request_id: int  # the request this is a first part of
+    head: int  # which head
+    nh: int  # number of heads of the full response
+    scores: np.ndarray  # (Tq, Tk) float32 scaled scores before the mask
+    weights: np.ndarray  # (Tq, Tk) float32; masked cells and fully masked rows 0
+    mask: np.ndarray  # (Tq, Tk) bool, True = may attend
+    query_labels: tuple[str, ...]
+    key_labels: tuple[str, ...]
+    query_segments: tuple[Segment, ...]
+    key_segments: tuple[Segment, ...]
+    cross: bool  # cross-attention (query and key sequences differ)
+    seconds: float  # from the start of the run to this preview
+
+    @property
+    def Tq(self) -> int:
+        return len(self.query_labels)
+
+    @property
+    def Tk(self) -> int:
+        return len(self.key_labels)
+
+
+def wanted(state: SessionState, head, Tq: int, Tk: int, dense: bool, exact_cells: int) -> bool:
+    """True when a preview of ``head`` is worth computing for a full run of this state."""
+    nh = state.model.nh
+    if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < nh or nh < 2:
+        return False
+    if not dense or Tq * Tk <= exact_cells or nh * Tq * Tk < PREVIEW_CELLS:
+        return False
+    return state.score_rule.engine and state.positional.kind != "alibi"
+
+
+def head_qk(model: ModelConfig, positional, Xq: np.ndarray, Xk: np.ndarray, W_q: np.ndarray, W_k: np.ndarray,
+            h: int):
+    """q (1, Tq, hs) and k (1, Tk, hs) of head ``h`` alone, as :func:`attnviz.model.heads.qkv` computes
+    them for every head (RoPE and the head's hand-set components included). The weights do not
+    depend on v."""
+    if Xk is Xq:  # self-attention: one product for both
+        qk = project(Xq, np.stack((W_q[h], W_k[h])))  # (2, T, hs)
+        q, k = qk[:1], qk[1:]  # (1, T, hs) each
+    else:
+        q = project(Xq, W_q[h:h + 1])  # (1, Tq, hs)
+        k = project(Xk, W_k[h:h + 1])  # (1, Tk, hs)
+    if positional.kind == "rope":
+        q = apply_rope(q, None, positional.base)  # (1, Tq, hs)
+        k = apply_rope(k, None, positional.base)  # (1, Tk, hs)
+    own = tuple(replace(o, head=0) for o in model.qk_overrides if o.head == h)
+    if own:
+        q, k = apply_overrides(replace(model, qk_overrides=own), q, k)
+    return np.ascontiguousarray(q), np.ascontiguousarray(k)
+
+
+def head_preview(request_id: int, state: SessionState, qseq, kseq, q_h, k_h, cm: CompiledMask, h: int,
+                 started: float) -> HeadPreview:
+    """The preview of head ``h`` from its q_h (1, Tq, hs), k_h (1, Tk, hs) and the compiled mask;
+    ``started`` is the run's perf_counter start."""
+    kc = state.kernel
+    scale = dot_scale(state.score_rule.name, q_h.shape[2])
+    bm = cm.block_mask.heads(h, h + 1)
+    Tq, Tk = q_h.shape[1], k_h.shape[1]
+    q32, k32 = q_h.astype(np.float32), k_h.astype(np.float32)  # (1, Tq, hs), (1, Tk, hs)
+    v_1 = np.zeros((1, Tk, 1), dtype=np.float32)  # (1, Tk, 1): lse does not depend on v
+    res = attention(q32, k32, v_1, bm, scale=scale, kernel=kc.name, block_m=kc.block_m, block_n=kc.block_n)
+    weights = buffers.take((1, Tq, Tk), np.float32)  # (1, Tq, Tk)
+    scores = buffers.take((1, Tq, Tk), np.float32)  # (1, Tq, Tk)
+    masked = not bool(np.all(bm.tile_state == FULL))
+    display_matrices(q32, k32, res.lse, bm if masked else None, weights=weights, scores=scores, scale=scale)
+    mask = cm.mask if cm.mask.ndim == 2 else cm.mask[h]  # (Tq, Tk)
+    for a in (weights, scores):
+        a.setflags(write=False)
+    return HeadPreview(request_id=request_id, head=h, nh=state.model.nh, scores=scores[0], weights=weights[0],
+                       mask=mask, query_labels=qseq.labels, key_labels=kseq.labels,
+                       query_segments=qseq.segments, key_segments=kseq.segments, cross=state.cross is not None,
+                       seconds=time.perf_counter() - started)
