@@ -10,7 +10,7 @@ from attnviz.engine.naive import naive_kernel
 from attnviz.engine.reference import reference_attention
 from attnviz.engine.result import AttentionResult
 from attnviz.engine.runtime import parallel_section
-from attnviz.engine.tiling import choose_blocks
+from attnviz.engine.tiling import FINEST, choose_blocks, fine_counts, tile_state_from_fine
 from attnviz.engine.validate import (check_score_range, prepare_block, prepare_mask, prepare_qkv,
                                      prepare_scale)
 from attnviz.engine.weights import recompute_weights
@@ -68,11 +68,18 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
     else:
         if bm is None and bn is None and block is not None:
             bm, bn = block.block_m, block.block_n
+        state = None
         if bm is None or bn is None:
-            auto_m, auto_n = choose_blocks(nh, Tq, Tk, hs, v3.shape[2], q3.dtype, dense)
+            # a bool mask is read once: its counts per finest tile give the choice and the tile states
+            fine = fine_counts(dense) if dense is not None and block is None else None
+            auto_m, auto_n = choose_blocks(nh, Tq, Tk, hs, v3.shape[2], q3.dtype, dense, fine=fine)
             bm, bn = bm or auto_m, bn or auto_n
+            if fine is not None and bm % FINEST[0] == 0 and bn % FINEST[1] == 0:
+                state = tile_state_from_fine(fine, Tq, Tk, bm, bn)  # (nh|1, nQ, nK)
+        if state is None:
+            state = _tile_state(dense, block, Tq, Tk, bm, bn)
         qs, sf = (-q3, -s) if s < 0 else (q3, s)  # the kernel needs scale >= 0: negate q instead (exact)
-        out, lse = flash_attention(qs, k3, v3, dense, _tile_state(dense, block, Tq, Tk, bm, bn), sf, bm, bn)
+        out, lse = flash_attention(qs, k3, v3, dense, state, sf, bm, bn)
         if return_weights:
             weights = recompute_weights(q3, k3, lse, dense, scale=s, block_n=bn)
 

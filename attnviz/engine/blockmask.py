@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
+
+from attnviz.engine.runtime import parallel_section
 
 EMPTY = 0  # no allowed cell: skipped
 PARTIAL = 1  # some cells allowed: the kernel reads the mask
@@ -19,19 +21,42 @@ FULL = 2  # every cell allowed: no mask test
 
 
 @njit(nogil=True, cache=True)
-def _tile_counts_kernel(dense, block_m, block_n, counts):
-    """counts[h, a, b] = allowed cells of tile (a, b) of head h; dense (nh, Tq, Tk) bool."""
-    nh, Tq, Tk = dense.shape
-    counts[:] = 0
-    for h in range(nh):
-        for i in range(Tq):
-            row = dense[h, i]  # (Tk,)
-            a = i // block_m
-            for b in range(counts.shape[2]):
-                n = 0
-                for j in range(b * block_n, min((b + 1) * block_n, Tk)):
-                    n += row[j]
-                counts[h, a, b] += n
+def _tile_row_counts(dense, block_m, block_n, counts, t):
+    """counts[h, a, :] for work item t = h * nQ + a: allowed cells of each tile of that tile row."""
+    _, Tq, Tk = dense.shape
+    nQ = counts.shape[1]
+    nK = counts.shape[2]
+    h = t // nQ
+    a = t - h * nQ
+    for b in range(nK):
+        counts[h, a, b] = 0
+    for i in range(a * block_m, min((a + 1) * block_m, Tq)):
+        row = dense[h, i]  # (Tk,) uint8 0/1
+        for b in range(nK):
+            j0 = b * block_n
+            j1 = min(j0 + block_n, Tk)
+            n = 0
+            for j in range(j0, j1):  # a plain byte sum: vectorised
+                n += row[j]
+            counts[h, a, b] += n
+
+
+@njit(nogil=True, cache=True)
+def _tile_counts_serial(dense, block_m, block_n, counts):
+    """counts[h, a, b] = allowed cells of tile (a, b) of head h; dense (nh, Tq, Tk) uint8 (a bool view)."""
+    for t in range(counts.shape[0] * counts.shape[1]):
+        _tile_row_counts(dense, block_m, block_n, counts, t)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _tile_counts_parallel(dense, block_m, block_n, counts):
+    """:func:`_tile_counts_serial` with the tile rows spread over the worker threads."""
+    for t in prange(counts.shape[0] * counts.shape[1]):
+        _tile_row_counts(dense, block_m, block_n, counts, t)
+
+
+#: masks of at most this many cells are counted on the calling thread (a parallel launch costs more)
+SERIAL_CELLS = 1 << 22
 
 
 def tile_counts(dense: np.ndarray, block_m: int, block_n: int) -> np.ndarray:
@@ -40,8 +65,29 @@ def tile_counts(dense: np.ndarray, block_m: int, block_n: int) -> np.ndarray:
     counts = np.zeros((nh, -(-Tq // block_m), -(-Tk // block_n)), dtype=np.int64)  # (nh, nQ, nK)
     if counts.size and Tq and Tk:
         d = np.ascontiguousarray(dense, dtype=np.bool_)
-        _tile_counts_kernel(d if d.flags.writeable else d.copy(), block_m, block_n, counts)  # one compiled type
+        d = (d if d.flags.writeable else d.copy()).view(np.uint8)  # one compiled type: writable uint8
+        if d.size <= SERIAL_CELLS:
+            _tile_counts_serial(d, block_m, block_n, counts)
+        else:
+            with parallel_section():
+                _tile_counts_parallel(d, block_m, block_n, counts)
     return counts
+
+
+def coarsen_counts(counts: np.ndarray, fm: int, fn: int) -> np.ndarray:
+    """Allowed-cell counts of tiles fm x fn times larger: (nh, nQ, nK) -> (nh, ceil(nQ/fm), ceil(nK/fn))."""
+    h, a, b = counts.shape
+    pad = np.zeros((h, -(-a // fm) * fm, -(-b // fn) * fn), dtype=counts.dtype)  # (h, nQ', nK')
+    pad[:, :a, :b] = counts
+    return pad.reshape(h, pad.shape[1] // fm, fm, pad.shape[2] // fn, fn).sum(axis=(2, 4))
+
+
+def states_from_counts(counts: np.ndarray, Tq: int, Tk: int, block_m: int, block_n: int) -> np.ndarray:
+    """Tile states EMPTY / PARTIAL / FULL from allowed-cell counts (nh, nQ, nK): (nh, nQ, nK) int8."""
+    state = np.full(counts.shape, PARTIAL, dtype=np.int8)  # (nh, nQ, nK)
+    state[counts == 0] = EMPTY
+    state[counts == tile_sizes(Tq, Tk, block_m, block_n)[None]] = FULL
+    return state
 
 
 def tile_sizes(Tq: int, Tk: int, block_m: int, block_n: int) -> np.ndarray:
@@ -54,11 +100,7 @@ def tile_sizes(Tq: int, Tk: int, block_m: int, block_n: int) -> np.ndarray:
 def classify(dense: np.ndarray, block_m: int, block_n: int) -> np.ndarray:
     """Tile states EMPTY / PARTIAL / FULL of a (nh, Tq, Tk) bool mask: (nh, nQ, nK) int8."""
     _, Tq, Tk = dense.shape
-    counts = tile_counts(dense, block_m, block_n)  # (nh, nQ, nK)
-    state = np.full(counts.shape, PARTIAL, dtype=np.int8)  # (nh, nQ, nK)
-    state[counts == 0] = EMPTY
-    state[counts == tile_sizes(Tq, Tk, block_m, block_n)[None]] = FULL
-    return state
+    return states_from_counts(tile_counts(dense, block_m, block_n), Tq, Tk, block_m, block_n)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

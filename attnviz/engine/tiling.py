@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnviz.engine.blockmask import tile_counts, tile_sizes
+from attnviz.engine.blockmask import coarsen_counts, states_from_counts, tile_counts, tile_sizes
 from attnviz.engine.runtime import get_num_threads
 
 CANDIDATES = ((64, 128), (128, 128), (64, 256), (128, 256), (256, 128), (128, 512))
@@ -110,20 +110,16 @@ def tile_costs(Tq: int, Tk: int, hs: int, hv: int, dtype) -> dict[tuple[int, int
         return _cache[sc]
 
 
-def _predicted(costs: dict[tuple[int, int], TileCost], dense: np.ndarray | None, Tq: int, Tk: int,
+def _predicted(costs: dict[tuple[int, int], TileCost], fine: np.ndarray | None, Tq: int, Tk: int,
                nh: int) -> dict[tuple[int, int], float]:
-    """Predicted seconds of each candidate for this mask (None: every key allowed)."""
-    if dense is None:
+    """Predicted seconds of each candidate for a mask given by its :func:`fine_counts` (None: every key
+    allowed)."""
+    if fine is None:
         return {c: cost.full * nh * Tq * Tk for c, cost in costs.items()}
-    fine = tile_counts(dense, *FINEST)  # (nh|1, nQf, nKf) allowed cells per finest tile
-    scale_h = nh // dense.shape[0]
+    scale_h = nh // fine.shape[0]
     out = {}
     for (bm, bn), cost in costs.items():
-        fm, fn = bm // FINEST[0], bn // FINEST[1]
-        h, a, b = fine.shape
-        pad = np.zeros((h, -(-a // fm) * fm, -(-b // fn) * fn), dtype=fine.dtype)
-        pad[:, :a, :b] = fine
-        counts = pad.reshape(h, pad.shape[1] // fm, fm, pad.shape[2] // fn, fn).sum(axis=(2, 4))  # (h, nQ, nK)
+        counts = coarsen_counts(fine, bm // FINEST[0], bn // FINEST[1])  # (h, nQ, nK)
         size = tile_sizes(Tq, Tk, bm, bn)  # (nQ, nK) cells per tile
         full = counts == size[None]
         partial = (counts > 0) & ~full
@@ -132,13 +128,27 @@ def _predicted(costs: dict[tuple[int, int], TileCost], dense: np.ndarray | None,
     return out
 
 
-def choose_blocks(nh: int, Tq: int, Tk: int, hs: int, hv: int, dtype, dense: np.ndarray | None = None
-                  ) -> tuple[int, int]:
-    """(BLOCK_M, BLOCK_N) for this problem and mask ((nh or 1, Tq, Tk) bool or None); DEFAULT when tiny."""
+def choose_blocks(nh: int, Tq: int, Tk: int, hs: int, hv: int, dtype, dense: np.ndarray | None = None,
+                  fine: np.ndarray | None = None) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) for this problem and mask ((nh or 1, Tq, Tk) bool or None); DEFAULT when tiny.
+    ``fine``: the mask's :func:`fine_counts`, when the caller has them already."""
     if nh * Tq * Tk < SMALL_WORK:
         return DEFAULT
-    pred = _predicted(tile_costs(Tq, Tk, hs, hv, dtype), dense, Tq, Tk, nh)
+    if dense is not None and fine is None:
+        fine = fine_counts(dense)
+    pred = _predicted(tile_costs(Tq, Tk, hs, hv, dtype), fine, Tq, Tk, nh)
     return min(pred, key=pred.get)
+
+
+def fine_counts(dense: np.ndarray) -> np.ndarray:
+    """Allowed cells per FINEST tile of a (nh or 1, Tq, Tk) bool mask: (nh or 1, nQf, nKf) int64."""
+    return tile_counts(dense, *FINEST)
+
+
+def tile_state_from_fine(fine: np.ndarray, Tq: int, Tk: int, bm: int, bn: int) -> np.ndarray:
+    """The (nh or 1, nQ, nK) tile states for tiles bm x bn (multiples of FINEST) from :func:`fine_counts`,
+    without reading the mask again."""
+    return states_from_counts(coarsen_counts(fine, bm // FINEST[0], bn // FINEST[1]), Tq, Tk, bm, bn)
 
 
 def cached_costs() -> dict[ShapeClass, dict[tuple[int, int], TileCost]]:

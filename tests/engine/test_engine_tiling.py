@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.engine import tiling
-from attnviz.engine.tiling import CANDIDATES, DEFAULT, TileCost, _predicted, choose_blocks
+from attnviz.engine.tiling import (CANDIDATES, DEFAULT, FINEST, TileCost, _predicted, choose_blocks, fine_counts,
+                                   tile_state_from_fine)
+from attnviz.engine.blockmask import classify, tile_counts
 
 
 def test_prediction_counts_full_and_partial_cells_and_skips_empty_tiles():
@@ -14,7 +16,7 @@ def test_prediction_counts_full_and_partial_cells_and_skips_empty_tiles():
     dense_pred = _predicted(costs, None, T, T, nh=2)
     assert dense_pred == {(64, 128): 2 * T * T * 1.0, (256, 128): 2 * T * T * 0.5}
     causal = np.tri(T, dtype=bool)[None]  # (1, T, T)
-    pred = _predicted(costs, causal, T, T, nh=2)
+    pred = _predicted(costs, fine_counts(causal), T, T, nh=2)
     # 64x128 tiles: 8 x 4 grid; tiles crossing the diagonal are partial, those above it empty
     rows, cols = np.arange(T) // 64, np.arange(T) // 128
     counts = np.zeros((8, 4))
@@ -29,7 +31,7 @@ def test_prediction_counts_full_and_partial_cells_and_skips_empty_tiles():
 
 def test_ragged_sizes_use_real_tile_extents():
     costs = {(64, 128): TileCost(1.0, 1.0)}
-    pred = _predicted(costs, np.ones((1, 70, 130), bool), 70, 130, nh=1)
+    pred = _predicted(costs, fine_counts(np.ones((1, 70, 130), bool)), 70, 130, nh=1)
     assert pred[(64, 128)] == 70 * 130
 
 
@@ -47,3 +49,32 @@ def test_measured_choice_is_a_candidate_and_is_cached():
     assert sc in cached and all(c.full > 0 and c.partial > 0 for c in cached[sc].values())
     assert choose_blocks(2, 700, 900, 16, 8, np.float64) == choice  # same shape class: no new measurement
     assert tiling.cached_costs()[sc] == cached[sc]
+
+
+def test_tile_states_from_fine_counts_equal_a_direct_classification():
+    rng = np.random.default_rng(3)
+    for shape in ((1, 300, 700), (2, 512, 512), (1, 64, 128), (3, 1000, 260)):
+        m = rng.random(shape) < 0.7
+        m[:, :, :100] = True  # some full tiles
+        m[:, 50:, 300:] = False  # some empty ones
+        fine = fine_counts(m)
+        for bm, bn in CANDIDATES:
+            np.testing.assert_array_equal(tile_state_from_fine(fine, shape[1], shape[2], bm, bn),
+                                          classify(m, bm, bn), err_msg=f"{shape} {bm}x{bn}")
+        assert fine.shape[1:] == (-(-shape[1] // FINEST[0]), -(-shape[2] // FINEST[1]))
+
+
+def test_parallel_tile_counts_equal_the_serial_ones(monkeypatch):
+    from attnviz.engine import blockmask
+
+    rng = np.random.default_rng(4)
+    m = rng.random((2, 700, 900)) < 0.5
+    serial = tile_counts(m, 64, 128)
+    monkeypatch.setattr(blockmask, "SERIAL_CELLS", 0)
+    parallel = tile_counts(m, 64, 128)
+    np.testing.assert_array_equal(serial, parallel)
+    # and both equal a numpy count
+    pad = np.zeros((2, 704, 1024), bool)
+    pad[:, :700, :900] = m
+    expect = pad.reshape(2, 11, 64, 8, 128).sum(axis=(2, 4))
+    np.testing.assert_array_equal(serial, expect)
