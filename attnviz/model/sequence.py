@@ -279,6 +279,10 @@ def _build_sequence(state: SessionState, sources, warnings: list[str], max_token
     rows, labels, infos, segments = [], [], [], []
     T = 0
     for src in sources:
+        if isinstance(src, CustomSource) and T + src.count > max_tokens:  # known before embedding it
+            raise SourceError(f"the sequence has more than {max_tokens:,} tokens (source {src.name!r} "
+                              f"brings it to {T + src.count:,}); shorten the text, use a larger patch size or "
+                              "fewer tokens")
         X, lab, inf = source_tokens(state, src, warnings, max_tokens)
         n = len(lab)
         if X.shape != (n, state.model.d_model):

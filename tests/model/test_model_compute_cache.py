@@ -362,3 +362,15 @@ def test_runs_pass_the_cached_mask_without_copies_or_new_compiles():
     r3 = run(ComputeRequest(2, edit(st, SetModel((("seed", 5),)))))
     assert r2.ok and r3.ok and r2.recomputed_rows == 1
     assert [len(f.signatures) for f in kernels] == n_sigs
+
+
+def test_a_custom_block_over_the_token_limit_is_refused_before_it_is_embedded(monkeypatch):
+    from attnviz.sources import custom
+
+    def no_embedding(*_a, **_k):
+        raise AssertionError("the block was embedded")
+
+    monkeypatch.setattr(custom.CustomBlock, "embed", no_embedding)
+    st = SessionState(sources=(CustomSource("many", count=5000, generator="noise"),), model=ModelConfig(d_model=8))
+    resp = run(ComputeRequest(1, st, max_tokens=4096))
+    assert not resp.ok and "more than 4,096 tokens" in resp.error and "'many'" in resp.error

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.model import score_rules
 from attnviz.model.segments import Segment
 
 
@@ -23,13 +24,8 @@ class SampleAttention:
 
 
 def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Softmax over keys (last axis) of allowed cells; fully masked rows give 0."""
-    s = np.where(mask, scores, -np.inf)  # (..., Tq, Tk)
-    m = s.max(axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    e = np.where(mask, np.exp(s - m), 0.0)
-    den = e.sum(axis=-1, keepdims=True)
-    return np.where(den > 0, e / np.where(den > 0, den, 1.0), 0.0)
+    """Softmax over keys (last axis) of allowed cells; fully masked rows give 0 (the model's rule)."""
+    return score_rules.masked_softmax(scores, mask)[0]
 
 
 def vla_mask(segments, T: int) -> np.ndarray:
