@@ -35,8 +35,11 @@ float32 softmax, as the engine's accuracy rule asks).
 
 Preview (:mod:`attnviz.model.preview`): when a run recomputes every query row of a large sequence
 and ``request.preview_head`` names a head, that head's display matrices are computed first (its own
-q, k, v, kernel call and display pass) and handed to ``on_preview``, so the heatmap can show the edit
-while the other heads are computed.
+q and k, a kernel call for its lse and the display pass) and handed to ``on_preview``, so the heatmap
+can show the edit while the other heads are computed.
+
+Large display matrices are written into recycled buffers (:mod:`attnviz.model.buffers`): a fresh
+32 MiB array costs more in page faults than the pass that fills it.
 
 Reuse (:mod:`attnviz.model.compute_cache`): an edit recomputes only what it changes. Tokens, X and
 q/k/v are reused unless sources, tokenizer, model or positions change; the scores unless q/k or the
