@@ -59,14 +59,15 @@ def _tile_counts_parallel(dense, block_m, block_n, counts):
 SERIAL_CELLS = 1 << 22
 
 
-def tile_counts(dense: np.ndarray, block_m: int, block_n: int) -> np.ndarray:
-    """Number of allowed cells per tile: (nh, Tq, Tk) bool -> (nh, nQ, nK) int64."""
+def tile_counts(dense: np.ndarray, block_m: int, block_n: int, serial: bool | None = None) -> np.ndarray:
+    """Number of allowed cells per tile: (nh, Tq, Tk) bool -> (nh, nQ, nK) int64. ``serial``: count on
+    the calling thread (True), in parallel (False) or by size (None: at most SERIAL_CELLS cells)."""
     nh, Tq, Tk = dense.shape
     counts = np.zeros((nh, -(-Tq // block_m), -(-Tk // block_n)), dtype=np.int64)  # (nh, nQ, nK)
     if counts.size and Tq and Tk:
         d = np.ascontiguousarray(dense, dtype=np.bool_)
         d = (d if d.flags.writeable else d.copy()).view(np.uint8)  # one compiled type: writable uint8
-        if d.size <= SERIAL_CELLS:
+        if serial or (serial is None and d.size <= SERIAL_CELLS):
             _tile_counts_serial(d, block_m, block_n, counts)
         else:
             with parallel_section():

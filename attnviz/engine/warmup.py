@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.engine.api import KERNELS, attention
+from attnviz.engine.blockmask import tile_counts
 from attnviz.engine.display import display_matrices
 from attnviz.engine.overview import attention_overview
 from attnviz.engine.weights import recompute_weights
@@ -27,6 +28,8 @@ def warmup(dtypes=("float32", "float64")) -> None:
         k = rng.standard_normal((2, 7, 8)).astype(dt)  # (nh, Tk, hs)
         v = rng.standard_normal((2, 7, 4)).astype(dt)  # (nh, Tk, hv)
         mask = np.tri(9, 7, dtype=bool)  # (Tq, Tk) partial and full tiles
+        for serial in (True, False):
+            tile_counts(mask[None], 4, 4, serial=serial)
         for kernel in KERNELS:
             if kernel == "reference":
                 continue

@@ -336,8 +336,7 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
 
     t0 = time.perf_counter()
     check(0.1, "project")
-    if idx is None and on_preview is not None and preview.wanted(state, request.preview_head, Tq, Tk, dense,
-                                                                 EXACT_CELLS):
+    if idx is None and on_preview is not None and preview.wanted(state, request.preview_head, Tq, Tk, dense):
         h = request.preview_head
         p = cache.projections.peek(pkey)
         if p is None:  # only this head's q and k, from W_q and W_k alone
@@ -345,7 +344,8 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
                                        *query_key_weights(_base_model(state)), h)  # (1, Tq, hs), (1, Tk, hs)
         else:
             q_h, k_h = (a[h:h + 1] for a in apply_overrides(model, p.q, p.k))  # (1, Tq, hs), (1, Tk, hs)
-        on_preview(preview.head_preview(request.request_id, state, qseq, kseq, q_h, k_h, cm, h, started))
+        on_preview(preview.head_preview(request.request_id, state, qseq, kseq, q_h, k_h, cm, h, started,
+                                        EXACT_CELLS))
         timings["preview"] = time.perf_counter() - t0
         check(0.12, "project")
         t0 = time.perf_counter()

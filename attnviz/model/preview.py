@@ -14,9 +14,9 @@ q and k, and float32 scores and weights from the same fused display pass
 (:func:`attnviz.engine.display_matrices`) at the same tile size. Its lse comes from the float32 kernel
 (half the time of the float64 one); the display pass divides every row by its sum, which cancels any
 error of lse common to the row, so the preview's weights agree with the response's to float32
-rounding and its scores are identical. Previews are made only where the full response's matrices are
-float32 display matrices too (more than ``EXACT_CELLS`` cells per head), so a picture never changes
-precision when the full response replaces it.
+rounding and its scores are identical. Where the response's matrices are float64 (at most
+``EXACT_CELLS`` cells per head), so are the preview's: the float64 kernel's own weights and the
+float64 scores, the same numbers.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from attnviz.model.score_rules import dot_scale
 from attnviz.model.segments import Segment
 from attnviz.model.state import ModelConfig, SessionState
 
-#: a preview is made when the whole run covers at least this many (head, query, key) cells: below it
-#: (T = 256 at 8 heads) the full run is about as quick as a preview would be
-PREVIEW_CELLS = 1 << 21
+#: a preview is made when the whole run covers at least this many (head, query, key) cells (T = 256
+#: at 8 heads): below it the full run is about as quick as a preview would be
+PREVIEW_CELLS = 1 << 19
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,8 +48,8 @@ class HeadPreview:
     request_id: int  # the request this is a first part of
     head: int  # which head
     nh: int  # number of heads of the full response
-    scores: np.ndarray  # (Tq, Tk) float32 scaled scores before the mask
-    weights: np.ndarray  # (Tq, Tk) float32; masked cells and fully masked rows 0
+    scores: np.ndarray  # (Tq, Tk) scaled scores before the mask, in the response's display dtype
+    weights: np.ndarray  # (Tq, Tk) the same dtype; masked cells and fully masked rows 0
     mask: np.ndarray  # (Tq, Tk) bool, True = may attend
     query_labels: tuple[str, ...]
     key_labels: tuple[str, ...]
@@ -67,12 +67,12 @@ class HeadPreview:
         return len(self.key_labels)
 
 
-def wanted(state: SessionState, head, Tq: int, Tk: int, dense: bool, exact_cells: int) -> bool:
+def wanted(state: SessionState, head, Tq: int, Tk: int, dense: bool) -> bool:
     """True when a preview of ``head`` is worth computing for a full run of this state."""
     nh = state.model.nh
     if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < nh or nh < 2:
         return False
-    if not dense or Tq * Tk <= exact_cells or nh * Tq * Tk < PREVIEW_CELLS:
+    if not dense or nh * Tq * Tk < PREVIEW_CELLS:
         return False
     return state.score_rule.engine and state.positional.kind != "alibi"
 
@@ -98,20 +98,27 @@ def head_qk(model: ModelConfig, positional, Xq: np.ndarray, Xk: np.ndarray, W_q:
 
 
 def head_preview(request_id: int, state: SessionState, qseq, kseq, q_h, k_h, cm: CompiledMask, h: int,
-                 started: float) -> HeadPreview:
+                 started: float, exact_cells: int) -> HeadPreview:
     """The preview of head ``h`` from its q_h (1, Tq, hs), k_h (1, Tk, hs) and the compiled mask;
-    ``started`` is the run's perf_counter start."""
+    ``started`` is the run's perf_counter start; matrices of at most ``exact_cells`` cells are float64,
+    as the response's are."""
     kc = state.kernel
     scale = dot_scale(state.score_rule.name, q_h.shape[2])
     bm = cm.block_mask.heads(h, h + 1)
     Tq, Tk = q_h.shape[1], k_h.shape[1]
-    q32, k32 = q_h.astype(np.float32), k_h.astype(np.float32)  # (1, Tq, hs), (1, Tk, hs)
-    v_1 = np.zeros((1, Tk, 1), dtype=np.float32)  # (1, Tk, 1): lse does not depend on v
-    res = attention(q32, k32, v_1, bm, scale=scale, kernel=kc.name, block_m=kc.block_m, block_n=kc.block_n)
-    weights = buffers.take((1, Tq, Tk), np.float32)  # (1, Tq, Tk)
-    scores = buffers.take((1, Tq, Tk), np.float32)  # (1, Tq, Tk)
-    masked = not bool(np.all(bm.tile_state == FULL))
-    display_matrices(q32, k32, res.lse, bm if masked else None, weights=weights, scores=scores, scale=scale)
+    kw = dict(scale=scale, kernel=kc.name, block_m=kc.block_m, block_n=kc.block_n)
+    if Tq * Tk <= exact_cells:  # the kernel's own float64 weights and the float64 scores, as the response
+        res = attention(q_h, k_h, np.zeros((1, Tk, 1)), bm, return_weights=True, **kw)  # lse does not need v
+        weights = res.weights  # (1, Tq, Tk)
+        scores = np.matmul(q_h, k_h.transpose(0, 2, 1))  # (1, Tq, Tk)
+        scores *= scale
+    else:
+        q32, k32 = q_h.astype(np.float32), k_h.astype(np.float32)  # (1, Tq, hs), (1, Tk, hs)
+        res = attention(q32, k32, np.zeros((1, Tk, 1), dtype=np.float32), bm, **kw)  # lse does not need v
+        weights = buffers.take((1, Tq, Tk), np.float32)  # (1, Tq, Tk)
+        scores = buffers.take((1, Tq, Tk), np.float32)  # (1, Tq, Tk)
+        masked = not bool(np.all(bm.tile_state == FULL))
+        display_matrices(q32, k32, res.lse, bm if masked else None, weights=weights, scores=scores, scale=scale)
     mask = cm.mask if cm.mask.ndim == 2 else cm.mask[h]  # (Tq, Tk)
     for a in (weights, scores):
         a.setflags(write=False)

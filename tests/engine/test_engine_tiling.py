@@ -64,14 +64,11 @@ def test_tile_states_from_fine_counts_equal_a_direct_classification():
         assert fine.shape[1:] == (-(-shape[1] // FINEST[0]), -(-shape[2] // FINEST[1]))
 
 
-def test_parallel_tile_counts_equal_the_serial_ones(monkeypatch):
-    from attnviz.engine import blockmask
-
+def test_parallel_tile_counts_equal_the_serial_ones():
     rng = np.random.default_rng(4)
     m = rng.random((2, 700, 900)) < 0.5
-    serial = tile_counts(m, 64, 128)
-    monkeypatch.setattr(blockmask, "SERIAL_CELLS", 0)
-    parallel = tile_counts(m, 64, 128)
+    serial = tile_counts(m, 64, 128, serial=True)
+    parallel = tile_counts(m, 64, 128, serial=False)
     np.testing.assert_array_equal(serial, parallel)
     # and both equal a numpy count
     pad = np.zeros((2, 704, 1024), bool)

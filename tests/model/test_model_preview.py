@@ -47,9 +47,12 @@ def run_with_preview(st, head=3, rid=1, **kw):
 def assert_matches(p, resp):
     h = p.head
     assert p.request_id == resp.request_id and p.nh == resp.weights.shape[0]
-    assert p.weights.dtype == np.float32 and p.weights.shape == (resp.Tq, resp.Tk)
+    assert p.weights.dtype == resp.weights.dtype and p.weights.shape == (resp.Tq, resp.Tk)
     np.testing.assert_array_equal(p.scores, resp.scores[h])  # the same display pass
-    np.testing.assert_allclose(p.weights, resp.weights[h], rtol=2e-6, atol=1e-8)  # float32 lse, row-normalised
+    if p.weights.dtype == np.float64:  # the float64 kernel's own weights: the same numbers
+        np.testing.assert_array_equal(p.weights, resp.weights[h])
+    else:  # float32 lse, each row divided by its sum
+        np.testing.assert_allclose(p.weights, resp.weights[h], rtol=2e-6, atol=1e-8)
     np.testing.assert_array_equal(p.mask, resp.mask if resp.mask.ndim == 2 else resp.mask[h])
     assert p.query_labels == resp.query_labels and p.key_segments == resp.key_segments
     sums = p.weights.sum(axis=1, dtype=np.float64)
@@ -57,6 +60,14 @@ def assert_matches(p, resp):
     np.testing.assert_allclose(sums[allowed], 1.0, rtol=1e-5)
     assert np.all(p.weights[~p.mask] == 0)
     assert not p.weights.flags.writeable and p.seconds > 0
+
+
+def test_a_small_sequence_previews_float64_matrices_identical_to_the_response():
+    st = state(T=256, mask=preset("causal"))
+    assert 256 * 256 <= EXACT_CELLS
+    resp, got = run_with_preview(st, head=1)
+    assert len(got) == 1 and got[0].weights.dtype == np.float64
+    assert_matches(got[0], resp)
 
 
 def test_a_model_edit_previews_the_selected_head_with_the_responses_numbers():
@@ -123,7 +134,7 @@ def test_no_preview_where_the_run_is_quick_or_cannot_give_one():
     assert got == []
     compute_cache.clear()
     for st, head, kw in [
-        (state(T=256), 3, {}),  # small: one run is as quick
+        (state(T=128), 3, {}),  # small: one run is as quick
         (state(), "mean", {}),  # the mean needs every head
         (state(), None, {}),
         (state(), 8, {}),  # no such head
@@ -141,11 +152,12 @@ def test_no_preview_where_the_run_is_quick_or_cannot_give_one():
 
 def test_wanted_follows_its_thresholds():
     st = state()
-    assert wanted(st, 0, T, T, True, EXACT_CELLS)
-    assert not wanted(st, True, T, T, True, EXACT_CELLS)  # a bool is not a head
+    assert wanted(st, 0, T, T, True)
+    assert not wanted(st, True, T, T, True)  # a bool is not a head
     small = int(math.isqrt(PREVIEW_CELLS // 8)) - 1
-    assert not wanted(st, 0, small, small, True, EXACT_CELLS)
-    assert not wanted(st, 0, T, T, False, EXACT_CELLS)
+    assert not wanted(st, 0, small, small, True)
+    assert wanted(st, 0, small + 1, small + 1, True)
+    assert not wanted(st, 0, T, T, False)
 
 
 def test_a_preview_does_not_change_the_response():
