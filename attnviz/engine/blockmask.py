@@ -57,6 +57,17 @@ def _tile_counts_parallel(dense, block_m, block_n, counts):
 
 #: masks of at most this many cells are counted on the calling thread (a parallel launch costs more)
 SERIAL_CELLS = 1 << 22
+#: masks of at most this many cells are counted with numpy (no kernel to compile on a first start)
+NUMPY_CELLS = 1 << 16
+
+
+def _tile_counts_numpy(dense: np.ndarray, block_m: int, block_n: int, counts: np.ndarray) -> None:
+    """:func:`_tile_counts_serial` in numpy: pad to whole tiles and sum each."""
+    nh, Tq, Tk = dense.shape
+    _, nQ, nK = counts.shape
+    pad = np.zeros((nh, nQ * block_m, nK * block_n), dtype=np.int64)  # (nh, nQ*bm, nK*bn)
+    pad[:, :Tq, :Tk] = dense
+    counts[:] = pad.reshape(nh, nQ, block_m, nK, block_n).sum(axis=(2, 4))
 
 
 def tile_counts(dense: np.ndarray, block_m: int, block_n: int, serial: bool | None = None) -> np.ndarray:
@@ -66,6 +77,9 @@ def tile_counts(dense: np.ndarray, block_m: int, block_n: int, serial: bool | No
     counts = np.zeros((nh, -(-Tq // block_m), -(-Tk // block_n)), dtype=np.int64)  # (nh, nQ, nK)
     if counts.size and Tq and Tk:
         d = np.ascontiguousarray(dense, dtype=np.bool_)
+        if serial is None and d.size <= NUMPY_CELLS:
+            _tile_counts_numpy(d, block_m, block_n, counts)
+            return counts
         d = (d if d.flags.writeable else d.copy()).view(np.uint8)  # one compiled type: writable uint8
         if serial or (serial is None and d.size <= SERIAL_CELLS):
             _tile_counts_serial(d, block_m, block_n, counts)

@@ -16,9 +16,14 @@ from attnviz.engine.overview import attention_overview
 from attnviz.engine.weights import recompute_weights
 
 
-def warmup(dtypes=("float32", "float64")) -> None:
+#: what the compute pipeline calls for a dot-product rule: warmed first, so a first start can switch
+#: from the numpy path to the engine before the rest (the naive kernel, overviews) is compiled
+CORE = dict(kernels=("flash",), overview=False)
+
+
+def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: bool = True) -> None:
     """Run every kernel once per dtype on tiny inputs, with and without a mask, with weights, display
-    matrices and overviews."""
+    matrices and (``overview``) overviews; ``kernels``: the attention kernels to run ("naive", "flash")."""
     rng = np.random.default_rng(0)
     for name in dtypes:
         dt = np.dtype(name)
@@ -31,7 +36,7 @@ def warmup(dtypes=("float32", "float64")) -> None:
         for serial in (True, False):
             tile_counts(mask[None], 4, 4, serial=serial)
         for kernel in KERNELS:
-            if kernel == "reference":
+            if kernel == "reference" or kernel not in kernels:
                 continue
             for m in (None, mask):
                 res = attention(q, k, v, m, kernel=kernel, block_m=4, block_n=4, return_weights=True)
@@ -43,6 +48,8 @@ def warmup(dtypes=("float32", "float64")) -> None:
                     display_matrices(q, k, res.lse, m, weights=w32, scores=s32, block_m=4, block_n=4, serial=serial)
                     display_matrices(q, k, res.lse, m, weights=w32, given_scores=s32, block_m=4, block_n=4,
                                      serial=serial)
+        if not overview:
+            continue
         res = attention(q, k, v, mask, kernel="flash", block_m=4, block_n=4)
         for reduce in ("max", "mean"):
             attention_overview(q[0], k[0], res.lse[0], mask, out_shape=(3, 2), reduce=reduce)

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from attnviz.engine import attention, display_matrices, recompute_weights
+from attnviz.engine import jitcache
 from attnviz.engine.blockmask import FULL, BlockMask
 from attnviz.model import buffers
 from attnviz.model import compute_cache as cache
@@ -79,6 +80,7 @@ from attnviz.sources.errors import SourceError
 DENSE_LIMIT = 2048
 
 WANTS = ("full", "summary")
+ENGINE_MODES = ("always", "when-compiled")
 
 #: score cells per engine call: heads are grouped up to this many Tq*Tk cells, so a long run can be
 #: cancelled between groups while short ones keep every head in one parallel kernel call
@@ -112,6 +114,9 @@ class ComputeRequest:
     rows: tuple[int, ...] = ()  # query rows whose weights are returned in row_weights at any size
     dense_limit: int = DENSE_LIMIT  # largest Tq / Tk for which full matrices are returned
     max_tokens: int = MAX_TOKENS  # largest sequence accepted (a clear error beyond)
+    engine: str = "always"  # "always": dot-product rules on the engine kernels; "when-compiled": on the
+    #                         float64 numpy path until a warm-up has compiled the kernels
+    #                         (attnviz.engine.jitcache.is_warm), so a first start shows results at once
     preview_head: int | None = None  # the head a person is looking at: when every row of a large
     #                                  sequence is recomputed, this head alone is computed first and
     #                                  handed to run()'s on_preview (attnviz.model.preview)
@@ -119,6 +124,8 @@ class ComputeRequest:
     def __post_init__(self):
         if self.want not in WANTS:
             raise ValueError(f"want must be one of {WANTS}, got {self.want!r}")
+        if self.engine not in ENGINE_MODES:
+            raise ValueError(f"engine must be one of {ENGINE_MODES}, got {self.engine!r}")
         object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
 
 
@@ -316,11 +323,12 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
     kc = state.kernel
     rule = state.score_rule
     alibi = state.positional.kind == "alibi"
-    on_engine = rule.engine and not alibi
+    compiling = rule.engine and not alibi and request.engine == "when-compiled" and not jitcache.is_warm()
+    on_engine = rule.engine and not alibi and not compiling
     dense = request.want == "full" and Tq <= request.dense_limit and Tk <= request.dense_limit
     disp = np.float64 if Tq * Tk <= EXACT_CELLS else np.float32  # display dtype of scores and weights
     pkey = _projection_key(state, request.max_tokens)
-    rkey = (pkey, model.qk_overrides, rule, kc, dense)  # all a result depends on but the mask
+    rkey = (pkey, model.qk_overrides, rule, kc, dense, on_engine)  # all a result depends on but the mask
     prev = cache.results.peek(rkey)
     cm, changed = _compiled_mask(state, qseq, kseq, prev)
     mask, bm, fully = cm.mask, cm.block_mask, cm.fully
@@ -336,7 +344,8 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
 
     t0 = time.perf_counter()
     check(0.1, "project")
-    if idx is None and on_preview is not None and preview.wanted(state, request.preview_head, Tq, Tk, dense):
+    if idx is None and on_preview is not None and on_engine and preview.wanted(state, request.preview_head, Tq, Tk,
+                                                                                dense):
         h = request.preview_head
         p = cache.projections.peek(pkey)
         if p is None:  # only this head's q and k, from W_q and W_k alone
@@ -369,6 +378,9 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
         messages.append("ALiBi bias added to the scores of the " + rule.name + " rule")
     if not rule.engine:
         messages.append(f"the {rule.name} score rule runs on the float64 numpy path, not on an engine kernel")
+    if compiling:
+        messages.append("the engine's kernels are being compiled (the first start after installing): this result "
+                        "comes from the float64 numpy path; the engine takes over when they are ready")
     path = f"engine:{kc.name}" if on_engine else "numpy"
 
     t0 = time.perf_counter()

@@ -42,7 +42,7 @@ import threading
 import time
 import traceback
 
-from PySide6.QtCore import QCoreApplication, QEvent, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
 DEFAULT_DEMO = "river-bank"
@@ -166,7 +166,14 @@ def _distinct_colours(widget, limit: int = 64) -> int:
 
 def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup | None) -> None:
     """After the window's first paint: the first computation; after its result: the kernel warm-up
-    (none for a check that exits after the first result)."""
+    (none for the smoke test, which exits after the first result).
+
+    A first start (no complete warm-up recorded in the kernel cache, ``ctx.engine_mode`` "when-compiled")
+    gets its first result from the float64 numpy path at once; the same state is then computed again
+    on the engine, which compiles what it needs on the worker (seconds), and the warm-up of every
+    other kernel follows that result."""
+    from attnviz.ui.response_views import engine_scale
+
     state = {"computed": False, "warm": False}
 
     def first_compute():
@@ -188,10 +195,17 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
         clock.modules_at_show[:] = sorted(sys.modules)
         clock.threads_at_show[:] = sorted(t.name for t in threading.enumerate())
         first_compute()
-        QTimer.singleShot(WARMUP_FALLBACK_MS, warm)
+        QTimer.singleShot(WARMUP_FALLBACK_MS, lambda: warm() if ctx.response is None else None)
 
-    def on_response(_resp):
+    def on_response(resp):
         clock.mark("response")
+        if resp.ok and resp.path.startswith("engine:"):
+            clock.mark("engine")
+        stand_in = resp.ok and not resp.path.startswith("engine:") and engine_scale(ctx.session.state) is not None
+        if stand_in and ctx.engine_mode == "when-compiled":
+            ctx.engine_mode = "always"  # from now on the engine, compiling on first use
+            ctx.recompute(now=True)
+            return
         QTimer.singleShot(0, warm)
 
     window.first_painted.connect(on_painted)
@@ -201,18 +215,23 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
 
 def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> None:
     """--smoke-test / --startup-report: exit 0 once the first result is computed (and, for the report,
-    drawn in the heatmap), 1 when it fails or takes longer than SMOKE_TIMEOUT_S."""
+    drawn in the heatmap), 1 when it fails or takes longer than SMOKE_TIMEOUT_S.
+
+    The report marks ``heatmap`` when the first result is drawn and ``engine_heatmap`` when the first
+    result of the engine is (later on a first start, whose first result comes from the numpy path
+    while the kernels compile), and exits after the latter."""
     heatmap = window.panels.get("heatmap")
     rendered = getattr(heatmap, "rendered", None)
 
     done = []
+    first_path: list[str] = []  # the path of the first result drawn
 
     def finish(resp):
         if done:
             return
         done.append(resp)
         if report:
-            extra = {"T": resp.Tq, "path": resp.path,
+            extra = {"T": resp.Tq, "path": resp.path, "first_path": first_path[0] if first_path else resp.path,
                      "heatmap_colours": _distinct_colours(heatmap) if heatmap is not None else 0}
             print(json.dumps(clock.report(**extra)), flush=True)
         else:
@@ -221,7 +240,14 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
 
     def on_drawn():
         clock.mark("heatmap")
-        finish(ctx.response)
+        from attnviz.ui.response_views import engine_scale
+
+        resp = ctx.response
+        if not first_path:
+            first_path.append(resp.path)
+        if resp.path.startswith("engine:") or engine_scale(ctx.session.state) is None:  # None: never the engine
+            clock.mark("engine_heatmap")
+            finish(resp)
 
     def on_response(resp):
         if not resp.ok:
@@ -244,13 +270,17 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
     QTimer.singleShot(int(SMOKE_TIMEOUT_S * 1000), on_timeout)
 
 
-class KernelWarmup:
+class KernelWarmup(QObject):
     """Compiles (or loads from the cache) every engine kernel on a background thread, one dtype at a
-    time, so that :meth:`stop` at exit waits for at most one dtype's kernels."""
+    time, so that :meth:`stop` at exit waits for at most one dtype's kernels. When every dtype is done
+    the cache is marked warm (:func:`attnviz.engine.jitcache.mark_warm`) and ``finished`` is emitted
+    on the GUI thread."""
 
     DTYPES = ("float32", "float64")
+    finished = Signal()  # every kernel is compiled and cached
 
-    def __init__(self):
+    def __init__(self, parent=None):
+        super().__init__(parent)
         self._stop = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -261,14 +291,17 @@ class KernelWarmup:
 
     def _work(self) -> None:
         try:
+            from attnviz.engine import jitcache
             from attnviz.engine.warmup import warmup
 
             for dtype in self.DTYPES:
                 if self._stop.is_set():
                     return
                 warmup(dtypes=(dtype,))
+            jitcache.mark_warm()
         except Exception:  # noqa: BLE001 - a failed warm-up only means kernels compile on first use
-            pass
+            return
+        self.finished.emit()
 
     def stop(self, timeout: float = WARMUP_EXIT_WAIT_S) -> bool:
         """Stop after the current dtype and wait for it; True when the thread has ended (or never ran)."""
@@ -422,7 +455,10 @@ def main(argv: list[str] | None = None) -> int:
     reporter.install()
     if args.file:
         open_file_argument(window, args.file)
-    warmup = None if checking else KernelWarmup()
+    # until the kernels are compiled (a first start), results come from the numpy path at once; the
+    # smoke test checks the engine itself
+    ctx.engine_mode = "always" if args.smoke_test else "when-compiled"
+    warmup = None if args.smoke_test else KernelWarmup()
     _schedule_first_work(window, ctx, clock, warmup)
     window.show()
     result = {"code": 0}

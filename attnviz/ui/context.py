@@ -42,6 +42,9 @@ class AppContext(QObject):
         self.compute.previewed.connect(self.preview_changed)
         self.response = None
         self.request_rows: tuple[int, ...] = ()
+        # "when-compiled": dot-product rules run on the float64 numpy path until the engine's kernels are
+        # compiled (the application's first start); "always": on the engine (compiling on first use)
+        self.engine_mode = "always"
         # everything but the view changes what is computed; selecting a head or token does not
         for name in FIELDS:
             if name != "view":
@@ -75,7 +78,7 @@ class AppContext(QObject):
         rows = tuple(r for r in (getattr(view, "query", None),) if isinstance(r, int) and r >= 0)
         head = view.head if isinstance(view.head, int) and view.matrix in ("weights", "scores") else None
         submit = self.compute.submit_now if now else self.compute.submit
-        return submit(self.session.state, rows=rows, preview_head=head)
+        return submit(self.session.state, rows=rows, preview_head=head, engine=self.engine_mode)
 
     def _on_state_changed(self, *_):
         self.recompute()

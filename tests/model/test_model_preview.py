@@ -271,3 +271,27 @@ def test_position_added_rows_are_cached_per_sequence():
     X2 = sequence.with_positions(st2, seq)
     np.testing.assert_array_equal(X2, seq.embeddings)
     assert not np.array_equal(X1, X2)
+
+
+# ------------------------------------------------------------------------------------------------
+# a first start: the numpy path stands in while the kernels compile
+
+
+def test_when_compiled_uses_the_numpy_path_until_the_kernels_are_warm(monkeypatch):
+    from attnviz.engine import jitcache
+
+    st = state(T=64, mask=preset("causal"))
+    monkeypatch.setattr(jitcache, "is_warm", lambda: False)
+    cold = run(ComputeRequest(1, st, engine="when-compiled", preview_head=0), on_preview=lambda p: None)
+    assert cold.ok and cold.path == "numpy"
+    assert any("being compiled" in m for m in cold.messages)
+    always = run(ComputeRequest(2, st))
+    assert always.path == "engine:flash"  # not the cached numpy result
+    for name in ("output", "lse", "weights", "combined"):
+        np.testing.assert_allclose(getattr(cold, name), getattr(always, name), rtol=1e-12, atol=1e-14,
+                                   err_msg=name)
+    monkeypatch.setattr(jitcache, "is_warm", lambda: True)
+    warm = run(ComputeRequest(3, st, engine="when-compiled"))
+    assert warm.path == "engine:flash" and not any("being compiled" in m for m in warm.messages)
+    with pytest.raises(ValueError, match="engine must be one of"):
+        ComputeRequest(4, st, engine="sometimes")

@@ -156,3 +156,28 @@ def test_the_warmup_stops_between_dtypes_and_exit_waits_for_it(monkeypatch):
     release.set()
     assert warm.stop()
     assert calls == [("float32",)]  # the second dtype was never started
+
+
+@pytest.mark.slow
+def test_a_first_start_shows_the_numpy_result_then_the_engines(tmp_path):
+    """No complete warm-up recorded in the kernel cache: the first heatmap comes from the float64 numpy
+    path while the engine compiles, then the engine's result replaces it."""
+    got = _startup_report(tmp_path, XDG_CACHE_HOME=str(tmp_path / "cold"))
+    t = got["since_start"]
+    assert got["first_path"] == "numpy" and got["path"] == "engine:flash"
+    assert t["heatmap"] <= t["response"] + 1 and t["heatmap"] < t["engine"] <= t["engine_heatmap"]
+    assert got["heatmap_colours"] >= 8
+
+
+@pytest.mark.slow
+def test_a_start_after_a_complete_warm_up_goes_to_the_engine_at_once(tmp_path):
+    cache = tmp_path / "warm"
+    probe = "from attnviz.engine import jitcache; print(jitcache.warm_marker())"
+    where = subprocess.run([sys.executable, "-c", probe], env=_env(tmp_path, XDG_CACHE_HOME=str(cache)),
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert where.returncode == 0, where.stderr
+    marker = Path(where.stdout.strip())
+    assert marker.is_relative_to(cache)
+    marker.touch()  # as KernelWarmup does when every kernel is compiled
+    got = _startup_report(tmp_path, XDG_CACHE_HOME=str(cache))
+    assert got["first_path"] == got["path"] == "engine:flash"  # the first result drawn came from the engine

@@ -1,0 +1,43 @@
+"""The kernel cache's warm marker: a first start is told apart from one whose kernels are all cached."""
+
+from __future__ import annotations
+
+from attnviz.engine import jitcache
+
+
+def test_the_marker_lives_in_the_cache_dir_and_records_a_complete_warm_up(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setitem(jitcache._warm, "known", False)
+    marker = jitcache.warm_marker()
+    assert marker.parent == tmp_path and marker.name.startswith("attnviz-warm-")
+    assert jitcache.warm_marker() == marker  # the same installation: the same fingerprint
+    assert not jitcache.is_warm()
+    jitcache.mark_warm()
+    assert marker.exists() and jitcache.is_warm()
+    # a new process (nothing known yet) reads the marker
+    monkeypatch.setitem(jitcache._warm, "known", False)
+    assert jitcache.is_warm()
+
+
+def test_an_unwritable_cache_is_not_an_error(tmp_path, monkeypatch):
+    ro = tmp_path / "missing" / "deeper"  # does not exist: touch fails
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(ro))
+    monkeypatch.setitem(jitcache._warm, "known", False)
+    jitcache.mark_warm()
+    assert jitcache.is_warm()  # known in this process
+    monkeypatch.setitem(jitcache._warm, "known", False)
+    assert not jitcache.is_warm()  # but not recorded
+
+
+def test_the_fingerprint_follows_the_engine_sources(monkeypatch):
+    a = jitcache._fingerprint()
+    real_stat = type(jitcache.Path(__file__)).stat
+
+    def later(self, *args, **kwargs):
+        st = real_stat(self, *args, **kwargs)
+        if self.name == "flash.py":
+            return type("St", (), {"st_size": st.st_size, "st_mtime_ns": st.st_mtime_ns + 1})()
+        return st
+
+    monkeypatch.setattr(type(jitcache.Path(__file__)), "stat", later)
+    assert jitcache._fingerprint() != a
