@@ -16,11 +16,6 @@ from attnviz.engine.overview import attention_overview
 from attnviz.engine.weights import recompute_weights
 
 
-#: what the compute pipeline calls for a dot-product rule: warmed first, so a first start can switch
-#: from the numpy path to the engine before the rest (the naive kernel, overviews) is compiled
-CORE = dict(kernels=("flash",), overview=False)
-
-
 def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: bool = True) -> None:
     """Run every kernel once per dtype on tiny inputs, with and without a mask, with weights, display
     matrices and (``overview``) overviews; ``kernels``: the attention kernels to run ("naive", "flash")."""

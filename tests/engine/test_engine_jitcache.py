@@ -41,3 +41,23 @@ def test_the_fingerprint_follows_the_engine_sources(monkeypatch):
 
     monkeypatch.setattr(type(jitcache.Path(__file__)), "stat", later)
     assert jitcache._fingerprint() != a
+
+
+def test_warmup_runs_only_the_kernels_asked_for(monkeypatch):
+    from attnviz.engine import warmup as warmup_module
+
+    seen = []
+    real = warmup_module.attention
+
+    def spy(*a, **k):
+        seen.append(k.get("kernel"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(warmup_module, "attention", spy)
+    overviews = []
+    monkeypatch.setattr(warmup_module, "attention_overview", lambda *a, **k: overviews.append(k["reduce"]))
+    warmup_module.warmup(dtypes=("float64",), kernels=("flash",), overview=False)
+    assert set(seen) == {"flash"} and overviews == []
+    seen.clear()
+    warmup_module.warmup(dtypes=("float64",))
+    assert set(seen) == {"naive", "flash"} and overviews == ["max", "mean"]
