@@ -165,6 +165,7 @@ class ComputeResponse:
     fully_masked: np.ndarray | None = None  # (Tq,) or (nh, Tq) bool: rows with no allowed key
     path: str = ""  # what ran: "engine:flash", "engine:reference", "numpy" ...
     timings: dict = field(default_factory=dict)  # stage -> seconds
+    stand_in: bool = False  # the numpy path stood in for the engine while its kernels compile (engine="when-compiled")
     recomputed_rows: int = 0  # query rows whose attention this run computed: Tq (all), fewer after a
     #                           mask edit (only the changed rows), 0 when everything was reused
 
@@ -428,7 +429,7 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
         X=proj.Xq, X_k=proj.Xk, q=q, k=k, v=v, projections=W, scores=scores, weights=weights,
         row_weights={r: roww[:, i] for i, r in enumerate(rows)}, output=out, lse=lse, combined=combined,
         mask=mask, block_mask=bm, tile_counts=bm.counts(), sparsity=bm.sparsity(), fully_masked=fully,
-        path=path, timings=timings, recomputed_rows=Tq if idx is None else int(idx.size))
+        path=path, timings=timings, stand_in=compiling, recomputed_rows=Tq if idx is None else int(idx.size))
 
 
 def _copy(a: np.ndarray) -> np.ndarray:

@@ -172,8 +172,6 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
     gets its first result from the float64 numpy path at once; the same state is then computed again
     on the engine, which compiles what it needs on the worker (seconds), and the warm-up of every
     other kernel follows that result."""
-    from attnviz.ui.response_views import engine_scale
-
     state = {"computed": False, "warm": False}
 
     def first_compute():
@@ -201,8 +199,7 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
         clock.mark("response")
         if resp.ok and resp.path.startswith("engine:"):
             clock.mark("engine")
-        stand_in = resp.ok and not resp.path.startswith("engine:") and engine_scale(ctx.session.state) is not None
-        if stand_in and ctx.engine_mode == "when-compiled":
+        if resp.ok and resp.stand_in and ctx.engine_mode == "when-compiled":
             ctx.engine_mode = "always"  # from now on the engine, compiling on first use
             ctx.recompute(now=True)
             return
@@ -240,12 +237,10 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
 
     def on_drawn():
         clock.mark("heatmap")
-        from attnviz.ui.response_views import engine_scale
-
         resp = ctx.response
         if not first_path:
             first_path.append(resp.path)
-        if resp.path.startswith("engine:") or engine_scale(ctx.session.state) is None:  # None: never the engine
+        if not resp.stand_in:  # the engine's result, or a rule the engine does not run
             clock.mark("engine_heatmap")
             finish(resp)
 

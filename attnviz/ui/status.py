@@ -82,7 +82,11 @@ class StatusBar(QStatusBar):
         if not resp.ok:
             return
         path = resp.path.replace("engine:", "")
-        self.kernel_label.setText(f"kernel: {path}")
+        stand_in = getattr(resp, "stand_in", False)
+        self.kernel_label.setText(f"kernel: {path}" + (" · engine compiling…" if stand_in else ""))
+        self.kernel_label.setToolTip("the float64 numpy path stands in while the engine's kernels compile (a first "
+                                     "start); the engine's result follows" if stand_in else
+                                     "engine kernel or numpy path that computed the heatmaps")
         self.tokens_label.setText(f"T = {resp.Tq:,}" if not resp.cross else f"Tq = {resp.Tq:,} · Tk = {resp.Tk:,}")
         self.heads_label.setText(f"heads: {0 if resp.q is None else resp.q.shape[0]}")
         ms = 1000.0 * self.ctx.compute.last_seconds

@@ -337,3 +337,15 @@ def test_status_bar_shows_the_computation(make_window, demo):
         assert w.status.tokens_label.text() == "T = 197"
     assert w.status.time_label.text().endswith("ms")
     assert not w.status.masked_label.isVisible()
+
+
+def test_the_status_bar_says_when_the_numpy_path_stands_in_for_the_engine(make_window, qtbot):
+    import dataclasses
+
+    w = make_window("river-bank")
+    resp = w.ctx.response
+    w.status._on_response(dataclasses.replace(resp, path="numpy", stand_in=True))
+    assert w.status.kernel_label.text() == "kernel: numpy · engine compiling…"
+    assert "stands in" in w.status.kernel_label.toolTip()
+    w.status._on_response(resp)
+    assert w.status.kernel_label.text() == "kernel: flash"
