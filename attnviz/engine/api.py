@@ -10,6 +10,7 @@ from attnviz.engine.naive import naive_kernel
 from attnviz.engine.reference import reference_attention
 from attnviz.engine.result import AttentionResult
 from attnviz.engine.runtime import parallel_section
+from attnviz.engine.tiled_mask import TiledMask
 from attnviz.engine.tiling import FINEST, choose_blocks, fine_counts, tile_state_from_fine
 from attnviz.engine.validate import (check_score_range, prepare_block, prepare_mask, prepare_qkv,
                                      prepare_scale)
@@ -27,13 +28,36 @@ def _tile_state(dense, block: BlockMask | None, Tq: int, Tk: int, bm: int, bn: i
     return classify(dense, bm, bn)
 
 
+def _tiled_attention(q3, k3, v3, tm: TiledMask, s: float, kernel: str, bm, bn, return_weights: bool,
+                     squeeze: bool) -> AttentionResult:
+    """:func:`attention` with a TiledMask: the flash kernel at the mask's own tile size."""
+    nh, Tq, _ = q3.shape
+    Tk = k3.shape[1]
+    if kernel != "flash":
+        raise ValueError(f"a TiledMask runs on the flash kernel; the {kernel} kernel needs the dense mask "
+                         "(TiledMask.to_dense())")
+    if (tm.Tq, tm.Tk) != (Tq, Tk) or tm.n_heads not in (1, nh):
+        raise ValueError(f"the TiledMask is for {tm.n_heads} head(s) x {tm.Tq} x {tm.Tk}, the inputs are "
+                         f"{nh} x {Tq} x {Tk}")
+    if (bm or tm.block_m, bn or tm.block_n) != (tm.block_m, tm.block_n):
+        raise ValueError(f"a TiledMask of {tm.block_m} x {tm.block_n} tiles runs at that tile size, "
+                         f"not {bm} x {bn}")
+    qs, sf = (-q3, -s) if s < 0 else (q3, s)  # the kernel needs scale >= 0: negate q instead (exact)
+    out, lse = flash_attention(qs, k3, v3, None, None, sf, tm.block_m, tm.block_n, tiled=tm)
+    weights = recompute_weights(q3, k3, lse, tm, scale=s) if return_weights else None
+    if squeeze:
+        return AttentionResult(out[0], lse[0], None if weights is None else weights[0])
+    return AttentionResult(out, lse, weights)
+
+
 def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, block_n=None,
               return_weights=False) -> AttentionResult:
     """softmax(q k^T * scale, masked) v per head.
 
     q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv); 2-D arrays mean one head and give 2-D results.
-    ``mask``: None, a bool (Tq, Tk) / (nh, Tq, Tk) array (True = query may attend to key) or a
-    BlockMask. ``scale`` defaults to 1/sqrt(hs). ``kernel``: "reference", "naive" or "flash".
+    ``mask``: None, a bool (Tq, Tk) / (nh, Tq, Tk) array (True = query may attend to key), a
+    BlockMask, or a TiledMask (flash only, at its tile size; for masks too large to hold densely).
+    ``scale`` defaults to 1/sqrt(hs). ``kernel``: "reference", "naive" or "flash".
     ``block_m``/``block_n``: flash tile size; None uses the BlockMask's tiles, else the measured choice
     for this shape and mask (:func:`attnviz.engine.tiling.choose_blocks`).
     Returns out (nh, Tq, hv), lse (nh, Tq) and, with ``return_weights``, weights (nh, Tq, Tk), in
@@ -46,9 +70,11 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
     Tk = k3.shape[1]
     s = prepare_scale(scale, hs)
     check_score_range(q3, k3, s)
-    dense, block = prepare_mask(mask, nh, Tq, Tk)
     bm = prepare_block("block_m", block_m)
     bn = prepare_block("block_n", block_n)
+    if isinstance(mask, TiledMask):
+        return _tiled_attention(q3, k3, v3, mask, s, kernel, bm, bn, return_weights, squeeze)
+    dense, block = prepare_mask(mask, nh, Tq, Tk)
     weights = None
 
     if kernel == "reference":

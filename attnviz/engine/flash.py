@@ -62,8 +62,10 @@ def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o):
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
-def _flash_query_tile(q, k, v, mask, tile_state, h, qi, c, BLOCK_M, BLOCK_N, s_buf, o_buf, out, lse):
-    """One (head, query tile) work item; s_buf (BLOCK_M*BLOCK_N,) and o_buf (BLOCK_M*hv,) are scratch."""
+def _flash_query_tile(q, k, v, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M, BLOCK_N, s_buf,
+                      o_buf, out, lse):
+    """One (head, query tile) work item; s_buf (BLOCK_M*BLOCK_N,) and o_buf (BLOCK_M*hv,) are scratch.
+    A partial tile's cells come from ``mask`` or, when ``tiled``, from ``blocks[block_index[...]]``."""
     _, Tq, hs = q.shape
     Tk = k.shape[1]
     hv = v.shape[2]
@@ -87,7 +89,9 @@ def _flash_query_tile(q, k, v, mask, tile_state, h, qi, c, BLOCK_M, BLOCK_N, s_b
         S = s_buf[: bm * bn].reshape((bm, bn))  # (bm, bn) score tile
         np.dot(q_tile, k[h, j0:j1].T, out=S)
         partial = state == PARTIAL
-        if partial:
+        if partial and tiled:
+            _softmax_tile_rows(S, blocks[block_index[ht, qi, kj], 0:bm, 0:bn], True, c, m_i, l_i, acc_o)
+        elif partial:
             _softmax_tile_rows(S, mask[hm, i0:i1, j0:j1], True, c, m_i, l_i, acc_o)
         else:
             _softmax_tile_rows(S, mask[0, 0:1, 0:1], False, c, m_i, l_i, acc_o)
@@ -109,12 +113,14 @@ def _flash_query_tile(q, k, v, mask, tile_state, h, qi, c, BLOCK_M, BLOCK_N, s_b
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
-def flash_kernel(q, k, v, mask, tile_state, order, scale, BLOCK_M, BLOCK_N, out, lse):
+def flash_kernel(q, k, v, mask, tile_state, blocks, block_index, tiled, order, scale, BLOCK_M, BLOCK_N, out, lse):
     """Flash attention over all work items.
 
     q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv) C-contiguous, one dtype; mask (nh or 1, Tq, Tk) bool
-    (any small dummy when no tile is PARTIAL); tile_state (nh or 1, nQ, nK) int8; order (nh * nQ,) int64
-    work items h * nQ + qi, most expensive first; out (nh, Tq, hv) and lse (nh, Tq) are written.
+    (any small dummy when no tile is PARTIAL, or when ``tiled``); tile_state (nh or 1, nQ, nK) int8;
+    with ``tiled`` the partial tiles' cells are blocks (P, BLOCK_M, BLOCK_N) bool at block_index
+    (nh or 1, nQ, nK) int32 (a TiledMask); order (nh * nQ,) int64 work items h * nQ + qi, most expensive
+    first; out (nh, Tq, hv) and lse (nh, Tq) are written.
     """
     hv = v.shape[2]
     nQ = tile_state.shape[1]
@@ -125,7 +131,8 @@ def flash_kernel(q, k, v, mask, tile_state, order, scale, BLOCK_M, BLOCK_N, out,
         qi = w - h * nQ
         s_buf = np.empty(BLOCK_M * BLOCK_N, dtype=q.dtype)  # scratch score tile
         o_buf = np.empty(BLOCK_M * hv, dtype=q.dtype)  # scratch output tile
-        _flash_query_tile(q, k, v, mask, tile_state, h, qi, c, BLOCK_M, BLOCK_N, s_buf, o_buf, out, lse)
+        _flash_query_tile(q, k, v, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M, BLOCK_N, s_buf,
+                          o_buf, out, lse)
 
 
 def work_order(tile_state: np.ndarray, nh: int, n_threads: int | None = None) -> np.ndarray:
@@ -151,13 +158,17 @@ def full_tile_state(Tq: int, Tk: int, block_m: int, block_n: int) -> np.ndarray:
 
 
 _NO_MASK = np.ones((1, 1, 1), dtype=np.bool_)  # passed when no tile is partial
+_NO_BLOCKS = np.zeros((1, 1, 1), dtype=np.bool_)  # passed when the mask is not tiled
+_NO_INDEX = np.zeros((1, 1, 1), dtype=np.int32)
 
 
-def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n):
+def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n, tiled=None):
     """Run the flash kernel on validated inputs; returns out (nh, Tq, hv) and lse (nh, Tq).
 
     q, k, v 3-D C-contiguous of one dtype, scale >= 0; dense (nh or 1, Tq, Tk) bool or None;
-    tile_state (nh or 1, nQ, nK) int8 classified for (block_m, block_n).
+    tile_state (nh or 1, nQ, nK) int8 classified for (block_m, block_n); ``tiled``: a
+    :class:`attnviz.engine.tiled_mask.TiledMask` of that tile size instead of ``dense`` (its own
+    tile states are used).
     """
     nh, Tq, _ = q.shape
     hv = v.shape[2]
@@ -165,8 +176,13 @@ def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n):
     lse = np.empty((nh, Tq), dtype=q.dtype)  # (nh, Tq)
     if Tq == 0:
         return out, lse
+    blocks, index = _NO_BLOCKS, _NO_INDEX
+    if tiled is not None:
+        tile_state, index, blocks = tiled.kernel_arrays()
+        dense = None
     mask = _NO_MASK if dense is None or not (tile_state == PARTIAL).any() else dense
     order = work_order(tile_state, nh)  # (nh * nQ,)
     with parallel_section():
-        flash_kernel(q, k, v, mask, tile_state, order, scale, block_m, block_n, out, lse)
+        flash_kernel(q, k, v, mask, tile_state, blocks, index, tiled is not None, order, scale, block_m, block_n,
+                     out, lse)
     return out, lse

@@ -17,10 +17,15 @@ import numpy as np
 from numba import njit, prange
 
 from attnviz.engine.fastexp import FASTMATH, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like, order_key
+from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
 from attnviz.engine.runtime import parallel_section
+from attnviz.engine.tiled_mask import TiledMask
 from attnviz.engine.validate import prepare_block, prepare_mask, prepare_qk_lse
 
 REDUCTIONS = ("max", "mean")
+_NO_STATE = np.zeros((1, 1, 1), dtype=np.int8)  # passed when the mask is not a TiledMask
+_NO_INDEX = np.zeros((1, 1, 1), dtype=np.int32)
+_NO_BLOCKS = np.zeros((1, 1, 1), dtype=np.bool_)
 ROW_BLOCK = 64  # query rows per score tile
 DEFAULT_BLOCK_N = 512  # keys per score tile
 
@@ -40,13 +45,46 @@ def _row_groups(row_edges: np.ndarray, min_rows: int) -> np.ndarray:
     return np.asarray(starts, dtype=np.int64)
 
 
+@njit(nogil=True, cache=True)
+def _tiled_row(tstate, tindex, tblocks, TBM, TBN, ht, i, a, b, out):
+    """Cells a:b of row i of a TiledMask (tile states, block index, blocks of TBM x TBN) into out[:b-a]."""
+    qi = i // TBM
+    r = i - qi * TBM
+    j = a
+    while j < b:
+        kj = j // TBN
+        e = min((kj + 1) * TBN, b)
+        st = tstate[ht, qi, kj]
+        if st == PARTIAL:
+            blk = tblocks[tindex[ht, qi, kj], r]  # (TBN,)
+            for jj in range(j, e):
+                out[jj - a] = blk[jj - kj * TBN]
+        else:
+            val = st == FULL
+            for jj in range(j, e):
+                out[jj - a] = val
+        j = e
+
+
+@njit(nogil=True, cache=True)
+def _tiled_empty(tstate, TBM, TBN, ht, i0, i1, j0, j1) -> bool:
+    """True when every tile of a TiledMask under rows [i0, i1) x cols [j0, j1) is EMPTY."""
+    for qi in range(i0 // TBM, (i1 - 1) // TBM + 1):
+        for kj in range(j0 // TBN, (j1 - 1) // TBN + 1):
+            if tstate[ht, qi, kj] != EMPTY:
+                return False
+    return True
+
+
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
-def _overview_kernel(q, k, lse, mask, use_mask, r0, c0, row_edges, col_edges, groups, scale, use_max,
-                     BLOCK_N, acc):
+def _overview_kernel(q, k, lse, mask, use_mask, tstate, tindex, tblocks, tiled, TBM, TBN, r0, c0, row_edges,
+                     col_edges, groups, scale, use_max, BLOCK_N, acc):
     """q (nh, Tq, hs), k (nh, Tk, hs), lse (nh, Tq); region rows r0 + [0, R), cols c0 + [0, C).
 
     row_edges (H'+1,) and col_edges (W'+1,) are band starts relative to the region; groups (G+1,) are
     pixel-row starts of the work items. acc (nh, H', W') receives the max, or the sum, per pixel.
+    The mask is ``mask`` (nh or 1, Tq, Tk) when ``use_mask``, or with ``tiled`` a TiledMask's tile
+    states, block index and blocks of TBM x TBN (tiles it leaves empty are not computed at all).
     """
     nh = q.shape[0]
     Hp = row_edges.shape[0] - 1
@@ -59,7 +97,9 @@ def _overview_kernel(q, k, lse, mask, use_mask, r0, c0, row_edges, col_edges, gr
         h = t // G
         g = t - h * G
         hm = h if mask.shape[0] > 1 else 0
+        ht = h if tstate.shape[0] > 1 else 0
         s_buf = np.empty(ROW_BLOCK * BLOCK_N, dtype=q.dtype)  # scratch score tile
+        m_buf = np.empty(BLOCK_N, dtype=np.bool_)  # one row of a TiledMask
         pa = groups[g]
         pb = groups[g + 1]
         for py in range(pa, pb):
@@ -75,6 +115,8 @@ def _overview_kernel(q, k, lse, mask, use_mask, r0, c0, row_edges, col_edges, gr
             for j0 in range(0, C, BLOCK_N):
                 j1 = min(j0 + BLOCK_N, C)
                 bn = j1 - j0
+                if tiled and _tiled_empty(tstate, TBM, TBN, ht, r0 + i0, r0 + i1, c0 + j0, c0 + j1):
+                    continue  # every cell masked: adds nothing to a max or a sum
                 S = s_buf[: br * bn].reshape((br, bn))  # (br, bn)
                 np.dot(q_tile, k[h, c0 + j0:c0 + j1].T, out=S)
                 py = pa
@@ -86,7 +128,11 @@ def _overview_kernel(q, k, lse, mask, use_mask, r0, c0, row_edges, col_edges, gr
                     if lse2 == -np.inf:
                         continue  # fully masked row: weights 0
                     srow = S[r]  # (bn,)
-                    if use_mask:
+                    if tiled:
+                        _tiled_row(tstate, tindex, tblocks, TBM, TBN, ht, r0 + i, c0 + j0, c0 + j1, m_buf)
+                        for j in range(bn):
+                            srow[j] = srow[j] * c if m_buf[j] else masked
+                    elif use_mask:
                         mrow = mask[hm, r0 + i, c0 + j0:c0 + j1]  # (bn,)
                         for j in range(bn):
                             srow[j] = srow[j] * c if mrow[j] else masked
@@ -149,7 +195,8 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
     """A (H, W) overview of the weights of rows [r0, r1) x cols [c0, c1), never holding a Tq x Tk matrix.
 
     q (Tq, hs) / k (Tk, hs) / lse (Tq,) for one head, or (nh, ...) for every head (then (nh, H, W)).
-    ``lse`` comes from :func:`attention` with the same mask and scale. ``rows``/``cols`` default to
+    ``lse`` comes from :func:`attention` with the same mask and scale; ``mask`` as for :func:`attention`
+    (a TiledMask's empty tiles are not computed). ``rows``/``cols`` default to
     everything. ``reduce`` "max" or "mean" of the weights each pixel covers (masked cells count as 0).
     Returns float32 for float32 inputs, else float64.
     """
@@ -166,7 +213,11 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
         raise ValueError(f"out_shape must be a pair (H, W) of positive integers, got {out_shape!r}")
     r0, r1 = _check_range("rows", rows, Tq)
     c0, c1 = _check_range("cols", cols, Tk)
-    dense, _ = prepare_mask(mask, nh, Tq, Tk)
+    tm = mask if isinstance(mask, TiledMask) else None
+    if tm is not None and ((tm.Tq, tm.Tk) != (Tq, Tk) or tm.n_heads not in (1, nh)):
+        raise ValueError(f"the TiledMask is for {tm.n_heads} head(s) x {tm.Tq} x {tm.Tk}, the inputs are "
+                         f"{nh} x {Tq} x {Tk}")
+    dense, _ = prepare_mask(None if tm is not None else mask, nh, Tq, Tk)
     bn = prepare_block("block_n", block_n) or DEFAULT_BLOCK_N
     R, C = r1 - r0, c1 - c0
     Hp, Wp = min(H, R), min(W, C)
@@ -175,9 +226,14 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
     groups = _row_groups(row_edges, ROW_BLOCK)  # (G+1,)
     acc = np.empty((nh, Hp, Wp), dtype=q3.dtype)  # (nh, H', W')
     m = np.ones((1, 1, 1), dtype=np.bool_) if dense is None else dense
+    if tm is not None:
+        tstate, tindex, tblocks = tm.kernel_arrays()
+        tbm, tbn = tm.block_m, tm.block_n
+    else:
+        tstate, tindex, tblocks, tbm, tbn = _NO_STATE, _NO_INDEX, _NO_BLOCKS, 1, 1
     with parallel_section():
-        _overview_kernel(q3, k3, lse3, m, dense is not None, r0, c0, row_edges, col_edges, groups, s,
-                         reduce == "max", bn, acc)
+        _overview_kernel(q3, k3, lse3, m, dense is not None, tstate, tindex, tblocks, tm is not None, tbm, tbn,
+                         r0, c0, row_edges, col_edges, groups, s, reduce == "max", bn, acc)
     if reduce == "mean":
         cells = np.diff(row_edges)[:, None] * np.diff(col_edges)[None, :]  # (H', W')
         acc /= cells

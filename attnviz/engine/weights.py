@@ -15,6 +15,7 @@ from numba import njit, prange
 
 from attnviz.engine.fastexp import FASTMATH, LOG2E, exp2, like
 from attnviz.engine.runtime import parallel_section
+from attnviz.engine.tiled_mask import TiledMask
 from attnviz.engine.validate import prepare_block, prepare_mask, prepare_qk_lse, prepare_rows
 
 ROW_BLOCK = 64  # query rows per work item
@@ -90,7 +91,8 @@ def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=No
     """Weights of the requested query rows, recomputed tile by tile from q, k and lse.
 
     q (nh, Tq, hs), k (nh, Tk, hs), lse (nh, Tq) as returned by :func:`attention` (2-D q/k and 1-D lse
-    mean one head); ``mask`` as for :func:`attention`; ``rows`` None (all), a slice or query indices;
+    mean one head); ``mask`` as for :func:`attention` (of a TiledMask only the requested rows are made
+    dense); ``rows`` None (all), a slice or query indices;
     ``serial`` True / False / None (by size) as for :func:`attnviz.engine.display_matrices`.
     Returns (nh, R, Tk) — (R, Tk) for one head — in the dtype of q and k. Masked cells and fully
     masked rows are 0.
@@ -98,8 +100,14 @@ def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=No
     q3, k3, lse3, s, squeeze = prepare_qk_lse(q, k, lse, scale)  # s >= 0
     nh, Tq, _ = q3.shape
     Tk = k3.shape[1]
-    dense, _ = prepare_mask(mask, nh, Tq, Tk)
     idx = prepare_rows(rows, Tq)  # (R,)
+    if isinstance(mask, TiledMask):  # only the requested rows, made dense
+        if (mask.Tq, mask.Tk) != (Tq, Tk) or mask.n_heads not in (1, nh):
+            raise ValueError(f"the TiledMask is for {mask.n_heads} head(s) x {mask.Tq} x {mask.Tk}, the inputs "
+                             f"are {nh} x {Tq} x {Tk}")
+        q3, lse3 = q3[:, idx], lse3[:, idx]  # (nh, R, hs), (nh, R)
+        mask, idx, Tq = mask.rows(idx), np.arange(idx.size, dtype=np.int64), idx.size
+    dense, _ = prepare_mask(mask, nh, Tq, Tk)
     bn = prepare_block("block_n", block_n) or DEFAULT_BLOCK_N
     qr = np.ascontiguousarray(q3[:, idx])  # (nh, R, hs)
     lse_r = np.ascontiguousarray(lse3[:, idx])  # (nh, R)

@@ -16,7 +16,7 @@ q and k, and float32 scores and weights from the same fused display pass
 error of lse common to the row, so the preview's weights agree with the response's to float32
 rounding and its scores are identical. Where the response's matrices are float64 (at most
 ``EXACT_CELLS`` cells per head), so are the preview's: the float64 kernel's own weights and the
-float64 scores, the same numbers.
+float64 scores, computed the same way for the one head (equal to the response's to the last bits).
 """
 
 from __future__ import annotations
