@@ -75,6 +75,7 @@ class Report:
     sgemm_gflops: float
     rows: list[Row] = field(default_factory=list)
     long: dict = field(default_factory=dict)
+    long_causal: dict = field(default_factory=dict)  # the same head under a causal TiledMask built band by band
     overviews: list[dict] = field(default_factory=list)
     claims: dict = field(default_factory=dict)
     app: dict = field(default_factory=dict)  # --app: start-up and edit-to-pixels of the real window
@@ -320,6 +321,7 @@ def _run_long(cfg: BenchConfig, report: Report, progress) -> None:
                    "peak_extra_mb": mem.mb, "inputs_mb": inputs_mb}
     progress(f"long T={T} one head: {dt * 1e3:.0f} ms, peak extra {mem.mb:.1f} MB (inputs {inputs_mb:.1f} MB)")
     lse_full = res.lse
+    _run_long_causal(q, k, v, dt, cfg, report, progress)
     H, W = cfg.overview_pixels
     for Tn in cfg.overview_sizes:
         if Tn > T:
@@ -337,6 +339,37 @@ def _run_long(cfg: BenchConfig, report: Report, progress) -> None:
             report.overviews.append({"T": Tn, "reduce": reduce, "pixels": [H, W], "ms": dt * 1e3,
                                      "peak_extra_mb": mem.mb})
             progress(f"overview T={Tn} {reduce}: {dt * 1e3:.0f} ms, peak extra {mem.mb:.1f} MB")
+
+
+def _run_long_causal(q, k, v, dense_s: float, cfg: BenchConfig, report: Report, progress) -> None:
+    """The long head under a causal mask that is never dense: a TiledMask built one band of 64 query
+    rows at a time (4.3 GB as a dense bool mask at T = 65,536), then flash and a max overview with it."""
+    from attnviz.engine import TiledMask, attention, attention_overview
+
+    T = q.shape[0]
+    cols = np.arange(T)  # (T,)
+
+    def causal_band(r0: int, r1: int) -> np.ndarray:
+        return cols[None, :] <= np.arange(r0, r1)[:, None]  # (r1-r0, T)
+
+    with PeakMemory() as mem:
+        t0 = time.perf_counter()
+        tm = TiledMask.from_bands(causal_band, T, T, 64, 128)
+        build = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = attention(q, k, v, tm)
+        dt = time.perf_counter() - t0
+    H, W = cfg.overview_pixels
+    with PeakMemory() as omem:
+        t0 = time.perf_counter()
+        attention_overview(q, k, res.lse, tm, out_shape=(H, W), reduce="max")
+        odt = time.perf_counter() - t0
+    report.long_causal = {"T": T, "tiles": [64, 128], "build_ms": build * 1e3, "ms": dt * 1e3,
+                          "causal_over_dense_time": dt / dense_s, "sparsity_percent": tm.sparsity(),
+                          "mask_mb": tm.nbytes / 2**20, "dense_mask_mb": T * T / 2**20,
+                          "peak_extra_mb": mem.mb, "overview_max_ms": odt * 1e3, "overview_peak_extra_mb": omem.mb}
+    progress(f"long T={T} causal (TiledMask {tm.nbytes / 2**20:.1f} MB, built in {build * 1e3:.0f} ms): "
+             f"{dt * 1e3:.0f} ms = {dt / dense_s:.2f} x dense; overview {odt * 1e3:.0f} ms")
 
 
 def _rate(row: Row) -> float:
@@ -391,6 +424,13 @@ def format_report(report: Report) -> str:
         lg = report.long
         lines += ["", f"one head, T={lg['T']}, hs={lg['hs']}: {lg['ms']:.0f} ms ({lg['gflops']:.0f} GFLOP/s), "
                       f"peak extra memory {lg['peak_extra_mb']:.1f} MB (inputs {lg['inputs_mb']:.1f} MB)"]
+    if report.long_causal:
+        lc = report.long_causal
+        lines.append(f"the same head, causal as a TiledMask of {lc['tiles'][0]}x{lc['tiles'][1]} tiles "
+                     f"({lc['mask_mb']:.1f} MB; dense {lc['dense_mask_mb']:.0f} MB; built in {lc['build_ms']:.0f} ms): "
+                     f"{lc['ms']:.0f} ms = {lc['causal_over_dense_time']:.2f} x dense, peak extra "
+                     f"{lc['peak_extra_mb']:.1f} MB; max overview {lc['overview_max_ms']:.0f} ms, peak extra "
+                     f"{lc['overview_peak_extra_mb']:.1f} MB")
     for o in report.overviews:
         lines.append(f"overview T={o['T']} -> {o['pixels'][0]}x{o['pixels'][1]} {o['reduce']:<4}: "
                      f"{o['ms']:.0f} ms, peak extra {o['peak_extra_mb']:.1f} MB")

@@ -81,3 +81,20 @@ def test_window_benchmarks_need_the_checkout(monkeypatch):
     monkeypatch.setattr(bench, "benchmarks_dir", lambda: None)  # an installed wheel has no benchmarks/
     out = bench.run_app_benchmarks(lambda m: None, runner=None)
     assert list(out) == ["error"] and "benchmarks/" in out["error"]
+
+
+def test_the_long_run_reports_a_causal_tiled_mask_and_the_overviews():
+    cfg = bench_cmd.BenchConfig(sizes=(64,), heads=1, hs=16, repeat=1, long_T=2048, overview_sizes=(1024, 2048),
+                                overview_pixels=(32, 32))
+    report = bench_cmd.Report(machine=bench_cmd.machine_info(), config={}, sgemm_gflops=1.0)
+    said = []
+    bench_cmd._run_long(cfg, report, said.append)
+    lc = report.long_causal
+    assert lc["T"] == 2048 and lc["tiles"] == [64, 128]
+    assert 45 < lc["sparsity_percent"] < 50  # the causal mask skips about half the tiles
+    assert lc["mask_mb"] < lc["dense_mask_mb"] / 4  # only the diagonal's partial tiles are kept
+    assert lc["ms"] > 0 and lc["build_ms"] > 0 and lc["overview_max_ms"] > 0
+    assert [(o["T"], o["reduce"]) for o in report.overviews] == [(1024, "max"), (1024, "mean"), (2048, "max"),
+                                                                   (2048, "mean")]
+    assert any("causal (TiledMask" in s for s in said)
+    assert "causal as a TiledMask" in bench_cmd.format_report(report)
