@@ -314,6 +314,52 @@ class MaskDesign:
                           np.stack([p.overrides for p in per_head]),  # (nh, Tq, Tk)
                           np.stack([p.mask for p in per_head]))  # (nh, Tq, Tk)
 
+    def compile_rows(self, q_segments, k_segments=None, Tq: int | None = None, Tk: int | None = None,
+                     nh: int | None = None, *, rows: tuple[int, int]) -> np.ndarray:
+        """Query rows (r0, r1) of :meth:`compile`, without making the others: bool (r1-r0, Tk), or
+        (nh, r1-r0, Tk) when ``nh`` is given and the design has per-head designs (always then, so
+        every band of one mask has one shape). For masks too large to hold densely."""
+        if k_segments is None:
+            k_segments, Tk = q_segments, Tq if Tk is None else Tk
+        q_segments, Tq = resolve_axis(q_segments, Tq)
+        k_segments, Tk = resolve_axis(k_segments, Tk)
+        r0, r1 = (int(x) for x in rows)
+        if not 0 <= r0 <= r1 <= Tq:
+            raise ValueError(f"rows must satisfy 0 <= r0 <= r1 <= {Tq}, got {rows!r}")
+        if nh is None or not self.heads:
+            if nh is not None and int(nh) < 1:
+                raise ValueError(f"number of heads must be >= 1, got {nh}")
+            return replace(self, heads=())._rows(q_segments, k_segments, Tq, Tk, r0, r1)
+        nh = int(nh)
+        if nh < 1:
+            raise ValueError(f"number of heads must be >= 1, got {nh}")
+        own = dict(self.heads)
+        shared = None
+        out = np.empty((nh, r1 - r0, Tk), dtype=bool)  # (nh, r1-r0, Tk)
+        for h in range(nh):
+            if h in own:
+                out[h] = own[h]._rows(q_segments, k_segments, Tq, Tk, r0, r1)
+            else:
+                if shared is None:
+                    shared = replace(self, heads=())._rows(q_segments, k_segments, Tq, Tk, r0, r1)
+                out[h] = shared
+        return out
+
+    def _rows(self, q_segments, k_segments, Tq: int, Tk: int, r0: int, r1: int) -> np.ndarray:
+        """Rows r0:r1 of ``_layers(...).mask``: bool (r1-r0, Tk)."""
+        m = (self.default_rule.evaluate(0, Tq, 0, Tk, Tq, Tk, rows=(r0, r1)) if self.default_rule.align == "global"
+             else np.zeros((r1 - r0, Tk), dtype=bool))  # (r1-r0, Tk)
+        for bq, bk, r in self.block_pairs(q_segments, k_segments, Tq, Tk):
+            a, b = max(bq.start, r0), min(bq.stop, r1)
+            if a < b:
+                m[a - r0:b - r0, bk.start:bk.stop] = r.evaluate(bq.start, bq.stop, bk.start, bk.stop, Tq, Tk,
+                                                                rows=(a, b))
+        for term in self.presets:
+            t = term_rows(term, q_segments, k_segments, Tq, Tk, r0, r1)  # (r1-r0, Tk)
+            m = (m & t) if term.op == "and" else (m | t)
+        ov = self.overrides.dense_rows(Tq, Tk, r0, r1)  # (r1-r0, Tk)
+        return (m & (ov != DENY)) | (ov == ALLOW)
+
     def _layers(self, q_segments, k_segments, Tq: int, Tk: int) -> MaskLayers:
         rules = self.rule_layer(q_segments, k_segments, Tq, Tk)  # (Tq, Tk)
         for term in self.presets:
@@ -462,6 +508,15 @@ def _lookup(table: dict, bq: Block, bk: Block) -> Rule | None:
         if r is not None:
             return r
     return None
+
+
+def term_rows(term: PresetTerm, q_segments, k_segments, Tq: int, Tk: int, r0: int, r1: int) -> np.ndarray:
+    """Rows r0:r1 of :func:`term_mask`: bool (r1-r0, Tk)."""
+    if term.design is not None:
+        return term.design._rows(q_segments, k_segments, Tq, Tk, r0, r1)
+    from attnviz.model.mask_presets import preset_rows
+
+    return preset_rows(term.name, q_segments, k_segments, Tq, Tk, r0, r1, **term.params)
 
 
 def term_mask(term: PresetTerm, q_segments, k_segments, Tq: int, Tk: int) -> np.ndarray:

@@ -138,6 +138,14 @@ class CellOverrides:
         out[r[inside], c[inside]] = self._vals[inside]
         return out
 
+    def dense_rows(self, Tq: int, Tk: int, r0: int, r1: int) -> np.ndarray:
+        """Rows r0:r1 of :meth:`dense`: int8 (r1-r0, Tk)."""
+        out = np.zeros((r1 - r0, Tk), dtype=np.int8)  # (r1-r0, Tk)
+        r, c = self.rows, self.cols
+        inside = (r >= r0) & (r < min(r1, Tq)) & (c < Tk)
+        out[r[inside] - r0, c[inside]] = self._vals[inside]
+        return out
+
     def to_array(self) -> np.ndarray:
         """(n, 3) int64 ``[row, col, value]``, sorted by row then column."""
         return np.stack([self.rows, self.cols, self._vals.astype(np.int64)], axis=1).reshape(-1, 3)  # (n, 3)

@@ -254,6 +254,28 @@ def preset_mask(name: str, q_segments, k_segments, Tq: int, Tk: int, **params) -
     return preset(name, q_segments, k_segments, **params).compile(q_segments, k_segments, Tq, Tk)
 
 
+def preset_rows(name: str, q_segments, k_segments, Tq: int, Tk: int, r0: int, r1: int, **params) -> np.ndarray:
+    """Rows r0:r1 of :func:`preset_mask`: bool (r1-r0, Tk), without making the other rows."""
+    check_preset_params(name, params)
+    q_segments, Tq = resolve_axis(q_segments, Tq)
+    k_segments, Tk = resolve_axis(k_segments, Tk)
+    pq = np.arange(r0, r1, dtype=np.int64)[:, None] + (Tk - Tq)  # (r1-r0, 1) aligned query positions
+    pk = np.arange(Tk, dtype=np.int64)[None, :]  # (1, Tk)
+    if name == "prefix_lm":
+        return np.broadcast_to((pk < params["L"]) | (pk <= pq), (r1 - r0, Tk)).copy()
+    if name == "block_diagonal" and _has_lengths(params):
+        qd, kd = document_ids(params, Tq, Tk)
+        m = qd[r0:r1, None] == kd[None, :]  # (r1-r0, Tk)
+        if params.get("causal", False):
+            m &= pk <= pq
+        return m
+    if name == "vla":
+        design = _vla(q_segments, k_segments, params.get("roles"), strict=False)
+    else:
+        design = preset(name, q_segments, k_segments, **params)
+    return design.compile_rows(q_segments, k_segments, Tq, Tk, rows=(r0, r1))
+
+
 def document_ids(params: dict, Tq: int, Tk: int) -> tuple[np.ndarray, np.ndarray]:
     """Document index of every query and key for block_diagonal with lengths.
 

@@ -149,25 +149,31 @@ class Rule:
                    ar=tuple(ar), valid=tuple(valid), align=d.get("align", "global"))
 
     # -- evaluation --------------------------------------------------------------------------
-    def positions(self, r0: int, r1: int, c0: int, c1: int, Tq: int, Tk: int) -> tuple[np.ndarray, np.ndarray]:
-        """Query and key positions of rows r0:r1 and columns c0:c1 under this rule's alignment."""
+    def positions(self, r0: int, r1: int, c0: int, c1: int, Tq: int, Tk: int,
+                  rows: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Query and key positions of rows r0:r1 and columns c0:c1 under this rule's alignment;
+        ``rows`` (a, b) within r0:r1: only those rows' query positions."""
+        a, b = (r0, r1) if rows is None else rows
         if self.align == "global":
-            pq = np.arange(r0, r1, dtype=np.int64) + (Tk - Tq)  # (nq,)
+            pq = np.arange(a, b, dtype=np.int64) + (Tk - Tq)  # (b-a,)
             pk = np.arange(c0, c1, dtype=np.int64)  # (nk,)
         else:
             nq, nk = r1 - r0, c1 - c0
-            pq = np.arange(nq, dtype=np.int64) + (nk - nq)  # (nq,)
+            pq = np.arange(a - r0, b - r0, dtype=np.int64) + (nk - nq)  # (b-a,)
             pk = np.arange(nk, dtype=np.int64)  # (nk,)
         return pq, pk
 
-    def evaluate(self, r0: int, r1: int, c0: int, c1: int, Tq: int, Tk: int) -> np.ndarray:
-        """The rule on rows r0:r1, columns c0:c1 of a (Tq, Tk) mask -> bool (r1-r0, c1-c0)."""
-        shape = (max(r1 - r0, 0), max(c1 - c0, 0))
+    def evaluate(self, r0: int, r1: int, c0: int, c1: int, Tq: int, Tk: int,
+                 rows: tuple[int, int] | None = None) -> np.ndarray:
+        """The rule on rows r0:r1, columns c0:c1 of a (Tq, Tk) mask -> bool (r1-r0, c1-c0); with
+        ``rows`` (a, b), r0 <= a <= b <= r1, only rows a:b of that block -> bool (b-a, c1-c0)."""
+        a, b = (r0, r1) if rows is None else rows
+        shape = (max(b - a, 0), max(c1 - c0, 0))
         if self.kind == "allow":
             return np.ones(shape, dtype=bool)
         if self.kind == "deny":
             return np.zeros(shape, dtype=bool)
-        pq, pk = self.positions(r0, r1, c0, c1, Tq, Tk)
+        pq, pk = self.positions(r0, r1, c0, c1, Tq, Tk, rows)
         pq, pk = pq[:, None], pk[None, :]  # (nq, 1), (1, nk)
         if self.kind == "causal":
             return np.broadcast_to(pk <= pq, shape).copy()
