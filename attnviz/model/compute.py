@@ -62,6 +62,7 @@ import numpy as np
 from attnviz.engine import attention, display_matrices, recompute_weights
 from attnviz.engine import jitcache
 from attnviz.engine.blockmask import FULL, BlockMask
+from attnviz.engine.tiled_mask import TiledMask
 from attnviz.model import buffers
 from attnviz.model import compute_cache as cache
 from attnviz.model import preview
@@ -74,6 +75,12 @@ from attnviz.model.segments import Segment
 from attnviz.model.sequence import MAX_TOKENS, Sequence, TokenInfo, assemble, with_positions
 from attnviz.model.state import SessionState
 from attnviz.sources.errors import SourceError
+
+#: largest Tq * Tk compiled to a dense bool mask (64 MB); larger masks are compiled band by band into an
+#: attnviz.engine.TiledMask (tile states and the cells of partial tiles only) and ``response.mask`` is
+#: None: a dense mask of 65,536 x 65,536 tokens would be 4.3 GB
+DENSE_MASK_TOKENS = 8192
+DENSE_MASK_CELLS = DENSE_MASK_TOKENS * DENSE_MASK_TOKENS
 
 #: default largest Tq / Tk for which full (nh, Tq, Tk) matrices are returned: at nh=8 one float32
 #: matrix of 2048 x 2048 is 134 MB, and a response holds two (scores, weights)
@@ -158,8 +165,9 @@ class ComputeResponse:
     output: np.ndarray | None = None  # (nh, Tq, hv) per-head outputs
     lse: np.ndarray | None = None  # (nh, Tq); -inf for a fully masked row
     combined: np.ndarray | None = None  # (Tq, d_model) = Concat(heads) W^O
-    mask: np.ndarray | None = None  # (Tq, Tk) or (nh, Tq, Tk) bool, True = may attend
-    block_mask: BlockMask | None = None  # tile map for the session's BLOCK_M x BLOCK_N
+    mask: np.ndarray | None = None  # (Tq, Tk) or (nh, Tq, Tk) bool, True = may attend; None above
+    #                                 DENSE_MASK_CELLS (then block_mask is a TiledMask)
+    block_mask: BlockMask | TiledMask | None = None  # tile map for the session's BLOCK_M x BLOCK_N
     tile_counts: dict = field(default_factory=dict)  # {"empty", "partial", "full"} tile numbers
     sparsity: float = 0.0  # percent of tiles the flash kernel skips
     fully_masked: np.ndarray | None = None  # (Tq,) or (nh, Tq) bool: rows with no allowed key
@@ -264,6 +272,19 @@ def _projection(state: SessionState, qseq: Sequence, kseq: Sequence, key: tuple)
     return p
 
 
+def _tiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence) -> CompiledMask:
+    """The mask design as a TiledMask at the session's tile size, compiled one band of BLOCK_M query
+    rows at a time (the dense mask is never made); ``mask`` is None."""
+    kc, nh = state.kernel, state.model.nh
+    qs, ks = list(qseq.segments), list(kseq.segments)
+
+    def band(r0: int, r1: int) -> np.ndarray:
+        return np.asarray(state.mask.compile_rows(qs, ks, qseq.T, kseq.T, nh=nh, rows=(r0, r1)))  # (r, Tk) or (nh, r, Tk)
+
+    tm = TiledMask.from_bands(band, qseq.T, kseq.T, kc.block_m, kc.block_n)
+    return CompiledMask(None, tm, tm.fully if tm.n_heads > 1 else tm.fully[0])
+
+
 def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
                    prev: Result | None) -> tuple[CompiledMask, np.ndarray | None]:
     """The compiled mask (cached on the design object) and the query rows where it differs from
@@ -275,21 +296,25 @@ def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
     if cm is not None:
         if pm is cm:
             return cm, np.zeros(0, dtype=np.int64)
-        if pm is not None and pm.mask.shape == cm.mask.shape:
+        if pm is not None and pm.mask is not None and cm.mask is not None and pm.mask.shape == cm.mask.shape:
             return cm, cache.changed_rows(pm.mask, cm.mask)
+        return cm, None
+    if qseq.T * kseq.T > DENSE_MASK_CELLS:  # never dense: band by band into a TiledMask
+        cm = _tiled_mask(state, qseq, kseq)
+        cache.store_mask(state.mask, rest, cm)
         return cm, None
     mask = np.ascontiguousarray(compile_mask(state, qseq, kseq))  # (Tq, Tk) or (nh, Tq, Tk)
     if not mask.flags.writeable:  # the kernels read it as it is: one array type, never copied
         mask = mask.copy()
     rows = None
-    if pm is not None and pm.mask.shape == mask.shape:
+    if pm is not None and pm.mask is not None and pm.mask.shape == mask.shape:
         rows = cache.changed_rows(pm.mask, mask)  # (R,)
         fully = pm.fully.copy()  # (Tq,) or (nh, Tq)
         fully[..., rows] = ~mask[..., rows, :].any(axis=-1)
     else:
         fully = ~mask.any(axis=-1)  # (Tq,) or (nh, Tq)
     freeze(fully)
-    bm = cache.block_mask(mask, kc.block_m, kc.block_n, None if pm is None else pm.block_mask, rows)
+    bm = cache.block_mask(mask, kc.block_m, kc.block_n, None if rows is None else pm.block_mask, rows)
     cm = CompiledMask(mask, bm, fully)
     cache.store_mask(state.mask, rest, cm)
     return cm, rows
@@ -324,9 +349,15 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
     kc = state.kernel
     rule = state.score_rule
     alibi = state.positional.kind == "alibi"
-    compiling = rule.engine and not alibi and request.engine == "when-compiled" and not jitcache.is_warm()
+    tiled = Tq * Tk > DENSE_MASK_CELLS  # the mask is never dense (a TiledMask): flash kernel only
+    if tiled and not (rule.engine and not alibi):
+        raise ValueError(f"{Tq:,} x {Tk:,} tokens is beyond the {DENSE_MASK_TOKENS:,} x {DENSE_MASK_TOKENS:,} "
+                         f"a dense mask is made for; the {rule.name} rule{' with ALiBi' if alibi else ''} needs "
+                         "it: use scaled_dot, dot or uniform without ALiBi, or a shorter sequence")
+    compiling = (rule.engine and not alibi and not tiled and request.engine == "when-compiled"
+                 and not jitcache.is_warm())
     on_engine = rule.engine and not alibi and not compiling
-    dense = request.want == "full" and Tq <= request.dense_limit and Tk <= request.dense_limit
+    dense = request.want == "full" and Tq <= request.dense_limit and Tk <= request.dense_limit and not tiled
     disp = np.float64 if Tq * Tk <= EXACT_CELLS else np.float32  # display dtype of scores and weights
     pkey = _projection_key(state, request.max_tokens)
     rkey = (pkey, model.qk_overrides, rule, kc, dense, on_engine)  # all a result depends on but the mask
@@ -334,8 +365,13 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
     cm, changed = _compiled_mask(state, qseq, kseq, prev)
     mask, bm, fully = cm.mask, cm.block_mask, cm.fully
     n_full = int(np.count_nonzero(fully))
+    if tiled and kc.name != "flash":
+        messages.append(f"the {kc.name} kernel needs the dense mask, which is not made for {Tq:,} x {Tk:,} tokens: "
+                        "this ran on the flash kernel")
+        kc = replace(kc, name="flash")
+        state = replace(state, kernel=kc)
     if n_full:
-        where = "query rows" if mask.ndim == 2 else "(head, query) rows"
+        where = "query rows" if fully.ndim == 1 else "(head, query) rows"
         messages.append(f"{n_full} {where} are fully masked: their weights and output are 0 and lse is -inf")
     # which query rows to compute: all, or only those whose mask changed since the cached result
     idx = None  # None: every row
@@ -600,7 +636,8 @@ def _row_weights(state, q, k, cm: CompiledMask, rows: list[int], lse, weights, o
         return weights[:, rows]  # (nh, R, Tk)
     if on_engine:
         scale = dot_scale(state.score_rule.name, q.shape[2])
-        return recompute_weights(q, k, lse, cm.mask, scale=scale, rows=rows)  # (nh, R, Tk) float64
+        mask = cm.mask if cm.mask is not None else cm.block_mask  # a TiledMask gives only these rows
+        return recompute_weights(q, k, lse, mask, scale=scale, rows=rows)  # (nh, R, Tk) float64
     roww = np.zeros((nh, len(rows), Tk))  # (nh, R, Tk)
     for h, c0, c1, _, w, _ in _numpy_chunks(state, q, k, cm.mask, np.asarray(rows), slopes, check):
         roww[h, c0:c1] = w[0]

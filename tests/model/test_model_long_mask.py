@@ -1,0 +1,84 @@
+"""Sequences beyond the dense-mask size: the mask design is compiled band by band into a TiledMask
+and never made dense; results equal those of the dense path (here with the size lowered)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.engine import TiledMask
+from attnviz.model import compute, compute_cache, sequence
+from attnviz.model.commands import EditMask, SetKernel, set_view
+from attnviz.model.compute import ComputeRequest, run
+from attnviz.model.mask_commands import OnHead, PaintCells, PaintRow
+from attnviz.model.mask_presets import preset
+from attnviz.model.score_rules import ScoreRuleConfig
+from attnviz.model.state import CustomSource, ModelConfig, SessionState
+
+T = 300
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    compute_cache.clear()
+    sequence.clear_caches()
+    yield
+    compute_cache.clear()
+
+
+def state(**kw) -> SessionState:
+    st = SessionState(sources=(CustomSource("a", count=120, generator="noise", seed=1),
+                               CustomSource("b", count=T - 120, generator="noise", seed=2)),
+                      model=ModelConfig(d_model=32, nh=2, seed=3), mask=preset("sliding_window", (), w=50), **kw)
+    st = EditMask(PaintRow(7, T, "deny")).apply(st)[0]  # a fully masked row
+    return EditMask(OnHead(1, PaintCells(((20, 250), (21, 0)), "allow"))).apply(st)[0]
+
+
+def both(st, rows=(7, 20, 299)):
+    dense = run(ComputeRequest(1, st, rows=rows))
+    compute_cache.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compute, "DENSE_MASK_CELLS", 100 * 100)
+        tiled = run(ComputeRequest(2, st, rows=rows))
+    return dense, tiled
+
+
+def test_a_long_sequence_gets_a_tiled_mask_and_the_dense_paths_numbers():
+    dense, tiled = both(state())
+    assert dense.ok and tiled.ok, tiled.error
+    assert dense.mask is not None and tiled.mask is None
+    assert isinstance(tiled.block_mask, TiledMask) and tiled.block_mask.n_heads == 2
+    np.testing.assert_array_equal(tiled.block_mask.to_dense(), dense.mask)
+    np.testing.assert_array_equal(tiled.fully_masked, dense.fully_masked)
+    assert tiled.tile_counts == dense.tile_counts and tiled.sparsity == pytest.approx(dense.sparsity)
+    for name in ("output", "lse", "combined"):
+        np.testing.assert_allclose(getattr(tiled, name), getattr(dense, name), rtol=1e-12, atol=1e-14, err_msg=name)
+    for r in (7, 20, 299):
+        np.testing.assert_allclose(tiled.row_weights[r], dense.row_weights[r], rtol=1e-12, atol=1e-15)
+    assert np.all(tiled.lse[:, 7] == -np.inf) and any("fully masked" in m for m in tiled.messages)
+
+
+def test_other_kernels_run_as_flash_and_other_rules_are_refused(monkeypatch):
+    monkeypatch.setattr(compute, "DENSE_MASK_CELLS", 100 * 100)
+    st = SetKernel(name="naive").apply(state())[0]
+    resp = run(ComputeRequest(1, st))
+    assert resp.ok and resp.path == "engine:flash"
+    assert any("naive kernel needs the dense mask" in m for m in resp.messages)
+    bad = run(ComputeRequest(2, state(score_rule=ScoreRuleConfig(name="additive"))))
+    assert not bad.ok and "additive rule" in bad.error and "dense mask" in bad.error
+
+
+def test_view_edits_reuse_and_mask_edits_recompute_every_row(monkeypatch):
+    monkeypatch.setattr(compute, "DENSE_MASK_CELLS", 100 * 100)
+    st = state()
+    first = run(ComputeRequest(1, st))
+    again = run(ComputeRequest(2, set_view(head=1).apply(st)[0]))
+    assert again.recomputed_rows == 0 and again.block_mask is first.block_mask
+    painted = EditMask(PaintCells(((100, 3),), "allow")).apply(st)[0]
+    resp = run(ComputeRequest(3, painted))
+    assert resp.recomputed_rows == T
+    assert resp.block_mask.rows([100])[0, 0, 3]
+    compute_cache.clear()
+    monkeypatch.setattr(compute, "DENSE_MASK_CELLS", 10**12)
+    ref = run(ComputeRequest(4, painted))
+    np.testing.assert_allclose(resp.output, ref.output, rtol=1e-12, atol=1e-14)
