@@ -283,6 +283,11 @@ def _rule_on(rule: Rule, all_: str, pq: str, pk: str, em: _Emitter) -> str:
     return f"{all_} & {rule.flex_expr(pq, pk, em.add_table)}"
 
 
+#: largest Tq * Tk a dense mask is made for here (as in attnviz.model.compute): the mask_mod is checked
+#: against it up to this size, and the dense formats are written up to it
+VERIFY_CELLS = 8192 * 8192
+
+
 def flex_mask_mod_source(design: MaskDesign, q_segments, k_segments=None, Tq: int | None = None,
                          Tk: int | None = None, nh: int | None = None, verify: bool = True) -> str:
     """Python source defining ``mask_mod(b, h, q_idx, kv_idx)`` for FlexAttention.
@@ -321,7 +326,7 @@ def flex_mask_mod_source(design: MaskDesign, q_segments, k_segments=None, Tq: in
         "def mask_mod(b, h, q_idx, kv_idx):\n" + "\n".join("    " + line for line in lines),
     ]
     source = "\n\n\n".join(parts) + "\n"
-    if verify:
+    if verify and Tq * Tk <= VERIFY_CELLS:  # beyond it the dense check alone would take gigabytes
         expected = design.compile(q_segments, k_segments, Tq, Tk, nh)
         got = evaluate_mask_mod(source, Tq, Tk, nh if expected.ndim == 3 else None)
         if got.shape != expected.shape or not np.array_equal(got, expected):
@@ -377,6 +382,9 @@ def export_mask(design: MaskDesign, fmt: str, path, q_segments, k_segments=None,
     if fmt == "flex":
         _write_text(path, flex_mask_mod_source(design, q_segments, k_segments, Tq, Tk, nh))
         return
+    if Tq * Tk > VERIFY_CELLS:
+        raise ValueError(f"the {fmt} format holds the dense mask, which is not made for {Tq:,} x {Tk:,} tokens "
+                         "(more than 8,192 x 8,192): export the FlexAttention mask_mod (flex) or the design (json)")
     mask = design.compile(q_segments, k_segments, Tq, Tk, nh)
     if fmt == "npy":
         save_npy(mask, path)

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from attnviz.engine.blockmask import FULL, tile_sizes
 from attnviz.model.compute import ComputeResponse
 
 MAX_JSON_TOKENS = 512
@@ -40,6 +41,18 @@ def _matrix(a: np.ndarray) -> list:
     if a.ndim == 1:
         return [_num(x) for x in a]
     return [_matrix(r) for r in a]
+
+
+def _density(r) -> float:
+    """Share of allowed cells: from the dense mask, or from a long sequence's TiledMask by tiles."""
+    if r.mask is not None:
+        return float(np.mean(r.mask))
+    tm = r.block_mask  # full tiles count whole, partial ones by their stored cells
+    sizes = tile_sizes(tm.Tq, tm.Tk, tm.block_m, tm.block_n)  # (nQ, nK) cells per tile
+    cells = float((sizes[None] * (tm.tile_state == FULL)).sum())
+    used = tm.block_index[tm.block_index >= 0]  # (P,)
+    cells += float(tm.blocks[used].sum()) if used.size else 0.0
+    return cells / (tm.n_heads * tm.Tq * tm.Tk)
 
 
 def _segments(segs) -> list[dict]:
@@ -71,7 +84,7 @@ def response_to_json(response: ComputeResponse, max_tokens: int = MAX_JSON_TOKEN
             "summary": True,
             "note": f"{why}: scores, weights and outputs are not printed; this is a summary",
             "Tq": r.Tq, "Tk": r.Tk, "n_heads": int(r.output.shape[0]),
-            "mask_density": float(np.mean(r.mask)),
+            "mask_density": _density(r),
             "tiles": {**r.tile_counts, "block_m": int(r.block_mask.block_m), "block_n": int(r.block_mask.block_n)},
             "sparsity": float(r.sparsity),
             "fully_masked_rows": int(np.count_nonzero(fm)),

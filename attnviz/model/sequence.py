@@ -32,8 +32,9 @@ from attnviz.model.state import (CustomSource, ImageSource, SessionState, TextSo
                                  ToySource)
 from attnviz.sources.errors import SourceError
 
-#: the most tokens one sequence may have (the dense (T, T) mask alone is T^2 bytes)
-MAX_TOKENS = 8192
+#: the most tokens one sequence may have; beyond 8,192 x 8,192 cells the mask is kept per flash tile
+#: (attnviz.model.compute.DENSE_MASK_CELLS), the heatmap shows overviews, and only the flash kernel runs
+MAX_TOKENS = 65536
 
 
 @dataclass(frozen=True)

@@ -45,11 +45,24 @@ def check_head(resp, head) -> int | str:
 
 
 def head_mask(resp, head) -> np.ndarray:
-    """(Tq, Tk) bool allowed cells of ``head`` ("mean": allowed in any head)."""
+    """(Tq, Tk) bool allowed cells of ``head`` ("mean": allowed in any head); ValueError for a long
+    sequence whose mask is only held per tile (``response.mask`` None)."""
     m = resp.mask
+    if m is None:
+        raise ValueError(f"the mask of {resp.Tq:,} x {resp.Tk:,} tokens is held per tile, not cell by cell")
     if m.ndim == 2:
         return m
     return m.any(axis=0) if head == "mean" else m[head]
+
+
+def mask_rows(resp, rows) -> np.ndarray:
+    """(nh or 1, R, Tk) bool allowed cells of query ``rows``, from the dense mask or, for a long
+    sequence, from its TiledMask (``response.block_mask``)."""
+    idx = np.asarray(rows, dtype=np.int64).reshape(-1)  # (R,)
+    m = resp.mask
+    if m is None:
+        return resp.block_mask.rows(idx)  # (nh or 1, R, Tk)
+    return m[idx][None] if m.ndim == 2 else m[:, idx]
 
 
 def fully_masked_rows(resp, head) -> np.ndarray | None:
@@ -77,13 +90,16 @@ def matrix_view(resp, matrix: str, head) -> MatrixView | None:
     if matrix == "output":
         out = _pick(resp.output, head)  # (Tq, hv)
         return MatrixView(out, None, tuple(f"d{i}" for i in range(out.shape[1])), "output", False)
-    allowed = head_mask(resp, head)  # (Tq, Tk)
     if matrix == "mask":
+        if resp.mask is None:
+            return None  # a long sequence's mask is held per tile
+        allowed = head_mask(resp, head)  # (Tq, Tk)
         return MatrixView(allowed.astype(np.float32), allowed, keys, "allowed", True)
     stack = resp.weights if matrix == "weights" else resp.scores
     if stack is None:
         return None
-    return MatrixView(_pick(stack, head), allowed, keys, "weight" if matrix == "weights" else "score", True)
+    return MatrixView(_pick(stack, head), head_mask(resp, head), keys, "weight" if matrix == "weights" else "score",
+                      True)
 
 
 _last_compact: list = [None, 0, ()]  # (labels, max_chars, result) of the last call
@@ -123,7 +139,7 @@ def row_weights(resp, row: int, scale: float | None) -> np.ndarray | None:
         return None
     s = np.einsum("hd,hkd->hk", resp.q[:, row], resp.k) * scale  # (nh, Tk)
     lse = resp.lse[:, row]  # (nh,)
-    m = resp.mask[row] if resp.mask.ndim == 2 else resp.mask[:, row]  # (Tk,) or (nh, Tk)
+    m = mask_rows(resp, [row])[:, 0]  # (nh or 1, Tk)
     finite = np.isfinite(lse)
     with np.errstate(over="ignore", invalid="ignore"):
         w = np.exp(s - np.where(finite, lse, 0.0)[:, None])  # (nh, Tk)
@@ -135,7 +151,8 @@ def cell_values(resp, row: int, col: int, head, scale: float | None) -> tuple[fl
 
     Score and weight are None when the response cannot give them."""
     head = check_head(resp, head)
-    allowed = bool(head_mask(resp, head)[row, col])
+    m = mask_rows(resp, [row])[:, 0, col]  # (nh or 1,)
+    allowed = bool(m.any() if head == "mean" or m.shape[0] == 1 else m[head])
     if resp.scores is not None:
         score = float(_pick(resp.scores[:, row:row + 1, col:col + 1], head)[0, 0])
     elif scale is not None:

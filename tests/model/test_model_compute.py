@@ -229,7 +229,7 @@ def test_empty_text_next_to_other_tokens_is_a_warning():
 
 
 def test_huge_text_is_refused_with_a_message():
-    st = SessionState(sources=(TextSource("p", text="river bank " * 10_000),), model=ModelConfig(d_model=8, nh=2))
+    st = SessionState(sources=(TextSource("p", text="river bank " * 40_000),), model=ModelConfig(d_model=8, nh=2))
     r = run(ComputeRequest(1, st))
     assert not r.ok and "limit" in r.error and "'p'" in r.error
 

@@ -82,3 +82,16 @@ def test_view_edits_reuse_and_mask_edits_recompute_every_row(monkeypatch):
     monkeypatch.setattr(compute, "DENSE_MASK_CELLS", 10**12)
     ref = run(ComputeRequest(4, painted))
     np.testing.assert_allclose(resp.output, ref.output, rtol=1e-12, atol=1e-14)
+
+
+def test_dense_exports_are_refused_beyond_the_dense_mask_size(tmp_path, monkeypatch):
+    from attnviz.model import mask_export
+    from attnviz.model.mask_presets import segments_from_lengths
+
+    monkeypatch.setattr(mask_export, "VERIFY_CELLS", 100 * 100)
+    segs = segments_from_lengths((150, 150), ["a", "b"])
+    design = preset("causal", segs)
+    with pytest.raises(ValueError, match="not made for 300 x 300 tokens"):
+        mask_export.export_mask(design, "npy", tmp_path / "m.npy", segs)
+    mask_export.export_mask(design, "flex", tmp_path / "m.py", segs)  # written, not checked densely
+    assert "def mask_mod" in (tmp_path / "m.py").read_text()

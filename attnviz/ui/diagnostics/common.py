@@ -60,13 +60,22 @@ def selected_head(state, nh: int) -> tuple[int, str]:
     return int(h), ""
 
 
-def head_mask(response, h: int):
-    """The (Tq, Tk) bool mask of head ``h`` from a response (all True when absent)."""
+def head_mask(response, h: int, rows=None):
+    """The bool mask of head ``h`` from a response: (Tq, Tk), or (R, Tk) of query ``rows`` (a slice or
+    indices); a long sequence's mask (held per tile, ``response.mask`` None) gives rows only."""
     m = response.mask
+    tiled = getattr(response, "block_mask", None) if m is None else None
+    if tiled is not None and hasattr(tiled, "rows"):
+        if rows is None:
+            raise ValueError("a mask held per tile gives query rows, not the whole matrix")
+        idx = np.arange(response.Tq)[rows] if isinstance(rows, slice) else np.asarray(rows)
+        r = tiled.rows(idx)  # (nh or 1, R, Tk)
+        return r[h] if r.shape[0] > 1 else r[0]
     if m is None:
-        return np.ones((response.Tq, response.Tk), dtype=bool)  # (Tq, Tk)
+        m = np.ones((response.Tq, response.Tk), dtype=bool)  # (Tq, Tk)
     m = np.asarray(m, dtype=bool)
-    return m[h] if m.ndim == 3 else m  # (Tq, Tk)
+    m = m[h] if m.ndim == 3 else m  # (Tq, Tk)
+    return m if rows is None else m[rows]
 
 
 def connect_event(widget, signal, slot) -> None:

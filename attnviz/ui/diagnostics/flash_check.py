@@ -43,7 +43,8 @@ def check_inputs(resp, state, precision: str):
         note = f"the session's {rule} rule runs on the numpy path; the kernels are checked on q·k/√{hs}"
     if state.positional.kind == "alibi":
         note = "ALiBi's bias is not an engine input: the kernels are checked without it"
-    return q, k, v, resp.mask, scale, note
+    mask = resp.mask if resp.mask is not None else resp.block_mask  # a long sequence: a TiledMask
+    return q, k, v, mask, scale, note
 
 
 def query_rows_within(nh: int, Tq: int, Tk: int, limit: int = REFERENCE_LIMIT) -> int:
@@ -117,7 +118,10 @@ class FlashCheckTab(DiagnosticTab):
         rows = query_rows_within(q.shape[0], resp.Tq, resp.Tk)
         if rows < resp.Tq:  # the float64 reference holds (nh, rows, Tk) matrices: check the first rows
             q = q[:, :rows]  # (nh, rows, hs)
-            mask = None if mask is None else np.ascontiguousarray(np.asarray(mask)[..., :rows, :])
+            if hasattr(mask, "rows"):  # a TiledMask: just these rows, made dense
+                mask = mask.rows(np.arange(rows))  # (nh or 1, rows, Tk)
+            elif mask is not None:
+                mask = np.ascontiguousarray(np.asarray(mask)[..., :rows, :])
             note = "; ".join(n for n in (note, f"the first {rows} of {resp.Tq} query rows (all keys), so the "
                                                f"reference stays within {fmt_bytes(REFERENCE_LIMIT)}") if n)
         self._note = note

@@ -120,7 +120,7 @@ class JacobianTab(DiagnosticTab):
         rows = min(resp.Tq, MAX_ROWS)
         q, k = resp.q[h, :rows], resp.k[h]  # (rows, hs), (Tk, hs)
         dots = q @ k.T  # (rows, Tk)
-        mask = head_mask(resp, h)[:rows]  # (rows, Tk)
+        mask = head_mask(resp, h, slice(0, rows))  # (rows, Tk)
         hs = q.shape[1]
         un = row_jacobian_norms(dots, mask, 1.0)  # (rows,)
         sc = row_jacobian_norms(dots, mask, 1.0 / math.sqrt(hs))  # (rows,)

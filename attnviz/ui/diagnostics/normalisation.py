@@ -102,7 +102,7 @@ class NormalisationTab(DiagnosticTab):
             self.status.setText("the sequence is empty")
             return
         dots = q @ k.T  # (rows, Tk) raw q·k, before any scale
-        mask = head_mask(resp, h)[:rows]  # (rows, Tk)
+        mask = head_mask(resp, h, slice(0, rows))  # (rows, Tk)
         self.modes = compare_modes(dots, mask, d_k=q.shape[1])
         mode = state.view.normalisation
         cur = self.modes[mode]

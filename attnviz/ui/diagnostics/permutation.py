@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
+from attnviz.model import compute
 from attnviz.model.compute import compile_mask
 from attnviz.model.diagnostics.permutation import cross_permutation_check, permutation_check
 from attnviz.model.heads import init_weights
@@ -59,7 +60,12 @@ def run_permutation(state, seed: int, kind: str, use_mask: bool):
     else:
         mask = None
         if use_mask:
-            m = compile_mask(state, qseq, kseq)
+            n = xq.shape[0]
+            if qseq.T * kseq.T > compute.DENSE_MASK_CELLS:  # a long sequence: only the rows shuffled, never the whole mask
+                m = np.asarray(state.mask.compile_rows(list(qseq.segments), list(kseq.segments), qseq.T, kseq.T,
+                                                       nh=state.model.nh, rows=(0, n)))[..., :n]  # (n, n) or (nh, n, n)
+            else:
+                m = compile_mask(state, qseq, kseq)
             if m.ndim == 3:
                 notes.append("the mask differs per head: the check runs without it")
             else:

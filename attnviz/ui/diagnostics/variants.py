@@ -112,7 +112,7 @@ class VariantsTab(DiagnosticTab):
         h, note = selected_head(state, nh)
         i = state.view.query if state.view.query is not None and state.view.query < resp.Tq else 0
         nk = min(resp.Tk, MAX_KEYS)
-        mask_row = head_mask(resp, h)[i]  # (Tk,)
+        mask_row = head_mask(resp, h, [i])[0]  # (Tk,)
         cur = state.score_rule
         self.table.setRowCount(len(RULES))
         self.table.setColumnCount(nk)

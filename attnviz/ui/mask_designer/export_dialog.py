@@ -119,6 +119,11 @@ class MaskCodeDialog(QDialog):
             segs = qs if ks is None else ks
             return design_to_json(design, {"q_segments": [s.to_dict() for s in qs],
                                            "k_segments": [s.to_dict() for s in segs], "Tq": Tq, "Tk": Tk})
+        from attnviz.model.compute import DENSE_MASK_CELLS
+
+        if Tq * Tk > DENSE_MASK_CELLS:
+            raise ValueError(f"the {fmt} export needs the dense mask, which is not made for {Tq:,} x {Tk:,} tokens: "
+                             "export the FlexAttention mask_mod or the JSON design instead")
         mask = design.compile(qs, ks, Tq, Tk, nh)
         if fmt == "ar-mask":
             ar, valid = ar_mask_from_mask(mask)

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 from attnviz.model.commands import (AddSource, MoveSource, RecolourSource, RemoveSource, RenameSource, SetCross,
                                     SetCustomBlock, SetImage, SetPatch, SetText, SetTokenizer)
 from attnviz.model.segments import Segment
-from attnviz.model.sequence import encode_text, image_patches
+from attnviz.model.sequence import MAX_TOKENS, encode_text, image_patches
 from attnviz.model.state import CUSTOM_GENERATORS, IMAGE_POLICIES, CrossConfig, CustomSource, ImageSource, \
     TextSource, TokenizerSpec, ToySource
 from attnviz.sources.errors import SourceError
@@ -506,7 +506,7 @@ class CustomEditor(QWidget):
         self.panel = panel
         self.ctx = panel.ctx
         self.name: str | None = None
-        self.count = _spin(1, 8192, "number of tokens in the block")
+        self.count = _spin(1, MAX_TOKENS, "number of tokens in the block")
         self.generator = QComboBox(self)
         self.generator.addItems(list(CUSTOM_GENERATORS))
         self.generator.setToolTip("zeros · seeded Gaussian noise · values loaded from a .npy/.csv file")

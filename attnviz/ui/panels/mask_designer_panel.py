@@ -70,6 +70,13 @@ STACK_RATIO = 1.25  # narrower than this times the height: blocks above cells in
 SEQUENCE_FIELDS = ("sources", "tokenizer", "cross")  # session fields that change the mask's axes
 
 
+def too_long_to_draw(axes) -> bool:
+    """True for sequences whose mask the compute pipeline keeps per tile (never dense)."""
+    from attnviz.model.compute import DENSE_MASK_CELLS  # the engine loads with it: after the first paint
+
+    return axes.Tq * axes.Tk > DENSE_MASK_CELLS
+
+
 class MaskDesignerPanel(QWidget):
     """Block rules, painted cells, presets, tiles and masks as code for the session's mask."""
 
@@ -321,6 +328,10 @@ class MaskDesignerPanel(QWidget):
         self.tiles.set_tile_size(state.kernel.block_m, state.kernel.block_n)
         if self.axes is None or self._axes_stale:
             return  # keep the last picture until the new sequence's response gives its axes
+        if too_long_to_draw(self.axes):
+            self._say(f"{self.axes.Tq:,} x {self.axes.Tk:,} tokens: a mask this long is kept per flash tile and not "
+                      "drawn cell by cell here; the heatmap's overview shows what it does", error=True)
+            return
         try:
             snap = build_snapshot(state.mask, self.axes, self.target, state.kernel.block_m,
                                   state.kernel.block_n, nh)
@@ -483,6 +494,10 @@ class MaskDesignerPanel(QWidget):
             self.tiles.set_timing("no computed q, k, v yet: wait for the computation", error=True)
             return None
         state = self.ctx.session.state
+        if too_long_to_draw(axes):
+            self.tiles.set_timing(f"{axes.Tq:,} x {axes.Tk:,} tokens: the timing compares dense masks, which are not "
+                                  "made this long", error=True)
+            return None
         try:
             mask = state.mask.compile(list(axes.q_segments), list(axes.k_segments), axes.Tq, axes.Tk,
                                       nh=state.model.nh)

@@ -1,0 +1,106 @@
+"""Sequences whose mask is kept per tile (a TiledMask, never dense): the heatmap's overview, the
+hover readout, the mask view, the mask designer and the diagnostics. The dense-mask size is lowered
+so a few hundred tokens take the long-sequence path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.engine import TiledMask
+from attnviz.model import compute, compute_cache
+from attnviz.model.commands import EditMask, set_view
+from attnviz.model.compute import ComputeRequest, run
+from attnviz.model.mask_commands import PaintRow
+from attnviz.model.mask_presets import preset
+from attnviz.model.state import CustomSource, ModelConfig, SessionState
+from attnviz.ui.diagnostics.common import head_mask
+from attnviz.ui.panels.heatmap_panel import HeatmapPanel, overview_grid, overview_image
+from attnviz.ui.response_views import cell_values, engine_scale, row_weights
+
+T = 320
+
+
+def long_state() -> SessionState:
+    st = SessionState(sources=(CustomSource("a", count=T, generator="noise", seed=1),),
+                      model=ModelConfig(d_model=32, nh=2, seed=3), mask=preset("sliding_window", (), w=40))
+    return EditMask(PaintRow(9, T, "deny")).apply(st)[0]
+
+
+@pytest.fixture
+def lowered(monkeypatch):
+    compute_cache.clear()
+    monkeypatch.setattr(compute, "DENSE_MASK_CELLS", 100 * 100)
+    yield
+    compute_cache.clear()
+
+
+def pair():
+    """(tiled response, dense response) of the same state; the dense one with full matrices off."""
+    st = long_state()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compute, "DENSE_MASK_CELLS", 100 * 100)
+        tiled = run(ComputeRequest(1, st))
+    compute_cache.clear()
+    dense = run(ComputeRequest(2, st, dense_limit=100))
+    compute_cache.clear()
+    assert tiled.mask is None and isinstance(tiled.block_mask, TiledMask) and dense.mask is not None
+    return st, tiled, dense
+
+
+def test_readout_and_rows_come_from_the_tiled_mask():
+    st, tiled, dense = pair()
+    scale = engine_scale(st)
+    for row, col in [(9, 9), (50, 30), (50, 49), (300, 299), (300, 10)]:
+        for head in (0, 1, "mean"):
+            assert cell_values(tiled, row, col, head, scale)[2] == cell_values(dense, row, col, head, scale)[2]
+            np.testing.assert_allclose(cell_values(tiled, row, col, head, scale)[:2],
+                                       cell_values(dense, row, col, head, scale)[:2], rtol=1e-10)
+    np.testing.assert_allclose(row_weights(tiled, 77, scale), row_weights(dense, 77, scale), rtol=1e-10, atol=1e-15)
+    np.testing.assert_array_equal(head_mask(tiled, 1, slice(0, 64)), head_mask(dense, 1, slice(0, 64)))
+    with pytest.raises(ValueError, match="rows"):
+        head_mask(tiled, 0)
+
+
+def test_overviews_with_a_tiled_mask_match_the_dense_ones_where_cells_are_allowed():
+    st, tiled, dense = pair()
+    scale = engine_scale(st)
+    for head in (0, "mean"):
+        for region in [((0, T), (0, T)), ((40, 200), (10, 180))]:
+            a = overview_image(tiled, head, scale, "max", (64, 48), *region)
+            b = overview_image(dense, head, scale, "max", (64, 48), *region)
+            ok = ~np.isnan(b)
+            assert np.all(~np.isnan(a)[ok])  # every pixel with an allowed cell is drawn
+            np.testing.assert_allclose(a[ok], b[ok], rtol=1e-5)
+    maps_t, ok_t = overview_grid(tiled, scale, "max", tile=32)
+    maps_d, ok_d = overview_grid(dense, scale, "max", tile=32)
+    assert np.all(ok_t[ok_d])
+    np.testing.assert_allclose(maps_t[ok_d], maps_d[ok_d], rtol=1e-5)
+
+
+def test_the_heatmap_shows_the_overview_and_says_the_mask_is_kept_per_tile(qtbot, make_ctx, respond, lowered):
+    ctx = make_ctx(state=long_state())
+    p = HeatmapPanel(ctx)
+    qtbot.addWidget(p)
+    p.resize(800, 600)
+    p.show()
+    with qtbot.waitSignal(p.rendered, timeout=60000):
+        resp = respond(ctx)
+    assert resp.mask is None and p.mode == "overview"
+    ctx.session.execute(set_view(matrix="mask"))
+    assert p.mode == "message" and "held per flash tile" in p.note.text()
+    with pytest.raises(ValueError, match="held per flash tile"):
+        p.current_stack()
+
+
+def test_the_mask_designer_does_not_draw_a_mask_kept_per_tile(qtbot, make_ctx, respond, lowered):
+    from attnviz.ui.panels.mask_designer_panel import MaskDesignerPanel
+
+    ctx = make_ctx(state=long_state())
+    p = MaskDesignerPanel(ctx)
+    qtbot.addWidget(p)
+    p.show()
+    respond(ctx)
+    p.flush()
+    assert "kept per flash tile" in p.message_text
+    assert p.time_flash() is None
