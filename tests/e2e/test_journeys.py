@@ -282,3 +282,51 @@ def test_killed_app_offers_its_autosave_on_the_next_start(app_runs):
     assert rep2["box_gone"] and rep2["design"] == rep["design"] and rep2["dirty"]
     assert rep2["upper"] == [0.0, 0.0, 0.0]
     assert not os.path.exists(app_runs.data_dir / "running.json")  # this run quit cleanly
+
+
+LONG_SEQUENCE = HELPERS + """
+from attnviz.model.commands import AddSource, SetMask
+from attnviz.model.mask_presets import preset
+from attnviz.model.state import CustomSource
+settle(120)
+heat = window.panel("heatmap")
+ctx.execute(AddSource(CustomSource("long block", count=9000, generator="noise", seed=4)))
+ctx.execute(SetMask(preset("sliding_window", (), w=256, causal_window=True)))
+resp = settle(240, 1500)
+end = time.monotonic() + 60
+while heat.mode != "overview" and time.monotonic() < end:
+    wait(50)
+wait(3000)  # the overview job
+picture = pixels(heat.heatmap.frame)
+mode = heat.mode
+shoot("e2e_journey_long_sequence.png")
+row, col = 8500, 8400
+readout = heat.heatmap.readout_text(row, col)
+dock = window.docks["mask_designer"]
+dock.show()
+dock.raise_()
+designer = window.panel("mask_designer")
+settle(30, 300)
+designer.flush()
+ctx.set_view(matrix="mask")
+wait(300)
+report({"ok": resp.ok, "error": resp.error, "T": resp.Tq, "mask_is_none": resp.mask is None,
+        "tiled": type(resp.block_mask).__name__, "sparsity": resp.sparsity, "mode": mode,
+        "colours": int(len(np.unique(picture.reshape(-1, 3), axis=0))), "readout": readout,
+        "designer": designer.message_text, "mask_note": heat.note.text(), "path": resp.path,
+        "status_T": window.status.tokens_label.text()})
+quit(0)
+"""
+
+
+def test_a_long_sequence_is_shown_as_an_overview_with_its_mask_kept_per_tile(app_runs):
+    proc, rep = app_runs.run("long", LONG_SEQUENCE, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert rep["ok"], rep["error"]
+    assert rep["T"] == 9004 and rep["mask_is_none"] and rep["tiled"] == "TiledMask" and rep["path"] == "engine:flash"
+    assert rep["sparsity"] > 80  # a 256-token causal window over 9,004 tokens skips most tiles
+    assert rep["mode"] == "overview" and rep["colours"] >= 8  # the overview is drawn, not blank
+    assert "q 8500" in rep["readout"] and "k 8400" in rep["readout"] and "weight" in rep["readout"]
+    assert "kept per flash tile" in rep["designer"]
+    assert "held per flash tile" in rep["mask_note"]
+    assert rep["status_T"] == "T = 9,004"
