@@ -9,7 +9,8 @@ returns ``response.cancelled == True`` with no matrices.
 
 Pipeline: sources -> :mod:`attnviz.model.sequence` (cached tokenising / patching) -> X + additive
 positions -> :mod:`attnviz.model.heads` (q, k, v; RoPE; hand-set components) -> mask design compiled
-to a dense bool mask and a BlockMask -> per head:
+to a dense bool mask and a BlockMask (beyond ``DENSE_MASK_CELLS``: band by band into a TiledMask,
+``response.mask`` None, flash kernel only) -> per head:
 
 * dot-product rules (scaled_dot, dot, uniform) without ALiBi: the engine kernel of
   ``state.kernel`` (flash by default), with ``scale`` 1/sqrt(hs), 1 or 0, gives out and lse;
