@@ -42,7 +42,7 @@ import threading
 import time
 import traceback
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QTimer
 from PySide6.QtWidgets import QApplication
 
 DEFAULT_DEMO = "river-bank"
@@ -265,17 +265,15 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
     QTimer.singleShot(int(SMOKE_TIMEOUT_S * 1000), on_timeout)
 
 
-class KernelWarmup(QObject):
+class KernelWarmup:
     """Compiles (or loads from the cache) every engine kernel on a background thread, one dtype at a
     time, so that :meth:`stop` at exit waits for at most one dtype's kernels. When every dtype is done
-    the cache is marked warm (:func:`attnviz.engine.jitcache.mark_warm`) and ``finished`` is emitted
-    on the GUI thread."""
+    the cache is marked warm (:func:`attnviz.engine.jitcache.mark_warm`): later starts go to the
+    engine at once."""
 
     DTYPES = ("float32", "float64")
-    finished = Signal()  # every kernel is compiled and cached
 
-    def __init__(self, parent=None):
-        super().__init__(parent)
+    def __init__(self):
         self._stop = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -295,8 +293,7 @@ class KernelWarmup(QObject):
                 warmup(dtypes=(dtype,))
             jitcache.mark_warm()
         except Exception:  # noqa: BLE001 - a failed warm-up only means kernels compile on first use
-            return
-        self.finished.emit()
+            pass
 
     def stop(self, timeout: float = WARMUP_EXIT_WAIT_S) -> bool:
         """Stop after the current dtype and wait for it; True when the thread has ended (or never ran)."""

@@ -181,3 +181,24 @@ def test_a_start_after_a_complete_warm_up_goes_to_the_engine_at_once(tmp_path):
     marker.touch()  # as KernelWarmup does when every kernel is compiled
     got = _startup_report(tmp_path, XDG_CACHE_HOME=str(cache))
     assert got["first_path"] == got["path"] == "engine:flash"  # the first result drawn came from the engine
+
+
+def test_a_complete_warmup_is_recorded_and_a_stopped_one_is_not(monkeypatch, tmp_path):
+    import importlib
+
+    from attnviz.engine import jitcache
+    from attnviz.ui.app import KernelWarmup
+
+    engine_warmup = importlib.import_module("attnviz.engine.warmup")
+    monkeypatch.setattr(engine_warmup, "warmup", lambda dtypes: None)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setitem(jitcache._warm, "known", False)
+    warm = KernelWarmup()
+    warm.stop(timeout=0)  # stopped before it starts: nothing compiled, nothing recorded
+    warm.start()
+    assert warm.stop()
+    assert not jitcache.warm_marker().exists()
+    warm = KernelWarmup()
+    warm.start()
+    warm.thread.join(30)
+    assert jitcache.warm_marker().exists()
