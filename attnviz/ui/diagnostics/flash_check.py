@@ -116,11 +116,11 @@ class FlashCheckTab(DiagnosticTab):
         state = self.ctx.session.state
         q, k, v, mask, scale, note = check_inputs(resp, state, self.precision.currentText())
         rows = query_rows_within(q.shape[0], resp.Tq, resp.Tk)
+        if hasattr(mask, "rows"):  # a TiledMask: the rows checked, made dense (the reference needs them)
+            mask = mask.rows(np.arange(rows))  # (nh or 1, rows, Tk)
         if rows < resp.Tq:  # the float64 reference holds (nh, rows, Tk) matrices: check the first rows
             q = q[:, :rows]  # (nh, rows, hs)
-            if hasattr(mask, "rows"):  # a TiledMask: just these rows, made dense
-                mask = mask.rows(np.arange(rows))  # (nh or 1, rows, Tk)
-            elif mask is not None:
+            if mask is not None and mask.shape[-2] != rows:
                 mask = np.ascontiguousarray(np.asarray(mask)[..., :rows, :])
             note = "; ".join(n for n in (note, f"the first {rows} of {resp.Tq} query rows (all keys), so the "
                                                f"reference stays within {fmt_bytes(REFERENCE_LIMIT)}") if n)

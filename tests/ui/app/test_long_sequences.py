@@ -104,3 +104,36 @@ def test_the_mask_designer_does_not_draw_a_mask_kept_per_tile(qtbot, make_ctx, r
     p.flush()
     assert "kept per flash tile" in p.message_text
     assert p.time_flash() is None
+
+
+def test_every_diagnostic_works_on_a_mask_kept_per_tile(qtbot, lowered):
+    from attnviz.model.session import Session
+    from attnviz.ui.context import AppContext
+    from attnviz.ui.diagnostics.flash_check import FlashCheckTab
+    from attnviz.ui.panels.diagnostics_panel import DiagnosticsPanel
+
+    ctx = AppContext(Session(long_state()))
+    panel = DiagnosticsPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.resize(1200, 760)
+    panel.show()
+    errors = []
+    ctx.message.connect(lambda level, text: errors.append(text) if level == "error" else None)
+    with qtbot.waitSignal(ctx.response_changed, timeout=60000):
+        ctx.recompute(now=True)
+    assert ctx.response.mask is None
+    for i in range(panel.tabs.count()):
+        tab = panel.tabs.widget(i)
+        panel.tabs.setCurrentIndex(i)
+        job = getattr(tab, "job", None)
+        if isinstance(tab, FlashCheckTab):
+            with qtbot.waitSignal(tab.job.finished, timeout=60000):
+                assert tab.run() > 0
+            assert tab.check is not None and tab.check.kernels[1].max_error < 1e-4
+        elif job is not None:
+            qtbot.wait(300)
+            qtbot.waitUntil(lambda: not getattr(job, "busy", False), timeout=60000)
+    qtbot.wait(200)
+    assert errors == []
+    ctx.compute.shutdown()
+    panel.shutdown()
