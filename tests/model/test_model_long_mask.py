@@ -95,3 +95,17 @@ def test_dense_exports_are_refused_beyond_the_dense_mask_size(tmp_path, monkeypa
         mask_export.export_mask(design, "npy", tmp_path / "m.npy", segs)
     mask_export.export_mask(design, "flex", tmp_path / "m.py", segs)  # written, not checked densely
     assert "def mask_mod" in (tmp_path / "m.py").read_text()
+
+
+def test_the_report_of_a_long_sequence_counts_the_tiled_mask(monkeypatch):
+    from attnviz.model.report import response_to_json
+
+    monkeypatch.setattr(compute, "DENSE_MASK_CELLS", 100 * 100)
+    tiled = run(ComputeRequest(1, state()))
+    compute_cache.clear()
+    monkeypatch.setattr(compute, "DENSE_MASK_CELLS", 10**12)
+    dense = run(ComputeRequest(2, state(), dense_limit=100))
+    a, b = response_to_json(tiled), response_to_json(dense)
+    assert a["summary"] and b["summary"]
+    assert a["mask_density"] == pytest.approx(b["mask_density"], abs=1e-12)
+    assert a["tiles"] == b["tiles"] and a["fully_masked_rows"] == b["fully_masked_rows"] == 2
