@@ -138,7 +138,7 @@ class ComputeRequest:
 
 
 @dataclass(frozen=True, eq=False)
-class ComputeResponse:
+class ComputeResponse(preview.AxisLengths):
     """Everything a panel draws for one request. Arrays are float64 unless noted; treat them as read-only."""
 
     request_id: int
@@ -177,14 +177,6 @@ class ComputeResponse:
     stand_in: bool = False  # the numpy path stood in for the engine while its kernels compile (engine="when-compiled")
     recomputed_rows: int = 0  # query rows whose attention this run computed: Tq (all), fewer after a
     #                           mask edit (only the changed rows), 0 when everything was reused
-
-    @property
-    def Tq(self) -> int:
-        return len(self.query_labels)
-
-    @property
-    def Tk(self) -> int:
-        return len(self.key_labels)
 
     @property
     def dense(self) -> bool:

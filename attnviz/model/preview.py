@@ -41,8 +41,20 @@ from attnviz.model.state import ModelConfig, SessionState
 PREVIEW_CELLS = 1 << 19
 
 
+class AxisLengths:
+    """Tq and Tk of a result that carries ``query_labels`` and ``key_labels``."""
+
+    @property
+    def Tq(self) -> int:
+        return len(self.query_labels)
+
+    @property
+    def Tk(self) -> int:
+        return len(self.key_labels)
+
+
 @dataclass(frozen=True, eq=False)
-class HeadPreview:
+class HeadPreview(AxisLengths):
     """One head's display matrices, delivered before the full response; arrays read-only."""
 
     request_id: int  # the request this is a first part of
@@ -57,14 +69,6 @@ class HeadPreview:
     key_segments: tuple[Segment, ...]
     cross: bool  # cross-attention (query and key sequences differ)
     seconds: float  # from the start of the run to this preview
-
-    @property
-    def Tq(self) -> int:
-        return len(self.query_labels)
-
-    @property
-    def Tk(self) -> int:
-        return len(self.key_labels)
 
 
 def wanted(state: SessionState, head, Tq: int, Tk: int, dense: bool) -> bool:
