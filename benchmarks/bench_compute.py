@@ -46,11 +46,8 @@ STAGES = ("prepare", "project", "mask", "attention", "attention.kernel", "attent
 
 
 def loadavg() -> str:
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "n/a"
+    """The 1-, 5- and 15-minute load averages."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def session(T: int, mask: str) -> SessionState:

@@ -179,9 +179,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    load0 = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
+    load0 = [f"{x:.2f}" for x in os.getloadavg()]
     results = [bench(int(t), args.repeat, args.edit, gap_ms=args.gap_ms) for t in args.T.split(",")]
-    load1 = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
+    load1 = [f"{x:.2f}" for x in os.getloadavg()]
     out = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
            "platform": app.platformName(), "loadavg_before": load0, "loadavg_after": load1, "results": results}
     if args.json:

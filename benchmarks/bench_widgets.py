@@ -52,11 +52,8 @@ SIZES = {"heatmap": (900, 700), "mask": (800, 700), "grid8": (900, 300), "grid72
 
 
 def loadavg() -> str:
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "n/a"
+    """The 1-, 5- and 15-minute load averages."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 class PaintCounter(QObject):

@@ -278,10 +278,11 @@ def _tiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence) -> Compiled
     return CompiledMask(None, tm, tm.fully if tm.n_heads > 1 else tm.fully[0])
 
 
-def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
-                   prev: Result | None) -> tuple[CompiledMask, np.ndarray | None]:
-    """The compiled mask (cached on the design object) and the query rows where it differs from
-    ``prev``'s mask: (R,) int64, or None when there is nothing to compare with."""
+def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence, prev: Result | None,
+                   tiled: bool) -> tuple[CompiledMask, np.ndarray | None]:
+    """The compiled mask (cached on the design object; ``tiled``: a TiledMask, never dense) and the
+    query rows where it differs from ``prev``'s mask: (R,) int64, or None when there is nothing to
+    compare with (always for a tiled mask)."""
     kc = state.kernel
     rest = (qseq.segments, kseq.segments, qseq.T, kseq.T, state.model.nh, kc.block_m, kc.block_n)
     pm = prev.compiled if prev is not None else None
@@ -292,7 +293,7 @@ def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence,
         if pm is not None and pm.mask is not None and cm.mask is not None and pm.mask.shape == cm.mask.shape:
             return cm, cache.changed_rows(pm.mask, cm.mask)
         return cm, None
-    if qseq.T * kseq.T > DENSE_MASK_CELLS:  # never dense: band by band into a TiledMask
+    if tiled:  # never dense: band by band into a TiledMask
         cm = _tiled_mask(state, qseq, kseq)
         cache.store_mask(state.mask, rest, cm)
         return cm, None
@@ -355,7 +356,7 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
     pkey = _projection_key(state, request.max_tokens)
     rkey = (pkey, model.qk_overrides, rule, kc, dense, on_engine)  # all a result depends on but the mask
     prev = cache.results.peek(rkey)
-    cm, changed = _compiled_mask(state, qseq, kseq, prev)
+    cm, changed = _compiled_mask(state, qseq, kseq, prev, tiled)
     mask, bm, fully = cm.mask, cm.block_mask, cm.fully
     n_full = int(np.count_nonzero(fully))
     if tiled and kc.name != "flash":

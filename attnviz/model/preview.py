@@ -72,13 +72,12 @@ class HeadPreview(AxisLengths):
 
 
 def wanted(state: SessionState, head, Tq: int, Tk: int, dense: bool) -> bool:
-    """True when a preview of ``head`` is worth computing for a full run of this state."""
+    """True when a preview of ``head`` is worth computing for a full run of this state on the engine
+    (the caller asks only for runs on an engine kernel)."""
     nh = state.model.nh
     if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < nh or nh < 2:
         return False
-    if not dense or nh * Tq * Tk < PREVIEW_CELLS:
-        return False
-    return state.score_rule.engine and state.positional.kind != "alibi"
+    return dense and nh * Tq * Tk >= PREVIEW_CELLS
 
 
 def head_qk(model: ModelConfig, positional, Xq: np.ndarray, Xk: np.ndarray, W_q: np.ndarray, W_k: np.ndarray,

@@ -55,6 +55,7 @@ class ComputeController(QObject):
     def __init__(self, parent=None, throttle_ms: int = 12, compute=None, stale_grace_s: float = 0.15):
         super().__init__(parent)
         self._compute = compute  # the pure function (swappable in tests); None: the model's run
+        self._previews = None  # whether it takes on_preview (known at its first use)
         self._throttle_ms = throttle_ms  # coalescing delay while a computation is running
         self._stale_grace_s = stale_grace_s  # a stale computation younger than this may finish
         self._delivered_id = 0  # newest request id delivered so far
@@ -184,8 +185,10 @@ class ComputeController(QObject):
 
                 if self._compute is None:
                     self._compute = _default_compute()
+                if self._previews is None:
+                    self._previews = _takes_preview(self._compute)
                 request = ComputeRequest(request_id=rid, state=state, **kwargs)
-                extra = {"on_preview": on_preview} if _takes_preview(self._compute) else {}
+                extra = {"on_preview": on_preview} if self._previews else {}
                 resp = self._compute(request, progress=progress, is_cancelled=is_cancelled, **extra)
             except Exception as exc:  # a bug must not kill the worker: report it as a failed response
                 from attnviz.model.compute import ComputeResponse

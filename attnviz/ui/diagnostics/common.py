@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
 
+from attnviz.ui.response_views import mask_rows
 from attnviz.ui.theme import current_theme
 
 #: colours of the two sides of attention wherever queries and keys are drawn together
@@ -64,12 +65,10 @@ def head_mask(response, h: int, rows=None):
     """The bool mask of head ``h`` from a response: (Tq, Tk), or (R, Tk) of query ``rows`` (a slice or
     indices); a long sequence's mask (held per tile, ``response.mask`` None) gives rows only."""
     m = response.mask
-    tiled = getattr(response, "block_mask", None) if m is None else None
-    if tiled is not None and hasattr(tiled, "rows"):
+    if m is None and hasattr(getattr(response, "block_mask", None), "rows"):  # a TiledMask
         if rows is None:
             raise ValueError("a mask held per tile gives query rows, not the whole matrix")
-        idx = np.arange(response.Tq)[rows] if isinstance(rows, slice) else np.asarray(rows)
-        r = tiled.rows(idx)  # (nh or 1, R, Tk)
+        r = mask_rows(response, np.arange(response.Tq)[rows] if isinstance(rows, slice) else rows)  # (nh|1, R, Tk)
         return r[h] if r.shape[0] > 1 else r[0]
     if m is None:
         m = np.ones((response.Tq, response.Tk), dtype=bool)  # (Tq, Tk)

@@ -289,6 +289,7 @@ class HeatmapPanel(QWidget):
         if self._resp is not None and self._resp.request_id >= p.request_id:
             return
         self._preview = p
+        self._sync_colormap(view)
         values = p.weights if view.matrix == "weights" else p.scores
         self._show_dense(values, p.mask, compact_labels(p.query_labels), compact_labels(p.key_labels),
                          p.query_segments, p.key_segments, view.matrix, p.head, True,
@@ -385,6 +386,16 @@ class HeatmapPanel(QWidget):
     def _cmap_name(view) -> str:
         return view.colormap if view.colormap in colormaps.NAMES else colormaps.DEFAULT
 
+    def _sync_colormap(self, view) -> str:
+        """Give the heatmap and the grid the view's colormap (when they have another); its name."""
+        cmap = self._cmap_name(view)
+        if self.heatmap.colormap_name() != cmap:
+            self.heatmap.set_colormap(cmap)
+        if self._grid_cmap != cmap:
+            self.grid.set_colormap(cmap)
+            self._grid_cmap = cmap
+        return cmap
+
     def _apply_colormap(self, name: str) -> None:
         name = name if name in colormaps.NAMES else colormaps.DEFAULT
         self.heatmap.set_colormap(name)
@@ -416,12 +427,7 @@ class HeatmapPanel(QWidget):
         head = check_head(resp, view.head)
         self._preview = None
         self.drawn_request_id = resp.request_id
-        cmap = self._cmap_name(view)
-        if self.heatmap.colormap_name() != cmap:
-            self.heatmap.set_colormap(cmap)
-        if self._grid_cmap != cmap:
-            self.grid.set_colormap(cmap)
-            self._grid_cmap = cmap
+        cmap = self._sync_colormap(view)
         self._drawn_view = (view.head, view.matrix, view.log_scale, cmap)
         mv = matrix_view(resp, view.matrix, head)
         overview_possible = view.matrix in ("weights", "scores") and self._scale is not None
@@ -449,21 +455,18 @@ class HeatmapPanel(QWidget):
             self._draw_grid_later()
             return
         self._show_dense(mv.values, mv.allowed, self._row_labels, self._key_labels if mv.per_key else mv.col_labels,
-                         resp.query_segments, resp.key_segments if mv.per_key else (), view.matrix, head,
-                         mv.per_key, mv.value_label)
+                         resp.query_segments, resp.key_segments, view.matrix, head, mv.per_key, mv.value_label)
         self._select_grid_head(head)  # at once; the maps follow when the grid is redrawn
         self._draw_grid_later()
         self.rendered.emit()
 
     def _show_dense(self, values, allowed, row_labels, col_labels, row_segments, col_segments, matrix: str, head,
                     per_key: bool, value_label: str, source=None) -> None:
-        """Draw one (Tq, Tk|hv) matrix in the heatmap, of ``source`` (a preview; default the response)."""
+        """Draw one (Tq, Tk|hv) matrix in the heatmap, of ``source`` (a preview; default the response);
+        ``col_segments`` band the columns only when they are keys (``per_key``)."""
         view = self.ctx.session.state.view
         self._mode = "dense"
         self._show_note("")
-        cmap = self._cmap_name(view)
-        if self.heatmap.colormap_name() != cmap:
-            self.heatmap.set_colormap(cmap)
         log = view.log_scale and matrix == "weights"
         levels = None
         if matrix == "weights" and not log:
