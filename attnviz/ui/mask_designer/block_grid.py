@@ -69,12 +69,19 @@ class BlockGrid(QWidget):
         super().__init__(parent)
         self.min_cell, self.max_cell = min_cell, max_cell
         self.snapshot: Snapshot | None = None
+        self.placeholder = "waiting for the sequence…"  # drawn while there is no snapshot
         self._thumbs: list[list[QImage]] = []
         self._hover: tuple[int, int] | None = None
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
     # -- content -------------------------------------------------------------------------------
+    def clear(self, placeholder: str) -> None:
+        """Show no blocks, only ``placeholder``."""
+        self.snapshot, self._thumbs, self.placeholder = None, [], placeholder
+        self.updateGeometry()
+        self.update()
+
     def set_snapshot(self, snap: Snapshot) -> None:
         self.snapshot = snap
         self._thumbs = [[self._thumbnail(snap, bq, bk) for bk in snap.k_blocks] for bq in snap.q_blocks]
@@ -166,7 +173,7 @@ class BlockGrid(QWidget):
         p.fillRect(self.rect(), QColor(theme.window))
         if self.snapshot is None:
             p.setPen(QColor(theme.muted_text))
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "waiting for the sequence…")
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self.placeholder)
             return
         snap, g = self.snapshot, self.geometry_now()
         fg = QColor(theme.text)

@@ -331,6 +331,7 @@ class MaskDesignerPanel(QWidget):
         if too_long_to_draw(self.axes):
             self._say(f"{self.axes.Tq:,} x {self.axes.Tk:,} tokens: a mask this long is kept per flash tile and not "
                       "drawn cell by cell here; the heatmap's overview shows what it does", error=True)
+            self.grid.clear(f"{self.axes.Tq:,} x {self.axes.Tk:,} tokens: not drawn cell by cell")
             return
         try:
             snap = build_snapshot(state.mask, self.axes, self.target, state.kernel.block_m,

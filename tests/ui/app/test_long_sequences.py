@@ -103,6 +103,7 @@ def test_the_mask_designer_does_not_draw_a_mask_kept_per_tile(qtbot, make_ctx, r
     respond(ctx)
     p.flush()
     assert "kept per flash tile" in p.message_text
+    assert p.grid.snapshot is None and "not drawn cell by cell" in p.grid.placeholder
     assert p.time_flash() is None
 
 
