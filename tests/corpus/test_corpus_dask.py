@@ -19,7 +19,7 @@ import numpy as np
 import psutil
 import pyarrow.parquet as pq
 import pytest
-from conftest import STATS, TINY_GPT2, reference_stats, sentences, write_lines
+from corpus_helpers import STATS, TINY_GPT2, reference_stats, sentences, write_lines
 
 from attnviz.cli import main
 from attnviz.corpus import read_stats

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLin
 from attnviz.checkpoints import Checkpoint, ModelAttention, head_summaries, load_checkpoint, ready_models, run_image, run_text
 from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
 from attnviz.ui import colormaps
+from attnviz.ui.model_view.corpus_view import install as install_corpus_view
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.views import head_matrix, session_text
 from attnviz.ui.model_view.vit_view import VitAttentionView
@@ -166,6 +167,7 @@ class ModelViewPanel(QWidget):
         ctx.session.events.sources.connect(self._on_sources_changed)
         ctx.session.events.view.connect(self._on_view_changed)
         self._sync_input_page()
+        self.corpus = install_corpus_view(self)  # "Corpus" tab: a STATS.parquet beside this input
 
     def _row(self, *widgets) -> QWidget:
         w = QWidget(self)

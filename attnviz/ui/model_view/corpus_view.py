@@ -1,0 +1,215 @@
+"""CorpusStatsView: a corpus's per-head statistics (a STATS.parquet of ``attnviz-cli corpus``) as a
+layers x heads grid, beside the same statistics of the input the panel is showing.
+
+"Open statistics…" reads the file; a combo chooses the statistic (entropy, attention to the first
+token, to self, to the previous token, mean distance); the left grid is the corpus, the right grid the
+current input of the same model, on one colour scale so a cell's colour means the same on both
+sides.  Hover reads a cell; clicking one selects that head in the panel (``head_clicked``); the line
+below gives the selected head's value in the corpus and in the input.  A file for another model, or
+one that cannot be read, is said in the view's message line, never raised.
+
+:func:`install` adds the view as a tab of :class:`~attnviz.ui.model_view.panel.ModelViewPanel`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout,
+                               QWidget)
+
+from attnviz.corpus import LABELS, STATISTICS, CorpusStats, StatsFileError, read_stats
+from attnviz.corpus.compare import input_statistics, mismatch, shared_levels
+from attnviz.ui import colormaps
+from attnviz.ui.widgets.heatmap import AttentionHeatmap
+
+
+def _drawable(grid: np.ndarray) -> np.ndarray:
+    """NaN (a statistic with no row, e.g. to_prev of a one-token input) drawn as a masked cell."""
+    return np.where(np.isfinite(grid), grid, -np.inf)  # (L, nh)
+
+
+class CorpusStatsView(QWidget):
+    """Layers x heads grids of one statistic: the corpus (left) and the current input (right)."""
+
+    head_clicked = Signal(int, int)  # (layer, head)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.stats: CorpusStats | None = None
+        self.input_values: dict[str, np.ndarray] | None = None
+        self.input_model = ""
+        self.input_tokens = 0
+        self.selected: tuple[int, int] | None = None
+
+        self.open_button = QPushButton("Open statistics…", self)
+        self.open_button.setToolTip("a STATS.parquet written by: attnviz-cli corpus MODEL TEXTS --out STATS.parquet")
+        self.source = QLabel("No corpus statistics open.", self)
+        self.source.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.metric_combo = QComboBox(self)
+        for name in STATISTICS:
+            self.metric_combo.addItem(LABELS[name][0], name)
+        self.metric_combo.setToolTip("which statistic colours both grids (mean over every query row)")
+        bar = QHBoxLayout()
+        bar.setContentsMargins(6, 4, 6, 0)
+        bar.addWidget(self.open_button)
+        bar.addWidget(self.source, 1)
+        bar.addWidget(self.metric_combo)
+        self.message = QLabel("", self)
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet("QLabel { color: #c62828; padding: 2px 6px; }")
+        self.message.setVisible(False)
+        self.corpus_map = AttentionHeatmap(self)
+        self.input_map = AttentionHeatmap(self)
+        for m in (self.corpus_map, self.input_map):
+            m.setMinimumSize(220, 160)
+        self.split = QSplitter(Qt.Orientation.Horizontal, self)
+        self.split.addWidget(self.corpus_map)
+        self.split.addWidget(self.input_map)
+        self.line = QLabel(" ", self)
+        self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.line.setContentsMargins(6, 0, 6, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(3)
+        layout.addLayout(bar)
+        layout.addWidget(self.message)
+        layout.addWidget(self.split, 1)
+        layout.addWidget(self.line)
+
+        self.open_button.clicked.connect(self._on_open_clicked)
+        self.metric_combo.currentIndexChanged.connect(lambda _i: self._draw())
+        self.corpus_map.cell_clicked.connect(self.head_clicked.emit)
+        self.input_map.cell_clicked.connect(self.head_clicked.emit)
+
+    # ------------------------------------------------------------------ public API
+    def open_stats(self, path) -> bool:
+        """Read and show a STATS.parquet; False (and the reason in the message line) when it cannot be read."""
+        try:
+            stats = read_stats(path)
+        except StatsFileError as exc:
+            self._show_message(f"Could not open the corpus statistics: {exc}")
+            return False
+        self.stats = stats
+        m = stats.metadata
+        failed = int(m.get("failed", "0") or 0)
+        self.source.setText(f"{stats.model or 'model ?'} · {stats.documents:,} documents, {stats.rows:,} rows"
+                            + (f" ({failed:,} failed)" if failed else "") + f" · {Path(path).name}")
+        self.source.setToolTip(f"{stats.path}\ncorpus: {m.get('corpus', '?')}")
+        self._draw()
+        return True
+
+    def set_input(self, result) -> None:
+        """The panel's current forward pass (a ModelAttention), or None."""
+        if result is None:
+            self.input_values, self.input_model, self.input_tokens = None, "", 0
+        else:
+            self.input_values = input_statistics(result.attentions)
+            self.input_model, self.input_tokens = result.model, result.attentions.shape[-1]
+        self._draw()
+
+    def metric(self) -> str:
+        return self.metric_combo.currentData()
+
+    def set_metric(self, name: str) -> None:
+        index = self.metric_combo.findData(name)
+        if index < 0:
+            raise ValueError(f"unknown statistic {name!r}; choose one of {', '.join(STATISTICS)}")
+        self.metric_combo.setCurrentIndex(index)
+
+    def set_selected(self, layer: int, head: int) -> None:
+        self.selected = (int(layer), int(head))
+        self._draw()  # outlines the layer's row in the grids that hold one (a few dozen cells: cheap)
+
+    def set_colormap(self, name: str) -> None:
+        if name in colormaps.NAMES:
+            self.corpus_map.set_colormap(name)
+            self.input_map.set_colormap(name)
+
+    def corpus_matrix(self) -> np.ndarray | None:
+        """(L, nh) corpus values of the chosen statistic, or None."""
+        return None if self.stats is None else self.stats.values[self.metric()]
+
+    def input_matrix(self) -> np.ndarray | None:
+        """(L, nh) values of the current input drawn beside the corpus, or None (no input, other model)."""
+        if self.input_values is None or self._mismatch() is not None:
+            return None
+        return self.input_values[self.metric()]
+
+    def message_text(self) -> str:
+        return self.message.text()
+
+    # ------------------------------------------------------------------ drawing
+    def _mismatch(self) -> str | None:
+        if self.stats is None or self.input_values is None:
+            return None
+        shape = next(iter(self.input_values.values())).shape
+        return mismatch(self.stats, self.input_model, shape)
+
+    def _draw(self) -> None:
+        name = self.metric()
+        label, short = LABELS[name]
+        corpus, inp = self.corpus_matrix(), self.input_matrix()
+        levels = shared_levels(corpus, inp)
+        problem = self._mismatch()
+        if problem:
+            self._show_message(f"{problem}: the input is not drawn beside the corpus (load {self.stats.model} "
+                               "in the panel, or open statistics of this model).")
+        else:
+            self._clear_message()
+        for view, grid, title in ((self.corpus_map, corpus, f"corpus · {label}"),
+                                  (self.input_map, inp, f"this input ({self.input_tokens} tokens) · {label}")):
+            if grid is None:
+                view.clear()
+                continue
+            L, nh = grid.shape
+            view.set_matrix(_drawable(grid), row_labels=[f"L{i}" for i in range(L)],
+                            col_labels=[f"h{j}" for j in range(nh)], levels=levels, title=title, value_label=short)
+            if self.selected is not None and self.selected[0] < L:
+                view.set_selected_row(self.selected[0])
+        self._update_line()
+
+    def _update_line(self) -> None:
+        corpus, inp = self.corpus_matrix(), self.input_matrix()
+        if self.selected is None or corpus is None:
+            self.line.setText(" ")
+            return
+        layer, head = self.selected
+        if not (layer < corpus.shape[0] and head < corpus.shape[1]):
+            self.line.setText(" ")
+            return
+        short = LABELS[self.metric()][1]
+        text = f"layer {layer} · head {head}: {short} {corpus[layer, head]:.4f} over the corpus"
+        if inp is not None:
+            text += f", {inp[layer, head]:.4f} in this input"
+        self.line.setText(text)
+
+    def _on_view_changed(self, view) -> None:
+        self.set_colormap(view.colormap)
+
+    def _on_open_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open corpus statistics", "", "Parquet (*.parquet);;All files (*)")
+        if path:
+            self.open_stats(path)
+
+    def _show_message(self, text: str) -> None:
+        self.message.setText(text)
+        self.message.setVisible(True)
+
+    def _clear_message(self) -> None:
+        self.message.setText("")
+        self.message.setVisible(False)
+
+
+def install(panel) -> CorpusStatsView:
+    """Add the corpus view as a "Corpus" tab of a ModelViewPanel, following its input, head and colours."""
+    view = CorpusStatsView(panel)
+    panel.tabs.addTab(view, "Corpus")
+    panel.attention_ready.connect(view.set_input)
+    panel.head_selected.connect(view.set_selected)
+    view.head_clicked.connect(panel.select_head)
+    view.set_colormap(panel.ctx.session.state.view.colormap)
+    panel.ctx.session.events.view.connect(view._on_view_changed)
+    return view
