@@ -12,8 +12,10 @@ still written).
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from attnviz.cli import CliError
@@ -89,6 +91,23 @@ class ProgressBar:
             self._drawn = False
 
 
+@contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (a job system stopping the run) stops it as cleanly as Ctrl+C: workers shut, no file left."""
+    def stop(_signum, _frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def _cmd_corpus(args) -> int:
     from attnviz.cli.model_cmd import _resolve
     from attnviz.corpus.run import CorpusRunError, run_corpus
@@ -96,9 +115,10 @@ def _cmd_corpus(args) -> int:
     folder, name = _resolve(args.model)
     bar = ProgressBar()
     try:
-        result = run_corpus(folder, name, args.texts, args.out, scheduler=args.scheduler, workers=args.workers,
-                            batch=args.batch, max_tokens=args.max_tokens, per_document=args.per_document,
-                            progress=bar)
+        with _terminate_as_interrupt():
+            result = run_corpus(folder, name, args.texts, args.out, scheduler=args.scheduler, workers=args.workers,
+                                batch=args.batch, max_tokens=args.max_tokens, per_document=args.per_document,
+                                progress=bar)
     except KeyboardInterrupt:
         bar.end()
         print(f"interrupted: nothing written to {args.out}", file=sys.stderr)
@@ -111,6 +131,9 @@ def _cmd_corpus(args) -> int:
     rate = (s.documents + len(result.failed)) / result.elapsed if result.elapsed > 0 else 0.0
     print(f"{s.documents:,} of {result.total:,} documents ran ({s.rows:,} query rows) in {_clock(result.elapsed)} "
           f"on {result.workers} worker thread(s), {rate:.1f} documents/s")
+    if result.worker_cpu == result.worker_cpu and s.documents:
+        print(f"CPU time: workers {result.worker_cpu:.1f} s ({1000 * result.worker_cpu / s.documents:.1f} ms "
+              f"per document), this process {result.driver_cpu:.1f} s")
     print(f"statistics of {s.shape[0]} layers x {s.shape[1]} heads -> {args.out}")
     if args.per_document is not None:
         print(f"per-document statistics -> {args.per_document}")

@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -56,6 +56,8 @@ class CorpusResult:
     failed: list[tuple[int, str, str]] = field(default_factory=list)  # (index, name, message), corpus order
     elapsed: float = 0.0  # seconds of computing (cluster start not included)
     workers: int = 0  # worker threads the cluster had
+    worker_cpu: float = float("nan")  # CPU seconds the worker processes spent during the run (all of them)
+    driver_cpu: float = float("nan")  # CPU seconds of this process during the run (streaming, folding, files)
 
 
 def default_workers() -> int:
@@ -93,7 +95,7 @@ def open_client(scheduler: str, workers: int | None = None):
         processes = scheduler == "processes"
         where = {"host": "127.0.0.1"} if processes else {}  # threads: in-process, no network at all
         try:
-            with _sigint_ignored():
+            with _sigint_ignored() if processes else nullcontext():
                 cluster = LocalCluster(n_workers=n if processes else 1, threads_per_worker=1 if processes else n,
                                        processes=processes, dashboard_address=None,
                                        silence_logs=logging.CRITICAL, **where)
@@ -204,6 +206,8 @@ def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_t
     from distributed import as_completed
 
     n_threads = max(1, sum(client.nthreads().values()))
+    cpu0 = _worker_cpu(client)
+    driver0 = time.process_time()
     parts = partitions(texts, batch)
     pending = as_completed()
     futures = set()
@@ -259,4 +263,20 @@ def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_t
             client.cancel(list(futures))
     if sums is None:
         sums = HeadSums.zeros(1, 1)
-    return CorpusResult(sums=sums, total=total, failed=failed, elapsed=time.perf_counter() - t0, workers=n_threads)
+    elapsed = time.perf_counter() - t0
+    worker_cpu = _worker_cpu(client, cpu0)
+    return CorpusResult(sums=sums, total=total, failed=failed, elapsed=elapsed, workers=n_threads,
+                        worker_cpu=worker_cpu, driver_cpu=time.process_time() - driver0)
+
+
+def _worker_cpu(client, before: dict | None = None):
+    """Per-worker CPU seconds now (``before`` None), else the total spent since ``before``."""
+    try:
+        now = client.run(time.process_time)  # worker address -> CPU seconds of its process
+    except Exception:  # a scheduler that refuses run(): the figure is informative only
+        return {} if before is None else float("nan")
+    if before is None:
+        return now
+    if set(now) != set(before) or len(set(client.run(os.getpid).values())) != len(now):
+        return float("nan")  # workers came or went, or share a process (threads): not per worker
+    return sum(now[w] - before[w] for w in now)

@@ -232,3 +232,26 @@ def test_ctrl_c_stops_cleanly_and_writes_nothing(minilm_folder, tmp_path):
     _gone, alive = psutil.wait_procs(children, timeout=20)
     assert alive == []
     assert not outdir.exists() or list(outdir.iterdir()) == []
+
+
+def test_sigterm_stops_a_threads_run_cleanly(minilm_folder, tmp_path):
+    path = write_lines(tmp_path / "c.txt", sentences(3000, seed=6, longest=40))
+    out = tmp_path / "out" / "s.parquet"
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "attnviz.cli", "corpus", "all-MiniLM-L6-v2", str(path),
+                                 "--out", str(out), "--per-document", str(out.with_name("d.parquet")),
+                                 "--scheduler", "threads", "--workers", "2", "--batch", "2"],
+                                stdout=subprocess.DEVNULL, stderr=err, env=_env(), cwd=ROOT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "documents" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "no progress within 120 s"
+            time.sleep(0.2)
+        proc.terminate()
+        assert proc.wait(timeout=60) == 130
+    finally:
+        _stop([proc])
+    assert "interrupted: nothing written" in log.read_text()
+    assert list(out.parent.iterdir()) == []

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSplitter, QStackedWidget,
+                               QVBoxLayout, QWidget)
 
 from attnviz.corpus import LABELS, STATISTICS, CorpusStats, StatsFileError, read_stats
 from attnviz.corpus.compare import input_statistics, mismatch, shared_levels
@@ -63,11 +63,19 @@ class CorpusStatsView(QWidget):
         self.message.setVisible(False)
         self.corpus_map = AttentionHeatmap(self)
         self.input_map = AttentionHeatmap(self)
+        self.split = QSplitter(Qt.Orientation.Horizontal, self)
+        self._sides = {}  # heatmap -> (stack, placeholder label)
         for m in (self.corpus_map, self.input_map):
             m.setMinimumSize(220, 160)
-        self.split = QSplitter(Qt.Orientation.Horizontal, self)
-        self.split.addWidget(self.corpus_map)
-        self.split.addWidget(self.input_map)
+            stack = QStackedWidget(self)
+            hint = QLabel("", stack)
+            hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            hint.setWordWrap(True)
+            hint.setStyleSheet("QLabel { color: palette(mid); padding: 12px; }")
+            stack.addWidget(hint)
+            stack.addWidget(m)
+            self.split.addWidget(stack)
+            self._sides[m] = (stack, hint)
         self.line = QLabel(" ", self)
         self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.line.setContentsMargins(6, 0, 6, 2)
@@ -159,11 +167,21 @@ class CorpusStatsView(QWidget):
                                "in the panel, or open statistics of this model).")
         else:
             self._clear_message()
-        for view, grid, title in ((self.corpus_map, corpus, f"corpus · {label}"),
-                                  (self.input_map, inp, f"this input ({self.input_tokens} tokens) · {label}")):
+        if self.input_values is None:
+            input_hint = "Run the model on an input to see its statistics here."
+        else:
+            input_hint = "This input's model is not the model of the statistics." if problem else ""
+        for view, grid, title, hint in (
+                (self.corpus_map, corpus, f"corpus · {label}",
+                 "Open statistics… shows a STATS.parquet written by\nattnviz-cli corpus MODEL TEXTS --out STATS.parquet"),
+                (self.input_map, inp, f"this input ({self.input_tokens} tokens) · {label}", input_hint)):
+            stack, placeholder = self._sides[view]
             if grid is None:
                 view.clear()
+                placeholder.setText(hint)
+                stack.setCurrentWidget(placeholder)
                 continue
+            stack.setCurrentWidget(view)
             L, nh = grid.shape
             view.set_matrix(_drawable(grid), row_labels=[f"L{i}" for i in range(L)],
                             col_labels=[f"h{j}" for j in range(nh)], levels=levels, title=title, value_label=short)
