@@ -88,7 +88,7 @@ def open_client(scheduler: str, workers: int | None = None):
         raise CorpusRunError("the corpus command runs on Dask: pip install 'attnviz[corpus]'") from None
     for name in ("distributed", "tornado", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)  # shutdown chatter is not the user's concern
-    n = workers or default_workers()
+    n = default_workers() if workers is None else workers
     if n < 1:
         raise CorpusRunError(f"--workers must be at least 1 (got {n})")
     if scheduler in LOCAL_SCHEDULERS:
@@ -109,9 +109,12 @@ def open_client(scheduler: str, workers: int | None = None):
         return
     if not scheduler.startswith(("tcp://", "tls://")) or ":" not in scheduler.split("://", 1)[1]:
         raise CorpusRunError(f"--scheduler {scheduler!r}: give threads, processes or a scheduler address tcp://HOST:PORT")
+    if workers is not None:
+        raise CorpusRunError(f"--workers sizes a local cluster; the workers of {scheduler} are the ones started "
+                             "with 'dask worker'")
     try:
         client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:
         raise CorpusRunError(f"no Dask scheduler answers at {scheduler} (waited {CONNECT_TIMEOUT_S:.0f} s: {exc})") from None
     try:
         try:
@@ -168,6 +171,8 @@ def run_corpus(folder, name: str | None, texts, out, *, scheduler: str = "proces
         raise CorpusRunError(f"the corpus {texts} holds no documents")
     if batch < 1:
         raise CorpusRunError(f"--batch must be at least 1 document (got {batch})")
+    if per_document is not None and Path(per_document).resolve() == out.resolve():
+        raise CorpusRunError(f"--per-document {per_document} is the --out file; give it another name")
     ckpt = check_model(folder, name, max_tokens)
     meta = {"model": ckpt.name, "model_folder": str(Path(folder).resolve()), "layers": ckpt.config.n_layer,
             "heads": ckpt.config.n_head, "corpus": str(texts), "scheduler": scheduler}

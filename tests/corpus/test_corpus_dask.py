@@ -191,6 +191,11 @@ def test_bad_inputs_give_one_clear_line(tmp_path, capsys):
         TINY_GPT2, tmp_path / "c.txt", "--out", out, "--max-tokens", 99)
     assert "give threads, processes or a scheduler address" in run(
         TINY_GPT2, tmp_path / "c.txt", "--out", out, "--scheduler", "mpi")
+    assert "--workers must be at least 1 (got 0)" in run(TINY_GPT2, tmp_path / "c.txt", "--out", out, "--workers", 0)
+    assert "--workers sizes a local cluster" in run(
+        TINY_GPT2, tmp_path / "c.txt", "--out", out, "--scheduler", "tcp://127.0.0.1:1", "--workers", 2)
+    assert "is the --out file" in run(TINY_GPT2, tmp_path / "c.txt", "--out", out, "--per-document", out)
+    assert "--batch must be at least 1" in run(TINY_GPT2, tmp_path / "c.txt", "--out", out, "--batch", 0)
     write_lines(tmp_path / "blank.txt", ["", " "])
     err = run(TINY_GPT2, tmp_path / "blank.txt", "--out", out, "--scheduler", "threads")
     assert "no document of" in err and "2 failed; first blank.txt:1: empty document" in err
@@ -255,3 +260,22 @@ def test_sigterm_stops_a_threads_run_cleanly(minilm_folder, tmp_path):
         _stop([proc])
     assert "interrupted: nothing written" in log.read_text()
     assert list(out.parent.iterdir()) == []
+
+
+def test_every_corpus_format_gives_the_same_statistics(tmp_path):
+    import json
+
+    import pyarrow as pa
+
+    texts = ["the river bank", "a steep bank after the rain", "rain", "the bank of the river was steep"]
+    ref = reference_stats(TINY_GPT2, texts)
+    (tmp_path / "folder").mkdir()
+    for i, t in enumerate(texts):
+        (tmp_path / "folder" / f"{i:02d}.txt").write_text(t, encoding="utf-8")
+    pq.write_table(pa.table({"id": list(range(4)), "text": texts}), tmp_path / "c.parquet", row_group_size=3)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    for src in (tmp_path / "folder", tmp_path / "c.parquet", tmp_path / "c.jsonl"):
+        out = tmp_path / f"{src.name}.stats.parquet"
+        assert main(["corpus", str(TINY_GPT2), str(src), "--out", str(out), "--scheduler", "threads",
+                     "--batch", "3"]) == 0
+        _assert_matches(out, ref)
