@@ -18,6 +18,7 @@ from attnviz.checkpoints.errors import CheckpointError
 # model_type in config.json -> the forward pass that runs it
 KIND_OF_MODEL_TYPE = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "deit": "vit"}
 SUPPORTED = "BERT-family encoders (model_type 'bert', e.g. MiniLM), GPT-2 ('gpt2') and ViT ('vit', 'deit')"
+SUPPORTED += "; decoder LLMs Llama, Mistral, Qwen2, Qwen3 ('llama', 'mistral', 'qwen2', 'qwen3')"
 
 # Activation names a config may use (transformers' ACT2FN names) that the forward pass implements.
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "silu", "swish")
@@ -47,10 +48,13 @@ class ModelConfig:
     num_channels: int = 0  # image channels the ViT patch embedding expects (3 for RGB)
     qkv_bias: bool = True  # ViT option: whether query/key/value projections carry a bias
     n_extra: int = 0  # tokens before the patches: 1 for ViT ([CLS]), 2 for DeiT ([CLS], distillation)
+    decoder: object = None  # decoder LLMs (kind "decoder"): a decoder_config.DecoderSpec, else None
 
     @property
     def head_size(self) -> int:
-        """hs = d_model / n_head."""
+        """hs = d_model / n_head (a decoder's own head_dim)."""
+        if self.decoder is not None:
+            return self.decoder.head_dim
         return self.d_model // self.n_head
 
     @property
@@ -136,6 +140,10 @@ def parse_model_config(cfg: dict) -> ModelConfig:
     model_type = cfg.get("model_type")
     if model_type is None:
         raise CheckpointError(f"config.json has no 'model_type', so the architecture is unknown; supported are {SUPPORTED}")
+    from attnviz.checkpoints.decoder_config import DECODER_TYPES, parse_decoder_config
+
+    if model_type in DECODER_TYPES:
+        return parse_decoder_config(cfg)
     if model_type not in KIND_OF_MODEL_TYPE:
         arch = cfg.get("architectures")
         named = f"model_type {model_type!r}" + (f" (architectures {arch})" if arch else "")

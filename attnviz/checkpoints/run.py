@@ -39,6 +39,7 @@ class ModelAttention:
     grid: tuple[int, int] | None = None  # (gh, gw) ViT patch grid; patch r, c is token n_extra + r * gw + c
     n_extra_tokens: int = 0  # ViT tokens before the patches: 1 ([CLS]) or 2 (DeiT: [CLS], distillation)
     pixels: np.ndarray | None = None  # (3, H, W) float32 preprocessed image the ViT saw
+    decoder: object = None  # decoder LLMs: the decoder_run.DecoderAttention (kv head of each head, summaries)
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -63,7 +64,14 @@ def _kernel(kernel: str) -> str:
 
 
 def run_text(ckpt: Checkpoint, text: str, *, dtype=np.float32, kernel: str = DEFAULT_KERNEL) -> ModelAttention:
-    """Tokenise ``text`` with the checkpoint's tokenizer and run the BERT-family or GPT-2 forward pass."""
+    """Tokenise ``text`` with the checkpoint's tokenizer and run the BERT-family, GPT-2 or decoder forward pass."""
+    if ckpt.kind == "decoder":
+        from attnviz.checkpoints.decoder_run import run_decoder
+
+        dec = run_decoder(ckpt, text, dtype=_dtype(dtype), kernel=_kernel(kernel), mode="weights")
+        return ModelAttention(model=ckpt.name, kind="decoder", tokens=dec.tokens, labels=dec.labels,
+                              special=dec.special, attentions=dec.attentions, hidden=dec.hidden, ids=dec.ids,
+                              spans=dec.spans, decoder=dec)
     if ckpt.kind not in ("bert", "gpt2"):
         raise CheckpointError(f"{ckpt.name} is a {ckpt.config.model_type} image model: give it an image, not text")
     dt, kernel = _dtype(dtype), _kernel(kernel)
