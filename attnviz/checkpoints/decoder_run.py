@@ -204,6 +204,15 @@ class DecoderAttention:
         return HeadSummaries(**out)
 
 
+def count_tokens(ckpt, text: str) -> int:
+    """Tokens ``text`` gives with the checkpoint's tokenizer and BOS/EOS, checked against the limits."""
+    limit, why = token_limit(ckpt.config)
+    try:
+        return len(encode(ckpt.tokenizer, ckpt.special_tokens, text, limit))
+    except SourceError as exc:
+        raise CheckpointError(f"{ckpt.name}: {exc} (the limit is {why})") from None
+
+
 def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "reference", mode: str = "auto",
                 max_tokens: int | None = None) -> DecoderAttention:
     """Tokenise ``text`` with the checkpoint's tokenizer (BOS as configured) and run the decoder."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.sources.errors import SourceError
 from attnviz.sources.text import BpeTokenizer, TextTokens
 
 ADD_BOS_DEFAULT = {"llama": True, "mistral": True}  # model_type -> transformers' default add_bos_token
@@ -79,8 +80,15 @@ def read_special(folder: Path, tok: BpeTokenizer, model_type: str) -> SpecialTok
 def encode(tok: BpeTokenizer, special: SpecialTokens, text: str, max_tokens: int) -> TextTokens:
     """Tokenise ``text`` and add BOS / EOS as the checkpoint's tokenizer config says."""
     n_extra = int(special.add_bos) + int(special.add_eos)
-    body = tok.encode(text, add_special_tokens=False, max_tokens=max(1, max_tokens - n_extra))
+    body = tok.encode(text, add_special_tokens=False)
+    if len(body) + n_extra > max_tokens:
+        what = " with " + special.describe() if n_extra else ""
+        raise SourceError(f"text gives {len(body) + n_extra:,} tokens{what}, more than the limit of {max_tokens:,}; "
+                          "shorten the text")
     ids, pieces, spans, flags = list(body.ids), list(body.pieces), list(body.spans), list(body.special)
+    for t, (a, b) in enumerate(spans):  # the word marker a SentencePiece pre-tokeniser prepends is not in the text
+        if not tok.byte_level and pieces[t].startswith(" ") and not text[a:b].startswith(" ") and not flags[t]:
+            pieces[t] = pieces[t][1:] or " "
     if special.add_bos:
         ids.insert(0, special.bos_id)
         pieces.insert(0, tok.id_to_piece(special.bos_id))

@@ -1,0 +1,97 @@
+"""Decoder LLMs on long inputs: the flash pass keeping q, k and lse, overviews, per-head summaries, limits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ckpt_helpers import DATA, golden
+
+from attnviz.checkpoints import CheckpointError, load_checkpoint
+from attnviz.checkpoints import decoder_run
+from attnviz.checkpoints.decoder_run import run_decoder, token_limit
+
+TEXT = " ".join(["the river bank flooded after the rain, and the boats drifted away"] * 3)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return load_checkpoint(DATA / "tiny_llama")
+
+
+@pytest.fixture(scope="module")
+def mistral():
+    return load_checkpoint(DATA / "tiny_mistral")
+
+
+def _summaries_from_maps(a: np.ndarray) -> dict[str, np.ndarray]:
+    """The six summaries straight from (L, nh, T, T) maps, float64."""
+    a = a.astype(np.float64)
+    T = a.shape[-1]
+    i = np.arange(T)
+    ent = -(np.where(a > 0, a * np.log(np.where(a > 0, a, 1)), 0)).sum(-1).mean(-1)
+    return {"entropy": ent, "to_first": a[..., 0].mean(-1), "to_self": a[..., i, i].mean(-1),
+            "to_previous": a[..., i[1:], i[1:] - 1].mean(-1),
+            "distance": (a * np.abs(i[:, None] - i[None, :])).sum(-1).mean(-1)}
+
+
+@pytest.mark.parametrize("name", ["llama", "mistral"])
+def test_qk_pass_gives_the_maps_and_summaries_of_the_full_pass(request, name):
+    ck = request.getfixturevalue(name)
+    full = run_decoder(ck, TEXT, mode="weights")
+    long = run_decoder(ck, TEXT, mode="qk")
+    assert long.T == full.T > 20 and long.attentions is None
+    L, nh = full.n_layer, full.n_head
+    for layer in range(L):
+        for head in range(nh):
+            np.testing.assert_allclose(long.head_map(layer, head), full.attentions[layer, head], atol=1e-5)
+    want = _summaries_from_maps(full.attentions)
+    for s in (full.summaries(), long.summaries()):
+        for key, value in want.items():
+            np.testing.assert_allclose(getattr(s, key), value, atol=1e-5, err_msg=key)
+    # the sliding window of Mistral (5 tokens) shows: no weight further back than 4 tokens
+    if name == "mistral":
+        assert long.summaries().distance.max() <= 4.0
+        assert not np.triu(full.attentions[0, 0], 1).any() and not np.tril(full.attentions[0, 0], -5).any()
+
+
+def test_overview_and_cells(llama):
+    full = run_decoder(llama, TEXT, mode="weights")
+    long = run_decoder(llama, TEXT, mode="qk")
+    T = full.T
+    m = full.attentions[1, 2]
+    for res in (full, long):
+        img = res.overview(1, 2, (T // 2, T // 2), reduce="max")
+        assert img.shape == (T // 2, T // 2)
+        np.testing.assert_allclose(img.max(), m.max(), atol=1e-5)
+        np.testing.assert_allclose(img[0, 0], m[:2, :2].max(), atol=1e-5)
+        np.testing.assert_allclose(res.cells(1, 2, (5, 9), (0, 6)), m[5:9, 0:6], atol=1e-5)
+    with pytest.raises(CheckpointError, match=r"no head \(2, 0\)"):
+        long.head_map(2, 0)
+
+
+def test_grouped_query_heads_share_their_kv_head(llama, mistral):
+    res = run_decoder(llama, "the river bank", mode="qk")
+    assert [res.kv_head(h) for h in range(4)] == [0, 0, 1, 1]
+    assert [run_decoder(mistral, "the river", mode="qk").kv_head(h) for h in range(4)] == [0, 0, 0, 0]
+
+
+def test_input_longer_than_the_context_is_refused(llama):
+    text = " ".join(["rain"] * 200)
+    with pytest.raises(CheckpointError, match=r"more than the limit of 64.*context of 64 tokens"):
+        run_decoder(llama, text)
+
+
+def test_memory_caps_the_length_and_says_so(llama, monkeypatch):
+    from dataclasses import replace
+
+    c = replace(llama.config, max_positions=1_000_000)
+    monkeypatch.setattr(decoder_run, "available_memory", lambda: 64 * 2**20)
+    limit, why = token_limit(c)
+    assert 1000 < limit < 1_000_000 and "half the available memory" in why
+    assert decoder_run.pass_bytes(c, limit, "qk") <= 32 * 2**20 < decoder_run.pass_bytes(c, limit + 1, "qk")
+
+
+def test_bos_comes_first_and_is_special(llama):
+    res = run_decoder(llama, "the river")
+    assert res.tokens[0] == "<s>" and res.special[0] and not res.special[1:].any()
+    assert res.tokens[1] == "the river" or not res.tokens[1].startswith(" ")
