@@ -180,27 +180,29 @@ class DecoderAttention:
 
     def summaries(self) -> HeadSummaries:
         """Per (layer, head), averaged over query rows: entropy, attention to special tokens, to self,
-        to the previous token (rows 1..), to the first token, and mean attention distance."""
+        to the previous token (rows 1..), to the first token, and mean attention distance (i - j: the
+        mask is causal).  Band by band, over the keys a band can see (j < r1)."""
         L, nh, T = self.n_layer, self.n_head, self.T
         out = {k: np.zeros((L, nh)) for k in ("entropy", "to_special", "to_self", "to_previous", "to_first", "distance")}
-        special = np.asarray(self.special, dtype=bool)
-        pos = np.arange(T, dtype=np.float64)
+        special = np.asarray(self.special, dtype=np.float32)  # (T,)
+        pos = np.arange(T, dtype=np.float32)  # (T,)
+        tiny = np.float32(1e-30)
         for layer in range(L):
             for r0, r1, w in self._bands(layer):
-                w = np.asarray(w, dtype=np.float64)  # (nh, R, T)
+                w = np.asarray(w, dtype=np.float32)[..., :r1]  # (nh, R, r1): keys after the last row are masked
+                R = r1 - r0
                 rows = np.arange(r0, r1)
-                safe = np.where(w > 0, w, 1.0)
-                out["entropy"][layer] -= (w * np.log(safe)).sum(axis=(1, 2))
-                out["to_special"][layer] += w[..., special].sum(axis=(1, 2))
-                out["to_self"][layer] += w[:, np.arange(r1 - r0), rows].sum(axis=1)
+                ar = np.arange(R)
+                out["entropy"][layer] -= (w * np.log(np.maximum(w, tiny))).sum(axis=(1, 2), dtype=np.float64)
+                out["to_special"][layer] += (w @ special[:r1]).sum(axis=1, dtype=np.float64)
+                out["to_self"][layer] += w[:, ar, rows].sum(axis=1, dtype=np.float64)
                 prev = rows >= 1
-                out["to_previous"][layer] += w[:, np.arange(r1 - r0)[prev], rows[prev] - 1].sum(axis=1)
-                out["to_first"][layer] += w[..., 0].sum(axis=1)
-                out["distance"][layer] += (w * np.abs(rows[:, None] - pos[None, :])).sum(axis=(1, 2))
+                out["to_previous"][layer] += w[:, ar[prev], rows[prev] - 1].sum(axis=1, dtype=np.float64)
+                out["to_first"][layer] += w[..., 0].sum(axis=1, dtype=np.float64)
+                dist = rows[None, :] * w.sum(axis=-1, dtype=np.float64) - (w @ pos[:r1])  # (nh, R) sum_j w_ij (i - j)
+                out["distance"][layer] += dist.sum(axis=1)
         for key in out:
-            out[key] /= (T - 1) if key == "to_previous" else T
-        if T == 1:
-            out["to_previous"][:] = 0.0
+            out[key] /= max(T - 1, 1) if key == "to_previous" else T
         return HeadSummaries(**out)
 
 

@@ -31,7 +31,14 @@ SUMMARY_METRICS = {
     "special": ("to_special", "attention to special tokens", "to special"),
     "self": ("to_self", "attention to self", "to self"),
     "previous": ("to_previous", "attention to previous token", "to previous"),
+    "first": ("to_first", "attention to first token (sinks)", "to first"),  # decoder LLMs
+    "distance": ("distance", "mean attention distance (tokens)", "distance"),  # decoder LLMs
 }
+
+
+def available_metrics(summaries: HeadSummaries) -> list[str]:
+    """The SUMMARY_METRICS keys ``summaries`` has values for (the decoder-only ones are None elsewhere)."""
+    return [k for k, (field, _l, _s) in SUMMARY_METRICS.items() if getattr(summaries, field) is not None]
 
 OVERLAY_MODES = ("cls", "rollout")  # class token's attention in one layer; rollout through all layers
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -53,12 +60,15 @@ def summary_matrix(summaries: HeadSummaries, metric: str) -> np.ndarray:
     """(L, nh) values of the summary ``metric`` (a key of SUMMARY_METRICS)."""
     if metric not in SUMMARY_METRICS:
         raise ValueError(f"unknown head summary {metric!r}; choose one of {', '.join(SUMMARY_METRICS)}")
-    return getattr(summaries, SUMMARY_METRICS[metric][0])  # (L, nh)
+    m = getattr(summaries, SUMMARY_METRICS[metric][0])  # (L, nh)
+    if m is None:
+        raise ValueError(f"the head summary {metric!r} is computed for decoder LLMs only")
+    return m
 
 
 def summary_line(summaries: HeadSummaries, layer: int, head: int) -> str:
-    """All four statistics of one head, for a status line."""
-    parts = [f"{SUMMARY_METRICS[k][2]} {summary_matrix(summaries, k)[layer, head]:.3f}" for k in SUMMARY_METRICS]
+    """Every statistic of one head the summaries have, for a status line."""
+    parts = [f"{SUMMARY_METRICS[k][2]} {summary_matrix(summaries, k)[layer, head]:.3f}" for k in available_metrics(summaries)]
     return f"layer {layer} · head {head}:  " + "  ·  ".join(parts)
 
 
