@@ -51,7 +51,7 @@ def decoder_outcome(ckpt, text: str, run_outcome):
 
 def head_title(result, layer: int, head: int) -> str:
     """'layer 1 · head 3 · kv head 1' (the kv head only for grouped-query attention)."""
-    dec = getattr(result, "decoder", None)
+    dec = result if isinstance(result, DecoderAttention) else getattr(result, "decoder", None)
     title = f"layer {layer} · head {head}"
     if dec is not None and dec.group > 1:
         title += f" · kv head {dec.kv_head(head)} (shared by {dec.group} heads)"
