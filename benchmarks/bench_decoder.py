@@ -7,7 +7,8 @@ A Llama-shaped checkpoint with random weights (std 0.02, norm gains 1) is writte
 folder as safetensors (bf16 by default, one file) with a config.json, then loaded as any folder is
 (memory-mapped) and run on ``--tokens`` random token ids through the flash kernel under the causal
 TiledMask (``forward_decoder(..., keep="qk")``).  Reported: load time and resident memory after
-loading; the pass's time and peak extra memory (resident-set high-water growth, /proc/self); the
+loading (all of it, and the private part: the file's pages read by the finite check are shared,
+reclaimable page cache, not a copy); the pass's time and peak extra memory (resident-set high-water growth, /proc/self); the
 per-head summaries (band by band from q, k, lse) and one 1024 x 1024 max overview of the last layer's
 first head.  Tokenising is not included (random ids).
 """
@@ -99,12 +100,13 @@ def main() -> int:
         t0 = time.perf_counter()
         n = write_checkpoint(folder, cfg, a.dtype)
         t_write = time.perf_counter() - t0
-        rss0 = _status("VmRSS:")
+        rss0, anon0 = _status("VmRSS:"), _status("RssAnon:")
         t0 = time.perf_counter()
         c = parse_model_config(cfg)
         w = load_weights(folder / "model.safetensors", c, lazy=True)  # as load_checkpoint does (no tokenizer here)
         t_load = time.perf_counter() - t0
         rss_load = (_status("VmRSS:") - rss0) / 2**20
+        anon_load = (_status("RssAnon:") - anon0) / 2**20  # private memory: what a copy of the weights would cost
         ids = np.random.default_rng(1).integers(0, a.vocab, a.tokens)
         forward_decoder(c, w, ids[:256], keep="qk")  # warm-up: numba kernels compiled or loaded from the cache
         with Peak() as pk:
@@ -114,7 +116,8 @@ def main() -> int:
         kept = sum(x.nbytes for x in trace.q + trace.k + trace.lse) / 2**20
         print(f"model: {a.layers} layers x {a.heads} heads ({a.kv_heads} kv) x hs {a.hs}, d_model {d}, d_ff {ff}, "
               f"vocab {a.vocab}: {n / 1e6:.1f} M weights, {a.dtype} ({(folder / 'model.safetensors').stat().st_size / 2**20:.0f} MiB file, written in {t_write:.1f} s)")
-        print(f"load (memory-mapped, every tensor checked finite): {t_load:.2f} s, resident +{rss_load:.0f} MiB")
+        print(f"load (memory-mapped, every tensor checked finite): {t_load:.2f} s, resident +{rss_load:.0f} MiB "
+              f"of which private (not file pages) +{anon_load:.0f} MiB")
         print(f"{a.tokens} tokens, flash under the causal TiledMask, keeping q, k, lse: {t_pass:.2f} s, "
               f"peak +{pk.mib:.0f} MiB (q/k/lse kept: {kept:.1f} MiB)")
         res = DecoderAttention(model="bench", tokens=["t"] * a.tokens, labels=["t"] * a.tokens,
