@@ -17,6 +17,13 @@ Public API::
         Rollout: matrix (T, T), cls_map (gh, gw) divided by its max
     cls_attention_maps(attentions, layer, grid, n_extra=1) -> (nh, gh, gw)
     CheckpointError(ValueError)                              # every load / run problem, message says what
+    run_decoder(ckpt, text, *, mode="auto") -> DecoderAttention   # decoder LLMs, any length up to the context:
+        head_map / cells / overview (layer, head), summaries() (+ to_first, distance), kv_head(head)
+    find_checkpoints(folders) / resolve(text)                # ready models, folders, the local Hugging Face cache
+
+Decoder LLMs (Llama, Mistral, Qwen2, Qwen3) keep their weights memory-mapped (BF16 and F16
+converted to float32 per tensor when used, sharded files through model.safetensors.index.json) and
+match transformers' eager attention to 1e-5 (tests/checkpoints/test_ckpt_decoder_golden.py).
 
 Precision: the forward pass runs in float32 by default (the stored precision, and what transformers
 computes in), float64 on request; attention weights come from the engine's float64 reference kernel
@@ -37,10 +44,13 @@ from attnviz.checkpoints.config import ImageConfig, ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.loader import Checkpoint, load_checkpoint, ready_models
 from attnviz.checkpoints.run import ModelAttention, run_image, run_text
+from attnviz.checkpoints.decoder_run import DecoderAttention, run_decoder  # noqa: E402  (after run: it imports loader)
+from attnviz.checkpoints.hub_cache import find_checkpoints, resolve  # noqa: E402
 
 __all__ = [
     "Checkpoint",
     "CheckpointError",
+    "DecoderAttention",
     "HeadSummaries",
     "ImageConfig",
     "ModelAttention",
@@ -48,9 +58,12 @@ __all__ = [
     "Rollout",
     "attention_rollout",
     "cls_attention_maps",
+    "find_checkpoints",
     "head_summaries",
     "load_checkpoint",
     "ready_models",
+    "resolve",
+    "run_decoder",
     "run_image",
     "run_text",
 ]
