@@ -90,6 +90,7 @@ class ModelViewPanel(QWidget):
         self.model_combo.setMinimumContentsLength(18)
         for name, folder in ready_models():
             self.model_combo.addItem(name, str(folder))
+        self._n_ready = self.model_combo.count()  # only a ready model is loaded without being chosen
         self.model_combo.addItem("Open folder…", OPEN_FOLDER)
         add_cached_models(self.model_combo)
         self._last_model_index = 0
@@ -276,7 +277,7 @@ class ModelViewPanel(QWidget):
     # ------------------------------------------------------------------ model and input choices
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if self.auto_load and self.ckpt is None and self._loading is None and self.model_combo.count() > 1:
+        if self.auto_load and self.ckpt is None and self._loading is None and self._n_ready > 0:
             self.auto_load = False
             self.load_model(self.model_combo.itemData(0), name=self.model_combo.itemText(0))
 

@@ -98,3 +98,16 @@ def test_long_input_is_drawn_by_overviews_and_zooms_to_cells(qtbot, monkeypatch)
     future = np.triu(np.ones((6, 6), dtype=bool), 1)
     assert np.isnan(block[future]).all() and (want[future] == 0).all()
     np.testing.assert_allclose(block[~future], want[~future], atol=1e-5)
+
+
+def test_a_cached_model_is_never_loaded_without_being_chosen(qtbot, hub, monkeypatch):
+    import attnviz.ui.model_view.panel as panel_module
+
+    monkeypatch.setattr(panel_module, "ready_models", lambda: [])
+    ctx = AppContext(Session(build_demo("river-bank")))
+    panel = ModelViewPanel(ctx, auto_load=True)
+    qtbot.addWidget(panel)
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert panel.model_combo.count() == 2 and panel.model_combo.itemData(0) == str(hub)
+    assert panel._loading is None and panel.ckpt is None and not panel.jobs.busy
