@@ -146,7 +146,7 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float3
         k = np.ascontiguousarray(rotate(k, cos, sin), dtype=dtype)  # (nkv, T, hd)
         kx = np.repeat(k, g, axis=0) if g > 1 else k  # (nh, T, hd): query head h reads kv head h // g
         vx = np.repeat(v, g, axis=0) if g > 1 else v  # (nh, T, hd)
-        window = s.windows[i]
+        window = s.window(i)
         try:
             if keep == "weights":
                 if window not in dense_masks:

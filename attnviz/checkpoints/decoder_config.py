@@ -51,7 +51,9 @@ class DecoderSpec:
     mlp_bias: bool  # gate/up/down carry biases (Llama's mlp_bias)
     qk_norm: bool  # RMSNorm over each head's q and k before the rotation (Qwen3)
     tied: bool  # the LM head is the embedding table (tie_word_embeddings)
-    windows: tuple[int, ...]  # per layer: sliding window (keys j > i - w), 0 for full causal attention
+    sliding_window: int  # keys j > i - w on sliding layers; 0: every layer attends to all earlier keys
+    window_from: int  # layers from this index on slide (unless layer_types says otherwise)
+    layer_types: tuple[str, ...] | None  # config.json's layer_types when given ("sliding_attention" ...)
     rope: RopeSpec
 
     n_head: int = 0  # query heads (ModelConfig.n_head), so the spec answers kv_head alone
@@ -64,6 +66,15 @@ class DecoderSpec:
     def kv_head(self, head: int) -> int:
         """The key/value head query head ``head`` shares."""
         return head // self.group
+
+    def window(self, layer: int) -> int:
+        """Sliding window of ``layer`` (0: full causal).  Computed per layer, so a config claiming
+        10^9 layers builds nothing before its tensors are compared with the weights file."""
+        if not self.sliding_window:
+            return 0
+        if self.layer_types is not None:
+            return self.sliding_window if self.layer_types[layer] == "sliding_attention" else 0
+        return self.sliding_window if layer >= self.window_from else 0
 
 
 def _rope(cfg: dict, max_positions: int) -> RopeSpec:
@@ -110,24 +121,24 @@ def _rope(cfg: dict, max_positions: int) -> RopeSpec:
     return RopeSpec(**kw)
 
 
-def _windows(cfg: dict, model_type: str, n_layer: int) -> tuple[int, ...]:
+def _windows(cfg: dict, model_type: str, n_layer: int) -> tuple[int, int, tuple[str, ...] | None]:
+    """(sliding window, first sliding layer, layer_types) as transformers reads them for the family."""
     if model_type == "llama":
-        return (0,) * n_layer
+        return 0, 0, None
     sw = cfg.get("sliding_window")
     if model_type in ("qwen2", "qwen3") and not cfg.get("use_sliding_window", False):
         sw = None
     if sw is None:
-        return (0,) * n_layer
+        return 0, 0, None
     w = _int(cfg, "sliding_window")
     if model_type == "mistral":
-        return (w,) * n_layer
+        return w, 0, None
     types = cfg.get("layer_types")
     if types is None:
-        first = _int(cfg, "max_window_layers", n_layer, minimum=0)
-        return tuple(w if i >= first else 0 for i in range(n_layer))
-    if not isinstance(types, list) or len(types) != n_layer:
-        raise CheckpointError(f"config.json: layer_types must list {n_layer} entries, one per layer")
-    return tuple(w if t == "sliding_attention" else 0 for t in types)
+        return w, _int(cfg, "max_window_layers", n_layer, minimum=0), None
+    if not isinstance(types, list) or len(types) != n_layer or not all(isinstance(t, str) for t in types):
+        raise CheckpointError(f"config.json: layer_types must list {n_layer} strings, one per layer")
+    return w, 0, tuple(types)
 
 
 def parse_decoder_config(cfg: dict) -> ModelConfig:
@@ -152,11 +163,12 @@ def parse_decoder_config(cfg: dict) -> ModelConfig:
     if not 0 < eps < 1:
         raise CheckpointError(f"config.json: rms_norm_eps must be in (0, 1) (got {eps})")
     attention_bias = _bool(cfg, "attention_bias", False)
+    w, first, types = _windows(cfg, model_type, n_layer)
     spec = DecoderSpec(
         n_kv_head=nkv, head_dim=head_dim, qkv_bias=bias_default or attention_bias,
         o_bias=attention_bias and model_type in ("llama", "qwen3"), mlp_bias=_bool(cfg, "mlp_bias", False),
         qk_norm=qk_norm, tied=_bool(cfg, "tie_word_embeddings", False),
-        windows=_windows(cfg, model_type, n_layer), rope=_rope(cfg, max_pos), n_head=nh,
+        sliding_window=w, window_from=first, layer_types=types, rope=_rope(cfg, max_pos), n_head=nh,
     )
     return ModelConfig(
         kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
@@ -172,6 +184,6 @@ def describe_decoder(c: ModelConfig) -> str:
     rope = "rope" if s.rope.rope_type == "default" else f"rope {s.rope.rope_type} x{s.rope.factor:g}"
     extra = ", q/k norm" if s.qk_norm else ""
     extra += ", q/k/v bias" if s.qkv_bias else ""
-    extra += f", window {max(s.windows)}" if any(s.windows) else ""
+    extra += f", window {s.sliding_window}" if s.sliding_window else ""
     return f"{att}, hs {s.head_dim}, {rope}{extra}"
 

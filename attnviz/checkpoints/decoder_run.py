@@ -247,7 +247,7 @@ def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "reference",
     return DecoderAttention(
         model=ckpt.name, tokens=list(toks.pieces), labels=toks.labels(), special=np.asarray(toks.special, dtype=bool),
         ids=toks.ids, spans=list(toks.spans), hidden=hidden, n_layer=c.n_layer, n_head=c.n_head, group=s.group,
-        windows=s.windows, scale=float(s.head_dim) ** -0.5,
+        windows=tuple(s.window(i) for i in range(c.n_layer)), scale=float(s.head_dim) ** -0.5,
         attentions=res if mode == "weights" else None, trace=res if mode == "qk" else None, limit_note=why,
     )
 

@@ -95,3 +95,56 @@ def test_bos_comes_first_and_is_special(llama):
     res = run_decoder(llama, "the river")
     assert res.tokens[0] == "<s>" and res.special[0] and not res.special[1:].any()
     assert res.tokens[1] == "the river" or not res.tokens[1].startswith(" ")
+
+
+def test_a_decoder_config_claiming_a_billion_layers_is_refused_from_the_header(tmp_path):
+    import json
+    import shutil
+
+    d = tmp_path / "ck"
+    shutil.copytree(DATA / "tiny_llama", d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["num_hidden_layers"] = 10**9
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=r"1,000,000,000 layers.*implies 9,000,000,002 tensors.*holds 20 tensors"):
+        load_checkpoint(d)
+
+
+@pytest.mark.parametrize("extra, windows", [
+    ({}, [0, 0, 0, 0]),
+    ({"use_sliding_window": True, "sliding_window": 7, "max_window_layers": 2}, [0, 0, 7, 7]),
+    ({"use_sliding_window": True, "sliding_window": 7,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}, [7, 0, 7, 0]),
+    ({"use_sliding_window": False, "sliding_window": 7, "max_window_layers": 0}, [0, 0, 0, 0]),
+])
+def test_qwen_sliding_layers_as_transformers_reads_them(extra, windows):
+    from attnviz.checkpoints.config import parse_model_config
+
+    cfg = {"model_type": "qwen2", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 4,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 10, **extra}
+    spec = parse_model_config(cfg).decoder
+    assert [spec.window(i) for i in range(4)] == windows
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"num_key_value_heads": 3}, "4 attention heads are not a multiple of 3 key/value heads"),
+    ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}}, "rope type 'dynamic' is not supported"),
+    ({"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0, "low_freq_factor": 4.0,
+                          "high_freq_factor": 1.0}}, "high_freq_factor > low_freq_factor"),
+    ({"rms_norm_eps": 1e308}, r"rms_norm_eps must be in \(0, 1\)"),
+    ({"hidden_act": "gelu"}, "SwiGLU uses 'silu'"),
+    ({"head_dim": 7}, "head_dim 7 must be even"),
+    ({"layer_types": ["full_attention"], "use_sliding_window": True, "sliding_window": 4, "model_type": "qwen2"},
+     "layer_types must list 2 strings"),
+])
+def test_decoder_config_problems(tmp_path, changes, expected):
+    import json
+    import shutil
+
+    d = tmp_path / "ck"
+    shutil.copytree(DATA / "tiny_llama", d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.update(changes)
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=expected):
+        load_checkpoint(d)
