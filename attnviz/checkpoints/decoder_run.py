@@ -91,6 +91,19 @@ def _dense_overview(m: np.ndarray, out_shape, rows, cols, reduce: str) -> np.nda
     return img.astype(m.dtype)  # (H, W)
 
 
+def _pool_band(thumb: np.ndarray, w: np.ndarray, r0: int, edges: np.ndarray) -> None:
+    """Max of the band's weights w (nh, R, C <= T) (rows r0..) into thumb (nh, s, s) over pixel ``edges``."""
+    C = w.shape[-1]
+    cols = edges[:-1][edges[:-1] < C]  # pixel columns this band reaches
+    wc = np.maximum.reduceat(w, cols, axis=-1)  # (nh, R, n)
+    rows = np.arange(r0, r0 + w.shape[1])
+    prow = np.searchsorted(edges, rows, side="right") - 1  # (R,) pixel row of each token row
+    starts = np.flatnonzero(np.r_[True, prow[1:] != prow[:-1]])
+    red = np.maximum.reduceat(wc, starts, axis=1)  # (nh, g, n)
+    sub = thumb[:, prow[starts], : cols.size]
+    thumb[:, prow[starts], : cols.size] = np.maximum(sub, red)
+
+
 @dataclass(eq=False)
 class DecoderAttention:
     """A decoder's attention on one input: every map, or q, k and lse to recompute any of them."""
@@ -182,7 +195,15 @@ class DecoderAttention:
         """Per (layer, head), averaged over query rows: entropy, attention to special tokens, to self,
         to the previous token (rows 1..), to the first token, and mean attention distance (i - j: the
         mask is causal).  Band by band, over the keys a band can see (j < r1)."""
+        return self.summaries_and_thumbnails(0)[0]
+
+    def summaries_and_thumbnails(self, side: int) -> tuple[HeadSummaries, np.ndarray | None]:
+        """:meth:`summaries` and, in the same pass over the weights, a (L, nh, s, s) max-overview of every
+        head (s = min(side, T); None when side is 0): each weight is recomputed once for both."""
         L, nh, T = self.n_layer, self.n_head, self.T
+        s_px = min(int(side), T)
+        thumbs = np.zeros((L, nh, s_px, s_px), dtype=np.float32) if s_px else None
+        edges = (np.arange(s_px + 1) * T) // s_px if s_px else None  # (s+1,) pixel edges over tokens
         out = {k: np.zeros((L, nh)) for k in ("entropy", "to_special", "to_self", "to_previous", "to_first", "distance")}
         special = np.asarray(self.special, dtype=np.float32)  # (T,)
         pos = np.arange(T, dtype=np.float32)  # (T,)
@@ -201,9 +222,11 @@ class DecoderAttention:
                 out["to_first"][layer] += w[..., 0].sum(axis=1, dtype=np.float64)
                 dist = rows[None, :] * w.sum(axis=-1, dtype=np.float64) - (w @ pos[:r1])  # (nh, R) sum_j w_ij (i - j)
                 out["distance"][layer] += dist.sum(axis=1)
+                if thumbs is not None:
+                    _pool_band(thumbs[layer], w, r0, edges)
         for key in out:
             out[key] /= max(T - 1, 1) if key == "to_previous" else T
-        return HeadSummaries(**out)
+        return HeadSummaries(**out), thumbs
 
 
 def count_tokens(ckpt, text: str) -> int:

@@ -148,3 +148,15 @@ def test_decoder_config_problems(tmp_path, changes, expected):
     (d / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match=expected):
         load_checkpoint(d)
+
+
+@pytest.mark.parametrize("side", [5, 8, 1000])
+def test_thumbnails_are_max_overviews_made_in_the_summaries_pass(llama, side):
+    long = run_decoder(llama, TEXT, mode="qk")
+    s, thumbs = long.summaries_and_thumbnails(side)
+    n = min(side, long.T)
+    assert thumbs.shape == (2, 4, n, n)
+    for layer in range(2):
+        for head in range(4):
+            np.testing.assert_allclose(thumbs[layer, head], long.overview(layer, head, (n, n)), atol=1e-6)
+    np.testing.assert_array_equal(s.to_first, long.summaries().to_first)

@@ -28,11 +28,7 @@ class LongOutcome:
     def __init__(self, decoder: DecoderAttention):
         self.decoder = decoder
         self.result = decoder  # what attention_ready carries
-        self.summaries = decoder.summaries()
-        side = min(THUMB, decoder.T)
-        self.thumbs = np.stack([np.stack([decoder.overview(layer, head, (side, side))
-                                          for head in range(decoder.n_head)])
-                                for layer in range(decoder.n_layer)])  # (L, nh, side, side)
+        self.summaries, self.thumbs = decoder.summaries_and_thumbnails(THUMB)  # thumbs (L, nh, s, s)
         self.rgb = None
         self.image_name = ""
 
