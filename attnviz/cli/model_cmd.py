@@ -190,7 +190,7 @@ def _inspect_decoder(ckpt, args) -> int:
         out["layer"], out["head"] = np.array(args.layer), np.array(args.head)
         what = f"attention of layer {args.layer} head {args.head} (kv head {res.kv_head(args.head)}), ({T}, {T})"
     _write(args.npz, out)
-    print(ckpt.describe())
+    print(ckpt.describe().replace("computed in float32", f"computed in {np.dtype(args.dtype).name}"))
     print(f"{T} tokens ({ckpt.special_tokens.describe()}; up to {res.limit_note}): "
           f"{' '.join(res.labels) if T <= 40 else ' '.join(res.labels[:40]) + ' ...'}")
     print(f"{what} -> {args.npz}")
