@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,13 +76,40 @@ class ImageConfig:
     do_normalize: bool  # False: mean/std are not applied
 
 
+MAX_JSON_BYTES = 16 * 2**20  # config files are a few kB; larger ones are not read
+MAX_JSON_DEPTH = 64  # real configs nest 3 levels (id2label, task_specific_params); checked before parsing
+LN_EPS_RANGE = (1e-30, 0.1)  # LayerNorm epsilons in use are 1e-12 .. 1e-5; outside this range is not a model
+_JSON_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a string (skipped whole) or a bracket
+
+
+def _json_depth_ok(text: str, limit: int) -> bool:
+    """True when the brackets outside strings nest at most ``limit`` deep (no recursion, no parsing)."""
+    depth = 0
+    for m in _JSON_TOKEN_RE.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif c in "]}":
+            depth -= 1
+    return True
+
+
 def read_json(path: Path, what: str) -> dict:
-    """Read a JSON object from ``path``; a missing, unreadable or non-object file is a CheckpointError."""
+    """Read a JSON object from ``path``; a missing, unreadable, oversized, too deeply nested or
+    non-object file is a CheckpointError."""
     if not path.is_file():
         raise CheckpointError(f"{what} is missing: {path} not found")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise CheckpointError(f"{what} {path} is {size:,} bytes; a config file is at most {MAX_JSON_BYTES:,}")
+        text = path.read_text(encoding="utf-8")
+        if not _json_depth_ok(text, MAX_JSON_DEPTH):
+            raise CheckpointError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; not a config file")
+        data = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CheckpointError(f"{what} {path} is not readable JSON ({exc})") from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{what} {path} must hold a JSON object, not {type(data).__name__}")
@@ -106,6 +134,15 @@ def _float(cfg: dict, key: str, default=None, where: str = "config.json") -> flo
     if not math.isfinite(value):
         raise CheckpointError(f"{where}: {key!r} must be finite (got {value!r})")
     return float(value)
+
+
+def _eps(cfg: dict, key: str, default: float) -> float:
+    """A LayerNorm epsilon: finite and in LN_EPS_RANGE (1e308 would overflow, 0 divide by zero)."""
+    value = _float(cfg, key, default)
+    lo, hi = LN_EPS_RANGE
+    if not lo <= value <= hi:
+        raise CheckpointError(f"config.json: {key!r} is {value!r}; a layer norm epsilon must be between {lo:g} and {hi:g}")
+    return value
 
 
 def _bool(cfg: dict, key: str, default: bool, where: str = "config.json") -> bool:
@@ -150,7 +187,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
         c = ModelConfig(
             kind=kind, model_type=model_type, d_model=_int(cfg, "hidden_size"), n_layer=_int(cfg, "num_hidden_layers"),
             n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
-            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_float(cfg, "layer_norm_eps", 1e-12),
+            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_eps(cfg, "layer_norm_eps", 1e-12),
             vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "max_position_embeddings", 512),
             type_vocab_size=_int(cfg, "type_vocab_size", 2, minimum=0),
         )
@@ -159,7 +196,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
         c = ModelConfig(
             kind=kind, model_type=model_type, d_model=d, n_layer=_int(cfg, "n_layer"), n_head=_int(cfg, "n_head"),
             d_ff=_int(cfg, "n_inner", 4 * d) if cfg.get("n_inner") is not None else 4 * d,
-            act=_act(cfg, "activation_function", "gelu_new"), ln_eps=_float(cfg, "layer_norm_epsilon", 1e-5),
+            act=_act(cfg, "activation_function", "gelu_new"), ln_eps=_eps(cfg, "layer_norm_epsilon", 1e-5),
             vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "n_positions", 1024),
             scale_by_layer=_bool(cfg, "scale_attn_by_inverse_layer_idx", False),
         )
@@ -169,7 +206,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
         c = ModelConfig(
             kind=kind, model_type=model_type, d_model=_int(cfg, "hidden_size"), n_layer=_int(cfg, "num_hidden_layers"),
             n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
-            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_float(cfg, "layer_norm_eps", 1e-12),
+            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_eps(cfg, "layer_norm_eps", 1e-12),
             image_size=_pair(cfg, "image_size", 224), patch_size=_pair(cfg, "patch_size", 16),
             num_channels=_int(cfg, "num_channels", 3), qkv_bias=_bool(cfg, "qkv_bias", True),
             n_extra=2 if model_type == "deit" else 1,
@@ -181,8 +218,9 @@ def parse_model_config(cfg: dict) -> ModelConfig:
                 )
     if c.d_model % c.n_head:
         raise CheckpointError(f"config.json: hidden size {c.d_model} is not divisible by {c.n_head} heads")
-    if not c.ln_eps > 0:
-        raise CheckpointError(f"config.json: layer norm epsilon must be > 0 (got {c.ln_eps})")
+    if not LN_EPS_RANGE[0] <= c.ln_eps <= LN_EPS_RANGE[1]:
+        raise CheckpointError(f"config.json: the layer norm epsilon is {c.ln_eps!r}; it must be between "
+                              f"{LN_EPS_RANGE[0]:g} and {LN_EPS_RANGE[1]:g}")
     return c
 
 
