@@ -72,18 +72,18 @@ def check_save_target(path: str | os.PathLike) -> Path:
     try:
         target = Path(os.path.realpath(given, strict=False))
     except (OSError, ValueError) as exc:
-        raise SessionError(f"cannot save {given}: the path cannot be resolved ({exc})") from None
+        raise SessionError(f"{given}: the path cannot be resolved for saving ({exc})") from None
     try:
         st = os.stat(target)
     except FileNotFoundError:
         return target  # a new file (or a link to one not yet there)
     except OSError as exc:  # a symlink loop, a path through a file, permission on a folder
-        raise SessionError(f"cannot save {given}: {exc.strerror or exc}") from None
+        raise SessionError(f"{given}: cannot save there ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
         via = f" (the link points to {target})" if os.path.islink(given) else ""
-        raise SessionError(f"cannot save {given}: it is {kind}{via}, not a regular file; a session is only "
-                           f"saved to a new or an existing regular file")
+        raise SessionError(f"{given}: it is {kind}{via}, not a regular file; files are only saved as new or "
+                           f"existing regular files, so it is left as it is")
     return target
 
 

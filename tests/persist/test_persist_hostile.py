@@ -527,7 +527,7 @@ def test_cli_demo_save_onto_a_fifo_or_device(tmp_path, capsys):
         before = _kind(path)
         assert main(["demo", "river-bank", "--save", str(path)]) == 1, what
         out, err = capsys.readouterr()
-        assert out == "" and err.startswith("error: cannot save ") and "not a regular file" in err, what
+        assert out == "" and err.startswith(f"error: {path}: it is ") and "not a regular file" in err, what
         assert err.count("\n") == 1 and _kind(path) == before
 
 
