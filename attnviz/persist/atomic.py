@@ -12,12 +12,11 @@ with :class:`SessionError` before anything is written (:func:`check_save_target`
 Stale temporaries: the temporary file is ``.NAME.PID-XXXXXXXX.tmp`` (PID: the writing process) and
 its writer holds an exclusive ``flock`` on it while writing it. A save killed mid-write leaves it
 behind; the next save of the same NAME removes every such file that no live process holds: the lock
-must be free (the kernel drops it when its holder dies, whatever its process id or machine) and
-either its PID is no running process or it has not been modified for :data:`STALE_AFTER_S` seconds
-(so a writer between creating its file and locking it is never touched, and a reused PID does not
-keep a stale file for ever). Temporaries of earlier versions (``.NAME.XXXXXXXX.tmp``, no PID, no
+must be free (the system drops a lock when its holder dies) and either its PID is no running
+process or it has not been modified for :data:`STALE_AFTER_S` seconds (so a writer between creating
+its file and locking it is never touched, and a reused PID does not keep a stale file for ever). Temporaries of earlier versions (``.NAME.XXXXXXXX.tmp``, no PID, no
 lock) are removed once untouched for :data:`LEGACY_STALE_AFTER_S`. Where ``flock`` does not exist
-(Windows) an open file cannot be deleted, which plays the same role.
+(Windows) PIDs are not probed and only the age counts, and a file still open cannot be deleted.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ try:
 except ImportError:  # Windows
     fcntl = None
 
-STALE_AFTER_S = 60.0  # a held-free temporary untouched this long is stale even if its PID runs again
+STALE_AFTER_S = 60.0  # an unlocked temporary untouched this long is stale even if its PID runs again
 LEGACY_STALE_AFTER_S = 3600.0  # temporaries of earlier versions carry no PID and were never locked
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -88,7 +87,9 @@ def check_save_target(path: str | os.PathLike) -> Path:
 
 
 def _pid_running(pid: int) -> bool:
-    if pid <= 0 or os.name == "nt":  # os.kill(pid, 0) would terminate a process on Windows
+    if os.name == "nt":  # os.kill(pid, 0) would terminate a process on Windows: assume it runs
+        return True
+    if pid <= 0:
         return False
     try:
         os.kill(pid, 0)
