@@ -653,7 +653,12 @@ def _start_slow_save(target):
     import subprocess
     import sys
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p))
+    from pathlib import Path
+
+    import attnviz
+
+    root = str(Path(attnviz.__file__).resolve().parents[1])  # this attnviz, wherever the tests run from
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, str(target)], stdout=subprocess.PIPE, env=env)
     assert proc.stdout.readline() == b"writing\n"  # the temporary file exists and is locked
     return proc
