@@ -280,6 +280,13 @@ def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
     mk = R.keys(tree["mask"], "mask", ("payload", "arrays"))
     names = R.keys(mk["arrays"], "mask.arrays", tuple(mk["arrays"]) if isinstance(mk["arrays"], dict) else ())
     mask_arrays = {str(n): R.array(key, f"mask.arrays[{n!r}]") for n, key in names.items()}
+    for n, cells in mask_arrays.items():  # painted cells: (n, 3) rows of [query, key, value]
+        if cells.ndim == 2 and cells.shape[1] == 3 and cells.shape[0]:
+            outside = np.flatnonzero(((cells[:, :2] < 0) | (cells[:, :2] >= MAX_TOKENS)).any(axis=1))
+            if outside.size:
+                q, k = cells[outside[0], :2].tolist()
+                raise ValueError(f"mask.arrays[{n!r}] row {int(outside[0])}: painted cell ({q:,}, {k:,}) is outside "
+                                 f"the token positions a sequence can have (0 .. {MAX_TOKENS - 1:,})")
     from attnviz.model.mask_design import MaskDesign
 
     if not isinstance(mk["payload"], dict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 import zipfile
 
@@ -759,3 +760,26 @@ def test_csv_values_file_over_the_column_line_and_cell_limits(tmp_path, monkeypa
     (tmp_path / "v.csv").write_bytes(content)
     with pytest.raises(SourceError, match=match):
         custom.load_block_values(tmp_path / "v.csv")
+
+
+@pytest.mark.parametrize("cell, shown", [((10**12, 1), "(1,000,000,000,000, 1)"), ((2, 65_536), "(2, 65,536)"),
+                                         ((-1, 0), "(-1, 0)")])
+def test_painted_cells_outside_any_sequence_are_refused_at_load(tmp_path, cell, shown):
+    from dataclasses import replace
+
+    from attnviz.model.mask_paint import CellOverrides
+    from attnviz.model.serialize import dump_state
+    from attnviz.persist import load_session, save_payload
+
+    state = _river()
+    painted = replace(state.mask, overrides=CellOverrides().set(np.array([0, 3]), np.array([1, 2]), np.array([-1, 1])))
+    tree, arrays, blobs = dump_state(replace(state, mask=painted))
+    (key,) = tree["mask"]["arrays"].values()
+    ok = save_payload(tmp_path / "ok.attnviz", tree, arrays, blobs)
+    assert len(load_session(ok).mask.overrides) == 2
+    arrays[key] = np.array(arrays[key], dtype=np.int64)
+    arrays[key][1, :2] = cell
+    path = save_payload(tmp_path / "far.attnviz", tree, arrays, blobs)
+    with pytest.raises(SessionError, match=rf"mask\.arrays\['mask\.overrides'\] row 1: painted cell {re.escape(shown)} "
+                                           r"is outside the token positions a sequence can have \(0 \.\. 65,535\)"):
+        load_session(path)
