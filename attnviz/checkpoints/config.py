@@ -141,7 +141,8 @@ def _eps(cfg: dict, key: str, default: float) -> float:
     value = _float(cfg, key, default)
     lo, hi = LN_EPS_RANGE
     if not lo <= value <= hi:
-        raise CheckpointError(f"config.json: {key!r} is {value!r}; a layer norm epsilon must be between {lo:g} and {hi:g}")
+        raise CheckpointError(f"config.json: {key!r} is {value!r}; a layer norm epsilon must be between "
+                              f"{lo:g} and {hi:g}")
     return value
 
 

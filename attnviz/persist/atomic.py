@@ -14,9 +14,10 @@ its writer holds an exclusive ``flock`` on it while writing it. A save killed mi
 behind; the next save of the same NAME removes every such file that no live process holds: the lock
 must be free (the system drops a lock when its holder dies) and either its PID is no running
 process or it has not been modified for :data:`STALE_AFTER_S` seconds (so a writer between creating
-its file and locking it is never touched, and a reused PID does not keep a stale file for ever). Temporaries of earlier versions (``.NAME.XXXXXXXX.tmp``, no PID, no
-lock) are removed once untouched for :data:`LEGACY_STALE_AFTER_S`. Where ``flock`` does not exist
-(Windows) PIDs are not probed and only the age counts, and a file still open cannot be deleted.
+its file and locking it is never touched, and a reused PID does not keep a stale file for ever).
+Temporaries of earlier versions (``.NAME.XXXXXXXX.tmp``, no PID, no lock) are removed once untouched
+for :data:`LEGACY_STALE_AFTER_S`. Where ``flock`` does not exist (Windows) PIDs are not probed and
+only the age counts, and a file still open cannot be deleted.
 """
 
 from __future__ import annotations

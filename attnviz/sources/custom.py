@@ -176,7 +176,8 @@ def _read_csv(path: Path) -> np.ndarray:
                 if len(row) != width:
                     raise SourceError(f"{name}: line {r} of the data has {len(row)} values, the first has {width}")
                 if r > MAX_BLOCK_TOKENS or r * width > MAX_BLOCK_CELLS:
-                    raise SourceError(f"{name} has more than {r - 1:,} rows of {width} number{'s' if width != 1 else ''}; a block holds at most "
+                    numbers = "number" if width == 1 else "numbers"
+                    raise SourceError(f"{name} has more than {r - 1:,} rows of {width} {numbers}; a block holds at most "
                                       f"{MAX_BLOCK_TOKENS:,} tokens and {MAX_BLOCK_CELLS:,} numbers (reading stopped "
                                       f"at data row {r})")
                 out = np.empty(width)  # (width,)
