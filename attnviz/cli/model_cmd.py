@@ -70,14 +70,15 @@ def _resolve(model_dir: str) -> tuple[Path, str | None]:
 
 
 def _read_image(path: Path) -> np.ndarray:
-    """(H, W, 3) uint8 through the sources layer's hardened reader (EXIF orientation, alpha over white)."""
+    """(H, W, 3) uint8 through the sources layer's hardened reader: EXIF orientation applied, transparency
+    ignored as transformers' ``convert("RGB")`` ignores it, so the checkpoint sees the pixels it would there."""
     from attnviz.sources.errors import SourceError
     from attnviz.sources.image import load_image
 
     if not path.is_file():
         raise CliError(f"image not found: {path}")
     try:
-        return load_image(path)
+        return load_image(path, alpha="drop")
     except SourceError as exc:
         raise CliError(f"cannot read image {path}: {exc}") from None
 

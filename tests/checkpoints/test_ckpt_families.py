@@ -152,3 +152,62 @@ def test_dinov2_crop_larger_than_the_image_is_padded_black_as_transformers_pads(
     out = center_crop(rgb, (6, 4))  # taller than the image, narrower
     assert out.shape == (6, 4, 3)
     assert (out[0] == 0).all() and (out[-1] == 0).all() and (out[1:5] == 200).all()
+
+
+# ---- transparency: the checkpoint sees what transformers' convert("RGB") gives it ------------------
+
+
+def test_rgba_picture_is_seen_as_transformers_sees_it(tmp_path):
+    from attnviz.sources.image import load_image
+
+    g = golden(DATA / "rgba_vit" / "golden.npz")
+    ckpt = load_checkpoint(DATA / "tiny_vit")
+    png = DATA / "rgba_vit" / "image.png"
+    res = run_image(ckpt, load_image(png, alpha="drop"))
+    np.testing.assert_allclose(res.pixels, g["pixel_values"], atol=1e-6, rtol=0)
+    assert np.abs(res.attentions - g["attentions"]).max() <= 1e-5
+    over_white = run_image(ckpt, load_image(png))  # the session's own image sources composite instead
+    assert np.abs(over_white.attentions - g["attentions"]).max() > 1e-2
+
+
+@pytest.mark.parametrize("name", ["roberta", "distilbert", "clip", "dinov2"])
+def test_cli_inspect_accepts_the_families(name, tmp_path, capsys):
+    from attnviz.cli import main
+
+    folder = DATA / f"tiny_{name}"
+    g = golden(folder / "golden.npz")
+    out = tmp_path / "att.npz"
+    if "image" in g:
+        from PIL import Image
+
+        Image.fromarray(g["image"]).save(tmp_path / "img.png")
+        src = ["--image", str(tmp_path / "img.png")]
+    else:
+        src = ["--text", str(g["text"])]
+    assert main(["model", "inspect", str(folder), *src, "--npz", str(out)]) == 0
+    with np.load(out) as z:
+        np.testing.assert_allclose(z["attentions"], g["attentions"], atol=1e-5, rtol=0)
+    assert f"tiny_{name}: " in capsys.readouterr().out
+
+
+def test_cli_inspect_rgba_image_drops_alpha_like_transformers(tmp_path, capsys):
+    from attnviz.cli import main
+
+    out = tmp_path / "att.npz"
+    assert main(["model", "inspect", str(DATA / "tiny_vit"), "--image", str(DATA / "rgba_vit" / "image.png"),
+                 "--npz", str(out)]) == 0
+    with np.load(out) as z:
+        np.testing.assert_allclose(z["attentions"], golden(DATA / "rgba_vit" / "golden.npz")["attentions"], atol=1e-5, rtol=0)
+
+
+def test_cli_refuses_an_unsupported_family_by_name(tmp_path, capsys):
+    import shutil
+
+    from attnviz.cli import main
+
+    d = tmp_path / "albert"
+    shutil.copytree(DATA / "tiny_roberta", d)
+    _edit(d / "config.json", model_type="albert")
+    assert main(["model", "inspect", str(d), "--text", "river", "--npz", str(tmp_path / "x.npz")]) == 1
+    err = capsys.readouterr().err
+    assert "'albert'" in err and "shared by every layer" in err and "Traceback" not in err

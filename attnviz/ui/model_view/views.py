@@ -138,7 +138,7 @@ def session_image(state) -> tuple[str, np.ndarray] | None:
     for s in getattr(state, "sources", ()):
         if getattr(s, "kind", "") == "image" and s.data:
             try:
-                return s.name, load_image(s.data)
+                return s.name, load_image(s.data, alpha="drop")
             except SourceError:
                 continue
     return None
