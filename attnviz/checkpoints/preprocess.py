@@ -87,3 +87,20 @@ def center_crop(rgb: np.ndarray, crop: tuple[int, int]) -> np.ndarray:
     canvas[tp:tp + H, lp:lp + W] = rgb
     top, left = top + tp, left + lp
     return np.ascontiguousarray(canvas[max(0, top):min(nh, top + ch), max(0, left):min(nw, left + cw)])
+
+
+def seen_region(hw: tuple[int, int], ic: ImageConfig, grid: tuple[int, int], patch_size: tuple[int, int]):
+    """(top, left, bottom, right) in the original (H, W) image's pixels of what the patch grid covers:
+    the whole image for a plain resize, the centre crop for a shortest-edge resize, less the pixels
+    past the last whole patch (the patch convolution's stride never reaches them)."""
+    H, W = hw
+    if ic.shortest_edge and ic.do_resize:
+        rh, rw = shortest_edge_size((H, W), ic.shortest_edge)
+    elif ic.shortest_edge:
+        rh, rw = H, W
+    else:
+        rh, rw = ic.size if ic.do_resize else (H, W)
+    sy, sx = H / rh, W / rw  # original pixels per resized pixel
+    top, left = crop_box((rh, rw), ic.crop_size) if ic.shortest_edge else (0, 0)
+    bottom, right = top + grid[0] * patch_size[0], left + grid[1] * patch_size[1]
+    return (max(0.0, top * sy), max(0.0, left * sx), min(float(H), bottom * sy), min(float(W), right * sx))

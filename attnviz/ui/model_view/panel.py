@@ -384,7 +384,7 @@ class ModelViewPanel(QWidget):
         vit = r.kind == "vit" and self.ckpt is not None and self.ckpt.image is not None
         self.tabs.setTabEnabled(TAB_IMAGE, vit)
         if vit:
-            self.vit.set_result(r, outcome.rgb, self.ckpt.image, self.ckpt.config.patch_size)
+            self.vit.set_result(r, outcome.rgb, self.ckpt.image, self.ckpt.config.patch_size, self.ckpt.config.grid)
             if new_model:
                 self.tabs.setCurrentIndex(TAB_IMAGE)
         else:
