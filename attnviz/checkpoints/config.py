@@ -210,7 +210,7 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
     where = "preprocessor_config.json"
     size = pp.get("size", {"height": model.image_size[0], "width": model.image_size[1]})
     if isinstance(size, int) and not isinstance(size, bool):
-        size = {"height": size, "width": size}
+        size = {"shortest_edge": size} if _int_is_shortest_edge(pp) else {"height": size, "width": size}
     short, crop = _shortest_edge_crop(pp, size, where)
     if short:
         hw = crop
@@ -256,6 +256,17 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
     if ic.size[0] < model.patch_size[0] or ic.size[1] < model.patch_size[1]:
         raise CheckpointError(f"{where}: images of {ic.size[0]}x{ic.size[1]} px are smaller than one patch {model.patch_size}")
     return ic
+
+
+# Image processors for which a bare number as ``size`` is the short side (transformers builds their size
+# dict with default_to_square=False); for ViT's it is a square.
+SHORTEST_EDGE_PROCESSORS = ("CLIPImageProcessor", "CLIPFeatureExtractor", "BitImageProcessor")
+
+
+def _int_is_shortest_edge(pp: dict) -> bool:
+    kind = pp.get("image_processor_type") or pp.get("feature_extractor_type") or ""
+    kind = str(kind).removesuffix("Fast").removesuffix("Pil")
+    return kind in SHORTEST_EDGE_PROCESSORS
 
 
 def _shortest_edge_crop(pp: dict, size, where: str) -> tuple[int, tuple[int, int]]:

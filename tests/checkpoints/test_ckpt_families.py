@@ -211,3 +211,23 @@ def test_cli_refuses_an_unsupported_family_by_name(tmp_path, capsys):
     assert main(["model", "inspect", str(d), "--text", "river", "--npz", str(tmp_path / "x.npz")]) == 1
     err = capsys.readouterr().err
     assert "'albert'" in err and "shared by every layer" in err and "Traceback" not in err
+
+
+def test_clip_processor_with_bare_numbers_resizes_the_short_side(tmp_path, family):
+    """openai/clip-vit-* store ``"size": 224, "crop_size": 224``: a short side and a square crop."""
+    d = _copy(tmp_path, "clip")
+    _edit(d / "preprocessor_config.json", size=32, crop_size=32, image_processor_type=None,
+          feature_extractor_type="CLIPFeatureExtractor")
+    ic = load_checkpoint(d).image
+    assert ic.shortest_edge == 32 and ic.crop_size == (32, 32) == ic.size
+    g = golden(DATA / "tiny_clip" / "golden.npz")
+    assert np.abs(run_image(load_checkpoint(d), g["image"]).attentions - g["attentions"]).max() <= 1e-5
+
+
+def test_seen_region_is_the_centre_crop_in_original_pixels(family):
+    from attnviz.checkpoints.preprocess import seen_region
+
+    ic = family("clip").image  # short side 32, crop 32 x 32
+    assert seen_region((32, 96), ic, (4, 4), (8, 8)) == (0.0, 32.0, 32.0, 64.0)
+    vit = load_checkpoint(DATA / "tiny_vit").image  # stretched to 24 x 40: all of it
+    assert seen_region((30, 52), vit, (3, 5), (8, 8)) == (0.0, 0.0, 30.0, 52.0)
