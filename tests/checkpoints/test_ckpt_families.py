@@ -187,7 +187,9 @@ def test_cli_inspect_accepts_the_families(name, tmp_path, capsys):
     assert main(["model", "inspect", str(folder), *src, "--npz", str(out)]) == 0
     with np.load(out) as z:
         np.testing.assert_allclose(z["attentions"], g["attentions"], atol=1e-5, rtol=0)
-    assert f"tiny_{name}: " in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"tiny_{name}: " in printed
+    assert ("interpolated from 4x4 to 3x5 patches" in printed) == (name == "dinov2")
 
 
 def test_cli_inspect_rgba_image_drops_alpha_like_transformers(tmp_path, capsys):
