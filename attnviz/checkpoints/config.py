@@ -255,7 +255,26 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
         )
     if ic.size[0] < model.patch_size[0] or ic.size[1] < model.patch_size[1]:
         raise CheckpointError(f"{where}: images of {ic.size[0]}x{ic.size[1]} px are smaller than one patch {model.patch_size}")
+    _check_input_size(ic, model, where)
     return ic
+
+
+MAX_INPUT_PIXELS = 40_000_000  # a processor size (or a short-side resize) beyond this is refused before resizing
+MAX_ATTENTION_BYTES = 2 << 30  # every layer's and head's (T, T) float32 maps of one image
+
+
+def _check_input_size(ic: ImageConfig, model: ModelConfig, where: str) -> None:
+    """Refuse a processor size whose pixels or whose attention maps (L, nh, T, T) would not fit."""
+    H, W = ic.size
+    if H * W > MAX_INPUT_PIXELS:
+        raise CheckpointError(f"{where}: images of {H}x{W} px are more than {MAX_INPUT_PIXELS / 1e6:g} MP")
+    T = model.n_extra + (H // model.patch_size[0]) * (W // model.patch_size[1])
+    nbytes = model.n_layer * model.n_head * T * T * 4
+    if nbytes > MAX_ATTENTION_BYTES:
+        raise CheckpointError(
+            f"{where}: images of {H}x{W} px give {T} tokens, and {model.n_layer} layers x {model.n_head} heads of "
+            f"{T}x{T} attention maps would take {nbytes / 2**30:.1f} GiB (limit {MAX_ATTENTION_BYTES / 2**30:g} GiB)"
+        )
 
 
 # Image processors for which a bare number as ``size`` is the short side (transformers builds their size

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from attnviz.checkpoints.config import ImageConfig
+from attnviz.checkpoints.config import MAX_INPUT_PIXELS, ImageConfig
 from attnviz.checkpoints.errors import CheckpointError
 
 
@@ -64,6 +64,11 @@ def shortest_edge_size(hw: tuple[int, int], short: int) -> tuple[int, int]:
 def resize_shortest_edge(rgb: np.ndarray, short: int, resample: int) -> np.ndarray:
     """(H, W, 3) uint8 resized with Pillow so its short side is ``short`` pixels."""
     H, W = shortest_edge_size(rgb.shape[:2], short)
+    if H * W > MAX_INPUT_PIXELS:
+        raise CheckpointError(
+            f"the image is {rgb.shape[0]}x{rgb.shape[1]} px; with its short side resized to {short} px it would be "
+            f"{H}x{W} px, more than {MAX_INPUT_PIXELS / 1e6:g} MP: crop it to a less elongated shape first"
+        )
     if (H, W) == rgb.shape[:2]:
         return rgb
     return np.asarray(Image.fromarray(rgb).resize((W, H), resample=resample, reducing_gap=None))  # (H', W', 3)

@@ -233,3 +233,24 @@ def test_seen_region_is_the_centre_crop_in_original_pixels(family):
     assert seen_region((32, 96), ic, (4, 4), (8, 8)) == (0.0, 32.0, 32.0, 64.0)
     vit = load_checkpoint(DATA / "tiny_vit").image  # stretched to 24 x 40: all of it
     assert seen_region((30, 52), vit, (3, 5), (8, 8)) == (0.0, 0.0, 30.0, 52.0)
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"crop_size": {"height": 4000, "width": 4000}}, r"4000x4000 px give 250001 tokens.*GiB \(limit 2 GiB\)"),
+    ({"crop_size": {"height": 100000, "width": 1000}}, "100000x1000 px are more than 40 MP"),
+])
+def test_processor_sizes_that_would_not_fit_are_refused_at_load(tmp_path, changes, expected):
+    from attnviz.checkpoints import CheckpointError
+
+    d = _copy(tmp_path, "dinov2")
+    _edit(d / "preprocessor_config.json", **changes)
+    with pytest.raises(CheckpointError, match=expected):
+        load_checkpoint(d)
+
+
+def test_an_elongated_image_is_refused_before_its_short_side_is_resized(family):
+    from attnviz.checkpoints import CheckpointError
+
+    sliver = np.zeros((1, 2_000_000, 3), dtype=np.uint8)  # 2 MP, but 40 x 80 M after the resize
+    with pytest.raises(CheckpointError, match=r"1x2000000 px.*40x80000000 px, more than 40 MP"):
+        run_image(family("dinov2"), sliver)
