@@ -1,9 +1,11 @@
 """Write tiny checkpoints of the encoder and vision families, with transformers' outputs as goldens.
 
-Run once, in a separate environment that has torch (CPU) and transformers (attnviz itself never
+Run once, in a separate environment that has torch (CPU) and transformers 5 (attnviz itself never
 imports torch), after tools/make_minilm_golden.py (the RGBA golden reuses its ``tiny_vit``):
 
-    /work/torchvenv/bin/python tools/make_family_goldens.py
+    python3 -m venv /tmp/goldenv
+    /tmp/goldenv/bin/pip install torch transformers safetensors tokenizers numpy pillow
+    /tmp/goldenv/bin/python tools/make_family_goldens.py
 
 It writes, under tests/data/checkpoints/, one folder per family with fixed-seed random weights saved
 by ``save_pretrained`` (config.json, model.safetensors, and tokenizer.json trained here or
