@@ -28,7 +28,6 @@ UNSUPPORTED = {
     "mpnet": "a relative position bias added to the scores",
     "deberta": "disentangled (content-to-position) attention",
     "deberta-v2": "disentangled (content-to-position) attention",
-    "camembert": "a RoBERTa body under another model_type (not mapped)",
     "beit": "a relative position bias in every layer",
     "swin": "windowed attention over shifted windows and patch merging",
     "dinov2_with_registers": "register tokens between [CLS] and the patches",
