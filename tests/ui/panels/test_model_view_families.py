@@ -20,7 +20,6 @@ from attnviz.ui.model_view.views import DEFAULT_SENTENCE  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "checkpoints"
 WAIT_MS = 30000
-SHOTS = Path("/tmp") / "attnviz-family-shots"
 
 
 def _panel(qtbot):
@@ -53,7 +52,7 @@ def test_roberta_runs_on_the_sentence(qtbot):
     assert panel.tabs.currentIndex() == TAB_HEADS and panel.grid.grid_shape() == (2, 2)
 
 
-def test_dinov2_says_its_position_table_is_interpolated(qtbot):
+def test_dinov2_says_its_position_table_is_interpolated(qtbot, tmp_path):
     panel = _panel(qtbot)
     _load(qtbot, panel, DATA / "tiny_dinov2")
     rgb = np.zeros((30, 52, 3), dtype=np.uint8)
@@ -64,11 +63,10 @@ def test_dinov2_says_its_position_table_is_interpolated(qtbot):
     assert panel.tabs.isTabEnabled(TAB_IMAGE) and panel.vit.image_view._grid == (3, 5)
     info = panel.vit.info.text()
     assert "centre-cropped" in info and "interpolated from 4x4" in info
-    SHOTS.mkdir(exist_ok=True)
-    panel.grab().save(str(SHOTS / "dinov2.png"))
+    assert panel.grab().save(str(tmp_path / "dinov2.png"))
 
 
-def test_clip_draws_the_centre_crop_of_the_original(qtbot):
+def test_clip_draws_the_centre_crop_of_the_original(qtbot, tmp_path):
     panel = _panel(qtbot)
     _load(qtbot, panel, DATA / "tiny_clip")
     rgb = np.zeros((32, 96, 3), dtype=np.uint8)  # wide: the crop keeps the middle third
@@ -81,5 +79,4 @@ def test_clip_draws_the_centre_crop_of_the_original(qtbot):
     panel.vit.model_pixels.setChecked(True)
     img = panel.vit.image_view.image.image
     assert img.min() > 200
-    SHOTS.mkdir(exist_ok=True)
-    panel.grab().save(str(SHOTS / "clip.png"))
+    assert panel.grab().save(str(tmp_path / "clip.png"))
