@@ -18,7 +18,11 @@ from attnviz.checkpoints.errors import CheckpointError
 
 # model_type in config.json -> the forward pass that runs it
 KIND_OF_MODEL_TYPE = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "deit": "vit"}
-SUPPORTED = "BERT-family encoders (model_type 'bert', e.g. MiniLM), GPT-2 ('gpt2') and ViT ('vit', 'deit')"
+# Encoder and vision families read by attnviz.checkpoints.families (same kinds: text in, or image in)
+KIND_OF_MODEL_TYPE |= {"roberta": "bert", "xlm-roberta": "bert", "electra": "bert", "distilbert": "bert",
+                       "clip_vision_model": "vit", "clip": "vit", "dinov2": "vit"}
+SUPPORTED = ("BERT-family encoders (model_type 'bert', e.g. MiniLM; 'roberta', 'xlm-roberta', 'electra', 'distilbert'), "
+             "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'clip_vision_model', 'clip')")
 
 # Activation names a config may use (transformers' ACT2FN names) that the forward pass implements.
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "silu", "swish")
@@ -48,6 +52,13 @@ class ModelConfig:
     num_channels: int = 0  # image channels the ViT patch embedding expects (3 for RGB)
     qkv_bias: bool = True  # ViT option: whether query/key/value projections carry a bias
     n_extra: int = 0  # tokens before the patches: 1 for ViT ([CLS]), 2 for DeiT ([CLS], distillation)
+    padding_idx: int = -1  # RoBERTa / XLM-R: pad id; positions start at padding_idx + 1 (-1: positions from 0)
+    embedding_size: int = 0  # ELECTRA: width of the embedding tables, projected to d_model (0: d_model)
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest text the position table holds (RoBERTa's first padding_idx + 1 rows are never used)."""
+        return self.max_positions - (self.padding_idx + 1)
 
     @property
     def head_size(self) -> int:
@@ -74,6 +85,8 @@ class ImageConfig:
     image_mean: tuple[float, ...]  # per-channel mean subtracted after rescaling
     image_std: tuple[float, ...]  # per-channel std divided by after subtracting the mean
     do_normalize: bool  # False: mean/std are not applied
+    shortest_edge: int = 0  # CLIP / DINOv2 processors: resize the short side to this (aspect kept), then crop
+    crop_size: tuple[int, int] = (0, 0)  # (H, W) of the centre crop after a shortest-edge resize ((0, 0): none)
 
 
 MAX_JSON_BYTES = 16 * 2**20  # config files are a few kB; larger ones are not read
@@ -177,9 +190,15 @@ def parse_model_config(cfg: dict) -> ModelConfig:
     if model_type not in KIND_OF_MODEL_TYPE:
         arch = cfg.get("architectures")
         named = f"model_type {model_type!r}" + (f" (architectures {arch})" if arch else "")
-        raise CheckpointError(f"config.json: {named} is not supported; supported are {SUPPORTED}")
+        from attnviz.checkpoints.families import unsupported_reason
+
+        raise CheckpointError(f"config.json: {named} is not supported{unsupported_reason(model_type)}; supported are {SUPPORTED}")
     kind = KIND_OF_MODEL_TYPE[model_type]
-    if kind == "bert":
+    from attnviz.checkpoints.families import FAMILY_KIND, parse_family
+
+    if model_type in FAMILY_KIND:
+        c = parse_family(cfg, model_type)
+    elif kind == "bert":
         pet = cfg.get("position_embedding_type", "absolute")
         if pet != "absolute":
             raise CheckpointError(
@@ -230,12 +249,17 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
     where = "preprocessor_config.json"
     size = pp.get("size", {"height": model.image_size[0], "width": model.image_size[1]})
     if isinstance(size, int) and not isinstance(size, bool):
-        size = {"height": size, "width": size}
-    if not isinstance(size, dict) or "height" not in size or "width" not in size:
+        size = {"shortest_edge": size} if _int_is_shortest_edge(pp) else {"height": size, "width": size}
+    short, crop = _shortest_edge_crop(pp, size, where)
+    if short:
+        hw = crop
+    elif not isinstance(size, dict) or "height" not in size or "width" not in size:
         raise CheckpointError(
-            f"{where}: size {size!r} is not supported; give {{'height': H, 'width': W}} (shortest-edge resizing is not supported)"
+            f"{where}: size {size!r} is not supported; give {{'height': H, 'width': W}} (shortest-edge resizing is not "
+            "supported without a centre crop: every image would get its own size)"
         )
-    hw = (_int(size, "height", where=where), _int(size, "width", where=where))
+    else:
+        hw = (_int(size, "height", where=where), _int(size, "width", where=where))
     resample = pp.get("resample", 2)
     if resample not in RESAMPLE_NAMES:
         raise CheckpointError(f"{where}: resample {resample!r} is not a PIL resampling code (supported: {RESAMPLE_NAMES})")
@@ -259,13 +283,62 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
         size=hw, do_resize=_bool(pp, "do_resize", True, where), resample=int(resample),
         rescale_factor=_float(pp, "rescale_factor", 1 / 255, where), do_rescale=_bool(pp, "do_rescale", True, where),
         image_mean=tuple(float(m) for m in mean), image_std=tuple(float(s) for s in std),
-        do_normalize=_bool(pp, "do_normalize", True, where),
+        do_normalize=_bool(pp, "do_normalize", True, where), shortest_edge=short, crop_size=crop,
     )
-    if ic.size != model.image_size:
-        gh, gw = model.grid
+    gh, gw = model.grid
+    if ic.size != model.image_size and gh != gw:
         raise CheckpointError(
             f"{where} resizes images to {ic.size[0]}x{ic.size[1]}, but the model's position embeddings are for "
             f"{model.image_size[0]}x{model.image_size[1]} ({gh}x{gw} patches); interpolating position embeddings "
-            "to another grid is not supported"
+            "from a non-square grid is not supported (transformers interpolates square grids only)"
         )
+    if ic.size[0] < model.patch_size[0] or ic.size[1] < model.patch_size[1]:
+        raise CheckpointError(f"{where}: images of {ic.size[0]}x{ic.size[1]} px are smaller than one patch {model.patch_size}")
+    _check_input_size(ic, model, where)
     return ic
+
+
+MAX_INPUT_PIXELS = 40_000_000  # a processor size (or a short-side resize) beyond this is refused before resizing
+MAX_ATTENTION_BYTES = 2 << 30  # every layer's and head's (T, T) float32 maps of one image
+
+
+def _check_input_size(ic: ImageConfig, model: ModelConfig, where: str) -> None:
+    """Refuse a processor size whose pixels or whose attention maps (L, nh, T, T) would not fit."""
+    H, W = ic.size
+    if H * W > MAX_INPUT_PIXELS:
+        raise CheckpointError(f"{where}: images of {H}x{W} px are more than {MAX_INPUT_PIXELS / 1e6:g} MP")
+    T = model.n_extra + (H // model.patch_size[0]) * (W // model.patch_size[1])
+    nbytes = model.n_layer * model.n_head * T * T * 4
+    if nbytes > MAX_ATTENTION_BYTES:
+        raise CheckpointError(
+            f"{where}: images of {H}x{W} px give {T} tokens, and {model.n_layer} layers x {model.n_head} heads of "
+            f"{T}x{T} attention maps would take {nbytes / 2**30:.1f} GiB (limit {MAX_ATTENTION_BYTES / 2**30:g} GiB)"
+        )
+
+
+# Image processors for which a bare number as ``size`` is the short side (transformers builds their size
+# dict with default_to_square=False); for ViT's it is a square.
+SHORTEST_EDGE_PROCESSORS = ("CLIPImageProcessor", "CLIPFeatureExtractor", "BitImageProcessor")
+
+
+def _int_is_shortest_edge(pp: dict) -> bool:
+    kind = pp.get("image_processor_type") or pp.get("feature_extractor_type") or ""
+    kind = str(kind).removesuffix("Fast").removesuffix("Pil")
+    return kind in SHORTEST_EDGE_PROCESSORS
+
+
+def _shortest_edge_crop(pp: dict, size, where: str) -> tuple[int, tuple[int, int]]:
+    """(shortest edge, crop (H, W)) of a CLIP / DINOv2-style processor, or (0, (0, 0)) for a fixed (H, W) resize."""
+    if not (isinstance(size, dict) and "shortest_edge" in size and "height" not in size):
+        return 0, (0, 0)
+    if "longest_edge" in size:
+        raise CheckpointError(f"{where}: size {size!r} with a longest edge is not supported")
+    short = _int(size, "shortest_edge", where=where)
+    crop = pp.get("crop_size")
+    if isinstance(crop, int) and not isinstance(crop, bool):
+        crop = {"height": crop, "width": crop}
+    if not _bool(pp, "do_center_crop", False, where) or not isinstance(crop, dict):
+        raise CheckpointError(
+            f"{where}: shortest-edge resizing is not supported without a centre crop (every image would get its own size)"
+        )
+    return short, (_int(crop, "height", where=where), _int(crop, "width", where=where))

@@ -22,6 +22,8 @@ from attnviz.checkpoints.errors import CheckpointError
 # Prefixes a task model (BertForMaskedLM, GPT2LMHeadModel, ViTForImageClassification ...) puts in
 # front of the base model's tensor names.
 PREFIXES = ("", "bert.", "transformer.", "vit.", "deit.", "model.")
+# ... and the encoder / vision families' (RobertaForMaskedLM, ElectraForPreTraining, a whole CLIPModel ...)
+PREFIXES += ("roberta.", "electra.", "distilbert.", "dinov2.", "vision_model.")
 # safetensors dtypes read as floating-point weights; bfloat16 has no numpy dtype.
 FLOAT_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
 
@@ -45,6 +47,10 @@ def _conv1d(name: str, n_in: int, n_out: int) -> dict[str, tuple[int, ...]]:
 
 def expected_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Canonical tensor name -> shape for every tensor the forward pass of ``c`` reads."""
+    from attnviz.checkpoints.families import FAMILY_KIND, family_tensors
+
+    if c.model_type in FAMILY_KIND:
+        return family_tensors(c)
     d, ff = c.d_model, c.d_ff
     shapes: dict[str, tuple[int, ...]] = {}
     if c.kind == "bert":
