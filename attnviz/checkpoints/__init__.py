@@ -2,7 +2,9 @@
 
 Qt-free; imports only :mod:`attnviz.engine` (attention) and :mod:`attnviz.sources` (tokenizers).
 Nothing is downloaded: a checkpoint is a folder with ``config.json``, ``model.safetensors`` and
-``tokenizer.json`` (BERT-family, GPT-2) or ``preprocessor_config.json`` (ViT, DeiT).
+``tokenizer.json`` (BERT family, RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, GPT-2) or
+``preprocessor_config.json`` (ViT, DeiT, CLIP vision, DINOv2; see :mod:`.families`, :mod:`.encoders`,
+:mod:`.vision`, :mod:`.interpolate`).
 
 Public API::
 
@@ -30,7 +32,8 @@ computes in), float64 on request; attention weights come from the engine's float
 unless another kernel that returns weights is chosen.  Weights stay as stored (float32) and are
 converted one tensor at a time in a float64 pass, so it never holds a float64 copy of the model.
 Against transformers (torch CPU, eager
-attention) every layer and head of all-MiniLM-L6-v2 matches to 1e-5 (tests/checkpoints).
+attention) every layer and head of all-MiniLM-L6-v2 and of a tiny checkpoint of every family
+matches to 1e-5 (tests/checkpoints).
 """
 
 from attnviz.checkpoints.analysis import (

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.checkpoints.encoders import forward_encoder
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.forward import forward_bert, forward_gpt2, forward_vit
+from attnviz.checkpoints.families import ENCODER_TYPES
+from attnviz.checkpoints.forward import forward_bert, forward_gpt2
 from attnviz.checkpoints.loader import Checkpoint
 from attnviz.checkpoints.preprocess import preprocess_image
+from attnviz.checkpoints.vision import forward_vision
 from attnviz.engine import KERNELS
 from attnviz.sources.errors import SourceError
 
@@ -77,12 +80,14 @@ def run_text(ckpt: Checkpoint, text: str, *, dtype=np.float32, kernel: str = DEF
     dt, kernel = _dtype(dtype), _kernel(kernel)
     c = ckpt.config
     try:
-        toks = ckpt.tokenizer.encode(text, add_special_tokens=True, max_tokens=c.max_positions)
+        toks = ckpt.tokenizer.encode(text, add_special_tokens=True, max_tokens=c.max_tokens)
     except SourceError as exc:
         raise CheckpointError(f"{ckpt.name}: {exc}") from None
     if toks.ids.max() >= c.vocab_size:
         raise CheckpointError(f"token id {int(toks.ids.max())} is outside the model's {c.vocab_size}-row embedding table")
-    if ckpt.kind == "bert":
+    if c.model_type in ENCODER_TYPES:
+        atts, hidden = forward_encoder(c, ckpt.weights, toks.ids, dtype=dt, kernel=kernel)
+    elif ckpt.kind == "bert":
         atts, hidden = forward_bert(c, ckpt.weights, toks.ids, dtype=dt, kernel=kernel)
     else:
         atts, hidden = forward_gpt2(c, ckpt.weights, toks.ids, dtype=dt, kernel=kernel)
@@ -106,11 +111,11 @@ def run_image(ckpt: Checkpoint, image, *, dtype=np.float32, kernel: str = DEFAUL
     dt, kernel = _dtype(dtype), _kernel(kernel)
     c = ckpt.config
     pixels = preprocess_image(image, ckpt.image)  # (3, H, W)
-    atts, hidden = forward_vit(c, ckpt.weights, pixels, dtype=dt, kernel=kernel)
-    labels = patch_labels(c.grid, c.n_extra)
+    atts, hidden, grid = forward_vision(c, ckpt.weights, pixels, dtype=dt, kernel=kernel)
+    labels = patch_labels(grid, c.n_extra)
     special = np.zeros(len(labels), dtype=bool)  # (T,)
     special[: c.n_extra] = True
     return ModelAttention(
         model=ckpt.name, kind="vit", tokens=labels, labels=list(labels), special=special, attentions=atts,
-        hidden=hidden, grid=c.grid, n_extra_tokens=c.n_extra, pixels=pixels,
+        hidden=hidden, grid=grid, n_extra_tokens=c.n_extra, pixels=pixels,
     )

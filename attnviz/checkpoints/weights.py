@@ -28,6 +28,8 @@ from attnviz.checkpoints.safetensors_file import StoredTensors, weight_files
 # Prefixes a task model (BertForMaskedLM, GPT2LMHeadModel, ViTForImageClassification ...) puts in
 # front of the base model's tensor names.
 PREFIXES = ("", "bert.", "transformer.", "vit.", "deit.", "model.")
+# ... and the encoder / vision families' (RobertaForMaskedLM, ElectraForPreTraining, a whole CLIPModel ...)
+PREFIXES += ("roberta.", "electra.", "distilbert.", "dinov2.", "vision_model.")
 # safetensors dtypes read as floating-point weights (BF16 and F16 are computed in float32).
 FLOAT_DTYPES = {"BF16": np.float32, "F16": np.float16, "F32": np.float32, "F64": np.float64}
 
@@ -55,6 +57,10 @@ def expected_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
         from attnviz.checkpoints.decoder import decoder_tensors
 
         return decoder_tensors(c)
+    from attnviz.checkpoints.families import FAMILY_KIND, family_tensors
+
+    if c.model_type in FAMILY_KIND:
+        return family_tensors(c)
     d, ff = c.d_model, c.d_ff
     shapes: dict[str, tuple[int, ...]] = {}
     if c.kind == "bert":

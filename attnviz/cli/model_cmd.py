@@ -28,7 +28,7 @@ from attnviz.cli import CliError
 
 def register(subparsers) -> None:
     """Add ``model list`` and ``model inspect`` to the attnviz-cli parser."""
-    p = subparsers.add_parser("model", help="run real pretrained checkpoints (BERT/MiniLM, GPT-2, ViT) headless",
+    p = subparsers.add_parser("model", help="run real pretrained checkpoints (BERT family, RoBERTa, ELECTRA, DistilBERT, GPT-2, ViT, DeiT, CLIP, DINOv2) headless",
                               description="Run real pretrained checkpoints from local folders; nothing is downloaded.")
     p.set_defaults(func=lambda args: _usage(p))
     sub = p.add_subparsers(dest="model_command", metavar="ACTION")
@@ -44,8 +44,10 @@ def register(subparsers) -> None:
     ins.add_argument("model_dir", metavar="MODEL",
                      help="checkpoint folder, a ready model's name, or a cached repo id ORG/NAME (see 'model list')")
     src = ins.add_mutually_exclusive_group(required=True)
-    src.add_argument("--text", help="text for a BERT-family or GPT-2 checkpoint")
-    src.add_argument("--image", type=Path, help="image file for a ViT checkpoint")
+    src.add_argument("--text", help="text for a text checkpoint (BERT family, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, "
+                          "Llama, Mistral, Qwen2, Qwen3)")
+    src.add_argument("--image", type=Path,
+                     help="image file for an image checkpoint (ViT, DeiT, CLIP, DINOv2); transparency is ignored as in transformers")
     ins.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     ins.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                      help="precision the forward pass computes in (default float32: f32 weights as stored, "
@@ -89,14 +91,15 @@ def _resolve(model_dir: str) -> tuple[Path, str | None]:
 
 
 def _read_image(path: Path) -> np.ndarray:
-    """(H, W, 3) uint8 through the sources layer's hardened reader (EXIF orientation, alpha over white)."""
+    """(H, W, 3) uint8 through the sources layer's hardened reader: EXIF orientation applied, transparency
+    ignored as transformers' ``convert("RGB")`` ignores it, so the checkpoint sees the pixels it would there."""
     from attnviz.sources.errors import SourceError
     from attnviz.sources.image import load_image
 
     if not path.is_file():
         raise CliError(f"image not found: {path}")
     try:
-        return load_image(path)
+        return load_image(path, alpha="drop")
     except SourceError as exc:
         raise CliError(f"cannot read image {path}: {exc}") from None
 
@@ -136,6 +139,9 @@ def _cmd_inspect(args) -> int:
     s = head_summaries(res.attentions, special=res.special)
     print(ckpt.describe())
     print(f"{T} tokens: {' '.join(res.labels) if T <= 40 else ' '.join(res.labels[:40]) + ' ...'}")
+    if res.grid is not None and tuple(res.grid) != ckpt.config.grid:
+        (a, b), (c, d) = ckpt.config.grid, res.grid
+        print(f"position embeddings interpolated from {a}x{b} to {c}x{d} patches (bicubic, as transformers)")
     print(f"attentions ({L}, {nh}, {T}, {T}) -> {args.npz}")
     print(f"mean entropy {s.entropy.mean():.3f} nats; attention to special tokens {s.to_special.mean():.3f}, "
           f"to self {s.to_self.mean():.3f}, to previous token {s.to_previous.mean():.3f}")

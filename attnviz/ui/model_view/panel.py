@@ -310,9 +310,9 @@ class ModelViewPanel(QWidget):
         for s in self.ctx.session.state.sources:
             if getattr(s, "kind", "") == "image" and s.data:
                 data = s.data
-                entries.append((f"session:{s.name}", f"session: {s.name}", lambda d=data: load_image(d)))
+                entries.append((f"session:{s.name}", f"session: {s.name}", lambda d=data: load_image(d, alpha="drop")))
         for fname in BUNDLED_IMAGES:
-            entries.append((f"bundled:{fname}", f"demo: {fname}", lambda f=fname: load_image(bundled_image(f))))
+            entries.append((f"bundled:{fname}", f"demo: {fname}", lambda f=fname: load_image(bundled_image(f), alpha="drop")))
         seen = {key for key, _label, _read in entries}
         entries += [(key, label, read) for key, (label, read) in self._image_readers.items() if key not in seen]
         self._image_readers = {key: (label, read) for key, label, read in entries}
@@ -338,7 +338,7 @@ class ModelViewPanel(QWidget):
                 self.image_combo.setCurrentIndex(0)
                 return
             key = f"file:{path}"
-            self._add_image(key, f"file: {Path(path).name}", lambda p=path: load_image(p))
+            self._add_image(key, f"file: {Path(path).name}", lambda p=path: load_image(p, alpha="drop"))
             self.image_combo.setCurrentIndex(self.image_combo.findData(key))
         if self.ckpt is not None and self.ckpt.kind == "vit":
             self.run_input()
@@ -408,7 +408,7 @@ class ModelViewPanel(QWidget):
         vit = r.kind == "vit" and self.ckpt is not None and self.ckpt.image is not None
         self.tabs.setTabEnabled(TAB_IMAGE, vit)
         if vit:
-            self.vit.set_result(r, outcome.rgb, self.ckpt.image, self.ckpt.config.patch_size)
+            self.vit.set_result(r, outcome.rgb, self.ckpt.image, self.ckpt.config.patch_size, self.ckpt.config.grid)
             if new_model:
                 self.tabs.setCurrentIndex(TAB_IMAGE)
         else:

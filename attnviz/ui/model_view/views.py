@@ -20,6 +20,7 @@ from PIL import Image
 
 from attnviz.checkpoints import (HeadSummaries, ImageConfig, ModelAttention, attention_rollout,
                                  cls_attention_maps)
+from attnviz.checkpoints.preprocess import seen_region
 from attnviz.sources.errors import SourceError
 from attnviz.sources.image import load_image
 
@@ -121,18 +122,22 @@ def display_patch(grid: tuple[int, int], target_px: int = 448) -> int:
 
 
 def display_image(rgb: np.ndarray | None, pixels: np.ndarray, ic: ImageConfig, grid: tuple[int, int],
-                  patch_px: int, model_view: bool) -> np.ndarray:
+                  patch_px: int, model_view: bool, patch_size: tuple[int, int] | None = None) -> np.ndarray:
     """(gh * patch_px, gw * patch_px, 3) uint8 image to draw under the patch grid.
 
     ``model_view``: the model's own input pixels, enlarged without smoothing (what it saw, pixel for
-    pixel); otherwise the original ``rgb`` resized to the same frame (the model's resize stretches the
-    whole image to its size, so the patches cover the same parts of it), which stays sharp.
+    pixel); otherwise the part of the original ``rgb`` the patches cover (all of it stretched, or the
+    centre crop of a shortest-edge processor) resized to the same frame, which stays sharp.
     """
     gh, gw = grid
     size = (gw * patch_px, gh * patch_px)  # PIL (width, height)
+    ph, pw = patch_size or (pixels.shape[1] // gh, pixels.shape[2] // gw)  # the model's patch size
     if model_view or rgb is None:
-        return np.asarray(Image.fromarray(model_pixels(pixels, ic)).resize(size, Image.Resampling.NEAREST))
-    return np.asarray(Image.fromarray(np.ascontiguousarray(rgb[:, :, :3])).resize(size, Image.Resampling.BILINEAR))
+        seen = model_pixels(pixels[:, : gh * ph, : gw * pw], ic)  # what the patches cover
+        return np.asarray(Image.fromarray(seen).resize(size, Image.Resampling.NEAREST))
+    top, left, bottom, right = seen_region(rgb.shape[:2], ic, grid, (ph, pw))  # a centre crop, or all of it
+    img = Image.fromarray(np.ascontiguousarray(rgb[:, :, :3]))
+    return np.asarray(img.resize(size, Image.Resampling.BILINEAR, box=(left, top, right, bottom)))
 
 
 def session_text(state) -> str:
@@ -148,19 +153,23 @@ def session_image(state) -> tuple[str, np.ndarray] | None:
     for s in getattr(state, "sources", ()):
         if getattr(s, "kind", "") == "image" and s.data:
             try:
-                return s.name, load_image(s.data)
+                return s.name, load_image(s.data, alpha="drop")
             except SourceError:
                 continue
     return None
 
 
-def grid_label(result: ModelAttention, ic: ImageConfig, patch_size: tuple[int, int]) -> str:
+def grid_label(result: ModelAttention, ic: ImageConfig, patch_size: tuple[int, int],
+               trained_grid: tuple[int, int] | None = None) -> str:
     """One line on how the image became tokens."""
     gh, gw = result.grid
     H, W = ic.size
     ph, pw = patch_size
     extra = ", ".join(result.tokens[: result.n_extra_tokens])
     side = f"{ph} px" if ph == pw else f"{ph}x{pw} px"
-    return (f"model input {H}x{W} px (height x width) → grid {gh}x{gw} of {side} patches = {gh * gw} tokens"
-            f" + {result.n_extra_tokens} extra ({extra})")
+    crop = f", short side resized to {ic.shortest_edge} px and centre-cropped" if ic.shortest_edge else ""
+    interp = (f"; position embeddings interpolated from {trained_grid[0]}x{trained_grid[1]}"
+              if trained_grid is not None and tuple(trained_grid) != tuple(result.grid) else "")
+    return (f"model input {H}x{W} px (height x width{crop}) → grid {gh}x{gw} of {side} patches = {gh * gw} tokens"
+            f" + {result.n_extra_tokens} extra ({extra}){interp}")
 
