@@ -45,7 +45,12 @@ def cached_name(folder: str) -> str | None:
 
 
 def add_cached_models(combo) -> int:
-    """Add the hub cache's models to the model combo (before its last entry, "Open folder…"); returns how many."""
+    """Add the hub cache's models to the model combo (before its last entry, "Open folder…"); returns how many.
+    The entries already there (the ready models) get their family, size and dtype as a tooltip."""
+    for i in range(combo.count() - 1):
+        folder = combo.itemData(i)
+        found = describe_folder(folder, combo.itemText(i), "ready")
+        combo.setItemData(i, f"{entry_label(found)}\n{folder}", Qt.ItemDataRole.ToolTipRole)
     entries = cached_entries()
     for label, folder, _rid in entries:
         if combo.findData(folder) < 0:

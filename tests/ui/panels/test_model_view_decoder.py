@@ -54,6 +54,9 @@ def test_hub_cache_models_are_offered_and_load_by_repo_id(qtbot, hub):
     panel = make_panel(qtbot)
     index = panel.model_combo.findData(str(hub))
     assert index >= 0 and panel.model_combo.itemText(index) == "acme/tiny-llama · Llama · 21,728 · bf16"
+    tips = [panel.model_combo.itemData(i, 3) for i in range(panel.model_combo.count() - 1)]  # 3: ToolTipRole
+    assert all(tips) and any(t.startswith("all-MiniLM-L6-v2 · BERT · 22.7 M · f32") for t in tips) == (
+        panel.model_combo.findText("all-MiniLM-L6-v2") >= 0)
     shown = load(qtbot, panel, str(hub))
     assert shown.model == "acme/tiny-llama" and shown.kind == "decoder"
     assert "bf16, computed in float32" in panel.describe.text() and "every map held" in panel.describe.text()
