@@ -1,7 +1,9 @@
 """One input's head statistics beside a corpus's: the same five numbers, checked to be the same model.
 
 :func:`input_statistics` computes, for one forward pass, exactly what the corpus run computes per
-document (:func:`~attnviz.corpus.stats.document_sums`), so the two grids compare cell for cell.
+document (:func:`~attnviz.corpus.stats.document_sums`), so the two grids compare cell for cell;
+:func:`result_statistics` takes them from head summaries that already hold them (a long decoder
+input, whose maps are never held whole).
 :func:`mismatch` says why a STATS file cannot be set beside a model's input (another model, another
 shape), and :func:`shared_levels` gives both grids one colour scale.
 """
@@ -17,6 +19,20 @@ from attnviz.corpus.stats import STATISTICS, document_sums
 def input_statistics(attentions) -> dict[str, np.ndarray]:
     """Statistic -> (L, nh) mean over the query rows of one input's attentions (L, nh, T, T)."""
     return document_sums(attentions).means()
+
+
+def result_statistics(result, summaries=None) -> dict[str, np.ndarray] | None:
+    """The statistics of one forward pass: from head ``summaries`` that already hold all five (a decoder's,
+    computed band by band without the whole maps), else from ``result.attentions``; None without either."""
+    if summaries is not None and all(getattr(summaries, f, None) is not None for f in _FROM_SUMMARIES.values()):
+        return {name: np.asarray(getattr(summaries, f), dtype=np.float64) for name, f in _FROM_SUMMARIES.items()}
+    attentions = getattr(result, "attentions", None)
+    return None if attentions is None else input_statistics(attentions)
+
+
+# statistic -> field of attnviz.checkpoints.HeadSummaries with the same definition
+_FROM_SUMMARIES = {"entropy": "entropy", "to_first": "to_first", "to_self": "to_self", "to_prev": "to_previous",
+                   "distance": "distance"}
 
 
 def mismatch(stats: CorpusStats, model: str, shape: tuple[int, int]) -> str | None:
@@ -44,4 +60,4 @@ def shared_levels(*grids) -> tuple[float, float]:
     return lo, hi
 
 
-__all__ = ["STATISTICS", "input_statistics", "mismatch", "shared_levels"]
+__all__ = ["STATISTICS", "input_statistics", "mismatch", "result_statistics", "shared_levels"]

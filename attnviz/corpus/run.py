@@ -27,7 +27,7 @@ from attnviz.corpus.files import (AtomicParquet, StatsFileError, per_document_co
                                   stats_columns, stats_schema, temporary_path)
 from attnviz.corpus.stats import HeadSums
 from attnviz.corpus.texts import CorpusError, count_documents, partitions
-from attnviz.corpus.worker import ModelUnavailable, PartitionJob, run_partition
+from attnviz.corpus.worker import ModelUnavailable, PartitionJob, model_limit, run_partition
 
 LOCAL_SCHEDULERS = ("threads", "processes")
 CONNECT_TIMEOUT_S = 5.0  # how long a scheduler address may take to answer
@@ -133,9 +133,9 @@ def check_model(folder, name: str | None, max_tokens: int | None):
         ckpt = load_checkpoint(folder, name=name)
     except CheckpointError as exc:
         raise CorpusRunError(str(exc)) from None
-    if ckpt.kind not in ("bert", "gpt2"):
+    if getattr(ckpt, "tokenizer", None) is None:
         raise CorpusRunError(f"{ckpt.name} is a {ckpt.config.model_type} image model; the corpus command reads text")
-    limit = ckpt.config.max_positions
+    limit = model_limit(ckpt)
     if max_tokens is not None and not 1 <= max_tokens <= limit:
         raise CorpusRunError(f"--max-tokens {max_tokens} is outside 1..{limit}, the limit of {ckpt.name}")
     return ckpt

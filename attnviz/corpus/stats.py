@@ -69,16 +69,18 @@ class HeadSums:
 
 def document_sums(attentions) -> HeadSums:
     """Row sums of one document's attentions (L, nh, T, T) (rows queries, columns keys)."""
-    a = np.asarray(attentions, dtype=np.float64)  # (L, nh, T, T)
-    if a.ndim != 4 or a.shape[2] != a.shape[3] or 0 in a.shape:
-        raise ValueError(f"attentions must be (layers, heads, T, T) with T > 0 (got shape {a.shape})")
-    L, nh, T, _ = a.shape
+    att = np.asarray(attentions)  # (L, nh, T, T), any float dtype
+    if att.ndim != 4 or att.shape[2] != att.shape[3] or 0 in att.shape:
+        raise ValueError(f"attentions must be (layers, heads, T, T) with T > 0 (got shape {att.shape})")
+    L, nh, T, _ = att.shape
     pos = np.arange(T)  # (T,)
     dist = np.abs(pos[:, None] - pos[None, :]).astype(np.float64)  # (T, T) |i - j|
     sums = np.empty((L, nh, len(STATISTICS)))  # (L, nh, 5)
-    sums[..., 0] = row_entropy(a).sum(axis=-1)  # (L, nh)
-    sums[..., 1] = a[..., :, 0].sum(axis=-1)  # (L, nh) Σ_i w_i0
-    sums[..., 2] = np.diagonal(a, axis1=-2, axis2=-1).sum(axis=-1)  # (L, nh) Σ_i w_ii
-    sums[..., 3] = np.diagonal(a, offset=-1, axis1=-2, axis2=-1).sum(axis=-1)  # (L, nh) Σ_{i>=1} w_i,i-1
-    sums[..., 4] = (a * dist).sum(axis=(-2, -1))  # (L, nh) Σ_i Σ_j w_ij |i - j|
+    for layer in range(L):  # one layer in float64 at a time
+        a = att[layer].astype(np.float64)  # (nh, T, T)
+        sums[layer, :, 0] = row_entropy(a).sum(axis=-1)  # (nh,)
+        sums[layer, :, 1] = a[:, :, 0].sum(axis=-1)  # (nh,) Σ_i w_i0
+        sums[layer, :, 2] = np.diagonal(a, axis1=-2, axis2=-1).sum(axis=-1)  # (nh,) Σ_i w_ii
+        sums[layer, :, 3] = np.diagonal(a, offset=-1, axis1=-2, axis2=-1).sum(axis=-1)  # (nh,) Σ_{i>=1} w_i,i-1
+        sums[layer, :, 4] = (a * dist).sum(axis=(-2, -1))  # (nh,) Σ_i Σ_j w_ij |i - j|
     return HeadSums(sums, rows=T, prev_rows=T - 1, documents=1)

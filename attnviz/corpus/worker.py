@@ -81,6 +81,12 @@ def load_count() -> int:
     return _loads
 
 
+def model_limit(ckpt: Checkpoint) -> int:
+    """The most tokens a document may have for ``ckpt`` (its position table, less any offset)."""
+    c = ckpt.config
+    return int(getattr(c, "max_tokens", c.max_positions))
+
+
 def _document_attentions(ckpt: Checkpoint, doc: Document, max_tokens: int | None) -> np.ndarray:
     text = doc.text
     if isinstance(text, Exception):
@@ -89,12 +95,16 @@ def _document_attentions(ckpt: Checkpoint, doc: Document, max_tokens: int | None
         raise CheckpointError(f"not text ({type(text).__name__})")
     if not text.strip():
         raise CheckpointError("empty document")
-    if max_tokens is not None and ckpt.tokenizer is not None:
-        try:  # the tokenizer alone says whether the document fits, before any forward pass
+    if max_tokens is not None and ckpt.kind in ("bert", "gpt2"):
+        try:  # the tokenizer alone says whether the document fits, before any forward pass (run_text's own call)
             ckpt.tokenizer.encode(text, add_special_tokens=True, max_tokens=max_tokens)
         except SourceError as exc:
             raise CheckpointError(str(exc)) from None
-    return run_text(ckpt, text).attentions  # (L, nh, T, T)
+    attentions = run_text(ckpt, text).attentions  # (L, nh, T, T)
+    T = attentions.shape[-1]
+    if max_tokens is not None and T > max_tokens:  # models whose input pipeline adds tokens of its own
+        raise CheckpointError(f"text gives {T:,} tokens, more than the limit of {max_tokens:,}")
+    return attentions
 
 
 def run_partition(job: PartitionJob) -> PartitionResult:

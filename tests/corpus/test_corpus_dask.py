@@ -279,3 +279,19 @@ def test_every_corpus_format_gives_the_same_statistics(tmp_path):
         assert main(["corpus", str(TINY_GPT2), str(src), "--out", str(out), "--scheduler", "threads",
                      "--batch", "3"]) == 0
         _assert_matches(out, ref)
+
+
+@pytest.mark.parametrize("family", ["tiny_roberta", "tiny_distilbert", "tiny_llama", "tiny_qwen3"])
+def test_other_text_families_equal_single_process(tmp_path, family):
+    folder = TINY_GPT2.parent / family
+    texts = ["the river bank", "a steep bank after the rain", "rain", "the bank of the river was steep"]
+    path = write_lines(tmp_path / "c.txt", texts)
+    out = tmp_path / "stats.parquet"
+    assert main(["corpus", str(folder), str(path), "--out", str(out), "--scheduler", "threads", "--batch", "3"]) == 0
+    _assert_matches(out, reference_stats(folder, texts))
+
+
+def test_an_image_model_is_refused(tmp_path, capsys):
+    path = write_lines(tmp_path / "c.txt", ["the river"])
+    assert main(["corpus", str(TINY_GPT2.parent / "tiny_vit"), str(path), "--out", str(tmp_path / "s.parquet")]) == 1
+    assert "image model; the corpus command reads text" in capsys.readouterr().err

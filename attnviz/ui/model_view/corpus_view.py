@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPus
                                QVBoxLayout, QWidget)
 
 from attnviz.corpus import LABELS, STATISTICS, CorpusStats, StatsFileError, read_stats
-from attnviz.corpus.compare import input_statistics, mismatch, shared_levels
+from attnviz.corpus.compare import mismatch, result_statistics, shared_levels
 from attnviz.ui import colormaps
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
@@ -39,7 +39,9 @@ class CorpusStatsView(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.stats: CorpusStats | None = None
-        self.input_values: dict[str, np.ndarray] | None = None
+        self.input_values: dict[str, np.ndarray] | None = None  # the input's statistics, once computed
+        self._input: tuple[object, object] = (None, None)  # (forward pass, its head summaries) shown in the panel
+        self._input_problem = ""  # why the input's statistics could not be computed
         self.input_model = ""
         self.input_tokens = 0
         self.selected: tuple[int, int] | None = None
@@ -109,13 +111,14 @@ class CorpusStatsView(QWidget):
         self._draw()
         return True
 
-    def set_input(self, result) -> None:
-        """The panel's current forward pass (a ModelAttention), or None."""
-        if result is None:
-            self.input_values, self.input_model, self.input_tokens = None, "", 0
-        else:
-            self.input_values = input_statistics(result.attentions)
-            self.input_model, self.input_tokens = result.model, result.attentions.shape[-1]
+    def set_input(self, result, summaries=None) -> None:
+        """The panel's current forward pass (a ModelAttention or a long decoder run) and its head summaries,
+        or None.  Its statistics are computed when a corpus is open to compare with (and once per input)."""
+        self._input = (result, summaries)
+        self.input_values = None
+        self._input_problem = ""
+        self.input_model = "" if result is None else result.model
+        self.input_tokens = 0 if result is None else len(result.tokens)
         self._draw()
 
     def metric(self) -> str:
@@ -150,6 +153,15 @@ class CorpusStatsView(QWidget):
         return self.message.text()
 
     # ------------------------------------------------------------------ drawing
+    def _compute_input(self) -> None:
+        result, summaries = self._input
+        if self.stats is None or result is None or self.input_values is not None:
+            return
+        try:
+            self.input_values = result_statistics(result, summaries)
+        except ValueError as exc:  # attentions that are not (L, nh, T, T) maps
+            self._input_problem = f"The input's statistics cannot be computed: {exc}"
+
     def _mismatch(self) -> str | None:
         if self.stats is None or self.input_values is None:
             return None
@@ -157,6 +169,7 @@ class CorpusStatsView(QWidget):
         return mismatch(self.stats, self.input_model, shape)
 
     def _draw(self) -> None:
+        self._compute_input()
         name = self.metric()
         label, short = LABELS[name]
         corpus, inp = self.corpus_matrix(), self.input_matrix()
@@ -165,10 +178,14 @@ class CorpusStatsView(QWidget):
         if problem:
             self._show_message(f"{problem}: the input is not drawn beside the corpus (load {self.stats.model} "
                                "in the panel, or open statistics of this model).")
+        elif self._input_problem:
+            self._show_message(self._input_problem)
         else:
             self._clear_message()
-        if self.input_values is None:
+        if self._input[0] is None:
             input_hint = "Run the model on an input to see its statistics here."
+        elif self.input_values is None:
+            input_hint = ""
         else:
             input_hint = "This input's model is not the model of the statistics." if problem else ""
         for view, grid, title, hint in (
@@ -225,7 +242,7 @@ def install(panel) -> CorpusStatsView:
     """Add the corpus view as a "Corpus" tab of a ModelViewPanel, following its input, head and colours."""
     view = CorpusStatsView(panel)
     panel.tabs.addTab(view, "Corpus")
-    panel.attention_ready.connect(view.set_input)
+    panel.attention_ready.connect(lambda result: view.set_input(result, getattr(panel.outcome, "summaries", None)))
     panel.head_selected.connect(view.set_selected)
     view.head_clicked.connect(panel.select_head)
     view.set_colormap(panel.ctx.session.state.view.colormap)

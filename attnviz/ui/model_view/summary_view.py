@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from attnviz.checkpoints import HeadSummaries
-from attnviz.ui.model_view.views import SUMMARY_METRICS, summary_line, summary_matrix
+from attnviz.ui.model_view.views import SUMMARY_METRICS, available_metrics, summary_line, summary_matrix
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 
@@ -63,11 +63,26 @@ class HeadSummaryView(QWidget):
 
     def set_summaries(self, summaries: HeadSummaries | None) -> None:
         self.summaries = summaries
+        if summaries is not None:
+            self._offer(available_metrics(summaries))
         if summaries is None:
             self.heatmap.clear()
             self.line.setText(" ")
             return
         self._draw()
+
+    def _offer(self, keys: list[str]) -> None:
+        """Offer only the metrics these summaries have (attention to the first token and distance: decoders)."""
+        have = [self.metric_combo.itemData(i) for i in range(self.metric_combo.count())]
+        if have == keys:
+            return
+        keep = self.metric()
+        self.metric_combo.blockSignals(True)
+        self.metric_combo.clear()
+        for key in keys:
+            self.metric_combo.addItem(SUMMARY_METRICS[key][1], key)
+        self.metric_combo.setCurrentIndex(max(0, self.metric_combo.findData(keep)))
+        self.metric_combo.blockSignals(False)
 
     def set_selected(self, layer: int, head: int) -> None:
         self.selected = (int(layer), int(head))

@@ -147,6 +147,12 @@ class ImagePanel(QWidget):
         bar.addWidget(QLabel("head", self))
         bar.addWidget(self.head_combo)
         bar.addStretch(1)
+        self.alpha_note = QLabel("transparent pixels: over white", self)
+        self.alpha_note.setToolTip("Transparency is composited over white, as a viewer shows the picture. "
+                                   "The Pretrained panel and 'attnviz-cli model' instead ignore it, as transformers' "
+                                   "convert(\"RGB\") does, so a checkpoint sees the stored colours it would see there.")
+        self.alpha_note.setStyleSheet("color: palette(mid);")
+        bar.addWidget(self.alpha_note)
 
         self.view = PatchImageView(self)
         self.view.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)

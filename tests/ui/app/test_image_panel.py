@@ -113,3 +113,12 @@ def test_bars_mark_masked_keys_and_follow_cross_attention(qtbot, make_ctx, respo
     assert w.shape == (resp.Tk,) and np.all(w[~allowed] == 0)
     xs = p.bars.masked.getData()[0]
     assert sorted(int(x) for x in xs) == [int(j) for j in np.flatnonzero(~allowed)]
+
+
+def test_the_panel_says_how_transparency_is_handled(qtbot, make_ctx, respond, tmp_path):
+    ctx = make_ctx("vit-image")
+    p = _panel(qtbot, ctx)
+    respond(ctx)
+    assert p.alpha_note.isVisible() and "over white" in p.alpha_note.text()
+    assert 'convert("RGB")' in p.alpha_note.toolTip()
+    p.grab().save(str(tmp_path / "image_panel.png"))
