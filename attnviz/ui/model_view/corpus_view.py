@@ -78,6 +78,10 @@ class CorpusStatsView(QWidget):
             stack.addWidget(m)
             self.split.addWidget(stack)
             self._sides[m] = (stack, hint)
+        self.split.setChildrenCollapsible(False)
+        for i in range(2):
+            self.split.setStretchFactor(i, 1)
+        self.split.setSizes([1000, 1000])  # corpus and input side by side, half each
         self.line = QLabel(" ", self)
         self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.line.setContentsMargins(6, 0, 6, 2)
@@ -171,7 +175,7 @@ class CorpusStatsView(QWidget):
     def _draw(self) -> None:
         self._compute_input()
         name = self.metric()
-        label, short = LABELS[name]
+        short = LABELS[name][1]
         corpus, inp = self.corpus_matrix(), self.input_matrix()
         levels = shared_levels(corpus, inp)
         problem = self._mismatch()
@@ -189,9 +193,9 @@ class CorpusStatsView(QWidget):
         else:
             input_hint = "This input's model is not the model of the statistics." if problem else ""
         for view, grid, title, hint in (
-                (self.corpus_map, corpus, f"corpus · {label}",
+                (self.corpus_map, corpus, f"corpus · {short}",
                  "Open statistics… shows a STATS.parquet written by\nattnviz-cli corpus MODEL TEXTS --out STATS.parquet"),
-                (self.input_map, inp, f"this input ({self.input_tokens} tokens) · {label}", input_hint)):
+                (self.input_map, inp, f"this input, {self.input_tokens} tokens · {short}", input_hint)):
             stack, placeholder = self._sides[view]
             if grid is None:
                 view.clear()
