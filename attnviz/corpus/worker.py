@@ -1,7 +1,7 @@
 """What runs on a Dask worker: one partition of documents through a checkpoint, as exact sums.
 
 Each worker process loads the checkpoint once and keeps it (:func:`cached_checkpoint`, keyed by the
-checkpoint folder and name), then runs every document of every partition it is given with attnviz's
+checkpoint folder, its name and its files' sizes and times), then runs every document of every partition it is given with attnviz's
 own forward pass (:func:`attnviz.checkpoints.run_text`).  A document that fails (empty, too long, not
 text) is returned named with its message and does not stop the partition; a checkpoint that does not
 load on the worker raises :class:`ModelUnavailable`, which stops the run.
@@ -24,8 +24,9 @@ from attnviz.corpus.texts import Document
 from attnviz.sources.errors import SourceError
 
 _lock = threading.Lock()
-_cache: dict[tuple[str, str | None], Checkpoint] = {}
+_cache: dict[tuple, Checkpoint] = {}  # (folder, name, file stamp) -> checkpoint, least recently used first
 _loads = 0
+MAX_CACHED = 2  # checkpoints a worker keeps between runs
 
 
 class ModelUnavailable(RuntimeError):
@@ -59,20 +60,32 @@ def _limit_blas_threads() -> None:
     threadpool_limits(limits=1, user_api="blas")  # for the rest of this process
 
 
+def _stamp(folder: Path) -> tuple:
+    """(name, size, mtime) of the folder's files: a checkpoint rewritten in place is loaded again."""
+    try:
+        return tuple(sorted((f.name, st.st_size, st.st_mtime_ns) for f in folder.iterdir()
+                            if f.is_file() and (st := f.stat())))
+    except OSError:
+        return ()
+
+
 def cached_checkpoint(folder: str, name: str | None) -> Checkpoint:
-    """The checkpoint in ``folder``, loaded once per process."""
+    """The checkpoint in ``folder``, loaded once per process (the last MAX_CACHED kept, newest first)."""
     global _loads
-    key = (str(Path(folder).resolve()), name)
+    path = Path(folder).resolve()
+    key = (str(path), name, _stamp(path))
     with _lock:
-        ckpt = _cache.get(key)
+        ckpt = _cache.pop(key, None)
         if ckpt is None:
             try:
                 ckpt = load_checkpoint(folder, name=name)
             except CheckpointError as exc:
                 raise ModelUnavailable(f"{exc}") from None
             _limit_blas_threads()
-            _cache[key] = ckpt
             _loads += 1
+        _cache[key] = ckpt  # most recently used last
+        while len(_cache) > MAX_CACHED:  # a long-lived cluster running many models keeps only the last ones
+            _cache.pop(next(iter(_cache)))
     return ckpt
 
 

@@ -80,3 +80,26 @@ def test_empty_sums_have_no_means():
 def test_bad_shapes(shape):
     with pytest.raises(ValueError, match="layers, heads, T, T"):
         document_sums(np.zeros(shape))
+
+
+def test_worker_cache_loads_once_and_again_when_the_files_change(tmp_path):
+    import os
+    import shutil
+
+    from corpus_helpers import TINY_GPT2
+
+    from attnviz.corpus import worker
+
+    folder = tmp_path / "m"
+    shutil.copytree(TINY_GPT2, folder)
+    before = worker.load_count()
+    a = worker.cached_checkpoint(str(folder), None)
+    assert worker.cached_checkpoint(str(folder), None) is a and worker.load_count() == before + 1
+    cfg = folder / "config.json"
+    st = cfg.stat()
+    os.utime(cfg, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rewritten in place
+    b = worker.cached_checkpoint(str(folder), None)
+    assert b is not a and worker.load_count() == before + 2
+    assert len(worker._cache) <= worker.MAX_CACHED
+    with pytest.raises(worker.ModelUnavailable, match="checkpoint folder not found"):
+        worker.cached_checkpoint(str(tmp_path / "gone"), None)
