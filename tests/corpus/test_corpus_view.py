@@ -48,10 +48,14 @@ def test_view_shows_each_statistic_of_the_file(qtbot, tiny_stats):
     assert view.open_stats(tiny_stats)
     want = read_stats(tiny_stats)
     for name in STATISTICS:
-        view.set_metric(name)
+        view.set_statistic(name)
         np.testing.assert_array_equal(view.corpus_matrix(), want.values[name])
         assert view.corpus_map.levels()[0] <= np.nanmin(want.values[name])
     assert "tiny_gpt2 · 3 documents" in view.source.text()
+    view.resize(700, 400)
+    view.show()
+    qtbot.waitExposed(view)
+    assert not view.grab().isNull()  # painting asks QWidget.metric(): the view does not shadow it
     assert view.input_matrix() is None and view.message_text() == ""
 
 
@@ -82,7 +86,7 @@ def test_panel_tab_puts_the_input_beside_the_corpus(qtbot, tiny_stats):
     view = panel.corpus
     assert panel.tabs.tabText(panel.tabs.indexOf(view)) == "Corpus"
     assert view.open_stats(tiny_stats)
-    view.set_metric("to_prev")
+    view.set_statistic("to_prev")
     mine = input_statistics(run_text(load_checkpoint(TINY_GPT2), panel.text_edit.text()).attentions)
     np.testing.assert_allclose(view.input_matrix(), mine["to_prev"], rtol=0, atol=1e-12)
     assert view.corpus_map.levels() == view.input_map.levels()  # one colour scale for both grids

@@ -50,15 +50,15 @@ class CorpusStatsView(QWidget):
         self.open_button.setToolTip("a STATS.parquet written by: attnviz-cli corpus MODEL TEXTS --out STATS.parquet")
         self.source = QLabel("No corpus statistics open.", self)
         self.source.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.metric_combo = QComboBox(self)
+        self.statistic_combo = QComboBox(self)
         for name in STATISTICS:
-            self.metric_combo.addItem(LABELS[name][0], name)
-        self.metric_combo.setToolTip("which statistic colours both grids (mean over every query row)")
+            self.statistic_combo.addItem(LABELS[name][0], name)
+        self.statistic_combo.setToolTip("which statistic colours both grids (mean over every query row)")
         bar = QHBoxLayout()
         bar.setContentsMargins(6, 4, 6, 0)
         bar.addWidget(self.open_button)
         bar.addWidget(self.source, 1)
-        bar.addWidget(self.metric_combo)
+        bar.addWidget(self.statistic_combo)
         self.message = QLabel("", self)
         self.message.setWordWrap(True)
         self.message.setStyleSheet("QLabel { color: #c62828; padding: 2px 6px; }")
@@ -94,7 +94,7 @@ class CorpusStatsView(QWidget):
         layout.addWidget(self.line)
 
         self.open_button.clicked.connect(self._on_open_clicked)
-        self.metric_combo.currentIndexChanged.connect(lambda _i: self._draw())
+        self.statistic_combo.currentIndexChanged.connect(lambda _i: self._draw())
         self.corpus_map.cell_clicked.connect(self.head_clicked.emit)
         self.input_map.cell_clicked.connect(self.head_clicked.emit)
 
@@ -125,14 +125,14 @@ class CorpusStatsView(QWidget):
         self.input_tokens = 0 if result is None else len(result.tokens)
         self._draw()
 
-    def metric(self) -> str:
-        return self.metric_combo.currentData()
+    def statistic(self) -> str:
+        return self.statistic_combo.currentData()
 
-    def set_metric(self, name: str) -> None:
-        index = self.metric_combo.findData(name)
+    def set_statistic(self, name: str) -> None:
+        index = self.statistic_combo.findData(name)
         if index < 0:
             raise ValueError(f"unknown statistic {name!r}; choose one of {', '.join(STATISTICS)}")
-        self.metric_combo.setCurrentIndex(index)
+        self.statistic_combo.setCurrentIndex(index)
 
     def set_selected(self, layer: int, head: int) -> None:
         self.selected = (int(layer), int(head))
@@ -145,13 +145,13 @@ class CorpusStatsView(QWidget):
 
     def corpus_matrix(self) -> np.ndarray | None:
         """(L, nh) corpus values of the chosen statistic, or None."""
-        return None if self.stats is None else self.stats.values[self.metric()]
+        return None if self.stats is None else self.stats.values[self.statistic()]
 
     def input_matrix(self) -> np.ndarray | None:
         """(L, nh) values of the current input drawn beside the corpus, or None (no input, other model)."""
         if self.input_values is None or self._mismatch() is not None:
             return None
-        return self.input_values[self.metric()]
+        return self.input_values[self.statistic()]
 
     def message_text(self) -> str:
         return self.message.text()
@@ -174,7 +174,7 @@ class CorpusStatsView(QWidget):
 
     def _draw(self) -> None:
         self._compute_input()
-        name = self.metric()
+        name = self.statistic()
         short = LABELS[name][1]
         corpus, inp = self.corpus_matrix(), self.input_matrix()
         levels = shared_levels(corpus, inp)
@@ -219,7 +219,7 @@ class CorpusStatsView(QWidget):
         if not (layer < corpus.shape[0] and head < corpus.shape[1]):
             self.line.setText(" ")
             return
-        short = LABELS[self.metric()][1]
+        short = LABELS[self.statistic()][1]
         text = f"layer {layer} · head {head}: {short} {corpus[layer, head]:.4f} over the corpus"
         if inp is not None:
             text += f", {inp[layer, head]:.4f} in this input"
