@@ -86,8 +86,20 @@ def open_client(scheduler: str, workers: int | None = None):
         from distributed import Client, LocalCluster
     except ImportError:
         raise CorpusRunError("the corpus command runs on Dask: pip install 'attnviz[corpus]'") from None
-    for name in ("distributed", "tornado", "asyncio"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)  # shutdown chatter is not the user's concern
+    loggers = [logging.getLogger(name) for name in ("distributed", "tornado")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)  # connection and shutdown chatter is not the user's concern
+    try:
+        with _client(Client, LocalCluster, scheduler, workers) as client:
+            yield client
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+@contextmanager
+def _client(Client, LocalCluster, scheduler: str, workers: int | None):
     n = default_workers() if workers is None else workers
     if n < 1:
         raise CorpusRunError(f"--workers must be at least 1 (got {n})")

@@ -122,13 +122,15 @@ def test_external_scheduler_and_two_workers(minilm_corpus, tmp_path):
             assert procs[0].poll() is None, "dask scheduler exited"
             assert time.monotonic() < deadline, "dask scheduler did not start within 60 s"
             time.sleep(0.2)
+        import json
+
+        address = json.loads(sched_file.read_text())["address"]
+        r = _cli(TINY_GPT2, path, "--out", tmp_path / "none.parquet", "--scheduler", address, timeout=60)
+        assert r.returncode == 1 and f"the Dask scheduler at {address} has no workers" in r.stderr, r.stderr
         for _ in range(2):
             procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--nthreads", "1",
                                            "--host", "127.0.0.1", "--no-dashboard", "--scheduler-file",
                                            str(sched_file)], **common))
-        import json
-
-        address = json.loads(sched_file.read_text())["address"]
         from distributed import Client
 
         with Client(address, timeout=30) as client:
