@@ -352,9 +352,9 @@ class HeatmapPanel(QWidget):
         else:
             self.grid.set_selected(*divmod(head, grid_columns(n_heads(self._resp))))
 
-    def _show_grid(self, maps, allowed) -> None:
+    def _show_grid(self, maps, allowed, levels=None) -> None:
         g, m, titles = grid_layout(maps, allowed)
-        self.grid.set_matrices(g, titles, [""] * g.shape[1], mask=m)
+        self.grid.set_matrices(g, titles, [""] * g.shape[1], mask=m, levels=levels)
 
     def _on_grid_toggled(self, on: bool) -> None:
         self.grid.setVisible(on and n_heads(self._resp) > 1)
@@ -508,16 +508,16 @@ class HeatmapPanel(QWidget):
             mask = resp.mask
 
         def job():
-            pooled, ok = pool_max(maps, mask, (GRID_TILE, GRID_TILE))  # (nh, h, w)
-            return resp, np.where(ok, pooled, 0.0).astype(np.float32), ok
+            pooled, ok = pool_max(maps, mask, (GRID_TILE, GRID_TILE))  # (nh, h, w); a bool mask pools as 0/1
+            return resp, matrix, np.where(ok, pooled, 0.0).astype(np.float32), ok
 
         self.grid_job.submit(job)
 
     def _on_grid_pooled(self, _jid: int, result) -> None:
-        resp, maps, ok = result
-        if resp is not self._resp or self._mode != "dense":
+        resp, matrix, maps, ok = result
+        if resp is not self._resp or self._mode != "dense" or matrix != self.ctx.session.state.view.matrix:
             return
-        self._show_grid(maps, ok)
+        self._show_grid(maps, ok, (0.0, 1.0) if matrix == "mask" else None)
         self._select_grid_head(check_head(resp, self.ctx.session.state.view.head))
 
     # ------------------------------------------------------------------ overview (long sequences)
