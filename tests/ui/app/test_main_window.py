@@ -78,6 +78,19 @@ def test_open_save_round_trip_through_real_files(make_window, tmp_path, qtbot, r
     assert not w.files.save_as()
 
 
+def test_view_only_changes_do_not_ask_to_save_but_are_saved(make_window, tmp_path):
+    w = make_window("vla-mask")
+    heat = w.panel("heatmap")
+    heat.matrix_combo.activated.emit(heat.matrix_combo.findText("mask"))
+    heat.cmap_combo.activated.emit(heat.cmap_combo.findText("magma"))
+    assert w.ctx.session.state.view.matrix == "mask"
+    assert not w.ctx.session.dirty and not w.isWindowModified()
+    assert w.files.maybe_save("quitting") and w.files.prompts.asked == []
+    path = tmp_path / "view.attnviz"
+    assert w.files.save_as(path)
+    assert load_session(path).view.matrix == "mask" and load_session(path).view.colormap == "magma"
+
+
 def test_replacing_a_dirty_session_asks_first(make_window, tmp_path):
     w = make_window("river-bank")
     w.ctx.execute(set_model(drop_handset=True, seed=4))
