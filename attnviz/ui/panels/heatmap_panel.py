@@ -298,8 +298,11 @@ class HeatmapPanel(QWidget):
         self.rendered.emit()
 
     def _on_response(self, resp) -> None:
-        if resp is None or not resp.ok:
-            return  # keep the last good picture; the window reports the error
+        if resp is None or resp.cancelled:
+            return  # a cancelled run: the last picture stays (the status bar says so)
+        if not resp.ok:
+            self._show_nothing(resp.error or "the attention could not be computed")
+            return
         self._resp = resp
         # axis labels cut in the middle, so "fast actions3" keeps its index (the readout names the segment)
         self._row_labels = compact_labels(resp.query_labels)
@@ -314,6 +317,17 @@ class HeatmapPanel(QWidget):
             self.head_combo.blockSignals(False)
         self._sync_controls(self.ctx.session.state.view)
         self._redraw()
+
+    def _show_nothing(self, why: str) -> None:
+        """The state cannot be drawn (no tokens, a bad setting): clear the old picture, which no
+        longer belongs to it, and say why (the window's notice says it too)."""
+        self._resp = None
+        self._preview = None
+        self._mode = "message"
+        self.heatmap.clear("nothing to show")
+        self.grid.setVisible(False)
+        self._show_note(f"Nothing to show: {why}")
+        self.rendered.emit()
 
     def _on_view_changed(self, view) -> None:
         self._sync_controls(view)
