@@ -21,6 +21,7 @@ from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.panels import PanelSpec, run_panel_alone
 from attnviz.ui.response_views import (MATRICES, check_head, cell_values, compact_labels, engine_scale,
                                        fully_masked_rows, matrix_view, n_heads)
+from attnviz.ui.widgets.busy_overlay import BusyOverlay
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.pooling import pool_max
 from attnviz.ui.widgets.small_multiples import HeadGrid
@@ -202,9 +203,15 @@ class HeatmapPanel(QWidget):
         layout.addWidget(self.note)
         layout.addWidget(self.splitter, 1)
 
+        # the heatmap and the grid say when their picture is on the way (never blank axes in silence)
+        self.busy = BusyOverlay(self.splitter, self)
+        self.busy.cancelled.connect(self.ctx.compute.cancel)
+        self._overview_text = ""
         self.job = LatestJob("attnviz-overview", self)
         self.job.done.connect(self._on_overview)
         self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
+        self.job.busy_changed.connect(lambda _b: self._update_busy())
+        ctx.compute.busy_changed.connect(lambda _b: self._update_busy())
         self.grid_job = LatestJob("attnviz-head-grid", self)
         self.grid_job.done.connect(self._on_grid_pooled)
         self.grid_job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
@@ -280,6 +287,16 @@ class HeatmapPanel(QWidget):
         return stack, matrix
 
     # ------------------------------------------------------------------ events
+    def _update_busy(self) -> None:
+        """Show what the views wait for: the attention itself (cancellable), or the overview of a
+        long sequence being drawn; nothing when neither runs."""
+        if self.ctx.compute.busy:
+            self.busy.start("computing the attention…", cancellable=True)
+        elif self.job.busy and self._overview_text:
+            self.busy.start(self._overview_text)
+        else:
+            self.busy.stop()
+
     def _on_preview(self, p) -> None:
         """Draw the first computed head of a long run (attnviz.model.preview) when it is the head and
         matrix on show; the full response redraws everything when it arrives."""
@@ -553,6 +570,9 @@ class HeatmapPanel(QWidget):
         cols = cols or (0, resp.Tk)
         shape = self._display_shape(rows[1] - rows[0], cols[1] - cols[0])
         want_grid = full and self.grid_check.isChecked() and n_heads(resp) > 1
+        what = ", and every head's small map" if want_grid else ""
+        self._overview_text = (f"drawing the overview of {resp.Tq:,} × {resp.Tk:,} weights\n"
+                               f"({reduce} per pixel{what})…")
 
         def job():
             img = overview_image(resp, head, scale, reduce, shape, rows, cols)
@@ -560,6 +580,7 @@ class HeatmapPanel(QWidget):
             return resp, head, reduce, rows, cols, img, grid
 
         self.job.submit(job)
+        self._update_busy()
 
     def _on_overview(self, _jid: int, result) -> None:
         resp, head, reduce, rows, cols, img, grid = result
