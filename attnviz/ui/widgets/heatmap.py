@@ -74,6 +74,9 @@ class AttentionHeatmap(QWidget):
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormaps.colormap(self._cmap), width=12,
                                         interactive=False, colorMapMenu=False)
         self.colorbar.getAxis("right").enableAutoSIPrefix(False)
+        # the colour axis sizes itself to its tick labels and its title (a fixed width lets "-6.25" or
+        # "0.009" run into the title, or the title off the widget's edge)
+        self.colorbar.getAxis("right").setWidth(None)
         self.frame.ci.addItem(self.colorbar, row=3, col=3)
         self.base = CellImageLayer(self.frame.view, z=0)
         self.detail = CellImageLayer(self.frame.view, z=10)
