@@ -21,7 +21,7 @@ from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.panels import PanelSpec, run_panel_alone
 from attnviz.ui.response_views import (MATRICES, check_head, cell_values, compact_labels, engine_scale,
                                        fully_masked_rows, matrix_view, n_heads)
-from attnviz.ui.widgets.busy_overlay import BusyOverlay
+from attnviz.ui.widgets.busy_overlay import LIVE_DELAY_MS, BusyOverlay
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.pooling import pool_max
 from attnviz.ui.widgets.small_multiples import HeadGrid
@@ -290,8 +290,9 @@ class HeatmapPanel(QWidget):
     def _update_busy(self) -> None:
         """Show what the views wait for: the attention itself (cancellable), or the overview of a
         long sequence being drawn; nothing when neither runs."""
-        if self.ctx.compute.busy:
-            self.busy.start("computing the attention…", cancellable=True)
+        if self.ctx.compute.busy:  # over a picture, live edits (paint strokes) do not flash the veil
+            self.busy.start("computing the attention…", cancellable=True,
+                            delay_ms=None if self._mode in ("empty", "message") else LIVE_DELAY_MS)
         elif self.job.busy and self._overview_text:
             self.busy.start(self._overview_text)
         else:

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QV
 from attnviz.ui.theme import current_theme
 
 SHOW_DELAY_MS = 250  # work shorter than this never shows the overlay
+LIVE_DELAY_MS = 1000  # over a picture that is still useful (live edits), wait longer before veiling it
 
 
 class BusyOverlay(QWidget):
@@ -57,19 +58,20 @@ class BusyOverlay(QWidget):
         outer.addStretch(1)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.setInterval(delay_ms)
+        self._delay = int(delay_ms)
         self._timer.timeout.connect(self._appear)
         target.installEventFilter(self)
         self.setVisible(False)
 
     # -- public --------------------------------------------------------------------------------
-    def start(self, text: str, cancellable: bool = False) -> None:
-        """Say that ``text`` is being computed (shown after the delay, unless stopped before)."""
+    def start(self, text: str, cancellable: bool = False, delay_ms: int | None = None) -> None:
+        """Say that ``text`` is being computed (shown after the delay — ``delay_ms`` or the
+        overlay's own — unless stopped before)."""
         self.label.setText(text)
         self.cancel_button.setVisible(cancellable)
         if not self._active:
             self._active = True
-            self._timer.start()
+            self._timer.start(self._delay if delay_ms is None else int(delay_ms))
 
     def stop(self) -> None:
         self._active = False
