@@ -356,9 +356,9 @@ class ModelViewPanel(QWidget):
                 n = 0  # the run says what is wrong with it, if it is ever run
             if limit and n > limit:
                 text = DEFAULT_SENTENCE
-                self.hint.setText(f"The session's text ({n:,} tokens) is longer than {ckpt.name} reads "
-                                  f"({limit:,} tokens), so it reads the sentence above. Type or paste a text to "
-                                  "run it on your own.")
+                self.hint.setText(f"The session's text is {n:,} tokens for {ckpt.name}, which reads at most "
+                                  f"{limit:,}: it reads the sentence above instead. Type or paste a text to run it "
+                                  "on your own.")
                 self.hint.setVisible(True)
         self.text_edit.setText(text)
 

@@ -289,7 +289,7 @@ def test_a_session_text_too_long_for_the_model_is_not_run_nor_reported(qtbot):
     assert shown.tokens == run_text(panel.ckpt, DEFAULT_SENTENCE).tokens  # the panel's own sentence
     assert panel.text_edit.text() == DEFAULT_SENTENCE
     assert problems == [] and not panel.message.isVisibleTo(panel)
-    assert panel.hint.isVisibleTo(panel) and f"({limit:,} tokens)" in panel.hint.text()
+    assert panel.hint.isVisibleTo(panel) and f"reads at most {limit:,}" in panel.hint.text()
     # a text the person gives and that crosses the limit is theirs to hear about
     long_text = ctx.session.state.sources[0].text
     with qtbot.waitSignal(panel.failed, timeout=WAIT_MS):
