@@ -302,7 +302,8 @@ class HeatmapPanel(QWidget):
         """Draw the first computed head of a long run (attnviz.model.preview) when it is the head and
         matrix on show; the full response redraws everything when it arrives."""
         view = self.ctx.session.state.view
-        if p.head != view.head or view.matrix not in ("weights", "scores") or self._mode not in ("dense", "empty"):
+        drawable = self._mode in ("dense", "empty") or (self._mode == "message" and self._resp is None)
+        if p.head != view.head or view.matrix not in ("weights", "scores") or not drawable:
             return
         if self._resp is not None and self._resp.request_id >= p.request_id:
             return

@@ -114,6 +114,8 @@ class PatchImageView(QWidget):
             raise ValueError(f"grid and patch size must be positive, got grid {grid}, patch {patch}")
         if ox < 0 or oy < 0 or ox + gw * patch > W or oy + gh * patch > H:
             raise ValueError(f"a {gh}x{gw} grid of {patch}px patches at offset {offset} does not fit a {W}x{H} image")
+        if (gh, gw) != self._grid:
+            self.readout.setText(" ")  # it named a patch of the image shown before
         self._grid, self._patch, self._offset, self._shape = (gh, gw), int(patch), (ox, oy), (H, W)
         self.image.setImage(np.ascontiguousarray(img), autoLevels=False, levels=(0, 255) if img.ndim == 2 else None)
         self.view.setRange(xRange=(0, W), yRange=(0, H), padding=0.01)
