@@ -9,7 +9,10 @@ attention or the attention rollout drawn over the image.
 
 Loading and forward passes run on a worker thread (:class:`ModelJobs`); the newest request wins.
 Nothing here is part of the session: the panel reads the session's first text / image source as a
-default input and never edits it.
+default input and never edits it. The model runs by itself only on text that fits it: a session text
+longer than the model reads (the long-context demo's ~2,900 tokens in a 512-token model) is not
+copied in; the panel's own short sentence stands in and a quiet line says so. Text the person types
+or runs is theirs: a limit they cross is reported as a problem.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from attnviz.ui.model_view.corpus_view import install as install_corpus_view
 from attnviz.ui.model_view.decoder_view import LongMapView, LongOutcome, decoder_outcome, describe_run, head_title
 from attnviz.ui.model_view.model_list import add_cached_models, cached_name
 from attnviz.ui.model_view.summary_view import HeadSummaryView
-from attnviz.ui.model_view.views import head_matrix, session_text
+from attnviz.sources.errors import SourceError
+from attnviz.ui.model_view.views import DEFAULT_SENTENCE, head_matrix, session_text
 from attnviz.ui.model_view.vit_view import VitAttentionView
 from attnviz.ui.model_view.worker import ModelJobs
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
@@ -128,6 +132,10 @@ class ModelViewPanel(QWidget):
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message.setStyleSheet("QLabel { color: #c62828; padding: 2px 6px; }")
         self.message.setVisible(False)
+        self.hint = QLabel("", self)  # a quiet note on the input (not a problem)
+        self.hint.setWordWrap(True)
+        self.hint.setStyleSheet("QLabel { font-style: italic; padding: 0px 6px; }")
+        self.hint.setVisible(False)
 
         # -- views
         self.grid = HeadGrid(self)
@@ -158,6 +166,7 @@ class ModelViewPanel(QWidget):
         layout.addLayout(top)
         layout.addLayout(mid)
         layout.addWidget(self.message)
+        layout.addWidget(self.hint)
         layout.addWidget(self.body, 1)
 
         self._fill_images()
@@ -220,6 +229,7 @@ class ModelViewPanel(QWidget):
         """Set the sentence (as if typed); ``run`` runs the model on it."""
         self.text_edit.setText(text)
         self._text_edited = True
+        self.hint.setVisible(False)
         if run:
             self.run_input()
 
@@ -347,11 +357,32 @@ class ModelViewPanel(QWidget):
 
     def _on_text_edited(self, _text: str) -> None:
         self._text_edited = True
+        self.hint.setVisible(False)
 
     def _on_sources_changed(self, _sources) -> None:
         if not self._text_edited:
-            self.text_edit.setText(session_text(self.ctx.session.state))
+            self._offer_session_text()
         self._fill_images()
+
+    def _offer_session_text(self) -> None:
+        """Put the session's text in the input unless the loaded model could not read it all; then
+        the panel's own sentence stands in (the person did not ask the model to read that text)."""
+        text = session_text(self.ctx.session.state)
+        ckpt = self.ckpt
+        self.hint.setVisible(False)
+        if ckpt is not None and ckpt.tokenizer is not None and text != DEFAULT_SENTENCE:
+            limit = ckpt.config.max_positions
+            try:
+                n = len(ckpt.tokenizer.encode(text, add_special_tokens=True).ids)
+            except SourceError:
+                n = 0  # the run says what is wrong with it, if it is ever run
+            if limit and n > limit:
+                text = DEFAULT_SENTENCE
+                self.hint.setText(f"The session's text is {n:,} tokens for {ckpt.name}, which reads at most "
+                                  f"{limit:,}: it reads the sentence above instead. Type or paste a text to run it "
+                                  "on your own.")
+                self.hint.setVisible(True)
+        self.text_edit.setText(text)
 
     def _on_view_changed(self, view) -> None:
         self._set_colormap(view.colormap)
@@ -374,6 +405,8 @@ class ModelViewPanel(QWidget):
             self.describe.setText(result.describe())
             self.describe.setToolTip(str(result.folder))
             self._sync_input_page()
+            if not self._text_edited:
+                self._offer_session_text()
             self.model_loaded.emit(result)
             self.run_input()
         else:
