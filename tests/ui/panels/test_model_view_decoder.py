@@ -64,7 +64,7 @@ def test_hub_cache_models_are_offered_and_load_by_repo_id(qtbot, hub):
 
 def test_decoder_heads_name_their_kv_head_and_summaries_add_sinks_and_distance(qtbot):
     panel = make_panel(qtbot)
-    panel.text_edit.setText("the river bank flooded after the rain")
+    panel.set_text("the river bank flooded after the rain")
     shown = load(qtbot, panel, DATA / "tiny_qwen2")
     want = run_decoder(load_checkpoint(DATA / "tiny_qwen2"), "the river bank flooded after the rain")
     np.testing.assert_array_equal(shown.attentions, want.attentions)
@@ -80,7 +80,7 @@ def test_decoder_heads_name_their_kv_head_and_summaries_add_sinks_and_distance(q
 def test_long_input_is_drawn_by_overviews_and_zooms_to_cells(qtbot, monkeypatch):
     monkeypatch.setattr(decoder_run, "WEIGHTS_BUDGET", 1024)  # every map of this text no longer "fits"
     panel = make_panel(qtbot)
-    panel.text_edit.setText(LONG_TEXT)
+    panel.set_text(LONG_TEXT)
     load(qtbot, panel, DATA / "tiny_llama")
     out = panel.outcome
     assert isinstance(out, LongOutcome) and out.decoder.attentions is None
