@@ -47,7 +47,7 @@ class HeadSummaryView(QWidget):
         self.metric_combo.currentIndexChanged.connect(lambda _i: self._draw())
         self.heatmap.cell_clicked.connect(self.head_clicked.emit)
 
-    def metric(self) -> str:
+    def statistic(self) -> str:
         return self.metric_combo.currentData()
 
     def set_metric(self, metric: str) -> None:
@@ -59,7 +59,7 @@ class HeadSummaryView(QWidget):
 
     def shown_matrix(self) -> np.ndarray | None:
         """(L, nh) values drawn, or None."""
-        return None if self.summaries is None else summary_matrix(self.summaries, self.metric())
+        return None if self.summaries is None else summary_matrix(self.summaries, self.statistic())
 
     def set_summaries(self, summaries: HeadSummaries | None) -> None:
         self.summaries = summaries
@@ -76,7 +76,7 @@ class HeadSummaryView(QWidget):
         have = [self.metric_combo.itemData(i) for i in range(self.metric_combo.count())]
         if have == keys:
             return
-        keep = self.metric()
+        keep = self.statistic()
         self.metric_combo.blockSignals(True)
         self.metric_combo.clear()
         for key in keys:
@@ -94,7 +94,7 @@ class HeadSummaryView(QWidget):
             return
         m = self.shown_matrix()  # (L, nh)
         L, nh = m.shape
-        _field, label, short = SUMMARY_METRICS[self.metric()]
+        _field, label, short = SUMMARY_METRICS[self.statistic()]
         self.heatmap.set_matrix(m, row_labels=[f"L{i}" for i in range(L)], col_labels=[f"h{j}" for j in range(nh)],
                                 title=f"{label} · rows layers, columns heads", value_label=short)
         if self.selected is not None and self.selected[0] < L:
