@@ -517,12 +517,48 @@ def quiet_openmp() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def bytes_needed(cfg: BenchConfig, T: int) -> int:
+    """Peak bytes one size of the main table needs: q, k, v and the outputs (float32), the causal and the
+    block-sparse T x T bool masks, and with ``naive`` numpy's T x T float32 scores of one head and their
+    temporaries, with torch its copy of the mask."""
+    per_t = 6 * cfg.heads * T * cfg.hs * 4  # q, k, v, the outputs of flash and of the other method
+    per_t2 = 2 + (9 if cfg.naive else 0) + (4 if cfg.torch else 0)  # bytes per mask cell
+    return per_t + per_t2 * T * T
+
+
+def available_memory() -> int | None:
+    """Bytes the system can still give this process without swapping (Linux MemAvailable), else None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(cfg: BenchConfig, available: int | None) -> None:
+    """ValueError naming the size and the limit when the largest T would not fit in ``available`` bytes."""
+    if available is None:
+        return
+    T = max(cfg.sizes)
+    need = bytes_needed(cfg, T)
+    if need > available:
+        raise ValueError(f"--sizes: T = {T} needs about {need / 2**30:,.1f} GiB (q, k, v and T x T masks at "
+                         f"{cfg.heads} heads of {cfg.hs}); this machine has {available / 2**30:,.1f} GiB available")
+
+
 def handle(args) -> int:
     quiet_openmp()
     if args.heads < 1 or args.hs < 1 or args.repeat < 1 or (args.threads is not None and args.threads < 1):
         raise ValueError("--heads, --hs, --repeat and --threads must be positive")
     cfg = BenchConfig(sizes=args.sizes, heads=args.heads, hs=args.hs, repeat=args.repeat, threads=args.threads,
                       naive=not args.no_naive, torch=not args.no_torch, long=not args.no_long)
+    check_memory(cfg, available_memory())  # before any allocation
     progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
     report = run_bench(cfg, progress)
     if getattr(args, "app", False):

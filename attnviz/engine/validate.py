@@ -7,6 +7,7 @@ normalised to 3-D C-contiguous arrays of one float dtype (float32 or float64).
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -76,13 +77,14 @@ def prepare_qkv(q, k, v):
 
 
 def prepare_scale(scale, hs: int) -> float:
-    """``scale`` as a finite float; None means 1 / sqrt(hs)."""
+    """``scale`` as a finite float; None means 1 / sqrt(hs). A real number (int, float, numpy real scalar
+    or 0-d real array), never a string or a bool."""
     if scale is None:
         return 1.0 / math.sqrt(hs)
-    try:
-        s = float(scale)
-    except (TypeError, ValueError):
-        raise ValueError(f"scale must be a real number or None, got {scale!r}") from None
+    value = scale.item() if isinstance(scale, np.ndarray) and scale.ndim == 0 else scale
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"scale must be a real number or None, got {scale!r}")
+    s = float(value)
     if not math.isfinite(s):
         raise ValueError(f"scale must be finite, got {scale!r}")
     return s

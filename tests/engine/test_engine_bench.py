@@ -98,3 +98,26 @@ def test_the_long_run_reports_a_causal_tiled_mask_and_the_overviews():
                                                                    (2048, "mean")]
     assert any("causal (TiledMask" in s for s in said)
     assert "causal as a TiledMask" in bench_cmd.format_report(report)
+
+
+def test_sizes_beyond_memory_are_refused_before_anything_is_allocated(capsys, monkeypatch):
+    """``bench --sizes 1000000000``: one line naming the size and the memory, exit 1, no traceback."""
+    from attnviz.cli import main
+
+    def never(*a, **k):
+        raise AssertionError("the benchmark started")
+
+    monkeypatch.setattr(bench_cmd, "run_bench", never)
+    assert main(["bench", "--sizes", "256,1000000000", "--no-torch"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "T = 1000000000" in err[0] and "GiB available" in err[0] and "Traceback" not in err[0]
+
+
+def test_memory_check_counts_the_masks_and_passes_what_fits():
+    cfg = bench_cmd.BenchConfig(sizes=(4096,), naive=False, torch=False)
+    need = bench_cmd.bytes_needed(cfg, 4096)
+    assert need >= 2 * 4096 * 4096  # the two T x T bool masks at least
+    bench_cmd.check_memory(cfg, need)  # exactly enough: no error
+    bench_cmd.check_memory(cfg, None)  # unknown memory: not refused
+    with pytest.raises(ValueError, match=r"T = 4096 needs about .* GiB"):
+        bench_cmd.check_memory(cfg, need - 1)
