@@ -90,15 +90,17 @@ def prepare_scale(scale, hs: int) -> float:
     return s
 
 
-def check_score_range(q: np.ndarray, k: np.ndarray, scale: float) -> None:
-    """Refuse inputs whose scaled scores could exceed MAX_ABS_SCORE (|q_i . k_j| <= |q_i| |k_j|)."""
+def check_score_range(q: np.ndarray, k: np.ndarray, scale: float) -> float:
+    """The bound max |q_i| |k_j| |scale| >= every |scaled score| (0 when q or k is empty); ValueError when
+    it exceeds MAX_ABS_SCORE."""
     if q.size == 0 or k.size == 0:
-        return
+        return 0.0
     qn = float(np.sqrt(np.max(np.einsum("hqd,hqd->hq", q, q, dtype=np.float64))))
     kn = float(np.sqrt(np.max(np.einsum("hkd,hkd->hk", k, k, dtype=np.float64))))
     if qn * kn * abs(scale) > MAX_ABS_SCORE:
         raise ValueError(f"q and k are too large: scaled scores could reach {qn * kn * abs(scale):.3g}, "
                          f"the engine accepts at most {MAX_ABS_SCORE:.0e}")
+    return qn * kn * abs(scale)
 
 
 def prepare_mask(mask, nh: int, Tq: int, Tk: int):
