@@ -1,18 +1,20 @@
 """``attnviz-cli bench``: how fast the attention engine is, measured against the machine's own sgemm.
 
     attnviz-cli bench [--json] [--sizes 256,1024,4096,8192] [--heads 8] [--hs 64] [--threads N]
-                      [--repeat 3] [--no-naive] [--no-torch] [--no-long]
+                      [--repeat 5] [--no-naive] [--no-torch] [--no-long]
 
-For each T: flash fp32 on a dense, a causal and a block-sparse mask (about 40 % empty tiles), plain
-numpy attention alongside, and torch's ``scaled_dot_product_attention`` when torch happens to be
-importable (it is not a dependency). Each row reports ms (median and best), GFLOP/s counted as dense
-(4 * T^2 * hs per head), that rate as a fraction of the sgemm throughput measured in the same run, the
-mask's tile sparsity, and the peak extra memory. The long section runs one head at T = 65,536 and the
-pixel overviews of the weights at 16k, 32k and 65k.
+For each T: flash fp32 on a dense, a causal and a block-sparse mask (about 40 % empty tiles), torch's
+``scaled_dot_product_attention`` on its 4-D fast path when torch happens to be importable (it is not a
+dependency; the backend it ran is named), and plain numpy attention. Each row reports ms (median and
+best), GFLOP/s counted as dense (4 * T^2 * hs per head), that rate as a fraction of the sgemm
+throughput measured in the same run, the mask's tile sparsity, and the peak extra memory. The long
+section runs one head at T = 65,536 and the pixel overviews of the weights at 16k, 32k and 65k.
 
-Each method is timed in its own block (alternating numpy's OpenBLAS, numba's threads and torch's on
-small problems distorts timings). These machines set OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which halve
-GEMM speed on their CPU: run the benchmark as ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ...``.
+Flash and SDPA are timed in alternating rounds with an sgemm, each call after a short idle pause; the
+engine's targets (printed last with the CPU, its vector extensions and the load average) are medians
+of ratios of calls made one after the other. numpy is timed in its own block. These machines set
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which halve GEMM speed on their CPU: run the benchmark as
+``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ...``.
 Also runnable as ``python -m attnviz.cli.bench_cmd``.
 """
 
@@ -273,8 +275,8 @@ SETTLE = 0.1  # seconds of idle before each timed call: the previous method's th
 def sdpa_calls(torch, q, k, v, masks: dict) -> tuple[dict, dict]:
     """torch SDPA on its CPU fast path, per mask name: ({name: callable}, {name: backend name}).
 
-    q, k, v (nh, T, hs) float32 become contiguous (1, nh, T, hs) tensors (3-D inputs are not the layout
-    torch's flash kernel is written for); a bool mask becomes a (1, 1, T, T) ``attn_mask``, the causal
+    q, k, v (nh, T, hs) float32 become contiguous (1, nh, T, hs) tensors, the (batch, heads, T, hs)
+    layout of torch's CPU flash kernel (3-D inputs were seen on the slow math path); a bool mask becomes a (1, 1, T, T) ``attn_mask``, the causal
     one ``is_causal=True``. Each call runs under ``sdpa_kernel(FLASH_ATTENTION)`` when torch's own choice
     for it is that kernel, so a silent fallback to the math path would raise instead of being timed.
     """
