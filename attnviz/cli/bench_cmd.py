@@ -107,8 +107,6 @@ def cpu_flags() -> list[str]:
 def machine_info(torch=None) -> dict:
     """CPU, its vector extensions and the CPU numba compiles for, cores, library versions, torch's CPU
     kernel level, and the OpenBLAS variables in force."""
-    import llvmlite.binding as llvm
-
     from attnviz.engine.runtime import describe
 
     extra = {}
@@ -131,7 +129,6 @@ def machine_info(torch=None) -> dict:
     return {
         "cpu": cpu,
         "vector_extensions": cpu_flags(),
-        "numba_target_cpu": llvm.get_host_cpu_name(),
         "logical_cpus": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": np.__version__,
