@@ -1,18 +1,20 @@
 """``attnviz-cli bench``: how fast the attention engine is, measured against the machine's own sgemm.
 
     attnviz-cli bench [--json] [--sizes 256,1024,4096,8192] [--heads 8] [--hs 64] [--threads N]
-                      [--repeat 3] [--no-naive] [--no-torch] [--no-long]
+                      [--repeat 5] [--no-naive] [--no-torch] [--no-long]
 
-For each T: flash fp32 on a dense, a causal and a block-sparse mask (about 40 % empty tiles), plain
-numpy attention alongside, and torch's ``scaled_dot_product_attention`` when torch happens to be
-importable (it is not a dependency). Each row reports ms (median and best), GFLOP/s counted as dense
-(4 * T^2 * hs per head), that rate as a fraction of the sgemm throughput measured in the same run, the
-mask's tile sparsity, and the peak extra memory. The long section runs one head at T = 65,536 and the
-pixel overviews of the weights at 16k, 32k and 65k.
+For each T: flash fp32 on a dense, a causal and a block-sparse mask (about 40 % empty tiles), torch's
+``scaled_dot_product_attention`` on its 4-D fast path when torch happens to be importable (it is not a
+dependency; the backend it ran is named), and plain numpy attention. Each row reports ms (median and
+best), GFLOP/s counted as dense (4 * T^2 * hs per head), that rate as a fraction of the sgemm
+throughput measured in the same run, the mask's tile sparsity, and the peak extra memory. The long
+section runs one head at T = 65,536 and the pixel overviews of the weights at 16k, 32k and 65k.
 
-Each method is timed in its own block (alternating numpy's OpenBLAS, numba's threads and torch's on
-small problems distorts timings). These machines set OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which halve
-GEMM speed on their CPU: run the benchmark as ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ...``.
+Flash and SDPA are timed in alternating rounds with an sgemm, each call after a short idle pause; the
+engine's targets (printed last with the CPU, its vector extensions and the load average) are medians
+of ratios of calls made one after the other. numpy is timed in its own block. These machines set
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which halve GEMM speed on their CPU: run the benchmark as
+``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ...``.
 Also runnable as ``python -m attnviz.cli.bench_cmd``.
 """
 
@@ -78,14 +80,42 @@ class Report:
     long_causal: dict = field(default_factory=dict)  # the same head under a causal TiledMask built band by band
     overviews: list[dict] = field(default_factory=list)
     claims: dict = field(default_factory=dict)
+    paired: dict = field(default_factory=dict)  # per T: ratios of calls made one after the other, median of rounds
+    load: dict = field(default_factory=dict)  # os.getloadavg() at the start and at the end
     app: dict = field(default_factory=dict)  # --app: start-up and edit-to-pixels of the real window
 
 
 # ---------------------------------------------------------------------------------------------- probes
 
-def machine_info() -> dict:
-    """CPU, cores, library versions and the OpenBLAS variables in force."""
+VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve")
+
+
+def cpu_flags() -> list[str]:
+    """The vector extensions of this CPU among VECTOR_FLAGS (from /proc/cpuinfo; empty when unknown)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    have = set(line.split(":", 1)[1].split())
+                    return [flag for flag in VECTOR_FLAGS if flag in have]
+    except OSError:
+        pass
+    return []
+
+
+def machine_info(torch=None) -> dict:
+    """CPU, its vector extensions and the CPU numba compiles for, cores, library versions, torch's CPU
+    kernel level, and the OpenBLAS variables in force."""
     from attnviz.engine.runtime import describe
+
+    extra = {}
+    if torch is not None:
+        extra = {"torch": torch.__version__, "torch_threads": torch.get_num_threads()}
+        try:
+            extra["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        except AttributeError:
+            pass
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -98,6 +128,7 @@ def machine_info() -> dict:
         pass
     return {
         "cpu": cpu,
+        "vector_extensions": cpu_flags(),
         "logical_cpus": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": np.__version__,
@@ -105,6 +136,7 @@ def machine_info() -> dict:
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+        **extra,
     }
 
 
@@ -234,6 +266,51 @@ def run_bench(cfg: BenchConfig, progress=lambda msg: None) -> Report:
         return _run_bench(cfg, threads, progress)
 
 
+SETTLE = 0.1  # seconds of idle before each timed call: the previous method's thread pool goes quiet
+
+
+def sdpa_calls(torch, q, k, v, masks: dict) -> tuple[dict, dict]:
+    """torch SDPA on its CPU fast path, per mask name: ({name: callable}, {name: backend name}).
+
+    q, k, v (nh, T, hs) float32 become contiguous (1, nh, T, hs) tensors, the (batch, heads, T, hs)
+    layout of torch's CPU flash kernel (3-D inputs were seen on the slow math path); a bool mask becomes a (1, 1, T, T) ``attn_mask``, the causal
+    one ``is_causal=True``. Each call runs under ``sdpa_kernel(FLASH_ATTENTION)`` when torch's own choice
+    for it is that kernel, so a silent fallback to the math path would raise instead of being timed.
+    """
+    F = torch.nn.functional
+    tq, tk, tv = (torch.from_numpy(np.ascontiguousarray(a[None])) for a in (q, k, v))  # (1, nh, T, hs)
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # an old torch: run it as it comes
+        SDPBackend = sdpa_kernel = None
+    calls, backends = {}, {}
+    for name, m in masks.items():
+        if name == "dense":
+            kw = {}
+        elif name == "causal":
+            kw = {"is_causal": True}
+        else:
+            kw = {"attn_mask": torch.from_numpy(np.ascontiguousarray(m))[None, None]}  # (1, 1, T, T)
+        backend = "default"
+        if SDPBackend is not None and hasattr(torch, "_fused_sdp_choice"):
+            backend = SDPBackend(int(torch._fused_sdp_choice(tq, tk, tv, **kw))).name
+
+        def call(kw=kw, backend=backend):
+            with torch.inference_mode():
+                if backend == "FLASH_ATTENTION":
+                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                        return F.scaled_dot_product_attention(tq, tk, tv, **kw)
+                return F.scaled_dot_product_attention(tq, tk, tv, **kw)
+
+        calls[name], backends[name] = call, backend
+    return calls, backends
+
+
+def _paired(a: list[float], b: list[float]) -> float:
+    """Median over rounds of a[i] / b[i]: each ratio from two calls made one after the other."""
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
 def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
     from threadpoolctl import threadpool_limits
 
@@ -244,11 +321,19 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
     if torch is not None:
         torch.set_num_threads(threads)
     sg = sgemm_gflops(threads)
-    progress(f"sgemm {sg:.0f} GFLOP/s ({threads} threads)")
-    report = Report(machine_info(), asdict(cfg), sg)
+    progress(f"sgemm {sg:.0f} GFLOP/s ({threads} threads), load average {os.getloadavg()[0]:.2f}")
+    report = Report(machine_info(torch), asdict(cfg), sg)
+    report.load["start"] = list(os.getloadavg())
     rng = np.random.default_rng(cfg.seed)
     nh, hs = cfg.heads, cfg.hs
     scale = 1.0 / np.sqrt(hs)
+    n = 2048
+    ga = rng.standard_normal((n, n), dtype=np.float32)  # (n, n) the sgemm timed in every round
+    gc = np.empty((n, n), dtype=np.float32)  # (n, n)
+
+    def sgemm_call():
+        with threadpool_limits(threads, user_api="blas"):
+            np.matmul(ga, ga, out=gc)
 
     for T in cfg.sizes:
         q = rng.standard_normal((nh, T, hs), dtype=np.float32)  # (nh, T, hs)
@@ -263,32 +348,50 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
                  for name, m in masks.items()}  # what flash will pick for each mask
         sparsity = {name: 0.0 if m is None else BlockMask.from_dense(m, *tiles[name]).sparsity()
                     for name, m in masks.items()}
+        calls = {(name, "flash"): (lambda m=m: attention(q, k, v, m, kernel="flash")) for name, m in masks.items()}
+        notes = {(name, "flash"): f"tiles {tiles[name][0]}x{tiles[name][1]}" for name in masks}
+        if torch is not None:
+            sdpa, backends = sdpa_calls(torch, q, k, v, masks)
+            for name, fn in sdpa.items():
+                calls[(name, "torch_sdpa")] = fn
+                notes[(name, "torch_sdpa")] = "4-D, " + backends[name] + (
+                    {"causal": ", is_causal=True", "sparse": ", bool attn_mask"}.get(name, ""))
+            report.machine["sdpa_backends"] = backends
+        # flash and SDPA are timed in rounds, each mask's two calls one after the other, so a burst of other
+        # load hits both; every round also times the sgemm that the dense rate is compared with
+        peaks, times = {}, {key: [] for key in calls}
+        for key, fn in calls.items():  # warm-up (compiles, measures tile costs), then a memory run
+            fn()
+            with PeakMemory() as mem:
+                fn()
+            peaks[key] = mem.mb
+        sg_times = []
+        for _ in range(cfg.repeat):
+            for key, fn in calls.items():
+                time.sleep(SETTLE)
+                times[key].append(_once(fn))
+            time.sleep(SETTLE)
+            sg_times.append(_once(sgemm_call))
 
-        def add(mask_name, method, fn, note=""):
-            med, best, mb = timed(fn, cfg.repeat)
-            row = Row(T, mask_name, method, med * 1e3, best * 1e3, flops / med / 1e9, flops / med / 1e9 / sg,
-                      sparsity[mask_name], mb, note)
+        def add(key, med, best, mb, note):
+            row = Row(T, key[0], key[1], med * 1e3, best * 1e3, flops / med / 1e9, flops / med / 1e9 / sg,
+                      sparsity[key[0]], mb, note)
             report.rows.append(row)
-            progress(f"T={T:<6} {mask_name:<7} {method:<12} {row.ms:9.1f} ms (best {row.best_ms:.1f}) "
-                     f"{row.gflops:6.0f} GFLOP/s  peak {mb or 0:7.1f} MB")
+            progress(f"T={T:<6} {key[0]:<7} {key[1]:<12} {row.ms:9.1f} ms (best {row.best_ms:.1f}) "
+                     f"{row.gflops:6.0f} GFLOP/s  peak {mb or 0:7.1f} MB  {note}")
 
-        for name, m in masks.items():  # flash first, each mask in its own block; bool masks classified in the call
-            add(name, "flash", lambda m=m: attention(q, k, v, m, kernel="flash"),
-                note=f"tiles {tiles[name][0]}x{tiles[name][1]}")
-        if cfg.naive:
+        for key in calls:
+            add(key, statistics.median(times[key]), min(times[key]), peaks[key], notes[key])
+        paired = {"flash_dense_sgemm_fraction": _paired(sg_times, times[("dense", "flash")]) * flops / (2.0 * n**3),
+                  "sgemm_gflops_in_rounds": 2.0 * n**3 / statistics.median(sg_times) / 1e9}
+        if torch is not None:
+            for name in masks:
+                paired[f"flash_over_sdpa_time_{name}"] = _paired(times[(name, "flash")], times[(name, "torch_sdpa")])
+        report.paired[str(T)] = paired
+        if cfg.naive:  # plain numpy in its own block: it is slow, and not one of the targets
             with threadpool_limits(threads, user_api="blas"):
                 for name, m in masks.items():
-                    add(name, "numpy", lambda m=m: numpy_attention(q, k, v, m, scale))
-        if torch is not None:
-            tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
-            F = torch.nn.functional
-            with torch.inference_mode():
-                add("dense", "torch_sdpa", lambda: F.scaled_dot_product_attention(tq, tk, tv))
-                add("causal", "torch_sdpa", lambda: F.scaled_dot_product_attention(tq, tk, tv, is_causal=True),
-                    note="is_causal=True")
-                tm = torch.from_numpy(sparse)
-                add("sparse", "torch_sdpa", lambda: F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm),
-                    note="bool attn_mask")
+                    add((name, "numpy"), *timed(lambda m=m: numpy_attention(q, k, v, m, scale), cfg.repeat), "")
 
     if cfg.long:
         _run_long(cfg, report, progress)
@@ -297,8 +400,9 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
     report.sgemm_gflops = max(sg, end)
     for row in report.rows:
         row.sgemm_fraction = row.gflops / report.sgemm_gflops
+    report.load["end"] = list(os.getloadavg())
     report.claims = claims(report)
-    report.machine = machine_info()  # the threading layer is known once a parallel kernel ran
+    report.machine["numba_threading_layer"] = machine_info(torch)["numba_threading_layer"]  # known once a kernel ran
     return report
 
 
@@ -377,16 +481,26 @@ def _rate(row: Row) -> float:
     return row.gflops * row.ms / row.best_ms
 
 
+# the engine's targets at nh = 8, hs = 64, float32: (claim, comparison, bound, what it says)
+TARGETS = (
+    ("flash_over_sdpa_time_dense", "<=", 1.0, "dense flash / SDPA time (aim 0.8)"),
+    ("flash_over_sdpa_time_causal", "<=", 1.0, "causal flash / SDPA is_causal=True time"),
+    ("flash_over_sdpa_time_sparse", "<=", 0.6, "40 %-empty-tile mask flash / SDPA attn_mask time"),
+    ("flash_dense_sgemm_fraction", ">=", 0.65, "dense flash rate / sgemm rate"),
+)
+
+
 def claims(report: Report) -> dict:
-    """The ratios the engine is judged by, per T, from the best time of each method (the least disturbed
-    by other load on the machine); rates in the rows use the median."""
+    """The ratios the engine is judged by, per T. The target ratios come from ``report.paired``: the
+    median over rounds of two calls made one after the other. The others use each method's best time."""
     by = {(r.T, r.mask, r.method): r for r in report.rows}
     out = {}
     for T in sorted({r.T for r in report.rows}):
         d = by.get((T, "dense", "flash"))
         if d is None:
             continue
-        c = {"flash_dense_sgemm_fraction": _rate(d) / report.sgemm_gflops}
+        c = dict(report.paired.get(str(T), {}))
+        c.pop("sgemm_gflops_in_rounds", None)
         if (T, "causal", "flash") in by:
             c["causal_over_dense_time"] = by[(T, "causal", "flash")].best_ms / d.best_ms
         if (T, "sparse", "flash") in by:
@@ -395,21 +509,37 @@ def claims(report: Report) -> dict:
             c["sparse_tile_sparsity_percent"] = sp.sparsity
         if (T, "dense", "numpy") in by:
             c["flash_speedup_over_numpy"] = by[(T, "dense", "numpy")].best_ms / d.best_ms
-        for mask in ("dense", "causal", "sparse"):
-            if (T, mask, "torch_sdpa") in by and (T, mask, "flash") in by:
-                c[f"flash_over_sdpa_time_{mask}"] = by[(T, mask, "flash")].best_ms / by[(T, mask, "torch_sdpa")].best_ms
         if (T, "dense", "torch_sdpa") in by:
             c["sdpa_dense_sgemm_fraction"] = _rate(by[(T, "dense", "torch_sdpa")]) / report.sgemm_gflops
         out[str(T)] = c
     return out
 
 
+def target_lines(report: Report) -> list[str]:
+    """One line per T and target: the measured ratio, the bound, met or not."""
+    lines = []
+    for T, c in report.claims.items():
+        for key, op, bound, what in TARGETS:
+            if key not in c:
+                continue
+            ok = c[key] <= bound if op == "<=" else c[key] >= bound
+            lines.append(f"T={T:>5} {what:<50} {c[key]:5.2f}  target {op} {bound:.2f}  {'met' if ok else 'MISSED'}")
+    return lines
+
+
 # ------------------------------------------------------------------------------------------------ output
 
 def format_report(report: Report) -> str:
     m = report.machine
-    lines = [f"machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; numpy {m['numpy']}, numba {m['numba']} "
-             f"({m['numba_threading_layer']}), scipy {m['scipy']}",
+    load = report.load
+    lines = [f"machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; vector extensions "
+             f"{' '.join(m['vector_extensions']) or 'unknown'}; numba compiles for {m['numba_target_cpu']}",
+             f"numpy {m['numpy']}, numba {m['numba']} ({m['numba_threading_layer']}), scipy {m['scipy']}, "
+             f"{m['threads']} threads" + (f"; torch {m['torch']} (CPU kernels {m.get('torch_cpu_capability', '?')}, "
+                                          f"SDPA backend {', '.join(sorted(set(m.get('sdpa_backends', {}).values())))})"
+                                          if "torch" in m else "; torch not importable: no SDPA rows"),
+             "load average (1 min) at the start {:.2f}, at the end {:.2f}".format(
+                 load.get("start", [float("nan")])[0], load.get("end", [float("nan")])[0]),
              f"sgemm (numpy float32 2048^3, best of the start and the end of this run): {report.sgemm_gflops:.0f} GFLOP/s"]
     if m["OPENBLAS_CORETYPE"] or m["OPENBLAS_L2_SIZE"]:
         lines.append("warning: OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE are set; rerun with "
@@ -438,6 +568,8 @@ def format_report(report: Report) -> str:
         lines.append("")
         for T, c in report.claims.items():
             lines.append(f"T={T}: " + ", ".join(f"{k}={v:.2f}" for k, v in c.items()))
+        lines += ["", "targets (nh, hs, float32 as above; each ratio the median over rounds of two calls made "
+                      "one after the other):", *target_lines(report)]
     return "\n".join(lines)
 
 
@@ -517,12 +649,48 @@ def quiet_openmp() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def bytes_needed(cfg: BenchConfig, T: int) -> int:
+    """Peak bytes one size of the main table needs: q, k, v and the outputs (float32), the causal and the
+    block-sparse T x T bool masks, and with ``naive`` numpy's T x T float32 scores of one head and their
+    temporaries, with torch its copy of the mask."""
+    per_t = 6 * cfg.heads * T * cfg.hs * 4  # q, k, v, the outputs of flash and of the other method
+    per_t2 = 2 + (9 if cfg.naive else 0) + (4 if cfg.torch else 0)  # bytes per mask cell
+    return per_t + per_t2 * T * T
+
+
+def available_memory() -> int | None:
+    """Bytes the system can still give this process without swapping (Linux MemAvailable), else None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(cfg: BenchConfig, available: int | None) -> None:
+    """ValueError naming the size and the limit when the largest T would not fit in ``available`` bytes."""
+    if available is None:
+        return
+    T = max(cfg.sizes)
+    need = bytes_needed(cfg, T)
+    if need > available:
+        raise ValueError(f"--sizes: T = {T} needs about {need / 2**30:,.1f} GiB (q, k, v and T x T masks at "
+                         f"{cfg.heads} heads of {cfg.hs}); this machine has {available / 2**30:,.1f} GiB available")
+
+
 def handle(args) -> int:
     quiet_openmp()
     if args.heads < 1 or args.hs < 1 or args.repeat < 1 or (args.threads is not None and args.threads < 1):
         raise ValueError("--heads, --hs, --repeat and --threads must be positive")
     cfg = BenchConfig(sizes=args.sizes, heads=args.heads, hs=args.hs, repeat=args.repeat, threads=args.threads,
                       naive=not args.no_naive, torch=not args.no_torch, long=not args.no_long)
+    check_memory(cfg, available_memory())  # before any allocation
     progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
     report = run_bench(cfg, progress)
     if getattr(args, "app", False):

@@ -18,6 +18,13 @@ from attnviz.engine.weights import recompute_weights
 
 KERNELS = ("reference", "naive", "flash")
 
+# float32 inputs whose scaled scores can exceed this (in nats) run the naive and flash kernels in float64.
+# There the float32 rounding of the score products themselves (about 6e-8 x 256 = 1.5e-5 nats, 1e-3 at
+# scores of 1e4) outweighs every other error, and how it falls depends on which keys a BLAS call computes
+# together: flash's tiles and ragged edge tiles differ from one big product, and at scores of 1e4 that
+# alone made flash float32 6x less accurate than plain numpy float32 on some rows.
+F32_SCORE_BOUND = 256.0
+
 
 def _tile_state(dense, block: BlockMask | None, Tq: int, Tk: int, bm: int, bn: int) -> np.ndarray:
     """(nh or 1, nQ, nK) tile states for this tile size, reusing a BlockMask's map when it matches."""
@@ -57,7 +64,8 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
     q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv); 2-D arrays mean one head and give 2-D results.
     ``mask``: None, a bool (Tq, Tk) / (nh, Tq, Tk) array (True = query may attend to key), a
     BlockMask, or a TiledMask (flash only, at its tile size; for masks too large to hold densely).
-    ``scale`` defaults to 1/sqrt(hs). ``kernel``: "reference", "naive" or "flash".
+    ``scale`` defaults to 1/sqrt(hs). float32 inputs whose scaled scores can exceed F32_SCORE_BOUND are
+    computed in float64 and returned in float32. ``kernel``: "reference", "naive" or "flash".
     ``block_m``/``block_n``: flash tile size; None uses the BlockMask's tiles, else the measured choice
     for this shape and mask (:func:`attnviz.engine.tiling.choose_blocks`).
     Returns out (nh, Tq, hv), lse (nh, Tq) and, with ``return_weights``, weights (nh, Tq, Tk), in
@@ -69,9 +77,17 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
     nh, Tq, hs = q3.shape
     Tk = k3.shape[1]
     s = prepare_scale(scale, hs)
-    check_score_range(q3, k3, s)
+    bound = check_score_range(q3, k3, s)
     bm = prepare_block("block_m", block_m)
     bn = prepare_block("block_n", block_n)
+    if q3.dtype == np.float32 and kernel != "reference" and bound > F32_SCORE_BOUND:
+        wide = attention(q3.astype(np.float64), k3.astype(np.float64), v3.astype(np.float64), mask, scale=s,
+                         kernel=kernel, block_m=bm, block_n=bn, return_weights=return_weights)
+        out, lse = wide.out.astype(np.float32), wide.lse.astype(np.float32)
+        weights = None if wide.weights is None else wide.weights.astype(np.float32)
+        if squeeze:
+            return AttentionResult(out[0], lse[0], None if weights is None else weights[0])
+        return AttentionResult(out, lse, weights)
     if isinstance(mask, TiledMask):
         return _tiled_attention(q3, k3, v3, mask, s, kernel, bm, bn, return_weights, squeeze)
     dense, block = prepare_mask(mask, nh, Tq, Tk)

@@ -124,10 +124,15 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return view
 
 
+MAX_BLOCK = 4096  # largest tile side: a worker's score tile is at most MAX_BLOCK^2 cells (128 MiB in float64)
+
+
 def check_block(name: str, value) -> int:
-    """A tile size as an int; ValueError naming ``name`` unless it is a positive integer."""
+    """A tile size as an int; ValueError naming ``name`` unless it is an integer in [1, MAX_BLOCK]."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if value > MAX_BLOCK:
+        raise ValueError(f"{name} must be at most {MAX_BLOCK} (a tile side), got {value}")
     return int(value)
 
 

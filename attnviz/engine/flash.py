@@ -125,12 +125,14 @@ def flash_kernel(q, k, v, mask, tile_state, blocks, block_index, tiled, order, s
     hv = v.shape[2]
     nQ = tile_state.shape[1]
     c = like(q, scale * LOG2E)
+    bm_max = min(BLOCK_M, q.shape[1])  # no tile is larger than the problem
+    bn_max = min(BLOCK_N, k.shape[1])
     for t in prange(order.shape[0]):
         w = order[t]
         h = w // nQ
         qi = w - h * nQ
-        s_buf = np.empty(BLOCK_M * BLOCK_N, dtype=q.dtype)  # scratch score tile
-        o_buf = np.empty(BLOCK_M * hv, dtype=q.dtype)  # scratch output tile
+        s_buf = np.empty(bm_max * bn_max, dtype=q.dtype)  # scratch score tile
+        o_buf = np.empty(bm_max * hv, dtype=q.dtype)  # scratch output tile
         _flash_query_tile(q, k, v, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M, BLOCK_N, s_buf,
                           o_buf, out, lse)
 

@@ -60,7 +60,15 @@ def describe() -> dict:
     except ValueError:  # no parallel kernel has run yet
         layer = "not yet chosen"
     return {"numba": numba.__version__, "scipy": scipy.__version__, "numba_threading_layer": layer,
-            "max_threads": max_threads(), "threads": get_num_threads()}
+            "numba_target_cpu": target_cpu(), "max_threads": max_threads(), "threads": get_num_threads()}
+
+
+def target_cpu() -> str:
+    """The CPU numba compiles the kernels for (NUMBA_CPU_NAME, else the host as LLVM names it): its
+    LLVM tuning decides, among others, whether AVX-512 code uses 512- or 256-bit vectors."""
+    import llvmlite.binding as llvm
+
+    return numba.config.CPU_NAME or llvm.get_host_cpu_name()
 
 
 def _controller() -> ThreadpoolController:

@@ -1,20 +1,22 @@
-"""Automatic tile sizes for the flash kernel: measured once per shape class, cached in-process.
+"""Automatic tile sizes for the flash kernel: a cost model, so every run makes the same choice.
 
-The best BLOCK_M x BLOCK_N depends on the CPU (caches, BLAS kernels), the head sizes, the dtype, the
-thread count and the mask, so it is measured rather than guessed. The first call for a shape class
-times every candidate on a proxy problem of that class (same hs, hv, dtype and threads; T capped so
-the whole measurement stays near 0.2 s), once with every tile full and once with
-every tile partial, and keeps the cost per score cell of each. A call then picks the candidate with
-the lowest predicted time for its own mask: full cells x full cost + partial cells x partial cost,
-empty tiles free. Every candidate is a multiple of the finest tile (64 x 128), so one count of the
-mask's allowed cells at that tile gives the tile states of every candidate. Problems too small for
-the choice to matter (fewer than SMALL_WORK scores) use DEFAULT without measuring.
+A BLOCK_M x BLOCK_N tile costs its score cells (two tile products and the softmax of every cell) plus a
+fixed part per tile product (BLAS packs a panel of BLOCK_M and one of BLOCK_N rows of hs features per
+call), so larger tiles cost less per cell; a tile that reads the mask costs PARTIAL_FACTOR times a full
+one; empty tiles cost nothing. The constants come from single-thread timings of every candidate on an
+AVX-512 Xeon at hs = 64, float32 (benchmarks/README.md). The work is shared by the worker threads in
+whole (head, query tile) items, so a choice with fewer items than threads pays for the idle ones, and
+the last items dealt leave on average half an item of imbalance.
+
+The choice used to be timed per process on a proxy problem; on a busy machine that measurement changed
+from run to run (once doubling the time at T = 1024), so the model replaced it. Every candidate is a
+multiple of the finest tile (64 x 128), so one count of the mask's allowed cells at that tile gives the
+tile states of every candidate. Problems too small for the choice to matter (fewer than SMALL_WORK
+scores) use DEFAULT.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,44 +24,25 @@ import numpy as np
 from attnviz.engine.blockmask import coarsen_counts, states_from_counts, tile_counts, tile_sizes
 from attnviz.engine.runtime import get_num_threads
 
-CANDIDATES = ((64, 128), (128, 128), (64, 256), (128, 256), (256, 128), (128, 512))
+CANDIDATES = ((64, 128), (128, 128), (64, 256), (128, 256), (256, 128), (128, 512), (256, 256), (256, 512))
 FINEST = (64, 128)  # every candidate is a multiple of this
 DEFAULT = (64, 128)
 SMALL_WORK = 1 << 20  # nh * Tq * Tk below which every candidate runs in well under a millisecond
-REPEATS = 3  # timed rounds per candidate; the best is kept
-PROXY_TQ, PROXY_TK = 1024, 2048  # largest proxy problem: about 0.5 GFLOP per run at hs = 64
-
-
-@dataclass(frozen=True)
-class ShapeClass:
-    """What the best tile size depends on, besides the mask."""
-
-    Tq: int  # queries, rounded up to a power of two and capped at the proxy size
-    Tk: int  # keys, likewise
-    hs: int  # head size of q and k: the inner size of the score product
-    hv: int  # head size of v: the width of the output product
-    dtype: str  # float32 or float64: BLAS kernel and vector width
-    threads: int  # worker threads: few large tiles starve threads
+CELL_NS = 1.87  # one score cell of a full tile (both products and the softmax), ns
+PANEL_NS = 19.0  # one panel row (of BLOCK_M + BLOCK_N) of the tile products at hs = hv = 64, ns
+PARTIAL_FACTOR = 1.5  # a cell of a tile that reads the mask, relative to a full tile's
 
 
 @dataclass(frozen=True)
 class TileCost:
-    """Measured seconds per score cell of one candidate tile size."""
+    """Modelled seconds per score cell of one candidate tile size (a tile of full extent)."""
 
     full: float  # in a tile without a mask test
     partial: float  # in a tile that reads the mask
 
 
-_cache: dict[ShapeClass, dict[tuple[int, int], TileCost]] = {}
-_lock = threading.Lock()
-
-
 def _bucket(n: int, cap: int) -> int:
     return min(cap, 1 << max(0, int(n - 1).bit_length()))
-
-
-def shape_class(Tq: int, Tk: int, hs: int, hv: int, dtype) -> ShapeClass:
-    return ShapeClass(_bucket(Tq, PROXY_TQ), _bucket(Tk, PROXY_TK), hs, hv, np.dtype(dtype).name, get_num_threads())
 
 
 def candidates_for(Tq: int, Tk: int) -> list[tuple[int, int]]:
@@ -69,45 +52,14 @@ def candidates_for(Tq: int, Tk: int) -> list[tuple[int, int]]:
     return fit or [DEFAULT]
 
 
-def _measure(sc: ShapeClass) -> dict[tuple[int, int], TileCost]:
-    from attnviz.engine.blockmask import classify
-    from attnviz.engine.flash import flash_attention, full_tile_state  # late: flash imports runtime users
-
-    rng = np.random.default_rng(0)
-    nh = max(1, min(8, -(-4 * sc.threads * 256 // sc.Tq)))  # enough query tiles to feed every thread
-    q = rng.standard_normal((nh, sc.Tq, sc.hs)).astype(sc.dtype)  # (nh, Tq, hs)
-    k = rng.standard_normal((nh, sc.Tk, sc.hs)).astype(sc.dtype)  # (nh, Tk, hs)
-    v = rng.standard_normal((nh, sc.Tk, sc.hv)).astype(sc.dtype)  # (nh, Tk, hv)
-    holes = np.ones((1, sc.Tq, sc.Tk), dtype=bool)  # (1, Tq, Tk) one masked cell per finest tile
-    holes[:, :: FINEST[0], :: FINEST[1]] = False
-    scale = 1.0 / np.sqrt(sc.hs)
-    cells = nh * sc.Tq * sc.Tk
-
-    runs = []  # (candidate, kind, mask, tile states)
-    for bm, bn in candidates_for(sc.Tq, sc.Tk):
-        runs.append(((bm, bn), "full", None, full_tile_state(sc.Tq, sc.Tk, bm, bn)))
-        runs.append(((bm, bn), "partial", holes, classify(holes, bm, bn)))
-    best = {}
-    for rep in range(REPEATS + 1):  # round-robin, so a burst of other load hits every candidate alike
-        for cand, kind, dense, ts in runs:
-            t0 = time.perf_counter()
-            flash_attention(q, k, v, dense, ts, scale, *cand)
-            t = time.perf_counter() - t0
-            if rep:  # the first round warms caches (and compiles on first use)
-                best[(cand, kind)] = min(best.get((cand, kind), float("inf")), t)
-    # a partial tile does everything a full one does and more: on a busy machine a measurement can say
-    # otherwise, so the partial cost is never taken below the full one
-    return {cand: TileCost(best[(cand, "full")] / cells, max(best[(cand, "full")], best[(cand, "partial")]) / cells)
-            for cand, *_ in runs}
-
-
-def tile_costs(Tq: int, Tk: int, hs: int, hv: int, dtype) -> dict[tuple[int, int], TileCost]:
-    """Measured per-cell costs of every candidate for this shape class (measured on first use)."""
-    sc = shape_class(Tq, Tk, hs, hv, dtype)
-    with _lock:
-        if sc not in _cache:
-            _cache[sc] = _measure(sc)
-        return _cache[sc]
+def tile_costs(Tq: int, Tk: int, hs: int, hv: int) -> dict[tuple[int, int], TileCost]:
+    """Modelled per-cell cost of every candidate: CELL_NS plus PANEL_NS per panel row (BLOCK_M + BLOCK_N,
+    scaled by (hs + hv) / 128) spread over the tile's cells."""
+    out = {}
+    for bm, bn in candidates_for(Tq, Tk):
+        full = 1e-9 * (CELL_NS + PANEL_NS * (bm + bn) * (hs + hv) / 128 / (bm * bn))
+        out[(bm, bn)] = TileCost(full, full * PARTIAL_FACTOR)
+    return out
 
 
 def _predicted(costs: dict[tuple[int, int], TileCost], fine: np.ndarray | None, Tq: int, Tk: int,
@@ -128,16 +80,33 @@ def _predicted(costs: dict[tuple[int, int], TileCost], fine: np.ndarray | None, 
     return out
 
 
-def choose_blocks(nh: int, Tq: int, Tk: int, hs: int, hv: int, dtype, dense: np.ndarray | None = None,
+def _wall(pred: dict[tuple[int, int], float], fine: np.ndarray | None, Tq: int, nh: int,
+          threads: int) -> dict[tuple[int, int], float]:
+    """Predicted wall time from predicted work: the (head, query tile) items with work are shared by the
+    threads; fewer items than threads leave threads idle, and the last items dealt leave on average half
+    an item of imbalance."""
+    out = {}
+    for (bm, bn), work in pred.items():
+        items = nh * -(-Tq // bm)
+        if fine is not None:  # query tiles without an allowed cell are no work
+            rows = coarsen_counts(fine, bm // FINEST[0], bn // FINEST[1]).sum(axis=2)  # (h, nQ)
+            items = max(1, int(np.count_nonzero(rows)) * (nh // fine.shape[0]))
+        out[(bm, bn)] = work / min(threads, items) + 0.5 * work / items
+    return out
+
+
+def choose_blocks(nh: int, Tq: int, Tk: int, hs: int, hv: int, dtype=None, dense: np.ndarray | None = None,
                   fine: np.ndarray | None = None) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N) for this problem and mask ((nh or 1, Tq, Tk) bool or None); DEFAULT when tiny.
-    ``fine``: the mask's :func:`fine_counts`, when the caller has them already."""
+    ``fine``: the mask's :func:`fine_counts`, when the caller has them already. The same problem, mask
+    and thread count always give the same choice (``dtype`` scales every candidate alike)."""
     if nh * Tq * Tk < SMALL_WORK:
         return DEFAULT
     if dense is not None and fine is None:
         fine = fine_counts(dense)
-    pred = _predicted(tile_costs(Tq, Tk, hs, hv, dtype), fine, Tq, Tk, nh)
-    return min(pred, key=pred.get)
+    pred = _predicted(tile_costs(Tq, Tk, hs, hv), fine, Tq, Tk, nh)
+    wall = _wall(pred, fine, Tq, nh, get_num_threads())
+    return min(wall, key=lambda c: (wall[c], c))
 
 
 def fine_counts(dense: np.ndarray) -> np.ndarray:
@@ -149,9 +118,3 @@ def tile_state_from_fine(fine: np.ndarray, Tq: int, Tk: int, bm: int, bn: int) -
     """The (nh or 1, nQ, nK) tile states for tiles bm x bn (multiples of FINEST) from :func:`fine_counts`,
     without reading the mask again."""
     return states_from_counts(coarsen_counts(fine, bm // FINEST[0], bn // FINEST[1]), Tq, Tk, bm, bn)
-
-
-def cached_costs() -> dict[ShapeClass, dict[tuple[int, int], TileCost]]:
-    """The tile costs measured so far in this process."""
-    with _lock:
-        return {k: dict(v) for k, v in _cache.items()}

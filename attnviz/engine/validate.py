@@ -7,6 +7,7 @@ normalised to 3-D C-contiguous arrays of one float dtype (float32 or float64).
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -76,27 +77,30 @@ def prepare_qkv(q, k, v):
 
 
 def prepare_scale(scale, hs: int) -> float:
-    """``scale`` as a finite float; None means 1 / sqrt(hs)."""
+    """``scale`` as a finite float; None means 1 / sqrt(hs). A real number (int, float, numpy real scalar
+    or 0-d real array), never a string or a bool."""
     if scale is None:
         return 1.0 / math.sqrt(hs)
-    try:
-        s = float(scale)
-    except (TypeError, ValueError):
-        raise ValueError(f"scale must be a real number or None, got {scale!r}") from None
+    value = scale.item() if isinstance(scale, np.ndarray) and scale.ndim == 0 else scale
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"scale must be a real number or None, got {scale!r}")
+    s = float(value)
     if not math.isfinite(s):
         raise ValueError(f"scale must be finite, got {scale!r}")
     return s
 
 
-def check_score_range(q: np.ndarray, k: np.ndarray, scale: float) -> None:
-    """Refuse inputs whose scaled scores could exceed MAX_ABS_SCORE (|q_i . k_j| <= |q_i| |k_j|)."""
+def check_score_range(q: np.ndarray, k: np.ndarray, scale: float) -> float:
+    """The bound max |q_i| |k_j| |scale| >= every |scaled score| (0 when q or k is empty); ValueError when
+    it exceeds MAX_ABS_SCORE."""
     if q.size == 0 or k.size == 0:
-        return
+        return 0.0
     qn = float(np.sqrt(np.max(np.einsum("hqd,hqd->hq", q, q, dtype=np.float64))))
     kn = float(np.sqrt(np.max(np.einsum("hkd,hkd->hk", k, k, dtype=np.float64))))
     if qn * kn * abs(scale) > MAX_ABS_SCORE:
         raise ValueError(f"q and k are too large: scaled scores could reach {qn * kn * abs(scale):.3g}, "
                          f"the engine accepts at most {MAX_ABS_SCORE:.0e}")
+    return qn * kn * abs(scale)
 
 
 def prepare_mask(mask, nh: int, Tq: int, Tk: int):

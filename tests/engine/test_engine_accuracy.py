@@ -29,15 +29,16 @@ def _errors(res, ref, valid):
     return out_err, lse_err
 
 
-def _check(kernel, q, k, v, mask, **kw):
+def _check(kernel, q, k, v, mask, scale=None, floor_scale=1.0, **kw):
     nh, Tq, hs = q.shape
-    scale = 1.0 / np.sqrt(hs)
+    scale = 1.0 / np.sqrt(hs) if scale is None else scale
     dense = mask.dense if isinstance(mask, BlockMask) else mask
-    ref = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), dense, kernel="reference")
+    ref = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), dense, kernel="reference",
+                    scale=scale)
     valid = np.isfinite(ref.lse)  # (nh, Tq) rows with at least one allowed key
     base_out, base_lse = numpy_attention(q, k, v, dense, scale)
     base = _errors(type(ref)(base_out, base_lse), ref, valid)
-    res = attention(q, k, v, mask, kernel=kernel, **kw)
+    res = attention(q, k, v, mask, kernel=kernel, scale=scale, **kw)
     assert res.out.dtype == q.dtype and res.lse.dtype == q.dtype
     assert res.out.shape == (nh, Tq, v.shape[2]) and res.lse.shape == (nh, Tq)
     assert not np.isnan(res.out).any() and not np.isnan(res.lse).any()
@@ -46,8 +47,8 @@ def _check(kernel, q, k, v, mask, **kw):
     assert np.all(res.lse[~valid] == -np.inf)
     got = _errors(res, ref, valid)
     eps = np.finfo(q.dtype).eps
-    floor_out = 8 * eps * max(1.0, float(np.abs(v).max(initial=0)))
-    floor_lse = 8 * eps * max(1.0, float(np.abs(np.where(valid, ref.lse, 0)).max(initial=0)))
+    floor_out = 8 * eps * max(1.0, float(np.abs(v).max(initial=0))) * floor_scale
+    floor_lse = 8 * eps * max(1.0, float(np.abs(np.where(valid, ref.lse, 0)).max(initial=0))) * floor_scale
     assert got[0] <= 2 * base[0] + floor_out, f"out error {got[0]:.3g} vs numpy {base[0]:.3g}"
     assert got[1] <= 2 * base[1] + floor_lse, f"lse error {got[1]:.3g} vs numpy {base[1]:.3g}"
 
@@ -91,6 +92,41 @@ def test_large_logits(kernel, T, mask_kind, dtype):
     s = np.einsum("hqd,hkd->hqk", q.astype(np.float64), k.astype(np.float64)) / 8.0
     assert np.abs(s).max() > 5e3  # the test really has large logits
     _check(kernel, q, k, v, mask, **({"block_m": 64, "block_n": 64} if kernel == "flash" else {}))
+
+
+EXTREME_TILES = {"reference": [None], "naive": [None], "flash": [None, (16, 32), (64, 128), (128, 256)]}
+
+
+@pytest.mark.parametrize("kernel, tiles", [(k, t) for k, ts in EXTREME_TILES.items() for t in ts],
+                         ids=lambda x: "auto" if x is None else (f"{x[0]}x{x[1]}" if isinstance(x, tuple) else x))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("mask_kind", MASKS)
+@pytest.mark.parametrize("logit", [300.0, 3000.0])
+def test_extreme_scales(kernel, tiles, dtype, mask_kind, logit):
+    """scale = logit / sqrt(hs): scores of order 1e3-1e4 on ragged sizes (Tq = 513, Tk = 1025 leave
+    one-row and one-key edge tiles), every mask family, fully masked rows included: within twice the
+    error of plain numpy in the same precision. In float64 plain numpy is the reference's own arithmetic
+    (error 0), so the floor there is the rounding of scores of that size: 8 eps max|s| (|v| <= 1 scale)."""
+    hs = 64
+    q, k, v = qkv(1, 513, 1025, hs, 64, dtype, seed=int(logit) + MASKS.index(mask_kind))
+    scale = logit / np.sqrt(hs)
+    smax = float(np.abs(q[0].astype(np.float64) @ k[0].astype(np.float64).T).max()) * scale
+    kw = {} if tiles is None else {"block_m": tiles[0], "block_n": tiles[1]}
+    _check(kernel, q, k, v, make_mask(mask_kind, 1, 513, 1025, seed=7), scale=scale,
+           floor_scale=smax if dtype == np.float64 else 1.0, **kw)
+
+
+def test_float32_beyond_the_score_bound_is_computed_wide_and_returned_in_float32():
+    from attnviz.engine.api import F32_SCORE_BOUND
+
+    q, k, v = qkv(2, 40, 50, 16, 8, np.float32, seed=1)
+    bound = np.sqrt((q.astype(np.float64) ** 2).sum(-1).max() * (k.astype(np.float64) ** 2).sum(-1).max())
+    for scale in (0.9 * F32_SCORE_BOUND / bound, 1.1 * F32_SCORE_BOUND / bound):  # either side of the bound
+        res = attention(q, k, v, scale=scale, return_weights=True)
+        wide = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), scale=scale)
+        assert res.out.dtype == res.lse.dtype == res.weights.dtype == np.float32
+        exact = np.array_equal(res.out, wide.out.astype(np.float32))
+        assert exact == (scale * bound > F32_SCORE_BOUND)
 
 
 @pytest.mark.parametrize("kernel", ["reference", "naive", "flash"])

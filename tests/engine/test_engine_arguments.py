@@ -28,6 +28,11 @@ V = np.zeros((2, 6, 3))
     ((Q, K, V), {"scale": "big"}, r"scale must be a real number"),
     ((Q, K, V), {"block_m": 0}, r"block_m must be a positive integer"),
     ((Q, K, V), {"block_n": 2.5}, r"block_n must be a positive integer"),
+    ((Q, K, V), {"scale": "1"}, r"scale must be a real number or None, got '1'"),
+    ((Q, K, V), {"scale": b"1"}, r"scale must be a real number"),
+    ((Q, K, V), {"scale": True}, r"scale must be a real number"),
+    ((Q, K, V), {"scale": 1j}, r"scale must be a real number"),
+    ((Q, K, V), {"scale": np.array([0.5])}, r"scale must be a real number"),
     ((np.zeros((2, 5, 0)), np.zeros((2, 6, 0)), V), {}, r"hs >= 1"),
     ((Q.astype(complex), K, V), {}, r"complex"),
 ])
@@ -57,3 +62,29 @@ def test_precision_follows_inputs(kernel):
     assert attention(q32, K.astype(np.float32), V.astype(np.float32), kernel=kernel).out.dtype == np.float32
     assert attention(q32, K, V, kernel=kernel).out.dtype == np.float64  # mixed: the wider precision
     assert attention(Q.astype(np.int64), K, V, kernel=kernel).lse.dtype == np.float64
+
+
+@pytest.mark.parametrize("kernel", ["reference", "naive", "flash"])
+@pytest.mark.parametrize("kwargs, match", [
+    ({"block_m": 10**9, "block_n": 10**9}, r"block_m must be at most 4096 \(a tile side\), got 1000000000"),
+    ({"block_m": 64, "block_n": 4097}, r"block_n must be at most 4096"),
+])
+def test_tile_sizes_beyond_the_limit_are_refused_before_any_work(kernel, kwargs, match):
+    q = np.ones((1, 8, 4), np.float32)
+    with pytest.raises(ValueError, match=match):
+        attention(q, q, q, kernel=kernel, **kwargs)
+    with pytest.raises(ValueError, match=match):
+        BlockMask.from_dense(np.ones((8, 8), bool), kwargs["block_m"], kwargs["block_n"])
+
+
+def test_the_largest_tile_size_runs_on_a_small_problem():
+    q = np.random.default_rng(0).standard_normal((2, 8, 4))
+    res = attention(q, q, q, block_m=4096, block_n=4096)
+    np.testing.assert_allclose(res.out, attention(q, q, q, kernel="reference").out, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [2, 0.5, np.float32(0.5), np.int64(2), np.array(0.5)])
+def test_real_scales_of_any_numeric_type_are_taken(scale):
+    q = np.random.default_rng(1).standard_normal((1, 5, 4))
+    ref = attention(q, q, q, kernel="reference", scale=float(scale))
+    np.testing.assert_allclose(attention(q, q, q, scale=scale).out, ref.out, atol=1e-12)

@@ -98,3 +98,64 @@ def test_the_long_run_reports_a_causal_tiled_mask_and_the_overviews():
                                                                    (2048, "mean")]
     assert any("causal (TiledMask" in s for s in said)
     assert "causal as a TiledMask" in bench_cmd.format_report(report)
+
+
+def test_sizes_beyond_memory_are_refused_before_anything_is_allocated(capsys, monkeypatch):
+    """``bench --sizes 1000000000``: one line naming the size and the memory, exit 1, no traceback."""
+    from attnviz.cli import main
+
+    def never(*a, **k):
+        raise AssertionError("the benchmark started")
+
+    monkeypatch.setattr(bench_cmd, "run_bench", never)
+    assert main(["bench", "--sizes", "256,1000000000", "--no-torch"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "T = 1000000000" in err[0] and "GiB available" in err[0] and "Traceback" not in err[0]
+
+
+def test_memory_check_counts_the_masks_and_passes_what_fits():
+    cfg = bench_cmd.BenchConfig(sizes=(4096,), naive=False, torch=False)
+    need = bench_cmd.bytes_needed(cfg, 4096)
+    assert need >= 2 * 4096 * 4096  # the two T x T bool masks at least
+    bench_cmd.check_memory(cfg, need)  # exactly enough: no error
+    bench_cmd.check_memory(cfg, None)  # unknown memory: not refused
+    with pytest.raises(ValueError, match=r"T = 4096 needs about .* GiB"):
+        bench_cmd.check_memory(cfg, need - 1)
+
+
+def test_targets_are_printed_from_paired_ratios_with_the_machine_facts():
+    """Each target ratio comes from the rounds' paired calls (not from two separate best times), and the
+    text report names the CPU's vector extensions, numba's target CPU, the load and every target."""
+    rows = [bench_cmd.Row(4096, mask, method, ms, ms, 1.0, 0.0, 0.0, 0.0)
+            for mask, method, ms in (("dense", "flash", 100.0), ("dense", "torch_sdpa", 50.0),
+                                     ("causal", "flash", 60.0), ("sparse", "flash", 70.0))]
+    paired = {"flash_dense_sgemm_fraction": 0.7, "flash_over_sdpa_time_dense": 0.9,
+              "flash_over_sdpa_time_causal": 1.2, "flash_over_sdpa_time_sparse": 0.5, "sgemm_gflops_in_rounds": 1.0}
+    machine = {**bench_cmd.machine_info(), "torch": "x", "torch_cpu_capability": "AVX512",
+               "sdpa_backends": {"dense": "FLASH_ATTENTION"}}
+    report = bench_cmd.Report(machine, {}, 100.0, rows=rows, paired={"4096": paired},
+                              load={"start": [1.5, 1, 1], "end": [2.5, 1, 1]})
+    report.claims = bench_cmd.claims(report)
+    assert report.claims["4096"]["flash_over_sdpa_time_dense"] == 0.9  # paired, not 100 / 50
+    text = bench_cmd.format_report(report)
+    assert "numba compiles for" in text and "load average (1 min) at the start 1.50, at the end 2.50" in text
+    assert "SDPA backend FLASH_ATTENTION" in text
+    lines = bench_cmd.target_lines(report)
+    assert len(lines) == 4
+    assert "0.90  target <= 1.00  met" in lines[0] and "1.20  target <= 1.00  MISSED" in lines[1]
+    assert "0.50  target <= 0.60  met" in lines[2] and "0.70  target >= 0.65  met" in lines[3]
+
+
+def test_sdpa_is_called_four_dimensional_on_its_flash_kernel():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 64, 16), dtype=np.float32) for _ in range(3))
+    masks = {"dense": None, "causal": np.tri(64, dtype=bool), "sparse": rng.random((64, 64)) < 0.5}
+    masks["sparse"][np.arange(64), np.arange(64)] = True
+    calls, backends = bench_cmd.sdpa_calls(torch, q, k, v, masks)
+    from attnviz.engine import attention
+
+    for name, m in masks.items():
+        out = calls[name]()
+        assert tuple(out.shape) == (1, 2, 64, 16) and backends[name] == "FLASH_ATTENTION"
+        np.testing.assert_allclose(out[0].numpy(), attention(q, k, v, m, kernel="reference").out, atol=1e-4)

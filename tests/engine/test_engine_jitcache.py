@@ -63,3 +63,32 @@ def test_warmup_runs_only_the_kernels_asked_for(monkeypatch):
     seen.clear()
     warmup_module.warmup(dtypes=("float64",))
     assert set(seen) == {"naive", "flash"} and overviews == ["max", "mean"]
+
+
+def test_wide_vectors_only_on_cpus_that_run_them_at_full_speed():
+    avx512_fp16 = {"avx2": True, "avx512f": True, "avx512bw": True, "avx512vl": True, "avx512fp16": True}
+    name, flags = jitcache.vector_features("sapphirerapids", avx512_fp16)
+    assert name == "sapphirerapids" and flags.endswith(",-prefer-256-bit")
+    assert "+avx512f" in flags.split(",") and "+avx2" in flags.split(",")
+    older = {**avx512_fp16, "avx512fp16": False}  # e.g. Skylake-X: clocks down for 512-bit code
+    assert jitcache.vector_features("skylake-avx512", older) is None
+    assert jitcache.vector_features("znver3", {"avx2": True}) is None
+
+
+def test_a_cpu_set_by_the_user_is_left_alone(monkeypatch):
+    import subprocess
+    import sys
+
+    code = ("import os, attnviz.engine, numba; "
+            "print(os.environ.get('NUMBA_CPU_NAME'), numba.config.CPU_FEATURES)")
+    env = {**__import__("os").environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx2,+fma"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["haswell", "+avx2,+fma"]
+
+
+def test_the_fingerprint_follows_the_target_cpu(monkeypatch):
+    import numba
+
+    a = jitcache._fingerprint()
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", (numba.config.CPU_FEATURES or "") + ",+other")
+    assert jitcache._fingerprint() != a

@@ -1,4 +1,4 @@
-"""Automatic tile sizes: the prediction arithmetic, the measured cache, and small problems."""
+"""Automatic tile sizes: the prediction arithmetic, the cost model, the same choice every time, small problems."""
 
 from __future__ import annotations
 
@@ -35,20 +35,33 @@ def test_ragged_sizes_use_real_tile_extents():
     assert pred[(64, 128)] == 70 * 130
 
 
-def test_small_problems_use_the_default_without_measuring():
-    before = len(tiling.cached_costs())
+def test_small_problems_use_the_default():
     assert choose_blocks(2, 100, 100, 16, 16, np.float32) == DEFAULT
-    assert len(tiling.cached_costs()) == before
 
 
-def test_measured_choice_is_a_candidate_and_is_cached():
-    choice = choose_blocks(2, 700, 900, 16, 8, np.float64)
-    assert choice in CANDIDATES
-    cached = tiling.cached_costs()
-    sc = tiling.shape_class(700, 900, 16, 8, np.float64)
-    assert sc in cached and all(c.full > 0 and c.partial > 0 for c in cached[sc].values())
-    assert choose_blocks(2, 700, 900, 16, 8, np.float64) == choice  # same shape class: no new measurement
-    assert tiling.cached_costs()[sc] == cached[sc]
+def test_larger_tiles_cost_less_per_cell_and_partial_tiles_more():
+    costs = tiling.tile_costs(4096, 4096, 64, 64)
+    assert set(costs) == set(CANDIDATES)
+    assert costs[(256, 512)].full < costs[(128, 256)].full < costs[(64, 128)].full
+    assert all(c.partial > c.full > 0 for c in costs.values())
+
+
+def test_the_choice_is_the_same_every_time_and_follows_threads_and_mask():
+    from attnviz.engine.runtime import num_threads
+
+    causal = np.tri(4096, dtype=bool)[None]
+    with num_threads(2):
+        first = [choose_blocks(8, 4096, 4096, 64, 64, np.float32, m) for m in (None, causal)]
+        assert all(first == [choose_blocks(8, 4096, 4096, 64, 64, np.float32, m) for m in (None, causal)]
+                   for _ in range(3))
+        assert first[0] in CANDIDATES and first[1] in CANDIDATES
+        # a causal mask's diagonal tiles read the mask: smaller tiles than dense, fewer cells per partial tile
+        assert first[1][0] * first[1][1] < first[0][0] * first[0][1]
+    with num_threads(1):  # one head of few query tiles: large tiles would leave threads idle only with 2+
+        one = choose_blocks(1, 1024, 1024, 64, 64, np.float32)
+    with num_threads(2):
+        two = choose_blocks(1, 1024, 1024, 64, 64, np.float32)
+    assert 1024 // two[0] >= 2 and one[0] >= two[0]
 
 
 def test_tile_states_from_fine_counts_equal_a_direct_classification():
