@@ -34,7 +34,7 @@ fi
 
 # The PNG icons are committed; render them only if a checkout lost them.
 for size in 16 32 48 64 128 256; do
-  if [ ! -f "packaging/linux/icons/hicolor/${size}x${size}/apps/io.github.attnviz.Attnviz.png" ]; then
+  if [ ! -f "packaging/linux/icons/hicolor/${size}x${size}/apps/io.github.attnviz.attnviz.png" ]; then
     QT_QPA_PLATFORM=offscreen "$PY" packaging/make_icons.py
     break
   fi

@@ -154,8 +154,8 @@ def test_bundle_holds_resources_icons_and_engine_sources_and_not_the_excluded_fi
     for rel in _files(ROOT / "resources"):
         if (ROOT / "resources" / rel).is_file():
             assert (internal / "resources" / rel).is_file(), rel
-    assert (internal / "icons" / "io.github.attnviz.Attnviz.png").is_file()
-    assert (internal / "icons" / "io.github.attnviz.Attnviz.svg").is_file()
+    assert (internal / "icons" / "io.github.attnviz.attnviz.png").is_file()
+    assert (internal / "icons" / "io.github.attnviz.attnviz.svg").is_file()
     # the engine ships as source files: numba's cache locates kernels through them
     for py in (ROOT / "attnviz" / "engine").glob("*.py"):
         assert (internal / "attnviz" / "engine" / py.name).is_file(), py.name
