@@ -51,13 +51,16 @@ EXCLUDED_OPTIONAL_IMPORTS = {
 }
 
 # Optional extras of attnviz (pyproject's optional-dependencies) the desktop bundle ships without, even
-# when they are installed in the build environment. Code that uses them imports them inside
-# ``try: ... except ImportError`` and says what is missing (tests/packaging checks the guard).
+# when the build environment has them: they serve the command-line tools, which the bundle does not
+# hold, and would more than double its size (pyarrow alone is 170 MB installed). Code that uses them
+# imports them when needed and says what is missing (tests/packaging: importing the application loads
+# none of them).
 EXCLUDED_EXTRAS = {
-    "dask": "the corpus extra: out-of-core corpus statistics, not part of the desktop bundle",
-    "distributed": "the corpus extra (dask's scheduler)",
-    "pyarrow": "the corpus extra (Parquet corpora)",
+    "dask": "the corpus extra: `attnviz-cli corpus` runs its documents on a dask cluster",
+    "distributed": "the corpus extra (dask's scheduler and workers)",
+    "pyarrow": "the corpus extra: Parquet corpora and STATS.parquet files, written by `attnviz-cli corpus`",
 }
+
 
 # Qt Python modules the application never imports. pyqtgraph imports QtOpenGL and QtOpenGLWidgets at
 # import time, the SVG export needs QtSvg and the widget gallery QtTest: those stay, with QtCore, QtGui

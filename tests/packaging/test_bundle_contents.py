@@ -22,7 +22,6 @@ contents = load_script("bundle_contents")
 # The packages the desktop bundle is built from: every package of attnviz but the command-line tools.
 GUI_PACKAGES = tuple(sorted(p.name for p in (ROOT / "attnviz").iterdir()
                             if (p / "__init__.py").is_file() and p.name != "cli"))
-IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
 def _is_excluded_module(name: str, optional: bool = False) -> bool:
@@ -37,41 +36,20 @@ def _is_extra(name: str) -> bool:
     return any(name == e or name.startswith(e + ".") for e in contents.EXCLUDED_EXTRAS)
 
 
-def _catches_import_errors(node: ast.Try) -> bool:
-    for handler in node.handlers:
-        types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        if handler.type is None or any(isinstance(t, ast.Name) and t.id in IMPORT_ERRORS for t in types):
-            return True
-    return False
-
-
-def _imports(node: ast.AST, guarded: bool = False):
-    """(module name, inside a try that catches ImportError) for every absolute import under ``node``."""
-    if isinstance(node, ast.Import):
-        for alias in node.names:
-            yield alias.name, guarded
-    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-        yield node.module, guarded
-        for alias in node.names:  # `from PySide6 import QtSvg` imports a module
-            yield f"{node.module}.{alias.name}", guarded
-    if isinstance(node, ast.Try) and _catches_import_errors(node):
-        for child in node.body:
-            yield from _imports(child, True)
-        for child in [*node.handlers, *node.orelse, *node.finalbody]:
-            yield from _imports(child, guarded)
-        return
-    for child in ast.iter_child_nodes(node):
-        yield from _imports(child, guarded)
-
-
 def _static_imports(packages=GUI_PACKAGES, root=ROOT / "attnviz"):
-    """(file, module name, guarded) for every absolute import anywhere (also inside functions) in the
-    bundled packages."""
+    """(file, module name) for every absolute import anywhere (also inside functions) in the bundled
+    packages."""
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-            for name, guarded in _imports(tree):
-                yield path, name, guarded
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        yield path, alias.name
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    yield path, node.module
+                    for alias in node.names:  # `from PySide6 import QtSvg` imports a module
+                        yield path, f"{node.module}.{alias.name}"
 
 
 def test_the_exclusion_helpers_match_and_keep_as_intended():
@@ -86,29 +64,17 @@ def test_the_exclusion_helpers_match_and_keep_as_intended():
 
 
 def test_no_module_the_code_imports_is_excluded():
-    """An optional extra the bundle ships without (dask, pyarrow, ...) may be imported, but only inside
-    ``try: ... except ImportError``, so the bundle can say it is missing instead of failing."""
-    bad = sorted({f"{p.relative_to(ROOT)}: {name}" for p, name, guarded in _static_imports()
-                  if _is_excluded_module(name, optional=True) and not (guarded and _is_extra(name))})
+    """The optional extras the bundle ships without (dask, pyarrow, ...) are the exception: code may
+    import them where it uses them, and says what is missing when they are not there; importing the
+    application must not load them (next test)."""
+    bad = sorted({f"{p.relative_to(ROOT)}: {name}" for p, name in _static_imports()
+                  if _is_excluded_module(name, optional=True) and not _is_extra(name)})
     assert not bad, "the bundle excludes modules the application imports:\n" + "\n".join(bad)
 
 
-def test_the_import_scan_sees_guards(tmp_path):
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "m.py").write_text(
-        "import numpy\n"
-        "def f():\n"
-        "    try:\n"
-        "        import dask.dataframe\n"
-        "    except ImportError:\n"
-        "        import json\n"
-        "    from pyarrow import parquet\n",
-        encoding="utf-8")
-    found = {(name, guarded) for _, name, guarded in _static_imports(("pkg",), tmp_path)}
-    assert found == {("numpy", False), ("dask.dataframe", True), ("json", False),
-                     ("pyarrow", False), ("pyarrow.parquet", False)}
-    assert GUI_PACKAGES and "cli" not in GUI_PACKAGES and "ui" in GUI_PACKAGES and "engine" in GUI_PACKAGES
+def test_the_bundled_packages_are_all_but_the_command_line():
+    assert "cli" not in GUI_PACKAGES
+    assert {"ui", "engine", "model", "persist", "sources", "checkpoints"} <= set(GUI_PACKAGES)
 
 
 def test_kept_drops_symlinks_to_dropped_files():
