@@ -65,5 +65,5 @@ if [ "$RUN_TESTS" = 1 ]; then
   # The tests of the bundle just built, named by file (never an empty selection); they fail instead of
   # skipping when the bundle is missing or older than a source file changed during the build.
   ATTNVIZ_PACKAGE_JUST_BUILT=1 QT_QPA_PLATFORM=offscreen "$PY" -m pytest -q -p no:cacheprovider \
-    tests/packaging/test_frozen_app.py tests/packaging/test_bundle_files.py
+    tests/packaging/test_frozen_app.py tests/packaging/test_bundle_probe.py tests/packaging/test_bundle_files.py
 fi

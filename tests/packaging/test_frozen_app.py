@@ -9,65 +9,25 @@ Without a bundle, or with one older than the sources, every test here skips (see
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pkgpaths import EXECUTABLE, ROOT
+from frozen import files as _files
+from frozen import kernel_cache as _kernel_cache
+from frozen import kernel_dir as _kernel_dir
+from frozen import no_load_errors as _no_load_errors
+from frozen import run as _run
+from frozen import stamp as _stamp
+from frozen import user_dirs as _user_dirs
+from pkgpaths import ROOT
 
-RUN_TIMEOUT_S = 420  # a cold numba cache compiles every kernel: minutes on a busy two-core machine
 SESSION = ROOT / "tests" / "data" / "sessions" / "v1" / "vla-edited.attnviz"
 
 package = pytest.mark.package
-
-
-def _user_dirs(tmp: Path) -> dict[str, Path]:
-    return {name: tmp / name.lower() for name in
-            ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")}
-
-
-def _run(args, tmp: Path, extra_env=None, prefix=(), platform="offscreen") -> subprocess.CompletedProcess:
-    """Run the frozen app with a fresh home and user directories under ``tmp``, offscreen (or on the Qt
-    ``platform`` given, with ``prefix`` before the command, e.g. ``xvfb-run``)."""
-    dirs = _user_dirs(tmp)
-    for d in dirs.values():
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("NUMBA_", "XDG_", "PYTHON", "QT_", "LD_"))
-           and k not in ("VIRTUAL_ENV", "DISPLAY", "WAYLAND_DISPLAY")}
-    env.update({k: str(v) for k, v in dirs.items()}, QT_QPA_PLATFORM=platform, **(extra_env or {}))
-    return subprocess.run([*prefix, str(EXECUTABLE), *args], cwd=tmp, env=env, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S)
-
-
-def _files(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*")} if root.exists() else set()
-
-
-def _stamp(path: Path) -> tuple[int, bytes]:
-    return path.stat().st_mtime_ns, path.read_bytes()
-
-
-def _kernel_dir(tmp: Path) -> Path:
-    """attnviz's numba cache folder for a run under ``tmp``."""
-    return _user_dirs(tmp)["XDG_CACHE_HOME"] / "attnviz" / "numba"
-
-
-def _kernel_cache(tmp: Path) -> set[str]:
-    """numba cache files (index and compiled code) under attnviz's user cache directory."""
-    return {f for f in _files(_kernel_dir(tmp)) if f.endswith((".nbi", ".nbc"))}
-
-
-def _no_load_errors(proc: subprocess.CompletedProcess) -> None:
-    """Nothing the bundle lacks was looked for: no missing library, module or Qt plugin."""
-    for pattern in ("cannot open shared object file", "ModuleNotFoundError", "ImportError", "Traceback",
-                    "Could not load the Qt platform plugin", "Cannot load library"):
-        assert pattern not in proc.stderr, proc.stderr
 
 
 @pytest.mark.slow
@@ -188,68 +148,3 @@ def test_the_bundle_opens_every_image_format_the_application_offers(bundle, warm
     demo_tokens = int(re.search(r"T = (\d+)", demo.stdout).group(1))
     assert tokens[".png"] != demo_tokens, (tokens, demo_tokens)
     assert set(tokens.values()) == {tokens[".png"]}, tokens
-
-
-PROBE = """\
-import importlib, json, pkgutil, sys
-import attnviz.engine, numba
-from numba.core.registry import CPUDispatcher
-from attnviz.resources_path import resources_root
-from attnviz.ui import panels
-
-kernels = {}  # every engine kernel numba caches: where its cache goes, and how numba found that place
-for info in pkgutil.iter_modules(attnviz.engine.__path__):
-    module = importlib.import_module('attnviz.engine.' + info.name)
-    for name, obj in vars(module).items():
-        if isinstance(obj, CPUDispatcher) and obj.__module__ == module.__name__ and obj._cache.__class__.__name__ != 'NullCache':
-            kernels[module.__name__ + '.' + name] = [obj._cache._cache_path, type(obj._cache._impl.locator).__name__]
-json.dump({
-    'frozen': bool(getattr(sys, 'frozen', False)),
-    'meipass': sys._MEIPASS,
-    'modules': sorted(m.name for m in pkgutil.iter_modules(panels.__path__)),
-    'panels': sorted(s.id for s in panels.discover_panels()),
-    'resources': str(resources_root()),
-    'numba_cache': numba.config.CACHE_DIR,
-    'kernels': kernels,
-}, open(REPORT, 'w'))
-"""
-
-
-@pytest.mark.slow
-@package
-def test_frozen_app_finds_every_panel_its_resources_and_the_cache_dir(bundle, tmp_path):
-    """A probe run by the bundle's own interpreter (``ATTNVIZ_BUNDLE_PROBE``, see the launcher): the
-    panels found at run time, the resources folder, and the cache place of every engine kernel. The
-    probe imports the engine as the compute path does (the window imports it only after it is shown);
-    numba then caches each kernel under attnviz's user cache folder, located through the kernel's
-    source file (shipped as a .py file for this), never in numba's fallback folders. That kernels are
-    really written and read there is checked by the smoke test above."""
-    from attnviz.ui import panels
-
-    script = tmp_path / "probe.py"
-    report = tmp_path / "probe.json"
-    script.write_text(f"REPORT = {str(report)!r}\n" + PROBE, encoding="utf-8")
-    proc = _run([], tmp_path, {"ATTNVIZ_BUNDLE_PROBE": str(script)})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    got = json.loads(report.read_text(encoding="utf-8"))
-    assert got["frozen"]
-    source_modules = sorted(p.stem for p in Path(panels.__file__).parent.glob("*.py") if p.stem != "__init__")
-    assert got["modules"] == source_modules
-    assert got["panels"] == sorted(s.id for s in panels.discover_panels())
-    assert Path(got["resources"]) == Path(got["meipass"]) / "resources"
-
-    user_cache = _kernel_dir(tmp_path)
-    assert Path(got["numba_cache"]) == user_cache
-    assert got["kernels"], "no cached numba kernel found in the bundle's engine"
-    for kernel, (path, locator) in got["kernels"].items():
-        assert Path(path).is_relative_to(user_cache), (kernel, path)
-        assert locator == "UserProvidedCacheLocator", (kernel, locator)
-
-
-@pytest.mark.slow
-@package
-def test_a_failing_probe_fails_the_process(bundle, tmp_path):
-    script = tmp_path / "probe.py"
-    script.write_text("raise RuntimeError('probe failed on purpose')\n", encoding="utf-8")
-    proc = _run([], tmp_path, {"ATTNVIZ_BUNDLE_PROBE": str(script)})
-    assert proc.returncode == 1 and "probe failed on purpose" in proc.stderr, proc.stdout + proc.stderr
