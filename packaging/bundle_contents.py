@@ -48,6 +48,9 @@ EXCLUDED_OPTIONAL_IMPORTS = {
     "PIL.AvifImagePlugin": "Pillow's Image.init imports every format plugin and skips one that fails; attnviz "
                            "reads PNG, JPEG, BMP, GIF, WebP and TIFF only (ui.file_actions.IMAGE_SUFFIXES)",
     "PIL._avif": "the AVIF codec of the plugin above, with libavif (4.9 MB)",
+    # present in the build environment when an extra brings them (the corpus extra's dask does)
+    "psutil": "only the test helpers of numba, numpy and scipy import it, guarded",
+    "toolz": "psygnal imports it for type checking only, and looks it up in sys.modules at run time",
 }
 
 # Optional extras of attnviz (pyproject's optional-dependencies) the desktop bundle ships without, even
