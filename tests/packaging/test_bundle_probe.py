@@ -79,3 +79,38 @@ def test_a_failing_probe_fails_the_process(bundle, tmp_path):
     script.write_text("raise RuntimeError('probe failed on purpose')\n", encoding="utf-8")
     proc = run([], tmp_path, {"ATTNVIZ_BUNDLE_PROBE": str(script)})
     assert proc.returncode == 1 and "probe failed on purpose" in proc.stderr, proc.stdout + proc.stderr
+
+
+ENGINE_PROBE = """\
+import json
+import numpy as np
+import numba
+from attnviz.engine.api import attention
+from attnviz.engine.warmup import warmup
+
+warmup()  # every kernel, both dtypes, serial and parallel: what a first start compiles in the background
+rng = np.random.default_rng(1)
+q, k, v = (rng.standard_normal((2, 70, 16)) for _ in range(3))  # (nh, T, hs)
+mask = np.tri(70, 70, dtype=bool)  # (Tq, Tk) causal
+ref = attention(q, k, v, mask, kernel='reference').out
+diffs = {kernel: float(np.abs(attention(q, k, v, mask, kernel=kernel, block_m=16, block_n=16).out - ref).max())
+         for kernel in ('naive', 'flash')}
+json.dump({'threading_layer': numba.threading_layer(), 'diffs': diffs}, open(REPORT, 'w'))
+"""
+
+
+@pytest.mark.slow
+@package
+def test_every_engine_kernel_compiles_and_agrees_with_the_reference_in_the_bundle(bundle, tmp_path):
+    """The start-up warm-up compiles every kernel in the bundle (the parallel ones on numba's omp layer:
+    the TBB layer is left out), and the naive and flash kernels match the float64 reference there."""
+    script = tmp_path / "probe.py"
+    report = tmp_path / "probe.json"
+    script.write_text(f"REPORT = {str(report)!r}\n" + ENGINE_PROBE, encoding="utf-8")
+    proc = run([], tmp_path, {"ATTNVIZ_BUNDLE_PROBE": str(script)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = json.loads(report.read_text(encoding="utf-8"))
+    assert got["threading_layer"] == "omp", got  # workqueue would abort two parallel kernels at once
+    assert set(got["diffs"]) == {"naive", "flash"}
+    for kernel, diff in got["diffs"].items():
+        assert diff < 1e-12, (kernel, diff)  # float64 inputs
