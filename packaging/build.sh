@@ -2,7 +2,7 @@
 # Build the attnviz desktop bundle (dist/attnviz/attnviz) with PyInstaller, report its size, file count
 # and build time, then run the tests of the frozen app. `make package` runs this after `make setup`.
 #
-#   packaging/build.sh             build, then smoke-test the bundle
+#   packaging/build.sh             build, then run the tests of the frozen app
 #   packaging/build.sh --no-test   build only
 #
 # Environment: ATTNVIZ_PACKAGE_KEEP_ALL=1 builds without any trimming (exclusions, stripping; see the spec).
@@ -62,8 +62,8 @@ files="$(find dist/attnviz -type f | wc -l)"
 echo "bundle: dist/attnviz/attnviz  size: $size  files: $files  build time: $((end - start)) s"
 
 if [ "$RUN_TESTS" = 1 ]; then
-  # The tests of the bundle just built, named by file (never an empty selection); they fail instead of
-  # skipping when the bundle is missing or older than a source file changed during the build.
+  # The tests of the bundle just built, named by file (never an empty selection). They always run,
+  # even if a source file changed during the build, and fail rather than skip without a bundle.
   ATTNVIZ_PACKAGE_JUST_BUILT=1 QT_QPA_PLATFORM=offscreen "$PY" -m pytest -q -p no:cacheprovider \
     tests/packaging/test_frozen_app.py tests/packaging/test_bundle_probe.py tests/packaging/test_bundle_files.py
 fi
