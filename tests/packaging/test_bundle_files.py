@@ -90,6 +90,32 @@ def test_never_loaded_packages_and_codecs_are_left_out(bundle):
     assert not leftovers, leftovers
 
 
+def _archived_modules() -> list[str]:
+    """The Python modules of the bundle's archive (PyInstaller's record of the last build)."""
+    toc = ROOT / "build" / "pyinstaller" / "attnviz" / "PYZ-00.toc"
+    if not toc.is_file():
+        pytest.skip(f"{toc.relative_to(ROOT)} is missing: packaging/build.sh writes it")
+    return [name for name, _, _ in ast.literal_eval(toc.read_text(encoding="utf-8"))[1]]
+
+
+@package
+def test_no_excluded_module_is_bundled(bundle):
+    """Every name of bundle_contents' module lists is really left out: neither in the archive nor on disk
+    as a package folder or extension module (an optional extra installed in the build environment too)."""
+    excluded = (*contents.EXCLUDED_PACKAGES, *contents.EXCLUDED_OPTIONAL_IMPORTS, *contents.EXCLUDED_EXTRAS,
+                *contents.EXCLUDED_QT_MODULES)
+
+    def is_excluded(name: str) -> bool:
+        return any(name == e or name.startswith(e + ".") for e in excluded)
+
+    archived = [m for m in _archived_modules() if is_excluded(m)]
+    assert not archived, f"excluded modules in the archive: {archived[:20]}"
+    internal = _internal(bundle)
+    on_disk = [f for f in _files(internal) if f.endswith(".so") and ".cpython-" in f or f.endswith(".abi3.so")]
+    on_disk = [f for f in on_disk if is_excluded(f.split(".")[0].replace("/", "."))]
+    assert not on_disk, f"excluded extension modules on disk: {on_disk}"
+
+
 @package
 def test_no_broken_symbolic_links(bundle):
     broken = sorted(p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_symlink() and not p.exists())
