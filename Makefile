@@ -40,7 +40,12 @@ test: setup
 bench: setup
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(VENV)/bin/attnviz-cli bench
 
+# readelf and strip, with which the spec trims and strips shared libraries
+PACKAGE_APT_PACKAGES := binutils
+
+# build the desktop bundle dist/attnviz/attnviz, then run the tests of the frozen app
 package: setup
+	@$(MAKE) --no-print-directory apt APT_PACKAGES="$(PACKAGE_APT_PACKAGES)"
 	packaging/build.sh
 
 screenshots: setup

@@ -21,7 +21,7 @@ from PySide6.QtGui import QImage, QPainter  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 from PySide6.QtSvg import QSvgRenderer  # noqa: E402
 
-APP_ID = "io.github.attnviz.Attnviz"
+APP_ID = "io.github.attnviz.attnviz"
 SIZES = (16, 32, 48, 64, 128, 256)
 HICOLOR = Path(__file__).resolve().parent / "linux" / "icons" / "hicolor"
 SVG = HICOLOR / "scalable" / "apps" / f"{APP_ID}.svg"

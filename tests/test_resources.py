@@ -11,5 +11,5 @@ def test_bundled_resources_exist():
 
 
 def test_window_icon_matches_the_desktop_icon():
-    packaged = ROOT / "packaging" / "linux" / "icons" / "hicolor" / "scalable" / "apps" / "io.github.attnviz.Attnviz.svg"
+    packaged = ROOT / "packaging" / "linux" / "icons" / "hicolor" / "scalable" / "apps" / "io.github.attnviz.attnviz.svg"
     assert resource_path("icons", "attnviz.svg").read_bytes() == packaged.read_bytes()

@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("attnviz")
     app.setOrganizationName("attnviz")
     app.setApplicationDisplayName("attnviz")
-    app.setDesktopFileName("io.github.attnviz.Attnviz")  # matches packaging/linux's desktop entry
+    app.setDesktopFileName("io.github.attnviz.attnviz")  # matches packaging/linux's desktop entry
     _set_icon(app)
     try:
         args = build_parser().parse_args(args_list)

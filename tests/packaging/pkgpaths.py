@@ -12,7 +12,7 @@ PACKAGING = ROOT / "packaging"
 LINUX = PACKAGING / "linux"
 BUNDLE = ROOT / "dist" / "attnviz"
 EXECUTABLE = BUNDLE / "attnviz"
-APP_ID = "io.github.attnviz.Attnviz"
+APP_ID = "io.github.attnviz.attnviz"
 MIME_TYPE = "application/x-attnviz-session"
 ICON_SIZES = (16, 32, 48, 64, 128, 256)
 

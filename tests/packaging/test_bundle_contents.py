@@ -19,22 +19,28 @@ from pkgpaths import ROOT, load_script
 
 contents = load_script("bundle_contents")
 
-# The packages the desktop bundle is built from (the command-line tools are not part of it).
-GUI_PACKAGES = ("ui", "engine", "model", "persist", "sources", "checkpoints")
+# The packages the desktop bundle is built from: every package of attnviz but the command-line tools.
+GUI_PACKAGES = tuple(sorted(p.name for p in (ROOT / "attnviz").iterdir()
+                            if (p / "__init__.py").is_file() and p.name != "cli"))
 
 
 def _is_excluded_module(name: str, optional: bool = False) -> bool:
     """Whether the bundle leaves ``name`` out (``optional``: also the guarded optional imports)."""
-    excluded = (*contents.EXCLUDED_PACKAGES, *contents.EXCLUDED_QT_MODULES)
+    excluded = (*contents.EXCLUDED_PACKAGES, *contents.EXCLUDED_QT_MODULES, *contents.EXCLUDED_EXTRAS)
     if optional:
         excluded += tuple(contents.EXCLUDED_OPTIONAL_IMPORTS)
     return any(name == e or name.startswith(e + ".") for e in excluded)
 
 
-def _static_imports():
-    """Every absolute module name imported anywhere (also inside functions) in the bundled packages."""
-    for package in GUI_PACKAGES:
-        for path in sorted((ROOT / "attnviz" / package).rglob("*.py")):
+def _is_extra(name: str) -> bool:
+    return any(name == e or name.startswith(e + ".") for e in contents.EXCLUDED_EXTRAS)
+
+
+def _static_imports(packages=GUI_PACKAGES, root=ROOT / "attnviz"):
+    """(file, module name) for every absolute import anywhere (also inside functions) in the bundled
+    packages."""
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):
@@ -58,9 +64,38 @@ def test_the_exclusion_helpers_match_and_keep_as_intended():
 
 
 def test_no_module_the_code_imports_is_excluded():
+    """The optional extras the bundle ships without (dask, pyarrow, ...) are the exception: code may
+    import them where it uses them, and says what is missing when they are not there; importing the
+    application must not load them (next test)."""
     bad = sorted({f"{p.relative_to(ROOT)}: {name}" for p, name in _static_imports()
-                  if _is_excluded_module(name, optional=True)})
+                  if _is_excluded_module(name, optional=True) and not _is_extra(name)})
     assert not bad, "the bundle excludes modules the application imports:\n" + "\n".join(bad)
+
+
+def test_the_bundled_packages_are_all_but_the_command_line():
+    assert "cli" not in GUI_PACKAGES
+    assert {"ui", "engine", "model", "persist", "sources", "checkpoints"} <= set(GUI_PACKAGES)
+
+
+def test_kept_drops_symlinks_to_dropped_files():
+    toc = [("libQt6Network.so.6", "PySide6/Qt/lib/libQt6Network.so.6", "SYMLINK"),
+           ("libQt6Gui.so.6", "PySide6/Qt/lib/libQt6Gui.so.6", "SYMLINK"),
+           ("PySide6/Qt/lib/libQt6Network.so.6", "/x/libQt6Network.so.6", "BINARY")]
+    assert contents.kept(toc) == [toc[1]]
+    assert contents.symlink_target("a/b/libx.so", "../c/libx.so") == "a/c/libx.so"
+
+
+def test_orphaned_finds_what_only_dropped_files_link():
+    links = {"/s/plugin.so": ["libgtk.so", "libglib.so"], "/s/libgtk.so": ["libcairo.so", "libglib.so"],
+             "/s/libcairo.so": ["libpng.so"], "/s/app.so": ["libglib.so", "libpng.so"],
+             "/s/libglib.so": ["libpcre.so"], "/s/libpng.so": [], "/s/libpcre.so": [], "/s/dlopened.so": []}
+    kept = [(name, f"/s/{name}", "BINARY") for name in
+            ("libgtk.so", "libcairo.so", "app.so", "libglib.so", "libpng.so", "libpcre.so", "dlopened.so")]
+    kept.append(("libgtk-link.so", "libgtk.so", "SYMLINK"))
+    dropped = [("plugins/plugin.so", "/s/plugin.so", "BINARY")]
+    orphans = contents.orphaned(kept, dropped, lambda src: links[src])
+    # libpng stays: app.so links it too; glib and what glib links stay; a library nothing links stays
+    assert orphans == {"libgtk.so", "libcairo.so"}
 
 
 def test_importing_the_application_loads_no_excluded_module():

@@ -4,14 +4,16 @@ type of ``.attnviz`` session files — their keys agree with each other, and the
 
 from __future__ import annotations
 
+import ast
 import configparser
+import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from pkgpaths import APP_ID, LINUX, MIME_TYPE, ROOT
+from pkgpaths import APP_ID, ICON_SIZES, LINUX, MIME_TYPE, ROOT
 
 DESKTOP = LINUX / f"{APP_ID}.desktop"
 METAINFO = LINUX / f"{APP_ID}.metainfo.xml"
@@ -93,13 +95,29 @@ def test_metainfo_version_matches_the_package():
     assert releases[0].get("version") == version  # newest release first
 
 
-def test_appstreamcli_validates_the_metainfo():
+def test_appstreamcli_validates_the_metainfo_pedantically():
+    """Not a single remark, down to the pedantic ones (P:) and the infos (I:)."""
     tool = _tool("appstreamcli")
-    proc = subprocess.run([tool, "validate", "--no-net", str(METAINFO)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([tool, "validate", "--pedantic", "--no-net", str(METAINFO)], capture_output=True,
+                          text=True, timeout=120)
     report = proc.stdout + proc.stderr
     assert proc.returncode == 0, report
-    assert "E:" not in report and "W:" not in report, report
+    remarks = [line for line in report.splitlines() if re.match(r"\s*[EWIP]: ", line)]
+    assert not remarks, report
+
+
+def test_the_application_id_is_lower_case_and_names_every_file():
+    """AppStream wants a lower-case reverse-DNS id; the desktop entry, metainfo, MIME type, icons and
+    the running application (``QGuiApplication.setDesktopFileName``) all use that same id."""
+    assert APP_ID == APP_ID.lower() and APP_ID.count(".") == 3
+    named = sorted(p.relative_to(LINUX).as_posix() for p in LINUX.rglob("io.github.attnviz.*"))
+    assert named == sorted([f"{APP_ID}.desktop", f"{APP_ID}.metainfo.xml", f"{APP_ID}.mime.xml",
+                            f"icons/hicolor/scalable/apps/{APP_ID}.svg",
+                            *(f"icons/hicolor/{n}x{n}/apps/{APP_ID}.png" for n in ICON_SIZES)])
+    tree = ast.parse((ROOT / "attnviz" / "ui" / "app.py").read_text(encoding="utf-8"))
+    names = [node.args[0].value for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "setDesktopFileName"]
+    assert names == [APP_ID]
 
 
 # --- shared-mime-info -------------------------------------------------------------------------

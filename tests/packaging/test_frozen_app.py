@@ -1,80 +1,33 @@
 """The frozen bundle ``dist/attnviz/attnviz`` (built by ``make package``, which runs these tests after
-building): it starts offscreen, opens the bundled demo or a given session, computes, exits 0, and keeps
-numba's compiled kernels in attnviz's user cache directory, never in the bundle or numba's own folder.
+building): it starts offscreen and in a real X window, opens every bundled demo, a given session or
+a picture in every image format the application offers, computes, exits 0, and keeps numba's compiled
+kernels in attnviz's user cache directory, never in the bundle or numba's own folder.
 
-Without a bundle, or with one older than the sources, every test here skips, saying how to build one
-(building takes minutes); right after ``packaging/build.sh`` built it, they always run.
+Without a bundle, or with one older than the sources, every test here skips (see ``conftest.py``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from pkgpaths import BUNDLE, EXECUTABLE, ROOT, load_script
+from frozen import files as _files
+from frozen import kernel_cache as _kernel_cache
+from frozen import kernel_dir as _kernel_dir
+from frozen import no_load_errors as _no_load_errors
+from frozen import run as _run
+from frozen import stamp as _stamp
+from frozen import user_dirs as _user_dirs
+from pkgpaths import ROOT
 
-RUN_TIMEOUT_S = 420  # a cold numba cache compiles every kernel: minutes on a busy two-core machine
 SESSION = ROOT / "tests" / "data" / "sessions" / "v1" / "vla-edited.attnviz"
 
 package = pytest.mark.package
-
-
-def _newest_source() -> tuple[float, str]:
-    """The newest modification time among the files the bundle is built from, and that file."""
-    files = [p for p in (ROOT / "attnviz").rglob("*.py")] + [p for p in (ROOT / "resources").rglob("*") if p.is_file()]
-    files += [ROOT / "packaging" / n for n in ("attnviz.spec", "bundle_contents.py", "attnviz_launcher.py")]
-    newest = max(files, key=lambda p: p.stat().st_mtime)
-    return newest.stat().st_mtime, str(newest.relative_to(ROOT))
-
-
-@pytest.fixture(scope="module")
-def bundle() -> Path:
-    if not EXECUTABLE.is_file():
-        pytest.skip(f"{EXECUTABLE.relative_to(ROOT)} is not built: `make package` builds the bundle "
-                    "(a few minutes) and then runs these tests")
-    mtime, newest = _newest_source()
-    just_built = os.environ.get("ATTNVIZ_PACKAGE_JUST_BUILT") == "1"  # set by packaging/build.sh
-    if mtime > EXECUTABLE.stat().st_mtime and not just_built:
-        pytest.skip(f"{EXECUTABLE.relative_to(ROOT)} is older than {newest}: `make package` rebuilds the "
-                    "bundle and then runs these tests")
-    return BUNDLE
-
-
-def _user_dirs(tmp: Path) -> dict[str, Path]:
-    return {name: tmp / name.lower() for name in
-            ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")}
-
-
-def _run(args, tmp: Path, extra_env=None) -> subprocess.CompletedProcess:
-    """Run the frozen app with a fresh home and user directories under ``tmp``, offscreen."""
-    dirs = _user_dirs(tmp)
-    for d in dirs.values():
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("NUMBA_", "XDG_", "PYTHON", "QT_")) and k not in ("VIRTUAL_ENV", "DISPLAY")}
-    env.update({k: str(v) for k, v in dirs.items()}, QT_QPA_PLATFORM="offscreen", **(extra_env or {}))
-    return subprocess.run([str(EXECUTABLE), *args], cwd=tmp, env=env, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S)
-
-
-def _files(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*")} if root.exists() else set()
-
-
-def _stamp(path: Path) -> tuple[int, bytes]:
-    return path.stat().st_mtime_ns, path.read_bytes()
-
-
-def _kernel_cache(tmp: Path) -> set[str]:
-    """numba cache files (index and compiled code) under attnviz's user cache directory."""
-    cache = _user_dirs(tmp)["XDG_CACHE_HOME"] / "attnviz" / "numba"
-    return {f for f in _files(cache) if f.endswith((".nbi", ".nbc"))}
 
 
 @pytest.mark.slow
@@ -85,7 +38,8 @@ def test_smoke_test_on_the_demo_exits_0_and_caches_kernels_in_the_user_cache(bun
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "smoke test: ok" in proc.stdout, proc.stdout + proc.stderr
 
-    cache = _user_dirs(tmp_path)["XDG_CACHE_HOME"] / "attnviz" / "numba"
+    _no_load_errors(proc)
+    cache = _kernel_dir(tmp_path)
     cached = _kernel_cache(tmp_path)
     assert any(f.endswith(".nbi") for f in cached) and any(f.endswith(".nbc") for f in cached), cached
     kernel = re.search(r"engine:(naive|flash)", proc.stdout)  # the numba kernel the response came from
@@ -93,6 +47,8 @@ def test_smoke_test_on_the_demo_exits_0_and_caches_kernels_in_the_user_cache(bun
         assert any(f"/{kernel.group(1)}." in f for f in cached), cached
     numba_default = _user_dirs(tmp_path)["XDG_CACHE_HOME"] / "numba"  # numba's own fallback folder
     assert not _files(numba_default), f"kernels went to {numba_default}: {_files(numba_default)}"
+    stray = sorted(p for p in tmp_path.rglob("*.nb[ic]") if not p.is_relative_to(cache))  # home, cwd, ...
+    assert not stray, f"kernels cached outside {cache}: {stray}"
     assert _files(bundle) == before, f"the run wrote into the bundle: {sorted(_files(bundle) - before)}"
 
     # a second start loads the kernels compiled by the first from the cache: none is compiled and
@@ -114,70 +70,81 @@ def test_smoke_test_opens_the_session_given(bundle, tmp_path):
     assert int(match.group(1)) == len(expected["query_labels"])  # the session, not the default demo
 
 
+@pytest.fixture(scope="module")
+def warm_home(bundle, tmp_path_factory) -> Path:
+    """A home whose kernel cache a first smoke test filled, shared by the runs that follow."""
+    home = tmp_path_factory.mktemp("warm-home")
+    proc = _run(["--smoke-test"], home)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return home
+
+
+def _demos() -> list[str]:
+    from attnviz.model.demos import list_demos
+
+    return [name for name, _ in list_demos()]
+
+
 @pytest.mark.slow
 @package
-def test_frozen_app_finds_every_panel_its_resources_and_the_cache_dir(bundle, tmp_path):
-    from attnviz.ui import panels
-
-    script = tmp_path / "probe.py"
-    report = tmp_path / "probe.json"
-    script.write_text(
-        "import json, pkgutil, sys\n"
-        "import numba\n"
-        "from attnviz.resources_path import resources_root\n"
-        "from attnviz.ui import panels\n"
-        "json.dump({\n"
-        "    'frozen': bool(getattr(sys, 'frozen', False)),\n"
-        "    'meipass': sys._MEIPASS,\n"
-        "    'modules': sorted(m.name for m in pkgutil.iter_modules(panels.__path__)),\n"
-        "    'panels': sorted(s.id for s in panels.discover_panels()),\n"
-        "    'resources': str(resources_root()),\n"
-        "    'numba_cache': numba.config.CACHE_DIR,\n"
-        f"}}, open({str(report)!r}, 'w'))\n"
-        "quit(0)\n",
-        encoding="utf-8",
-    )
-    proc = _run([], tmp_path, {"ATTNVIZ_TEST_SCRIPT": str(script)})
+@pytest.mark.parametrize("demo", _demos())
+def test_every_demo_computes_in_the_bundle(bundle, warm_home, demo):
+    """Each demo reaches its own parts of the code (images, tokenizer, long-sequence overviews): none
+    needs a module or library the bundle leaves out."""
+    proc = _run(["--smoke-test", "--demo", demo], warm_home)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    got = json.loads(report.read_text(encoding="utf-8"))
-    assert got["frozen"]
-    source_modules = sorted(p.stem for p in Path(panels.__file__).parent.glob("*.py") if p.stem != "__init__")
-    assert got["modules"] == source_modules
-    assert got["panels"] == sorted(s.id for s in panels.discover_panels())
-    assert Path(got["resources"]) == Path(got["meipass"]) / "resources"
-    assert Path(got["numba_cache"]) == _user_dirs(tmp_path)["XDG_CACHE_HOME"] / "attnviz" / "numba"
+    assert "smoke test: ok" in proc.stdout, proc.stdout + proc.stderr
+    _no_load_errors(proc)
 
 
+@pytest.mark.slow
 @package
-def test_bundle_holds_resources_icons_and_engine_sources_and_not_the_excluded_files(bundle):
-    internal = bundle / "_internal"
-    for rel in _files(ROOT / "resources"):
-        if (ROOT / "resources" / rel).is_file():
-            assert (internal / "resources" / rel).is_file(), rel
-    assert (internal / "icons" / "io.github.attnviz.Attnviz.png").is_file()
-    assert (internal / "icons" / "io.github.attnviz.Attnviz.svg").is_file()
-    # the engine ships as source files: numba's cache locates kernels through them
-    for py in (ROOT / "attnviz" / "engine").glob("*.py"):
-        assert (internal / "attnviz" / "engine" / py.name).is_file(), py.name
-
-    contents = load_script("bundle_contents")
-    dropped = sorted(f for f in _files(internal) if contents.is_excluded_file(f))
-    assert not dropped, f"files the exclusion list drops are in the bundle: {dropped[:20]}"
-    assert not (internal / "PySide6" / "Qt" / "translations").exists()
-    assert (internal / "PySide6" / "Qt" / "plugins" / "platforms" / "libqxcb.so").is_file()
+def test_the_bundle_runs_in_an_x_window(bundle, warm_home):
+    """The xcb platform plugin and the libraries it links (the GTK ones are gone) load under Xvfb."""
+    xvfb_run = shutil.which("xvfb-run")
+    if xvfb_run is None:
+        pytest.skip("xvfb-run is not installed (Debian package xvfb; `make package` installs it)")
+    proc = _run(["--smoke-test", "--demo", "vit-image"], warm_home,
+                prefix=(xvfb_run, "-a", "-s", "-screen 0 1280x800x24"), platform="xcb")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "smoke test: ok" in proc.stdout, proc.stdout + proc.stderr
+    _no_load_errors(proc)
 
 
+def _image_files(folder: Path) -> dict[str, Path]:
+    """A 96 x 64 picture saved in every image format the application opens (one file per format)."""
+    from PIL import Image
+
+    from attnviz.ui.file_actions import IMAGE_SUFFIXES
+
+    yy, xx = np.mgrid[0:64, 0:96]  # (64, 96)
+    rgb = np.stack([xx * 2, yy * 3, (xx + yy) % 256], axis=-1).astype(np.uint8)  # (64, 96, 3)
+    picture = Image.fromarray(rgb, "RGB")
+    files = {}
+    for suffix in IMAGE_SUFFIXES:
+        fmt = Image.registered_extensions()[suffix]
+        if fmt in {Image.registered_extensions()[p.suffix] for p in files.values()}:
+            continue  # .jpeg after .jpg, .tiff after .tif: the same reader
+        files[suffix] = folder / f"picture{suffix}"
+        picture.save(files[suffix], format=fmt)
+    return files
+
+
+@pytest.mark.slow
 @package
-def test_bundled_qt_plugins_resolve_their_qt_libraries(bundle):
-    ldd = shutil.which("ldd")
-    if ldd is None:
-        pytest.skip("ldd is not available")
-    qt = bundle / "_internal" / "PySide6"
-    objects = sorted(qt.glob("*.abi3.so")) + sorted((qt / "Qt" / "plugins").rglob("*.so"))
-    assert objects
-    missing = []
-    for obj in objects:
-        out = subprocess.run([ldd, str(obj)], capture_output=True, text=True).stdout
-        missing += [f"{obj.relative_to(bundle)}: {line.strip()}" for line in out.splitlines()
-                    if "not found" in line and "libQt6" in line]
-    assert not missing, "\n".join(missing)
+def test_the_bundle_opens_every_image_format_the_application_offers(bundle, warm_home, tmp_path):
+    """``attnviz --smoke-test PICTURE`` cuts the picture into patches and computes: each format gives the
+    same token count as the PNG (a format the bundle cannot read would leave the demo open instead)."""
+    files = _image_files(tmp_path)
+    tokens = {}
+    for suffix, path in files.items():
+        proc = _run(["--smoke-test", str(path)], warm_home)
+        assert proc.returncode == 0, (suffix, proc.stdout + proc.stderr)
+        _no_load_errors(proc)
+        match = re.search(r"T = (\d+)", proc.stdout)
+        assert match, (suffix, proc.stdout + proc.stderr)
+        tokens[suffix] = int(match.group(1))
+    demo = _run(["--smoke-test"], warm_home)
+    demo_tokens = int(re.search(r"T = (\d+)", demo.stdout).group(1))
+    assert tokens[".png"] != demo_tokens, (tokens, demo_tokens)
+    assert set(tokens.values()) == {tokens[".png"]}, tokens
