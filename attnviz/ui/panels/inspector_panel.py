@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QSpinBox, QSplitter, QTabWidget,
                                QVBoxLayout, QWidget)
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 
 from attnviz.model.commands import SetQKComponent
 from attnviz.model.diagnostics.breakdown import pair_breakdown
@@ -110,11 +110,15 @@ class InspectorPanel(QWidget):
         self.matrices.addTab(self.scatter, "Q-K embedding (PCA)")
 
         self.breakdown = BreakdownView(self)
+        self.breakdown.edit_hint.setWordWrap(True)  # a long hint must not widen the panel
+        self.breakdown.edit_hint.setMinimumWidth(80)
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(self.matrices)
         split.addWidget(self.breakdown)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(False)
+        self.splitter = split
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(bar)
@@ -134,6 +138,10 @@ class InspectorPanel(QWidget):
         connect_event(self, ctx.session.events.view, self._on_view_changed)
         if ctx.response is not None:
             self._on_response_changed(ctx.response)
+
+    def showEvent(self, ev):  # noqa: N802 - Qt's name
+        super().showEvent(ev)
+        QTimer.singleShot(0, self, self._redraw_breakdown)  # tables fit their rows once they have a real size
 
     # -- selection -----------------------------------------------------------------------------
     def selection(self) -> tuple[int, int, int] | None:
