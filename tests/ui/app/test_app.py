@@ -1,5 +1,5 @@
 """The application entry point as a person starts it: ``python -m attnviz [FILE]`` in a fresh
-process (offscreen), driven through the ``ATTNVIZ_TEST_SCRIPT`` hook; the ``--smoke-test`` exit
+process (offscreen), driven by a script through ``tests/app_driver.py``; the ``--smoke-test`` exit
 code; a bad file argument that leaves the demo open with a message; crash and recovery."""
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import pytest
 from attnviz.model.demos import build_demo
 from attnviz.persist import save_session
 from attnviz.sources.image import bundled_image
+
+DRIVER = Path(__file__).resolve().parents[2] / "app_driver.py"
 
 REPORT = """
 import json, os
@@ -34,18 +36,18 @@ def _env(tmp_path: Path, **extra) -> dict:
     env = dict(os.environ)
     env.update(QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"),
                XDG_DATA_HOME=str(tmp_path / "data"), REPORT_PATH=str(tmp_path / "report.json"))
-    env.pop("ATTNVIZ_TEST_SCRIPT", None)
     env.update(extra)
     return env
 
 
 def _run(tmp_path: Path, args, script: str | None = None, timeout: int = 180, **env):
+    command = [sys.executable, "-m", "attnviz"]
     if script is not None:
         path = tmp_path / "script.py"
         path.write_text(textwrap.dedent(script), encoding="utf-8")
-        env["ATTNVIZ_TEST_SCRIPT"] = str(path)
-    proc = subprocess.run([sys.executable, "-m", "attnviz", *map(str, args)], env=_env(tmp_path, **env),
-                          capture_output=True, text=True, timeout=timeout)
+        command = [sys.executable, str(DRIVER), str(path)]
+    proc = subprocess.run([*command, *map(str, args)], env=_env(tmp_path, **env), capture_output=True, text=True,
+                          timeout=timeout)
     report = None
     if (tmp_path / "report.json").exists():
         report = json.loads((tmp_path / "report.json").read_text())
