@@ -145,7 +145,7 @@ class MainWindow(QMainWindow):
         self.hint.setVisible(hint and not self.settings.hint_dismissed())
         self.hint.dismissed.connect(self._on_hint_dismissed)
         self._build_panels()
-        self.hint.label.setText(self.hint.label.text().replace("Ctrl+2", self._workspace_key("mask")))
+        self.hint.set_key(self._workspace_key("mask"))
         self.hint.workspace_requested.connect(lambda name: name in self.area.pages and self.show_workspace(name))
         self.status = StatusBar(ctx, self)
         self.setStatusBar(self.status)
@@ -338,12 +338,20 @@ class MainWindow(QMainWindow):
             return True
         return self.width() <= avail.width() and self.height() <= avail.height()
 
+    def _size_fits(self, size) -> bool:
+        """True when a saved window size is two integers that fit the screen's available area."""
+        if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)):
+            return False
+        avail = self._available()
+        return avail is None or (size[0] <= avail.width() and size[1] <= avail.height())
+
     def restore_layout(self) -> bool:
         """The saved layout, when there is one for this version that fits this screen (else the default);
         True when it was restored."""
         layout = self.settings.layout()
         geometry = self.settings.geometry()
-        if layout is None or geometry is None or not self.restoreGeometry(geometry) or not self._fits_screen():
+        if (layout is None or geometry is None or not self._size_fits(layout.get("size"))
+                or not self.restoreGeometry(geometry) or not self._fits_screen()):
             self.default_layout()
             return False
         self.reset_layout()
@@ -369,7 +377,7 @@ class MainWindow(QMainWindow):
         if self.sidebar.split.count() > 1:
             shares["sidebar"] = self.sidebar.split.shares()
         sizes = self.body.sizes()
-        return {"workspace": self.workspace, "sidebar": int(sizes[0]) if sizes and sizes[0] > 0 else None,
+        return {"workspace": self.workspace, "size": [self.width(), self.height()], "sidebar": int(sizes[0]) if sizes and sizes[0] > 0 else None,
                 "sidebar_visible": self.sidebar.isVisible(), "shares": shares}
 
     def save_layout(self) -> None:

@@ -109,6 +109,7 @@ class WorkspacePage(QWidget):
         self.splitter.addWidget(self.slots[ws.main])
         self.side: ShareSplitter | None = None
         self.adopted: QWidget | None = None  # the main panel, when the side views are in its column
+        self.saved: dict = {}  # shares restored from the settings, by splitter key
         if ws.side:
             self.side = ShareSplitter(Qt.Orientation.Vertical, self)
             self.side.setObjectName(f"{ws.name}_side")
@@ -129,6 +130,18 @@ class WorkspacePage(QWidget):
             return
         panel.add_side_view(self.side)
         self.adopted = panel
+        self.set_shares(self.saved)  # the panel's own splitters, saved before it was built
+
+    def set_shares(self, saved: dict) -> list[str]:
+        """Use saved shares (``{splitter key: shares}``); returns the keys refused (each keeps its
+        default). Keys of a panel's splitters wait until that panel is built."""
+        self.saved = dict(saved)
+        refused = []
+        for key, split in self.splitters().items():
+            value = saved.get(key)
+            if value is not None and not split.set_shares(value):
+                refused.append(key)
+        return refused
 
     def splitters(self) -> dict[str, ShareSplitter]:
         """The page's splitters by their settings key."""
@@ -151,6 +164,7 @@ class WorkspacePage(QWidget):
         return getattr(self.adopted, "default_shares", lambda _k: None)(key)
 
     def reset_sizes(self) -> None:
+        self.saved = {}
         for key, split in self.splitters().items():
             shares = self.default_shares(key)
             if split.count() > 1 and shares is not None:
@@ -265,10 +279,8 @@ class WorkspaceArea(QWidget):
         """Restore saved shares; returns the keys refused (each keeps its default)."""
         refused = []
         for name, page in self.pages.items():
-            for key, split in page.splitters().items():
-                value = saved.get(f"{name}/{key}")
-                if value is not None and not split.set_shares(value):
-                    refused.append(f"{name}/{key}")
+            mine = {k.split("/", 1)[1]: v for k, v in saved.items() if k.startswith(f"{name}/")}
+            refused += [f"{name}/{k}" for k in page.set_shares(mine)]
         return refused
 
     def reset_sizes(self) -> None:

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton
 
 HINT_HTML = ("<b>Start here:</b> &nbsp;1. type your own text in <i>Inputs</i> &nbsp;·&nbsp; "
              "2. add an image (<i>File ▸ Open</i> or drop one here) &nbsp;·&nbsp; "
-             "3. open the <a href=\"mask\">mask workspace</a> ({key})")
+             "3. open the <a href=\"mask\">mask workspace</a>{key}")
 
 
 class HintBar(QFrame):
@@ -17,11 +17,12 @@ class HintBar(QFrame):
     dismissed = Signal()
     workspace_requested = Signal(str)
 
-    def __init__(self, mask_key: str = "Ctrl+2", parent=None):
+    def __init__(self, mask_key: str = "", parent=None):
         super().__init__(parent)
         self.setObjectName("hint")
         self.setStyleSheet("QFrame#hint { background: palette(alternate-base); border-bottom: 1px solid palette(mid); }")
-        self.label = QLabel(HINT_HTML.format(key=mask_key), self)
+        self.label = QLabel("", self)
+        self.set_key(mask_key)
         self.label.setWordWrap(True)
         self.label.setTextFormat(Qt.TextFormat.RichText)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
@@ -36,6 +37,10 @@ class HintBar(QFrame):
         layout.setContentsMargins(10, 4, 4, 4)
         layout.addWidget(self.label, 1)
         layout.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignVCenter)
+
+    def set_key(self, key: str) -> None:
+        """Name the mask workspace's shortcut in the line."""
+        self.label.setText(HINT_HTML.format(key=f" ({key})" if key else ""))
 
     def dismiss(self) -> None:
         self.setVisible(False)

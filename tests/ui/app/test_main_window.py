@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
+from PySide6.QtCore import QMimeData, QPointF, QRect, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -261,7 +261,10 @@ def test_unexpected_errors_are_shown_in_a_dialog(make_window):
     assert reporter.count == 1 and w.isVisible()
 
 
-def test_layout_and_recent_files_persist(make_window, tmp_path):
+def test_layout_and_recent_files_persist(make_window, tmp_path, monkeypatch):
+    from attnviz.ui.main_window import MainWindow
+
+    monkeypatch.setattr(MainWindow, "_available", lambda self: QRect(0, 0, 1920, 1040))  # offscreen: 800 x 800
     w = make_window("river-bank")
     w.files.save_as(tmp_path / "a.attnviz")
     w.show_workspace("image")
