@@ -112,6 +112,7 @@ class MaskDesignerPanel(QWidget):
         self.canvas = MaskCanvas(self)
         self.canvas.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # may be cut
         self.canvas.frame.view.setAspectLocked(True, ratio=1.0)  # square cells at every zoom
+        self.canvas.frame.view.sigResized.connect(self._on_view_resized)
         self.tiles = TileControls(self)
         self.code_button = QPushButton("Mask as code…", self)
         self.code_button.setToolTip("export the mask as FlexAttention mask_mod, JSON, ar_mask, seqlens or .npy; "
@@ -221,7 +222,7 @@ class MaskDesignerPanel(QWidget):
         self.canvas.stroke_finished.connect(self._on_stroke_finished)
         self.zoom_in.clicked.connect(lambda: self.canvas.frame.view.scaleBy((0.7, 0.7)))
         self.zoom_out.clicked.connect(lambda: self.canvas.frame.view.scaleBy((1 / 0.7, 1 / 0.7)))
-        self.fit.clicked.connect(lambda: self.canvas.frame.reset_view())
+        self.fit.clicked.connect(self.fit_square)
         self.clear_paint.clicked.connect(lambda: self.execute(self.target.lift(ClearPaint())))
         self.tiles.tile_size_changed.connect(self._on_tile_size)
         self.tiles.overlay_toggled.connect(lambda *_: self.schedule())
@@ -256,6 +257,24 @@ class MaskDesignerPanel(QWidget):
     def shutdown(self) -> None:
         """Stop the flash-timing thread (the window calls this when it closes)."""
         self.timing_job.shutdown()
+
+    def fit_square(self) -> None:
+        """Show the whole mask with square cells: the view may reach past the mask on one axis (the
+        frame's limits would otherwise stretch the cells to fill it)."""
+        frame = self.canvas.frame
+        rows, cols = frame.n_rows, frame.n_cols
+        frame.view.setLimits(xMin=-cols, xMax=2 * cols, yMin=-rows, yMax=2 * rows,
+                             minXRange=min(2, cols), minYRange=min(2, rows))
+        frame.reset_view()
+
+    def _whole_mask_shown(self) -> bool:
+        frame = self.canvas.frame
+        (x0, x1), (y0, y1) = frame.view.viewRange()
+        return x0 <= 0.01 and y0 <= 0.01 and x1 >= frame.n_cols - 0.01 and y1 >= frame.n_rows - 0.01
+
+    def _on_view_resized(self, *_args) -> None:
+        if self._whole_mask_shown():  # not zoomed in: keep the whole mask in view at the new size
+            QTimer.singleShot(0, self, self.fit_square)
 
     def default_shares(self, key: str) -> list[float] | None:
         """Default shares of the panel's splitters (the workspace's View ▸ Reset layout)."""
@@ -372,10 +391,14 @@ class MaskDesignerPanel(QWidget):
             f"head {self.target.head}" + (" (own mask)" if self.target.owns(state.mask) else " (shared mask)"))
         if self._labels_for is not ax:  # axis labels cut in the middle: "fast actions3" keeps its index
             self._labels_for, self._labels = ax, (compact_labels(ax.q_labels), compact_labels(ax.k_labels))
+        frame = self.canvas.frame
+        shape = (frame.n_rows, frame.n_cols)
         self.canvas.set_mask(snap.layers.rules, snap.layers.overrides, row_labels=self._labels[0],
                              col_labels=self._labels[1], row_segments=_segments(snap.q_blocks),
                              col_segments=_segments(snap.k_blocks),
                              title=f"mask of {who} · painted cells bright and outlined")
+        if (frame.n_rows, frame.n_cols) != shape:
+            self.fit_square()
         self.canvas.set_tiles(snap.tiles.tile_state[0] if self.tiles.overlay.isChecked() else None,
                               snap.tiles.block_m, snap.tiles.block_n)
         self.tiles.set_summary(snap.tiles, int(snap.fully_masked.sum()),
