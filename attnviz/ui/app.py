@@ -32,7 +32,8 @@ crash the autosave recovery offer appears.
 
 Embedding: ``main(argv, on_shown=fn)`` calls ``fn(app, window)`` once the window is shown (after the
 file is opened and the workspace chosen); with ``--screenshot`` the picture is taken after ``fn``
-returned and everything it started has finished.
+returned and everything it started has finished, of the window, or of the widget ``fn`` returned
+(a dialog, made the same size). ``tools/make_screenshots.py`` drives the docs' pictures this way.
 
 Unexpected exceptions (bugs) are shown in a dialog and the application keeps running.
 """
@@ -453,7 +454,7 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
 
         window.release_panels()  # the shown workspace's panels at once: the picture waits for them anyway
         renderer = Renderer(app, window, args.screenshot, args.size or (window.width(), window.height()))
-        QTimer.singleShot(0, lambda: (on_shown(app, window) if on_shown is not None else None, renderer.start()))
+        QTimer.singleShot(0, lambda: renderer.start(on_shown(app, window) if on_shown is not None else None))
     else:
         QTimer.singleShot(0, window.files.offer_recovery)
     if on_shown is not None and not rendering:

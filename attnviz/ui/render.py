@@ -83,6 +83,7 @@ class Renderer(QObject):
     def __init__(self, app, window, out: str, size: tuple[int, int], timeout_s: float = TIMEOUT_S):
         super().__init__(window)
         self.app, self.window, self.out, self.size = app, window, out, size
+        self.target = window  # what is drawn: the window, or a window of its own (a dialog) at this size
         self._deadline = time.monotonic() + timeout_s
         self._idle_since: float | None = None
         self._timer = QTimer(self)
@@ -90,7 +91,12 @@ class Renderer(QObject):
         self._timer.timeout.connect(self._poll)
         self.written = False
 
-    def start(self) -> None:
+    def start(self, target=None) -> None:
+        """Start waiting; ``target`` (a dialog the window opened) is drawn instead of the window, at
+        the same size."""
+        if target is not None:
+            self.target = target
+            target.resize(*self.size)
         self._timer.start()
 
     def _poll(self) -> None:
@@ -110,12 +116,13 @@ class Renderer(QObject):
 
     def _write(self) -> None:
         w, h = self.size
-        if (self.window.width(), self.window.height()) != (w, h):
-            need = self.window.minimumSizeHint()
-            self._fail(f"attnviz: the window could not be made {w}x{h} (it is {self.window.width()}x"
-                       f"{self.window.height()}; it needs at least {need.width()}x{need.height()})")
+        target = self.target
+        if (target.width(), target.height()) != (w, h):
+            need = target.minimumSizeHint()
+            self._fail(f"attnviz: the window could not be made {w}x{h} (it is {target.width()}x"
+                       f"{target.height()}; it needs at least {need.width()}x{need.height()})")
             return
-        pixmap = self.window.grab()
+        pixmap = target.grab()
         if pixmap.width() != w or pixmap.height() != h:  # a device pixel ratio above 1
             from PySide6.QtCore import Qt
 

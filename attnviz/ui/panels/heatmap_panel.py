@@ -231,6 +231,13 @@ class HeatmapPanel(QWidget):
         if ctx.response is not None:
             self._on_response(ctx.response)
 
+    def resizeEvent(self, ev):  # noqa: N802 - Qt's name
+        super().resizeEvent(ev)
+        # narrow (the mask workspace's column): the small maps go under the heatmap, not beside it
+        want = Qt.Orientation.Horizontal if self.width() >= 1.2 * self.height() else Qt.Orientation.Vertical
+        if self.splitter.orientation() != want:
+            self.splitter.setOrientation(want)
+
     # ------------------------------------------------------------------ public
     def shutdown(self) -> None:
         """Stop the worker threads (the window calls this when it closes)."""

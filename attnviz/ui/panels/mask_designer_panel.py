@@ -112,7 +112,9 @@ class MaskDesignerPanel(QWidget):
         self.canvas = MaskCanvas(self)
         self.canvas.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # may be cut
         self.canvas.frame.view.setAspectLocked(True, ratio=1.0)  # square cells at every zoom
+        self._fitted = True  # the view shows the whole mask (not zoomed or panned by the person)
         self.canvas.frame.view.sigResized.connect(self._on_view_resized)
+        self.canvas.frame.view.sigRangeChangedManually.connect(self._unfit)
         self.tiles = TileControls(self)
         self.code_button = QPushButton("Mask as code…", self)
         self.code_button.setToolTip("export the mask as FlexAttention mask_mod, JSON, ar_mask, seqlens or .npy; "
@@ -220,8 +222,8 @@ class MaskDesignerPanel(QWidget):
         self.canvas.stroke_cells.connect(self._on_stroke_cells)
         self.canvas.stroke_rect.connect(self._on_stroke_rect)
         self.canvas.stroke_finished.connect(self._on_stroke_finished)
-        self.zoom_in.clicked.connect(lambda: self.canvas.frame.view.scaleBy((0.7, 0.7)))
-        self.zoom_out.clicked.connect(lambda: self.canvas.frame.view.scaleBy((1 / 0.7, 1 / 0.7)))
+        self.zoom_in.clicked.connect(lambda: (self._unfit(), self.canvas.frame.view.scaleBy((0.7, 0.7))))
+        self.zoom_out.clicked.connect(lambda: (self._unfit(), self.canvas.frame.view.scaleBy((1 / 0.7, 1 / 0.7))))
         self.fit.clicked.connect(self.fit_square)
         self.clear_paint.clicked.connect(lambda: self.execute(self.target.lift(ClearPaint())))
         self.tiles.tile_size_changed.connect(self._on_tile_size)
@@ -266,15 +268,14 @@ class MaskDesignerPanel(QWidget):
         frame.view.setLimits(xMin=-cols, xMax=2 * cols, yMin=-rows, yMax=2 * rows,
                              minXRange=min(2, cols), minYRange=min(2, rows))
         frame.reset_view()
-
-    def _whole_mask_shown(self) -> bool:
-        frame = self.canvas.frame
-        (x0, x1), (y0, y1) = frame.view.viewRange()
-        return x0 <= 0.01 and y0 <= 0.01 and x1 >= frame.n_cols - 0.01 and y1 >= frame.n_rows - 0.01
+        self._fitted = True
 
     def _on_view_resized(self, *_args) -> None:
-        if self._whole_mask_shown():  # not zoomed in: keep the whole mask in view at the new size
+        if self._fitted:  # not zoomed or panned since: keep the whole mask in view at the new size
             QTimer.singleShot(0, self, self.fit_square)
+
+    def _unfit(self, *_args) -> None:
+        self._fitted = False
 
     def default_shares(self, key: str) -> list[float] | None:
         """Default shares of the panel's splitters (the workspace's View ▸ Reset layout)."""
