@@ -18,8 +18,9 @@ the demo stays open. Options (read from ``QApplication.arguments()``, so Qt's ow
 ``--smoke-test``           open the session, wait for the first computed result, exit 0 (1 on failure);
                            touches no autosave or settings (used by the packaging check)
 ``--startup-report``       like ``--smoke-test``, and print one JSON line of start-up times (seconds since
-                           the process started: window built, first paint, first response, first heatmap)
-                           and which heavy modules were loaded when the window first painted
+                           the process started: window built, first paint, first response, first heatmap),
+                           which heavy modules were loaded when the window first painted, and where
+                           this copy found its resources, panels and kernel cache ("install")
 
 Start-up: the window is built from the panels it shows at once (the heatmap and the left column; the
 other docks import and build their panels later, see :mod:`attnviz.ui.main_window`) and painted
@@ -222,6 +223,18 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
     QTimer.singleShot(FIRST_COMPUTE_FALLBACK_MS, first_compute)  # never painted (e.g. minimised): compute anyway
 
 
+def _install_facts() -> dict:
+    """Where this copy found its parts (the start-up report; a frozen bundle is checked with it)."""
+    from attnviz.resources_path import resources_root
+    from attnviz.ui.panels import discover_panels, panel_modules
+
+    numba = sys.modules.get("numba")
+    return {"frozen": bool(getattr(sys, "frozen", False)), "meipass": getattr(sys, "_MEIPASS", None),
+            "resources": str(resources_root()), "panel_modules": panel_modules(),
+            "panels": sorted(s.id for s in discover_panels()),
+            "numba_cache": numba.config.CACHE_DIR if numba is not None else None}
+
+
 def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> None:
     """--smoke-test / --startup-report: exit 0 once the first result is computed (and, for the report,
     drawn in the heatmap), 1 when it fails or takes longer than SMOKE_TIMEOUT_S.
@@ -241,7 +254,8 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
         done.append(resp)
         if report:
             extra = {"T": resp.Tq, "path": resp.path, "first_path": first_path[0] if first_path else resp.path,
-                     "heatmap_colours": _distinct_colours(heatmap) if heatmap is not None else 0}
+                     "heatmap_colours": _distinct_colours(heatmap) if heatmap is not None else 0,
+                     "install": _install_facts()}
             print(json.dumps(clock.report(**extra)), flush=True)
         else:
             print(f"attnviz smoke test: ok (T = {resp.Tq}, {resp.path})")

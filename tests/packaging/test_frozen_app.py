@@ -119,27 +119,12 @@ def test_smoke_test_opens_the_session_given(bundle, tmp_path):
 def test_frozen_app_finds_every_panel_its_resources_and_the_cache_dir(bundle, tmp_path):
     from attnviz.ui import panels
 
-    script = tmp_path / "probe.py"
-    report = tmp_path / "probe.json"
-    script.write_text(
-        "import json, pkgutil, sys\n"
-        "import numba\n"
-        "from attnviz.resources_path import resources_root\n"
-        "from attnviz.ui import panels\n"
-        "json.dump({\n"
-        "    'frozen': bool(getattr(sys, 'frozen', False)),\n"
-        "    'meipass': sys._MEIPASS,\n"
-        "    'modules': sorted(m.name for m in pkgutil.iter_modules(panels.__path__)),\n"
-        "    'panels': sorted(s.id for s in panels.discover_panels()),\n"
-        "    'resources': str(resources_root()),\n"
-        "    'numba_cache': numba.config.CACHE_DIR,\n"
-        f"}}, open({str(report)!r}, 'w'))\n"
-        "quit(0)\n",
-        encoding="utf-8",
-    )
-    proc = _run([], tmp_path, {"ATTNVIZ_TEST_SCRIPT": str(script)})
+    proc = _run(["--startup-report"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    got = json.loads(report.read_text(encoding="utf-8"))
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("{")), None)
+    assert line is not None, proc.stdout + proc.stderr
+    got = json.loads(line)["install"]
+    got["modules"] = got["panel_modules"]
     assert got["frozen"]
     source_modules = sorted(p.stem for p in Path(panels.__file__).parent.glob("*.py") if p.stem != "__init__")
     assert got["modules"] == source_modules
