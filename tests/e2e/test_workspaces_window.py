@@ -1,6 +1,7 @@
 """Every workspace of the real application in a real X window (Xvfb) at 1280 x 800 on the vla-mask demo:
 the window keeps that size, no scroll area in view shows a horizontal scroll bar, and the mask
-painter's cells are square and at least 10 px. A screenshot of each workspace is kept in
+painter's cells are square and at least 10 px; the same for every diagnostic tab and every tab of
+the Q/K/V matrices. A screenshot of each workspace is kept in
 test-artifacts/. Data tables (item views) are left out of the scroll bar check: a row of 64 dimensions
 scrolls sideways by design."""
 
@@ -65,6 +66,18 @@ for name in workspace_names():
         entry["corners"] = [a.x(), a.y(), c.x(), c.y(), vp.width(), vp.height()]
         entry["whole_mask_in_view"] = a.x() >= -1 and a.y() >= -1 and c.x() <= vp.width() + 1 and c.y() <= vp.height() + 1
     facts["workspaces"][name] = entry
+    # the pages inside a workspace: every diagnostic tab, every tab of the Q/K/V matrices
+    tabs = {"diagnostics": lambda: window.panel("diagnostics").tabs, "qkv": lambda: window.panel("inspector").matrices}
+    if name in tabs:
+        widget = tabs[name]()
+        for i in range(widget.count()):
+            widget.setCurrentIndex(i)
+            settle()
+            label = f"{name}:{widget.tabText(i)}"
+            window.grab().save(os.path.join(os.environ["ARTIFACTS"], f"e2e_workspace_{name}_{i}_1280x800.png"))
+            facts["workspaces"][label] = {"size": [window.width(), window.height()], "scroll_bars": scroll_bars(),
+                                          "shown": label}
+        widget.setCurrentIndex(0)
 report(facts)
 quit(0)
 """
@@ -75,7 +88,9 @@ def test_every_workspace_fits_1280_by_800_without_sideways_scrolling(run_app):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert rep is not None, proc.stderr[-3000:]
     assert rep["size"] == [1280, 800]
-    assert list(rep["workspaces"]) == ["attention", "qkv", "image", "diagnostics", "mask", "pretrained"]
+    names = [n for n in rep["workspaces"] if ":" not in n]
+    assert names == ["attention", "qkv", "image", "diagnostics", "mask", "pretrained"]
+    assert len(rep["workspaces"]) >= len(names) + 7 + 3  # the diagnostic tabs and the Q/K/V tabs
     for name, entry in rep["workspaces"].items():
         assert entry["shown"] == name
         assert entry["size"] == [1280, 800], (name, entry["size"])  # no workspace forces the window larger

@@ -111,7 +111,8 @@ class InspectorPanel(QWidget):
 
         self.breakdown = BreakdownView(self)
         self.breakdown.edit_hint.setWordWrap(True)  # a long hint must not widen the panel
-        self.breakdown.edit_hint.setMinimumWidth(80)
+        self.breakdown.edit_hint.setMinimumWidth(40)
+        self.breakdown.value.setMaximumWidth(100)
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.addWidget(self.matrices)
         split.addWidget(self.breakdown)
