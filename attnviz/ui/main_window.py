@@ -47,9 +47,61 @@ DEFAULT_SIZE = (1600, 1000)  # a new window, at most 92 % of the screen
 SIDEBAR_MAX_SHARE = 0.5  # a saved sidebar wider than this share of the window is a broken layout
 NOTICE_COLOURS = {"info": ("#2f7bd8", "#e8f1fc", "#17324f"), "warning": ("#c98a00", "#fdf4df", "#4a3500"),
                   "error": ("#d0202a", "#fbe6e7", "#5a0d12")}
-# keyboard focus must be visible on views the style draws no focus frame for
-FOCUS_STYLE = ("QGraphicsView:focus, QAbstractItemView:focus, QTextEdit:focus, QPlainTextEdit:focus "
-               "{ border: 2px solid palette(highlight); }")
+# keyboard focus must be visible: plots, tables and text views get a frame in the highlight colour
+FOCUS_FRAMED = ("QGraphicsView", "QAbstractItemView", "QTextEdit", "QPlainTextEdit")
+
+
+class FocusRing(QWidget):
+    """The focused view's frame: a 2-pixel line in the palette's highlight colour along its edge,
+    drawn by a child laid over the view (it lets mouse events through)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.hide()
+        self._home = parent  # where the ring waits while no view has the focus
+        self._view: QWidget | None = None
+
+    def widget(self) -> QWidget | None:
+        return self._view
+
+    def setWidget(self, view: QWidget | None) -> None:  # noqa: N802 - QFocusFrame's name
+        if self._view is not None:
+            try:
+                self._view.removeEventFilter(self)
+                self._view.destroyed.disconnect(self._on_view_destroyed)
+            except (RuntimeError, TypeError):  # the view is gone
+                pass
+        self._view = view
+        if view is None:
+            self.hide()
+            self.setParent(self._home)
+            return
+        self.setParent(view)
+        view.installEventFilter(self)
+        view.destroyed.connect(self._on_view_destroyed)
+        self.setGeometry(view.rect())
+        self.raise_()
+        self.show()
+
+    def _on_view_destroyed(self, *_args) -> None:
+        self._view = None  # before the view deletes its children: the ring goes home
+        self.hide()
+        self.setParent(self._home)
+
+    def eventFilter(self, obj, ev):  # noqa: N802 - Qt's name
+        if obj is self._view and ev.type() == QEvent.Type.Resize:
+            self.setGeometry(obj.rect())
+        return False
+
+    def paintEvent(self, _ev):  # noqa: N802 - Qt's name
+        from PySide6.QtGui import QPainter, QPen
+
+        p = QPainter(self)
+        p.setPen(QPen(self.palette().highlight().color(), 2))
+        p.drawRect(self.rect().adjusted(1, 1, -1, -1))
+        p.end()
 
 
 class NoticeBar(QFrame):
@@ -137,7 +189,10 @@ class MainWindow(QMainWindow):
         self._released = False  # wanted panels build at once (after the first result)
         self._painted = False
         self.setObjectName("attnviz_main_window")
-        self.setStyleSheet(FOCUS_STYLE)
+        self.focus_frame = FocusRing(self)
+        app = QApplication.instance()
+        if app is not None:
+            app.focusChanged.connect(self._on_focus_changed)
         self.files = FileActions(ctx, self, self.settings, autosave, prompts, autosave_interval_ms,
                                  heatmap=lambda: self.panels.get("heatmap"))
         self.notice = NoticeBar(self)
@@ -268,6 +323,12 @@ class MainWindow(QMainWindow):
                 self._pending[spec.id] = spec
         if not left:
             self.sidebar.setVisible(False)
+
+    def _on_focus_changed(self, _old, new) -> None:
+        """Frame the focused view when the style draws no focus of its own for it."""
+        framed = new is not None and self.isAncestorOf(new) and any(
+            cls.__name__ in FOCUS_FRAMED for cls in type(new).__mro__)
+        self.focus_frame.setWidget(new if framed else None)
 
     # ------------------------------------------------------------------ workspaces
     @property

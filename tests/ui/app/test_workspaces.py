@@ -155,3 +155,25 @@ def test_the_first_start_hint_is_dismissed_for_good(make_window, qtbot, screen):
     w.close()
     w2 = make_window("river-bank")
     assert not w2.hint.isVisible()
+
+
+def test_keyboard_focus_is_drawn_on_views(make_window, qtbot):
+    from PySide6.QtWidgets import QGraphicsView
+
+    w = make_window("river-bank")
+    w.activateWindow()
+    qtbot.waitUntil(w.isActiveWindow, timeout=2000)
+    view = w.panel("heatmap").heatmap.findChild(QGraphicsView) or w.panel("heatmap").findChild(QGraphicsView)
+    w.area.bar.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.wait(20)
+    assert w.focus_frame.widget() is None
+    view.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(view.hasFocus, timeout=2000)
+    qtbot.wait(50)
+    assert w.focus_frame.widget() is view and w.focus_frame.isVisible()
+    img = w.grab().toImage()
+    top_left = view.mapTo(w, view.rect().topLeft())
+    highlight = view.palette().highlight().color().rgb()
+    lit = max(sum(img.pixel(x, y) == highlight for x in range(top_left.x() + 5, top_left.x() + view.width() - 5))
+              for y in range(top_left.y() - 3, top_left.y() + 3))
+    assert lit > 0.9 * (view.width() - 10)  # a line in the highlight colour along its top
