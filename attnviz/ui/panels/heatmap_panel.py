@@ -237,6 +237,8 @@ class HeatmapPanel(QWidget):
         want = Qt.Orientation.Horizontal if self.width() >= 1.2 * self.height() else Qt.Orientation.Vertical
         if self.splitter.orientation() != want:
             self.splitter.setOrientation(want)
+            total = sum(self.splitter.sizes())
+            self.splitter.setSizes([total * 4 // 5, total - total * 4 // 5])  # the heatmap first
 
     # ------------------------------------------------------------------ public
     def shutdown(self) -> None:

@@ -282,7 +282,7 @@ class MaskDesignerPanel(QWidget):
         if key == "panel":
             return [CELLS_SHARE, 1 - CELLS_SHARE]
         if key == "panel_side" and self.side_splitter.count() == 2:
-            return [0.62, 0.38]
+            return [0.5, 0.5]
         return None
 
     def add_side_view(self, widget: QWidget) -> None:
