@@ -211,7 +211,8 @@ class MainWindow(QMainWindow):
         ctx.response_changed.connect(self._release_later)
         ctx.session.events.dirty.connect(lambda dirty: self.setWindowModified(bool(dirty)))
         self.files.path_changed.connect(lambda _p: self._update_title())
-        self.files.session_replaced.connect(self.notice.dismiss)
+        self._image_added = False
+        self.files.session_replaced.connect(self._on_session_replaced)
         self._n_images = self._count_images(ctx.session.state.sources)
         ctx.session.events.sources.connect(self._on_sources_changed)
         self._update_title()
@@ -616,8 +617,18 @@ class MainWindow(QMainWindow):
     def _on_sources_changed(self, sources) -> None:
         n = self._count_images(sources)
         if n > self._n_images and self.workspace == "attention" and "image" in self.area.pages:
-            self.show_workspace("image")  # a new image: show the attention over it
+            self._image_added = True  # an added image (not a session opened): show the attention over it
+            QTimer.singleShot(0, self, self._show_added_image)
         self._n_images = n
+
+    def _show_added_image(self) -> None:
+        if self._image_added and self.workspace == "attention":
+            self.show_workspace("image")
+        self._image_added = False
+
+    def _on_session_replaced(self) -> None:
+        self._image_added = False  # a whole session opened: stay on the workspace shown
+        self.notice.dismiss()
 
     def _update_title(self) -> None:
         import os

@@ -234,7 +234,7 @@ class HeatmapPanel(QWidget):
     def resizeEvent(self, ev):  # noqa: N802 - Qt's name
         super().resizeEvent(ev)
         # narrow (the mask workspace's column): the small maps go under the heatmap, not beside it
-        want = Qt.Orientation.Horizontal if self.width() >= 1.2 * self.height() else Qt.Orientation.Vertical
+        want = Qt.Orientation.Horizontal if self.width() >= 520 else Qt.Orientation.Vertical
         if self.splitter.orientation() != want:
             self.splitter.setOrientation(want)
             total = sum(self.splitter.sizes())

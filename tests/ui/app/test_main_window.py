@@ -126,17 +126,22 @@ def _drop(widget, paths):
     return enter.isAccepted(), drop.isAccepted()
 
 
-def test_dropping_an_image_adds_a_source_and_shows_the_image_workspace(make_window, respond):
+def test_dropping_an_image_adds_a_source_and_shows_the_image_workspace(make_window, respond, qtbot):
     w = make_window("river-bank")
     accepted = _drop(w, [bundled_image("river-scene.png")])
     assert accepted == (True, True)
     src = w.ctx.session.state.sources[-1]
     assert isinstance(src, ImageSource) and src.name == "river-scene"
-    assert w.workspace == "image" and not w.panel("image").visibleRegion().isEmpty()
+    qtbot.waitUntil(lambda: w.workspace == "image", timeout=2000)
+    assert not w.panel("image").visibleRegion().isEmpty()
     resp = respond(w.ctx)
     assert resp.ok and resp.Tq == 4 + 1 + 14 * 14
     w.ctx.undo_stack.undo()
     assert len(w.ctx.session.state.sources) == 1
+    w.show_workspace("attention")
+    w.files.new_session("vla-mask")  # a whole session with an image opened: the workspace stays
+    qtbot.wait(50)
+    assert w.workspace == "attention"
 
 
 def test_dropping_a_session_file_opens_it(make_window, tmp_path):
