@@ -236,9 +236,14 @@ class HeatmapPanel(QWidget):
         # narrow (the mask workspace's column): the small maps go under the heatmap, not beside it
         want = Qt.Orientation.Horizontal if self.width() >= 520 else Qt.Orientation.Vertical
         if self.splitter.orientation() != want:
+            if want == Qt.Orientation.Vertical:
+                self._wide_sizes = self.splitter.sizes()  # back to these when the panel is wide again
             self.splitter.setOrientation(want)
             total = sum(self.splitter.sizes())
-            self.splitter.setSizes([total * 4 // 5, total - total * 4 // 5])  # the heatmap first
+            if want == Qt.Orientation.Vertical:
+                self.splitter.setSizes([total * 4 // 5, total - total * 4 // 5])  # the heatmap first
+            elif getattr(self, "_wide_sizes", None):
+                self.splitter.setSizes(self._wide_sizes)
 
     # ------------------------------------------------------------------ public
     def shutdown(self) -> None:
