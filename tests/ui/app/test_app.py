@@ -130,3 +130,33 @@ quit(0)
 def test_a_failing_script_exits_3_with_its_traceback(tmp_path):
     proc, _ = _run(tmp_path, [], "raise RuntimeError('script failed on purpose')\n")
     assert proc.returncode == 3 and "script failed on purpose" in proc.stderr
+
+
+def test_screenshot_writes_the_workspace_at_exactly_the_size_given(tmp_path):
+    from PySide6.QtGui import QImage
+
+    out = tmp_path / "qkv.png"
+    proc, _ = _run(tmp_path, ["--demo", "river-bank", "--workspace", "qkv", "--size", "1280x800", "--screenshot", out])
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {out} (1280x800, workspace qkv)" in proc.stdout
+    img = QImage(str(out))
+    assert (img.width(), img.height()) == (1280, 800)
+    colours = {img.pixel(x, y) for x in range(400, 1280, 9) for y in range(100, 700, 9)}
+    assert len(colours) > 30  # the drawn maps and tables, not an empty window
+    assert not (tmp_path / "config" / "attnviz").exists()  # a rendering writes no settings
+    assert not (tmp_path / "data" / "attnviz" / "autosave.attnviz").exists()
+
+
+def test_screenshot_refuses_a_bad_workspace_size_or_path_with_one_line(tmp_path):
+    cases = [(["--workspace", "heatmap"], "--workspace 'heatmap': no such workspace"),
+             (["--size", "12x5"], "--size 12x5: the width must be 640 to 7680"),
+             (["--size", "wide"], "give the window size as WIDTHxHEIGHT"),
+             (["--screenshot", str(tmp_path / "nowhere" / "x.png")], "does not exist"),
+             (["--screenshot", str(tmp_path / "x.jpg")], "ending in .png")]
+    for args, message in cases:
+        if "--screenshot" not in args:
+            args = args + ["--screenshot", str(tmp_path / "x.png")]
+        proc, _ = _run(tmp_path, args)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
