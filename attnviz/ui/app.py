@@ -48,7 +48,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 
 from PySide6.QtCore import QCoreApplication, QEvent, QTimer
 from PySide6.QtWidgets import QApplication

@@ -361,7 +361,8 @@ class MainWindow(QMainWindow):
     def set_sidebar_visible(self, visible: bool) -> None:
         self.sidebar.setVisible(bool(visible) and bool(self.sidebar.scrolls))
         if visible and self.body.sizes()[0] == 0:
-            self.body.setSizes([self._sidebar_default_width(), max(1, self.body.width() - self._sidebar_default_width())])
+            side = self._sidebar_default_width()
+            self.body.setSizes([side, max(1, self.body.width() - side)])
         if hasattr(self, "sidebar_action"):
             self.sidebar_action.setChecked(bool(visible))
 
@@ -439,7 +440,8 @@ class MainWindow(QMainWindow):
         if self.sidebar.split.count() > 1:
             shares["sidebar"] = self.sidebar.split.shares()
         sizes = self.body.sizes()
-        return {"workspace": self.workspace, "size": [self.width(), self.height()], "sidebar": int(sizes[0]) if sizes and sizes[0] > 0 else None,
+        return {"workspace": self.workspace, "size": [self.width(), self.height()],
+                "sidebar": int(sizes[0]) if sizes and sizes[0] > 0 else None,
                 "sidebar_visible": self.sidebar.isVisible(), "shares": shares}
 
     def save_layout(self) -> None:

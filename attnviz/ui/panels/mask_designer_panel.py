@@ -11,11 +11,12 @@ resulting heatmap under that column (:meth:`MaskDesignerPanel.add_side_view`).
 * Cells (left): the full Tq x Tk mask on a zoomable canvas; brush, rectangle, row, column and eraser
   tools, left = allow, right = deny; painted cells are drawn apart from rule cells. One drag stroke
   is one undo step: its commands share a merge key.
-* Presets (right column, top): none, causal, prefix-LM, block-diagonal documents, sliding window, the seed-000 VLA
-  mask; replacing the rules or AND / OR-ed onto them; the shared mask or one head's own.
-* Consequences (right column, under the blocks): the session's BLOCK_M x BLOCK_N tiles drawn over the mask as empty / partial /
-  full with the share skipped, fully masked query rows flagged and counted (and reported once per
-  change), and "Time flash" measuring the flash kernel on this mask against the dense one.
+* Presets (right column, top): none, causal, prefix-LM, block-diagonal documents, sliding window, the
+  seed-000 VLA mask; replacing the rules or AND / OR-ed onto them; the shared mask or one head's own.
+* Consequences (right column, under the blocks): the session's BLOCK_M x BLOCK_N tiles drawn over the
+  mask as empty / partial / full with the share skipped, fully masked query rows flagged and counted
+  (and reported once per change), and "Time flash" measuring the flash kernel on this mask against
+  the dense one.
 * "Mask as code…" opens export / import (FlexAttention mask_mod, JSON, ar_mask, seqlens, .npy).
 
 The axes (segments, labels, Tq, Tk) come from the newest compute response. When the sequence itself

@@ -20,7 +20,8 @@ class HintBar(QFrame):
     def __init__(self, mask_key: str = "", parent=None):
         super().__init__(parent)
         self.setObjectName("hint")
-        self.setStyleSheet("QFrame#hint { background: palette(alternate-base); border-bottom: 1px solid palette(mid); }")
+        self.setStyleSheet("QFrame#hint { background: palette(alternate-base); "
+                           "border-bottom: 1px solid palette(mid); }")
         self.label = QLabel("", self)
         self.set_key(mask_key)
         self.label.setWordWrap(True)
