@@ -139,9 +139,9 @@ class ModelViewPanel(QWidget):
         self.body = QSplitter(Qt.Orientation.Horizontal, self)
         self.body.addWidget(self.tabs)
         self.body.addWidget(right)
-        self.body.setStretchFactor(0, 1)
-        self.body.setStretchFactor(1, 1)
-        self.body.setSizes([680, 620])
+        self.body.setStretchFactor(0, 3)  # the layers x heads grid gets the larger share of the width
+        self.body.setStretchFactor(1, 2)
+        self.body.setSizes([780, 520])
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
