@@ -43,6 +43,7 @@ bench: setup
 package: setup
 	packaging/build.sh
 
+# every picture in docs/images: one `attnviz --demo NAME --workspace NAME --size WxH --screenshot OUT.png` each
 screenshots: setup
 	QT_QPA_PLATFORM=offscreen $(PY) tools/make_screenshots.py
 

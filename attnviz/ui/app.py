@@ -375,6 +375,20 @@ def _set_icon(app: QApplication) -> None:
         app.setWindowIcon(QIcon(str(path)))
 
 
+def _start_rendering(app, window, renderer, on_shown) -> None:
+    """--screenshot: run the embedding's preparation, then wait for the final picture; a failing
+    preparation ends the run with status 1 and its traceback (no picture of a half-prepared window)."""
+    try:
+        target = on_shown(app, window) if on_shown is not None else None
+    except Exception:  # noqa: BLE001 - whatever the caller's code raised
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        app.exit(1)
+        return
+    renderer.start(target)
+
+
 def _check_window_options(args) -> str | None:
     """The message of the first bad --workspace / --size / --screenshot value, else None (values set)."""
     from attnviz.ui.render import check_output, check_workspace, parse_size
@@ -467,7 +481,7 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
 
         window.release_panels()  # the shown workspace's panels at once: the picture waits for them anyway
         renderer = Renderer(app, window, args.screenshot, args.size or (window.width(), window.height()))
-        QTimer.singleShot(0, lambda: renderer.start(on_shown(app, window) if on_shown is not None else None))
+        QTimer.singleShot(0, lambda: _start_rendering(app, window, renderer, on_shown))
     else:
         QTimer.singleShot(0, window.files.offer_recovery)
     if on_shown is not None and not rendering:

@@ -160,3 +160,14 @@ def test_screenshot_refuses_a_bad_workspace_size_or_path_with_one_line(tmp_path)
         assert proc.returncode == 1, (args, proc.stderr)
         assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_failing_preparation_of_a_screenshot_exits_1_without_a_picture(tmp_path):
+    out = tmp_path / "x.png"
+    code = (f"import sys\nfrom attnviz.ui.app import main\n"
+            f"def prepare(app, window):\n    raise RuntimeError('preparation failed on purpose')\n"
+            f"sys.exit(main(['--size', '1280x800', '--screenshot', {str(out)!r}], on_shown=prepare))\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 1 and "preparation failed on purpose" in proc.stderr
+    assert not out.exists()
