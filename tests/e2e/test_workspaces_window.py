@@ -62,7 +62,8 @@ for name in workspace_names():
         a, b = frame.cell_to_widget(-0.5, -0.5), frame.cell_to_widget(0.5, 0.5)  # corners of cell (0, 0)
         c = frame.cell_to_widget(ctx.response.Tq - 0.5, ctx.response.Tk - 0.5)  # bottom right of the last cell
         vp = frame.viewport().rect()
-        entry["cell"] = [b.x() - a.x(), b.y() - a.y()]
+        n_rows, n_cols = ctx.response.Tq, ctx.response.Tk  # the cell size over the whole mask (widget pixels are whole)
+        entry["cell"] = [(c.x() - a.x()) / n_cols, (c.y() - a.y()) / n_rows]
         entry["corners"] = [a.x(), a.y(), c.x(), c.y(), vp.width(), vp.height()]
         entry["whole_mask_in_view"] = a.x() >= -1 and a.y() >= -1 and c.x() <= vp.width() + 1 and c.y() <= vp.height() + 1
     facts["workspaces"][name] = entry
@@ -96,5 +97,5 @@ def test_every_workspace_fits_1280_by_800_without_sideways_scrolling(run_app):
         assert entry["size"] == [1280, 800], (name, entry["size"])  # no workspace forces the window larger
         assert entry["scroll_bars"] == [], (name, entry["scroll_bars"])
     w, h = rep["workspaces"]["mask"]["cell"]
-    assert abs(w - h) < 0.5 and w >= 10, (w, h)
+    assert abs(w - h) < 0.1 and w >= 10, (w, h)
     assert rep["workspaces"]["mask"]["whole_mask_in_view"], rep["workspaces"]["mask"]["corners"]

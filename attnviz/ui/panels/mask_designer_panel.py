@@ -73,7 +73,7 @@ TOOL_TIPS = {
 TIMING_REPEATS = 5  # timed flash calls per method for "Time flash"
 REDRAW_FAST_MS = 30  # a redraw faster than this follows the next edit at once
 REDRAW_MAX_GAP_MS = 300  # slower redraws wait as long as they took, at most this long
-CELLS_SHARE = 0.68  # default share of the panel's width the cell painter gets
+CELLS_SHARE = 0.64  # default share of the panel's width the cell painter gets (its cells are square: height limits them first)
 SEQUENCE_FIELDS = ("sources", "tokenizer", "cross")  # session fields that change the mask's axes
 
 
@@ -283,7 +283,7 @@ class MaskDesignerPanel(QWidget):
         if key == "panel":
             return [CELLS_SHARE, 1 - CELLS_SHARE]
         if key == "panel_side" and self.side_splitter.count() == 2:
-            return [0.5, 0.5]
+            return [0.58, 0.42]
         return None
 
     def add_side_view(self, widget: QWidget) -> None:

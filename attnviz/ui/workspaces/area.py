@@ -28,13 +28,15 @@ def valid_shares(shares, count: int) -> bool:
 
 
 class ShareSplitter(QSplitter):
-    """A splitter whose sizes are set and read as shares of its length; shares set before it has a
-    size are applied at its first real resize."""
+    """A splitter whose sizes are set and read as shares of its length. Shares that were set hold
+    at every size (a window resized, moved to a 4K screen, a panel laid out late) until the person
+    drags a handle; from then on the dragged sizes hold, and are what :meth:`shares` reports."""
 
     def __init__(self, orientation, parent=None):
         super().__init__(orientation, parent)
         self.setChildrenCollapsible(False)
-        self._pending: list[float] | None = None
+        self._target: list[float] | None = None  # shares kept at every size until a handle is dragged
+        self.splitterMoved.connect(self._on_moved)
 
     def _length(self) -> int:
         horizontal = self.orientation() == Qt.Orientation.Horizontal
@@ -44,34 +46,36 @@ class ShareSplitter(QSplitter):
         """Use these shares (False, and nothing changes, when they are not a valid split)."""
         if not valid_shares(shares, self.count()):
             return False
-        self._pending = [float(s) for s in shares]
-        if self._length() > 0 and self.isVisible():
-            self._apply()
+        self._target = [float(s) for s in shares]
+        self._apply()
         return True
 
     def shares(self) -> list[float]:
-        if self._pending is not None:
-            return list(self._pending)
+        if self._target is not None:
+            return list(self._target)
         sizes = self.sizes()
         total = sum(sizes)
         if total <= 0:
             return [1.0 / max(1, self.count())] * self.count()
         return [s / total for s in sizes]
 
+    def _on_moved(self, *_args) -> None:
+        if not self.signalsBlocked():
+            self._target = None  # the person's sizes from now on
+
     def _apply(self) -> None:
-        shares, self._pending = self._pending, None
         length = self._length()
-        self.setSizes([max(1, int(round(s * length))) for s in shares])
+        if self._target is None or length <= 0 or len(self._target) != self.count():
+            return
+        self.setSizes([max(1, int(round(s * length))) for s in self._target])
 
     def resizeEvent(self, ev):  # noqa: N802 - Qt's name
         super().resizeEvent(ev)
-        if self._pending is not None and self._length() > 0:
-            self._apply()
+        self._apply()
 
     def showEvent(self, ev):  # noqa: N802 - Qt's name
         super().showEvent(ev)
-        if self._pending is not None and self._length() > 0:
-            self._apply()
+        self._apply()
 
 
 class PanelSlot(QWidget):

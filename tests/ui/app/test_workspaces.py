@@ -71,8 +71,9 @@ def test_each_workspace_keeps_its_own_splitter_shares(make_window, qtbot, tmp_pa
     designer = w.panel("mask_designer")
     qtbot.waitUntil(designer.isVisible, timeout=5000)
     total = sum(designer.splitter.sizes())
-    designer.splitter.setSizes([int(total * 0.6), total - int(total * 0.6)])
+    designer.splitter.moveSplitter(int(total * 0.5), 1)  # the person drags the handle
     mine = designer.splitter.shares()
+    assert abs(mine[0] - 0.5) < 0.02
     w.show_workspace("attention")
     w.show_workspace("qkv")
     w.show_workspace("mask")
@@ -134,7 +135,7 @@ def test_reset_layout_brings_back_the_sidebar_and_the_default_shares(make_window
     designer = w.panel("mask_designer")
     qtbot.waitUntil(designer.isVisible, timeout=5000)
     total = sum(designer.splitter.sizes())
-    designer.splitter.setSizes([total // 2, total - total // 2])
+    designer.splitter.moveSplitter(total // 2, 1)
     w.set_sidebar_visible(False)
     w.reset_layout()
     qtbot.wait(50)
