@@ -262,13 +262,19 @@ class MaskDesignerPanel(QWidget):
         self.timing_job.shutdown()
 
     def fit_square(self) -> None:
-        """Show the whole mask with square cells: the view may reach past the mask on one axis (the
-        frame's limits would otherwise stretch the cells to fill it)."""
+        """Show the whole mask with square cells from its top-left corner: the view may reach past
+        the mask on one axis (the frame's limits would otherwise stretch the cells to fill it)."""
         frame = self.canvas.frame
         rows, cols = frame.n_rows, frame.n_cols
         frame.view.setLimits(xMin=-cols, xMax=2 * cols, yMin=-rows, yMax=2 * rows,
                              minXRange=min(2, cols), minYRange=min(2, rows))
-        frame.reset_view()
+        size = frame.view.boundingRect()
+        w, h = size.width(), size.height()
+        if w <= 1 or h <= 1:
+            frame.reset_view()
+        else:
+            cell = min(w / cols, h / rows)  # pixels per cell
+            frame.view.setRange(xRange=(0, w / cell), yRange=(0, h / cell), padding=0)
         self._fitted = True
 
     def _on_view_resized(self, *_args) -> None:
