@@ -171,3 +171,13 @@ def test_a_failing_preparation_of_a_screenshot_exits_1_without_a_picture(tmp_pat
                           timeout=180)
     assert proc.returncode == 1 and "preparation failed on purpose" in proc.stderr
     assert not out.exists()
+
+
+def test_the_application_runs_no_code_named_by_an_environment_variable(tmp_path):
+    marker = tmp_path / "ran"
+    script = tmp_path / "script.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    out = tmp_path / "shot.png"
+    proc, _ = _run(tmp_path, ["--size", "1280x800", "--screenshot", out], ATTNVIZ_TEST_SCRIPT=str(script))
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists() and not marker.exists()
