@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QSpinBox, QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QSpinBox, QTabWidget, QVBoxLayout,
+                               QWidget)
 from PySide6.QtCore import Qt, QTimer
 
 from attnviz.model.commands import SetQKComponent
@@ -32,6 +32,7 @@ from attnviz.ui.diagnostics.common import connect_event, head_mask, selected_hea
 from attnviz.ui.diagnostics.qk_scatter import QKScatter
 from attnviz.ui.panels import PanelSpec, run_panel_alone
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.workspaces.area import ShareSplitter
 
 #: above this many labels an axis shows indices instead of names (the token axis thins them anyway)
 LABEL_LIMIT = 4096
@@ -113,12 +114,12 @@ class InspectorPanel(QWidget):
         self.breakdown.edit_hint.setWordWrap(True)  # a long hint must not widen the panel
         self.breakdown.edit_hint.setMinimumWidth(40)
         self.breakdown.value.setMaximumWidth(100)
-        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split = ShareSplitter(Qt.Orientation.Horizontal, self)  # the qkv workspace remembers its shares
         split.addWidget(self.matrices)
         split.addWidget(self.breakdown)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 1)
-        split.setChildrenCollapsible(False)
+        split.set_shares(self.default_shares("panel"))
         self.splitter = split
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -139,6 +140,11 @@ class InspectorPanel(QWidget):
         connect_event(self, ctx.session.events.view, self._on_view_changed)
         if ctx.response is not None:
             self._on_response_changed(ctx.response)
+
+    @staticmethod
+    def default_shares(key: str) -> list[float] | None:
+        """Default shares of the panel's splitter: the maps and the breakdown half and half."""
+        return [0.5, 0.5] if key == "panel" else None
 
     def showEvent(self, ev):  # noqa: N802 - Qt's name
         super().showEvent(ev)

@@ -16,6 +16,9 @@ from PySide6.QtWidgets import QSplitter, QStackedWidget, QTabBar, QVBoxLayout, Q
 from attnviz.ui.workspaces import Workspace
 
 MIN_SHARE = 0.05  # a saved pane narrower than this share of its splitter is a broken layout
+# a main panel's own ShareSplitters a workspace remembers (settings key -> the panel's attribute); the
+# panel's ``default_shares(key)`` gives their defaults
+PANEL_SPLITTERS = {"panel": "splitter", "panel_side": "side_splitter", "panel_body": "body"}
 
 
 def valid_shares(shares, count: int) -> bool:
@@ -112,7 +115,7 @@ class WorkspacePage(QWidget):
         self.splitter.setObjectName(f"{ws.name}_split")
         self.splitter.addWidget(self.slots[ws.main])
         self.side: ShareSplitter | None = None
-        self.adopted: QWidget | None = None  # the main panel, when the side views are in its column
+        self.adopted: QWidget | None = None  # the main panel, once built (its own splitters are remembered)
         self.saved: dict = {}  # shares restored from the settings, by splitter key
         if ws.side:
             self.side = ShareSplitter(Qt.Orientation.Vertical, self)
@@ -128,12 +131,14 @@ class WorkspacePage(QWidget):
         self.reset_sizes()
 
     def adopt(self, panel: QWidget) -> None:
-        """The main panel is built: a panel with a column of its own (``add_side_view``, the mask
-        designer) takes the side views into that column instead of a column beside it."""
-        if self.side is None or self.adopted is not None or not hasattr(panel, "add_side_view"):
+        """The main panel is built: its own splitters (:data:`PANEL_SPLITTERS`) are this workspace's
+        too, and a panel with a column of its own (``add_side_view``, the mask designer) takes the side
+        views into that column instead of a column beside it."""
+        if self.adopted is not None:
             return
-        panel.add_side_view(self.side)
         self.adopted = panel
+        if self.side is not None and hasattr(panel, "add_side_view"):
+            panel.add_side_view(self.side)
         self.set_shares(self.saved)  # the panel's own splitters, saved before it was built
 
     def set_shares(self, saved: dict) -> list[str]:
@@ -153,7 +158,7 @@ class WorkspacePage(QWidget):
         if self.side is not None:
             out["side"] = self.side
         if self.adopted is not None:
-            for key, name in (("panel", "splitter"), ("panel_side", "side_splitter")):
+            for key, name in PANEL_SPLITTERS.items():
                 split = getattr(self.adopted, name, None)
                 if isinstance(split, ShareSplitter):
                     out[key] = split

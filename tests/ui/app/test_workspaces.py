@@ -178,3 +178,24 @@ def test_keyboard_focus_is_drawn_on_views(make_window, qtbot):
     lit = max(sum(img.pixel(x, y) == highlight for x in range(top_left.x() + 5, top_left.x() + view.width() - 5))
               for y in range(top_left.y() - 3, top_left.y() + 3))
     assert lit > 0.9 * (view.width() - 10)  # a line in the highlight colour along its top
+
+
+def test_the_qkv_and_pretrained_workspaces_remember_their_panels_splitters(make_window, qtbot, screen):
+    w = make_window("river-bank", all_panels=True)
+    w.show_workspace("qkv")
+    inspector = w.panel("inspector")
+    qtbot.waitUntil(inspector.isVisible, timeout=5000)
+    total = sum(inspector.splitter.sizes())
+    inspector.splitter.moveSplitter(int(total * 0.3), 1)
+    mine = inspector.splitter.shares()
+    assert abs(mine[0] - 0.3) < 0.02
+    w.files.prompts.changes_answer = "discard"
+    w.close()
+    assert w.settings.layout()["shares"]["qkv/panel"] == mine
+    w2 = make_window("river-bank", all_panels=True)
+    assert w2.workspace == "qkv"
+    i2 = w2.panel("inspector")
+    qtbot.waitUntil(i2.isVisible, timeout=5000)
+    assert [round(x, 2) for x in i2.splitter.shares()] == [round(x, 2) for x in mine]
+    w2.reset_layout()
+    assert i2.splitter.shares() == [0.5, 0.5]
