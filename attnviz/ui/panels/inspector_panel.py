@@ -97,8 +97,13 @@ class InspectorPanel(QWidget):
         qkv = QWidget(self)
         ql = QHBoxLayout(qkv)
         ql.setContentsMargins(0, 0, 0, 0)
-        for m in (self.q_map, self.k_map, self.v_map):
-            ql.addWidget(m)
+        for m, stretch in ((self.q_map, 6), (self.k_map, 5), (self.v_map, 5)):  # Q also holds the token labels
+            ql.addWidget(m, stretch)
+        for m in (self.k_map, self.v_map):  # rows line up with Q's: its token labels serve all three
+            axis = m.frame.left_axis
+            axis.setStyle(showValues=False)
+            axis.setWidth(0)
+            axis.hide()
         ws = QWidget(self)
         wl = QGridLayout(ws)
         wl.setContentsMargins(0, 0, 0, 0)
@@ -112,7 +117,7 @@ class InspectorPanel(QWidget):
 
         self.breakdown = BreakdownView(self)
         self.breakdown.edit_hint.setWordWrap(True)  # a long hint must not widen the panel
-        self.breakdown.edit_hint.setMinimumWidth(40)
+        self.breakdown.edit_hint.setMinimumWidth(80)  # wraps between words, never inside one
         self.breakdown.value.setMaximumWidth(100)
         split = ShareSplitter(Qt.Orientation.Horizontal, self)  # the qkv workspace remembers its shares
         split.addWidget(self.matrices)
@@ -143,8 +148,9 @@ class InspectorPanel(QWidget):
 
     @staticmethod
     def default_shares(key: str) -> list[float] | None:
-        """Default shares of the panel's splitter: the maps and the breakdown half and half."""
-        return [0.5, 0.5] if key == "panel" else None
+        """Default shares of the panel's splitter: the maps a little more than the breakdown, whose
+        tables scroll sideways."""
+        return [0.56, 0.44] if key == "panel" else None
 
     def showEvent(self, ev):  # noqa: N802 - Qt's name
         super().showEvent(ev)
@@ -255,18 +261,18 @@ class InspectorPanel(QWidget):
         hs, hv = resp.q.shape[2], resp.v.shape[2]
         cmap = state.view.colormap
         for m, data, rows, segs, cols, title in (
-                (self.q_map, resp.q[h], ql, resp.query_segments, _dims("d", hs), f"Q (head {h}): queries x dims"),
-                (self.k_map, resp.k[h], kl, resp.key_segments, _dims("d", hs), f"K (head {h}): keys x dims"),
-                (self.v_map, resp.v[h], kl, resp.key_segments, _dims("v", hv), f"V (head {h}): keys x dims")):
-            m.set_matrix(data, row_labels=rows, col_labels=cols, row_segments=segs, title=title, value_label="value")
+                (self.q_map, resp.q[h], ql, resp.query_segments, _dims("d", hs), f"Q, head {h}"),
+                (self.k_map, resp.k[h], kl, resp.key_segments, _dims("d", hs), f"K, head {h}"),
+                (self.v_map, resp.v[h], kl, resp.key_segments, _dims("v", hv), f"V, head {h}")):  # short: three maps share the width
+            m.set_matrix(data, row_labels=rows, col_labels=cols, row_segments=segs, title=title, value_label="")
         W = resp.projections
         d_model = W.W_q.shape[1]
         xs = _dims("x", d_model)
         for m, data, rows, cols, title in (
-                (self.wq_map, W.W_q[h], xs, _dims("d", hs), f"W^Q (head {h}): d_model x hs"),
-                (self.wk_map, W.W_k[h], xs, _dims("d", hs), f"W^K (head {h}): d_model x hs"),
-                (self.wv_map, W.W_v[h], xs, _dims("v", hv), f"W^V (head {h}): d_model x hv"),
-                (self.wo_map, W.W_o[h * hv:(h + 1) * hv], _dims("v", hv), xs, f"W^O rows of head {h}: hv x d_model")):
+                (self.wq_map, W.W_q[h], xs, _dims("d", hs), f"W^Q, head {h}"),
+                (self.wk_map, W.W_k[h], xs, _dims("d", hs), f"W^K, head {h}"),
+                (self.wv_map, W.W_v[h], xs, _dims("v", hv), f"W^V, head {h}"),
+                (self.wo_map, W.W_o[h * hv:(h + 1) * hv], _dims("v", hv), xs, f"W^O rows, head {h}")):
             m.set_matrix(data, row_labels=rows, col_labels=cols, title=title, value_label="weight")
         for m in (self.q_map, self.k_map, self.v_map, self.wq_map, self.wk_map, self.wv_map, self.wo_map):
             if m.colormap_name() != cmap:
