@@ -144,33 +144,44 @@ def prepare_mask_designer(window, ctx):
     from attnviz.model.mask_commands import PaintCells
 
     window.panel("mask_designer").apply_preset("vla")
-    painted = []
 
     def paint(resp):  # once the tokens are known: the segments give the rows and columns
-        if painted or resp is None or not resp.ok:
-            return
         segs = {seg.name: seg for seg in resp.query_segments}
         row = segs["prompt"].start + 2
         actions = segs["fast actions"]
-        painted.append(ctx.execute(EditMask(PaintCells(tuple((row, c) for c in range(actions.start, actions.stop))))))
+        return ctx.execute(EditMask(PaintCells(tuple((row, c) for c in range(actions.start, actions.stop)))))
 
-    ctx.response_changed.connect(paint)
-    paint(ctx.response)
+    _when_computed(ctx, lambda: paint(ctx.response))
 
 
 def prepare_mask_code(window, ctx):
     prepare_mask_designer(window, ctx)
-    return window.panel("mask_designer").open_code_dialog()
+    dialog = window.panel("mask_designer").open_code_dialog()
+    _when_computed(ctx, dialog.refresh)  # after the painted stroke (connected first, so run first)
+    return dialog
 
 
 def prepare_flash_tiles(window, ctx):
     pass
 
 
+def _when_computed(ctx, action) -> None:
+    """``action()`` once, when the session has its first computed result (now if it has one)."""
+    done = []
+
+    def go(resp):
+        if not done and resp is not None and resp.ok:
+            done.append(action())
+
+    ctx.response_changed.connect(go)
+    go(ctx.response)
+
+
 def prepare_flash_check(window, ctx):
     from attnviz.ui.diagnostics.flash_check import FlashCheckTab
 
-    _diag(window, FlashCheckTab).run()
+    tab = _diag(window, FlashCheckTab)
+    _when_computed(ctx, tab.run)  # "Run check" compares the kernels on the computed session
 
 
 def prepare_alignment(window, ctx):
