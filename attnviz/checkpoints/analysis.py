@@ -40,9 +40,11 @@ class HeadSummaries:
     """Per-head statistics, each (L, nh), averaged over the query rows that attend to anything."""
 
     entropy: np.ndarray  # (L, nh) mean over rows of -sum p log p, in nats: 0 = one key, log T = uniform
-    to_special: np.ndarray  # (L, nh) mean weight on special tokens ([CLS], [SEP], <|endoftext|>, ...)
+    to_special: np.ndarray  # (L, nh) mean weight on special tokens ([CLS], [SEP], BOS/EOS, padding; not [UNK])
     to_self: np.ndarray  # (L, nh) mean weight on the diagonal (a token attending to itself)
     to_previous: np.ndarray  # (L, nh) mean weight on the key just before the query (rows 1..T-1; 0 when T = 1)
+    to_first: np.ndarray | None = None  # (L, nh) mean weight on the first token (attention sinks); decoders
+    distance: np.ndarray | None = None  # (L, nh) mean attention distance sum_j w_ij |i - j| in tokens; decoders
 
 
 def head_summaries(attentions, tokens=None, special=None) -> HeadSummaries:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,12 @@ from attnviz.checkpoints.errors import CheckpointError
 
 # model_type in config.json -> the forward pass that runs it
 KIND_OF_MODEL_TYPE = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "deit": "vit"}
-SUPPORTED = "BERT-family encoders (model_type 'bert', e.g. MiniLM), GPT-2 ('gpt2') and ViT ('vit', 'deit')"
+# Encoder and vision families read by attnviz.checkpoints.families (same kinds: text in, or image in)
+KIND_OF_MODEL_TYPE |= {"roberta": "bert", "xlm-roberta": "bert", "electra": "bert", "distilbert": "bert",
+                       "clip_vision_model": "vit", "clip": "vit", "dinov2": "vit"}
+SUPPORTED = ("BERT-family encoders (model_type 'bert', e.g. MiniLM; 'roberta', 'xlm-roberta', 'electra', 'distilbert'), "
+             "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'clip_vision_model', 'clip')")
+SUPPORTED += "; decoder LLMs Llama, Mistral, Qwen2, Qwen3 ('llama', 'mistral', 'qwen2', 'qwen3')"
 
 # Activation names a config may use (transformers' ACT2FN names) that the forward pass implements.
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "silu", "swish")
@@ -47,10 +53,20 @@ class ModelConfig:
     num_channels: int = 0  # image channels the ViT patch embedding expects (3 for RGB)
     qkv_bias: bool = True  # ViT option: whether query/key/value projections carry a bias
     n_extra: int = 0  # tokens before the patches: 1 for ViT ([CLS]), 2 for DeiT ([CLS], distillation)
+    padding_idx: int = -1  # RoBERTa / XLM-R: pad id; positions start at padding_idx + 1 (-1: positions from 0)
+    embedding_size: int = 0  # ELECTRA: width of the embedding tables, projected to d_model (0: d_model)
+    decoder: object = None  # decoder LLMs (kind "decoder"): a decoder_config.DecoderSpec, else None
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest text the position table holds (RoBERTa's first padding_idx + 1 rows are never used)."""
+        return self.max_positions - (self.padding_idx + 1)
 
     @property
     def head_size(self) -> int:
-        """hs = d_model / n_head."""
+        """hs = d_model / n_head (a decoder's own head_dim)."""
+        if self.decoder is not None:
+            return self.decoder.head_dim
         return self.d_model // self.n_head
 
     @property
@@ -73,15 +89,44 @@ class ImageConfig:
     image_mean: tuple[float, ...]  # per-channel mean subtracted after rescaling
     image_std: tuple[float, ...]  # per-channel std divided by after subtracting the mean
     do_normalize: bool  # False: mean/std are not applied
+    shortest_edge: int = 0  # CLIP / DINOv2 processors: resize the short side to this (aspect kept), then crop
+    crop_size: tuple[int, int] = (0, 0)  # (H, W) of the centre crop after a shortest-edge resize ((0, 0): none)
+
+
+MAX_JSON_BYTES = 16 * 2**20  # config files are a few kB; larger ones are not read
+MAX_JSON_DEPTH = 64  # real configs nest 3 levels (id2label, task_specific_params); checked before parsing
+LN_EPS_RANGE = (1e-30, 0.1)  # LayerNorm epsilons in use are 1e-12 .. 1e-5; outside this range is not a model
+_JSON_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a string (skipped whole) or a bracket
+
+
+def _json_depth_ok(text: str, limit: int) -> bool:
+    """True when the brackets outside strings nest at most ``limit`` deep (no recursion, no parsing)."""
+    depth = 0
+    for m in _JSON_TOKEN_RE.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif c in "]}":
+            depth -= 1
+    return True
 
 
 def read_json(path: Path, what: str) -> dict:
-    """Read a JSON object from ``path``; a missing, unreadable or non-object file is a CheckpointError."""
+    """Read a JSON object from ``path``; a missing, unreadable, oversized, too deeply nested or
+    non-object file is a CheckpointError."""
     if not path.is_file():
         raise CheckpointError(f"{what} is missing: {path} not found")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise CheckpointError(f"{what} {path} is {size:,} bytes; a config file is at most {MAX_JSON_BYTES:,}")
+        text = path.read_text(encoding="utf-8")
+        if not _json_depth_ok(text, MAX_JSON_DEPTH):
+            raise CheckpointError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; not a config file")
+        data = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CheckpointError(f"{what} {path} is not readable JSON ({exc})") from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{what} {path} must hold a JSON object, not {type(data).__name__}")
@@ -106,6 +151,16 @@ def _float(cfg: dict, key: str, default=None, where: str = "config.json") -> flo
     if not math.isfinite(value):
         raise CheckpointError(f"{where}: {key!r} must be finite (got {value!r})")
     return float(value)
+
+
+def _eps(cfg: dict, key: str, default: float) -> float:
+    """A LayerNorm epsilon: finite and in LN_EPS_RANGE (1e308 would overflow, 0 divide by zero)."""
+    value = _float(cfg, key, default)
+    lo, hi = LN_EPS_RANGE
+    if not lo <= value <= hi:
+        raise CheckpointError(f"config.json: {key!r} is {value!r}; a layer norm epsilon must be between "
+                              f"{lo:g} and {hi:g}")
+    return value
 
 
 def _bool(cfg: dict, key: str, default: bool, where: str = "config.json") -> bool:
@@ -136,12 +191,22 @@ def parse_model_config(cfg: dict) -> ModelConfig:
     model_type = cfg.get("model_type")
     if model_type is None:
         raise CheckpointError(f"config.json has no 'model_type', so the architecture is unknown; supported are {SUPPORTED}")
+    from attnviz.checkpoints.decoder_config import DECODER_TYPES, parse_decoder_config
+
+    if model_type in DECODER_TYPES:
+        return parse_decoder_config(cfg)
     if model_type not in KIND_OF_MODEL_TYPE:
         arch = cfg.get("architectures")
         named = f"model_type {model_type!r}" + (f" (architectures {arch})" if arch else "")
-        raise CheckpointError(f"config.json: {named} is not supported; supported are {SUPPORTED}")
+        from attnviz.checkpoints.families import unsupported_reason
+
+        raise CheckpointError(f"config.json: {named} is not supported{unsupported_reason(model_type)}; supported are {SUPPORTED}")
     kind = KIND_OF_MODEL_TYPE[model_type]
-    if kind == "bert":
+    from attnviz.checkpoints.families import FAMILY_KIND, parse_family
+
+    if model_type in FAMILY_KIND:
+        c = parse_family(cfg, model_type)
+    elif kind == "bert":
         pet = cfg.get("position_embedding_type", "absolute")
         if pet != "absolute":
             raise CheckpointError(
@@ -150,7 +215,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
         c = ModelConfig(
             kind=kind, model_type=model_type, d_model=_int(cfg, "hidden_size"), n_layer=_int(cfg, "num_hidden_layers"),
             n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
-            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_float(cfg, "layer_norm_eps", 1e-12),
+            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_eps(cfg, "layer_norm_eps", 1e-12),
             vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "max_position_embeddings", 512),
             type_vocab_size=_int(cfg, "type_vocab_size", 2, minimum=0),
         )
@@ -159,7 +224,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
         c = ModelConfig(
             kind=kind, model_type=model_type, d_model=d, n_layer=_int(cfg, "n_layer"), n_head=_int(cfg, "n_head"),
             d_ff=_int(cfg, "n_inner", 4 * d) if cfg.get("n_inner") is not None else 4 * d,
-            act=_act(cfg, "activation_function", "gelu_new"), ln_eps=_float(cfg, "layer_norm_epsilon", 1e-5),
+            act=_act(cfg, "activation_function", "gelu_new"), ln_eps=_eps(cfg, "layer_norm_epsilon", 1e-5),
             vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "n_positions", 1024),
             scale_by_layer=_bool(cfg, "scale_attn_by_inverse_layer_idx", False),
         )
@@ -169,7 +234,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
         c = ModelConfig(
             kind=kind, model_type=model_type, d_model=_int(cfg, "hidden_size"), n_layer=_int(cfg, "num_hidden_layers"),
             n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
-            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_float(cfg, "layer_norm_eps", 1e-12),
+            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_eps(cfg, "layer_norm_eps", 1e-12),
             image_size=_pair(cfg, "image_size", 224), patch_size=_pair(cfg, "patch_size", 16),
             num_channels=_int(cfg, "num_channels", 3), qkv_bias=_bool(cfg, "qkv_bias", True),
             n_extra=2 if model_type == "deit" else 1,
@@ -181,8 +246,9 @@ def parse_model_config(cfg: dict) -> ModelConfig:
                 )
     if c.d_model % c.n_head:
         raise CheckpointError(f"config.json: hidden size {c.d_model} is not divisible by {c.n_head} heads")
-    if not c.ln_eps > 0:
-        raise CheckpointError(f"config.json: layer norm epsilon must be > 0 (got {c.ln_eps})")
+    if not LN_EPS_RANGE[0] <= c.ln_eps <= LN_EPS_RANGE[1]:
+        raise CheckpointError(f"config.json: the layer norm epsilon is {c.ln_eps!r}; it must be between "
+                              f"{LN_EPS_RANGE[0]:g} and {LN_EPS_RANGE[1]:g}")
     return c
 
 
@@ -191,12 +257,17 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
     where = "preprocessor_config.json"
     size = pp.get("size", {"height": model.image_size[0], "width": model.image_size[1]})
     if isinstance(size, int) and not isinstance(size, bool):
-        size = {"height": size, "width": size}
-    if not isinstance(size, dict) or "height" not in size or "width" not in size:
+        size = {"shortest_edge": size} if _int_is_shortest_edge(pp) else {"height": size, "width": size}
+    short, crop = _shortest_edge_crop(pp, size, where)
+    if short:
+        hw = crop
+    elif not isinstance(size, dict) or "height" not in size or "width" not in size:
         raise CheckpointError(
-            f"{where}: size {size!r} is not supported; give {{'height': H, 'width': W}} (shortest-edge resizing is not supported)"
+            f"{where}: size {size!r} is not supported; give {{'height': H, 'width': W}} (shortest-edge resizing is not "
+            "supported without a centre crop: every image would get its own size)"
         )
-    hw = (_int(size, "height", where=where), _int(size, "width", where=where))
+    else:
+        hw = (_int(size, "height", where=where), _int(size, "width", where=where))
     resample = pp.get("resample", 2)
     if resample not in RESAMPLE_NAMES:
         raise CheckpointError(f"{where}: resample {resample!r} is not a PIL resampling code (supported: {RESAMPLE_NAMES})")
@@ -220,13 +291,62 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
         size=hw, do_resize=_bool(pp, "do_resize", True, where), resample=int(resample),
         rescale_factor=_float(pp, "rescale_factor", 1 / 255, where), do_rescale=_bool(pp, "do_rescale", True, where),
         image_mean=tuple(float(m) for m in mean), image_std=tuple(float(s) for s in std),
-        do_normalize=_bool(pp, "do_normalize", True, where),
+        do_normalize=_bool(pp, "do_normalize", True, where), shortest_edge=short, crop_size=crop,
     )
-    if ic.size != model.image_size:
-        gh, gw = model.grid
+    gh, gw = model.grid
+    if ic.size != model.image_size and gh != gw:
         raise CheckpointError(
             f"{where} resizes images to {ic.size[0]}x{ic.size[1]}, but the model's position embeddings are for "
             f"{model.image_size[0]}x{model.image_size[1]} ({gh}x{gw} patches); interpolating position embeddings "
-            "to another grid is not supported"
+            "from a non-square grid is not supported (transformers interpolates square grids only)"
         )
+    if ic.size[0] < model.patch_size[0] or ic.size[1] < model.patch_size[1]:
+        raise CheckpointError(f"{where}: images of {ic.size[0]}x{ic.size[1]} px are smaller than one patch {model.patch_size}")
+    _check_input_size(ic, model, where)
     return ic
+
+
+MAX_INPUT_PIXELS = 40_000_000  # a processor size (or a short-side resize) beyond this is refused before resizing
+MAX_ATTENTION_BYTES = 2 << 30  # every layer's and head's (T, T) float32 maps of one image
+
+
+def _check_input_size(ic: ImageConfig, model: ModelConfig, where: str) -> None:
+    """Refuse a processor size whose pixels or whose attention maps (L, nh, T, T) would not fit."""
+    H, W = ic.size
+    if H * W > MAX_INPUT_PIXELS:
+        raise CheckpointError(f"{where}: images of {H}x{W} px are more than {MAX_INPUT_PIXELS / 1e6:g} MP")
+    T = model.n_extra + (H // model.patch_size[0]) * (W // model.patch_size[1])
+    nbytes = model.n_layer * model.n_head * T * T * 4
+    if nbytes > MAX_ATTENTION_BYTES:
+        raise CheckpointError(
+            f"{where}: images of {H}x{W} px give {T} tokens, and {model.n_layer} layers x {model.n_head} heads of "
+            f"{T}x{T} attention maps would take {nbytes / 2**30:.1f} GiB (limit {MAX_ATTENTION_BYTES / 2**30:g} GiB)"
+        )
+
+
+# Image processors for which a bare number as ``size`` is the short side (transformers builds their size
+# dict with default_to_square=False); for ViT's it is a square.
+SHORTEST_EDGE_PROCESSORS = ("CLIPImageProcessor", "CLIPFeatureExtractor", "BitImageProcessor")
+
+
+def _int_is_shortest_edge(pp: dict) -> bool:
+    kind = pp.get("image_processor_type") or pp.get("feature_extractor_type") or ""
+    kind = str(kind).removesuffix("Fast").removesuffix("Pil")
+    return kind in SHORTEST_EDGE_PROCESSORS
+
+
+def _shortest_edge_crop(pp: dict, size, where: str) -> tuple[int, tuple[int, int]]:
+    """(shortest edge, crop (H, W)) of a CLIP / DINOv2-style processor, or (0, (0, 0)) for a fixed (H, W) resize."""
+    if not (isinstance(size, dict) and "shortest_edge" in size and "height" not in size):
+        return 0, (0, 0)
+    if "longest_edge" in size:
+        raise CheckpointError(f"{where}: size {size!r} with a longest edge is not supported")
+    short = _int(size, "shortest_edge", where=where)
+    crop = pp.get("crop_size")
+    if isinstance(crop, int) and not isinstance(crop, bool):
+        crop = {"height": crop, "width": crop}
+    if not _bool(pp, "do_center_crop", False, where) or not isinstance(crop, dict):
+        raise CheckpointError(
+            f"{where}: shortest-edge resizing is not supported without a centre crop (every image would get its own size)"
+        )
+    return short, (_int(crop, "height", where=where), _int(crop, "width", where=where))

@@ -53,6 +53,12 @@ def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray 
         x = x + W.rows("embeddings.token_type_embeddings.weight", type_ids)  # (T, C)
     x = x + W.rows("embeddings.position_embeddings.weight", slice(0, T))  # (T, C)
     x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], c.ln_eps)
+    return bert_blocks(c, W, x, key_mask, dtype, kernel)
+
+
+def bert_blocks(c: ModelConfig, W, x: np.ndarray, key_mask: np.ndarray | None, dtype, kernel: str):
+    """BERT's post-LN blocks on the embedded tokens x (T, C); W reads weights in ``dtype`` (see _Cast)."""
+    T = x.shape[0]
     mask = None if key_mask is None else np.broadcast_to(key_mask[None, :], (T, T))  # (T, T) query may see key
     scale = 1.0 / math.sqrt(c.head_size)
     atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)

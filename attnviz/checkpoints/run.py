@@ -13,10 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.checkpoints.encoders import forward_encoder
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.forward import forward_bert, forward_gpt2, forward_vit
+from attnviz.checkpoints.families import ENCODER_TYPES
+from attnviz.checkpoints.forward import forward_bert, forward_gpt2
 from attnviz.checkpoints.loader import Checkpoint
 from attnviz.checkpoints.preprocess import preprocess_image
+from attnviz.checkpoints.vision import forward_vision
 from attnviz.engine import KERNELS
 from attnviz.sources.errors import SourceError
 
@@ -39,6 +42,7 @@ class ModelAttention:
     grid: tuple[int, int] | None = None  # (gh, gw) ViT patch grid; patch r, c is token n_extra + r * gw + c
     n_extra_tokens: int = 0  # ViT tokens before the patches: 1 ([CLS]) or 2 (DeiT: [CLS], distillation)
     pixels: np.ndarray | None = None  # (3, H, W) float32 preprocessed image the ViT saw
+    decoder: object = None  # decoder LLMs: the decoder_run.DecoderAttention (kv head of each head, summaries)
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -63,18 +67,27 @@ def _kernel(kernel: str) -> str:
 
 
 def run_text(ckpt: Checkpoint, text: str, *, dtype=np.float32, kernel: str = DEFAULT_KERNEL) -> ModelAttention:
-    """Tokenise ``text`` with the checkpoint's tokenizer and run the BERT-family or GPT-2 forward pass."""
+    """Tokenise ``text`` with the checkpoint's tokenizer and run the BERT-family, GPT-2 or decoder forward pass."""
+    if ckpt.kind == "decoder":
+        from attnviz.checkpoints.decoder_run import run_decoder
+
+        dec = run_decoder(ckpt, text, dtype=_dtype(dtype), kernel=_kernel(kernel), mode="weights")
+        return ModelAttention(model=ckpt.name, kind="decoder", tokens=dec.tokens, labels=dec.labels,
+                              special=dec.special, attentions=dec.attentions, hidden=dec.hidden, ids=dec.ids,
+                              spans=dec.spans, decoder=dec)
     if ckpt.kind not in ("bert", "gpt2"):
         raise CheckpointError(f"{ckpt.name} is a {ckpt.config.model_type} image model: give it an image, not text")
     dt, kernel = _dtype(dtype), _kernel(kernel)
     c = ckpt.config
     try:
-        toks = ckpt.tokenizer.encode(text, add_special_tokens=True, max_tokens=c.max_positions)
+        toks = ckpt.tokenizer.encode(text, add_special_tokens=True, max_tokens=c.max_tokens)
     except SourceError as exc:
         raise CheckpointError(f"{ckpt.name}: {exc}") from None
     if toks.ids.max() >= c.vocab_size:
         raise CheckpointError(f"token id {int(toks.ids.max())} is outside the model's {c.vocab_size}-row embedding table")
-    if ckpt.kind == "bert":
+    if c.model_type in ENCODER_TYPES:
+        atts, hidden = forward_encoder(c, ckpt.weights, toks.ids, dtype=dt, kernel=kernel)
+    elif ckpt.kind == "bert":
         atts, hidden = forward_bert(c, ckpt.weights, toks.ids, dtype=dt, kernel=kernel)
     else:
         atts, hidden = forward_gpt2(c, ckpt.weights, toks.ids, dtype=dt, kernel=kernel)
@@ -98,11 +111,11 @@ def run_image(ckpt: Checkpoint, image, *, dtype=np.float32, kernel: str = DEFAUL
     dt, kernel = _dtype(dtype), _kernel(kernel)
     c = ckpt.config
     pixels = preprocess_image(image, ckpt.image)  # (3, H, W)
-    atts, hidden = forward_vit(c, ckpt.weights, pixels, dtype=dt, kernel=kernel)
-    labels = patch_labels(c.grid, c.n_extra)
+    atts, hidden, grid = forward_vision(c, ckpt.weights, pixels, dtype=dt, kernel=kernel)
+    labels = patch_labels(grid, c.n_extra)
     special = np.zeros(len(labels), dtype=bool)  # (T,)
     special[: c.n_extra] = True
     return ModelAttention(
         model=ckpt.name, kind="vit", tokens=labels, labels=list(labels), special=special, attentions=atts,
-        hidden=hidden, grid=c.grid, n_extra_tokens=c.n_extra, pixels=pixels,
+        hidden=hidden, grid=grid, n_extra_tokens=c.n_extra, pixels=pixels,
     )

@@ -1,29 +1,37 @@
-"""``model.safetensors`` -> a checked dict of numpy arrays under canonical tensor names.
+"""``model.safetensors`` (or its shards) -> checked numpy arrays under canonical tensor names.
 
 :func:`expected_tensors` lists, for a :class:`~attnviz.checkpoints.config.ModelConfig`, every tensor
-the forward pass reads and its shape, in the Hugging Face layout of ``BertModel``, ``GPT2Model`` and
-``ViTModel``/``DeiTModel``.  :func:`load_weights` opens the file with the ``safetensors`` library
-(numpy side), strips a head-model prefix (``bert.``, ``transformer.``, ``vit.`` ...), and checks each
-expected tensor is present, floating point, of the right shape and finite.  Tensors the forward
+the forward pass reads and its shape, in the Hugging Face layout of ``BertModel``, ``GPT2Model``,
+``ViTModel``/``DeiTModel`` and the decoder LLMs (``LlamaModel`` and its relatives).
+:func:`load_weights` maps the file(s) with :mod:`attnviz.checkpoints.safetensors_file` (sharded
+checkpoints through ``model.safetensors.index.json``), first compares the number of tensors and
+weights the config implies with what the header(s) hold (a config claiming 10^7 layers is refused
+before any list is built), strips a head-model prefix (``bert.``, ``transformer.``, ``vit.``,
+``model.`` ...), and checks each expected tensor is present, floating point (BF16, F16, F32, F64),
+of the right shape and finite.  Tensors the forward
 pass does not use (poolers, LM heads, buffers) are ignored.  Every problem, including a corrupt or
 hostile file, is a :class:`~attnviz.checkpoints.errors.CheckpointError`.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from safetensors import safe_open
 
 from attnviz.checkpoints.config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.safetensors_file import StoredTensors, weight_files
 
 # Prefixes a task model (BertForMaskedLM, GPT2LMHeadModel, ViTForImageClassification ...) puts in
 # front of the base model's tensor names.
 PREFIXES = ("", "bert.", "transformer.", "vit.", "deit.", "model.")
-# safetensors dtypes read as floating-point weights; bfloat16 has no numpy dtype.
-FLOAT_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64}
+# ... and the encoder / vision families' (RobertaForMaskedLM, ElectraForPreTraining, a whole CLIPModel ...)
+PREFIXES += ("roberta.", "electra.", "distilbert.", "dinov2.", "vision_model.")
+# safetensors dtypes read as floating-point weights (BF16 and F16 are computed in float32).
+FLOAT_DTYPES = {"BF16": np.float32, "F16": np.float16, "F32": np.float32, "F64": np.float64}
 
 
 def _ln(name: str, d: int) -> dict[str, tuple[int, ...]]:
@@ -45,6 +53,14 @@ def _conv1d(name: str, n_in: int, n_out: int) -> dict[str, tuple[int, ...]]:
 
 def expected_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Canonical tensor name -> shape for every tensor the forward pass of ``c`` reads."""
+    if c.kind == "decoder":
+        from attnviz.checkpoints.decoder import decoder_tensors
+
+        return decoder_tensors(c)
+    from attnviz.checkpoints.families import FAMILY_KIND, family_tensors
+
+    if c.model_type in FAMILY_KIND:
+        return family_tensors(c)
     d, ff = c.d_model, c.d_ff
     shapes: dict[str, tuple[int, ...]] = {}
     if c.kind == "bert":
@@ -95,53 +111,74 @@ def _stored_name(name: str, keys: set[str], prefix: str) -> str | None:
     return None
 
 
-def load_weights(path: Path, c: ModelConfig) -> dict[str, np.ndarray]:
-    """Read, check and return every tensor :func:`expected_tensors` lists, as float32 (float64 if stored so)."""
+def implied_counts(c: ModelConfig) -> tuple[int, int]:
+    """(tensors, elements) the config implies, computed from one layer's list: no list of n_layer entries
+    is built, so a config claiming 10^7 layers is checked against the file in microseconds."""
+    none, one = expected_tensors(replace(c, n_layer=0)), expected_tensors(replace(c, n_layer=1))
+    per_t = len(one) - len(none)
+    per_e = sum(math.prod(s) for s in one.values()) - sum(math.prod(s) for s in none.values())
+    return len(none) + c.n_layer * per_t, sum(math.prod(s) for s in none.values()) + c.n_layer * per_e
+
+
+LIST_SLACK = 10_000  # tensors beyond the file's count still listed, so the message can name the missing ones
+
+
+def _check_sizes(store: StoredTensors, c: ModelConfig, where: str) -> None:
+    """Refuse a config that implies far more tensors than the file(s) hold before listing them (the list
+    of a config claiming 10^7 layers would take minutes and gigabytes); a near miss is left to the
+    tensor-by-tensor check, whose message names what is missing."""
+    n_t, n_e = implied_counts(c)
+    have_t, have_e = len(store.stored_names()), store.n_stored_elements()
+    if n_t > have_t + LIST_SLACK:
+        raise CheckpointError(
+            f"config.json ({c.n_layer:,} layers, d_model {c.d_model:,}) implies {n_t:,} tensors of {n_e:,} weights, "
+            f"but {where} holds {have_t:,} tensors of {have_e:,}: config and weights do not match"
+        )
+
+
+def load_weights(path: Path, c: ModelConfig, *, lazy: bool = False):
+    """Read, check and return every tensor :func:`expected_tensors` lists, as float32 (float64 if stored so).
+
+    ``path`` is the folder's ``model.safetensors``; when it is absent, the folder's
+    ``model.safetensors.index.json`` names the shards.  The file(s) are memory-mapped.  ``lazy``
+    returns the :class:`StoredTensors` itself (F16/BF16 converted when a tensor is used, F32 read in
+    place); otherwise a dict of arrays (F32 still in place, F16/BF16 converted once)."""
     path = Path(path)
-    if not path.is_file():
-        hint = "a checkpoint folder needs model.safetensors"
-        if (path.parent / "model.safetensors.index.json").is_file():
-            hint = "sharded checkpoints (model.safetensors.index.json) are not supported; save the model as one file"
-        elif (path.parent / "pytorch_model.bin").is_file():
-            hint = "pytorch_model.bin is not read (pickle files can run code); convert it to model.safetensors"
-        raise CheckpointError(f"the weights file is missing: {path} not found ({hint})")
+    files = [path] if path.is_file() else weight_files(path.parent)
+    where = files[0].name if len(files) == 1 else f"{len(files)} shards"
+    store = StoredTensors(files)
+    keys = store.stored_names()
+    _check_sizes(store, c, where)
     expected = expected_tensors(c)
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            keys = set(f.keys())
-            probe = next(iter(expected))
-            prefix = next((p for p in PREFIXES if _stored_name(probe, keys, p)), None)
-            if prefix is None:
-                sample = ", ".join(sorted(keys)[:5]) or "no tensors at all"
-                raise CheckpointError(
-                    f"{path.name} does not hold {c.model_type} weights in the Hugging Face layout: tensor "
-                    f"{probe!r} not found (the file has {sample}{' ...' if len(keys) > 5 else ''})"
-                )
-            missing = [n for n in expected if _stored_name(n, keys, prefix) is None]
-            if missing:
-                more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-                raise CheckpointError(
-                    f"{path.name} lacks tensors the {c.model_type} config.json implies: {', '.join(missing[:3])}{more}"
-                )
-            weights = {}
-            for name, shape in expected.items():
-                stored = _stored_name(name, keys, prefix)
-                sl = f.get_slice(stored)
-                dtype, got = sl.get_dtype(), tuple(sl.get_shape())
-                if dtype not in FLOAT_DTYPES:
-                    raise CheckpointError(
-                        f"tensor {stored!r} has dtype {dtype}; supported weight dtypes are {', '.join(FLOAT_DTYPES)}"
-                    )
-                if got != shape:
-                    raise CheckpointError(
-                        f"tensor {stored!r} has shape {got}, but config.json implies {shape}: config and weights do not match"
-                    )
-                arr = f.get_tensor(stored)
-                if not np.isfinite(arr).all():
-                    raise CheckpointError(f"tensor {stored!r} contains NaN or infinite values")
-                weights[name] = np.ascontiguousarray(arr, dtype=np.float64 if dtype == "F64" else np.float32)
-    except CheckpointError:
-        raise
-    except Exception as exc:  # safetensors raises its own SafetensorError, OSError, or others on hostile files
-        raise CheckpointError(f"{path} is not a readable safetensors file ({type(exc).__name__}: {exc})") from None
-    return weights
+    probe = next(iter(expected))
+    prefix = next((p for p in PREFIXES if _stored_name(probe, keys, p)), None)
+    if prefix is None:
+        sample = ", ".join(sorted(keys)[:5]) or "no tensors at all"
+        raise CheckpointError(
+            f"{where} does not hold {c.model_type} weights in the Hugging Face layout: tensor "
+            f"{probe!r} not found (the file has {sample}{' ...' if len(keys) > 5 else ''})"
+        )
+    missing = [n for n in expected if _stored_name(n, keys, prefix) is None]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise CheckpointError(
+            f"{where} lacks tensors the {c.model_type} config.json implies: {', '.join(missing[:3])}{more}"
+        )
+    alias = {}
+    for name, shape in expected.items():
+        stored = alias[name] = _stored_name(name, keys, prefix)
+        dtype, got = store.stored_dtype(stored), store.stored_shape(stored)
+        if dtype not in FLOAT_DTYPES:
+            raise CheckpointError(
+                f"tensor {stored!r} has dtype {dtype}; supported weight dtypes are {', '.join(FLOAT_DTYPES)}"
+            )
+        if got != shape:
+            raise CheckpointError(
+                f"tensor {stored!r} has shape {got}, but config.json implies {shape}: config and weights do not match"
+            )
+        if not store.check_finite(stored):
+            raise CheckpointError(f"tensor {stored!r} contains NaN or infinite values")
+    store.select(alias)
+    if lazy:
+        return store
+    return {name: np.ascontiguousarray(store[name]) for name in expected}

@@ -1,4 +1,4 @@
-"""attnviz-cli: the headless entry point (demos, session files, masks, checkpoints, benchmarks).
+"""attnviz-cli: the headless entry point (demos, session files, masks, checkpoints, corpora, benchmarks).
 
 Each sub-command lives in its own module exposing ``register(subparsers)``; the module's handler is
 stored with ``parser.set_defaults(func=...)`` and returns a process exit code. No Qt is imported here.
@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "attnviz.cli.session_cmd",
     "attnviz.cli.mask_cmd",
     "attnviz.cli.model_cmd",
+    "attnviz.cli.corpus_cmd",
     "attnviz.cli.bench_cmd",
 )
 

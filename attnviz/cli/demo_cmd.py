@@ -82,6 +82,13 @@ def run_demo(args) -> int:
     known = [n for n, _ in list_demos()]
     if args.name not in known:
         raise CliError(f"unknown demo {args.name!r}; the demos are: {', '.join(known)}")
+    if args.save:  # a directory, device or FIFO is refused before the demo is built
+        from attnviz.persist import SessionError, check_save_target
+
+        try:
+            check_save_target(args.save)
+        except SessionError as exc:
+            raise CliError(str(exc)) from None
     state = build_demo(args.name)
     if args.save:
         _save(state, args.save)

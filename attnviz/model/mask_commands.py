@@ -95,10 +95,14 @@ class SetRuleLayer:
     rules: tuple  # new explicit rules, as MaskDesign.rules
     presets: tuple  # new preset terms
     label: str = "Restore rules"  # shown in the Edit menu
+    roles: tuple | None = None  # new VLA roles, as MaskDesign.roles; None: left as they are
 
     def apply(self, design: MaskDesign):
         new = replace(design, default_rule=self.default_rule, rules=self.rules, presets=self.presets)
-        return new, SetRuleLayer(design.default_rule, design.rules, design.presets, self.label)
+        if self.roles is not None:
+            new = replace(new, roles=self.roles)
+        return new, SetRuleLayer(design.default_rule, design.rules, design.presets, self.label,
+                                 None if self.roles is None else design.roles)
 
 
 # -- presets -----------------------------------------------------------------------------------
@@ -126,9 +130,14 @@ class ApplyPreset:
     def apply(self, design: MaskDesign):
         from attnviz.model.mask_presets import preset
 
+        params = json.loads(self.params_json)
         p = preset(self.name, list(self.q_segments), None if self.k_segments is None else list(self.k_segments),
-                   **json.loads(self.params_json))
+                   **params)
         new = replace(design, default_rule=p.default_rule, rules=p.rules, presets=p.presets)
+        if self.name == "vla" and params.get("roles"):  # remembered for the next time the preset is applied
+            new = new.with_roles(params["roles"])
+            return new, SetRuleLayer(design.default_rule, design.rules, design.presets, f"Undo preset {self.name}",
+                                     design.roles)
         return new, SetRuleLayer(design.default_rule, design.rules, design.presets, f"Undo preset {self.name}")
 
 

@@ -39,7 +39,8 @@ from attnviz.model.mask_paint import ALLOW, DENY, CellOverrides
 from attnviz.model.mask_rules import Rule
 from attnviz.model.segments import Segment, check_contiguous
 
-MASK_DESIGN_VERSION = 1
+MASK_DESIGN_VERSION = 2  # 2: the VLA roles of segments ("roles"); a design without roles is still written as 1
+VLA_ROLE_CODES = ("I", "P", "A", "E")  # image, prompt / state, FAST action tokens, action-expert tokens
 MAX_NESTING = 8  # designs nested in preset terms / heads, deeper payloads are refused
 COMBINE_OPS = ("and", "or")
 
@@ -178,6 +179,7 @@ class MaskDesign:
     presets: tuple[PresetTerm, ...] = ()  # AND / OR terms applied after the rule layer, in order
     overrides: CellOverrides = field(default_factory=CellOverrides)  # painted cells, the final word
     heads: tuple[tuple[int, "MaskDesign"], ...] = ()  # per-head designs replacing this one, sorted
+    roles: tuple[tuple[str, str], ...] = ()  # (segment name, VLA role I/P/A/E) the person chose or confirmed, sorted
 
     def __post_init__(self):
         if not isinstance(self.default_rule, Rule):
@@ -213,6 +215,14 @@ class MaskDesign:
                 raise ValueError(f"the design of head {h} may not have per-head designs of its own")
             heads[int(h)] = d
         object.__setattr__(self, "heads", tuple(sorted(heads.items())))
+        roles: dict[str, str] = {}
+        for item in self.roles:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+                raise ValueError(f"a VLA role must be a (segment name, role) pair, got {item!r}")
+            if item[1] not in VLA_ROLE_CODES:
+                raise ValueError(f"role of segment {item[0]!r} must be one of I, P, A, E, got {item[1]!r}")
+            roles[item[0]] = item[1]
+        object.__setattr__(self, "roles", tuple(sorted(roles.items())))
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -227,6 +237,14 @@ class MaskDesign:
             if q == q_block and k == k_block:
                 return r
         return None
+
+    def role_map(self) -> dict[str, str]:
+        """Segment name -> VLA role remembered in this design."""
+        return dict(self.roles)
+
+    def with_roles(self, roles: dict) -> "MaskDesign":
+        """This design remembering ``roles`` (segment name -> I/P/A/E) over the ones it had."""
+        return replace(self, roles=tuple({**dict(self.roles), **dict(roles)}.items()))
 
     def split_of(self, segment: str) -> BlockSplit | None:
         for s in self.splits:
@@ -403,7 +421,7 @@ class MaskDesign:
         """A JSON-able dict and the arrays it refers to by name (painted cells as (n, 3) int64)."""
         arrays: dict[str, np.ndarray] = {}
         d = self._payload("mask", arrays)
-        d["version"] = MASK_DESIGN_VERSION
+        d["version"] = MASK_DESIGN_VERSION if _has_roles(d) else 1  # readable by older versions when it can be
         return d, arrays
 
     def _payload(self, prefix: str, arrays: dict) -> dict:
@@ -424,6 +442,7 @@ class MaskDesign:
             "presets": terms,
             "overrides": ov_key,
             "heads": [{"head": h, "design": d._payload(f"{prefix}.heads.{h}", arrays)} for h, d in self.heads],
+            **({"roles": [{"segment": n, "role": r} for n, r in self.roles]} if self.roles else {}),
         }
 
     @classmethod
@@ -448,7 +467,7 @@ class MaskDesign:
             raise ValueError("mask design payload must be an object")
         if depth > MAX_NESTING:
             raise ValueError(f"mask design nests designs more than {MAX_NESTING} deep")
-        known = {"version", "default", "rules", "splits", "presets", "overrides", "heads"}
+        known = {"version", "default", "rules", "splits", "presets", "overrides", "heads", "roles"}
         unknown = set(d) - known
         if unknown:
             raise ValueError(f"mask design has unknown fields {sorted(unknown)}")
@@ -491,8 +510,22 @@ class MaskDesign:
             if not isinstance(item, dict) or "design" not in item:
                 raise ValueError(f"a per-head design needs 'head' and 'design', got {item!r}")
             heads.append((item.get("head"), cls._from_payload(item["design"], arrays, False, depth + 1)))
+        roles = []
+        for item in _list(d, "roles"):
+            if not isinstance(item, dict) or not isinstance(item.get("segment"), str):
+                raise ValueError(f"a VLA role needs a string 'segment' and a 'role', got {item!r}")
+            roles.append((item["segment"], item.get("role")))
         return cls(default_rule=default, rules=tuple(rules), splits=tuple(splits), presets=tuple(terms),
-                   overrides=overrides, heads=tuple(heads))
+                   overrides=overrides, heads=tuple(heads), roles=tuple(roles))
+
+
+def _has_roles(payload: dict) -> bool:
+    """True when a design payload, or one nested in it, holds VLA roles (format version 2)."""
+    if payload.get("roles"):
+        return True
+    nested = [t["design"] for t in payload.get("presets", ()) if t.get("design") is not None]
+    nested += [h["design"] for h in payload.get("heads", ())]
+    return any(_has_roles(n) for n in nested)
 
 
 def _list(d: dict, key: str) -> list:

@@ -16,6 +16,9 @@ from their name (``image``/``img``/``patch``/``cls``/``camera`` -> I, ``prompt``
 -> P, ``fast``/``action`` -> A, ``expert``/``noise`` -> E); several segments may share a role.
 ``preset("vla", ...)`` refuses a segment without a role; a ``vla`` preset term, re-evaluated when
 the sequence changes later, denies such a segment's rows and columns instead of failing.
+:func:`infer_vla_roles` gives a session's segments their roles from what their sources are (an
+image is I and a text P whatever their names, e.g. an image named after its file), then from the
+names of custom blocks, and lists the segments it cannot place, for the person to choose.
 """
 
 from __future__ import annotations
@@ -189,8 +192,7 @@ def vla_roles(segments, roles: dict | None = None, strict: bool = True) -> dict[
         if seg.name in roles:
             out[seg.name] = roles[seg.name]
             continue
-        low = seg.name.lower()
-        role = next((r for r, words in _ROLE_WORDS if any(w in low for w in words)), None)
+        role = _role_from_name(seg.name)
         if role is None:
             if not strict:
                 continue
@@ -198,6 +200,38 @@ def vla_roles(segments, roles: dict | None = None, strict: bool = True) -> dict[
                              f"expert, or pass roles={{{seg.name!r}: 'I'|'P'|'A'|'E'}}")
         out[seg.name] = role
     return out
+
+
+def _role_from_name(name: str) -> str | None:
+    low = name.lower()
+    return next((r for r, words in _ROLE_WORDS if any(w in low for w in words)), None)
+
+
+ROLE_OF_KIND = {"image": "I", "text": "P"}  # source kinds whose tokens have one VLA role whatever their name
+
+
+def infer_vla_roles(segments, sources=(), remembered: dict | None = None) -> tuple[dict[str, str], list[str]]:
+    """(segment name -> VLA role, names of the segments with no sure role) for ``segments`` (the query
+    and key segments of a session, each named after its source). A role the person chose before
+    (``remembered``) comes first, then the kind of the segment's source (image -> I, text -> P),
+    then the name (custom blocks such as "state", "fast actions", "expert actions"). Segments that
+    none of these places are left out of the mapping and listed, in order, for the person to
+    choose."""
+    remembered = dict(remembered or {})
+    kinds = {getattr(s, "name", None): getattr(s, "kind", "") for s in sources}
+    roles: dict[str, str] = {}
+    unsure: list[str] = []
+    for seg in segments:
+        name = seg.name
+        if name in roles or name in unsure:
+            continue
+        role = remembered.get(name) if remembered.get(name) in VLA_ROLES else None
+        role = role or ROLE_OF_KIND.get(kinds.get(name, "")) or _role_from_name(name)
+        if role is None:
+            unsure.append(name)
+        else:
+            roles[name] = role
+    return roles, unsure
 
 
 def _vla_rule(rq: str, rk: str) -> Rule:

@@ -18,13 +18,15 @@ the tree does not refer to all raise ValueError with a message that says where. 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from attnviz.model.frozen import FrozenArray
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import ScoreRuleConfig
-from attnviz.model.state import (CrossConfig, CustomSource, ImageSource, KernelConfig, ModelConfig,
+from attnviz.model.sequence import MAX_TOKENS
+from attnviz.model.state import (MAX_HEADS, CrossConfig, CustomSource, ImageSource, KernelConfig, ModelConfig,
                                  QKOverride, SessionState, TextSource, TokenizerSpec, ToySource,
                                  ViewState, WEIGHT_NAMES)
 
@@ -157,6 +159,14 @@ class _Reader:
             raise ValueError(f"{where} must be a list, got {type(v).__name__}")
         return v
 
+    @classmethod
+    def index(cls, v, where: str, stop: int, what: str, optional: bool = False):
+        """An integer index in 0 .. stop - 1; the message names the field and the limit."""
+        v = cls.int_(v, where, optional)
+        if v is not None and not 0 <= v < stop:
+            raise ValueError(f"{where} is {v:,}; {what} are 0 .. {stop - 1:,}")
+        return v
+
     def array(self, key, where: str) -> np.ndarray:
         if not isinstance(key, str) or key not in self.arrays:
             raise ValueError(f"{where} refers to array {key!r}, which is missing")
@@ -237,17 +247,23 @@ def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
                                         "qk_overrides"))
     w = R.keys(m["weights"], "model.weights", WEIGHT_NAMES)
     hand = {n: None if w[n] is None else FrozenArray(R.array(w[n], f"model.weights.{n}")) for n in WEIGHT_NAMES}
-    overrides = []
-    for j, o in enumerate(R.list_(m["qk_overrides"], "model.qk_overrides")):
-        o = R.list_(o, f"model.qk_overrides[{j}]")
-        if len(o) != 5:
-            raise ValueError(f"model.qk_overrides[{j}] must be [which, head, token, dim, value]")
-        overrides.append(QKOverride(R.str_(o[0], "which"), R.int_(o[1], "head"), R.int_(o[2], "token"),
-                                    R.int_(o[3], "dim"), R.num(o[4], "value")))
     model = ModelConfig(R.int_(m["d_model"], "model.d_model"), R.int_(m["nh"], "model.nh"),
                         R.int_(m["hs"], "model.hs", True), R.int_(m["hv"], "model.hv", True),
-                        R.int_(m["seed"], "model.seed"), R.int_(m["embed_seed"], "model.embed_seed"),
-                        qk_overrides=tuple(overrides), **hand)
+                        R.int_(m["seed"], "model.seed"), R.int_(m["embed_seed"], "model.embed_seed"), **hand)
+    overrides = []
+    for j, o in enumerate(R.list_(m["qk_overrides"], "model.qk_overrides")):
+        where = f"model.qk_overrides[{j}]"
+        o = R.list_(o, where)
+        if len(o) != 5:
+            raise ValueError(f"{where} must be [which, head, token, dim, value]")
+        overrides.append(QKOverride(
+            R.str_(o[0], f"{where}.which"),
+            R.index(o[1], f"{where}.head", model.nh, f"the heads of this model (nh = {model.nh})"),
+            R.index(o[2], f"{where}.token", MAX_TOKENS, "the token positions a sequence can have"),
+            R.index(o[3], f"{where}.dim", model.head_size, f"the components of a head (hs = {model.head_size})"),
+            R.num(o[4], f"{where}.value")))
+    if overrides:
+        model = replace(model, qk_overrides=tuple(overrides))
 
     p = R.keys(tree["positional"], "positional", ("kind", "base", "seed", "scale"))
     positional = PositionalConfig(R.str_(p["kind"], "positional.kind"), R.num(p["base"], "positional.base"),
@@ -264,10 +280,22 @@ def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
     mk = R.keys(tree["mask"], "mask", ("payload", "arrays"))
     names = R.keys(mk["arrays"], "mask.arrays", tuple(mk["arrays"]) if isinstance(mk["arrays"], dict) else ())
     mask_arrays = {str(n): R.array(key, f"mask.arrays[{n!r}]") for n, key in names.items()}
+    for n, cells in mask_arrays.items():  # painted cells: (n, 3) rows of [query, key, value]
+        if cells.ndim == 2 and cells.shape[1] == 3 and cells.shape[0]:
+            outside = np.flatnonzero(((cells[:, :2] < 0) | (cells[:, :2] >= MAX_TOKENS)).any(axis=1))
+            if outside.size:
+                q, k = cells[outside[0], :2].tolist()
+                raise ValueError(f"mask.arrays[{n!r}] row {int(outside[0])}: painted cell ({q:,}, {k:,}) is outside "
+                                 f"the token positions a sequence can have (0 .. {MAX_TOKENS - 1:,})")
     from attnviz.model.mask_design import MaskDesign
 
     if not isinstance(mk["payload"], dict):
         raise ValueError("mask.payload must be a mapping")
+    per_head = mk["payload"].get("heads", [])
+    for j, item in enumerate(per_head if isinstance(per_head, list) else []):
+        if isinstance(item, dict):
+            R.index(item.get("head"), f"mask.payload.heads[{j}].head", MAX_HEADS,
+                    f"the heads a session can have (at most {MAX_HEADS})")
     try:
         mask = MaskDesign.from_payload(mk["payload"], mask_arrays)
     except (KeyError, TypeError, IndexError) as exc:
@@ -275,8 +303,11 @@ def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
 
     v = R.keys(tree["view"], "view", ("head", "query", "key", "colormap", "log_scale", "normalisation", "matrix",
                                       "overlay_opacity", "layout"))
-    head = v["head"] if v["head"] == "mean" else R.int_(v["head"], "view.head")
-    view = ViewState(head, R.int_(v["query"], "view.query", True), R.int_(v["key"], "view.key", True),
+    head = v["head"] if v["head"] == "mean" else R.index(v["head"], "view.head", MAX_HEADS,
+                                                         f"the heads a session can have (at most {MAX_HEADS})")
+    tokens = "the token positions a sequence can have"
+    view = ViewState(head, R.index(v["query"], "view.query", MAX_TOKENS, tokens, True),
+                     R.index(v["key"], "view.key", MAX_TOKENS, tokens, True),
                      R.str_(v["colormap"], "view.colormap"), R.bool_(v["log_scale"], "view.log_scale"),
                      R.str_(v["normalisation"], "view.normalisation"), R.str_(v["matrix"], "view.matrix"),
                      R.num(v["overlay_opacity"], "view.overlay_opacity"), R.str_(v["layout"], "view.layout"))

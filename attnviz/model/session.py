@@ -10,7 +10,8 @@ the new dirty flag when it flips. Views subscribe to what they draw::
 
 Every edit goes through ``session.execute(cmd)``, which applies a command from
 :mod:`attnviz.model.commands`, emits only for fields that changed, marks the session dirty and
-returns the inverse. There is no undo stack here: the UI's undo stack keeps the inverses (and merges
+returns the inverse. A change of the view alone (selection, matrix shown, colours, zoom) is saved
+with the session but is not unsaved work: it leaves the dirty flag as it was. There is no undo stack here: the UI's undo stack keeps the inverses (and merges
 drag strokes with :func:`attnviz.model.commands.merge`). ``replace_state`` (opening a file, a demo)
 emits every field and leaves the session clean.
 """
@@ -21,6 +22,8 @@ from psygnal import Signal, SignalGroup
 
 from attnviz.model.commands import merge
 from attnviz.model.state import FIELDS, SessionState
+
+VIEW_ONLY = frozenset({"view"})  # fields whose change alone does not make the session dirty
 
 
 class SessionEvents(SignalGroup):
@@ -99,5 +102,5 @@ class Session:
         for name in changed:
             getattr(self.events, name).emit(getattr(new, name))
         self.events.state.emit(new)
-        if mark_dirty:
+        if mark_dirty and any(n not in VIEW_ONLY for n in changed):
             self._set_dirty(True)

@@ -253,6 +253,7 @@ class QKOverride:
 
 
 WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
+MAX_HEADS = 256  # the most heads a session's attention layer has: head indices are 0 .. MAX_HEADS - 1
 
 
 @dataclass(frozen=True)
@@ -282,8 +283,8 @@ class ModelConfig:
             _int("value size hv", self.hv)
         _int("model seed", self.seed, lo=0)
         _int("embedding seed", self.embed_seed, lo=0)
-        if d > 4096 or nh > 256 or self.head_size > 4096 or self.value_size > 4096:
-            raise ValueError("model sizes are limited to d_model <= 4096, nh <= 256, hs and hv <= 4096")
+        if d > 4096 or nh > MAX_HEADS or self.head_size > 4096 or self.value_size > 4096:
+            raise ValueError(f"model sizes are limited to d_model <= 4096, nh <= {MAX_HEADS}, hs and hv <= 4096")
         shapes = {"W_q": (nh, d, self.head_size), "W_k": (nh, d, self.head_size),
                   "W_v": (nh, d, self.value_size), "W_o": (nh * self.value_size, d)}
         for name, shape in shapes.items():

@@ -7,6 +7,10 @@ Public API
     also returns the file's :class:`Payload` (schema and app version, arrays, blobs).
 ``save_payload(path, tree, arrays, blobs)`` / ``load_payload(path) -> Payload``
     the same container for any JSON tree + numpy arrays + byte blobs.
+``check_save_target(path) -> Path``
+    the real file a save to ``path`` writes (symlinks followed); refuses a directory, device node,
+    FIFO or socket before any work. Every save calls it; a command may call it before building what
+    it saves.
 ``SessionError``
     the one error every load (and save) failure raises, with a message a person can act on.
 ``SCHEMA_VERSION``
@@ -21,6 +25,7 @@ replace), ``session`` (model state on top), ``autosave``, ``errors``.
 """
 
 from attnviz.persist.errors import SessionError
+from attnviz.persist.atomic import check_save_target
 from attnviz.persist.migrations import SCHEMA_VERSION
 from attnviz.persist.container import Payload, load_payload, save_payload
 from attnviz.persist.limits import DEFAULT_LIMITS, Limits
@@ -28,6 +33,6 @@ from attnviz.persist.session import load_session, read_session, save_session
 from attnviz.persist.autosave import AutosaveStore, RecoveryInfo
 
 __all__ = [
-    "SessionError", "SCHEMA_VERSION", "Payload", "load_payload", "save_payload", "Limits",
+    "SessionError", "check_save_target", "SCHEMA_VERSION", "Payload", "load_payload", "save_payload", "Limits",
     "DEFAULT_LIMITS", "load_session", "read_session", "save_session", "AutosaveStore", "RecoveryInfo",
 ]

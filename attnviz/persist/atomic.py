@@ -3,17 +3,45 @@
 Protocol: create a temporary file in the target's own directory (same filesystem, so the rename is
 atomic), write it, flush and fsync it, ``os.replace`` it over the target, then fsync the directory so
 the rename itself survives a power cut. Any failure before the rename (disk full, permission, an
-exception in the writer) removes the temporary file and leaves the target byte-identical; a kill
-leaves the target intact and at most a stale ``.NAME.*.tmp`` beside it.
+exception in the writer) removes the temporary file and leaves the target byte-identical.
+
+Targets: a symlink is followed (the file it points to is replaced, the link stays, as editors do);
+a target that exists and is not a regular file (directory, device node, FIFO, socket) is refused
+with :class:`SessionError` before anything is written (:func:`check_save_target`).
+
+Stale temporaries: the temporary file is ``.NAME.PID-XXXXXXXX.tmp`` (PID: the writing process) and
+its writer holds an exclusive ``flock`` on it while writing it. A save killed mid-write leaves it
+behind; the next save of the same NAME removes every such file that no live process holds: the lock
+must be free (the system drops a lock when its holder dies) and either its PID is no running
+process or it has not been modified for :data:`STALE_AFTER_S` seconds (so a writer between creating
+its file and locking it is never touched, and a reused PID does not keep a stale file for ever).
+Temporaries of earlier versions (``.NAME.XXXXXXXX.tmp``, no PID, no lock) are removed once untouched
+for :data:`LEGACY_STALE_AFTER_S`. Where ``flock`` does not exist (Windows) PIDs are not probed and
+only the age counts, and a file still open cannot be deleted.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import BinaryIO, Callable
+
+from attnviz.persist.errors import SessionError
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+STALE_AFTER_S = 60.0  # an unlocked temporary untouched this long is stale even if its PID runs again
+LEGACY_STALE_AFTER_S = 3600.0  # temporaries of earlier versions carry no PID and were never locked
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -37,22 +65,115 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
+def check_save_target(path: str | os.PathLike) -> Path:
+    """The real file a save to ``path`` writes (symlinks followed); SessionError when something that
+    is not a regular file (directory, device, FIFO, socket) is there, or the link cannot be resolved."""
+    given = os.fspath(path)
+    try:
+        target = Path(os.path.realpath(given, strict=False))
+    except (OSError, ValueError) as exc:
+        raise SessionError(f"{given}: the path cannot be resolved for saving ({exc})") from None
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return target  # a new file (or a link to one not yet there)
+    except OSError as exc:  # a symlink loop, a path through a file, permission on a folder
+        raise SessionError(f"{given}: cannot save there ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        via = f" (the link points to {target})" if os.path.islink(given) else ""
+        raise SessionError(f"{given}: it is {kind}{via}, not a regular file; files are only saved as new or "
+                           f"existing regular files, so it is left as it is")
+    return target
+
+
+def _pid_running(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would terminate a process on Windows: assume it runs
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except OSError:  # PermissionError: it exists and belongs to someone else
+        return True
+    return True
+
+
+def _lock_free(path: Path) -> bool:
+    """True when nobody holds ``path``'s flock (taken and released here); False when held or unreadable."""
+    if fcntl is None:
+        return True  # Windows: deleting an open file fails instead
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # also releases the lock just taken
+    return True
+
+
+def remove_stale_temporaries(target: Path) -> list[Path]:
+    """Remove the temporaries of killed saves of ``target`` (see the module doc); returns those removed."""
+    name = re.escape(target.name)
+    current = re.compile(rf"\.{name}\.(\d{{1,10}})-[a-z0-9_]{{8}}\.tmp")
+    legacy = re.compile(rf"\.{name}\.[a-z0-9_]{{8}}\.tmp")
+    removed = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        m = current.fullmatch(entry.name)
+        if m is None and not legacy.fullmatch(entry.name):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        age = now - st.st_mtime
+        if m is not None:
+            stale = age > STALE_AFTER_S or not _pid_running(int(m.group(1)))
+        else:
+            stale = age > LEGACY_STALE_AFTER_S
+        path = Path(entry.path)
+        if stale and _lock_free(path):
+            try:
+                path.unlink()
+            except OSError:  # held open on Windows, or removed meanwhile by another save
+                continue
+            removed.append(path)
+    return removed
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
     """Call ``write(f)`` on a temporary file beside ``path`` and atomically move it to ``path``.
 
-    Follows a symlink at ``path`` (the link's target is replaced, the link stays). Keeps the mode of
-    an existing target. Exceptions from ``write`` or the filesystem propagate after cleanup.
-    Returns the real path written.
+    Follows a symlink at ``path`` (the link's target is replaced, the link stays); refuses a target
+    that is not a regular file (SessionError). Keeps the mode of an existing target. Removes stale
+    temporaries of earlier killed saves of the same file first. Exceptions from ``write`` or the
+    filesystem propagate after cleanup. Returns the real path written.
     """
-    target = Path(os.path.realpath(os.fspath(path)))
+    target = check_save_target(path)
     directory = target.parent
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
         mode = _new_file_mode()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    remove_stale_temporaries(target)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}-", suffix=".tmp", dir=directory)
     tmp = Path(tmp_name)
     try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held until the file is closed: "a live process writes this"
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()

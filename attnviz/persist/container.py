@@ -30,7 +30,7 @@ from typing import Mapping
 import numpy as np
 
 import attnviz
-from attnviz.persist.atomic import atomic_write
+from attnviz.persist.atomic import atomic_write, check_save_target
 from attnviz.persist.errors import SessionError
 from attnviz.persist.limits import DEFAULT_LIMITS, SAFE_DTYPES, Limits
 from attnviz.persist.manifest import (
@@ -112,8 +112,10 @@ def save_payload(path: str | os.PathLike, tree: dict, arrays: Mapping[str, np.nd
 
     The previous file at ``path`` (if any) stays byte-identical unless the new one is complete.
     Raises SessionError for content that cannot be stored (non-JSON tree, unsafe dtype, NaN,
-    over the caps) and for filesystem failures (disk full, permission). Returns the path written.
+    over the caps), for a target that is not a regular file (checked first) and for filesystem
+    failures (disk full, permission). Returns the path written.
     """
+    check_save_target(path)
     arrays = dict(arrays or {})
     blobs = dict(blobs or {})
     if not isinstance(tree, dict):

@@ -121,6 +121,42 @@ def _depth_ok(text: str, max_depth: int) -> bool:
     return True
 
 
+# A lone surrogate can only enter through a \\uD800..\\uDFFF escape: the text itself is strict UTF-8.
+_SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _field_path(path: str, key) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if isinstance(key, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{key!r}]"
+
+
+def _lone_surrogate(value, path: str) -> tuple[str, int] | None:
+    """(path of the first string holding a lone UTF-16 surrogate, character index), or None.
+    Keys are checked as well as values; the depth is already capped, so the recursion is bounded."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return path, exc.start
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _lone_surrogate(key, f"a key of {path}" if path else "a top-level key")
+            if found is None:
+                found = _lone_surrogate(item, _field_path(path, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _lone_surrogate(item, _field_path(path, i))
+            if found is not None:
+                return found
+    return None
+
+
 def parse_manifest(raw: bytes, limits: Limits) -> dict:
     """Decode ``manifest.json`` into a dict; any problem is a SessionError."""
     try:
@@ -135,6 +171,12 @@ def parse_manifest(raw: bytes, limits: Limits) -> dict:
         raise SessionError(f"manifest.json is not valid JSON: {exc}") from exc
     if not isinstance(manifest, dict):
         raise SessionError(f"manifest.json must hold a JSON object, found {type(manifest).__name__}")
+    if _SURROGATE_ESCAPE_RE.search(text):  # paired surrogates (emoji) are fine; a lone one never saves again
+        found = _lone_surrogate(manifest, "")
+        if found is not None:
+            where, index = found
+            raise SessionError(f"manifest.json: {where} holds a lone UTF-16 surrogate at character {index}; "
+                               f"strings must be valid Unicode (the session could never be saved again)")
     return manifest
 
 

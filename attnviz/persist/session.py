@@ -13,6 +13,7 @@ from pathlib import Path
 
 from attnviz.model import serialize
 from attnviz.model.state import SessionState
+from attnviz.persist.atomic import check_save_target
 from attnviz.persist.container import Payload, load_payload, save_payload
 from attnviz.persist.errors import SessionError
 from attnviz.persist.limits import DEFAULT_LIMITS, Limits
@@ -27,6 +28,7 @@ def save_session(path: str | os.PathLike, state, *, limits: Limits = DEFAULT_LIM
     """
     if not isinstance(state, SessionState):
         raise SessionError(f"cannot save {path}: expected a SessionState, got {type(state).__name__}")
+    check_save_target(path)  # before any work: a directory, device or FIFO is never replaced
     try:
         tree, arrays, blobs = serialize.dump_state(state)
     except (ValueError, TypeError) as exc:

@@ -14,7 +14,7 @@ Token labels are the name followed by the index: ``"state0"``, ``"state1"``, ...
 from __future__ import annotations
 
 import csv
-import io
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +26,9 @@ from attnviz.sources.errors import (MAX_SOURCE_TOKENS, SourceError, finite_nonne
 GENERATORS = ("zeros", "noise", "file")
 MAX_VALUES_FILE_BYTES = 256 * 2**20  # a values file larger than this is surely not a token block
 MAX_BLOCK_TOKENS = MAX_SOURCE_TOKENS  # tokens one block may hold
+MAX_BLOCK_COLUMNS = 4096  # numbers per token: the largest d_model a session has
+MAX_BLOCK_CELLS = MAX_VALUES_FILE_BYTES // 8  # numbers in one block: as many as the largest .npy holds
+MAX_CSV_LINE_CHARS = 64 * MAX_BLOCK_COLUMNS  # one CSV row of MAX_BLOCK_COLUMNS long numbers fits easily
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,34 +132,70 @@ def load_block_values(path, d_model: int | None = None) -> np.ndarray:
     return _check_values(values, path.name, d_model)
 
 
+def _data_lines(f, name: str):
+    """The file's lines that hold data (not blank, not ``#`` comments), each read with a length cap so
+    one endless line cannot fill memory."""
+    for number in itertools.count(1):
+        line = f.readline(MAX_CSV_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) > MAX_CSV_LINE_CHARS:
+            raise SourceError(f"{name}: line {number} is longer than {MAX_CSV_LINE_CHARS:,} characters; a row holds "
+                              f"at most {MAX_BLOCK_COLUMNS:,} numbers")
+        if line.strip() and not line.lstrip().startswith("#"):
+            yield line.rstrip("\r\n")
+
+
 def _read_csv(path: Path) -> np.ndarray:
+    """Read row by row, stopping as soon as the file has more rows or columns than a block may hold."""
+    name = path.name
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with open(path, encoding="utf-8-sig", newline=None) as f:
+            lines = _data_lines(f, name)
+            first = next(lines, None)
+            if first is None:
+                raise SourceError(f"{name} has no rows of numbers")
+            delimiter = next((d for d in (",", ";", "\t") if d in first), None)
+            lines = itertools.chain([first], lines)
+            cells = csv.reader(lines, delimiter=delimiter) if delimiter else (ln.split() for ln in lines)
+            rows: list[np.ndarray] = []
+            width = None
+            header_checked = False
+            for row in cells:
+                row = [cell.strip() for cell in row]
+                if not header_checked:
+                    header_checked = True
+                    if not _numeric_row(row):
+                        continue  # a header of column names
+                if width is None:
+                    width = len(row)
+                    if width > MAX_BLOCK_COLUMNS:
+                        raise SourceError(f"{name}: rows have {width:,} values; a token holds at most "
+                                          f"{MAX_BLOCK_COLUMNS:,} (the largest d_model)")
+                r = len(rows) + 1
+                if len(row) != width:
+                    raise SourceError(f"{name}: line {r} of the data has {len(row)} values, the first has {width}")
+                if r > MAX_BLOCK_TOKENS or r * width > MAX_BLOCK_CELLS:
+                    numbers = "number" if width == 1 else "numbers"
+                    raise SourceError(f"{name} has more than {r - 1:,} rows of {width} {numbers}; a block holds at most "
+                                      f"{MAX_BLOCK_TOKENS:,} tokens and {MAX_BLOCK_CELLS:,} numbers (reading stopped "
+                                      f"at data row {r})")
+                out = np.empty(width)  # (width,)
+                for c, cell in enumerate(row):
+                    try:
+                        out[c] = float(cell)
+                    except ValueError:
+                        raise SourceError(f"{name}: {cell!r} (data row {r}, column {c + 1}) is not a number") from None
+                rows.append(out)
     except UnicodeDecodeError:
-        raise SourceError(f"{path.name} is not a UTF-8 text file") from None
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    if not lines:
-        raise SourceError(f"{path.name} has no rows of numbers")
-    delimiter = next((d for d in (",", ";", "\t") if d in lines[0]), None)
-    rows = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter or ",")) if delimiter else [
-        ln.split() for ln in lines
-    ]
-    rows = [[cell.strip() for cell in row] for row in rows]
-    if rows and not _numeric_row(rows[0]):
-        rows = rows[1:]  # a header of column names
+        raise SourceError(f"{name} is not a UTF-8 text file") from None
+    except csv.Error as exc:
+        raise SourceError(f"{name} is not a readable CSV file ({exc})") from None
+    except OSError as exc:
+        raise SourceError(f"cannot read values file {name}: {exc.strerror or exc}") from None
     if not rows:
-        raise SourceError(f"{path.name} has a header but no rows of numbers")
-    width = len(rows[0])
-    out = np.empty((len(rows), width))  # (rows, width)
-    for r, row in enumerate(rows):
-        if len(row) != width:
-            raise SourceError(f"{path.name}: line {r + 1} of the data has {len(row)} values, the first has {width}")
-        for c, cell in enumerate(row):
-            try:
-                out[r, c] = float(cell)
-            except ValueError:
-                raise SourceError(f"{path.name}: {cell!r} (data row {r + 1}, column {c + 1}) is not a number") from None
-    return out
+        raise SourceError(f"{name} has a header but no rows of numbers")
+    return np.stack(rows)  # (rows, width)
 
 
 def _numeric_row(row: list[str]) -> bool:

@@ -6,8 +6,12 @@ Three steps, each a plain function on numpy arrays:
    Pillow, in any mode, into ``uint8 (H, W, 3)`` RGB:
 
    * modes with alpha (LA, PA, RGBA, RGBa, P with a transparent colour) are **composited over
-     white**, the way a viewer shows them on a page (dropping alpha would turn transparent areas
-     into whatever colour happens to be stored under them, often black);
+     white** by default (``alpha="white"``), the way a viewer shows them on a page (dropping alpha
+     would turn transparent areas into whatever colour happens to be stored under them, often
+     black): the session's own image sources see a picture as it looks.  ``alpha="drop"`` does
+     what Pillow's ``convert("RGB")`` does instead — the stored colours, alpha ignored — which is
+     how transformers and a pretrained checkpoint's own processor load images, so attnviz runs a
+     checkpoint on the pixels transformers would give it;
    * 16-bit grey (``I;16``, ``I;16B`` ...) is scaled from 0..65535 to 0..255; 32-bit integer
      (``I``) and float (``F``) grey are read as 8-bit if all values lie in 0..255, as 16-bit if in
      0..65535 (ints) or as 0..1 (floats), and otherwise stretched from their minimum to their
@@ -56,6 +60,7 @@ __all__ = [
 
 DEFAULT_MAX_PIXELS = 40_000_000  # 40 MP: any camera photo fits; a decompression bomb does not
 POLICIES = ("resize", "crop")
+ALPHA_POLICIES = ("white", "drop")  # transparency composited over white, or ignored as convert("RGB") does
 BUNDLED_IMAGES = ("river-scene.png", "harbour-wide.png")  # made by tools/make_demo_images.py
 
 
@@ -69,13 +74,16 @@ def bundled_image(name: str = "river-scene.png") -> Path:
 # ---- loading --------------------------------------------------------------------------------------
 
 
-def load_image(source, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> np.ndarray:
+def load_image(source, max_pixels: int | None = DEFAULT_MAX_PIXELS, alpha: str = "white") -> np.ndarray:
     """Read an image file (path, bytes or binary file object) into ``uint8 (H, W, 3)`` RGB.
 
     ``max_pixels`` refuses larger images before decoding them (None: only Pillow's own limit).
+    ``alpha``: "white" composites transparency over white, "drop" ignores it as ``convert("RGB")``.
     """
     if max_pixels is not None:
         max_pixels = positive_int("max_pixels", max_pixels)
+    if alpha not in ALPHA_POLICIES:
+        raise SourceError(f"alpha must be one of {', '.join(ALPHA_POLICIES)} (got {alpha!r})")
     fp, what = _open_source(source)
     try:
         with warnings.catch_warnings():
@@ -90,7 +98,7 @@ def load_image(source, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> np.ndarra
                 im.seek(0)  # first frame of a GIF / WebP animation, first page of a TIFF
                 im.load()
                 im = _upright(im)
-                rgb = _to_rgb(im, what)
+                rgb = _to_rgb(im, what, alpha)
     except SourceError:
         raise
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
@@ -138,11 +146,16 @@ def _upright(im: Image.Image) -> Image.Image:
         return im
 
 
-def _to_rgb(im: Image.Image, what: str) -> np.ndarray:
+def _to_rgb(im: Image.Image, what: str, alpha: str = "white") -> np.ndarray:
     mode = im.mode
     if mode.startswith("I;16") or mode in ("I", "F"):
         return _high_depth_grey(np.asarray(im), mode, what)
-    if mode == "P" and "transparency" in im.info or mode in ("PA", "LA", "RGBa", "La"):
+    has_alpha = mode == "P" and "transparency" in im.info or mode in ("PA", "LA", "RGBa", "La")
+    if alpha == "drop" and (has_alpha or mode == "RGBA"):
+        if mode != "RGBA" and mode != "LA":  # the same colours as convert("RGB"), without Pillow's palette warning
+            im = im.convert("RGBA")
+        return np.ascontiguousarray(np.asarray(im.convert("RGB"), dtype=np.uint8))  # (H, W, 3) alpha ignored
+    if has_alpha:
         im = im.convert("RGBA")
         mode = "RGBA"
     if mode == "RGBA":

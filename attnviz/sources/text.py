@@ -88,6 +88,19 @@ class TextTokens:
         return self.text[a:b]
 
 
+def _unknown_ids(tokenizer: Tokenizer, spec: dict) -> set[int]:
+    """The id of the vocabulary's unknown token (WordPiece/BPE ``unk_token``, Unigram ``unk_id``), if any."""
+    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    ids = set()
+    if isinstance(model.get("unk_token"), str):
+        i = tokenizer.token_to_id(model["unk_token"])
+        if i is not None:
+            ids.add(int(i))
+    if isinstance(model.get("unk_id"), int) and not isinstance(model.get("unk_id"), bool):
+        ids.add(int(model["unk_id"]))
+    return ids
+
+
 class BpeTokenizer:
     """A ``tokenizers.Tokenizer`` with a name, returning :class:`TextTokens`.
 
@@ -107,7 +120,10 @@ class BpeTokenizer:
         )
         added = tokenizer.get_added_tokens_decoder()
         self._added = {int(i): t.content for i, t in added.items()}  # shown verbatim as pieces
-        self._special_ids = {int(i) for i, t in added.items() if t.special}
+        # Special: what the post-processor adds (the encoding's special-tokens mask: [CLS], [SEP], BOS,
+        # EOS, padding) and special added tokens typed in the text, except the unknown token: [UNK]
+        # stands for text the vocabulary lacks, it is content, not a marker.
+        self._special_ids = {int(i) for i, t in added.items() if t.special} - _unknown_ids(tokenizer, spec)
         self._pieces: dict[int, str] = {}  # id -> decoded piece, filled as ids are met
 
     # ---- construction -------------------------------------------------------------------------

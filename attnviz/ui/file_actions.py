@@ -24,7 +24,8 @@ from attnviz.model.demos import build_demo
 from attnviz.model.state import PALETTE, CustomSource, ImageSource, SessionState, TextSource
 from attnviz.persist import AutosaveStore, SessionError, load_session, save_session
 from attnviz.sources.errors import SourceError
-from attnviz.ui.export import ExportError, export_csv, export_npy, export_png, export_svg
+from attnviz.ui.export import (MAX_PNG_SIDE, PNG_SCALES, ExportError, export_csv, export_npy, export_png, export_svg,
+                               png_size, scale_for_width)
 
 SESSION_SUFFIX = ".attnviz"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -169,6 +170,18 @@ class Prompts:
 
     def text(self, parent, caption: str, label: str, initial: str = "") -> str | None:
         value, ok = QInputDialog.getText(parent, caption, label, text=initial)
+        return value if ok else None
+
+    def png_resolution(self, parent, choices: list[str]) -> int | None:
+        """Index of the resolution chosen among ``choices`` (the last one: a width typed next), or None."""
+        item, ok = QInputDialog.getItem(parent, "Export PNG", "Resolution:", choices, 1 if len(choices) > 2 else 0,
+                                        False)
+        return choices.index(item) if ok and item in choices else None
+
+    def png_width(self, parent, initial: int) -> int | None:
+        """A width in pixels for the exported picture, or None."""
+        value, ok = QInputDialog.getInt(parent, "Export PNG", "Width in pixels (the height follows):", initial, 16,
+                                        MAX_PNG_SIDE)
         return value if ok else None
 
 
@@ -375,16 +388,40 @@ class FileActions(QObject):
         self.ctx.report(f"exported the {what} to {Path(written).name}", "info")
         return True
 
-    def export_png(self, path=None) -> bool:
+    def export_png(self, path=None, scale: float | None = None) -> bool:
+        """Write the heatmap as a PNG at ``scale`` times its on-screen size; without a scale, the
+        person chooses a resolution (1x to 4x, or a width in pixels), then the file."""
         panel = self._heatmap_panel()
         if panel is None:
             return False
+        widget = panel.export_widget()
+        if scale is None:
+            scale = 1.0 if path is not None else self.ask_png_scale(widget)
+            if scale is None:
+                return False
 
         def write():
             p = self._ask("Export heatmap as PNG", "PNG images (*.png)", ".png", path)
-            return None if p is None else export_png(panel.export_widget(), p)
+            return None if p is None else export_png(widget, p, scale)
 
         return self._export("heatmap picture", write)
+
+    def ask_png_scale(self, widget) -> float | None:
+        """The person's choice of resolution for ``widget``'s PNG (None: cancelled)."""
+        choices = [f"{k}x · {'{} x {} px'.format(*png_size(widget, k))}" for k in PNG_SCALES] + ["width in pixels…"]
+        index = self.prompts.png_resolution(self.window, choices)
+        if index is None:
+            return None
+        if index < len(PNG_SCALES):
+            return float(PNG_SCALES[index])
+        width = self.prompts.png_width(self.window, png_size(widget, 2)[0])
+        if width is None:
+            return None
+        try:
+            return scale_for_width(widget, width)
+        except ExportError as exc:
+            self.ctx.report(f"cannot export the heatmap picture: {exc}", "error")
+            return None
 
     def export_svg(self, path=None) -> bool:
         panel = self._heatmap_panel()

@@ -17,6 +17,7 @@ class StatusBar(QStatusBar):
     def __init__(self, ctx, parent=None):
         super().__init__(parent)
         self.ctx = ctx
+        self._compute_error = ""  # the message of the last failed computation, cleared once one succeeds
         self.kernel_label = self._label("kernel", "engine kernel or numpy path that computed the heatmaps")
         self.tokens_label = self._label("T", "number of query (and key) tokens")
         self.heads_label = self._label("heads", "number of attention heads")
@@ -80,7 +81,11 @@ class StatusBar(QStatusBar):
 
     def _on_response(self, resp) -> None:
         if not resp.ok:
+            self._compute_error = resp.error or ""
             return
+        if self._compute_error and self.currentMessage() == self._compute_error:
+            self.clearMessage()  # the last computation's problem is gone
+        self._compute_error = ""
         path = resp.path.replace("engine:", "")
         stand_in = getattr(resp, "stand_in", False)
         self.kernel_label.setText(f"kernel: {path}" + (" · engine compiling…" if stand_in else ""))

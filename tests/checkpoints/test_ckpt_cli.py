@@ -13,7 +13,7 @@ from attnviz.cli import main
 
 def test_list_names_minilm(minilm_folder, capsys):
     assert main(["model", "list"]) == 0
-    assert f"all-MiniLM-L6-v2\t{minilm_folder}" in capsys.readouterr().out
+    assert f"all-MiniLM-L6-v2\tBERT\t22.7 M\tf32\t{minilm_folder}" in capsys.readouterr().out
 
 
 def test_inspect_text_writes_tokens_and_attentions(tiny, tmp_path, capsys):

@@ -82,7 +82,7 @@ def test_missing_file_is_named(tiny_copy, missing, expected):
 
 @pytest.mark.parametrize("other, expected", [
     ("pytorch_model.bin", "pickle files can run code"),
-    ("model.safetensors.index.json", "sharded checkpoints"),
+    ("model.safetensors.index.json", "index.json is not readable JSON"),
 ])
 def test_missing_safetensors_with_other_weight_files(tiny_copy, other, expected):
     d = tiny_copy("gpt2")
@@ -99,7 +99,7 @@ def test_missing_preprocessor_config(tiny_copy):
 
 
 @pytest.mark.parametrize("changes, expected", [
-    ({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, r"'llama'.*LlamaForCausalLM.*supported are BERT"),
+    ({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]}, r"'gpt_neox'.*GPTNeoXForCausalLM.*supported are BERT"),
     ({"model_type": None}, "has no 'model_type'.*supported are"),
     ({"n_head": 3}, "not divisible by 3 heads"),
     ({"n_embd": 32}, r"has shape \(300, 16\), but config.json implies \(300, 32\)"),
@@ -200,7 +200,7 @@ def test_float16_weights_are_upcast(tiny_copy, tiny):
     assert np.abs(a - b).max() < 0.05 and not np.array_equal(a, b)  # half precision weights, same model
 
 
-def test_bfloat16_weights_are_refused_with_reason(tiny_copy):
+def test_bfloat16_weights_are_computed_in_float32(tiny_copy, tiny):
     d = tiny_copy("gpt2")
     t = _tensors(d / "model.safetensors")
     header, blobs, off = {}, [], 0
@@ -210,7 +210,18 @@ def test_bfloat16_weights_are_refused_with_reason(tiny_copy):
         blobs.append(raw)
         off += len(raw)
     _raw_safetensors(d / "model.safetensors", header, b"".join(blobs))
-    with pytest.raises(CheckpointError, match="wte.weight.*dtype BF16"):
+    ck = load_checkpoint(d)
+    wte = t["wte.weight"]
+    np.testing.assert_array_equal(ck.weights["wte.weight"], ((wte.view(np.uint32) >> 16) << 16).view(np.float32))
+    text = str(golden(TINY["gpt2"] / "golden.npz")["text"])
+    a, b = run_text(ck, text).attentions, run_text(tiny["gpt2"], text).attentions
+    assert np.abs(a - b).max() < 0.05 and not np.array_equal(a, b)  # bfloat16 embeddings, same model
+
+
+def test_config_implying_ten_million_layers_is_refused_from_the_header(tiny_copy):
+    d = tiny_copy("gpt2")
+    _edit_json(d / "config.json", n_layer=10**7)
+    with pytest.raises(CheckpointError, match=r"10,000,000 layers.*implies 120,000,004 tensors.*holds 28 tensors"):
         load_checkpoint(d)
 
 

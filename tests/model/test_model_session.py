@@ -54,8 +54,8 @@ def test_source_edit_emits_sources_only():
 
 
 def test_replace_state_emits_everything_and_is_clean():
-    s = Session()
-    s.execute(C.set_view(query=1))
+    s = Session(SessionState(sources=(TextSource("p", text="hi"),)))
+    s.execute(C.SetText("p", "bank"))
     assert s.dirty
     seen = recorder(s)
     st = build_demo("river-bank")
@@ -75,3 +75,16 @@ def test_mark_clean_and_merge():
     assert merged.merge_key == ("text", "p")
     s.execute(inv1)
     assert s.state.source("p").text == "a" and s.dirty
+
+
+def test_view_only_changes_are_kept_but_are_not_unsaved_work():
+    s = Session(build_demo("vla-mask"))
+    seen = recorder(s)
+    s.execute(C.set_view(matrix="mask", colormap="magma", head=2))
+    assert s.state.view.matrix == "mask" and s.state.view.colormap == "magma"
+    assert [n for n, _ in seen] == ["view", "state"] and not s.dirty
+    s.execute(C.SetText("prompt", "pick up the cup"))  # a real edit
+    assert s.dirty
+    s.mark_clean()
+    s.execute(C.set_view(matrix="weights"))
+    assert not s.dirty

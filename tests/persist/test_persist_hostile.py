@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 import zipfile
 
@@ -447,3 +448,338 @@ def test_message_is_actionable_and_one_line(tmp_path, sample):
     msg = _fails(_edited(tmp_path, sample, edit), "newer")
     assert msg.endswith("Update attnviz to open it")
     assert json.dumps(msg)  # plain text
+
+
+# --- saving onto something that is not a regular file ---------------------------------------------
+
+def _river():
+    from attnviz.model.demos import build_demo
+
+    return build_demo("river-bank")
+
+
+def _special_targets(tmp_path):
+    """name -> a path holding something that is not a regular file (a device node only where mknod
+    is allowed, i.e. as root)."""
+    import socket
+    import stat as st
+
+    os.mkfifo(tmp_path / "pipe.attnviz")
+    (tmp_path / "folder.attnviz").mkdir()
+    (tmp_path / "link-to-folder.attnviz").symlink_to(tmp_path / "folder.attnviz")
+    targets = {"FIFO": tmp_path / "pipe.attnviz", "directory": tmp_path / "folder.attnviz",
+               "link to a directory": tmp_path / "link-to-folder.attnviz"}
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock.attnviz"))
+    sock.close()
+    targets["socket"] = tmp_path / "sock.attnviz"
+    try:
+        os.mknod(tmp_path / "null.attnviz", 0o644 | st.S_IFCHR, os.makedev(1, 3))
+        targets["character device"] = tmp_path / "null.attnviz"
+    except PermissionError:
+        pass  # not root: the other kinds still cover the check
+    return targets
+
+
+def _kind(path):
+    import stat as st
+
+    return st.S_IFMT(os.lstat(path).st_mode)
+
+
+def test_saving_onto_a_non_regular_file_is_refused_and_leaves_it(tmp_path):
+    from attnviz.persist import save_payload, save_session
+
+    state = _river()
+    for what, path in _special_targets(tmp_path).items():
+        before = _kind(path)
+        for save in (lambda p: save_session(p, state), lambda p: save_payload(p, {"a": 1})):
+            with pytest.raises(SessionError, match="not a regular file") as info:
+                save(path)
+            assert str(path) in str(info.value), what
+            assert _kind(path) == before, what  # still a FIFO / folder / device, not a zip
+    assert not [p for p in tmp_path.rglob("*.tmp")]  # refused before a temporary file was made
+
+
+def test_symlinks_save_to_the_file_they_point_to(tmp_path):
+    from attnviz.persist import load_session, save_session
+
+    state = _river()
+    real = save_session(tmp_path / "real.attnviz", state)
+    link = tmp_path / "link.attnviz"
+    link.symlink_to(real)
+    assert save_session(link, state) == real
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert load_session(link) == state
+    dangling = tmp_path / "dangling.attnviz"
+    dangling.symlink_to(tmp_path / "sub-new.attnviz")  # as editors do: the link's target is created
+    save_session(dangling, state)
+    assert dangling.is_symlink() and (tmp_path / "sub-new.attnviz").is_file()
+    loop = tmp_path / "loop.attnviz"
+    loop.symlink_to(loop)
+    with pytest.raises(SessionError, match="loop.attnviz"):
+        save_session(loop, state)
+
+
+def test_cli_demo_save_onto_a_fifo_or_device(tmp_path, capsys):
+    from attnviz.cli import main
+
+    for what, path in _special_targets(tmp_path).items():
+        before = _kind(path)
+        assert main(["demo", "river-bank", "--save", str(path)]) == 1, what
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"error: {path}: it is ") and "not a regular file" in err, what
+        assert err.count("\n") == 1 and _kind(path) == before
+
+
+def test_autosave_onto_a_folder_is_refused(tmp_path):
+    from attnviz.persist import AutosaveStore
+
+    store = AutosaveStore(tmp_path / "store")
+    (tmp_path / "store" / "autosave.attnviz").mkdir(parents=True)
+    with pytest.raises(SessionError, match="is a directory, not a regular file"):
+        store.write(_river())
+    assert (tmp_path / "store" / "autosave.attnviz").is_dir()
+
+
+# --- strings that could never be saved again -------------------------------------------------------
+
+def _session_with(tmp_path, edit, name="edited.attnviz"):
+    from attnviz.persist import save_session
+
+    src = save_session(tmp_path / "src.attnviz", _river())
+    manifest, members = read_zip(src)
+    edit(manifest["state"])
+    return write_zip(tmp_path / name, manifest, members)  # json.dumps writes \udXXX escapes
+
+
+@pytest.mark.parametrize("edit, where", [
+    (lambda s: s["sources"][0].update(name="river\udc80"), r"state\.sources\[0\]\.name"),
+    (lambda s: s["sources"][0].update(text="by the \ud800 bank"), r"state\.sources\[0\]\.text"),
+    (lambda s: s["view"].update(colormap="\udfff"), r"state\.view\.colormap"),
+    (lambda s: s["tokenizer"].update({"x\ud83d": 1}), r"a key of state\.tokenizer"),
+])
+def test_lone_surrogate_in_the_manifest_is_refused_with_its_path(tmp_path, edit, where):
+    from attnviz.persist import load_session
+
+    path = _session_with(tmp_path, edit)
+    with pytest.raises(SessionError, match=f"{where} holds a lone UTF-16 surrogate") as info:
+        load_session(path)
+    assert str(path) in str(info.value)
+
+
+def test_paired_surrogates_are_ordinary_text(tmp_path):
+    from attnviz.persist import load_session
+
+    path = _session_with(tmp_path, lambda s: s["sources"][0].update(name="river \U0001f30a"))
+    assert load_session(path).sources[0].name == "river \U0001f30a"
+
+
+def test_cli_check_refuses_a_lone_surrogate(tmp_path, capsys):
+    from attnviz.cli import main
+
+    path = _session_with(tmp_path, lambda s: s["sources"][0].update(name="\udc80"))
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "state.sources[0].name holds a lone UTF-16 surrogate" in err and err.count("\n") == 1
+
+
+# --- impossible indices ----------------------------------------------------------------------------
+
+def _with_override(token=0, head=0, dim=0):
+    return lambda s: s["model"].update(qk_overrides=[["q", head, token, dim, 1.5]])
+
+
+def _with_head_design(head):
+    return lambda s: s["mask"]["payload"].update(heads=[{"head": head, "design": {}}])
+
+
+@pytest.mark.parametrize("edit, match", [
+    (_with_override(token=10**12), r"model\.qk_overrides\[0\]\.token is 1,000,000,000,000; the token positions "
+                                   r"a sequence can have are 0 \.\. 65,535"),
+    (_with_override(token=-1), r"model\.qk_overrides\[0\]\.token is -1"),
+    (_with_override(head=10**9), r"model\.qk_overrides\[0\]\.head is 1,000,000,000; the heads of this model "
+                                 r"\(nh = 1\) are 0 \.\. 0"),
+    (_with_override(dim=4096), r"model\.qk_overrides\[0\]\.dim is 4,096; the components of a head"),
+    (_with_override(token=1.5), r"model\.qk_overrides\[0\]\.token must be an integer"),
+    (_with_head_design(10**9), r"mask\.payload\.heads\[0\]\.head is 1,000,000,000; the heads a session can have "
+                               r"\(at most 256\) are 0 \.\. 255"),
+    (_with_head_design(-2), r"mask\.payload\.heads\[0\]\.head is -2"),
+    (lambda s: s["view"].update(query=10**12), r"view\.query is 1,000,000,000,000"),
+    (lambda s: s["view"].update(head=10**9), r"view\.head is 1,000,000,000"),
+])
+def test_impossible_indices_are_refused_at_load_with_the_field(tmp_path, edit, match):
+    from attnviz.persist import load_session
+
+    path = _session_with(tmp_path, edit)
+    with pytest.raises(SessionError, match=match):
+        load_session(path)
+
+
+def test_possible_indices_still_load(tmp_path):
+    from attnviz.persist import load_session
+
+    state = load_session(_session_with(tmp_path, _with_override(token=65_535), "a.attnviz"))
+    assert state.model.qk_overrides[0].token == 65_535  # beyond this sequence, within any sequence
+    state = load_session(_session_with(tmp_path, _with_head_design(255), "b.attnviz"))
+    assert dict(state.mask.heads).keys() == {255}  # a design kept from when the model had more heads
+
+
+def test_cli_check_refuses_impossible_indices(tmp_path, capsys):
+    from attnviz.cli import main
+
+    for i, edit in enumerate((_with_override(token=10**12), _with_head_design(10**9))):
+        assert main(["check", str(_session_with(tmp_path, edit, f"{i}.attnviz"))]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and ("token is 1,000,000,000,000" in err or "head is 1,000,000,000" in err)
+
+
+# --- temporary files of killed saves ---------------------------------------------------------------
+
+_SLOW_SAVE = """
+import sys, time
+from attnviz.persist.atomic import atomic_write
+
+def write(f):
+    f.write(b"x" * 100_000)
+    f.flush()
+    print("writing", flush=True)
+    time.sleep(120)
+
+atomic_write(sys.argv[1], write)
+"""
+
+
+def _start_slow_save(target):
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    import attnviz
+
+    root = str(Path(attnviz.__file__).resolve().parents[1])  # this attnviz, wherever the tests run from
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, str(target)], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout.readline() == b"writing\n"  # the temporary file exists and is locked
+    return proc
+
+
+def _temporaries(folder, name):
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(f".{name}.") and p.name.endswith(".tmp"))
+
+
+def test_temporaries_of_killed_saves_are_removed_by_the_next_save(tmp_path):
+    import signal
+
+    from attnviz.persist import save_session
+
+    target = tmp_path / "work.attnviz"
+    save_session(target, _river())
+    original = target.read_bytes()
+    killed = None
+    for _ in range(3):  # each save, killed or not, starts by removing what the previous kill left
+        proc = _start_slow_save(target)
+        assert _temporaries(tmp_path, "work.attnviz") == [n for n in _temporaries(tmp_path, "work.attnviz")
+                                                        if n.startswith(f".work.attnviz.{proc.pid}-")]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        killed = proc.pid
+    left = _temporaries(tmp_path, "work.attnviz")
+    assert len(left) == 1 and left[0].startswith(f".work.attnviz.{killed}-")
+    assert target.read_bytes() == original  # the kills never touched the file itself
+
+    live = _start_slow_save(target)  # a save in progress in another process is left alone
+    try:
+        (tmp_path / "other.attnviz").write_bytes(b"")  # another file's temporaries are not ours
+        (tmp_path / ".other.attnviz.1-abcdefgh.tmp").write_bytes(b"x")
+        save_session(target, _river())
+        remaining = _temporaries(tmp_path, "work.attnviz")
+        assert len(remaining) == 1 and remaining[0].startswith(f".work.attnviz.{live.pid}-")
+        assert (tmp_path / ".other.attnviz.1-abcdefgh.tmp").exists()
+    finally:
+        live.kill()
+        live.wait()
+    save_session(target, _river())
+    assert _temporaries(tmp_path, "work.attnviz") == []
+
+
+def test_stale_temporaries_by_age_and_of_earlier_versions(tmp_path):
+    from attnviz.persist.atomic import LEGACY_STALE_AFTER_S, STALE_AFTER_S, atomic_write
+
+    target = tmp_path / "w.attnviz"
+    old = os.getpid()  # a running process (this one), but nobody holds the file: stale once old enough
+    fresh_live = tmp_path / f".w.attnviz.{old}-aaaaaaaa.tmp"
+    aged_live = tmp_path / f".w.attnviz.{old}-bbbbbbbb.tmp"
+    legacy_new = tmp_path / ".w.attnviz.cccccccc.tmp"
+    legacy_old = tmp_path / ".w.attnviz.dddddddd.tmp"
+    for p in (fresh_live, aged_live, legacy_new, legacy_old):
+        p.write_bytes(b"partial")
+    now = os.path.getmtime(fresh_live)
+    os.utime(aged_live, (now - STALE_AFTER_S - 5, now - STALE_AFTER_S - 5))
+    os.utime(legacy_old, (now - LEGACY_STALE_AFTER_S - 5, now - LEGACY_STALE_AFTER_S - 5))
+    atomic_write(target, lambda f: f.write(b"data"))
+    assert _temporaries(tmp_path, "w.attnviz") == sorted([fresh_live.name, legacy_new.name])
+    assert target.read_bytes() == b"data"
+
+
+# --- a values file far over the row limit ----------------------------------------------------------
+
+def test_huge_csv_values_file_stops_reading_at_the_row_limit(tmp_path, monkeypatch):
+    import attnviz.sources.custom as custom
+    from attnviz.sources.errors import SourceError
+
+    path = tmp_path / "huge.csv"
+    path.write_bytes(b"0.5\n" * 5_000_000)  # 20 MB, 5 million one-number rows
+    lines_read = []
+    real = custom._data_lines
+
+    def counting(f, name):
+        for line in real(f, name):
+            lines_read.append(1)
+            yield line
+
+    monkeypatch.setattr(custom, "_data_lines", counting)
+    with pytest.raises(SourceError, match=r"huge\.csv has more than 65,536 rows of 1 number; a block holds at most "
+                                          r"65,536 tokens .* \(reading stopped at data row 65537\)"):
+        custom.load_block_values(path)
+    assert len(lines_read) == custom.MAX_BLOCK_TOKENS + 1
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"1," * 5000 + b"1\n", r"rows have 5,001 values; a token holds at most 4,096"),
+    (b"1" * 300_000 + b"\n", r"line 1 is longer than 262,144 characters"),
+    (b"a,b\n" + b"1,2\n" * 600, r"has more than 500 rows of 2 numbers; a block holds at most 65,536 tokens and "
+                                  r"1,000 numbers \(reading stopped at data row 501\)"),
+])
+def test_csv_values_file_over_the_column_line_and_cell_limits(tmp_path, monkeypatch, content, match):
+    import attnviz.sources.custom as custom
+    from attnviz.sources.errors import SourceError
+
+    monkeypatch.setattr(custom, "MAX_BLOCK_CELLS", 1000)  # the real cap (2**25 numbers) needs a 64 MB file
+    (tmp_path / "v.csv").write_bytes(content)
+    with pytest.raises(SourceError, match=match):
+        custom.load_block_values(tmp_path / "v.csv")
+
+
+@pytest.mark.parametrize("cell, shown", [((10**12, 1), "(1,000,000,000,000, 1)"), ((2, 65_536), "(2, 65,536)"),
+                                         ((-1, 0), "(-1, 0)")])
+def test_painted_cells_outside_any_sequence_are_refused_at_load(tmp_path, cell, shown):
+    from dataclasses import replace
+
+    from attnviz.model.mask_paint import CellOverrides
+    from attnviz.model.serialize import dump_state
+    from attnviz.persist import load_session, save_payload
+
+    state = _river()
+    painted = replace(state.mask, overrides=CellOverrides().set(np.array([0, 3]), np.array([1, 2]), np.array([-1, 1])))
+    tree, arrays, blobs = dump_state(replace(state, mask=painted))
+    (key,) = tree["mask"]["arrays"].values()
+    ok = save_payload(tmp_path / "ok.attnviz", tree, arrays, blobs)
+    assert len(load_session(ok).mask.overrides) == 2
+    arrays[key] = np.array(arrays[key], dtype=np.int64)
+    arrays[key][1, :2] = cell
+    path = save_payload(tmp_path / "far.attnviz", tree, arrays, blobs)
+    with pytest.raises(SessionError, match=rf"mask\.arrays\['mask\.overrides'\] row 1: painted cell {re.escape(shown)} "
+                                           r"is outside the token positions a sequence can have \(0 \.\. 65,535\)"):
+        load_session(path)

@@ -118,6 +118,29 @@ def test_rgba_is_composited_over_white(fmt):
     assert np.array_equal(out[0, -1], np.rint([200 * a + 255 * (1 - a), 255 * (1 - a), 255 * (1 - a)]).astype(np.uint8))
 
 
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "PA", "P"])
+def test_alpha_drop_gives_the_stored_colours_as_convert_rgb(mode):
+    rgba = np.random.default_rng(3).integers(0, 256, size=(H, W, 4), dtype=np.uint8)
+    rgba[:, : W // 2, 3] = 0  # transparent, with colours stored under it
+    im = Image.fromarray(rgba, "RGBA")
+    if mode == "P":
+        im = im.convert("RGB").convert("P", palette=Image.Palette.ADAPTIVE, colors=16)
+        data = encode(im, "PNG", transparency=int(np.asarray(im)[0, 0]))
+    else:
+        im = im if mode == "RGBA" else im.convert(mode)
+        data = encode(im, "PNG" if mode != "PA" else "TIFF")
+    with Image.open(io.BytesIO(data)) as ref:
+        want = np.asarray(ref.convert("RGBA").convert("RGB"))  # what transformers' convert("RGB") yields
+    out = load_image(data, alpha="drop")
+    assert out.dtype == np.uint8 and np.array_equal(out, want)
+    assert not np.array_equal(load_image(data), out)  # the default composites over white instead
+
+
+def test_unknown_alpha_policy_is_refused():
+    with pytest.raises(SourceError, match="alpha must be one of white, drop"):
+        load_image(encode(Image.fromarray(gradient_rgb()), "PNG"), alpha="black")
+
+
 def test_LA_and_PA():
     la = np.zeros((H, W, 2), np.uint8)
     la[..., 0] = 40

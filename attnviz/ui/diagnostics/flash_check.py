@@ -53,6 +53,15 @@ def query_rows_within(nh: int, Tq: int, Tk: int, limit: int = REFERENCE_LIMIT) -
     return max(1, min(Tq, limit // per_row))
 
 
+CHART_ROW_PX = 64  # height of one kernel's row in the error chart
+
+
+def chart_height(n_rows: int, line_px: int) -> int:
+    """Height of the error chart for ``n_rows`` kernels: rows of CHART_ROW_PX plus the title, the
+    head labels, the band and the readout line (each about a text line), not the whole tab."""
+    return int(n_rows * CHART_ROW_PX + 7 * line_px + 24)
+
+
 class FlashCheckTab(DiagnosticTab):
     """Per-head error heatmap, times and memory of the engine kernels against the reference."""
 
@@ -78,7 +87,12 @@ class FlashCheckTab(DiagnosticTab):
         self.table.horizontalHeader().setDefaultSectionSize(110)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.verticalHeader().setVisible(False)
-        self.heatmap.setMinimumWidth(300)
+        self.heatmap.setMinimumWidth(440)  # its title, the kernel names and the colour bar always fit
+        left = QWidget(self)  # the chart keeps rows of a readable height; the space below stays empty
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addWidget(self.heatmap)
+        ll.addStretch(1)
         self.verdict = QLabel(" ", self)
         self.verdict.setWordWrap(True)
         right = QWidget(self)
@@ -88,7 +102,7 @@ class FlashCheckTab(DiagnosticTab):
         rl.addWidget(self.verdict)
         rl.addStretch(1)
         split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(self.heatmap)
+        split.addWidget(left)
         split.addWidget(right)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
@@ -147,9 +161,10 @@ class FlashCheckTab(DiagnosticTab):
         if avail:
             err = np.stack([r.out_error for r in avail])  # (n_kernels, nh)
             self.heatmap.set_matrix(np.log10(np.maximum(err, ERROR_FLOOR)), row_labels=[r.kernel for r in avail],
-                                    col_labels=[f"head {h}" for h in range(nh)], value_label="log10 max |error|",
-                                    title=f"largest output error per kernel and head ({fc.dtype})")
+                                    col_labels=[f"head {h}" for h in range(nh)], value_label="log10 |error|",
+                                    title=f"largest output error per kernel, head ({fc.dtype})")
             self.heatmap.set_readout_provider(lambda i, j, e=err: f"max |error| {e[i, j]:.3g}")
+            self.heatmap.setFixedHeight(chart_height(len(avail), self.heatmap.fontMetrics().height()))
         else:
             self.heatmap.clear()
         rows = (fc.reference,) + fc.kernels

@@ -30,6 +30,25 @@ MODE_COLOURS = {"scaled": KEY_COLOUR, "unscaled": QUERY_COLOUR, "uniform": "#999
 TABLE_COLUMNS = ("query", "entropy (nats)", "uniform log n", "max weight", "attends most to")
 
 
+def entropy_range(modes, rows: int, headroom: float = 0.35) -> tuple[float, float]:
+    """y range of the entropy plot: from 0 (bars) or just below the lowest value (lines) to the
+    highest value plus ``headroom`` of the span, where the legend sits."""
+    vals = np.concatenate([modes[m].entropy_nats for m in MODES])
+    top = float(vals.max(initial=0.0))
+    bottom = 0.0 if rows <= BAR_LIMIT or not vals.size else float(vals.min())
+    span = top - bottom if top > bottom else max(abs(top), 1.0)
+    if rows > BAR_LIMIT:
+        bottom -= 0.05 * span
+    return bottom, top + headroom * span
+
+
+def weight_levels(weights: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
+    """Colour scale of a weight matrix: 0 to its largest allowed weight, as the main heatmap draws
+    weights (a fixed 0-1 scale leaves weights of ~0.01, e.g. over 197 image patches, all dark)."""
+    hi = float(np.max(weights, where=mask, initial=0.0))
+    return 0.0, hi if hi > 0 else 1.0
+
+
 class NormalisationTab(DiagnosticTab):
     """Scaled / No sqrt(d_k) / Uniform, bound to ``view.normalisation``."""
 
@@ -109,7 +128,7 @@ class NormalisationTab(DiagnosticTab):
         ql, kl = list(resp.query_labels[:rows]), list(resp.key_labels)
         self.heatmap.set_matrix(cur.weights, mask=mask, row_labels=ql, col_labels=kl,
                                 row_segments=[s for s in resp.query_segments if s.stop <= rows],
-                                col_segments=resp.key_segments, levels=(0.0, 1.0),
+                                col_segments=resp.key_segments, levels=weight_levels(cur.weights, mask),
                                 title=f"weights under {MODE_TITLES[mode].split('  ')[0]} (head {h})",
                                 value_label="weight")
         self.heatmap.set_readout_provider(lambda i, j, d=dots: f"q·k {d[i, j]:.4g}")
@@ -154,7 +173,30 @@ class NormalisationTab(DiagnosticTab):
             self.entropy_items.append(item)
         step = max(1, int(np.ceil(rows / 14)))
         plot.getAxis("bottom").setTicks([[(float(i), str(labels[i])[:10]) for i in range(0, rows, step)]])
-        plot.enableAutoRange()
+        # the legend is one row along the top, over empty headroom above the bars and lines
+        legend = plot.legend
+        if legend is not None:
+            legend.setColumnCount(len(MODES))
+            legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 4))
+        lo, hi = entropy_range(self.modes, rows)
+        plot.enableAutoRange(axis="x")
+        plot.setYRange(lo, hi, padding=0)
+
+    def legend_overlaps_data(self) -> bool:
+        """True when the legend's box covers a plotted bar top or line point (for tests)."""
+        plot = self.entropy_plot.getPlotItem()
+        legend = plot.legend
+        if legend is None or self.modes is None:
+            return False
+        vb = plot.getViewBox()
+        box = vb.mapSceneToView(legend.mapRectToScene(legend.boundingRect())).boundingRect()
+        for m in MODES:
+            e = self.modes[m].entropy_nats
+            x = np.arange(len(e), dtype=float)
+            inside = (x >= box.left() - 0.5) & (x <= box.right() + 0.5) & (e >= min(box.top(), box.bottom()))
+            if inside.any():
+                return True
+        return False
 
     def entropies(self) -> list[str]:
         """The entropy column as shown (for tests)."""

@@ -156,8 +156,10 @@ class BlockGrid(QWidget):
             if hover is not None:
                 bq, bk = self.snapshot.q_blocks[hover[0]], self.snapshot.k_blocks[hover[1]]
                 cell = self.snapshot.cells[hover[0]][hover[1]]
-                self.setToolTip(f"{bq.name} → {bk.name}: {cell.rule.label()}"
-                                + ("" if cell.explicit else " (default)") + "\nclick to change the rule")
+                content = block_content(self.snapshot, *hover)
+                terms = "" if content is None else f"\nwith the preset terms: {content}"
+                self.setToolTip(f"{bq.name} → {bk.name}: rule {cell.rule.label()}"
+                                + ("" if cell.explicit else " (default)") + terms + "\nclick to change the rule")
             else:
                 self.setToolTip("right-click a block name to split or merge it")
             self.update()
@@ -193,7 +195,7 @@ class BlockGrid(QWidget):
                 f.setPointSizeF(max(6.5, base.pointSizeF() * (0.85 if g.cell < 56 else 0.95)))
                 p.setFont(f)
                 fm = QFontMetrics(f)
-                text = fit_rule_label(cell.rule.label(), g.cell - 8, fm.horizontalAdvance)
+                text = fit_rule_label(cell_label(snap, r, c), g.cell - 8, fm.horizontalAdvance)
                 tw, th = fm.horizontalAdvance(text) + 6, fm.height()
                 box = QRectF(rect.center().x() - tw / 2, rect.center().y() - th / 2, tw, th)
                 p.fillRect(box, QColor(0, 0, 0, 150) if theme.name == "dark" else QColor(255, 255, 255, 200))
@@ -245,6 +247,31 @@ class BlockGrid(QWidget):
         p.restore()
 
 
+def block_content(snap: Snapshot, r: int, c: int) -> str | None:
+    """What the rule layer of block (r, c) allows once the design's preset terms are applied —
+    "allow", "deny", "causal" or "mixed" — or None when the design has no preset terms (the pair's
+    rule then says it). A token-defined preset (prefix-LM, documents by length) is a deny-everything
+    rule OR-ed with a term, so the rule alone would call allowed cells "deny"."""
+    if not snap.design.presets:
+        return None
+    bq, bk = snap.q_blocks[r], snap.k_blocks[c]
+    rules = snap.layers.rules
+    block = rules[..., bq.start:bq.stop, bk.start:bk.stop]  # (h, w)
+    if block.all():
+        return "allow"
+    if not block.any():
+        return "deny"
+    off = rules.shape[-1] - rules.shape[-2]  # keys after queries (cross-attention aligns the ends)
+    causal = np.arange(bk.start, bk.stop)[None, :] <= np.arange(bq.start, bq.stop)[:, None] + off  # (h, w)
+    return "causal" if np.array_equal(block, np.broadcast_to(causal, block.shape)) else "mixed"
+
+
+def cell_label(snap: Snapshot, r: int, c: int) -> str:
+    """The label drawn in block cell (r, c): its rule, or what the preset terms make of it."""
+    content = block_content(snap, r, c)
+    return snap.cells[r][c].rule.label() if content is None else content
+
+
 def _sample(start: int, stop: int) -> np.ndarray:
     """At most THUMB_MAX evenly spread indices of start..stop-1."""
     n = stop - start
@@ -259,7 +286,7 @@ def _head_text(block) -> str:
 
 #: shorter spellings of rule labels, longest first, for cells too small for the full one
 _SHORTER = {"allow": ("allow", "✓"), "deny": ("deny", "✗"), "causal": ("causal", "caus", "◣"),
-            "anti-causal": ("anti-causal", "anti", "◥")}
+            "anti-causal": ("anti-causal", "anti", "◥"), "mixed": ("mixed", "mix", "±")}
 
 
 def rule_label_variants(label: str) -> list[str]:

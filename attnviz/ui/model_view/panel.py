@@ -9,7 +9,10 @@ attention or the attention rollout drawn over the image.
 
 Loading and forward passes run on a worker thread (:class:`ModelJobs`); the newest request wins.
 Nothing here is part of the session: the panel reads the session's first text / image source as a
-default input and never edits it.
+default input and never edits it. The model runs by itself only on text that fits it: a session text
+longer than the model reads (the long-context demo's ~2,900 tokens in a 512-token model) is not
+copied in; the panel's own short sentence stands in and a quiet line says so. Text the person types
+or runs is theirs: a limit they cross is reported as a problem.
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLin
 from attnviz.checkpoints import Checkpoint, ModelAttention, head_summaries, load_checkpoint, ready_models, run_image, run_text
 from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
 from attnviz.ui import colormaps
+from attnviz.ui.model_view.corpus_view import install as install_corpus_view
+from attnviz.ui.model_view.decoder_view import LongMapView, LongOutcome, decoder_outcome, describe_run, head_title
+from attnviz.ui.model_view.model_list import add_cached_models, cached_name
 from attnviz.ui.model_view.summary_view import HeadSummaryView
-from attnviz.ui.model_view.views import head_matrix, session_text
+from attnviz.sources.errors import SourceError
+from attnviz.ui.model_view.views import DEFAULT_SENTENCE, head_matrix, session_text
 from attnviz.ui.model_view.vit_view import VitAttentionView
 from attnviz.ui.model_view.worker import ModelJobs
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
@@ -44,12 +51,15 @@ class RunOutcome:
 
     def __init__(self, result: ModelAttention, rgb: np.ndarray | None = None, image_name: str = ""):
         self.result = result
-        self.summaries = head_summaries(result.attentions, special=result.special)
+        dec = getattr(result, "decoder", None)  # decoder LLMs add attention to the first token and distance
+        self.summaries = dec.summaries() if dec is not None else head_summaries(result.attentions, special=result.special)
         self.rgb = rgb
         self.image_name = image_name
 
 
 def _run_text_job(ckpt: Checkpoint, text: str) -> RunOutcome:
+    if ckpt.kind == "decoder":
+        return decoder_outcome(ckpt, text, RunOutcome)
     if not text.strip():
         raise ValueError("type a sentence for the model to read")
     return RunOutcome(run_text(ckpt, text))
@@ -86,7 +96,9 @@ class ModelViewPanel(QWidget):
         self.model_combo.setMinimumContentsLength(18)
         for name, folder in ready_models():
             self.model_combo.addItem(name, str(folder))
+        self._n_ready = self.model_combo.count()  # only a ready model is loaded without being chosen
         self.model_combo.addItem("Open folder…", OPEN_FOLDER)
+        add_cached_models(self.model_combo)
         self._last_model_index = 0
         self.busy = QProgressBar(self)
         self.busy.setRange(0, 0)  # indeterminate: a load or forward pass is running
@@ -121,6 +133,10 @@ class ModelViewPanel(QWidget):
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message.setStyleSheet("QLabel { color: #c62828; padding: 2px 6px; }")
         self.message.setVisible(False)
+        self.hint = QLabel("", self)  # a quiet note on the input (not a problem)
+        self.hint.setWordWrap(True)
+        self.hint.setStyleSheet("QLabel { font-style: italic; padding: 0px 6px; }")
+        self.hint.setVisible(False)
 
         # -- views
         self.grid = HeadGrid(self)
@@ -130,6 +146,7 @@ class ModelViewPanel(QWidget):
         self.tabs.addTab(self.vit, "Image")
         self.tabs.setTabEnabled(TAB_IMAGE, False)
         self.detail = AttentionHeatmap(self)
+        self.long_map = LongMapView(self.detail, self)  # decoder inputs whose maps are not held
         self.summary = HeadSummaryView(self)
         right = QSplitter(Qt.Orientation.Vertical, self)
         right.addWidget(self.detail)
@@ -148,6 +165,7 @@ class ModelViewPanel(QWidget):
         layout.addLayout(top)
         layout.addLayout(mid)
         layout.addWidget(self.message)
+        layout.addWidget(self.hint)
         layout.addWidget(self.body, 1)
 
         self._fill_images()
@@ -165,6 +183,7 @@ class ModelViewPanel(QWidget):
         ctx.session.events.sources.connect(self._on_sources_changed)
         ctx.session.events.view.connect(self._on_view_changed)
         self._sync_input_page()
+        self.corpus = install_corpus_view(self)  # "Corpus" tab: a STATS.parquet beside this input
 
     @staticmethod
     def default_shares(key: str) -> list[float] | None:
@@ -186,7 +205,7 @@ class ModelViewPanel(QWidget):
         Returns the job id; ``model_loaded`` then ``attention_ready`` follow, or ``failed``."""
         folder = str(folder)
         ready = {str(f): n for n, f in ready_models()}
-        name = name or ready.get(folder)
+        name = name or ready.get(folder) or cached_name(folder)
         added = self._show_choice(folder, name or Path(folder).name)
         self._loading = (folder, name, added)
         self.describe.setText(f"loading {name or Path(folder).name} …")
@@ -214,6 +233,7 @@ class ModelViewPanel(QWidget):
         """Set the sentence (as if typed); ``run`` runs the model on it."""
         self.text_edit.setText(text)
         self._text_edited = True
+        self.hint.setVisible(False)
         if run:
             self.run_input()
 
@@ -231,28 +251,40 @@ class ModelViewPanel(QWidget):
     def shutdown(self) -> None:
         """Stop the loading/forward-pass thread (the window calls this when it closes)."""
         self.jobs.shutdown()
+        self.long_map.shutdown()
 
     def select_head(self, layer: int, head: int) -> None:
         """Show ``head`` of ``layer`` large in the detail heatmap and outline it in the grids."""
         if self.outcome is None:
             return
         r = self.outcome.result
-        L, nh = r.attentions.shape[:2]
+        long = isinstance(self.outcome, LongOutcome)
+        L, nh = (r.n_layer, r.n_head) if long else r.attentions.shape[:2]
         if not (0 <= layer < L and 0 <= head < nh):
             raise ValueError(f"no head ({layer}, {head}) in a {L} x {nh} model")
         self.selected = (int(layer), int(head))
-        m = head_matrix(r, layer, head)  # (T, T)
-        T = m.shape[0]
-        mask = np.tril(np.ones((T, T), dtype=bool)) if r.kind == "gpt2" else None  # causal: later keys unseen
-        self.detail.set_matrix(m, mask=mask, row_labels=r.labels, col_labels=r.labels,
-                               title=f"layer {layer} · head {head}", value_label="weight")
+        if long:
+            self.long_map.show(self.outcome, layer, head)
+        else:
+            self.long_map.clear()
+            m = head_matrix(r, layer, head)  # (T, T)
+            T = m.shape[0]
+            causal = r.kind in ("gpt2", "decoder")
+            mask = np.tril(np.ones((T, T), dtype=bool)) if causal else None  # causal: later keys unseen
+            window = r.decoder.windows[layer] if r.kind == "decoder" else 0
+            if window:  # a sliding-window layer hides keys `window` or more tokens back too
+                mask &= ~np.tril(np.ones((T, T), dtype=bool), -window)
+            self.detail.set_matrix(m, mask=mask, row_labels=r.labels, col_labels=r.labels,
+                                   title=head_title(r, layer, head), value_label="weight")
         self.grid.set_selected(layer, head)
         self.summary.set_selected(layer, head)
         self.head_selected.emit(int(layer), int(head))
 
     def shown_matrix(self) -> np.ndarray | None:
-        """(T, T) weights in the detail heatmap (tests, exports)."""
-        return None if self.outcome is None else head_matrix(self.outcome.result, *self.selected)
+        """(T, T) weights in the detail heatmap (tests, exports); None when they are not held (long inputs)."""
+        if self.outcome is None or isinstance(self.outcome, LongOutcome):
+            return None
+        return head_matrix(self.outcome.result, *self.selected)
 
     def message_text(self) -> str:
         """The problem shown in the panel, "" when there is none."""
@@ -261,7 +293,7 @@ class ModelViewPanel(QWidget):
     # ------------------------------------------------------------------ model and input choices
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if self.auto_load and self.ckpt is None and self._loading is None and self.model_combo.count() > 1:
+        if self.auto_load and self.ckpt is None and self._loading is None and self._n_ready > 0:
             self.auto_load = False
             self.load_model(self.model_combo.itemData(0), name=self.model_combo.itemText(0))
 
@@ -294,9 +326,9 @@ class ModelViewPanel(QWidget):
         for s in self.ctx.session.state.sources:
             if getattr(s, "kind", "") == "image" and s.data:
                 data = s.data
-                entries.append((f"session:{s.name}", f"session: {s.name}", lambda d=data: load_image(d)))
+                entries.append((f"session:{s.name}", f"session: {s.name}", lambda d=data: load_image(d, alpha="drop")))
         for fname in BUNDLED_IMAGES:
-            entries.append((f"bundled:{fname}", f"demo: {fname}", lambda f=fname: load_image(bundled_image(f))))
+            entries.append((f"bundled:{fname}", f"demo: {fname}", lambda f=fname: load_image(bundled_image(f), alpha="drop")))
         seen = {key for key, _label, _read in entries}
         entries += [(key, label, read) for key, (label, read) in self._image_readers.items() if key not in seen]
         self._image_readers = {key: (label, read) for key, label, read in entries}
@@ -322,18 +354,39 @@ class ModelViewPanel(QWidget):
                 self.image_combo.setCurrentIndex(0)
                 return
             key = f"file:{path}"
-            self._add_image(key, f"file: {Path(path).name}", lambda p=path: load_image(p))
+            self._add_image(key, f"file: {Path(path).name}", lambda p=path: load_image(p, alpha="drop"))
             self.image_combo.setCurrentIndex(self.image_combo.findData(key))
         if self.ckpt is not None and self.ckpt.kind == "vit":
             self.run_input()
 
     def _on_text_edited(self, _text: str) -> None:
         self._text_edited = True
+        self.hint.setVisible(False)
 
     def _on_sources_changed(self, _sources) -> None:
         if not self._text_edited:
-            self.text_edit.setText(session_text(self.ctx.session.state))
+            self._offer_session_text()
         self._fill_images()
+
+    def _offer_session_text(self) -> None:
+        """Put the session's text in the input unless the loaded model could not read it all; then
+        the panel's own sentence stands in (the person did not ask the model to read that text)."""
+        text = session_text(self.ctx.session.state)
+        ckpt = self.ckpt
+        self.hint.setVisible(False)
+        if ckpt is not None and ckpt.tokenizer is not None and text != DEFAULT_SENTENCE:
+            limit = ckpt.config.max_positions
+            try:
+                n = len(ckpt.tokenizer.encode(text, add_special_tokens=True).ids)
+            except SourceError:
+                n = 0  # the run says what is wrong with it, if it is ever run
+            if limit and n > limit:
+                text = DEFAULT_SENTENCE
+                self.hint.setText(f"The session's text is {n:,} tokens for {ckpt.name}, which reads at most "
+                                  f"{limit:,}: it reads the sentence above instead. Type or paste a text to run it "
+                                  "on your own.")
+                self.hint.setVisible(True)
+        self.text_edit.setText(text)
 
     def _on_view_changed(self, view) -> None:
         self._set_colormap(view.colormap)
@@ -356,6 +409,8 @@ class ModelViewPanel(QWidget):
             self.describe.setText(result.describe())
             self.describe.setToolTip(str(result.folder))
             self._sync_input_page()
+            if not self._text_edited:
+                self._offer_session_text()
             self.model_loaded.emit(result)
             self.run_input()
         else:
@@ -382,13 +437,17 @@ class ModelViewPanel(QWidget):
         new_model = self.outcome is None or self.outcome.result.model != outcome.result.model
         self.outcome = outcome
         r = outcome.result
-        L, nh, T, _ = r.attentions.shape
-        self.grid.set_matrices(r.attentions, [f"L{i}" for i in range(L)], [f"h{j}" for j in range(nh)])
+        dec = r if isinstance(outcome, LongOutcome) else getattr(r, "decoder", None)
+        if dec is not None and self.ckpt is not None:
+            self.describe.setText(f"{self.ckpt.describe()} — {describe_run(dec)}")
+        maps = outcome.thumbs if isinstance(outcome, LongOutcome) else r.attentions  # long inputs: max thumbnails
+        L, nh = maps.shape[:2]
+        self.grid.set_matrices(maps, [f"L{i}" for i in range(L)], [f"h{j}" for j in range(nh)])
         self.summary.set_summaries(outcome.summaries)
         vit = r.kind == "vit" and self.ckpt is not None and self.ckpt.image is not None
         self.tabs.setTabEnabled(TAB_IMAGE, vit)
         if vit:
-            self.vit.set_result(r, outcome.rgb, self.ckpt.image, self.ckpt.config.patch_size)
+            self.vit.set_result(r, outcome.rgb, self.ckpt.image, self.ckpt.config.patch_size, self.ckpt.config.grid)
             if new_model:
                 self.tabs.setCurrentIndex(TAB_IMAGE)
         else:

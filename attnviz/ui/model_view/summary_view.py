@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from attnviz.checkpoints import HeadSummaries
-from attnviz.ui.model_view.views import SUMMARY_METRICS, summary_line, summary_matrix
+from attnviz.ui.model_view.views import SUMMARY_METRICS, available_metrics, summary_line, summary_matrix
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 
@@ -47,7 +47,7 @@ class HeadSummaryView(QWidget):
         self.metric_combo.currentIndexChanged.connect(lambda _i: self._draw())
         self.heatmap.cell_clicked.connect(self.head_clicked.emit)
 
-    def metric(self) -> str:
+    def statistic(self) -> str:
         return self.metric_combo.currentData()
 
     def set_metric(self, metric: str) -> None:
@@ -59,15 +59,30 @@ class HeadSummaryView(QWidget):
 
     def shown_matrix(self) -> np.ndarray | None:
         """(L, nh) values drawn, or None."""
-        return None if self.summaries is None else summary_matrix(self.summaries, self.metric())
+        return None if self.summaries is None else summary_matrix(self.summaries, self.statistic())
 
     def set_summaries(self, summaries: HeadSummaries | None) -> None:
         self.summaries = summaries
+        if summaries is not None:
+            self._offer(available_metrics(summaries))
         if summaries is None:
             self.heatmap.clear()
             self.line.setText(" ")
             return
         self._draw()
+
+    def _offer(self, keys: list[str]) -> None:
+        """Offer only the metrics these summaries have (attention to the first token and distance: decoders)."""
+        have = [self.metric_combo.itemData(i) for i in range(self.metric_combo.count())]
+        if have == keys:
+            return
+        keep = self.statistic()
+        self.metric_combo.blockSignals(True)
+        self.metric_combo.clear()
+        for key in keys:
+            self.metric_combo.addItem(SUMMARY_METRICS[key][1], key)
+        self.metric_combo.setCurrentIndex(max(0, self.metric_combo.findData(keep)))
+        self.metric_combo.blockSignals(False)
 
     def set_selected(self, layer: int, head: int) -> None:
         self.selected = (int(layer), int(head))
@@ -79,7 +94,7 @@ class HeadSummaryView(QWidget):
             return
         m = self.shown_matrix()  # (L, nh)
         L, nh = m.shape
-        _field, label, short = SUMMARY_METRICS[self.metric()]
+        _field, label, short = SUMMARY_METRICS[self.statistic()]
         self.heatmap.set_matrix(m, row_labels=[f"L{i}" for i in range(L)], col_labels=[f"h{j}" for j in range(nh)],
                                 title=f"{label} · rows layers, columns heads", value_label=short)
         if self.selected is not None and self.selected[0] < L:

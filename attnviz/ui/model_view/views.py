@@ -20,6 +20,7 @@ from PIL import Image
 
 from attnviz.checkpoints import (HeadSummaries, ImageConfig, ModelAttention, attention_rollout,
                                  cls_attention_maps)
+from attnviz.checkpoints.preprocess import seen_region
 from attnviz.sources.errors import SourceError
 from attnviz.sources.image import load_image
 
@@ -31,7 +32,14 @@ SUMMARY_METRICS = {
     "special": ("to_special", "attention to special tokens", "to special"),
     "self": ("to_self", "attention to self", "to self"),
     "previous": ("to_previous", "attention to previous token", "to previous"),
+    "first": ("to_first", "attention to first token (sinks)", "to first"),  # decoder LLMs
+    "distance": ("distance", "mean attention distance (tokens)", "distance"),  # decoder LLMs
 }
+
+
+def available_metrics(summaries: HeadSummaries) -> list[str]:
+    """The SUMMARY_METRICS keys ``summaries`` has values for (the decoder-only ones are None elsewhere)."""
+    return [k for k, (field, _l, _s) in SUMMARY_METRICS.items() if getattr(summaries, field) is not None]
 
 OVERLAY_MODES = ("cls", "rollout")  # class token's attention in one layer; rollout through all layers
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -53,12 +61,15 @@ def summary_matrix(summaries: HeadSummaries, metric: str) -> np.ndarray:
     """(L, nh) values of the summary ``metric`` (a key of SUMMARY_METRICS)."""
     if metric not in SUMMARY_METRICS:
         raise ValueError(f"unknown head summary {metric!r}; choose one of {', '.join(SUMMARY_METRICS)}")
-    return getattr(summaries, SUMMARY_METRICS[metric][0])  # (L, nh)
+    m = getattr(summaries, SUMMARY_METRICS[metric][0])  # (L, nh)
+    if m is None:
+        raise ValueError(f"the head summary {metric!r} is computed for decoder LLMs only")
+    return m
 
 
 def summary_line(summaries: HeadSummaries, layer: int, head: int) -> str:
-    """All four statistics of one head, for a status line."""
-    parts = [f"{SUMMARY_METRICS[k][2]} {summary_matrix(summaries, k)[layer, head]:.3f}" for k in SUMMARY_METRICS]
+    """Every statistic of one head the summaries have, for a status line."""
+    parts = [f"{SUMMARY_METRICS[k][2]} {summary_matrix(summaries, k)[layer, head]:.3f}" for k in available_metrics(summaries)]
     return f"layer {layer} · head {head}:  " + "  ·  ".join(parts)
 
 
@@ -111,18 +122,22 @@ def display_patch(grid: tuple[int, int], target_px: int = 448) -> int:
 
 
 def display_image(rgb: np.ndarray | None, pixels: np.ndarray, ic: ImageConfig, grid: tuple[int, int],
-                  patch_px: int, model_view: bool) -> np.ndarray:
+                  patch_px: int, model_view: bool, patch_size: tuple[int, int] | None = None) -> np.ndarray:
     """(gh * patch_px, gw * patch_px, 3) uint8 image to draw under the patch grid.
 
     ``model_view``: the model's own input pixels, enlarged without smoothing (what it saw, pixel for
-    pixel); otherwise the original ``rgb`` resized to the same frame (the model's resize stretches the
-    whole image to its size, so the patches cover the same parts of it), which stays sharp.
+    pixel); otherwise the part of the original ``rgb`` the patches cover (all of it stretched, or the
+    centre crop of a shortest-edge processor) resized to the same frame, which stays sharp.
     """
     gh, gw = grid
     size = (gw * patch_px, gh * patch_px)  # PIL (width, height)
+    ph, pw = patch_size or (pixels.shape[1] // gh, pixels.shape[2] // gw)  # the model's patch size
     if model_view or rgb is None:
-        return np.asarray(Image.fromarray(model_pixels(pixels, ic)).resize(size, Image.Resampling.NEAREST))
-    return np.asarray(Image.fromarray(np.ascontiguousarray(rgb[:, :, :3])).resize(size, Image.Resampling.BILINEAR))
+        seen = model_pixels(pixels[:, : gh * ph, : gw * pw], ic)  # what the patches cover
+        return np.asarray(Image.fromarray(seen).resize(size, Image.Resampling.NEAREST))
+    top, left, bottom, right = seen_region(rgb.shape[:2], ic, grid, (ph, pw))  # a centre crop, or all of it
+    img = Image.fromarray(np.ascontiguousarray(rgb[:, :, :3]))
+    return np.asarray(img.resize(size, Image.Resampling.BILINEAR, box=(left, top, right, bottom)))
 
 
 def session_text(state) -> str:
@@ -138,19 +153,23 @@ def session_image(state) -> tuple[str, np.ndarray] | None:
     for s in getattr(state, "sources", ()):
         if getattr(s, "kind", "") == "image" and s.data:
             try:
-                return s.name, load_image(s.data)
+                return s.name, load_image(s.data, alpha="drop")
             except SourceError:
                 continue
     return None
 
 
-def grid_label(result: ModelAttention, ic: ImageConfig, patch_size: tuple[int, int]) -> str:
+def grid_label(result: ModelAttention, ic: ImageConfig, patch_size: tuple[int, int],
+               trained_grid: tuple[int, int] | None = None) -> str:
     """One line on how the image became tokens."""
     gh, gw = result.grid
     H, W = ic.size
     ph, pw = patch_size
     extra = ", ".join(result.tokens[: result.n_extra_tokens])
     side = f"{ph} px" if ph == pw else f"{ph}x{pw} px"
-    return (f"model input {H}x{W} px (height x width) → grid {gh}x{gw} of {side} patches = {gh * gw} tokens"
-            f" + {result.n_extra_tokens} extra ({extra})")
+    crop = f", short side resized to {ic.shortest_edge} px and centre-cropped" if ic.shortest_edge else ""
+    interp = (f"; position embeddings interpolated from {trained_grid[0]}x{trained_grid[1]}"
+              if trained_grid is not None and tuple(trained_grid) != tuple(result.grid) else "")
+    return (f"model input {H}x{W} px (height x width{crop}) → grid {gh}x{gw} of {side} patches = {gh * gw} tokens"
+            f" + {result.n_extra_tokens} extra ({extra}){interp}")
 

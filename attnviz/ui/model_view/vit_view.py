@@ -81,6 +81,7 @@ class VitAttentionView(QWidget):
         self.result: ModelAttention | None = None
         self._rgb: np.ndarray | None = None
         self._ic: ImageConfig | None = None
+        self._patch: tuple[int, int] | None = None  # the model's patch size (P_h, P_w)
         self.overlay_map: np.ndarray | None = None  # (gh, gw) float64 map drawn, exactly as computed
         self.overlay_levels: tuple[float, float] | None = None
         for combo in (self.mode_combo, self.layer_combo, self.head_combo, self.fusion_combo):
@@ -91,9 +92,9 @@ class VitAttentionView(QWidget):
 
     # -- public API ----------------------------------------------------------------------------
     def set_result(self, result: ModelAttention | None, rgb: np.ndarray | None, ic: ImageConfig | None,
-                   patch_size: tuple[int, int] = (16, 16)) -> None:
+                   patch_size: tuple[int, int] = (16, 16), trained_grid: tuple[int, int] | None = None) -> None:
         """Show a ViT forward pass (``result`` with grid, pixels) on the image ``rgb`` it was given."""
-        self.result, self._rgb, self._ic = result, rgb, ic
+        self.result, self._rgb, self._ic, self._patch = result, rgb, ic, tuple(patch_size)
         if result is None or result.grid is None or ic is None:
             self.overlay_map = None
             self.info.setText("No image model loaded.")
@@ -101,7 +102,7 @@ class VitAttentionView(QWidget):
         L, nh = result.attentions.shape[:2]
         self._refill(self.layer_combo, [f"{i}" for i in range(L)], default=L - 1)
         self._refill(self.head_combo, ["mean"] + [f"{h}" for h in range(nh)], default=0)
-        self.info.setText(grid_label(result, ic, patch_size))
+        self.info.setText(grid_label(result, ic, patch_size, trained_grid))
         self._draw_image()
         self._draw_overlay()
 
@@ -160,7 +161,7 @@ class VitAttentionView(QWidget):
         if r is None or r.grid is None or self._ic is None:
             return
         P = display_patch(r.grid)
-        img = display_image(self._rgb, r.pixels, self._ic, r.grid, P, self.model_pixels.isChecked())
+        img = display_image(self._rgb, r.pixels, self._ic, r.grid, P, self.model_pixels.isChecked(), self._patch)
         self.image_view.set_image(img, grid=r.grid, patch=P)
         if self.overlay_map is not None:
             self.image_view.set_overlay(self.overlay_map, levels=self.overlay_levels)

@@ -21,6 +21,7 @@ from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.panels import PanelSpec, run_panel_alone
 from attnviz.ui.response_views import (MATRICES, check_head, cell_values, compact_labels, engine_scale,
                                        fully_masked_rows, matrix_view, n_heads)
+from attnviz.ui.widgets.busy_overlay import LIVE_DELAY_MS, BusyOverlay
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.pooling import pool_max
@@ -203,9 +204,15 @@ class HeatmapPanel(QWidget):
         layout.addWidget(self.note)
         layout.addWidget(self.splitter, 1)
 
+        # the heatmap and the grid say when their picture is on the way (never blank axes in silence)
+        self.busy = BusyOverlay(self.splitter, self)
+        self.busy.cancelled.connect(self.ctx.compute.cancel)
+        self._overview_text = ""
         self.job = LatestJob("attnviz-overview", self)
         self.job.done.connect(self._on_overview)
         self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
+        self.job.busy_changed.connect(lambda _b: self._update_busy())
+        ctx.compute.busy_changed.connect(lambda _b: self._update_busy())
         self.grid_job = LatestJob("attnviz-head-grid", self)
         self.grid_job.done.connect(self._on_grid_pooled)
         self.grid_job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
@@ -295,11 +302,23 @@ class HeatmapPanel(QWidget):
         return stack, matrix
 
     # ------------------------------------------------------------------ events
+    def _update_busy(self) -> None:
+        """Show what the views wait for: the attention itself (cancellable), or the overview of a
+        long sequence being drawn; nothing when neither runs."""
+        if self.ctx.compute.busy:  # over a picture, live edits (paint strokes) do not flash the veil
+            self.busy.start("computing the attention…", cancellable=True,
+                            delay_ms=None if self._mode in ("empty", "message") else LIVE_DELAY_MS)
+        elif self.job.busy and self._overview_text:
+            self.busy.start(self._overview_text)
+        else:
+            self.busy.stop()
+
     def _on_preview(self, p) -> None:
         """Draw the first computed head of a long run (attnviz.model.preview) when it is the head and
         matrix on show; the full response redraws everything when it arrives."""
         view = self.ctx.session.state.view
-        if p.head != view.head or view.matrix not in ("weights", "scores") or self._mode not in ("dense", "empty"):
+        drawable = self._mode in ("dense", "empty") or (self._mode == "message" and self._resp is None)
+        if p.head != view.head or view.matrix not in ("weights", "scores") or not drawable:
             return
         if self._resp is not None and self._resp.request_id >= p.request_id:
             return
@@ -313,8 +332,11 @@ class HeatmapPanel(QWidget):
         self.rendered.emit()
 
     def _on_response(self, resp) -> None:
-        if resp is None or not resp.ok:
-            return  # keep the last good picture; the window reports the error
+        if resp is None or resp.cancelled:
+            return  # a cancelled run: the last picture stays (the status bar says so)
+        if not resp.ok:
+            self._show_nothing(resp.error or "the attention could not be computed")
+            return
         self._resp = resp
         # axis labels cut in the middle, so "fast actions3" keeps its index (the readout names the segment)
         self._row_labels = compact_labels(resp.query_labels)
@@ -329,6 +351,17 @@ class HeatmapPanel(QWidget):
             self.head_combo.blockSignals(False)
         self._sync_controls(self.ctx.session.state.view)
         self._redraw()
+
+    def _show_nothing(self, why: str) -> None:
+        """The state cannot be drawn (no tokens, a bad setting): clear the old picture, which no
+        longer belongs to it, and say why (the window's notice says it too)."""
+        self._resp = None
+        self._preview = None
+        self._mode = "message"
+        self.heatmap.clear("nothing to show")
+        self.grid.setVisible(False)
+        self._show_note(f"Nothing to show: {why}")
+        self.rendered.emit()
 
     def _on_view_changed(self, view) -> None:
         self._sync_controls(view)
@@ -367,9 +400,9 @@ class HeatmapPanel(QWidget):
         else:
             self.grid.set_selected(*divmod(head, grid_columns(n_heads(self._resp))))
 
-    def _show_grid(self, maps, allowed) -> None:
+    def _show_grid(self, maps, allowed, levels=None) -> None:
         g, m, titles = grid_layout(maps, allowed)
-        self.grid.set_matrices(g, titles, [""] * g.shape[1], mask=m)
+        self.grid.set_matrices(g, titles, [""] * g.shape[1], mask=m, levels=levels)
 
     def _on_grid_toggled(self, on: bool) -> None:
         self.grid.setVisible(on and n_heads(self._resp) > 1)
@@ -523,16 +556,16 @@ class HeatmapPanel(QWidget):
             mask = resp.mask
 
         def job():
-            pooled, ok = pool_max(maps, mask, (GRID_TILE, GRID_TILE))  # (nh, h, w)
-            return resp, np.where(ok, pooled, 0.0).astype(np.float32), ok
+            pooled, ok = pool_max(maps, mask, (GRID_TILE, GRID_TILE))  # (nh, h, w); a bool mask pools as 0/1
+            return resp, matrix, np.where(ok, pooled, 0.0).astype(np.float32), ok
 
         self.grid_job.submit(job)
 
     def _on_grid_pooled(self, _jid: int, result) -> None:
-        resp, maps, ok = result
-        if resp is not self._resp or self._mode != "dense":
+        resp, matrix, maps, ok = result
+        if resp is not self._resp or self._mode != "dense" or matrix != self.ctx.session.state.view.matrix:
             return
-        self._show_grid(maps, ok)
+        self._show_grid(maps, ok, (0.0, 1.0) if matrix == "mask" else None)
         self._select_grid_head(check_head(resp, self.ctx.session.state.view.head))
 
     # ------------------------------------------------------------------ overview (long sequences)
@@ -554,6 +587,9 @@ class HeatmapPanel(QWidget):
         cols = cols or (0, resp.Tk)
         shape = self._display_shape(rows[1] - rows[0], cols[1] - cols[0])
         want_grid = full and self.grid_check.isChecked() and n_heads(resp) > 1
+        what = ", and every head's small map" if want_grid else ""
+        self._overview_text = (f"drawing the overview of {resp.Tq:,} × {resp.Tk:,} weights\n"
+                               f"({reduce} per pixel{what})…")
 
         def job():
             img = overview_image(resp, head, scale, reduce, shape, rows, cols)
@@ -561,6 +597,7 @@ class HeatmapPanel(QWidget):
             return resp, head, reduce, rows, cols, img, grid
 
         self.job.submit(job)
+        self._update_busy()
 
     def _on_overview(self, _jid: int, result) -> None:
         resp, head, reduce, rows, cols, img, grid = result

@@ -128,6 +128,7 @@ class ImagePanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self._resp = None
+        self._failed = ""  # why the last computation failed (then nothing is drawn)
         self._shown_image = None  # (source data id, patch, policy, target) last drawn
         self._grid = None  # (gh, gw) of the image shown
         self._overlay = None  # (gh, gw) weights drawn
@@ -147,6 +148,12 @@ class ImagePanel(QWidget):
         bar.addWidget(QLabel("head", self))
         bar.addWidget(self.head_combo)
         bar.addStretch(1)
+        self.alpha_note = QLabel("transparent pixels: over white", self)
+        self.alpha_note.setToolTip("Transparency is composited over white, as a viewer shows the picture. "
+                                   "The Pretrained panel and 'attnviz-cli model' instead ignore it, as transformers' "
+                                   "convert(\"RGB\") does, so a checkpoint sees the stored colours it would see there.")
+        self.alpha_note.setStyleSheet("color: palette(mid);")
+        bar.addWidget(self.alpha_note)
 
         self.view = PatchImageView(self)
         self.view.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -243,9 +250,15 @@ class ImagePanel(QWidget):
         self._draw_overlay()
 
     def _on_response(self, resp) -> None:
-        if resp is None or not resp.ok:
+        if resp is None or resp.cancelled:
+            return
+        if not resp.ok:  # the weights on show belong to a state that is gone
+            self._resp = None
+            self._failed = resp.error or "the attention could not be computed"
+            self._refresh()
             return
         self._resp = resp
+        self._failed = ""
         items = [FOLLOW, "mean"] + [f"head {h}" for h in range(n_heads(resp))]
         if [self.head_combo.itemText(i) for i in range(self.head_combo.count())] != items:
             keep = self.head_combo.currentText()
@@ -305,7 +318,8 @@ class ImagePanel(QWidget):
         """No image: the shown query's weights over every key as bars."""
         resp = self._resp
         if resp is None:
-            self.placeholder.setText("No image source.\nThe selected query's weights over the keys appear here "
+            self.placeholder.setText(f"Nothing to show: {self._failed}" if self._failed else
+                                     "No image source.\nThe selected query's weights over the keys appear here "
                                      "once the attention is computed.")
             self.stack.setCurrentWidget(self.placeholder)
             self.query_label.setText("")
@@ -344,7 +358,8 @@ class ImagePanel(QWidget):
         if keys is None or keys.grid != self._grid:
             self._set_overlay(None)
             self.view.set_highlight(None)
-            self.query_label.setText("waiting for the computation…" if resp is None else
+            self.query_label.setText((f"nothing to show: {self._failed}" if self._failed else
+                                      "waiting for the computation…") if resp is None else
                                      f"{src.name!r} is not among the keys of the last computation")
             self.rendered.emit()
             return

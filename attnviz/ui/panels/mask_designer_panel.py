@@ -50,6 +50,7 @@ from attnviz.ui.mask_designer.export_dialog import MaskCodeDialog
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.mask_designer.legend import MaskLegend
 from attnviz.ui.mask_designer.preset_bar import PresetBar
+from attnviz.ui.mask_designer.role_dialog import ask_in_dialog, choose_vla_roles
 from attnviz.ui.mask_designer.rule_chooser import RuleChooser
 from attnviz.ui.mask_designer.snapshot import (Axes, Snapshot, Target, axes_from_response, axes_from_state,
                                                build_snapshot, describe_fully_masked)
@@ -92,6 +93,7 @@ class MaskDesignerPanel(QWidget):
         self.ctx = ctx
         self.target = Target(None)
         self.axes: Axes | None = None
+        self.ask_vla_roles = ask_in_dialog  # (parent, rows) -> roles or None; tests answer it themselves
         self.snapshot: Snapshot | None = None
         self._strokes = itertools.count(1)
         self._stroke: int | None = None
@@ -459,6 +461,13 @@ class MaskDesignerPanel(QWidget):
         if self.axes is None:
             self._say("the sequence is not built yet", error=True)
             return False
+        if name == "vla" and not params.get("roles"):  # every segment's role, asked for only when unsure
+            roles = choose_vla_roles(self, self.ctx.session.state, self.axes.q_segments,
+                                     self.axes.k_segments_arg,
+                                     self.target.design(self.ctx.session.state.mask), self.ask_vla_roles)
+            if roles is None:
+                return False
+            params["roles"] = roles
         try:
             if op == "replace":
                 inner = ApplyPreset.make(name, self.axes.q_segments, self.axes.k_segments_arg, **params)

@@ -74,6 +74,9 @@ class AttentionHeatmap(QWidget):
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormaps.colormap(self._cmap), width=12,
                                         interactive=False, colorMapMenu=False)
         self.colorbar.getAxis("right").enableAutoSIPrefix(False)
+        # the colour axis sizes itself to its tick labels and its title (a fixed width lets "-6.25" or
+        # "0.009" run into the title, or the title off the widget's edge)
+        self.colorbar.getAxis("right").setWidth(None)
         self.frame.ci.addItem(self.colorbar, row=3, col=3)
         self.base = CellImageLayer(self.frame.view, z=0)
         self.detail = CellImageLayer(self.frame.view, z=10)
@@ -89,6 +92,8 @@ class AttentionHeatmap(QWidget):
         self._col_labels: Optional[list[str]] = None
         self._provider: Optional[Callable[[int, int], str]] = None
         self._colorbar_state: Optional[tuple] = None  # (colormap, levels, label) the colorbar shows
+        self._hover_cell: Optional[tuple[int, int]] = None  # cell under the mouse, for the readout
+        self._empty = True  # nothing drawn (or cleared): the readout stays blank
 
         self.frame.picker.hovered.connect(self._on_hover)
         self.frame.picker.clicked.connect(self._on_click)
@@ -148,6 +153,8 @@ class AttentionHeatmap(QWidget):
         self.base.show(img, ok, (0, Tq, 0, Tk), self._levels, self._lut(), self._masked())
         self.detail.clear()
         self._update_colorbar()
+        self._empty = False
+        self._refresh_readout()
         if self._pooled:
             self._on_region(*self.frame.visible_region())
 
@@ -202,6 +209,8 @@ class AttentionHeatmap(QWidget):
             layer = self.base if full else self.detail  # a first image of a block stays at its place
             layer.show(disp, allowed, (r0, r1, c0, c1), self._levels, self._lut(), self._masked())
             self._update_colorbar()
+            self._empty = False
+            self._refresh_readout()
         else:
             if levels is not None:
                 self._levels = self._resolve_levels(levels, disp, allowed)
@@ -230,11 +239,24 @@ class AttentionHeatmap(QWidget):
         """Current levels in display units (log10 of values in log scale)."""
         return self._levels
 
-    def clear(self) -> None:
+    def clear(self, title: str = "") -> None:
+        """Show no matrix: no cells, no token labels, bands or row marks of the last one, a blank
+        readout, and ``title`` (e.g. why there is nothing to show)."""
         self.base.clear()
         self.detail.clear()
         self._values = self._allowed = None
+        self._row_labels = self._col_labels = None
+        self._empty = True
+        self.frame.set_labels(None, None)
+        self.frame.set_segments((), ())
+        self.frame.set_row_flags(None)
+        self.frame.set_selected_row(None)
+        self.frame.set_title(title)
         self.readout.setText(" ")
+
+    def is_empty(self) -> bool:
+        """True when no matrix is drawn (before the first one, or after :meth:`clear`)."""
+        return self._empty
 
     # -- internals ------------------------------------------------------------------------------
     def _setup_axes(self, Tq, Tk, row_labels, col_labels, row_segments, col_segments, title):
@@ -334,9 +356,19 @@ class AttentionHeatmap(QWidget):
         return "  ·  ".join(parts)
 
     def _on_hover(self, row: int, col: int) -> None:
+        self._hover_cell = (row, col) if row >= 0 else None
         if row >= 0:
-            self.readout.setText(self.readout_text(row, col))
+            self.readout.setText(" " if self._empty else self.readout_text(row, col))
         self.hovered.emit(row, col)
+
+    def _refresh_readout(self) -> None:
+        """After new content: the readout describes the hovered cell of the new matrix (or nothing),
+        never a token of the matrix drawn before."""
+        cell = self._hover_cell
+        if cell is None or self._empty or not (cell[0] < self.frame.n_rows and cell[1] < self.frame.n_cols):
+            self.readout.setText(" ")
+        else:
+            self.readout.setText(self.readout_text(*cell))
 
     def _on_click(self, row: int, col: int, button) -> None:
         if button != Qt.MouseButton.LeftButton:

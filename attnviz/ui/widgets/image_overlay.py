@@ -1,6 +1,6 @@
 """PatchImageView: the prepared (resized / cropped) RGB image with its ViT patch grid drawn over
 it, the patch under the mouse reported, one patch highlighted, and a per-patch weights map overlaid
-in a colormap with an adjustable opacity."""
+in a colormap with an adjustable opacity, read against a colour scale beside the image."""
 
 from __future__ import annotations
 
@@ -62,6 +62,15 @@ class PatchImageView(QWidget):
         self.overlay.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         self.overlay.setVisible(False)
         self.highlight.setVisible(False)
+        # the overlay's colour scale: which colour is which weight (shown with the overlay only)
+        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormaps.colormap("inferno"), width=12,
+                                        interactive=False, colorMapMenu=False)
+        axis = self.colorbar.getAxis("right")
+        axis.enableAutoSIPrefix(False)
+        axis.setWidth(None)  # sized to its tick labels and title
+        axis.setLabel("weight")
+        self.graphics.addItem(self.colorbar, row=0, col=1)
+        self.colorbar.setVisible(False)
 
         self.slider = QSlider(Qt.Orientation.Horizontal, self)
         self.slider.setRange(0, 100)
@@ -105,6 +114,8 @@ class PatchImageView(QWidget):
             raise ValueError(f"grid and patch size must be positive, got grid {grid}, patch {patch}")
         if ox < 0 or oy < 0 or ox + gw * patch > W or oy + gh * patch > H:
             raise ValueError(f"a {gh}x{gw} grid of {patch}px patches at offset {offset} does not fit a {W}x{H} image")
+        if (gh, gw) != self._grid:
+            self.readout.setText(" ")  # it named a patch of the image shown before
         self._grid, self._patch, self._offset, self._shape = (gh, gw), int(patch), (ox, oy), (H, W)
         self.image.setImage(np.ascontiguousarray(img), autoLevels=False, levels=(0, 255) if img.ndim == 2 else None)
         self.view.setRange(xRange=(0, W), yRange=(0, H), padding=0.01)
@@ -116,6 +127,14 @@ class PatchImageView(QWidget):
             self.set_highlight(None)
         else:
             self.set_highlight(self.highlighted)
+
+    def set_value_label(self, text: str) -> None:
+        """The colour scale's title (default "weight")."""
+        self.colorbar.getAxis("right").setLabel(text)
+
+    def colour_scale(self) -> Optional[tuple[float, float]]:
+        """(low, high) of the colour scale shown beside the image, None while there is no overlay."""
+        return tuple(float(v) for v in self.colorbar.levels()) if self.colorbar.isVisible() else None
 
     def set_overlay(self, weights, levels=None) -> None:
         """Overlay per-patch ``weights`` (gh, gw) (NaN = no value, drawn clear), or remove with None."""
@@ -184,6 +203,7 @@ class PatchImageView(QWidget):
     def _draw_overlay(self) -> None:
         if self._weights is None:
             self.overlay.setVisible(False)
+            self.colorbar.setVisible(False)
             return
         w = self._weights
         ok = ~np.isnan(w)
@@ -200,6 +220,9 @@ class PatchImageView(QWidget):
         self.overlay.setRect(QRectF(self._offset[0], self._offset[1], gw * self._patch, gh * self._patch))
         self.overlay.setOpacity(self.opacity)
         self.overlay.setVisible(True)
+        self.colorbar.setColorMap(colormaps.colormap(self._cmap))
+        self.colorbar.setLevels((lo, hi))
+        self.colorbar.setVisible(True)
 
     def _hover(self, index: Optional[int]) -> None:
         if index is None:
@@ -215,6 +238,9 @@ class PatchImageView(QWidget):
 
     def on_theme_changed(self, theme: Theme) -> None:
         self.graphics.setBackground(theme.plot_background)
+        axis = self.colorbar.getAxis("right")
+        axis.setPen(theme.plot_foreground)
+        axis.setTextPen(theme.plot_foreground)
         grid_pen = QPen(QColor(255, 255, 255, 120))
         grid_pen.setCosmetic(True)
         self.grid_item.setPen(grid_pen)

@@ -42,6 +42,8 @@ def _prepare(values, mask, out_shape):
     v = np.asarray(values)
     if v.ndim < 2:
         raise ValueError(f"values must be at least 2-D (..., rows, cols), got shape {v.shape}")
+    if v.dtype == bool:
+        v = v.view(np.uint8)  # a mask pools as 0/1 (a view: no copy of a large mask)
     if not np.issubdtype(v.dtype, np.number) or np.issubdtype(v.dtype, np.complexfloating):
         raise ValueError(f"values must be real numbers, got dtype {v.dtype}")
     rows, cols = v.shape[-2:]

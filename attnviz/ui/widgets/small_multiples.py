@@ -40,10 +40,12 @@ def tile_shape(Tq: int, Tk: int, tile_px: int) -> tuple[int, int]:
 
 
 def build_mosaic(maps: np.ndarray, allowed: Optional[np.ndarray], tile_px: int, gap: int, lut: np.ndarray,
-                 masked: str, background: str, shared_levels: bool) -> tuple[np.ndarray, tuple[int, int]]:
+                 masked: str, background: str, shared_levels: bool,
+                 levels: Optional[tuple[float, float]] = None) -> tuple[np.ndarray, tuple[int, int]]:
     """RGBA mosaic (rows*(th+gap)-gap, cols*(tw+gap)-gap, 4) of (rows, cols, Tq, Tk) maps, each
     max-pooled to at most tile_px on its longer side, keeping its aspect ratio; ``allowed`` is broadcastable to the maps (or None for
-    all allowed). Returns the mosaic and the tile shape (th, tw)."""
+    all allowed); ``levels`` (low, high) fixes the colour scale of every map (a mask: 0, 1), else it
+    follows the data. Returns the mosaic and the tile shape (th, tw)."""
     rows, cols = maps.shape[:2]
     pooled, ok = pool_max(maps, allowed, tile_shape(*maps.shape[2:], tile_px))  # (rows, cols, th, tw) float32, NaN masked
     th, tw = pooled.shape[-2:]
@@ -51,6 +53,9 @@ def build_mosaic(maps: np.ndarray, allowed: Optional[np.ndarray], tile_px: int, 
     axes = None if shared_levels else (2, 3)
     lo = np.min(pooled, axis=axes, where=ok, initial=np.inf, keepdims=True)  # (rows, cols, 1, 1) or (1, 1, 1, 1)
     hi = np.max(pooled, axis=axes, where=ok, initial=-np.inf, keepdims=True)
+    if levels is not None:
+        lo = np.full_like(lo, levels[0])
+        hi = np.full_like(hi, levels[1])
     empty = ~np.isfinite(lo)  # no allowed pixel at all
     lo = np.where(empty, 0.0, lo).astype(np.float32)
     hi = np.where(empty, 1.0, hi).astype(np.float32)
@@ -111,15 +116,22 @@ class HeadGrid(QWidget):
         self._cmap = colormaps.DEFAULT
         self._maps: Optional[np.ndarray] = None
         self._allowed: Optional[np.ndarray] = None
+        self._levels: Optional[tuple[float, float]] = None
         self._tile = (1, 1)
         self._titles: tuple[list, list] = ([], [])
         self.selected: Optional[tuple[int, int]] = None
         self.on_theme_changed(current_theme())
 
     def set_matrices(self, maps, row_titles: Optional[Sequence[str]] = None,
-                     col_titles: Optional[Sequence[str]] = None, *, mask=None) -> None:
+                     col_titles: Optional[Sequence[str]] = None, *, mask=None, levels=None) -> None:
         """Show ``maps`` (rows, cols, Tq, Tk) — or (n_heads, Tq, Tk) as one row — with an optional
-        mask broadcastable to it (False = masked)."""
+        mask broadcastable to it (False = masked); ``levels`` (low, high) fixes the colour scale
+        (else each map, or all maps with ``shared_levels``, spans its own range)."""
+        if levels is not None:
+            lo, hi = (float(x) for x in levels)
+            if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
+                raise ValueError(f"levels must be finite with low < high, got {levels}")
+            levels = (lo, hi)
         a = np.asarray(maps, dtype=np.float32)
         if a.ndim == 3:
             a = a[None]  # (1, nh, Tq, Tk)
@@ -139,6 +151,7 @@ class HeadGrid(QWidget):
         if len(row_titles) != rows or len(col_titles) != cols:
             raise ValueError(f"{len(row_titles)} row titles / {len(col_titles)} column titles for a {rows}x{cols} grid")
         self._maps, self._allowed = a, allowed
+        self._levels = levels
         self._titles = (row_titles, col_titles)
         if self.selected is not None and not (self.selected[0] < rows and self.selected[1] < cols):
             self.selected = None
@@ -182,7 +195,7 @@ class HeadGrid(QWidget):
         theme = current_theme()
         rgba, self._tile = build_mosaic(self._maps, self._allowed, self.config.tile_px, self.config.gap_px,
                                         colormaps.lut(self._cmap), masked_colours(theme, self._cmap)[0],
-                                        theme.plot_background, self.config.shared_levels)
+                                        theme.plot_background, self.config.shared_levels, self._levels)
         self.image.setImage(rgba, autoLevels=False, levels=None)
         rows, cols = self._maps.shape[:2]
         th, tw = self._tile

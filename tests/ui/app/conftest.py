@@ -26,6 +26,7 @@ class ScriptedPrompts(Prompts):
         self.save_answers: list = []
         self.changes_answer = "discard"
         self.colour_answer = None
+        self.png_answers: list = []  # index of the resolution chosen, then a width when the last one is
         self.asked: list[str] = []
 
     def open_file(self, parent, caption, filters, folder=""):
@@ -47,6 +48,14 @@ class ScriptedPrompts(Prompts):
     def text(self, parent, caption, label, initial=""):
         self.asked.append(caption)
         return None
+
+    def png_resolution(self, parent, choices):
+        self.asked.append("png resolution: " + " | ".join(choices))
+        return self.png_answers.pop(0) if self.png_answers else None
+
+    def png_width(self, parent, initial):
+        self.asked.append(f"png width {initial}")
+        return self.png_answers.pop(0) if self.png_answers else None
 
 
 def wait_response(qtbot, ctx, timeout: int = 30000):

@@ -100,6 +100,43 @@ def test_all_heads_grid_selects_a_head(qtbot, make_ctx, respond):
     assert not p.grid.isVisible()
 
 
+def test_show_mask_draws_the_mask_in_the_heatmap_and_every_small_map(qtbot, make_ctx, respond):
+    ctx = make_ctx("vla-mask")
+    errors = []
+    ctx.message.connect(lambda level, text: errors.append(text) if level == "error" else None)
+    p = _panel(qtbot, ctx)
+    resp = respond(ctx)
+    qtbot.waitUntil(lambda: p.grid.grid_shape() == (2, 2), timeout=5000)
+    weights_maps = p.grid._maps.copy()
+    ctx.set_view(matrix="mask")
+    qtbot.waitUntil(lambda: not np.array_equal(p.grid._maps, weights_maps), timeout=5000)
+    assert errors == []
+    assert p.mode == "dense" and p.heatmap.levels() == (0.0, 1.0)
+    # the small maps hold 1 on allowed cells and are masked elsewhere, like the head's mask
+    mask = resp.mask if resp.mask.ndim == 3 else np.broadcast_to(resp.mask, (4,) + resp.mask.shape)
+    for h in range(4):
+        r, c = divmod(h, grid_columns(4))
+        np.testing.assert_array_equal(np.broadcast_to(p.grid._allowed, p.grid._maps.shape)[r, c], mask[h])
+        assert np.all(p.grid._maps[r, c][mask[h]] == 1.0)
+    assert p.grid._levels == (0.0, 1.0)
+
+
+def test_show_mask_in_cross_attention_draws_every_heads_map(qtbot, make_ctx, respond):
+    from attnviz.model.commands import set_model
+
+    ctx = make_ctx("translation")
+    errors = []
+    ctx.message.connect(lambda level, text: errors.append(text) if level == "error" else None)
+    assert ctx.execute(set_model(drop_handset=True, nh=2))
+    p = _panel(qtbot, ctx)
+    ctx.set_view(matrix="mask")
+    resp = respond(ctx)
+    assert resp.cross and resp.weights.shape[0] == 2
+    qtbot.waitUntil(lambda: p.grid.grid_shape() == (2, 1) and p.grid._levels == (0.0, 1.0), timeout=5000)
+    assert errors == [] and p.mode == "dense"
+    np.testing.assert_array_equal(p.current_matrix()[0].astype(bool), resp.mask)
+
+
 def test_grid_layout_is_a_full_rectangle():
     assert [grid_columns(n) for n in (1, 2, 3, 4, 6, 8, 12)] == [1, 1, 1, 2, 2, 2, 3]
     maps = np.arange(8 * 3 * 3, dtype=float).reshape(8, 3, 3)

@@ -4,6 +4,7 @@ averaged, the class token by default, patch clicks that select a query, and the 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtCore import Qt
 
 from attnviz.ui.panels.image_panel import ImagePanel
@@ -31,6 +32,21 @@ def test_class_token_weights_are_drawn_over_the_patches(qtbot, make_ctx, respond
     p.head_combo.activated.emit(p.head_combo.currentIndex())
     np.testing.assert_allclose(p.overlay_weights().ravel(), resp.weights[3, 0, 1:], rtol=1e-6)
     assert "'[CLS]'" in p.query_label.text() and "head 3" in p.query_label.text()
+
+
+def test_the_overlay_has_a_colour_scale(qtbot, make_ctx, respond):
+    ctx = make_ctx("vit-image")
+    ctx.set_view(query=None, colormap="magma")
+    p = _panel(qtbot, ctx)
+    respond(ctx)
+    w = p.overlay_weights()
+    assert p.view.colour_scale() == (0.0, pytest.approx(float(w.max())))  # the colours span 0 .. the largest
+    assert p.view.colorbar.isVisible() and p.view.colorbar.getAxis("right").labelText == "weight"
+    qtbot.wait(50)
+    bar = p.view.colorbar.sceneBoundingRect()
+    assert bar.right() <= p.view.graphics.width() + 1 and bar.height() > 100  # beside the image, inside the view
+    p.view.set_overlay(None)
+    assert p.view.colour_scale() is None  # no overlay, no scale
 
 
 def test_selected_head_follows_the_heatmap_and_query_follows_the_selection(qtbot, make_ctx, respond):
@@ -113,3 +129,12 @@ def test_bars_mark_masked_keys_and_follow_cross_attention(qtbot, make_ctx, respo
     assert w.shape == (resp.Tk,) and np.all(w[~allowed] == 0)
     xs = p.bars.masked.getData()[0]
     assert sorted(int(x) for x in xs) == [int(j) for j in np.flatnonzero(~allowed)]
+
+
+def test_the_panel_says_how_transparency_is_handled(qtbot, make_ctx, respond, tmp_path):
+    ctx = make_ctx("vit-image")
+    p = _panel(qtbot, ctx)
+    respond(ctx)
+    assert p.alpha_note.isVisible() and "over white" in p.alpha_note.text()
+    assert 'convert("RGB")' in p.alpha_note.toolTip()
+    p.grab().save(str(tmp_path / "image_panel.png"))

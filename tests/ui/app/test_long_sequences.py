@@ -93,6 +93,39 @@ def test_the_heatmap_shows_the_overview_and_says_the_mask_is_kept_per_tile(qtbot
         p.current_stack()
 
 
+def test_the_heatmap_says_what_it_is_still_computing(qtbot, make_ctx, lowered, monkeypatch):
+    import threading
+
+    from attnviz.ui.panels import heatmap_panel
+
+    release = threading.Event()
+    real = heatmap_panel.overview_image
+
+    def slow_overview(*args, **kwargs):  # the overview of a long sequence takes seconds
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(heatmap_panel, "overview_image", slow_overview)
+    ctx = make_ctx(state=long_state())
+    p = HeatmapPanel(ctx)
+    qtbot.addWidget(p)
+    p.resize(800, 600)
+    p.show()
+    ctx.recompute(now=True)
+    assert p.busy.is_active() and "computing the attention" in p.busy.text()  # before the response
+    assert p.busy.cancel_button.isVisibleTo(p.busy)
+    qtbot.waitUntil(lambda: ctx.response is not None, timeout=60000)
+    # the response is in, the overview is not: the view says so instead of showing empty axes
+    assert p.mode == "overview" and p.busy.is_active()
+    assert f"overview of {T:,} × {T:,} weights" in p.busy.text()
+    qtbot.waitUntil(p.busy.isVisible, timeout=5000)
+    assert p.busy.geometry().contains(p.splitter.geometry())  # over the heatmap and the small maps
+    with qtbot.waitSignal(p.rendered, timeout=60000):
+        release.set()
+    assert not p.busy.is_active() and not p.busy.isVisible()
+    p.shutdown()
+
+
 def test_the_mask_designer_does_not_draw_a_mask_kept_per_tile(qtbot, make_ctx, respond, lowered):
     from attnviz.ui.panels.mask_designer_panel import MaskDesignerPanel
 

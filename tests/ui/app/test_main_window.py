@@ -23,6 +23,7 @@ from attnviz.persist import AutosaveStore, load_session, save_session
 from attnviz.sources.image import bundled_image
 from attnviz.ui.compute_controller import ComputeController
 from attnviz.ui.context import AppContext
+from attnviz.ui.export import PNG_SCALES
 from attnviz.ui.panels import discover_panels
 from attnviz.ui.theme import DARK, LIGHT, current_theme
 
@@ -76,6 +77,19 @@ def test_open_save_round_trip_through_real_files(make_window, tmp_path, qtbot, r
     # Save As asks for a name; cancelling it changes nothing
     w.files.prompts.save_answers = [None]
     assert not w.files.save_as()
+
+
+def test_view_only_changes_do_not_ask_to_save_but_are_saved(make_window, tmp_path):
+    w = make_window("vla-mask")
+    heat = w.panel("heatmap")
+    heat.matrix_combo.activated.emit(heat.matrix_combo.findText("mask"))
+    heat.cmap_combo.activated.emit(heat.cmap_combo.findText("magma"))
+    assert w.ctx.session.state.view.matrix == "mask"
+    assert not w.ctx.session.dirty and not w.isWindowModified()
+    assert w.files.maybe_save("quitting") and w.files.prompts.asked == []
+    path = tmp_path / "view.attnviz"
+    assert w.files.save_as(path)
+    assert load_session(path).view.matrix == "mask" and load_session(path).view.colormap == "magma"
 
 
 def test_replacing_a_dirty_session_asks_first(make_window, tmp_path):
@@ -209,6 +223,25 @@ def test_export_png_svg_csv_npy(make_window, tmp_path):
     # a folder that does not exist is a message, not an exception
     assert not w.files.export_png(tmp_path / "no" / "such" / "h.png")
     assert "does not exist" in w.notice.label.text()
+
+
+def test_png_export_offers_a_resolution(make_window, tmp_path):
+    w = make_window("vla-mask")
+    widget = w.panel("heatmap").export_widget()
+    W, H = widget.width(), widget.height()
+    w.files.prompts.png_answers = [1]  # "2x"
+    w.files.prompts.save_answers = [str(tmp_path / "two.png")]
+    assert w.files.export_png()  # as File > Export > Heatmap as PNG calls it
+    asked = [a for a in w.files.prompts.asked if a.startswith("png resolution")]
+    assert asked and f"2x · {2 * W} x {2 * H} px" in asked[0] and "width in pixels…" in asked[0]
+    img = QImage(str(tmp_path / "two.png"))
+    assert (img.width(), img.height()) == (2 * W, 2 * H)
+    w.files.prompts.png_answers = [len(PNG_SCALES), 1800]  # a width in pixels
+    w.files.prompts.save_answers = [str(tmp_path / "wide.png")]
+    assert w.files.export_png()
+    assert QImage(str(tmp_path / "wide.png")).width() == 1800
+    w.files.prompts.png_answers = [None]  # cancelled: nothing is asked or written after
+    assert not w.files.export_png() and not (tmp_path / "none.png").exists()
 
 
 def test_autosave_on_a_timer_and_clean_save_removes_it(make_window, tmp_path, qtbot):

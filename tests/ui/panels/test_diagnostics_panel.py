@@ -19,7 +19,7 @@ from attnviz.model.state import ModelConfig, SessionState, TextSource  # noqa: E
 from attnviz.ui.context import AppContext  # noqa: E402
 from attnviz.ui.diagnostics.alignment import AlignmentTab  # noqa: E402
 from attnviz.ui.diagnostics.common import fmt, table_texts  # noqa: E402
-from attnviz.ui.diagnostics.flash_check import FlashCheckTab  # noqa: E402
+from attnviz.ui.diagnostics.flash_check import FlashCheckTab, chart_height  # noqa: E402
 from attnviz.ui.diagnostics.jacobian import JacobianTab  # noqa: E402
 from attnviz.ui.diagnostics.normalisation import NormalisationTab  # noqa: E402
 from attnviz.ui.diagnostics.permutation import PermutationTab  # noqa: E402
@@ -186,10 +186,39 @@ def test_flash_check_runs_off_the_gui_thread(qtbot, river):
     assert texts[2][1] == f"{flash.max_error:.1e}" and texts[2][4].endswith("ms")
     assert tab.heatmap._values.shape == (2, 1)
     assert "within the rule" in tab.verdict.text()
+    # two kernels are two rows of a readable height, not stretched over the whole tab; every label shows
+    qtbot.wait(50)
+    assert tab.heatmap.height() == chart_height(2, tab.heatmap.fontMetrics().height()) < tab.height() / 2
+    frame = tab.heatmap.frame
+    label_px = tab.heatmap.fontMetrics().horizontalAdvance("flash")
+    assert frame.left_axis.width() >= label_px  # the kernel names are not cut
+    assert tab.heatmap.colorbar.getAxis("right").sceneBoundingRect().right() <= frame.width() + 1  # bar inside
     tab.precision.setCurrentText("float64")
     with qtbot.waitSignal(tab.job.finished, timeout=60000):
         tab.run()
     assert tab.check.dtype == "float64" and tab.check.kernels[1].max_error < 1e-12
+
+
+def test_normalisation_colours_follow_the_weights_and_the_legend_stays_clear(qtbot):
+    ctx, panel = open_panel(qtbot, build_demo("vit-image"))  # 197 tokens: weights of about 0.005
+    try:
+        tab = show(qtbot, panel, NormalisationTab)
+        qtbot.wait(50)
+        shown = tab.modes["scaled"].weights
+        assert shown.max() < 0.05
+        assert tab.heatmap.levels() == (0.0, pytest.approx(float(shown.max())))  # the data's range, not 0-1
+        assert not tab.legend_overlaps_data()  # lines beyond 64 rows
+    finally:
+        close(ctx, panel)
+    ctx, panel = open_panel(qtbot, build_demo("river-bank"))
+    try:
+        tab = show(qtbot, panel, NormalisationTab)
+        qtbot.wait(50)
+        assert not tab.legend_overlaps_data()  # grouped bars
+        lo, hi = tab.entropy_plot.getPlotItem().getViewBox().viewRange()[1]
+        assert lo == 0.0 and hi > max(float(tab.modes[m].entropy_nats.max()) for m in tab.modes) * 1.2
+    finally:
+        close(ctx, panel)
 
 
 def test_alignment_table_reproduces_seed_001(qtbot, translation):

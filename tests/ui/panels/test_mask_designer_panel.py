@@ -259,3 +259,51 @@ def test_legend_uses_the_canvas_colours(qtbot):
     assert colours["painted allow"] == c.override_allow and colours["masked by its rule"] == c.rule_deny
     assert colours["fully masked query row"] == current_theme().marker
     assert panel.legend.isVisible() and panel.legend.height() >= panel.legend.sizeHint().height()
+
+
+def test_vla_preset_infers_roles_and_asks_only_for_the_unsure_ones(qtbot):
+    from attnviz.model.commands import RenameSource
+    from attnviz.model.mask_presets import preset
+    from attnviz.ui.mask_designer.role_dialog import RoleDialog
+
+    ctx, panel = make_panel(qtbot)
+    problems = []
+    ctx.message.connect(lambda level, text: problems.append(text))
+    ctx.execute(RenameSource("image", "china"))  # an image named after its file
+    wait_response(qtbot, ctx)
+    panel.flush()
+    asked = []
+    panel.ask_vla_roles = lambda parent, rows: asked.append(rows) or None
+    qtbot.mouseClick(panel.preset_bar.buttons["none"], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(panel.preset_bar.buttons["vla"], Qt.MouseButton.LeftButton)
+    panel.flush()
+    assert asked == [] and "no VLA role" not in panel.message_text  # image and text say what they are
+    segs = list(ctx.response.query_segments)
+    want = preset("vla", segs, roles={"china": "I", "prompt": "P", "state": "P", "fast actions": "A",
+                                      "expert actions": "E"})
+    assert np.array_equal(panel.snapshot.mask, want.compile(segs))
+    assert ctx.session.state.mask.role_map()["china"] == "I"
+    # a block whose name says nothing: the person is asked, once
+    ctx.execute(RenameSource("expert actions", "block 7"))
+    wait_response(qtbot, ctx)
+    panel.flush()
+    before = ctx.session.state.mask
+    assert not panel.apply_preset("vla")  # cancelled: nothing changes
+    assert ctx.session.state.mask == before and len(asked) == 1
+    rows = {r.name: r.role for r in asked[0]}
+    assert rows["block 7"] is None and rows["china"] == "I" and rows["fast actions"] == "A"
+    dialog = RoleDialog(asked[0])
+    qtbot.addWidget(dialog)
+    ok = dialog.buttons.button(dialog.buttons.StandardButton.Ok)
+    assert not ok.isEnabled() and dialog.roles() is None
+    dialog.set_role("block 7", "E")
+    assert ok.isEnabled() and dialog.roles()["block 7"] == "E"
+    panel.ask_vla_roles = lambda parent, rows: asked.append(rows) or dialog.roles()
+    assert panel.apply_preset("vla")
+    panel.flush()
+    segs = list(ctx.response.query_segments)
+    want = preset("vla", segs, roles={"china": "I", "prompt": "P", "state": "P", "fast actions": "A", "block 7": "E"})
+    assert np.array_equal(panel.snapshot.mask, want.compile(segs))
+    assert ctx.session.state.mask.role_map()["block 7"] == "E"
+    assert panel.apply_preset("vla") and len(asked) == 2  # remembered: not asked again
+    assert not [p for p in problems if "VLA role" in p]

@@ -111,3 +111,22 @@ def test_time_flash_checks_its_arguments_and_measures():
     assert res.skipped == pytest.approx(100 * 3 / 9)  # 3 of 9 tiles lie above the diagonal
     assert res.speedup == pytest.approx(res.dense_s / res.masked_s)
     assert "x" in res.text() and "median of 2" in res.text()
+
+
+def test_block_grid_labels_say_what_a_prefix_lm_preset_allows(qtbot):
+    from attnviz.ui.mask_designer.block_grid import BlockGrid, cell_label
+
+    axes = _axes([4, 4, 4], ["prompt", "mid", "tail"])
+    design = preset("prefix_lm", list(axes.q_segments), L=4)
+    snap = build_snapshot(design, axes, Target(), 4, 4, nh=1)
+    assert snap.cells[0][0].rule == Rule.deny()  # the rule layer under the OR-ed term
+    labels = [[cell_label(snap, r, c) for c in range(3)] for r in range(3)]
+    # every query sees the prefix block; the rest is causal
+    assert labels == [["allow", "deny", "deny"], ["allow", "causal", "deny"], ["allow", "allow", "causal"]]
+    plain = build_snapshot(preset("causal", list(axes.q_segments)), axes, Target(), 4, 4, nh=1)
+    assert cell_label(plain, 0, 1) == plain.cells[0][1].rule.label()
+    grid = BlockGrid()
+    qtbot.addWidget(grid)
+    grid.resize(400, 300)
+    grid.set_snapshot(snap)
+    grid.grab()  # paints every label without error

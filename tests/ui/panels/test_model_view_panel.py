@@ -177,7 +177,7 @@ def test_bad_folder_shows_a_message_not_a_traceback(qtbot, tmp_path, problem):
     folder = tmp_path / "ckpt"
     if problem != "missing":
         folder.mkdir()
-        cfg = {"model_type": "llama"} if problem == "unsupported" else json.loads(
+        cfg = {"model_type": "gpt_neox"} if problem == "unsupported" else json.loads(
             (DATA / "tiny_gpt2" / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps(cfg))
     reports = []
@@ -277,3 +277,29 @@ def test_open_folder_and_open_image_entries(qtbot, monkeypatch, tmp_path, river)
     assert panel.image_combo.currentText() == "file: flipped.png"
     want = run_image(panel.ckpt, river[::-1])
     np.testing.assert_array_equal(blocker.args[0].attentions, want.attentions)
+
+
+def test_a_session_text_too_long_for_the_model_is_not_run_nor_reported(qtbot):
+    ctx, panel = make_panel(qtbot, demo="long-context", show=False)
+    problems = []
+    ctx.message.connect(lambda level, text: problems.append(text))
+    panel.failed.connect(problems.append)
+    shown = load(qtbot, panel, DATA / "tiny_gpt2")
+    limit = panel.ckpt.config.max_positions
+    assert shown.tokens == run_text(panel.ckpt, DEFAULT_SENTENCE).tokens  # the panel's own sentence
+    assert panel.text_edit.text() == DEFAULT_SENTENCE
+    assert problems == [] and not panel.message.isVisibleTo(panel)
+    assert panel.hint.isVisibleTo(panel) and f"reads at most {limit:,}" in panel.hint.text()
+    # a text the person gives and that crosses the limit is theirs to hear about
+    long_text = ctx.session.state.sources[0].text
+    with qtbot.waitSignal(panel.failed, timeout=WAIT_MS):
+        panel.set_text(long_text, run=True)
+    assert problems and not panel.hint.isVisibleTo(panel)
+
+
+def test_a_session_text_that_fits_is_the_models_input(qtbot):
+    ctx, panel = make_panel(qtbot, demo="vla-mask", show=False)
+    shown = load(qtbot, panel, DATA / "tiny_gpt2")
+    text = "pick up the red cup and put it on the tray"
+    assert panel.text_edit.text() == text and shown.tokens == run_text(panel.ckpt, text).tokens
+    assert not panel.hint.isVisibleTo(panel)

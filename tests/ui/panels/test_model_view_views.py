@@ -115,3 +115,17 @@ def test_run_job_turns_problems_into_messages(tmp_path):
     result, error = run_job(lambda: 1 / 0)
     assert error.startswith("internal error: ZeroDivisionError")
     assert run_job(lambda: 42) == (42, None)
+
+
+def test_summary_view_paints_alone_and_follows_its_statistic(qtbot, gpt2_run):
+    from attnviz.ui.model_view.summary_view import HeadSummaryView
+
+    view = HeadSummaryView()
+    qtbot.addWidget(view)
+    view.resize(420, 300)
+    view.set_summaries(head_summaries(gpt2_run.attentions, special=gpt2_run.special))
+    view.set_metric("previous")
+    assert view.statistic() == "previous"
+    np.testing.assert_array_equal(view.shown_matrix(), summary_matrix(view.summaries, "previous"))
+    image = view.grab()  # painting asks QWidget.metric(): the view must not shadow it
+    assert (image.width(), image.height()) == (420, 300)

@@ -43,6 +43,22 @@ def test_png_and_svg_export(heatmap, tmp_path):
         export_png(heatmap, tmp_path / "missing" / "x.png")
 
 
+def test_png_export_at_a_higher_resolution(heatmap, tmp_path):
+    one = QImage(str(export_png(heatmap, tmp_path / "x1.png")))
+    two = QImage(str(export_png(heatmap, tmp_path / "x2.png", 2)))
+    assert (two.width(), two.height()) == (1000, 840)
+    # the same picture, drawn at twice the pixels: a cell's colour lands at the doubled position
+    p = heatmap.frame.cell_to_widget(3.5, 2.5).toPoint()  # the centre of cell (bank, river)
+    p = heatmap.frame.mapTo(heatmap, p)
+    assert one.pixelColor(p.x(), p.y()) == two.pixelColor(2 * p.x(), 2 * p.y())
+    wide = QImage(str(export_png(heatmap, tmp_path / "w.png", 1600 / 500)))
+    assert wide.width() == 1600 and wide.height() == round(420 * 3.2)
+    with pytest.raises(ExportError, match="pixels per side"):
+        export_png(heatmap, tmp_path / "huge.png", 40)
+    with pytest.raises(ExportError, match="positive"):
+        export_png(heatmap, tmp_path / "zero.png", 0)
+
+
 def test_csv_and_npy_export(tmp_path):
     a = np.array([[0.1, 1 / 3], [np.float32(2.5), -np.inf]], dtype=np.float32)
     p = export_csv(a, tmp_path / "w.csv", ["by, the", 'say "hi"'], ["k0", "k1"])

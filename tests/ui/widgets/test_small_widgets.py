@@ -149,3 +149,33 @@ def test_cross_attention_tiles_keep_their_aspect_ratio(qtbot):
     qtbot.addWidget(g)
     g.set_matrices(maps[0])
     assert g._tile == (21, 64) and g.tile_at(100, 10) == (0, 1)  # default tile_px = 64
+
+
+def test_busy_overlay_covers_its_view_after_a_delay_and_offers_cancel(qtbot):
+    from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
+
+    from attnviz.ui.widgets.busy_overlay import BusyOverlay
+
+    host = QWidget()
+    qtbot.addWidget(host)
+    split = QSplitter(host)
+    split.addWidget(QWidget())
+    QVBoxLayout(host).addWidget(split)
+    host.resize(400, 300)
+    host.show()
+    overlay = BusyOverlay(split, host, delay_ms=100)
+    assert split.count() == 1  # the overlay is not taken as a pane of the splitter
+    overlay.start("drawing the overview", cancellable=True)
+    assert overlay.is_active() and not overlay.isVisible()  # quick work never shows it
+    qtbot.waitUntil(overlay.isVisible, timeout=2000)
+    assert overlay.geometry() == split.geometry() and overlay.text() == "drawing the overview"
+    with qtbot.waitSignal(overlay.cancelled, timeout=1000):
+        overlay.cancel_button.click()
+    host.resize(500, 350)
+    qtbot.waitUntil(lambda: overlay.geometry() == split.geometry(), timeout=2000)  # it follows the view
+    overlay.stop()
+    assert not overlay.is_active() and not overlay.isVisible()
+    overlay.start("again", delay_ms=5000)
+    overlay.stop()
+    qtbot.wait(150)
+    assert not overlay.isVisible()

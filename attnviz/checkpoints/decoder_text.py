@@ -1,0 +1,102 @@
+"""Text -> token ids of a decoder LLM, with the BOS/EOS its ``tokenizer_config.json`` asks for.
+
+transformers builds a Llama-family tokenizer's post-processor from ``add_bos_token`` /
+``add_eos_token`` (Llama and Mistral add ``<s>`` by default; Qwen adds nothing), whatever the
+``tokenizer.json`` post-processor says.  :func:`read_special` reads those flags and the BOS/EOS
+strings; :func:`encode` tokenises without the file's post-processor and adds the markers itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attnviz.checkpoints.errors import CheckpointError
+from attnviz.sources.errors import SourceError
+from attnviz.sources.text import BpeTokenizer, TextTokens
+
+ADD_BOS_DEFAULT = {"llama": True, "mistral": True}  # model_type -> transformers' default add_bos_token
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """BOS/EOS handling of a decoder tokenizer."""
+
+    bos_id: int | None  # id of the BOS token, None when the tokenizer has none
+    eos_id: int | None
+    add_bos: bool  # put BOS in front of every text (as transformers does for Llama / Mistral)
+    add_eos: bool  # put EOS after every text
+    has_chat_template: bool  # tokenizer_config.json (or chat_template.jinja) carries a chat template
+
+    def describe(self) -> str:
+        parts = []
+        if self.add_bos:
+            parts.append("BOS added")
+        if self.add_eos:
+            parts.append("EOS added")
+        return ", ".join(parts) or "no BOS"
+
+
+def _token_text(value) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def read_special(folder: Path, tok: BpeTokenizer, model_type: str) -> SpecialTokens:
+    """BOS/EOS settings from ``tokenizer_config.json`` (absent: transformers' defaults for the family)."""
+    path = folder / "tokenizer_config.json"
+    cfg: dict = {}
+    if path.is_file():
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise CheckpointError(f"{path} is not readable JSON ({type(exc).__name__})") from None
+        if not isinstance(cfg, dict):
+            raise CheckpointError(f"{path} must hold a JSON object")
+    ids = {}
+    for role in ("bos", "eos"):
+        text = _token_text(cfg.get(f"{role}_token"))
+        if text is None and role == "bos" and "bos_token" not in cfg and model_type in ADD_BOS_DEFAULT:
+            text = "<s>"
+        ids[role] = None if text is None else tok.token_to_id(text)
+        if text is not None and ids[role] is None:
+            raise CheckpointError(f"{path.name}: {role}_token {text!r} is not in tokenizer.json")
+    add_bos = cfg.get("add_bos_token", ADD_BOS_DEFAULT.get(model_type, False))
+    add_eos = cfg.get("add_eos_token", False)
+    for key, val in (("add_bos_token", add_bos), ("add_eos_token", add_eos)):
+        if not isinstance(val, bool):
+            raise CheckpointError(f"{path.name}: {key} must be true or false (got {val!r})")
+    return SpecialTokens(
+        bos_id=ids["bos"], eos_id=ids["eos"], add_bos=add_bos and ids["bos"] is not None,
+        add_eos=add_eos and ids["eos"] is not None,
+        has_chat_template=isinstance(cfg.get("chat_template"), (str, list)) or (folder / "chat_template.jinja").is_file(),
+    )
+
+
+def encode(tok: BpeTokenizer, special: SpecialTokens, text: str, max_tokens: int) -> TextTokens:
+    """Tokenise ``text`` and add BOS / EOS as the checkpoint's tokenizer config says."""
+    n_extra = int(special.add_bos) + int(special.add_eos)
+    body = tok.encode(text, add_special_tokens=False)
+    if len(body) + n_extra > max_tokens:
+        what = " with " + special.describe() if n_extra else ""
+        raise SourceError(f"text gives {len(body) + n_extra:,} tokens{what}, more than the limit of {max_tokens:,}; "
+                          "shorten the text")
+    ids, pieces, spans, flags = list(body.ids), list(body.pieces), list(body.spans), list(body.special)
+    for t, (a, b) in enumerate(spans):  # the word marker a SentencePiece pre-tokeniser prepends is not in the text
+        if not tok.byte_level and pieces[t].startswith(" ") and not text[a:b].startswith(" ") and not flags[t]:
+            pieces[t] = pieces[t][1:] or " "
+    if special.add_bos:
+        ids.insert(0, special.bos_id)
+        pieces.insert(0, tok.id_to_piece(special.bos_id))
+        spans.insert(0, (0, 0))
+        flags.insert(0, True)
+    if special.add_eos:
+        ids.append(special.eos_id)
+        pieces.append(tok.id_to_piece(special.eos_id))
+        spans.append((len(text), len(text)))
+        flags.append(True)
+    return TextTokens(text=text, ids=np.asarray(ids, dtype=np.int64), pieces=pieces, spans=spans, special=flags)

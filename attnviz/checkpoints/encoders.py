@@ -1,0 +1,66 @@
+"""Forward passes of the encoder families beyond BERT, in numpy, collecting every attention map.
+
+* RoBERTa / XLM-RoBERTa — BERT's blocks; positions count only non-padding tokens and start after the
+  padding index (``pad + 1 + i``; a padding token itself gets row ``pad``), as fairseq made them.
+* ELECTRA — BERT's blocks on embeddings of width ``embedding_size``, LayerNormed there and projected
+  to the hidden size by ``embeddings_project`` when the two differ.
+* DistilBERT — word + position embeddings (no token types), post-LN blocks under its own names
+  (``q_lin`` ... ``out_lin``, ``sa_layer_norm``, ``ffn.lin1/lin2``, ``output_layer_norm``), LayerNorm
+  epsilon fixed at 1e-12 as in its code.
+
+:func:`forward_encoder` returns ``(attentions (L, nh, T, T), last hidden state (T, C))`` like
+:func:`attnviz.checkpoints.forward.forward_bert`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attnviz.checkpoints.config import ModelConfig
+from attnviz.checkpoints.forward import _Cast, bert_blocks
+from attnviz.checkpoints.layers import activation, layer_norm, linear, self_attention
+
+
+def position_ids(c: ModelConfig, ids: np.ndarray) -> np.ndarray:
+    """(T,) rows of the position table: 0..T-1, or RoBERTa's count of non-padding tokens after the pad index."""
+    if c.padding_idx < 0:
+        return np.arange(ids.shape[0])
+    real = ids != c.padding_idx  # (T,)
+    return np.cumsum(real) * real + c.padding_idx  # (T,)
+
+
+def forward_encoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
+    """RoBERTa, XLM-RoBERTa, ELECTRA or DistilBERT on token ids (T,), no padding."""
+    W = _Cast(weights, dtype)
+    if c.model_type == "distilbert":
+        return _distilbert(c, W, ids, dtype, kernel)
+    T = ids.shape[0]
+    x = W.rows("embeddings.word_embeddings.weight", ids)  # (T, E)
+    if c.type_vocab_size:
+        x = x + W.rows("embeddings.token_type_embeddings.weight", np.zeros(T, dtype=np.int64))  # (T, E)
+    x = x + W.rows("embeddings.position_embeddings.weight", position_ids(c, ids))  # (T, E)
+    x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], c.ln_eps)  # (T, E)
+    if W.get("embeddings_project.weight") is not None:
+        x = linear(x, W["embeddings_project.weight"], W["embeddings_project.bias"])  # (T, C)
+    return bert_blocks(c, W, x, None, dtype, kernel)
+
+
+def _distilbert(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str):
+    T = ids.shape[0]
+    x = W.rows("embeddings.word_embeddings.weight", ids) + W.rows("embeddings.position_embeddings.weight", slice(0, T))
+    x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], c.ln_eps)  # (T, C)
+    scale = 1.0 / math.sqrt(c.head_size)
+    atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
+    for i in range(c.n_layer):
+        p = f"transformer.layer.{i}."
+        q, k, v = (linear(x, W[p + f"attention.{n}.weight"], W[p + f"attention.{n}.bias"])
+                   for n in ("q_lin", "k_lin", "v_lin"))  # 3 x (T, C)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, None, scale, kernel)  # (T, C), (nh, T, T)
+        a = linear(ctx, W[p + "attention.out_lin.weight"], W[p + "attention.out_lin.bias"])  # (T, C)
+        x = layer_norm(a + x, W[p + "sa_layer_norm.weight"], W[p + "sa_layer_norm.bias"], c.ln_eps)
+        h = activation(c.act, linear(x, W[p + "ffn.lin1.weight"], W[p + "ffn.lin1.bias"]))  # (T, ff)
+        h = linear(h, W[p + "ffn.lin2.weight"], W[p + "ffn.lin2.bias"])  # (T, C)
+        x = layer_norm(h + x, W[p + "output_layer_norm.weight"], W[p + "output_layer_norm.bias"], c.ln_eps)
+    return atts, x

@@ -1,0 +1,185 @@
+"""The encoder and vision families beyond BERT, GPT-2 and ViT: their ``config.json`` and tensor lists.
+
+* Encoders (kind ``"bert"``, text in, post-LN blocks): RoBERTa and XLM-RoBERTa (positions start after
+  the padding index), ELECTRA (embeddings narrower than the hidden size, projected up), DistilBERT
+  (no token types, its own tensor names).
+* Vision (kind ``"vit"``, image in, pre-LN blocks): the CLIP vision tower (``clip_vision_model``, or the
+  ``vision_config`` of a whole ``clip`` checkpoint), DINOv2 (layer scale, MLP width from ``mlp_ratio``).
+
+:func:`parse_family` reads a config into :class:`~attnviz.checkpoints.config.ModelConfig`;
+:func:`family_tensors` lists the tensors the forward passes in :mod:`attnviz.checkpoints.encoders`
+and :mod:`attnviz.checkpoints.vision` read.  :data:`UNSUPPORTED` says, for families people bring
+that are still refused, what their forward pass needs that is missing.
+"""
+
+from __future__ import annotations
+
+from attnviz.checkpoints.config import ModelConfig, _act, _bool, _float, _int, _pair
+from attnviz.checkpoints.errors import CheckpointError
+
+ROBERTA_TYPES = ("roberta", "xlm-roberta")
+ENCODER_TYPES = ROBERTA_TYPES + ("electra", "distilbert")
+VISION_TYPES = ("clip_vision_model", "clip", "dinov2")
+FAMILY_KIND = {**{t: "bert" for t in ENCODER_TYPES}, **{t: "vit" for t in VISION_TYPES}}
+
+# model_type -> what its forward pass needs that attnviz does not do (shown when it is refused)
+UNSUPPORTED = {
+    "albert": "one set of layer weights shared by every layer and factorised embeddings",
+    "mpnet": "a relative position bias added to the scores",
+    "deberta": "disentangled (content-to-position) attention",
+    "deberta-v2": "disentangled (content-to-position) attention",
+    "beit": "a relative position bias in every layer",
+    "swin": "windowed attention over shifted windows and patch merging",
+    "dinov2_with_registers": "register tokens between [CLS] and the patches",
+    "siglip": "a vision tower without a class token and an attention-pooling head",
+    "siglip_vision_model": "a vision tower without a class token and an attention-pooling head",
+    "gpt_neox": "rotary embeddings and parallel attention / MLP blocks",
+    "t5": "an encoder-decoder with relative position buckets",
+    "bart": "an encoder-decoder with cross-attention",
+}
+
+
+def unsupported_reason(model_type) -> str:
+    """'' or ' (needs ...)' for a model_type that is refused."""
+    why = UNSUPPORTED.get(model_type) if isinstance(model_type, str) else None
+    return f"; it needs {why}, which is not implemented" if why else ""
+
+
+def _vision_common(cfg: dict, model_type: str, **extra) -> dict:
+    return dict(
+        kind="vit", model_type=model_type, d_model=_int(cfg, "hidden_size", 768),
+        n_layer=_int(cfg, "num_hidden_layers", 12), n_head=_int(cfg, "num_attention_heads", 12),
+        image_size=_pair(cfg, "image_size", 224), num_channels=_int(cfg, "num_channels", 3), n_extra=1, **extra,
+    )
+
+
+def parse_family(cfg: dict, model_type: str) -> ModelConfig:
+    """The ModelConfig of one of :data:`FAMILY_KIND`'s model types (shared checks are the caller's)."""
+    c = _parse(cfg, model_type)
+    for axis, (s, p) in enumerate(zip(c.image_size, c.patch_size)):
+        if p and s % p:
+            raise CheckpointError(f"config.json: image_size {c.image_size} is not a multiple of patch_size {c.patch_size} (axis {axis})")
+    return c
+
+
+def _parse(cfg: dict, model_type: str) -> ModelConfig:
+    if model_type in ROBERTA_TYPES or model_type == "electra":
+        pet = cfg.get("position_embedding_type", "absolute")
+        if pet != "absolute":
+            raise CheckpointError(f"config.json: position_embedding_type {pet!r} is not supported; only 'absolute' tables are")
+        d = _int(cfg, "hidden_size")
+        pad = _int(cfg, "pad_token_id", 1, minimum=0)
+        c = ModelConfig(
+            kind="bert", model_type=model_type, d_model=d, n_layer=_int(cfg, "num_hidden_layers"),
+            n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
+            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_float(cfg, "layer_norm_eps", 1e-12),
+            vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "max_position_embeddings", 512),
+            type_vocab_size=_int(cfg, "type_vocab_size", 2, minimum=0),
+            padding_idx=pad if model_type in ROBERTA_TYPES else -1,
+            embedding_size=_int(cfg, "embedding_size", d) if model_type == "electra" else d,
+        )
+        if c.padding_idx >= c.max_positions - 1:
+            raise CheckpointError(f"config.json: pad_token_id {pad} leaves no positions in a {c.max_positions}-row position table")
+        if c.padding_idx >= c.vocab_size:
+            raise CheckpointError(f"config.json: pad_token_id {pad} is outside the {c.vocab_size}-row embedding table")
+        return c
+    if model_type == "distilbert":
+        return ModelConfig(
+            kind="bert", model_type=model_type, d_model=_int(cfg, "dim", 768), n_layer=_int(cfg, "n_layers", 6),
+            n_head=_int(cfg, "n_heads", 12), d_ff=_int(cfg, "hidden_dim", 3072), act=_act(cfg, "activation", "gelu"),
+            ln_eps=1e-12, vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "max_position_embeddings", 512),
+        )
+    if model_type in ("clip_vision_model", "clip"):
+        if model_type == "clip":
+            vc = cfg.get("vision_config", {})
+            if not isinstance(vc, dict):
+                raise CheckpointError(f"config.json: vision_config must be a JSON object (got {type(vc).__name__})")
+            cfg = vc
+        return ModelConfig(**_vision_common(
+            cfg, model_type, d_ff=_int(cfg, "intermediate_size", 3072), act=_act(cfg, "hidden_act", "quick_gelu"),
+            ln_eps=_float(cfg, "layer_norm_eps", 1e-5), patch_size=_pair(cfg, "patch_size", 32), qkv_bias=True))
+    if model_type == "dinov2":
+        if _bool(cfg, "use_swiglu_ffn", False):
+            raise CheckpointError("config.json: use_swiglu_ffn=true (the giant DINOv2's SwiGLU MLP) is not supported")
+        d = _int(cfg, "hidden_size", 768)
+        ratio = _float(cfg, "mlp_ratio", 4)
+        if not ratio > 0:
+            raise CheckpointError(f"config.json: 'mlp_ratio' must be > 0 (got {ratio})")
+        return ModelConfig(**_vision_common(
+            cfg, model_type, d_ff=max(1, int(d * ratio)), act=_act(cfg, "hidden_act", "gelu"),
+            ln_eps=_float(cfg, "layer_norm_eps", 1e-6), patch_size=_pair(cfg, "patch_size", 14),
+            qkv_bias=_bool(cfg, "qkv_bias", True)))
+    raise CheckpointError(f"config.json: model_type {model_type!r} is not one of {', '.join(FAMILY_KIND)}")
+
+
+def _ln(name: str, d: int) -> dict:
+    return {f"{name}.weight": (d,), f"{name}.bias": (d,)}
+
+
+def _lin(name: str, n_out: int, n_in: int, bias: bool = True) -> dict:
+    out = {f"{name}.weight": (n_out, n_in)}
+    if bias:
+        out[f"{name}.bias"] = (n_out,)
+    return out
+
+
+def _bert_layers(c: ModelConfig) -> dict:
+    d, ff, shapes = c.d_model, c.d_ff, {}
+    for i in range(c.n_layer):
+        p = f"encoder.layer.{i}."
+        for qkv in ("query", "key", "value"):
+            shapes |= _lin(p + f"attention.self.{qkv}", d, d)
+        shapes |= _lin(p + "attention.output.dense", d, d) | _ln(p + "attention.output.LayerNorm", d)
+        shapes |= _lin(p + "intermediate.dense", ff, d) | _lin(p + "output.dense", d, ff) | _ln(p + "output.LayerNorm", d)
+    return shapes
+
+
+def family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Canonical tensor name -> shape for every tensor the forward pass of a family model reads."""
+    d, ff = c.d_model, c.d_ff
+    gh, gw = c.grid
+    if c.model_type in ROBERTA_TYPES or c.model_type == "electra":
+        e = c.embedding_size or d
+        shapes = {"embeddings.word_embeddings.weight": (c.vocab_size, e),
+                  "embeddings.position_embeddings.weight": (c.max_positions, e)}
+        if c.type_vocab_size:
+            shapes["embeddings.token_type_embeddings.weight"] = (c.type_vocab_size, e)
+        shapes |= _ln("embeddings.LayerNorm", e)
+        if e != d:
+            shapes |= _lin("embeddings_project", d, e)
+        return shapes | _bert_layers(c)
+    if c.model_type == "distilbert":
+        shapes = {"embeddings.word_embeddings.weight": (c.vocab_size, d),
+                  "embeddings.position_embeddings.weight": (c.max_positions, d)} | _ln("embeddings.LayerNorm", d)
+        for i in range(c.n_layer):
+            p = f"transformer.layer.{i}."
+            for n in ("q_lin", "k_lin", "v_lin", "out_lin"):
+                shapes |= _lin(p + f"attention.{n}", d, d)
+            shapes |= _ln(p + "sa_layer_norm", d) | _lin(p + "ffn.lin1", ff, d) | _lin(p + "ffn.lin2", d, ff)
+            shapes |= _ln(p + "output_layer_norm", d)
+        return shapes
+    if c.model_type in ("clip_vision_model", "clip"):
+        shapes = {"embeddings.class_embedding": (d,),
+                  "embeddings.patch_embedding.weight": (d, c.num_channels, *c.patch_size),
+                  "embeddings.position_embedding.weight": (gh * gw + 1, d)} | _ln("pre_layrnorm", d)
+        for i in range(c.n_layer):
+            p = f"encoder.layers.{i}."
+            shapes |= _ln(p + "layer_norm1", d) | _ln(p + "layer_norm2", d)
+            for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                shapes |= _lin(p + f"self_attn.{n}", d, d)
+            shapes |= _lin(p + "mlp.fc1", ff, d) | _lin(p + "mlp.fc2", d, ff)
+        return shapes
+    if c.model_type == "dinov2":
+        shapes = {"embeddings.cls_token": (1, 1, d), "embeddings.position_embeddings": (1, gh * gw + 1, d),
+                  "embeddings.patch_embeddings.projection.weight": (d, c.num_channels, *c.patch_size),
+                  "embeddings.patch_embeddings.projection.bias": (d,)}
+        for i in range(c.n_layer):
+            p = f"encoder.layer.{i}."
+            shapes |= _ln(p + "norm1", d) | _ln(p + "norm2", d)
+            for n in ("query", "key", "value"):
+                shapes |= _lin(p + f"attention.attention.{n}", d, d, bias=c.qkv_bias)
+            shapes |= _lin(p + "attention.output.dense", d, d) | _lin(p + "mlp.fc1", ff, d) | _lin(p + "mlp.fc2", d, ff)
+            shapes[p + "layer_scale1.lambda1"] = (d,)
+            shapes[p + "layer_scale2.lambda1"] = (d,)
+        return shapes | _ln("layernorm", d)
+    raise CheckpointError(f"no tensor list for model_type {c.model_type!r}")

@@ -1,0 +1,153 @@
+"""Checkpoints already on this machine: the ready models, folders given, and the local Hugging Face cache.
+
+The cache is the folder ``HF_HUB_CACHE`` names, else ``$HF_HOME/hub``, else
+``$XDG_CACHE_HOME/huggingface/hub`` or ``~/.cache/huggingface/hub``; each model there is
+``models--ORG--NAME/snapshots/REV/`` (``refs/main`` names the revision to use).  Nothing is
+downloaded and no network is touched: only files already present are read, and of the weights
+only the safetensors headers (:func:`describe_folder` gives family, size and dtype without loading
+anything).  :func:`resolve` turns what a person types (a folder, a ready model's name, or a cached
+repo id ``ORG/NAME``) into a folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.loader import ready_models
+from attnviz.checkpoints.safetensors_file import read_header, weight_files
+
+FAMILIES = {"bert": "BERT", "gpt2": "GPT-2", "vit": "ViT", "deit": "DeiT", "llama": "Llama", "mistral": "Mistral",
+            "qwen2": "Qwen2", "qwen3": "Qwen3", "roberta": "RoBERTa", "xlm-roberta": "XLM-RoBERTa",
+            "electra": "ELECTRA", "distilbert": "DistilBERT", "clip": "CLIP", "clip_vision_model": "CLIP vision",
+            "dinov2": "DINOv2"}
+
+
+def cache_dir() -> Path:
+    """The Hugging Face hub cache folder this machine's settings name (it may not exist)."""
+    env = os.environ
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+@dataclass(frozen=True)
+class FoundCheckpoint:
+    """One checkpoint found on disk, described from its config and weight headers only."""
+
+    name: str  # ready model name, repo id ORG/NAME, or the folder's name
+    folder: Path
+    origin: str  # "ready" | "cache" | "folder"
+    family: str  # "Llama", "BERT", ... or the config's model_type when attnviz does not run it
+    supported: bool  # whether load_checkpoint accepts this model_type
+    n_params: int  # weights in the safetensors file(s), 0 when unknown
+    dtype: str  # "bf16", "f32", "bf16+f32", "" when unknown
+    note: str = ""  # what is missing or unreadable, "" when none
+
+    def line(self) -> str:
+        """One tab-separated line for ``model list``."""
+        size = f"{self.n_params / 1e9:.2f} B" if self.n_params >= 1e9 else (
+            f"{self.n_params / 1e6:.1f} M" if self.n_params >= 1e6 else f"{self.n_params:,}")
+        state = "" if self.supported and not self.note else f"\t({self.note or 'not supported'})"
+        return f"{self.name}\t{self.family}\t{size}\t{self.dtype or '?'}\t{self.folder}{state}"
+
+
+def describe_folder(folder, name: str | None = None, origin: str = "folder") -> FoundCheckpoint:
+    """Family, size and dtype of a checkpoint folder from config.json and the safetensors headers."""
+    from attnviz.checkpoints.config import KIND_OF_MODEL_TYPE
+    from attnviz.checkpoints.decoder_config import DECODER_TYPES
+
+    folder = Path(folder)
+    name = name or folder.name
+    family, note, supported = "?", "", False
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        mt = cfg.get("model_type") if isinstance(cfg, dict) else None
+        if isinstance(mt, str):
+            supported = mt in KIND_OF_MODEL_TYPE or mt in DECODER_TYPES
+            family = FAMILIES.get(mt, mt)
+        else:
+            note = "config.json has no model_type"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        note = "no readable config.json"
+    n, count = 0, {}
+    try:
+        for f in weight_files(folder):
+            entries, _ = read_header(f)
+            for e in entries.values():
+                k = math.prod(e.shape)
+                n += k
+                count[e.dtype] = count.get(e.dtype, 0) + k
+    except CheckpointError as exc:
+        note = note or ("no model.safetensors" if "missing" in str(exc) else "unreadable weights")
+    dtype = "+".join(d.lower() for d in sorted(count, key=lambda d: -count[d]) if count[d] * 100 >= n)
+    return FoundCheckpoint(name=name, folder=folder, origin=origin, family=family, supported=supported,
+                           n_params=n, dtype=dtype, note=note)
+
+
+def _snapshot(repo_dir: Path) -> Path | None:
+    snaps = repo_dir / "snapshots"
+    ref = repo_dir / "refs" / "main"
+    try:
+        rev = ref.read_text(encoding="ascii").strip() if ref.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        rev = ""
+    if rev and (snaps / rev / "config.json").is_file():
+        return snaps / rev
+    try:
+        cands = [p for p in snaps.iterdir() if (p / "config.json").is_file()]
+    except OSError:
+        return None
+    return max(cands, key=lambda p: p.stat().st_mtime) if cands else None
+
+
+def cached_models(cache: Path | None = None) -> list[tuple[str, Path]]:
+    """(repo id, snapshot folder) of every model in the hub cache that has a config.json, by repo id."""
+    cache = cache_dir() if cache is None else Path(cache)
+    found = []
+    try:
+        entries = sorted(cache.iterdir())
+    except OSError:
+        return []
+    for d in entries:
+        parts = d.name.split("--")
+        if len(parts) < 3 or parts[0] != "models" or not d.is_dir():
+            continue
+        snap = _snapshot(d)
+        if snap is not None:
+            found.append(("/".join(parts[1:]), snap))
+    return found
+
+
+def find_checkpoints(folders=(), cache: Path | None = None) -> list[FoundCheckpoint]:
+    """The ready models, the folders given, then the hub cache's models, each described."""
+    out = [describe_folder(f, n, "ready") for n, f in ready_models()]
+    out += [describe_folder(f) for f in folders]
+    out += [describe_folder(f, rid, "cache") for rid, f in cached_models(cache)]
+    return out
+
+
+def resolve(text: str, cache: Path | None = None) -> tuple[Path, str | None]:
+    """(folder, display name) of a ready model's name, a cached repo id ORG/NAME, or a folder path."""
+    for name, folder in ready_models():
+        if text == name:
+            return folder, name
+    p = Path(text).expanduser()
+    if p.exists():
+        return p, None
+    if text.count("/") == 1 and not text.startswith(("/", ".", "~")):
+        for rid, folder in cached_models(cache):
+            if rid == text:
+                return folder, rid
+        raise CheckpointError(
+            f"{text} is neither a folder nor a model in the local Hugging Face cache ({cache or cache_dir()}); "
+            "nothing is downloaded: fetch it with your usual tools first, or give its folder"
+        )
+    return p, None

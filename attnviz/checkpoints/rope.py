@@ -1,0 +1,86 @@
+"""Rotary position embeddings (RoPE) of decoder LLMs, with the ``rope_scaling`` types their configs carry.
+
+:func:`inverse_frequencies` gives the (head_dim / 2,) angular speeds and the cos/sin multiplier for
+a :class:`~attnviz.checkpoints.decoder_config.RopeSpec`, following transformers' rope utilities:
+
+* default: ``theta ** -(2i / d)``;
+* linear: the default divided by ``factor`` (positions interpolated);
+* llama3: wavelengths longer than ``original / low_freq_factor`` divided by ``factor``, shorter than
+  ``original / high_freq_factor`` kept, a smooth blend between;
+* yarn: per-dimension blend of interpolated and extrapolated speeds over the correction range of
+  ``beta_fast`` / ``beta_slow`` rotations, and cos/sin multiplied by ``attention_factor``
+  (``0.1 ln(factor) + 1`` unless the config says otherwise).
+
+As in transformers the speeds and angles are float32 (float64 in a float64 pass), and
+:func:`rotate` applies ``x cos + rotate_half(x) sin`` with the two halves of each head rotated
+together (the "half" layout Llama-family checkpoints are stored in).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def inverse_frequencies(rope, head_dim: int, dtype=np.float32) -> tuple[np.ndarray, float]:
+    """(head_dim / 2,) inverse frequencies and the attention factor cos/sin are multiplied by."""
+    dt = np.dtype(dtype).type
+    dim = head_dim
+    pos_freqs = dt(rope.theta) ** (np.arange(0, dim, 2, dtype=np.int64).astype(dt) / dt(dim))  # (dim/2,)
+    inv = (dt(1.0) / pos_freqs).astype(dt)  # (dim/2,)
+    t = rope.rope_type
+    if t == "default":
+        return inv, 1.0
+    if t == "linear":
+        return (inv / dt(rope.factor)).astype(dt), 1.0
+    if t == "llama3":
+        old = rope.original_max_positions
+        low_wavelen = old / rope.low_freq_factor
+        high_wavelen = old / rope.high_freq_factor
+        wavelen = (dt(2 * math.pi) / inv).astype(dt)  # (dim/2,)
+        scaled = np.where(wavelen > low_wavelen, inv / dt(rope.factor), inv).astype(dt)
+        smooth = ((dt(old) / wavelen - dt(rope.low_freq_factor))
+                  / dt(rope.high_freq_factor - rope.low_freq_factor)).astype(dt)
+        smoothed = ((1 - smooth) * scaled / dt(rope.factor) + smooth * scaled).astype(dt)
+        medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+        return np.where(medium, smoothed, scaled).astype(dt), 1.0
+    # yarn
+    factor = rope.factor
+
+    def mscale(scale, m=1.0):
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    af = rope.attention_factor
+    if af is None:
+        af = (mscale(factor, rope.mscale) / mscale(factor, rope.mscale_all_dim)
+              if rope.mscale and rope.mscale_all_dim else mscale(factor))
+
+    def correction_dim(n_rot):
+        return dim * math.log(rope.original_max_positions / (n_rot * 2 * math.pi)) / (2 * math.log(rope.theta))
+
+    low, high = correction_dim(rope.beta_fast), correction_dim(rope.beta_slow)
+    if rope.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(dim // 2, dtype=dt) - dt(low)) / dt(high - low), 0, 1).astype(dt)  # (dim/2,)
+    extrap = (1 - ramp).astype(dt)
+    interp_inv = (dt(1.0) / (dt(factor) * pos_freqs)).astype(dt)
+    return (interp_inv * (1 - extrap) + inv * extrap).astype(dt), float(af)
+
+
+def cos_sin(positions: np.ndarray, inv: np.ndarray, attention_factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """(T, head_dim) cos and sin of angle position * speed, each speed used for both halves."""
+    dt = inv.dtype.type
+    ang = positions.astype(dt)[:, None] * inv[None, :]  # (T, dim/2)
+    emb = np.concatenate([ang, ang], axis=1)  # (T, dim)
+    return (np.cos(emb) * dt(attention_factor)).astype(dt), (np.sin(emb) * dt(attention_factor)).astype(dt)
+
+
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """x (heads, T, dim) rotated: ``x * cos + rotate_half(x) * sin``, rotate_half(a, b) = (-b, a)."""
+    half = x.shape[-1] // 2
+    rot = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)  # (heads, T, dim)
+    return x * cos + rot * sin

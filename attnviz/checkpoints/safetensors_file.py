@@ -1,0 +1,229 @@
+"""Memory-mapped safetensors files, one or sharded, read without copying the weights.
+
+A ``.safetensors`` file is an 8-byte little-endian header length, a JSON header (tensor name ->
+dtype, shape, byte offsets into the data that follows) and the raw data.  :func:`open_weights`
+reads the header(s) and maps the file(s) read-only with :class:`numpy.memmap`, so a tensor costs no
+memory until it is used, and an F32 tensor is used in place.  A sharded checkpoint lists its
+files in ``model.safetensors.index.json`` (``weight_map``: tensor name -> shard file).
+
+:class:`StoredTensors` hands out each tensor as float32 (float64 if stored so): F32/F64 as views of
+the mapped file, F16 and BF16 converted on access (BF16 -> float32 is exact: its bits are the top
+half of a float32).  :meth:`StoredTensors.rows` converts only the rows asked for, so an embedding
+table of 150k rows is never converted whole.  Every problem is a CheckpointError; a damaged or
+hostile file says "not a readable safetensors file" and what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from attnviz.checkpoints.errors import CheckpointError
+
+# safetensors dtype -> (numpy dtype of the stored bits, bytes per element)
+STORED = {"F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
+NON_FLOAT = {"BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "U16": 2, "I32": 4, "U32": 4, "I64": 8, "U64": 8,
+             "F8_E4M3": 1, "F8_E5M2": 1}
+MAX_HEADER = 100 * 2**20  # bytes of JSON header accepted (the real ones are a few MB at most)
+INDEX = "model.safetensors.index.json"
+BF16_EXP = 0x7F80  # exponent bits of a bfloat16: all ones = inf or NaN
+
+
+class _Entry:
+    __slots__ = ("dtype", "shape", "file", "start", "stop")
+
+    def __init__(self, dtype, shape, file, start, stop):
+        self.dtype, self.shape, self.file, self.start, self.stop = dtype, shape, file, start, stop
+
+
+def _bad(path: Path, why: str) -> CheckpointError:
+    return CheckpointError(f"{path} is not a readable safetensors file ({why})")
+
+
+def read_header(path: Path) -> tuple[dict[str, _Entry], int]:
+    """Tensor name -> entry of one file, checked against the file's size; and the data's start offset."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise _bad(path, f"{size} bytes, shorter than the 8-byte header length")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER or 8 + n > size:
+                raise _bad(path, f"header length {n:,} bytes does not fit the file of {size:,} bytes")
+            raw = fh.read(n)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {path}: {exc}") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise _bad(path, f"header is not JSON: {type(exc).__name__}") from None
+    if not isinstance(header, dict):
+        raise _bad(path, "header is not a JSON object")
+    base, data_len = 8 + n, size - 8 - n
+    entries = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(spec, dict):
+            raise _bad(path, f"entry {name!r} is not an object")
+        dtype, shape, offs = spec.get("dtype"), spec.get("shape"), spec.get("data_offsets")
+        if not isinstance(dtype, str) or (dtype not in STORED and dtype not in NON_FLOAT):
+            raise _bad(path, f"tensor {name!r} has unknown dtype {dtype!r}")
+        if (not isinstance(shape, list) or len(shape) > 8
+                or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**40 for s in shape)):
+            raise _bad(path, f"tensor {name!r} has a malformed shape {shape!r}")
+        if (not isinstance(offs, list) or len(offs) != 2
+                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offs)):
+            raise _bad(path, f"tensor {name!r} has malformed data_offsets {offs!r}")
+        a, b = offs
+        itemsize = STORED[dtype].itemsize if dtype in STORED else NON_FLOAT[dtype]
+        if not 0 <= a <= b <= data_len or b - a != math.prod(shape) * itemsize:
+            raise _bad(path, f"tensor {name!r} at bytes {a}..{b} does not fit its shape {shape} or the "
+                             f"file's {data_len:,} data bytes")
+        entries[name] = _Entry(dtype, tuple(shape), path, base + a, base + b)
+    return entries, base
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The safetensors file(s) of a checkpoint folder: model.safetensors, or the shards its index names."""
+    single = folder / "model.safetensors"
+    if single.is_file():
+        return [single]
+    index = folder / INDEX
+    if not index.is_file():
+        hint = "a checkpoint folder needs model.safetensors (or model.safetensors.index.json and its shards)"
+        if (folder / "pytorch_model.bin").is_file() or (folder / "pytorch_model.bin.index.json").is_file():
+            hint = "pytorch_model.bin is not read (pickle files can run code); convert it to model.safetensors"
+        raise CheckpointError(f"the weights file is missing: {single} not found ({hint})")
+    try:
+        spec = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"{index} is not readable JSON ({type(exc).__name__})") from None
+    wmap = spec.get("weight_map") if isinstance(spec, dict) else None
+    if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
+        raise CheckpointError(f"{index} has no 'weight_map' of tensor name -> shard file")
+    files = []
+    for shard in dict.fromkeys(wmap.values()):
+        p = folder / shard
+        if Path(shard).name != shard or not p.is_file():
+            raise CheckpointError(f"{index} names the shard {shard!r}, which is not a file in {folder}")
+        files.append(p)
+    return files
+
+
+class StoredTensors(Mapping):
+    """Tensor name -> float32/float64 array of memory-mapped safetensors file(s), converted on access."""
+
+    def __init__(self, files: list[Path]):
+        self.files = list(files)
+        self._entries: dict[str, _Entry] = {}
+        for f in self.files:
+            entries, _ = read_header(f)
+            for name, e in entries.items():
+                self._entries.setdefault(name, e)
+        self._maps: dict[Path, np.memmap] = {}
+        self._keep: set[str] | None = None  # names visible through the Mapping (None: all)
+        self._alias: dict[str, str] = {}  # canonical name -> stored name
+
+    # ---- the file's view ------------------------------------------------------------------------
+    def stored_names(self) -> set[str]:
+        return set(self._entries)
+
+    def stored_dtype(self, stored: str) -> str:
+        return self._entries[stored].dtype
+
+    def stored_shape(self, stored: str) -> tuple[int, ...]:
+        return self._entries[stored].shape
+
+    def n_stored_elements(self) -> int:
+        return sum(math.prod(e.shape) for e in self._entries.values())
+
+    def _raw(self, stored: str) -> np.ndarray:
+        e = self._entries[stored]
+        mm = self._maps.get(e.file)
+        if mm is None:
+            try:
+                mm = self._maps[e.file] = np.memmap(e.file, dtype=np.uint8, mode="r")
+            except (OSError, ValueError) as exc:
+                raise CheckpointError(f"cannot map {e.file}: {exc}") from None
+        dt = STORED[e.dtype]
+        n = math.prod(e.shape)
+        if n == 0:
+            return np.zeros(e.shape, dtype=dt)
+        return mm[e.start:e.stop].view(dt).reshape(e.shape)
+
+    def check_finite(self, stored: str, chunk: int = 1 << 22) -> bool:
+        """True if every value of the tensor is finite; reads it in chunks, never converting it whole."""
+        raw = self._raw(stored).reshape(-1)
+        for a in range(0, raw.size, chunk):
+            part = raw[a:a + chunk]
+            if self._entries[stored].dtype == "BF16":
+                if ((part & BF16_EXP) == BF16_EXP).any():
+                    return False
+            elif not np.isfinite(part).all():
+                return False
+        return True
+
+    # ---- canonical names, after load_weights chose them --------------------------------------------
+    def select(self, alias: dict[str, str]) -> None:
+        """Expose only ``alias`` (canonical name -> stored name) through the Mapping."""
+        self._alias = dict(alias)
+        self._keep = set(alias)
+
+    def _name(self, name: str) -> str:
+        if self._keep is not None:
+            if name not in self._keep:
+                raise KeyError(name)
+            return self._alias[name]
+        if name not in self._entries:
+            raise KeyError(name)
+        return name
+
+    @staticmethod
+    def _convert(raw: np.ndarray, dtype: str) -> np.ndarray:
+        if dtype == "BF16":
+            return (raw.astype(np.uint32) << 16).view(np.float32)
+        if dtype == "F64":
+            return np.asarray(raw, dtype=np.float64)
+        return np.asarray(raw, dtype=np.float32)  # F32: the mapped bytes themselves; F16: converted
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        stored = self._name(name)
+        return self._convert(self._raw(stored), self._entries[stored].dtype)
+
+    def rows(self, name: str, index) -> np.ndarray:
+        """``self[name][index]`` converting only the rows indexed."""
+        stored = self._name(name)
+        return self._convert(np.asarray(self._raw(stored)[index]), self._entries[stored].dtype)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._entries[self._name(name)].shape
+
+    def dtype_of(self, name: str) -> str:
+        """The stored dtype ("BF16", "F16", "F32", "F64") of a canonical tensor."""
+        return self._entries[self._name(name)].dtype
+
+    def __iter__(self):
+        return iter(self._keep if self._keep is not None else self._entries)
+
+    def __len__(self) -> int:
+        return len(self._keep if self._keep is not None else self._entries)
+
+    @property
+    def n_params(self) -> int:
+        """Elements of the exposed tensors, without reading them."""
+        return int(sum(math.prod(self.shape(n)) for n in self))
+
+    def dtypes(self) -> list[str]:
+        """Stored dtypes of the exposed tensors, most common first."""
+        count: dict[str, int] = {}
+        for n in self:
+            d = self.dtype_of(n)
+            count[d] = count.get(d, 0) + math.prod(self.shape(n))
+        return sorted(count, key=lambda d: -count[d])

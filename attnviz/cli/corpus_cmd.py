@@ -1,0 +1,147 @@
+"""``attnviz-cli corpus``: per-head attention statistics of a checkpoint over a corpus, on Dask.
+
+    attnviz-cli corpus MODEL TEXTS --out STATS.parquet [--scheduler threads|processes|tcp://HOST:PORT]
+                       [--workers N] [--batch N] [--max-tokens T] [--per-document FILE]
+
+MODEL is what ``model inspect`` accepts (a checkpoint folder or a ready model's name); TEXTS a text file
+with one document per line, a folder of .txt files, or a .parquet / .jsonl file with a ``text`` column.
+A progress bar runs on stderr; Ctrl+C stops and leaves no file behind; documents that fail are
+counted and named in the summary (exit status 1 when any failed, the statistics of the others are
+still written).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from attnviz.cli import CliError
+
+MAX_NAMED_FAILURES = 10
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "corpus", help="per-head attention statistics of a checkpoint over a corpus (Dask)",
+        description="Run a text checkpoint over every document of a corpus on a Dask cluster and write "
+                    "per-(layer, head) statistics (entropy, to_first, to_self, to_prev, distance) to Parquet.")
+    p.add_argument("model", metavar="MODEL", help="checkpoint folder, or a ready model's name (see 'model list')")
+    p.add_argument("texts", metavar="TEXTS", type=Path,
+                   help="a text file (one document per line), a folder of .txt files, or a .parquet/.jsonl file with a 'text' column")
+    p.add_argument("--out", type=Path, required=True, metavar="STATS.parquet", help="output: one row per (layer, head)")
+    p.add_argument("--scheduler", default="processes", metavar="SCHED",
+                   help="threads, processes (a local cluster on this machine; default) or tcp://HOST:PORT of a running dask scheduler")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="local cluster size: worker processes (processes) or threads (threads); default: the usable cores")
+    p.add_argument("--batch", type=int, default=16, metavar="N", help="documents per partition (default 16)")
+    p.add_argument("--max-tokens", type=int, default=None, metavar="T",
+                   help="documents with more tokens fail instead of running (default: the model's limit)")
+    p.add_argument("--per-document", type=Path, default=None, metavar="FILE",
+                   help="also write each document's statistics, one row per (document, layer, head)")
+    p.set_defaults(func=_cmd_corpus)
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+class ProgressBar:
+    """Documents done, rate and time left on stderr: redrawn in place on a terminal, a line every few
+    seconds otherwise."""
+
+    WIDTH = 28
+
+    def __init__(self, stream=sys.stderr, interval: float = 5.0):
+        self.stream = stream
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.interval = 0.2 if self.tty else interval
+        self._last = 0.0
+        self._drawn = False
+
+    def line(self, p) -> str:
+        frac = p.done / p.total if p.total else 1.0
+        fill = int(round(frac * self.WIDTH))
+        rate = p.done / p.elapsed if p.elapsed > 0 else 0.0
+        left = (p.total - p.done) / rate if rate > 0 else float("nan")
+        eta = _clock(left) if left == left else "--:--"
+        failed = f", {p.failed:,} failed" if p.failed else ""
+        return (f"[{'#' * fill}{'.' * (self.WIDTH - fill)}] {p.done:,}/{p.total:,} documents {frac:4.0%}"
+                f"  {rate:.1f} docs/s  {_clock(p.elapsed)} elapsed, {eta} left{failed}")
+
+    def __call__(self, p) -> None:
+        now = time.monotonic()
+        if p.done < p.total and now - self._last < self.interval:
+            return
+        self._last = now
+        if self.tty:
+            self.stream.write("\r" + self.line(p) + "\x1b[K")
+            self._drawn = True
+        else:
+            self.stream.write(self.line(p) + "\n")
+        self.stream.flush()
+
+    def end(self) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+
+
+@contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (a job system stopping the run) stops it as cleanly as Ctrl+C: workers shut, no file left."""
+    def stop(_signum, _frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _cmd_corpus(args) -> int:
+    from attnviz.cli.model_cmd import _resolve
+    from attnviz.corpus.run import CorpusRunError, run_corpus
+
+    folder, name = _resolve(args.model)
+    bar = ProgressBar()
+    try:
+        with _terminate_as_interrupt():
+            result = run_corpus(folder, name, args.texts, args.out, scheduler=args.scheduler, workers=args.workers,
+                                batch=args.batch, max_tokens=args.max_tokens, per_document=args.per_document,
+                                progress=bar)
+    except KeyboardInterrupt:
+        bar.end()
+        print(f"interrupted: nothing written to {args.out}", file=sys.stderr)
+        return 130
+    except CorpusRunError as exc:
+        bar.end()
+        raise CliError(str(exc)) from None
+    bar.end()
+    s = result.sums
+    rate = (s.documents + len(result.failed)) / result.elapsed if result.elapsed > 0 else 0.0
+    print(f"{s.documents:,} of {result.total:,} documents ran ({s.rows:,} query rows) in {_clock(result.elapsed)} "
+          f"on {result.workers} worker thread(s), {rate:.1f} documents/s")
+    if result.worker_cpu == result.worker_cpu and s.documents:
+        print(f"CPU time: workers {result.worker_cpu:.1f} s ({1000 * result.worker_cpu / s.documents:.1f} ms "
+              f"per document), this process {result.driver_cpu:.1f} s")
+    print(f"statistics of {s.shape[0]} layers x {s.shape[1]} heads -> {args.out}")
+    if args.per_document is not None:
+        print(f"per-document statistics -> {args.per_document}")
+    if result.failed:
+        print(f"{len(result.failed):,} document(s) failed:", file=sys.stderr)
+        for _index, doc, message in result.failed[:MAX_NAMED_FAILURES]:
+            print(f"  {doc}: {message}", file=sys.stderr)
+        if len(result.failed) > MAX_NAMED_FAILURES:
+            print(f"  ... and {len(result.failed) - MAX_NAMED_FAILURES:,} more", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,168 @@
+"""STATS.parquet and the per-document file: writing them whole or not at all, and reading STATS back.
+
+STATS.parquet holds one row per (layer, head): ``layer``, ``head``, the statistics of
+:data:`~attnviz.corpus.stats.STATISTICS` (float64 means over rows), ``rows`` and ``documents``; its
+schema metadata names the model (``attnviz.model``, ``attnviz.layers``, ``attnviz.heads``), the corpus
+and how many of its documents failed.  The per-document file has one row per (document, layer, head):
+``document`` (its name), ``index``, ``tokens``, ``layer``, ``head`` and the statistics.
+
+Both are written to a hidden temporary file next to the target and renamed into place only when
+complete (:class:`AtomicParquet`), so an interrupted run leaves no half-written file.  pyarrow is
+imported only when a file is written or read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attnviz.corpus.stats import STATISTICS, HeadSums
+
+META_PREFIX = "attnviz."
+SCHEMA_VERSION = "1"
+
+
+class StatsFileError(ValueError):
+    """A STATS file that cannot be read or written; the message names it."""
+
+
+def _pa():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise StatsFileError("Parquet files need pyarrow: pip install 'attnviz[corpus]'") from None
+    return pa, pq
+
+
+def temporary_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{os.getpid()}.part")
+
+
+class AtomicParquet:
+    """A Parquet file written in pieces to a temporary path and renamed into place by :meth:`commit`."""
+
+    def __init__(self, target, schema):
+        pa, pq = _pa()
+        self.target = Path(target)
+        self.tmp = temporary_path(self.target)
+        try:
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = pq.ParquetWriter(self.tmp, schema)
+        except OSError as exc:
+            raise StatsFileError(f"cannot write {self.target}: {exc}") from None
+        self._pa = pa
+
+    def write(self, columns: dict) -> None:
+        self._writer.write_table(self._pa.table(columns, schema=self._writer.schema))
+
+    def commit(self) -> None:
+        self._writer.close()
+        os.replace(self.tmp, self.target)
+
+    def discard(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            self.tmp.unlink(missing_ok=True)
+
+
+def stats_schema(metadata: dict[str, str]):
+    pa, _ = _pa()
+    fields = [pa.field("layer", pa.int32()), pa.field("head", pa.int32())]
+    fields += [pa.field(name, pa.float64()) for name in STATISTICS]
+    fields += [pa.field("rows", pa.int64()), pa.field("documents", pa.int64())]
+    meta = {f"{META_PREFIX}{k}": str(v) for k, v in metadata.items()}
+    meta[f"{META_PREFIX}schema"] = SCHEMA_VERSION
+    return pa.schema(fields, metadata=meta)
+
+
+def stats_columns(sums: HeadSums) -> dict:
+    """Columns of STATS.parquet, one row per (layer, head), layer-major."""
+    L, nh = sums.shape
+    layer, head = np.meshgrid(np.arange(L), np.arange(nh), indexing="ij")  # (L, nh) each
+    cols = {"layer": layer.ravel().astype(np.int32), "head": head.ravel().astype(np.int32)}
+    cols.update({name: m.ravel() for name, m in sums.means().items()})
+    cols["rows"] = np.full(L * nh, sums.rows, dtype=np.int64)
+    cols["documents"] = np.full(L * nh, sums.documents, dtype=np.int64)
+    return cols
+
+
+def per_document_schema(metadata: dict[str, str]):
+    pa, _ = _pa()
+    fields = [pa.field("document", pa.string()), pa.field("index", pa.int64()), pa.field("tokens", pa.int64()),
+              pa.field("layer", pa.int32()), pa.field("head", pa.int32())]
+    fields += [pa.field(name, pa.float64()) for name in STATISTICS]
+    return pa.schema(fields, metadata={f"{META_PREFIX}{k}": str(v) for k, v in metadata.items()})
+
+
+def per_document_columns(rows: list[tuple[int, str, int, np.ndarray]]) -> dict:
+    """Columns for documents [(index, name, tokens, (L, nh, 5) means)], one row per (document, layer, head)."""
+    L, nh, _ = rows[0][3].shape
+    n = L * nh
+    layer, head = np.meshgrid(np.arange(L), np.arange(nh), indexing="ij")  # (L, nh) each
+    means = np.concatenate([m.reshape(n, -1) for *_rest, m in rows])  # (docs * n, 5)
+    cols = {"document": [name for _i, name, _t, _m in rows for _ in range(n)],
+            "index": np.repeat([i for i, *_ in rows], n).astype(np.int64),
+            "tokens": np.repeat([t for _i, _n, t, _m in rows], n).astype(np.int64),
+            "layer": np.tile(layer.ravel(), len(rows)).astype(np.int32),
+            "head": np.tile(head.ravel(), len(rows)).astype(np.int32)}
+    cols.update({name: means[:, k] for k, name in enumerate(STATISTICS)})
+    return cols
+
+
+@dataclass(frozen=True, eq=False)
+class CorpusStats:
+    """A STATS.parquet read back: each statistic as a (layers, heads) grid."""
+
+    path: Path
+    values: dict[str, np.ndarray]  # statistic -> (L, nh) float64
+    rows: int  # query rows summed
+    documents: int  # documents that ran
+    metadata: dict[str, str]  # model, layers, heads, corpus, failed, ... (without the "attnviz." prefix)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return next(iter(self.values.values())).shape
+
+    @property
+    def model(self) -> str:
+        return self.metadata.get("model", "")
+
+
+def read_stats(path) -> CorpusStats:
+    """Read a STATS.parquet written by ``attnviz-cli corpus``; StatsFileError says what is wrong."""
+    _pa_mod, pq = _pa()
+    p = Path(path)
+    if not p.is_file():
+        raise StatsFileError(f"statistics file not found: {p}")
+    try:
+        table = pq.read_table(p)
+    except Exception as exc:  # ArrowInvalid / OSError: not Parquet
+        raise StatsFileError(f"{p} is not a readable Parquet file: {exc}") from None
+    need = ("layer", "head", *STATISTICS, "rows", "documents")
+    missing = [c for c in need if c not in table.column_names]
+    if missing:
+        raise StatsFileError(f"{p} is not a corpus statistics file: no column {', '.join(missing)}")
+    if table.num_rows == 0:
+        raise StatsFileError(f"{p} holds no (layer, head) rows")
+    layer = np.asarray(table.column("layer").to_numpy(), dtype=np.int64)
+    head = np.asarray(table.column("head").to_numpy(), dtype=np.int64)
+    if layer.min() < 0 or head.min() < 0:
+        raise StatsFileError(f"{p}: negative layer or head index")
+    L, nh = int(layer.max()) + 1, int(head.max()) + 1
+    if table.num_rows != L * nh or len(set(zip(layer.tolist(), head.tolist()))) != L * nh:
+        raise StatsFileError(f"{p}: expected each of the {L} x {nh} (layer, head) pairs once, found {table.num_rows} rows")
+    values = {}
+    for name in STATISTICS:
+        grid = np.full((L, nh), np.nan)
+        grid[layer, head] = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+        values[name] = grid  # (L, nh)
+    raw = table.schema.metadata or {}
+    meta = {k.decode()[len(META_PREFIX):]: v.decode() for k, v in raw.items() if k.decode().startswith(META_PREFIX)}
+    rows = int(table.column("rows")[0].as_py())
+    documents = int(table.column("documents")[0].as_py())
+    return CorpusStats(path=p, values=values, rows=rows, documents=documents, metadata=meta)

@@ -1,0 +1,137 @@
+"""What runs on a Dask worker: one partition of documents through a checkpoint, as exact sums.
+
+Each worker process loads the checkpoint once and keeps it (:func:`cached_checkpoint`, keyed by the
+checkpoint folder, its name and its files' sizes and times), then runs every document of every partition it is given with attnviz's
+own forward pass (:func:`attnviz.checkpoints.run_text`).  A document that fails (empty, too long, not
+text) is returned named with its message and does not stop the partition; a checkpoint that does not
+load on the worker raises :class:`ModelUnavailable`, which stops the run.
+
+BLAS runs one thread per worker thread: the forward pass is then the same computation in every
+worker, and workers sharing a machine do not oversubscribe its cores.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attnviz.checkpoints import Checkpoint, CheckpointError, load_checkpoint, run_text
+from attnviz.corpus.stats import HeadSums, document_sums
+from attnviz.corpus.texts import Document
+from attnviz.sources.errors import SourceError
+
+_lock = threading.Lock()
+_cache: dict[tuple, Checkpoint] = {}  # (folder, name, file stamp) -> checkpoint, least recently used first
+_loads = 0
+MAX_CACHED = 2  # checkpoints a worker keeps between runs
+
+
+class ModelUnavailable(RuntimeError):
+    """The checkpoint did not load on a worker (the message says why and where)."""
+
+
+@dataclass(frozen=True)
+class PartitionJob:
+    """One partition: which model, its documents, and what to return."""
+
+    index: int  # partition number, from 0, in corpus order
+    folder: str  # checkpoint folder as the workers see it
+    name: str | None  # display name of a ready model, else None
+    documents: list[Document]
+    max_tokens: int | None = None  # documents with more tokens fail (None: the model's own limit)
+    per_document: bool = False  # also return each document's means
+
+
+@dataclass
+class PartitionResult:
+    index: int
+    sums: HeadSums | None  # None when no document of the partition ran
+    failed: list[tuple[int, str, str]] = field(default_factory=list)  # (document index, name, message)
+    # per document that ran: (document index, name, tokens, (L, nh, 5) float64 means in STATISTICS order)
+    per_document: list[tuple[int, str, int, np.ndarray]] = field(default_factory=list)
+
+
+def _limit_blas_threads() -> None:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")  # for the rest of this process
+
+
+def _stamp(folder: Path) -> tuple:
+    """(name, size, mtime) of the folder's files: a checkpoint rewritten in place is loaded again."""
+    try:
+        return tuple(sorted((f.name, st.st_size, st.st_mtime_ns) for f in folder.iterdir()
+                            if f.is_file() and (st := f.stat())))
+    except OSError:
+        return ()
+
+
+def cached_checkpoint(folder: str, name: str | None) -> Checkpoint:
+    """The checkpoint in ``folder``, loaded once per process (the last MAX_CACHED kept, newest first)."""
+    global _loads
+    path = Path(folder).resolve()
+    key = (str(path), name, _stamp(path))
+    with _lock:
+        ckpt = _cache.pop(key, None)
+        if ckpt is None:
+            try:
+                ckpt = load_checkpoint(folder, name=name)
+            except CheckpointError as exc:
+                raise ModelUnavailable(f"{exc}") from None
+            _limit_blas_threads()
+            _loads += 1
+        _cache[key] = ckpt  # most recently used last
+        while len(_cache) > MAX_CACHED:  # a long-lived cluster running many models keeps only the last ones
+            _cache.pop(next(iter(_cache)))
+    return ckpt
+
+
+def load_count() -> int:
+    """How many checkpoints this process has loaded (each worker should load a model once)."""
+    return _loads
+
+
+def model_limit(ckpt: Checkpoint) -> int:
+    """The most tokens a document may have for ``ckpt`` (its position table, less any offset)."""
+    c = ckpt.config
+    return int(getattr(c, "max_tokens", c.max_positions))
+
+
+def _document_attentions(ckpt: Checkpoint, doc: Document, max_tokens: int | None) -> np.ndarray:
+    text = doc.text
+    if isinstance(text, Exception):
+        raise CheckpointError(str(text))
+    if not isinstance(text, str):
+        raise CheckpointError(f"not text ({type(text).__name__})")
+    if not text.strip():
+        raise CheckpointError("empty document")
+    if max_tokens is not None and ckpt.kind in ("bert", "gpt2"):
+        try:  # the tokenizer alone says whether the document fits, before any forward pass (run_text's own call)
+            ckpt.tokenizer.encode(text, add_special_tokens=True, max_tokens=max_tokens)
+        except SourceError as exc:
+            raise CheckpointError(str(exc)) from None
+    attentions = run_text(ckpt, text).attentions  # (L, nh, T, T)
+    T = attentions.shape[-1]
+    if max_tokens is not None and T > max_tokens:  # models whose input pipeline adds tokens of its own
+        raise CheckpointError(f"text gives {T:,} tokens, more than the limit of {max_tokens:,}")
+    return attentions
+
+
+def run_partition(job: PartitionJob) -> PartitionResult:
+    """Run every document of ``job``; the sums of those that ran, and the failures named."""
+    ckpt = cached_checkpoint(job.folder, job.name)
+    result = PartitionResult(job.index, None)
+    for doc in job.documents:
+        try:
+            d = document_sums(_document_attentions(ckpt, doc, job.max_tokens))
+        except (CheckpointError, ValueError, MemoryError) as exc:
+            result.failed.append((doc.index, doc.name, str(exc) or type(exc).__name__))
+            continue
+        result.sums = d if result.sums is None else result.sums + d
+        if job.per_document:
+            means = np.stack([m for m in d.means().values()], axis=-1)  # (L, nh, 5)
+            result.per_document.append((doc.index, doc.name, d.rows, means))
+    return result

@@ -1,0 +1,274 @@
+"""CorpusStatsView: a corpus's per-head statistics (a STATS.parquet of ``attnviz-cli corpus``) as a
+layers x heads grid, beside the same statistics of the input the panel is showing.
+
+"Open statistics…" reads the file; a combo chooses the statistic (entropy, attention to the first
+token, to self, to the previous token, mean distance); the left grid is the corpus, the right grid the
+current input of the same model, on one colour scale so a cell's colour means the same on both
+sides.  Hover reads a cell; clicking one selects that head in the panel (``head_clicked``); the line
+below gives the selected head's value in the corpus and in the input.  A file for another model, or
+one that cannot be read, is said in the view's message line, never raised.
+
+:func:`install` adds the view as a tab of :class:`~attnviz.ui.model_view.panel.ModelViewPanel`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSplitter, QStackedWidget,
+                               QVBoxLayout, QWidget)
+
+from attnviz.corpus import LABELS, STATISTICS, CorpusStats, StatsFileError, read_stats
+from attnviz.corpus.compare import mismatch, result_statistics, shared_levels
+from attnviz.ui import colormaps
+from attnviz.ui.widgets.heatmap import AttentionHeatmap
+
+
+def _drawable(grid: np.ndarray) -> np.ndarray:
+    """NaN (a statistic with no row, e.g. to_prev of a one-token input) drawn as a masked cell."""
+    return np.where(np.isfinite(grid), grid, -np.inf)  # (L, nh)
+
+
+class CorpusStatsView(QWidget):
+    """Layers x heads grids of one statistic: the corpus (left) and the current input (right)."""
+
+    head_clicked = Signal(int, int)  # (layer, head)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.stats: CorpusStats | None = None
+        self.input_values: dict[str, np.ndarray] | None = None  # the input's statistics, once computed
+        self._input: tuple[object, object] = (None, None)  # (forward pass, its head summaries) shown in the panel
+        self._input_problem = ""  # why the input's statistics could not be computed
+        self.input_model = ""
+        self.input_tokens = 0
+        self.selected: tuple[int, int] | None = None
+
+        self.open_button = QPushButton("Open statistics…", self)
+        self.open_button.setToolTip("a STATS.parquet written by: attnviz-cli corpus MODEL TEXTS --out STATS.parquet")
+        self.source = QLabel("No corpus statistics open.", self)
+        self.source.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.statistic_combo = QComboBox(self)
+        for name in STATISTICS:
+            self.statistic_combo.addItem(LABELS[name][0], name)
+        self.statistic_combo.setToolTip("which statistic colours both grids (mean over every query row)")
+        bar = QHBoxLayout()
+        bar.setContentsMargins(6, 4, 6, 0)
+        bar.addWidget(self.open_button)
+        bar.addWidget(self.source, 1)
+        bar.addWidget(self.statistic_combo)
+        self.message = QLabel("", self)
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet("QLabel { color: #c62828; padding: 2px 6px; }")
+        self.message.setVisible(False)
+        self.corpus_map = AttentionHeatmap(self)
+        self.input_map = AttentionHeatmap(self)
+        self.split = QSplitter(Qt.Orientation.Horizontal, self)
+        self._sides = {}  # heatmap -> (stack, placeholder label)
+        for m in (self.corpus_map, self.input_map):
+            m.setMinimumSize(220, 160)
+            stack = QStackedWidget(self)
+            hint = QLabel("", stack)
+            hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            hint.setWordWrap(True)
+            hint.setStyleSheet("QLabel { color: palette(mid); padding: 12px; }")
+            stack.addWidget(hint)
+            stack.addWidget(m)
+            self.split.addWidget(stack)
+            self._sides[m] = (stack, hint)
+        self.split.setChildrenCollapsible(False)
+        for i in range(2):
+            self.split.setStretchFactor(i, 1)
+        self.split.setSizes([1000, 1000])  # corpus and input side by side, half each
+        self.line = QLabel(" ", self)
+        self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.line.setContentsMargins(6, 0, 6, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(3)
+        layout.addLayout(bar)
+        layout.addWidget(self.message)
+        layout.addWidget(self.split, 1)
+        layout.addWidget(self.line)
+
+        self.open_button.clicked.connect(self._on_open_clicked)
+        self.statistic_combo.currentIndexChanged.connect(lambda _i: self._draw())
+        self.corpus_map.cell_clicked.connect(self.head_clicked.emit)
+        self.input_map.cell_clicked.connect(self.head_clicked.emit)
+
+    # ------------------------------------------------------------------ public API
+    def open_stats(self, path) -> bool:
+        """Read and show a STATS.parquet; False (and the reason in the message line) when it cannot be read."""
+        try:
+            stats = read_stats(path)
+        except StatsFileError as exc:
+            self._show_message(f"Could not open the corpus statistics: {exc}")
+            return False
+        self.stats = stats
+        m = stats.metadata
+        failed = int(m.get("failed", "0") or 0)
+        self.source.setText(f"{stats.model or 'model ?'} · {stats.documents:,} documents, {stats.rows:,} rows"
+                            + (f" ({failed:,} failed)" if failed else "") + f" · {Path(path).name}")
+        self.source.setToolTip(f"{stats.path}\ncorpus: {m.get('corpus', '?')}")
+        self._draw()
+        return True
+
+    def set_input(self, result, summaries=None) -> None:
+        """The panel's current forward pass (a ModelAttention or a long decoder run) and its head summaries,
+        or None.  Its statistics are computed when a corpus is open to compare with (and once per input)."""
+        self._input = (result, summaries)
+        self.input_values = None
+        self._input_problem = ""
+        self.input_model = "" if result is None else result.model
+        self.input_tokens = 0 if result is None else len(result.tokens)
+        self._draw()
+
+    def statistic(self) -> str:
+        return self.statistic_combo.currentData()
+
+    def set_statistic(self, name: str) -> None:
+        index = self.statistic_combo.findData(name)
+        if index < 0:
+            raise ValueError(f"unknown statistic {name!r}; choose one of {', '.join(STATISTICS)}")
+        self.statistic_combo.setCurrentIndex(index)
+
+    def set_selected(self, layer: int, head: int) -> None:
+        self.selected = (int(layer), int(head))
+        self._draw()  # outlines the layer's row in the grids that hold one (a few dozen cells: cheap)
+
+    def set_colormap(self, name: str) -> None:
+        if name in colormaps.NAMES:
+            self.corpus_map.set_colormap(name)
+            self.input_map.set_colormap(name)
+
+    def corpus_matrix(self) -> np.ndarray | None:
+        """(L, nh) corpus values of the chosen statistic, or None."""
+        return None if self.stats is None else self.stats.values[self.statistic()]
+
+    def input_matrix(self) -> np.ndarray | None:
+        """(L, nh) values of the current input drawn beside the corpus, or None (no input, other model)."""
+        if self.input_values is None or self._mismatch() is not None:
+            return None
+        return self.input_values[self.statistic()]
+
+    def message_text(self) -> str:
+        return self.message.text()
+
+    # ------------------------------------------------------------------ drawing
+    def _compute_input(self) -> None:
+        result, summaries = self._input
+        if self.stats is None or result is None or self.input_values is not None:
+            return
+        try:
+            self.input_values = result_statistics(result, summaries)
+        except ValueError as exc:  # attentions that are not (L, nh, T, T) maps
+            self._input_problem = f"The input's statistics cannot be computed: {exc}"
+
+    def _mismatch(self) -> str | None:
+        if self.stats is None or self.input_values is None:
+            return None
+        shape = next(iter(self.input_values.values())).shape
+        return mismatch(self.stats, self.input_model, shape)
+
+    def _draw(self) -> None:
+        self._compute_input()
+        name = self.statistic()
+        short = LABELS[name][1]
+        corpus, inp = self.corpus_matrix(), self.input_matrix()
+        levels = shared_levels(corpus, inp)
+        problem = self._mismatch()
+        if problem:
+            self._show_message(f"{problem}: the input is not drawn beside the corpus (load {self.stats.model} "
+                               "in the panel, or open statistics of this model).")
+        elif self._input_problem:
+            self._show_message(self._input_problem)
+        else:
+            self._clear_message()
+        if self._input[0] is None:
+            input_hint = "Run the model on an input to see its statistics here."
+        elif self.input_values is None:
+            input_hint = ""
+        else:
+            input_hint = "This input's model is not the model of the statistics." if problem else ""
+        for view, grid, title, hint in (
+                (self.corpus_map, corpus, f"corpus · {short}",
+                 "Open statistics… shows a STATS.parquet written by\nattnviz-cli corpus MODEL TEXTS --out STATS.parquet"),
+                (self.input_map, inp, f"this input, {self.input_tokens} tokens · {short}", input_hint)):
+            stack, placeholder = self._sides[view]
+            if grid is None:
+                view.clear()
+                placeholder.setText(hint)
+                stack.setCurrentWidget(placeholder)
+                continue
+            stack.setCurrentWidget(view)
+            L, nh = grid.shape
+            view.set_matrix(_drawable(grid), row_labels=[f"L{i}" for i in range(L)],
+                            col_labels=[f"h{j}" for j in range(nh)], levels=levels, title=title, value_label=short)
+            if self.selected is not None and self.selected[0] < L:
+                view.set_selected_row(self.selected[0])
+        self._update_line()
+
+    def _update_line(self) -> None:
+        corpus, inp = self.corpus_matrix(), self.input_matrix()
+        if self.selected is None or corpus is None:
+            self.line.setText(" ")
+            return
+        layer, head = self.selected
+        if not (layer < corpus.shape[0] and head < corpus.shape[1]):
+            self.line.setText(" ")
+            return
+        short = LABELS[self.statistic()][1]
+        text = f"layer {layer} · head {head}: {short} {corpus[layer, head]:.4f} over the corpus"
+        if inp is not None:
+            text += f", {inp[layer, head]:.4f} in this input"
+        self.line.setText(text)
+
+    def _on_view_changed(self, view) -> None:
+        self.set_colormap(view.colormap)
+
+    def _on_open_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open corpus statistics", "", "Parquet (*.parquet);;All files (*)")
+        if path:
+            self.open_stats(path)
+
+    def _show_message(self, text: str) -> None:
+        self.message.setText(text)
+        self.message.setVisible(True)
+
+    def _clear_message(self) -> None:
+        self.message.setText("")
+        self.message.setVisible(False)
+
+
+def install(panel) -> CorpusStatsView:
+    """Add the corpus view as a "Corpus" tab of a ModelViewPanel, following its input, head and colours."""
+    view = CorpusStatsView(panel)
+    panel.tabs.addTab(view, "Corpus")
+    panel.attention_ready.connect(lambda result: view.set_input(result, getattr(panel.outcome, "summaries", None)))
+    panel.head_selected.connect(view.set_selected)
+    view.head_clicked.connect(panel.select_head)
+    view.set_colormap(panel.ctx.session.state.view.colormap)
+    panel.ctx.session.events.view.connect(view._on_view_changed)
+    return view
+
+
+def _main() -> None:  # pragma: no cover - manual demo
+    """``python -m attnviz.ui.model_view.corpus_view STATS.parquet``: the view alone on a statistics file."""
+    import sys
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv)
+    view = CorpusStatsView()
+    view.resize(900, 520)
+    if len(sys.argv) > 1:
+        view.open_stats(sys.argv[1])
+        view.set_selected(0, 0)
+    view.show()
+    app.exec()
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,151 @@
+"""Write the tiny decoder-LLM checkpoints of tests/checkpoints and their golden outputs.
+
+Run once, in an environment with torch (CPU) and transformers; attnviz itself never imports them:
+
+    /path/to/venv/bin/python tools/make_decoder_goldens.py
+
+Under tests/data/checkpoints/ it writes one folder per family, each saved with ``save_pretrained``
+(config.json, model.safetensors or shards with model.safetensors.index.json, tokenizer.json,
+tokenizer_config.json) and a ``golden.npz`` of transformers' eager attention (``output_attentions``)
+on a fixed text: ``text``, ``input_ids`` (as the checkpoint's own AutoTokenizer gives them, BOS
+included where it adds one), ``attentions`` (L, nh, T, T) float32 and ``last_hidden_state``.
+
+* ``tiny_llama``   — Llama, grouped-query attention 4 q / 2 kv heads, rope_scaling llama3, SentencePiece-style
+                     BPE with BOS ``<s>``;
+* ``tiny_mistral`` — Mistral, 4 q / 1 kv head, head_dim set apart, sliding window of 5 tokens, rope_theta 1e6;
+* ``tiny_qwen2``   — Qwen2, q/k/v biases, 4 q / 2 kv heads, rope_scaling yarn, byte-level BPE without BOS;
+* ``tiny_qwen3``   — Qwen3, q/k RMSNorm, head_dim 12 (d_model 32 / 4 heads would be 8), rope_scaling linear;
+* ``tiny_llama_bf16_sharded`` — the Llama weights stored as bfloat16 in three shards (the golden runs the
+                     bf16 weights in float32, which is what attnviz computes).
+
+Weights are drawn wider than the library's initialiser (std 0.3, norm gains around 1) so the maps are
+far from uniform and a wrong layer shows.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from transformers import (AutoTokenizer, LlamaConfig, LlamaForCausalLM, LlamaTokenizer, MistralConfig,
+                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer, Qwen3Config,
+                          Qwen3ForCausalLM)
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "data" / "checkpoints"
+TEXT = "the river bank flooded after the rain, and the boats drifted away"
+CORPUS = [
+    "the river bank flooded after the rain and the boats drifted away",
+    "a bank by the river keeps money safe, and a river bank keeps water in",
+    "attention lets every token look at every other token and weigh what it sees",
+    "the model reads the sentence one token at a time and predicts the next one",
+]
+
+
+def _train(pre, special: list[str], size: int) -> tuple[dict, list]:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre
+    alphabet = pre_tokenizers.ByteLevel.alphabet() if isinstance(pre, pre_tokenizers.ByteLevel) else []
+    trainer = trainers.BpeTrainer(vocab_size=size, min_frequency=1, special_tokens=special,
+                                  initial_alphabet=alphabet, show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer=trainer)
+    spec = json.loads(tok.to_str())["model"]
+    return spec["vocab"], [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in spec["merges"]]
+
+
+def llama_tokenizer():
+    vocab, merges = _train(pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False),
+                           ["<unk>", "<s>", "</s>"], 200)
+    return LlamaTokenizer(vocab=vocab, merges=merges, add_bos_token=True, add_eos_token=False)
+
+
+def qwen_tokenizer():
+    vocab, merges = _train(pre_tokenizers.ByteLevel(add_prefix_space=False), ["<|endoftext|>"], 320)
+    return Qwen2Tokenizer(vocab=vocab, merges=merges)
+
+
+def _randomise(model: torch.nn.Module, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g)
+            if "norm" in name:
+                p.copy_(1.0 + 0.3 * noise)
+            else:
+                p.copy_(0.3 * noise)
+
+
+def _save(name: str, model, tok, *, dtype=torch.float32, shard: str | None = None, golden_model=None) -> None:
+    d = OUT / name
+    shutil.rmtree(d, ignore_errors=True)
+    model.save_pretrained(d, max_shard_size=shard) if shard else model.save_pretrained(d)
+    tok.save_pretrained(d)
+    for extra in ("generation_config.json", "chat_template.jinja", "special_tokens_map.json"):
+        (d / extra).unlink(missing_ok=True)
+    loaded = AutoTokenizer.from_pretrained(d)  # what a person's transformers would use
+    ids = loaded(TEXT)["input_ids"]
+    run = golden_model or model
+    with torch.no_grad():
+        out = run.model(input_ids=torch.tensor([ids]), output_attentions=True)
+    att = torch.stack(out.attentions, 0)[:, 0].float().numpy()  # (L, nh, T, T)
+    np.savez_compressed(d / "golden.npz", text=np.array(TEXT), input_ids=np.array(ids, dtype=np.int64),
+                        attentions=att.astype(np.float32),
+                        last_hidden_state=out.last_hidden_state[0].float().numpy().astype(np.float32))
+
+
+def _model(cls, config, seed: int):
+    torch.manual_seed(0)
+    m = cls(config).eval()
+    m.set_attn_implementation("eager")
+    _randomise(m, seed)
+    return m
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    ltok = llama_tokenizer()
+    qtok = qwen_tokenizer()
+    common = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=True)
+
+    llama_cfg = LlamaConfig(vocab_size=len(ltok), num_key_value_heads=2, bos_token_id=1, eos_token_id=2,
+                            rope_theta=10000.0, rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                                              "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                              "original_max_position_embeddings": 16}, **common)
+    llama = _model(LlamaForCausalLM, llama_cfg, 1)
+    _save("tiny_llama", llama, ltok)
+
+    bf = LlamaForCausalLM(llama_cfg).eval()
+    bf.load_state_dict(llama.state_dict())
+    bf = bf.to(torch.bfloat16)
+    as_f32 = LlamaForCausalLM(llama_cfg).eval()
+    as_f32.load_state_dict({k: v.float() for k, v in bf.state_dict().items()})
+    as_f32.set_attn_implementation("eager")
+    _save("tiny_llama_bf16_sharded", bf, ltok, shard="20KB", golden_model=as_f32)
+
+    mistral_cfg = MistralConfig(vocab_size=len(ltok), num_key_value_heads=1, head_dim=16, sliding_window=5,
+                                rope_theta=1e6, bos_token_id=1, eos_token_id=2, **common)
+    _save("tiny_mistral", _model(MistralForCausalLM, mistral_cfg, 2), ltok)
+
+    qwen2_cfg = Qwen2Config(vocab_size=len(qtok), num_key_value_heads=2, rope_theta=10000.0,
+                            rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+                            **common)
+    _save("tiny_qwen2", _model(Qwen2ForCausalLM, qwen2_cfg, 3), qtok)
+
+    qwen3_cfg = Qwen3Config(vocab_size=len(qtok), num_key_value_heads=2, head_dim=12, rope_theta=10000.0,
+                            rope_scaling={"rope_type": "linear", "factor": 2.0}, **common)
+    _save("tiny_qwen3", _model(Qwen3ForCausalLM, qwen3_cfg, 4), qtok)
+
+    names = ["tiny_llama", "tiny_llama_bf16_sharded", "tiny_mistral", "tiny_qwen2", "tiny_qwen3"]
+    sizes = {p.relative_to(OUT).as_posix(): p.stat().st_size for n in names for p in sorted((OUT / n).rglob("*"))}
+    print(json.dumps(sizes, indent=1))
+    print(f"total {sum(sizes.values()) / 1024:.0f} KiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
