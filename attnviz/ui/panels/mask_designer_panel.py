@@ -268,6 +268,8 @@ class MaskDesignerPanel(QWidget):
         the mask on one axis (the frame's limits would otherwise stretch the cells to fill it)."""
         frame = self.canvas.frame
         rows, cols = frame.n_rows, frame.n_cols
+        if rows <= 0 or cols <= 0:  # no mask drawn (a sequence kept per flash tile)
+            return
         frame.view.setLimits(xMin=-cols, xMax=2 * cols, yMin=-rows, yMax=2 * rows,
                              minXRange=min(2, cols), minYRange=min(2, rows))
         size = frame.view.boundingRect()
