@@ -48,6 +48,7 @@ package: setup
 	@$(MAKE) --no-print-directory apt APT_PACKAGES="$(PACKAGE_APT_PACKAGES)"
 	packaging/build.sh
 
+# every picture in docs/images: one `attnviz --demo NAME --workspace NAME --size WxH --screenshot OUT.png` each
 screenshots: setup
 	QT_QPA_PLATFORM=offscreen $(PY) tools/make_screenshots.py
 

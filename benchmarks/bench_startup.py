@@ -11,9 +11,10 @@ temporary home) and takes wall-clock marks against the moment the benchmark laun
   result delivered), ``heatmap`` (the heatmap panel has drawn it and repainted) and
   ``engine_heatmap`` (the first result of the engine drawn: later than ``heatmap`` on a first start,
   whose first result comes from the numpy path while the kernels compile);
-- ``--method hook``: an ``ATTNVIZ_TEST_SCRIPT`` records ``shown`` when the event loop has run once
-  after ``window.show()`` (expose and first paint) and ``response`` when the first result arrives;
-  works with revisions that have no ``--startup-report`` (``--rev``), for before/after figures.
+- ``--method hook``: a callback given to ``attnviz.ui.app.main(argv, on_shown=...)`` (revisions
+  before it: the ``ATTNVIZ_TEST_SCRIPT`` variable they read) records ``shown`` when the event loop has
+  run once after ``window.show()`` (expose and first paint) and ``response`` when the first result
+  arrives; works with revisions that have no ``--startup-report`` (``--rev``), for before/after figures.
 
 Variants (the numba cache always lives in a user cache directory, ``XDG_CACHE_HOME`` of the run):
 
@@ -65,6 +66,28 @@ marks["response"] = time.time()
 with open(os.environ["ATTNVIZ_BENCH_OUT"], "w") as fh:
     json.dump({"marks": marks, "ok": ctx.response.ok}, fh)
 quit(0)
+"""
+
+# runs HOOK_SCRIPT in the application: through main(on_shown=...), or the environment variable of
+# revisions without it
+HOOK_LAUNCHER = """
+import inspect, os, sys, time
+from attnviz.ui import app as _app
+_script = open(os.environ["ATTNVIZ_BENCH_HOOK"], encoding="utf-8").read()
+def _on_shown(app, window):
+    def wait(ms):
+        end = time.monotonic() + ms / 1000
+        while time.monotonic() < end:
+            app.processEvents()
+    def quit(code=0):
+        window.files.prompts.save_changes = lambda *_a: "discard"
+        window.close()
+        app.exit(code)
+    exec(_script, {"app": app, "window": window, "ctx": window.ctx, "wait": wait, "quit": quit})
+if "on_shown" in inspect.signature(_app.main).parameters:
+    sys.exit(_app.main([], on_shown=_on_shown))
+os.environ["ATTNVIZ_TEST_SCRIPT"] = os.environ["ATTNVIZ_BENCH_HOOK"]
+sys.exit(_app.main([]))
 """
 
 
@@ -160,8 +183,8 @@ class Runner:
             script.write_text(HOOK_SCRIPT, encoding="utf-8")
             out = self.work / "hook.json"
             out.unlink(missing_ok=True)
-            extra = {"ATTNVIZ_TEST_SCRIPT": str(script), "ATTNVIZ_BENCH_OUT": str(out)}
-            cmd = py + ["-m", "attnviz"]
+            extra = {"ATTNVIZ_BENCH_HOOK": str(script), "ATTNVIZ_BENCH_OUT": str(out)}
+            cmd = py + ["-c", HOOK_LAUNCHER]
         launched = time.time()
         proc = subprocess.run(self._wrapped(cmd), env=self.env(cache_home, **extra), capture_output=True,
                               text=True, cwd=self.work, timeout=TIMEOUT_S)

@@ -6,13 +6,21 @@ the demo stays open. Options (read from ``QApplication.arguments()``, so Qt's ow
 ``-platform`` never reach argparse):
 
 ``--demo NAME``            start with another bundled demo
+``--workspace NAME``       start on this workspace (attention, qkv, image, diagnostics, mask, pretrained)
+``--size WxH``             open the window at this size in pixels
+``--screenshot OUT.png``   render: open the window (at ``--size``, on ``--workspace``), wait until every
+                           view has drawn its final result (the engine's, not the numpy stand-in of a
+                           first start), write the window as a PNG of exactly that size and exit 0 (1 with
+                           a message for a bad name, size or path, or a view that never finishes);
+                           reads no saved layout and writes no settings or autosave
 ``--theme light|dark``     override the saved theme for this run
 ``--autosave-interval S``  seconds between autosaves of a dirty session (default 30)
 ``--smoke-test``           open the session, wait for the first computed result, exit 0 (1 on failure);
                            touches no autosave or settings (used by the packaging check)
 ``--startup-report``       like ``--smoke-test``, and print one JSON line of start-up times (seconds since
-                           the process started: window built, first paint, first response, first heatmap)
-                           and which heavy modules were loaded when the window first painted
+                           the process started: window built, first paint, first response, first heatmap),
+                           which heavy modules were loaded when the window first painted, and where
+                           this copy found its resources, panels and kernel cache ("install")
 
 Start-up: the window is built from the panels it shows at once (the heatmap and the left column; the
 other docks import and build their panels later, see :mod:`attnviz.ui.main_window`) and painted
@@ -23,10 +31,10 @@ that compiles, or loads from the user cache directory, every numba kernel on a b
 (``--smoke-test``, ``--startup-report``) exit after the first result and start no warm-up. After a
 crash the autosave recovery offer appears.
 
-Test hook: when the environment variable ``ATTNVIZ_TEST_SCRIPT`` names a Python file, it is run once
-the window is shown, with ``app``, ``window``, ``ctx`` and the helpers ``wait(ms)``,
-``wait_response(timeout_s=30) -> response``, ``screenshot(path)`` and ``quit(code=0)`` in its
-namespace. An exception in the script is printed to stderr and the application exits with code 3.
+Embedding: ``main(argv, on_shown=fn)`` calls ``fn(app, window)`` once the window is shown (after the
+file is opened and the workspace chosen); with ``--screenshot`` the picture is taken after ``fn``
+returned and everything it started has finished, of the window, or of the widget ``fn`` returned
+(a dialog, made the same size). ``tools/make_screenshots.py`` drives the docs' pictures this way.
 
 Unexpected exceptions (bugs) are shown in a dialog and the application keeps running.
 """
@@ -40,7 +48,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 
 from PySide6.QtCore import QCoreApplication, QEvent, QTimer
 from PySide6.QtWidgets import QApplication
@@ -78,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", help="a session (.attnviz), an image or a text file to open")
     p.add_argument("--demo", choices=[n for n, _ in list_demos()], default=DEFAULT_DEMO,
                    help=f"bundled demo opened when no file is given (default {DEFAULT_DEMO})")
+    p.add_argument("--workspace", metavar="NAME", help="start on this workspace: attention, qkv, image, diagnostics, "
+                                                       "mask or pretrained")
+    p.add_argument("--size", metavar="WxH", help="window size in pixels, e.g. 1280x800")
+    p.add_argument("--screenshot", metavar="OUT.png",
+                   help="write the window as a PNG once every view shows its final result, then exit")
     p.add_argument("--theme", choices=("light", "dark"), help="colour theme for this run (default: the saved one)")
     p.add_argument("--autosave-interval", type=float, default=30.0, metavar="SECONDS",
                    help="seconds between autosaves of an unsaved session (default 30)")
@@ -210,6 +222,18 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
     QTimer.singleShot(FIRST_COMPUTE_FALLBACK_MS, first_compute)  # never painted (e.g. minimised): compute anyway
 
 
+def _install_facts() -> dict:
+    """Where this copy found its parts (the start-up report; a frozen bundle is checked with it)."""
+    from attnviz.resources_path import resources_root
+    from attnviz.ui.panels import discover_panels, panel_modules
+
+    numba = sys.modules.get("numba")
+    return {"frozen": bool(getattr(sys, "frozen", False)), "meipass": getattr(sys, "_MEIPASS", None),
+            "resources": str(resources_root()), "panel_modules": panel_modules(),
+            "panels": sorted(s.id for s in discover_panels()),
+            "numba_cache": numba.config.CACHE_DIR if numba is not None else None}
+
+
 def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> None:
     """--smoke-test / --startup-report: exit 0 once the first result is computed (and, for the report,
     drawn in the heatmap), 1 when it fails or takes longer than SMOKE_TIMEOUT_S.
@@ -229,7 +253,8 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
         done.append(resp)
         if report:
             extra = {"T": resp.Tq, "path": resp.path, "first_path": first_path[0] if first_path else resp.path,
-                     "heatmap_colours": _distinct_colours(heatmap) if heatmap is not None else 0}
+                     "heatmap_colours": _distinct_colours(heatmap) if heatmap is not None else 0,
+                     "install": _install_facts()}
             print(json.dumps(clock.report(**extra)), flush=True)
         else:
             print(f"attnviz smoke test: ok (T = {resp.Tq}, {resp.path})")
@@ -336,55 +361,6 @@ class _ExceptionReporter:
         QTimer.singleShot(0, lambda: self(args.exc_type, args.exc_value, args.exc_traceback))
 
 
-def _script_namespace(app, window):
-    ctx = window.ctx
-
-    def wait(ms: int) -> None:
-        end = time.monotonic() + ms / 1000.0
-        while time.monotonic() < end:
-            app.processEvents()
-            time.sleep(0.005)
-
-    def wait_response(timeout_s: float = 30.0):
-        """Wait for the next response after everything submitted so far is computed."""
-        start = ctx.response
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            app.processEvents()
-            if ctx.response is not start and not ctx.compute.busy and ctx.response is not None:
-                wait(50)
-                return ctx.response
-            time.sleep(0.005)
-        raise TimeoutError(f"no computed response within {timeout_s} s")
-
-    def screenshot(path) -> str:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        window.grab().save(os.fspath(path))
-        return os.fspath(path)
-
-    def quit(code: int = 0) -> None:  # noqa: A001 - the script's name for it
-        window.files.prompts.save_changes = lambda *_a: "discard"
-        window.close()
-        app.exit(code)
-
-    return {"app": app, "window": window, "ctx": ctx, "wait": wait, "wait_response": wait_response,
-            "screenshot": screenshot, "quit": quit, "__name__": "__attnviz_test_script__"}
-
-
-def _run_script(path: str, app, window) -> None:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            code = compile(fh.read(), path, "exec")
-        namespace = _script_namespace(app, window)
-        namespace["__file__"] = os.path.abspath(path)
-        exec(code, namespace)  # noqa: S102 - the test hook's purpose
-    except SystemExit as exc:
-        app.exit(int(exc.code or 0))
-    except BaseException:  # noqa: BLE001 - report any failure of the script and stop
-        traceback.print_exc(file=sys.stderr)
-        app.exit(3)
-
-
 def _set_icon(app: QApplication) -> None:
     """The window icon from the bundled SVG (the same drawing the desktop entry installs)."""
     from PySide6.QtGui import QIcon
@@ -399,8 +375,40 @@ def _set_icon(app: QApplication) -> None:
         app.setWindowIcon(QIcon(str(path)))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the application; returns its exit code."""
+def _start_rendering(app, window, renderer, on_shown) -> None:
+    """--screenshot: run the embedding's preparation, then wait for the final picture; a failing
+    preparation ends the run with status 1 and its traceback (no picture of a half-prepared window)."""
+    try:
+        target = on_shown(app, window) if on_shown is not None else None
+    except Exception:  # noqa: BLE001 - whatever the caller's code raised
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        app.exit(1)
+        return
+    renderer.start(target)
+
+
+def _check_window_options(args) -> str | None:
+    """The message of the first bad --workspace / --size / --screenshot value, else None (values set)."""
+    from attnviz.ui.render import check_output, check_workspace, parse_size
+
+    try:
+        if args.workspace is not None:
+            check_workspace(args.workspace)
+        args.size = parse_size(args.size) if args.size is not None else None
+        if args.screenshot is not None:
+            args.screenshot = check_output(args.screenshot)
+            if args.smoke_test or args.startup_report:
+                raise ValueError("--screenshot cannot be combined with --smoke-test or --startup-report")
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def main(argv: list[str] | None = None, on_shown=None) -> int:
+    """Run the application; returns its exit code. ``on_shown(app, window)`` is called once the window
+    is shown (embedding; with --screenshot the picture waits for what it started)."""
     clock = StartupClock()
     clock.mark("main")
     app = QApplication.instance()
@@ -418,6 +426,10 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(args_list)
     except SystemExit as exc:  # --help or a bad option: argparse printed why
         return int(exc.code or 0)
+    problem = _check_window_options(args)
+    if problem is not None:
+        sys.stderr.write(f"attnviz: {problem}\n")
+        return 1
 
     from attnviz.model.demos import build_demo
     from attnviz.model.session import Session
@@ -429,11 +441,12 @@ def main(argv: list[str] | None = None) -> int:
 
     clock.mark("imported")
     checking = args.smoke_test or args.startup_report  # open, compute once, exit; touch no autosave
+    rendering = args.screenshot is not None  # the default layout; no saved layout, settings or autosave
     settings = AppSettings()
     apply_theme(app, args.theme or settings.theme())
     ctx = AppContext(Session(build_demo(args.demo)))
     autosave = None
-    if not checking:
+    if not checking and not rendering:
         autosave = AutosaveStore()
         try:
             autosave.mark_running()
@@ -441,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
             autosave = None
             ctx.report(f"autosave is off: {exc}", "warning")
     window = MainWindow(ctx, settings=settings, autosave=autosave,
-                        autosave_interval_ms=int(max(0.05, args.autosave_interval) * 1000))
+                        autosave_interval_ms=int(max(0.05, args.autosave_interval) * 1000),
+                        restore=not rendering, hint=not rendering)
     clock.mark("window")
     reporter = _ExceptionReporter(window)
     reporter.install()
@@ -449,19 +463,29 @@ def main(argv: list[str] | None = None) -> int:
         open_file_argument(window, args.file)
     # until the kernels are compiled (a first start), results come from the numpy path at once; the
     # smoke test checks the engine itself
-    ctx.engine_mode = "always" if args.smoke_test else "when-compiled"
-    warmup = None if args.smoke_test else KernelWarmup()
+    ctx.engine_mode = "always" if args.smoke_test or rendering else "when-compiled"
+    warmup = None if args.smoke_test or rendering else KernelWarmup()
     _schedule_first_work(window, ctx, clock, warmup)
+    if args.size is not None:
+        window.resize(*args.size)
+        window.reset_layout()  # the default layout at this size
+    if args.workspace is not None:
+        window.show_workspace(args.workspace)
     window.show()
     result = {"code": 0}
 
     if checking:
         _check_first_result(app, window, ctx, clock, report=args.startup_report)
+    elif rendering:
+        from attnviz.ui.render import Renderer
+
+        window.release_panels()  # the shown workspace's panels at once: the picture waits for them anyway
+        renderer = Renderer(app, window, args.screenshot, args.size or (window.width(), window.height()))
+        QTimer.singleShot(0, lambda: _start_rendering(app, window, renderer, on_shown))
     else:
         QTimer.singleShot(0, window.files.offer_recovery)
-        script = os.environ.get("ATTNVIZ_TEST_SCRIPT")
-        if script:
-            QTimer.singleShot(0, lambda: _run_script(script, app, window))
+    if on_shown is not None and not rendering:
+        QTimer.singleShot(0, lambda: on_shown(app, window))
 
     # Ctrl+C in the terminal closes the window like Quit (Python only sees signals between events)
     previous_sigint = signal.signal(signal.SIGINT, lambda *_: window.close())
@@ -474,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat.stop()
         signal.signal(signal.SIGINT, previous_sigint)
         if window.isVisible():  # quit without closing the window (app.exit)
-            if not checking:
+            if not checking and not rendering:
                 window.save_layout()
                 window.files.shutdown()
             window.stop_workers()

@@ -1,14 +1,22 @@
-"""The main window: every panel of ``attnviz.ui.panels`` as a dock (the "center" one in the middle),
-the menus (File, Edit, View, Help) with standard shortcuts, the status bar, a notice bar for
-messages, drag and drop of files, and window settings (geometry, dock layout, theme) kept across
-runs. Panels are discovered, never listed here, so new docks appear by adding a module.
+"""The main window: a sidebar that is always there (the panels whose spec says ``area="left"``: token
+sources with the selected source's editor, model settings; View ▸ Sidebar hides it) and a central
+area showing one workspace at a time (:mod:`attnviz.ui.workspaces`: attention, mask, qkv, image,
+diagnostics, pretrained), switched with the mode bar or Ctrl+1..6; the menus (File, Edit, View,
+Help) with standard shortcuts, the status bar, a notice bar for messages, the first-start hint, drag
+and drop of files, and window settings (geometry, the workspace shown, sidebar width, each
+workspace's splitter shares, theme) kept across runs. Panels are discovered, never listed here.
 
-Start-up: the central panel and the left column are built with the window; every other dock gets its
-panel when it is first shown, so panels hidden behind tabs cost nothing until used (their modules
-are not even imported, see :func:`attnviz.ui.panels.discover_panels`). Docks shown at start wait
-until the first computed result has been delivered (or ``DOCKS_FALLBACK_MS`` after the first paint)
-and are then built one per event-loop turn, so the heatmap is drawn first. ``window.panel(id)``
-builds a panel on demand; ``first_painted`` is emitted once the window has painted for the first time.
+Saved layouts: a layout from an older layout version, a saved window larger than the screen it
+opens on, or a sidebar narrower than its panels need is dropped for the default; a workspace's saved
+shares that do not form a valid split keep that workspace's default. View ▸ Reset layout goes back
+to the default at any time.
+
+Start-up: the sidebar's panels and the heatmap are built with the window; every other panel when its
+workspace is first shown (its module is not even imported before, see
+:func:`attnviz.ui.panels.discover_panels`). Panels of the workspace shown at start wait until the
+first computed result has been delivered (or ``PANELS_FALLBACK_MS`` after the first paint), so the
+heatmap is drawn first. ``window.panel(id)`` builds a panel on demand; ``first_painted`` is emitted
+once the window has painted for the first time.
 """
 
 from __future__ import annotations
@@ -17,8 +25,8 @@ import traceback
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFrame, QHBoxLayout, QHeaderView, QLabel,
-                               QMainWindow, QMessageBox, QScrollArea, QTableWidget, QTableWidgetItem, QToolButton, QVBoxLayout,
+from PySide6.QtWidgets import (QApplication, QDialog, QFrame, QHBoxLayout, QHeaderView, QLabel, QMainWindow,
+                               QMessageBox, QSplitter, QTableWidget, QTableWidgetItem, QToolButton, QVBoxLayout,
                                QWidget)
 
 from attnviz.model.demos import list_demos
@@ -28,16 +36,72 @@ from attnviz.ui.panels import discover_panels
 from attnviz.ui.settings import AppSettings
 from attnviz.ui.status import StatusBar
 from attnviz.ui.theme import apply_theme, current_theme
+from attnviz.ui.workspaces import workspaces_for
+from attnviz.ui.workspaces.area import WorkspaceArea
+from attnviz.ui.workspaces.hint import HintBar
+from attnviz.ui.workspaces.sidebar import DEFAULT_WIDTH as SIDEBAR_WIDTH
+from attnviz.ui.workspaces.sidebar import Sidebar, placeholder
 
-AREAS = {"left": Qt.DockWidgetArea.LeftDockWidgetArea, "right": Qt.DockWidgetArea.RightDockWidgetArea,
-         "top": Qt.DockWidgetArea.TopDockWidgetArea, "bottom": Qt.DockWidgetArea.BottomDockWidgetArea}
-DEFAULT_WIDTHS = {"left": 350, "right": 470}  # dock column widths of the default layout, in pixels
-DEFAULT_HEIGHTS = {"top": 220, "bottom": 240}
-EAGER_AREAS = ("left",)  # docks built with the window; the others when first shown (start-up time)
-DOCKS_FALLBACK_MS = 1500  # shown docks are built after the first result, or this long after the first paint
-STACKED = {"left": 2}  # docks of an area placed one above the other before further ones become tabs (else 1)
+PANELS_FALLBACK_MS = 1500  # shown panels are built after the first result, or this long after the first paint
+DEFAULT_SIZE = (1600, 1000)  # a new window, at most 92 % of the screen
+SIDEBAR_MAX_SHARE = 0.5  # a saved sidebar wider than this share of the window is a broken layout
 NOTICE_COLOURS = {"info": ("#2f7bd8", "#e8f1fc", "#17324f"), "warning": ("#c98a00", "#fdf4df", "#4a3500"),
                   "error": ("#d0202a", "#fbe6e7", "#5a0d12")}
+# keyboard focus must be visible: plots, tables and text views get a frame in the highlight colour
+FOCUS_FRAMED = ("QGraphicsView", "QAbstractItemView", "QTextEdit", "QPlainTextEdit")
+
+
+class FocusRing(QWidget):
+    """The focused view's frame: a 2-pixel line in the palette's highlight colour along its edge,
+    drawn by a child laid over the view (it lets mouse events through)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.hide()
+        self._home = parent  # where the ring waits while no view has the focus
+        self._view: QWidget | None = None
+
+    def widget(self) -> QWidget | None:
+        return self._view
+
+    def setWidget(self, view: QWidget | None) -> None:  # noqa: N802 - QFocusFrame's name
+        if self._view is not None:
+            try:
+                self._view.removeEventFilter(self)
+                self._view.destroyed.disconnect(self._on_view_destroyed)
+            except (RuntimeError, TypeError):  # the view is gone
+                pass
+        self._view = view
+        if view is None:
+            self.hide()
+            self.setParent(self._home)
+            return
+        self.setParent(view)
+        view.installEventFilter(self)
+        view.destroyed.connect(self._on_view_destroyed)
+        self.setGeometry(view.rect())
+        self.raise_()
+        self.show()
+
+    def _on_view_destroyed(self, *_args) -> None:
+        self._view = None  # before the view deletes its children: the ring goes home
+        self.hide()
+        self.setParent(self._home)
+
+    def eventFilter(self, obj, ev):  # noqa: N802 - Qt's name
+        if obj is self._view and ev.type() == QEvent.Type.Resize:
+            self.setGeometry(obj.rect())
+        return False
+
+    def paintEvent(self, _ev):  # noqa: N802 - Qt's name
+        from PySide6.QtGui import QPainter, QPen
+
+        p = QPainter(self)
+        p.setPen(QPen(self.palette().highlight().color(), 2))
+        p.drawRect(self.rect().adjusted(1, 1, -1, -1))
+        p.end()
 
 
 class NoticeBar(QFrame):
@@ -113,38 +177,49 @@ class MainWindow(QMainWindow):
     first_painted = Signal()  # once: the window has painted (is on screen) for the first time
 
     def __init__(self, ctx, settings: AppSettings | None = None, autosave=None, prompts=None,
-                 autosave_interval_ms: int = 30_000, panels=None, parent=None):
+                 autosave_interval_ms: int = 30_000, panels=None, parent=None, restore: bool = True,
+                 hint: bool = True):
         super().__init__(parent)
         self.ctx = ctx
         self.settings = settings if settings is not None else AppSettings()
         self.specs = list(panels) if panels is not None else discover_panels()
         self.panels: dict[str, QWidget] = {}
-        self.docks: dict[str, QDockWidget] = {}
-        self._pending: dict[str, tuple] = {}  # panel id -> (spec, scroll area) not built yet
-        self._queued: list[str] = []  # shown docks whose panels wait for the first result
-        self._docks_released = False  # shown docks build at once (after the first result)
+        self._pending: dict[str, object] = {}  # panel id -> spec not built yet
+        self._queued: list[str] = []  # panels of the shown workspace waiting for the first result
+        self._released = False  # wanted panels build at once (after the first result)
         self._painted = False
         self.setObjectName("attnviz_main_window")
-        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks
-                            | QMainWindow.DockOption.AllowNestedDocks)
+        self.focus_frame = FocusRing(self)
+        app = QApplication.instance()
+        if app is not None:
+            app.focusChanged.connect(self._on_focus_changed)
         self.files = FileActions(ctx, self, self.settings, autosave, prompts, autosave_interval_ms,
                                  heatmap=lambda: self.panels.get("heatmap"))
         self.notice = NoticeBar(self)
+        self.hint = HintBar(parent=self)
+        self.hint.setVisible(hint and not self.settings.hint_dismissed())
+        self.hint.dismissed.connect(self._on_hint_dismissed)
         self._build_panels()
+        self.hint.set_key(self._workspace_key("mask"))
+        self.hint.workspace_requested.connect(lambda name: name in self.area.pages and self.show_workspace(name))
         self.status = StatusBar(ctx, self)
         self.setStatusBar(self.status)
         self._build_menus()
         self.setAcceptDrops(True)
         ctx.message.connect(self.notify)
         ctx.response_changed.connect(self._on_response)
-        ctx.response_changed.connect(self._release_docks_later)
+        ctx.response_changed.connect(self._release_later)
         ctx.session.events.dirty.connect(lambda dirty: self.setWindowModified(bool(dirty)))
         self.files.path_changed.connect(lambda _p: self._update_title())
-        self.files.session_replaced.connect(self.notice.dismiss)
+        self._image_added = False
+        self.files.session_replaced.connect(self._on_session_replaced)
         self._n_images = self._count_images(ctx.session.state.sources)
         ctx.session.events.sources.connect(self._on_sources_changed)
         self._update_title()
-        self.restore_layout()
+        if restore:
+            self.restore_layout()
+        else:
+            self.default_layout()
 
     # ------------------------------------------------------------------ panels
     def panel(self, panel_id: str) -> QWidget | None:
@@ -157,32 +232,31 @@ class MainWindow(QMainWindow):
         try:
             w = spec.factory(self.ctx)
         except Exception as exc:  # one broken panel must not take the window down
-            w = QLabel(f"The {spec.title} panel could not be created:\n{exc}")
-            w.setWordWrap(True)
-            w.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            w = placeholder(f"The {spec.title} panel could not be created:\n{exc}")
             QTimer.singleShot(0, lambda: self.notify("error", f"the {spec.title} panel could not be created: {exc}"))
         if hasattr(w, "prompts"):
             w.prompts = self.files.prompts
+        w.setObjectName(w.objectName() or f"panel_{spec.id}")
         self.panels[spec.id] = w
         return w
 
     def _build_later(self, panel_id: str) -> None:
         if panel_id not in self._pending:
             return
-        if self._docks_released:
-            QTimer.singleShot(0, self, lambda: self._build_pending(panel_id))  # after the dock has painted
+        if self._released:
+            QTimer.singleShot(0, self, lambda: self._build_pending(panel_id))  # after the workspace has painted
         elif panel_id not in self._queued:
             self._queued.append(panel_id)
 
-    def _release_docks_later(self, *_args) -> None:
-        if not self._docks_released:
-            QTimer.singleShot(0, self, self.release_docks)  # after the result's redraw has painted
+    def _release_later(self, *_args) -> None:
+        if not self._released:
+            QTimer.singleShot(0, self, self.release_panels)  # after the result's redraw has painted
 
-    def release_docks(self) -> None:
-        """Build the panels of shown docks from now on, those already waiting one per event-loop turn."""
-        if self._docks_released:
+    def release_panels(self) -> None:
+        """Build wanted panels from now on, those already waiting one per event-loop turn."""
+        if self._released:
             return
-        self._docks_released = True
+        self._released = True
         self._build_next_queued()
 
     def _build_next_queued(self) -> None:
@@ -202,16 +276,21 @@ class MainWindow(QMainWindow):
         return handled
 
     def _on_first_paint(self) -> None:
-        QTimer.singleShot(DOCKS_FALLBACK_MS, self, self.release_docks)
+        QTimer.singleShot(PANELS_FALLBACK_MS, self, self.release_panels)
         self.first_painted.emit()
 
     def _build_pending(self, panel_id: str) -> None:
         if panel_id in self._queued:
             self._queued.remove(panel_id)
-        item = self._pending.pop(panel_id, None)
-        if item is not None:
-            spec, scroll = item
-            scroll.setWidget(self._make(spec))
+        spec = self._pending.pop(panel_id, None)
+        if spec is not None:
+            self._place(spec.id, self._make(spec))
+
+    def _place(self, panel_id: str, widget: QWidget) -> None:
+        if panel_id in self.sidebar.scrolls:
+            self.sidebar.put(panel_id, widget)
+        else:
+            self.area.place(panel_id, widget)
 
     def build_all_panels(self) -> None:
         """Build every panel now (tests and screenshots that visit them all)."""
@@ -219,94 +298,154 @@ class MainWindow(QMainWindow):
             self._build_pending(panel_id)
 
     def _build_panels(self) -> None:
-        centre = [s for s in self.specs if s.area == "center"]
-        holder = QWidget(self)
-        layout = QVBoxLayout(holder)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(0)
-        layout.addWidget(self.notice)
-        if centre:
-            layout.addWidget(self._make(centre[0]), 1)
-        else:
-            layout.addWidget(QLabel(""), 1)
-        self.setCentralWidget(holder)
+        left = [s for s in self.specs if s.area == "left"]
+        rest = [s for s in self.specs if s.area != "left"]
+        self.sidebar = Sidebar(left, self)
+        self.area = WorkspaceArea(workspaces_for(rest), self)
+        self.area.layout().insertWidget(1, self.hint)
+        self.area.layout().insertWidget(2, self.notice)
+        self.area.panel_wanted.connect(self._build_later)
+        self.area.workspace_changed.connect(self._on_workspace_changed)
+        self.body = QSplitter(Qt.Orientation.Horizontal, self)
+        self.body.setObjectName("body_split")
+        self.body.addWidget(self.sidebar)
+        self.body.addWidget(self.area)
+        self.body.setStretchFactor(0, 0)
+        self.body.setStretchFactor(1, 1)
+        self.body.setCollapsible(0, True)
+        self.body.setCollapsible(1, False)
+        self.setCentralWidget(self.body)
+        centre = [s.id for s in rest if s.area == "center"][:1]  # the attention workspace's heatmap
+        eager = {s.id for s in left} | set(centre)
         for spec in self.specs:
-            if spec.area == "center" and spec is centre[0]:
-                continue
-            dock = QDockWidget(spec.title, self)
-            dock.setObjectName(spec.id)
-            # a scroll area lets a dock shrink below its panel's minimum size, so the window fits
-            # small screens whatever panels are installed
-            scroll = QScrollArea(dock)
-            scroll.setWidgetResizable(True)
-            scroll.setFrameShape(QFrame.Shape.NoFrame)
-            if spec.area in EAGER_AREAS:
-                scroll.setWidget(self._make(spec))
-            else:  # built when the dock is first shown (tabs behind others may never be)
-                self._pending[spec.id] = (spec, scroll)
-                dock.visibilityChanged.connect(lambda visible, i=spec.id: visible and self._build_later(i))
-            dock.setWidget(scroll)
-            dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
-                             | QDockWidget.DockWidgetFeature.DockWidgetFloatable
-                             | QDockWidget.DockWidgetFeature.DockWidgetClosable)
-            self.docks[spec.id] = dock
-        self._place_docks()
+            if spec.id in eager:
+                self._place(spec.id, self._make(spec))
+            else:
+                self._pending[spec.id] = spec
+        if not left:
+            self.sidebar.setVisible(False)
 
-    def _place_docks(self) -> None:
-        """The default arrangement: the left column stacks its first two docks, every other area
-        tabs its docks (the first raised); the left column runs the full height and the bottom
-        area spans the heatmap and the right column."""
-        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
-        self.setCorner(Qt.Corner.TopLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
-        self.setCorner(Qt.Corner.BottomRightCorner, Qt.DockWidgetArea.BottomDockWidgetArea)
-        by_area: dict[str, list] = {}
-        for spec in self.specs:
-            if spec.id in self.docks:
-                area = spec.area if spec.area in AREAS else "right"  # a second "center" panel goes right
-                by_area.setdefault(area, []).append(spec)
-        for area, specs in by_area.items():
-            placed = []
-            for spec in specs:
-                dock = self.docks[spec.id]
-                if len(placed) < STACKED.get(area, 1):
-                    self.addDockWidget(AREAS[area], dock, Qt.Orientation.Vertical)
-                else:
-                    self.tabifyDockWidget(placed[-1], dock)
-                placed.append(dock)
-                dock.setVisible(spec.visible)
-            for s in specs[:STACKED.get(area, 1)]:
-                self.docks[s.id].raise_()
-            if area in DEFAULT_WIDTHS:
-                self.resizeDocks([placed[0]], [DEFAULT_WIDTHS[area]], Qt.Orientation.Horizontal)
-            if area in DEFAULT_HEIGHTS:
-                self.resizeDocks([placed[0]], [DEFAULT_HEIGHTS[area]], Qt.Orientation.Vertical)
-        left = [self.docks[s.id] for s in by_area.get("left", [])[:STACKED["left"]]]
-        if len(left) == 2:
-            self.resizeDocks(left, [540, 420], Qt.Orientation.Vertical)
+    def _on_focus_changed(self, _old, new) -> None:
+        """Frame the focused view when the style draws no focus of its own for it."""
+        framed = new is not None and self.isAncestorOf(new) and any(
+            cls.__name__ in FOCUS_FRAMED for cls in type(new).__mro__)
+        self.focus_frame.setWidget(new if framed else None)
+
+    # ------------------------------------------------------------------ workspaces
+    @property
+    def workspace(self) -> str:
+        """The name of the workspace shown."""
+        return self.area.current
+
+    def show_workspace(self, name: str) -> None:
+        """Show a workspace (ValueError for an unknown name); showing the current one changes nothing."""
+        self.area.show_workspace(name)
+
+    def _workspace_key(self, name: str) -> str:
+        names = self.area.names()
+        return f"Ctrl+{names.index(name) + 1}" if name in names and names.index(name) < 9 else ""
+
+    def _on_workspace_changed(self, name: str) -> None:
+        act = getattr(self, "workspace_actions", {}).get(name)
+        if act is not None:
+            act.setChecked(True)
+        for pid in self.area.page(name).slots:
+            if pid in self.panels:
+                continue
+            self._build_later(pid)
+
+    def _on_hint_dismissed(self) -> None:
+        self.settings.set_hint_dismissed(True)
+        self.settings.sync()
+
+    def set_sidebar_visible(self, visible: bool) -> None:
+        self.sidebar.setVisible(bool(visible) and bool(self.sidebar.scrolls))
+        if visible and self.body.sizes()[0] == 0:
+            side = self._sidebar_default_width()
+            self.body.setSizes([side, max(1, self.body.width() - side)])
+        if hasattr(self, "sidebar_action"):
+            self.sidebar_action.setChecked(bool(visible))
+
+    def _sidebar_default_width(self) -> int:
+        return max(SIDEBAR_WIDTH, self.sidebar.minimumSizeHint().width())
+
+    # ------------------------------------------------------------------ layout
+    def default_layout(self) -> None:
+        """The layout of a new window: the default size for the screen, the attention workspace, the
+        sidebar at its default width, every workspace at its default shares."""
+        w, h = DEFAULT_SIZE
+        avail = self._available()
+        if avail is not None:
+            w, h = min(w, int(avail.width() * 0.92)), min(h, int(avail.height() * 0.92))
+        self.resize(w, h)
+        self.reset_layout()
 
     def reset_layout(self) -> None:
-        for dock in self.docks.values():
-            self.removeDockWidget(dock)
-        self._place_docks()
-        for spec in self.specs:
-            if spec.id in self.docks:
-                self.docks[spec.id].setVisible(spec.visible)
+        """View ▸ Reset layout: the default workspace layout at the window's current size."""
+        self.area.reset_sizes()
+        self.sidebar.reset_sizes()
+        self.set_sidebar_visible(True)
+        side = self._sidebar_default_width()
+        self.body.setSizes([side, max(1, self.width() - side)])
+        if self.area.names():
+            self.show_workspace(self.area.current or self.area.names()[0])
 
-    def restore_layout(self) -> None:
+    def _available(self):
+        screen = self.screen() or QApplication.primaryScreen()
+        avail = screen.availableGeometry() if screen is not None else None
+        return avail if avail is not None and avail.width() > 0 else None
+
+    def _fits_screen(self) -> bool:
+        avail = self._available()
+        if avail is None:
+            return True
+        return self.width() <= avail.width() and self.height() <= avail.height()
+
+    def _size_fits(self, size) -> bool:
+        """True when a saved window size is two integers that fit the screen's available area."""
+        if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)):
+            return False
+        avail = self._available()
+        return avail is None or (size[0] <= avail.width() and size[1] <= avail.height())
+
+    def restore_layout(self) -> bool:
+        """The saved layout, when there is one for this version that fits this screen (else the default);
+        True when it was restored."""
+        layout = self.settings.layout()
         geometry = self.settings.geometry()
-        if geometry is None or not self.restoreGeometry(geometry):
-            screen = QApplication.primaryScreen()
-            avail = screen.availableGeometry() if screen is not None else None
-            w, h = 1600, 1000
-            if avail is not None and avail.width() > 0:
-                w, h = min(w, int(avail.width() * 0.92)), min(h, int(avail.height() * 0.92))
-            self.resize(w, h)
-        state = self.settings.window_state()
-        if state is not None:
-            self.restoreState(state, self.settings.config.layout_version)
+        if (layout is None or geometry is None or not self._size_fits(layout.get("size"))
+                or not self.restoreGeometry(geometry) or not self._fits_screen()):
+            self.default_layout()
+            return False
+        self.reset_layout()
+        side = layout.get("sidebar")
+        minimum = self.sidebar.minimumSizeHint().width()
+        if isinstance(side, int) and minimum <= side <= self.width() * SIDEBAR_MAX_SHARE:
+            self.body.setSizes([side, max(1, self.width() - side)])
+        if layout.get("sidebar_visible") is False:
+            self.set_sidebar_visible(False)
+        shares = layout.get("shares")
+        if isinstance(shares, dict):
+            self.area.set_shares(shares)
+            if "sidebar" in shares:
+                self.sidebar.split.set_shares(shares["sidebar"])
+        name = layout.get("workspace")
+        if isinstance(name, str) and name in self.area.pages:
+            self.show_workspace(name)
+        return True
+
+    def layout_state(self) -> dict:
+        """What :meth:`save_layout` keeps besides the geometry."""
+        shares = self.area.shares()
+        if self.sidebar.split.count() > 1:
+            shares["sidebar"] = self.sidebar.split.shares()
+        sizes = self.body.sizes()
+        return {"workspace": self.workspace, "size": [self.width(), self.height()],
+                "sidebar": int(sizes[0]) if sizes and sizes[0] > 0 else None,
+                "sidebar_visible": self.sidebar.isVisible(), "shares": shares}
 
     def save_layout(self) -> None:
-        self.settings.save_window(self.saveGeometry(), self.saveState(self.settings.config.layout_version))
+        self.settings.save_window(self.saveGeometry(), self.layout_state())
         self.settings.sync()
 
     # ------------------------------------------------------------------ menus
@@ -357,16 +496,23 @@ class MainWindow(QMainWindow):
         e.addAction(self.redo_action)
 
         v = bar.addMenu("&View")
-        for spec in self.specs:
-            dock = self.docks.get(spec.id)
-            if dock is None:
-                continue
-            act = dock.toggleViewAction()
-            act.setText(spec.title)
-            if spec.shortcut:
-                act.setShortcut(QKeySequence(spec.shortcut))
-            v.addAction(act)
+        spaces = QActionGroup(self)
+        self.workspace_actions: dict[str, QAction] = {}
+        for ws in self.area.workspaces:
+            key = self._workspace_key(ws.name)
+            act = self._action(v, f"{ws.title} workspace", lambda n=ws.name: self.show_workspace(n), key or None,
+                               ws.tip)
+            act.setCheckable(True)
+            spaces.addAction(act)
+            self.workspace_actions[ws.name] = act
+        if self.workspace in self.workspace_actions:
+            self.workspace_actions[self.workspace].setChecked(True)
         v.addSeparator()
+        self.sidebar_action = self._action(v, "&Sidebar", lambda: None, "Ctrl+B",
+                                           "show or hide the sources and model settings")
+        self.sidebar_action.setCheckable(True)
+        self.sidebar_action.setChecked(True)
+        self.sidebar_action.toggled.connect(self.set_sidebar_visible)
         self._action(v, "Reset &layout", self.reset_layout)
         v.addSeparator()
         group = QActionGroup(self)
@@ -472,9 +618,19 @@ class MainWindow(QMainWindow):
 
     def _on_sources_changed(self, sources) -> None:
         n = self._count_images(sources)
-        if n > self._n_images and "image" in self.docks:
-            self.docks["image"].raise_()  # a new image: show the attention over it
+        if n > self._n_images and self.workspace == "attention" and "image" in self.area.pages:
+            self._image_added = True  # an added image (not a session opened): show the attention over it
+            QTimer.singleShot(0, self, self._show_added_image)
         self._n_images = n
+
+    def _show_added_image(self) -> None:
+        if self._image_added and self.workspace == "attention":
+            self.show_workspace("image")
+        self._image_added = False
+
+    def _on_session_replaced(self) -> None:
+        self._image_added = False  # a whole session opened: stay on the workspace shown
+        self.notice.dismiss()
 
     def _update_title(self) -> None:
         import os

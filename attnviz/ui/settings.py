@@ -1,5 +1,6 @@
-"""Window settings that belong to the person, not to a session: geometry, dock layout, theme and the
-recent files list, kept with QSettings (an INI file under the user's config folder).
+"""Window settings that belong to the person, not to a session: geometry, the workspace layout, theme,
+the first-start hint and the recent files list, kept with QSettings (an INI file under the user's
+config folder).
 
 ``AppSettings()`` uses the platform location (``$XDG_CONFIG_HOME/attnviz/attnviz.ini`` on Linux);
 ``AppSettings(path)`` uses a given file (tests, a portable install). Values read back are checked:
@@ -8,6 +9,7 @@ a damaged or foreign settings file gives defaults, never an error.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -21,7 +23,7 @@ class SettingsConfig:
     """Limits of the stored values."""
 
     max_recent: int = 10  # entries in File > Open Recent: enough to find yesterday's files, short enough to scan
-    layout_version: int = 1  # bump when the default docks change so an old saved layout is not forced on new docks
+    layout_version: int = 2  # bump when the window's parts change: a layout saved by an older version is dropped
 
 
 class AppSettings:
@@ -59,22 +61,38 @@ class AppSettings:
     def geometry(self) -> QByteArray | None:
         return self._bytes("window/geometry")
 
-    def window_state(self) -> QByteArray | None:
-        """The saved dock layout, or None when there is none for the current layout version."""
+    def layout(self) -> dict | None:
+        """The saved workspace layout (a dict), or None when there is none for the current layout
+        version or it cannot be read."""
         try:
             version = int(self._qs.value("window/layout_version", -1))
         except (TypeError, ValueError):
             return None
-        return self._bytes("window/state") if version == self.config.layout_version else None
+        if version != self.config.layout_version:
+            return None
+        value = self._qs.value("window/layout", "")
+        try:
+            layout = json.loads(value) if isinstance(value, str) and value else None
+        except ValueError:
+            return None
+        return layout if isinstance(layout, dict) else None
 
-    def save_window(self, geometry: QByteArray, state: QByteArray) -> None:
+    def save_window(self, geometry: QByteArray, layout: dict) -> None:
         self._qs.setValue("window/geometry", geometry)
-        self._qs.setValue("window/state", state)
+        self._qs.setValue("window/layout", json.dumps(layout, sort_keys=True))
         self._qs.setValue("window/layout_version", self.config.layout_version)
 
     def clear_window(self) -> None:
-        for key in ("window/geometry", "window/state", "window/layout_version"):
+        for key in ("window/geometry", "window/layout", "window/state", "window/layout_version"):
             self._qs.remove(key)
+
+    # ------------------------------------------------------------------ first start
+    def hint_dismissed(self) -> bool:
+        value = self._qs.value("ui/hint_dismissed", False)
+        return value is True or (isinstance(value, str) and value.lower() == "true")
+
+    def set_hint_dismissed(self, dismissed: bool = True) -> None:
+        self._qs.setValue("ui/hint_dismissed", bool(dismissed))
 
     # ------------------------------------------------------------------ recent files
     def recent_files(self) -> list[str]:

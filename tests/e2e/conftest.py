@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
+DRIVER = ROOT / "tests" / "app_driver.py"  # the application with a test script
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +56,7 @@ def xvfb_display():
 @pytest.fixture
 def run_app(xvfb_display, tmp_path):
     """run_app(args, script) -> (CompletedProcess, report dict or None): the real application in the
-    X window, driven by ``script`` through the ATTNVIZ_TEST_SCRIPT hook; the script may write a JSON
+    X window, driven by ``script`` through tests/app_driver.py; the script may write a JSON
     report with ``report(dict)``."""
     ARTIFACTS.mkdir(exist_ok=True)
 
@@ -71,10 +72,10 @@ def run_app(xvfb_display, tmp_path):
         path.write_text(prelude + textwrap.dedent(script), encoding="utf-8")
         env = dict(os.environ)
         env.pop("QT_QPA_PLATFORM", None)
-        env.update(DISPLAY=xvfb_display, ATTNVIZ_TEST_SCRIPT=str(path), ARTIFACTS=str(ARTIFACTS),
+        env.update(DISPLAY=xvfb_display, ARTIFACTS=str(ARTIFACTS),
                    XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))
-        proc = subprocess.run([sys.executable, "-m", "attnviz", *map(str, args)], env=env, capture_output=True,
-                              text=True, timeout=timeout, cwd=str(ROOT))
+        proc = subprocess.run([sys.executable, str(DRIVER), str(path), *map(str, args)], env=env,
+                              capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
         rep = json.loads(report_path.read_text()) if report_path.exists() else None
         return proc, rep
 
@@ -113,13 +114,13 @@ class AppRuns:
                         ARTIFACTS=str(ARTIFACTS))
         self.data_dir = home / ".local" / "share" / "attnviz"  # platformdirs.user_data_dir("attnviz")
 
-    def _prepare(self, name: str, script: str) -> tuple[Path, dict]:
+    def _prepare(self, name: str, script: str) -> tuple[Path, Path]:
         report = self.root / f"{name}.report.json"
         if report.exists():
             report.unlink()
         path = self.root / f"{name}.script.py"
         path.write_text(f"REPORT = {str(report)!r}\n" + self.PRELUDE + textwrap.dedent(script), encoding="utf-8")
-        return report, dict(self.env, ATTNVIZ_TEST_SCRIPT=str(path))
+        return report, path
 
     @staticmethod
     def _read(report: Path):
@@ -127,15 +128,15 @@ class AppRuns:
 
     def run(self, name: str, script: str, args=(), timeout: int = 120):
         """Run the application until it exits: (CompletedProcess, report dict or None)."""
-        report, env = self._prepare(name, script)
-        proc = subprocess.run([sys.executable, "-m", "attnviz", *map(str, args)], env=env, capture_output=True,
-                              text=True, timeout=timeout, cwd=str(ROOT))
+        report, path = self._prepare(name, script)
+        proc = subprocess.run([sys.executable, str(DRIVER), str(path), *map(str, args)], env=self.env,
+                              capture_output=True, text=True, timeout=timeout, cwd=str(ROOT))
         return proc, self._read(report)
 
     def start(self, name: str, script: str, args=()):
         """Start the application and return (Popen, path of its report); the caller ends it."""
-        report, env = self._prepare(name, script)
-        proc = subprocess.Popen([sys.executable, "-m", "attnviz", *map(str, args)], env=env, cwd=str(ROOT),
+        report, path = self._prepare(name, script)
+        proc = subprocess.Popen([sys.executable, str(DRIVER), str(path), *map(str, args)], env=self.env, cwd=str(ROOT),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(proc)
         return proc, report

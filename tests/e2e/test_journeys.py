@@ -1,7 +1,7 @@
 """Journeys through the real application in a real X window (Xvfb), as a person makes them.
 
 1. Build a session and get it back: File > New, type a prompt into the inputs panel, add a camera image
-   and a block of FAST action tokens from files, click the VLA preset in the mask designer, paint cells
+   and a block of FAST action tokens from files, open the mask workspace, click the VLA preset, paint cells
    with a mouse drag on the mask canvas and watch the heatmap change, click a head in the all-heads grid
    and a query row in the heatmap, File > Save As, File > Quit; start the application again on the file
    and find the same mask, head, query token and heatmap pixels.
@@ -100,12 +100,7 @@ ok_image = window.files.add_file(CAMERA)
 ok_block = window.files.add_file(ACTIONS)
 built = settle()
 
-dock = window.docks["mask_designer"]
-dock.setFloating(True)  # undocked, as large as the canvas needs
-dock.resize(1250, 760)
-dock.move(window.geometry().x() + 200, window.geometry().y() + 80)
-dock.show()
-dock.raise_()
+window.workspace_actions["mask"].trigger()  # View > Mask workspace: the cells large, the heatmap beside
 designer = window.panel("mask_designer")
 heat = window.panel("heatmap")
 settle()
@@ -126,6 +121,8 @@ after = pixels(heat.heatmap.frame)
 shoot("e2e_journey_2_painted.png")
 
 # select head 2 in the all-heads grid (2 columns: row 1, column 0) and query "red" in the heatmap
+window.workspace_actions["attention"].trigger()
+settle(30, 300)
 grid = heat.grid
 click(grid.plot.viewport(), grid.tile_center(1, 0).toPoint())
 settle(30, 300)
@@ -222,8 +219,8 @@ def test_build_a_vla_session_save_it_and_find_it_again(app_runs, tmp_path):
 
 EDIT_AND_WAIT = HELPERS + """
 settle(120)
+window.show_workspace("mask")
 designer = window.panel("mask_designer")
-window.docks["mask_designer"].raise_()
 settle()
 click(designer.preset_bar.buttons["causal"])
 edited = settle()
@@ -302,9 +299,7 @@ mode = heat.mode
 shoot("e2e_journey_long_sequence.png")
 row, col = 8500, 8400
 readout = heat.heatmap.readout_text(row, col)
-dock = window.docks["mask_designer"]
-dock.show()
-dock.raise_()
+window.show_workspace("mask")
 designer = window.panel("mask_designer")
 settle(30, 300)
 designer.flush()

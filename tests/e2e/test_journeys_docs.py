@@ -84,8 +84,19 @@ def _screenshot_list():
 
     spec = importlib.util.spec_from_file_location("make_screenshots", ROOT / "tools" / "make_screenshots.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # definitions only: the script acts under its __main__ guards
-    return module.SHOTS
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)  # definitions only: the script acts under its __main__ guard
+    finally:
+        sys.modules.pop(spec.name, None)
+    return [(shot.name, shot.what) for shot in module.SHOTS]
+
+
+def test_every_picture_is_made_through_the_screenshot_option():
+    shots = _screenshot_list()
+    assert len(shots) == len({name for name, _ in shots}) >= 15
+    source = (ROOT / "tools" / "make_screenshots.py").read_text(encoding="utf-8")
+    assert '"--screenshot"' in source and "ATTNVIZ_TEST_SCRIPT" not in source
 
 
 SHORTCUTS_AND_NUMBERS = """

@@ -78,9 +78,9 @@ class AlignmentTab(DiagnosticTab):
                           bold=j == row.best, align=Qt.AlignmentFlag.AlignCenter)
                 shade(it, w)
                 self.table.setItem(i, j, it)
-        fit_height(self.table, MAX_CELLS)
-        self.table.setFixedWidth(min(1200, self.table.verticalHeader().width()
-                                     + nk * self.table.horizontalHeader().defaultSectionSize() + 4))
+        fit_height(self.table, 12)  # longer sequences scroll: the tab never forces the window larger
+        self.table.setMaximumWidth(min(1200, self.table.verticalHeader().width()
+                                       + nk * self.table.horizontalHeader().defaultSectionSize() + 4))
         self.lines.setText("\n".join(
             f"{r.label} → {r.best_label} ({fmt(100 * r.best_weight, 0)}% of its attention)" if r.best >= 0
             else f"{r.label} → nothing (fully masked)" for r in t.rows[:12]))

@@ -136,6 +136,7 @@ class PositionalTab(DiagnosticTab):
         self.from_session = QPushButton("Session settings", self)
         self.from_session.setToolTip("Set d_model, head size and base back to the session's")
         self.busy = QLabel(" ", self)
+        self.busy.setWordWrap(True)  # a long result line wraps instead of widening the window
         bar = QHBoxLayout()
         for text, w in (("positions", self.positions), ("d_model", self.d_model), ("RoPE head size", self.hs),
                         ("base", self.base), ("shift k", self.k)):

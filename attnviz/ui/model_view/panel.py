@@ -37,6 +37,7 @@ from attnviz.ui.model_view.vit_view import VitAttentionView
 from attnviz.ui.model_view.worker import ModelJobs
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
+from attnviz.ui.workspaces.area import ShareSplitter
 
 OPEN_FOLDER = "\x00open-folder"  # combo data of the "Open folder…" entry
 OPEN_IMAGE = "\x00open-image"  # combo data of the "Open image…" entry
@@ -153,12 +154,10 @@ class ModelViewPanel(QWidget):
         right.setStretchFactor(0, 3)
         right.setStretchFactor(1, 1)
         right.setSizes([500, 320])
-        self.body = QSplitter(Qt.Orientation.Horizontal, self)
+        self.body = ShareSplitter(Qt.Orientation.Horizontal, self)  # the pretrained workspace remembers it
         self.body.addWidget(self.tabs)
         self.body.addWidget(right)
-        self.body.setStretchFactor(0, 1)
-        self.body.setStretchFactor(1, 1)
-        self.body.setSizes([680, 620])
+        self.body.set_shares(self.default_shares("panel_body"))  # the layers x heads grid the larger share
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -185,6 +184,11 @@ class ModelViewPanel(QWidget):
         ctx.session.events.view.connect(self._on_view_changed)
         self._sync_input_page()
         self.corpus = install_corpus_view(self)  # "Corpus" tab: a STATS.parquet beside this input
+
+    @staticmethod
+    def default_shares(key: str) -> list[float] | None:
+        """Default shares of the panel's body: the grid 60 %, the selected map and summaries 40 %."""
+        return [0.6, 0.4] if key == "panel_body" else None
 
     def _row(self, *widgets) -> QWidget:
         w = QWidget(self)

@@ -22,6 +22,7 @@ from attnviz.ui.panels import PanelSpec, run_panel_alone
 from attnviz.ui.response_views import (MATRICES, check_head, cell_values, compact_labels, engine_scale,
                                        fully_masked_rows, matrix_view, n_heads)
 from attnviz.ui.widgets.busy_overlay import LIVE_DELAY_MS, BusyOverlay
+from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.pooling import pool_max
 from attnviz.ui.widgets.small_multiples import HeadGrid
@@ -167,17 +168,17 @@ class HeatmapPanel(QWidget):
         self.grid_check.setChecked(True)
         self.grid_check.setToolTip("show every head as a small map; click one to select it")
 
-        bar = QHBoxLayout()
+        bar = FlowLayout(spacing=6)  # wraps when the panel is narrow (the mask workspace's column)
         bar.setContentsMargins(6, 4, 6, 0)
-        for label, w in (("head", self.head_combo), ("show", self.matrix_combo), ("colours", self.cmap_combo)):
-            bar.addWidget(QLabel(label, self))
-            bar.addWidget(w)
-            bar.addSpacing(6)
+        for label, w in (("head", self.head_combo), ("show", self.matrix_combo), ("colours", self.cmap_combo),
+                         (self.pool_label, self.pool_combo)):
+            pair = QWidget(self)
+            pl = QHBoxLayout(pair)
+            pl.setContentsMargins(0, 0, 0, 0)
+            pl.addWidget(label if isinstance(label, QLabel) else QLabel(label, self))
+            pl.addWidget(w)
+            bar.addWidget(pair)
         bar.addWidget(self.log_check)
-        bar.addSpacing(6)
-        bar.addWidget(self.pool_label)
-        bar.addWidget(self.pool_combo)
-        bar.addStretch(1)
         bar.addWidget(self.grid_check)
 
         self.heatmap = AttentionHeatmap(self)
@@ -236,6 +237,20 @@ class HeatmapPanel(QWidget):
         self._sync_controls(ctx.session.state.view)
         if ctx.response is not None:
             self._on_response(ctx.response)
+
+    def resizeEvent(self, ev):  # noqa: N802 - Qt's name
+        super().resizeEvent(ev)
+        # narrow (the mask workspace's column): the small maps go under the heatmap, not beside it
+        want = Qt.Orientation.Horizontal if self.width() >= 520 else Qt.Orientation.Vertical
+        if self.splitter.orientation() != want:
+            if want == Qt.Orientation.Vertical:
+                self._wide_sizes = self.splitter.sizes()  # back to these when the panel is wide again
+            self.splitter.setOrientation(want)
+            total = sum(self.splitter.sizes())
+            if want == Qt.Orientation.Vertical:
+                self.splitter.setSizes([total * 4 // 5, total - total * 4 // 5])  # the heatmap first
+            elif getattr(self, "_wide_sizes", None):
+                self.splitter.setSizes(self._wide_sizes)
 
     # ------------------------------------------------------------------ public
     def shutdown(self) -> None:

@@ -374,7 +374,7 @@ class ImageEditor(QWidget):
         size.addWidget(QLabel("×", self))
         size.addWidget(self.width_spin)
         size.addWidget(self.auto_size)
-        form.addRow("size (H × W)", size)
+        form.addRow("H × W", size)  # short: the sidebar stays narrow
         top = QHBoxLayout()
         top.addWidget(self.load_button)
         top.addWidget(self.class_token)

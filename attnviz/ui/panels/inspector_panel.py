@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QSpinBox, QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
-from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QSpinBox, QTabWidget, QVBoxLayout,
+                               QWidget)
+from PySide6.QtCore import Qt, QTimer
 
 from attnviz.model.commands import SetQKComponent
 from attnviz.model.diagnostics.breakdown import pair_breakdown
@@ -32,6 +32,7 @@ from attnviz.ui.diagnostics.common import connect_event, head_mask, selected_hea
 from attnviz.ui.diagnostics.qk_scatter import QKScatter
 from attnviz.ui.panels import PanelSpec, run_panel_alone
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.workspaces.area import ShareSplitter
 
 #: above this many labels an axis shows indices instead of names (the token axis thins them anyway)
 LABEL_LIMIT = 4096
@@ -96,8 +97,13 @@ class InspectorPanel(QWidget):
         qkv = QWidget(self)
         ql = QHBoxLayout(qkv)
         ql.setContentsMargins(0, 0, 0, 0)
-        for m in (self.q_map, self.k_map, self.v_map):
-            ql.addWidget(m)
+        for m, stretch in ((self.q_map, 6), (self.k_map, 5), (self.v_map, 5)):  # Q also holds the token labels
+            ql.addWidget(m, stretch)
+        for m in (self.k_map, self.v_map):  # rows line up with Q's: its token labels serve all three
+            axis = m.frame.left_axis
+            axis.setStyle(showValues=False)
+            axis.setWidth(0)
+            axis.hide()
         ws = QWidget(self)
         wl = QGridLayout(ws)
         wl.setContentsMargins(0, 0, 0, 0)
@@ -110,11 +116,16 @@ class InspectorPanel(QWidget):
         self.matrices.addTab(self.scatter, "Q-K embedding (PCA)")
 
         self.breakdown = BreakdownView(self)
-        split = QSplitter(Qt.Orientation.Horizontal, self)
+        self.breakdown.edit_hint.setWordWrap(True)  # a long hint must not widen the panel
+        self.breakdown.edit_hint.setMinimumWidth(80)  # wraps between words, never inside one
+        self.breakdown.value.setMaximumWidth(100)
+        split = ShareSplitter(Qt.Orientation.Horizontal, self)  # the qkv workspace remembers its shares
         split.addWidget(self.matrices)
         split.addWidget(self.breakdown)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 1)
+        split.set_shares(self.default_shares("panel"))
+        self.splitter = split
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(bar)
@@ -134,6 +145,16 @@ class InspectorPanel(QWidget):
         connect_event(self, ctx.session.events.view, self._on_view_changed)
         if ctx.response is not None:
             self._on_response_changed(ctx.response)
+
+    @staticmethod
+    def default_shares(key: str) -> list[float] | None:
+        """Default shares of the panel's splitter: the maps a little more than the breakdown, whose
+        tables scroll sideways."""
+        return [0.56, 0.44] if key == "panel" else None
+
+    def showEvent(self, ev):  # noqa: N802 - Qt's name
+        super().showEvent(ev)
+        QTimer.singleShot(0, self, self._redraw_breakdown)  # tables fit their rows once they have a real size
 
     # -- selection -----------------------------------------------------------------------------
     def selection(self) -> tuple[int, int, int] | None:
@@ -240,18 +261,18 @@ class InspectorPanel(QWidget):
         hs, hv = resp.q.shape[2], resp.v.shape[2]
         cmap = state.view.colormap
         for m, data, rows, segs, cols, title in (
-                (self.q_map, resp.q[h], ql, resp.query_segments, _dims("d", hs), f"Q (head {h}): queries x dims"),
-                (self.k_map, resp.k[h], kl, resp.key_segments, _dims("d", hs), f"K (head {h}): keys x dims"),
-                (self.v_map, resp.v[h], kl, resp.key_segments, _dims("v", hv), f"V (head {h}): keys x dims")):
-            m.set_matrix(data, row_labels=rows, col_labels=cols, row_segments=segs, title=title, value_label="value")
+                (self.q_map, resp.q[h], ql, resp.query_segments, _dims("d", hs), f"Q, head {h}"),
+                (self.k_map, resp.k[h], kl, resp.key_segments, _dims("d", hs), f"K, head {h}"),
+                (self.v_map, resp.v[h], kl, resp.key_segments, _dims("v", hv), f"V, head {h}")):  # short: three maps share the width
+            m.set_matrix(data, row_labels=rows, col_labels=cols, row_segments=segs, title=title, value_label="")
         W = resp.projections
         d_model = W.W_q.shape[1]
         xs = _dims("x", d_model)
         for m, data, rows, cols, title in (
-                (self.wq_map, W.W_q[h], xs, _dims("d", hs), f"W^Q (head {h}): d_model x hs"),
-                (self.wk_map, W.W_k[h], xs, _dims("d", hs), f"W^K (head {h}): d_model x hs"),
-                (self.wv_map, W.W_v[h], xs, _dims("v", hv), f"W^V (head {h}): d_model x hv"),
-                (self.wo_map, W.W_o[h * hv:(h + 1) * hv], _dims("v", hv), xs, f"W^O rows of head {h}: hv x d_model")):
+                (self.wq_map, W.W_q[h], xs, _dims("d", hs), f"W^Q, head {h}"),
+                (self.wk_map, W.W_k[h], xs, _dims("d", hs), f"W^K, head {h}"),
+                (self.wv_map, W.W_v[h], xs, _dims("v", hv), f"W^V, head {h}"),
+                (self.wo_map, W.W_o[h * hv:(h + 1) * hv], _dims("v", hv), xs, f"W^O rows, head {h}")):
             m.set_matrix(data, row_labels=rows, col_labels=cols, title=title, value_label="weight")
         for m in (self.q_map, self.k_map, self.v_map, self.wq_map, self.wk_map, self.wv_map, self.wo_map):
             if m.colormap_name() != cmap:

@@ -1,17 +1,22 @@
 """The block-mask designer panel: edit which query may attend to which key, at two levels, and see what
 the mask does to flash tiles while editing.
 
-* Blocks (left): the (query block x key block) grid of the sequence's segments and sub-blocks; a
+Layout: the cells large on the left, a column on the right with the presets, the blocks, the tiles
+and "Mask as code…" (scrolling up and down when the window is short); the mask workspace puts the
+resulting heatmap under that column (:meth:`MaskDesignerPanel.add_side_view`).
+
+* Blocks (right column): the (query block x key block) grid of the sequence's segments and sub-blocks; a
   click opens the rule chooser (allow, deny, causal, anti-causal, sliding window, ar_mask, inherit);
   segments are split into sub-blocks and merged back under the grid or from a block name's menu.
-* Cells (right): the full Tq x Tk mask on a zoomable canvas; brush, rectangle, row, column and eraser
+* Cells (left): the full Tq x Tk mask on a zoomable canvas; brush, rectangle, row, column and eraser
   tools, left = allow, right = deny; painted cells are drawn apart from rule cells. One drag stroke
   is one undo step: its commands share a merge key.
-* Presets (top): none, causal, prefix-LM, block-diagonal documents, sliding window, the seed-000 VLA
-  mask; replacing the rules or AND / OR-ed onto them; the shared mask or one head's own.
-* Consequences (bottom): the session's BLOCK_M x BLOCK_N tiles drawn over the mask as empty / partial /
-  full with the share skipped, fully masked query rows flagged and counted (and reported once per
-  change), and "Time flash" measuring the flash kernel on this mask against the dense one.
+* Presets (right column, top): none, causal, prefix-LM, block-diagonal documents, sliding window, the
+  seed-000 VLA mask; replacing the rules or AND / OR-ed onto them; the shared mask or one head's own.
+* Consequences (right column, under the blocks): the session's BLOCK_M x BLOCK_N tiles drawn over the
+  mask as empty / partial / full with the share skipped, fully masked query rows flagged and counted
+  (and reported once per change), and "Time flash" measuring the flash kernel on this mask against
+  the dense one.
 * "Mask as code…" opens export / import (FlexAttention mask_mod, JSON, ar_mask, seqlens, .npy).
 
 The axes (segments, labels, Tq, Tk) come from the newest compute response. When the sequence itself
@@ -31,8 +36,8 @@ import time
 
 import numpy as np
 from PySide6.QtCore import QPoint, Qt, QTimer
-from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy,
-                               QSplitter, QToolButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton,
+                               QVBoxLayout, QWidget)
 
 from attnviz.model.commands import EditMask, SetKernel
 from attnviz.model.mask_commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, PaintCells,
@@ -55,6 +60,8 @@ from attnviz.ui.mask_designer.tile_controls import TileControls
 from attnviz.ui.panels import PanelSpec, run_panel_alone
 from attnviz.ui.response_views import compact_labels
 from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
+from attnviz.ui.workspaces.area import ShareSplitter
+from attnviz.ui.workspaces.sidebar import VerticalScroll
 
 TOOL_TEXT = {"brush": "Brush", "rect": "Rectangle", "row": "Row", "column": "Column", "eraser": "Eraser"}
 TOOL_TIPS = {
@@ -67,7 +74,7 @@ TOOL_TIPS = {
 TIMING_REPEATS = 5  # timed flash calls per method for "Time flash"
 REDRAW_FAST_MS = 30  # a redraw faster than this follows the next edit at once
 REDRAW_MAX_GAP_MS = 300  # slower redraws wait as long as they took, at most this long
-STACK_RATIO = 1.25  # narrower than this times the height: blocks above cells instead of side by side
+CELLS_SHARE = 0.64  # default share of the panel's width the cell painter gets (its cells are square: height limits them first)
 SEQUENCE_FIELDS = ("sources", "tokenizer", "cross")  # session fields that change the mask's axes
 
 
@@ -107,6 +114,10 @@ class MaskDesignerPanel(QWidget):
         self.chooser = RuleChooser(self)
         self.canvas = MaskCanvas(self)
         self.canvas.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # may be cut
+        self.canvas.frame.view.setAspectLocked(True, ratio=1.0)  # square cells at every zoom
+        self._fitted = True  # the view shows the whole mask (not zoomed or panned by the person)
+        self.canvas.frame.view.sigResized.connect(self._on_view_resized)
+        self.canvas.frame.view.sigRangeChangedManually.connect(self._unfit)
         self.tiles = TileControls(self)
         self.code_button = QPushButton("Mask as code…", self)
         self.code_button.setToolTip("export the mask as FlexAttention mask_mod, JSON, ar_mask, seqlens or .npy; "
@@ -161,25 +172,40 @@ class MaskDesignerPanel(QWidget):
         cl.addLayout(tools)
         cl.addWidget(self.canvas, 1)
 
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(blocks)
-        split.addWidget(cells)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 3)
-        split.setChildrenCollapsible(False)
+        # the cells large on the left; presets, blocks, tiles and "Mask as code" in a column on the
+        # right that scrolls up and down when short; ``side_splitter`` takes more views under it
+        controls = QWidget(self)
+        ctl = QVBoxLayout(controls)
+        ctl.setContentsMargins(0, 0, 0, 0)
+        ctl.setSpacing(4)
+        ctl.addWidget(self.preset_bar)
+        ctl.addWidget(blocks, 1)
+        ctl.addWidget(self.tiles)
+        ctl.addWidget(self.code_button, 0, Qt.AlignmentFlag.AlignRight)
+        self.controls = VerticalScroll(self)
+        self.controls.setWidget(controls)
+        self.side_splitter = ShareSplitter(Qt.Orientation.Vertical, self)
+        self.side_splitter.setObjectName("mask_side")
+        self.side_splitter.addWidget(self.controls)
+        left = QWidget(self)
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.setSpacing(4)
+        ll.addWidget(cells, 1)
+        ll.addWidget(self.message)
+        split = ShareSplitter(Qt.Orientation.Horizontal, self)
+        split.addWidget(left)
+        split.addWidget(self.side_splitter)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 0)
+        split.set_shares([CELLS_SHARE, 1 - CELLS_SHARE])
         self.splitter = split
         self._blocks_box, self._cells_box = blocks, cells
 
-        bottom = QHBoxLayout()
-        bottom.addWidget(self.tiles, 1)
-        bottom.addWidget(self.code_button, 0, Qt.AlignmentFlag.AlignBottom)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(4)
-        layout.addWidget(self.preset_bar)
         layout.addWidget(split, 1)
-        layout.addLayout(bottom)
-        layout.addWidget(self.message)
 
         # -- wiring ----------------------------------------------------------------------------
         self.grid.cell_clicked.connect(self._on_cell_clicked)
@@ -199,9 +225,9 @@ class MaskDesignerPanel(QWidget):
         self.canvas.stroke_cells.connect(self._on_stroke_cells)
         self.canvas.stroke_rect.connect(self._on_stroke_rect)
         self.canvas.stroke_finished.connect(self._on_stroke_finished)
-        self.zoom_in.clicked.connect(lambda: self.canvas.frame.view.scaleBy((0.7, 0.7)))
-        self.zoom_out.clicked.connect(lambda: self.canvas.frame.view.scaleBy((1 / 0.7, 1 / 0.7)))
-        self.fit.clicked.connect(lambda: self.canvas.frame.reset_view())
+        self.zoom_in.clicked.connect(lambda: (self._unfit(), self.canvas.frame.view.scaleBy((0.7, 0.7))))
+        self.zoom_out.clicked.connect(lambda: (self._unfit(), self.canvas.frame.view.scaleBy((1 / 0.7, 1 / 0.7))))
+        self.fit.clicked.connect(self.fit_square)
         self.clear_paint.clicked.connect(lambda: self.execute(self.target.lift(ClearPaint())))
         self.tiles.tile_size_changed.connect(self._on_tile_size)
         self.tiles.overlay_toggled.connect(lambda *_: self.schedule())
@@ -237,18 +263,44 @@ class MaskDesignerPanel(QWidget):
         """Stop the flash-timing thread (the window calls this when it closes)."""
         self.timing_job.shutdown()
 
-    def resizeEvent(self, ev):  # noqa: N802 - Qt's name
-        super().resizeEvent(ev)
-        self._fit_orientation()
+    def fit_square(self) -> None:
+        """Show the whole mask with square cells from its top-left corner: the view may reach past
+        the mask on one axis (the frame's limits would otherwise stretch the cells to fill it)."""
+        frame = self.canvas.frame
+        rows, cols = frame.n_rows, frame.n_cols
+        if rows <= 0 or cols <= 0:  # no mask drawn (a sequence kept per flash tile)
+            return
+        frame.view.setLimits(xMin=-cols, xMax=2 * cols, yMin=-rows, yMax=2 * rows,
+                             minXRange=min(2, cols), minYRange=min(2, rows))
+        size = frame.view.boundingRect()
+        w, h = size.width(), size.height()
+        if w <= 1 or h <= 1:
+            frame.reset_view()
+        else:
+            cell = min(w / cols, h / rows)  # pixels per cell
+            frame.view.setRange(xRange=(0, w / cell), yRange=(0, h / cell), padding=0)
+        self._fitted = True
 
-    def _fit_orientation(self) -> None:
-        """Blocks beside cells in a wide panel, above them in a narrow dock (so neither is squeezed
-        to a sliver)."""
-        want = splitter_orientation(self.width(), self.height())
-        if self.splitter.orientation() != want:
-            self.splitter.setOrientation(want)
-            total = self.splitter.height() if want == Qt.Orientation.Vertical else self.splitter.width()
-            self.splitter.setSizes([total * 2 // 5, total * 3 // 5])
+    def _on_view_resized(self, *_args) -> None:
+        if self._fitted:  # not zoomed or panned since: keep the whole mask in view at the new size
+            QTimer.singleShot(0, self, self.fit_square)
+
+    def _unfit(self, *_args) -> None:
+        self._fitted = False
+
+    def default_shares(self, key: str) -> list[float] | None:
+        """Default shares of the panel's splitters (the workspace's View ▸ Reset layout)."""
+        if key == "panel":
+            return [CELLS_SHARE, 1 - CELLS_SHARE]
+        if key == "panel_side" and self.side_splitter.count() == 2:
+            return [0.58, 0.42]
+        return None
+
+    def add_side_view(self, widget: QWidget) -> None:
+        """Put another view (the workspace's heatmap) in the right column, under the controls."""
+        self.side_splitter.addWidget(widget)
+        n = self.side_splitter.count()
+        self.side_splitter.set_shares(self.default_shares("panel_side") or [1 / n] * n)
 
     # -- session and response ----------------------------------------------------------------
     def _disconnect(self, ev) -> None:
@@ -351,10 +403,14 @@ class MaskDesignerPanel(QWidget):
             f"head {self.target.head}" + (" (own mask)" if self.target.owns(state.mask) else " (shared mask)"))
         if self._labels_for is not ax:  # axis labels cut in the middle: "fast actions3" keeps its index
             self._labels_for, self._labels = ax, (compact_labels(ax.q_labels), compact_labels(ax.k_labels))
+        frame = self.canvas.frame
+        shape = (frame.n_rows, frame.n_cols)
         self.canvas.set_mask(snap.layers.rules, snap.layers.overrides, row_labels=self._labels[0],
                              col_labels=self._labels[1], row_segments=_segments(snap.q_blocks),
                              col_segments=_segments(snap.k_blocks),
                              title=f"mask of {who} · painted cells bright and outlined")
+        if (frame.n_rows, frame.n_cols) != shape:
+            self.fit_square()
         self.canvas.set_tiles(snap.tiles.tile_state[0] if self.tiles.overlay.isChecked() else None,
                               snap.tiles.block_m, snap.tiles.block_n)
         self.tiles.set_summary(snap.tiles, int(snap.fully_masked.sum()),
@@ -541,11 +597,6 @@ class MaskDesignerPanel(QWidget):
     @property
     def message_text(self) -> str:
         return self.message.text()
-
-
-def splitter_orientation(width: int, height: int) -> Qt.Orientation:
-    """Horizontal (blocks | cells) when the panel is wide enough, else vertical."""
-    return Qt.Orientation.Horizontal if width >= STACK_RATIO * height else Qt.Orientation.Vertical
 
 
 def redraw_gap_ms(spent_ms: float) -> int:

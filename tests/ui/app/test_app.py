@@ -1,5 +1,5 @@
 """The application entry point as a person starts it: ``python -m attnviz [FILE]`` in a fresh
-process (offscreen), driven through the ``ATTNVIZ_TEST_SCRIPT`` hook; the ``--smoke-test`` exit
+process (offscreen), driven by a script through ``tests/app_driver.py``; the ``--smoke-test`` exit
 code; a bad file argument that leaves the demo open with a message; crash and recovery."""
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import pytest
 from attnviz.model.demos import build_demo
 from attnviz.persist import save_session
 from attnviz.sources.image import bundled_image
+
+DRIVER = Path(__file__).resolve().parents[2] / "app_driver.py"
 
 REPORT = """
 import json, os
@@ -34,18 +36,18 @@ def _env(tmp_path: Path, **extra) -> dict:
     env = dict(os.environ)
     env.update(QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"),
                XDG_DATA_HOME=str(tmp_path / "data"), REPORT_PATH=str(tmp_path / "report.json"))
-    env.pop("ATTNVIZ_TEST_SCRIPT", None)
     env.update(extra)
     return env
 
 
 def _run(tmp_path: Path, args, script: str | None = None, timeout: int = 180, **env):
+    command = [sys.executable, "-m", "attnviz"]
     if script is not None:
         path = tmp_path / "script.py"
         path.write_text(textwrap.dedent(script), encoding="utf-8")
-        env["ATTNVIZ_TEST_SCRIPT"] = str(path)
-    proc = subprocess.run([sys.executable, "-m", "attnviz", *map(str, args)], env=_env(tmp_path, **env),
-                          capture_output=True, text=True, timeout=timeout)
+        command = [sys.executable, str(DRIVER), str(path)]
+    proc = subprocess.run([*command, *map(str, args)], env=_env(tmp_path, **env), capture_output=True, text=True,
+                          timeout=timeout)
     report = None
     if (tmp_path / "report.json").exists():
         report = json.loads((tmp_path / "report.json").read_text())
@@ -128,3 +130,54 @@ quit(0)
 def test_a_failing_script_exits_3_with_its_traceback(tmp_path):
     proc, _ = _run(tmp_path, [], "raise RuntimeError('script failed on purpose')\n")
     assert proc.returncode == 3 and "script failed on purpose" in proc.stderr
+
+
+def test_screenshot_writes_the_workspace_at_exactly_the_size_given(tmp_path):
+    from PySide6.QtGui import QImage
+
+    out = tmp_path / "qkv.png"
+    proc, _ = _run(tmp_path, ["--demo", "river-bank", "--workspace", "qkv", "--size", "1280x800", "--screenshot", out])
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {out} (1280x800, workspace qkv)" in proc.stdout
+    img = QImage(str(out))
+    assert (img.width(), img.height()) == (1280, 800)
+    colours = {img.pixel(x, y) for x in range(400, 1280, 9) for y in range(100, 700, 9)}
+    assert len(colours) > 30  # the drawn maps and tables, not an empty window
+    assert not (tmp_path / "config" / "attnviz").exists()  # a rendering writes no settings
+    assert not (tmp_path / "data" / "attnviz" / "autosave.attnviz").exists()
+
+
+def test_screenshot_refuses_a_bad_workspace_size_or_path_with_one_line(tmp_path):
+    cases = [(["--workspace", "heatmap"], "--workspace 'heatmap': no such workspace"),
+             (["--size", "12x5"], "--size 12x5: the width must be 640 to 7680"),
+             (["--size", "wide"], "give the window size as WIDTHxHEIGHT"),
+             (["--screenshot", str(tmp_path / "nowhere" / "x.png")], "does not exist"),
+             (["--screenshot", str(tmp_path / "x.jpg")], "ending in .png")]
+    for args, message in cases:
+        if "--screenshot" not in args:
+            args = args + ["--screenshot", str(tmp_path / "x.png")]
+        proc, _ = _run(tmp_path, args)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_failing_preparation_of_a_screenshot_exits_1_without_a_picture(tmp_path):
+    out = tmp_path / "x.png"
+    code = (f"import sys\nfrom attnviz.ui.app import main\n"
+            f"def prepare(app, window):\n    raise RuntimeError('preparation failed on purpose')\n"
+            f"sys.exit(main(['--size', '1280x800', '--screenshot', {str(out)!r}], on_shown=prepare))\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 1 and "preparation failed on purpose" in proc.stderr
+    assert not out.exists()
+
+
+def test_the_application_runs_no_code_named_by_an_environment_variable(tmp_path):
+    marker = tmp_path / "ran"
+    script = tmp_path / "script.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    out = tmp_path / "shot.png"
+    proc, _ = _run(tmp_path, ["--size", "1280x800", "--screenshot", out], ATTNVIZ_TEST_SCRIPT=str(script))
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists() and not marker.exists()

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QTimer, QUrl
+from PySide6.QtCore import QMimeData, QPointF, QRect, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -28,20 +28,20 @@ from attnviz.ui.panels import discover_panels
 from attnviz.ui.theme import DARK, LIGHT, current_theme
 
 
-def test_every_discovered_panel_is_a_dock_or_the_centre(make_window, qtbot):
+def test_every_discovered_panel_is_in_the_sidebar_or_a_workspace(make_window, qtbot):
     w = make_window("vla-mask", all_panels=True)
     specs = discover_panels()
     assert {s.id for s in specs} >= {"inputs", "model", "heatmap", "image"}
-    for s in specs:
-        if s.area != "center":
-            assert w.docks[s.id].objectName() == s.id
-    # docks behind other tabs are built when first shown; window.panel() builds on demand
-    tabbed = [s.id for s in specs if s.area == "right"]
-    assert len(tabbed) >= 2 and tabbed[-1] not in w.panels
-    w.docks[tabbed[-1]].raise_()
-    qtbot.waitUntil(lambda: tabbed[-1] in w.panels, timeout=5000)
+    placed = {pid for page in w.area.pages.values() for pid in page.slots} | set(w.sidebar.scrolls)
+    assert placed == {s.id for s in specs}
+    assert set(w.sidebar.scrolls) == {s.id for s in specs if s.area == "left"}
+    # panels of workspaces not shown yet are built when their workspace is first shown
+    assert "inspector" not in w.panels
+    w.show_workspace("qkv")
+    qtbot.waitUntil(lambda: "inspector" in w.panels, timeout=5000)
     for s in specs:
         assert w.panel(s.id) is not None
+    w.show_workspace("attention")
     assert w.panel("heatmap").isVisible()
     titles = [a.text() for a in w.menuBar().actions()]
     assert titles == ["&File", "&Edit", "&View", "&Help"]
@@ -140,17 +140,22 @@ def _drop(widget, paths):
     return enter.isAccepted(), drop.isAccepted()
 
 
-def test_dropping_an_image_adds_a_source_and_raises_the_image_dock(make_window, respond):
+def test_dropping_an_image_adds_a_source_and_shows_the_image_workspace(make_window, respond, qtbot):
     w = make_window("river-bank")
     accepted = _drop(w, [bundled_image("river-scene.png")])
     assert accepted == (True, True)
     src = w.ctx.session.state.sources[-1]
     assert isinstance(src, ImageSource) and src.name == "river-scene"
-    assert not w.docks["image"].visibleRegion().isEmpty()
+    qtbot.waitUntil(lambda: w.workspace == "image", timeout=2000)
+    assert not w.panel("image").visibleRegion().isEmpty()
     resp = respond(w.ctx)
     assert resp.ok and resp.Tq == 4 + 1 + 14 * 14
     w.ctx.undo_stack.undo()
     assert len(w.ctx.session.state.sources) == 1
+    w.show_workspace("attention")
+    w.files.new_session("vla-mask")  # a whole session with an image opened: the workspace stays
+    qtbot.wait(50)
+    assert w.workspace == "attention"
 
 
 def test_dropping_a_session_file_opens_it(make_window, tmp_path):
@@ -294,18 +299,23 @@ def test_unexpected_errors_are_shown_in_a_dialog(make_window):
     assert reporter.count == 1 and w.isVisible()
 
 
-def test_layout_and_recent_files_persist(make_window, tmp_path):
+def test_layout_and_recent_files_persist(make_window, tmp_path, monkeypatch):
+    from attnviz.ui.main_window import MainWindow
+
+    monkeypatch.setattr(MainWindow, "_available", lambda self: QRect(0, 0, 1920, 1040))  # offscreen: 800 x 800
     w = make_window("river-bank")
     w.files.save_as(tmp_path / "a.attnviz")
-    w.docks["model"].setVisible(False)
+    w.show_workspace("image")
+    w.sidebar_action.trigger()  # View > Sidebar: hidden
+    assert not w.sidebar.isVisible()
     w.close()
-    assert w.settings.window_state() is not None and w.settings.geometry() is not None
+    assert w.settings.layout() is not None and w.settings.geometry() is not None
     w2 = make_window("river-bank")
-    assert not w2.docks["model"].isVisible()
+    assert not w2.sidebar.isVisible() and w2.workspace == "image"
     w2._fill_recent()
     assert str(tmp_path / "a.attnviz") in [a.text() for a in w2.recent_menu.actions()]
     w2.reset_layout()
-    assert w2.docks["model"].isVisible()
+    assert w2.sidebar.isVisible() and w2.sidebar_action.isChecked()
 
 
 def test_selection_shows_everywhere(make_window, qtbot):

@@ -26,7 +26,6 @@ HIDDEN_PANEL_MODULES = ("diagnostics_panel", "inspector_panel", "mask_designer_p
 def _env(tmp_path: Path, **extra) -> dict:
     env = dict(os.environ)
     env.pop("NUMBA_CACHE_DIR", None)
-    env.pop("ATTNVIZ_TEST_SCRIPT", None)
     env.update(QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"),
                XDG_DATA_HOME=str(tmp_path / "data"), XDG_CACHE_HOME=str(tmp_path / "cache"))
     env.update(extra)

@@ -1,6 +1,7 @@
-"""The main window's start-up order: it paints once before any hidden panel is built, docks shown at
-start get their panels after the first computed result (or after a fallback delay without one),
-docks behind tabs stay unbuilt, and ``window.panel(id)`` still builds any panel on demand."""
+"""The main window's start-up order: it paints once before any panel outside the sidebar and the
+attention workspace is built, a workspace shown before the first result gets its panels after that
+result (or after a fallback delay without one), workspaces never shown stay unbuilt, and
+``window.panel(id)`` still builds any panel on demand."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import pytest
 
 from attnviz.ui import main_window
 
-SHOWN_AT_START = ("pretrained", "diagnostics")  # raised first in their areas by the default layout
-BEHIND_TABS = ("inspector", "mask_designer", "image")
+LATER = ("inspector", "mask_designer", "image", "diagnostics", "pretrained")
 
 
 def _painted(qtbot, w) -> list:
@@ -19,34 +19,36 @@ def _painted(qtbot, w) -> list:
     return emitted
 
 
-def test_shown_docks_are_built_after_the_first_result(make_window, qtbot, monkeypatch, respond):
-    monkeypatch.setattr(main_window, "DOCKS_FALLBACK_MS", 600_000)
+def test_a_workspace_shown_before_the_first_result_is_built_after_it(make_window, qtbot, monkeypatch, respond):
+    monkeypatch.setattr(main_window, "PANELS_FALLBACK_MS", 600_000)
     w = make_window("vla-mask", compute=False, all_panels=True)
     _painted(qtbot, w)
-    assert sorted(w.panels) == ["heatmap", "inputs", "model"]
+    assert sorted(w.panels) == ["heatmap", "inputs", "model"] and w.workspace == "attention"
+    w.show_workspace("diagnostics")
     qtbot.wait(300)  # event-loop turns: still nothing computed, so still nothing built
     assert sorted(w.panels) == ["heatmap", "inputs", "model"]
     respond(w.ctx)
-    qtbot.waitUntil(lambda: all(i in w.panels for i in SHOWN_AT_START), timeout=30000)
-    assert not any(i in w.panels for i in BEHIND_TABS)
+    qtbot.waitUntil(lambda: "diagnostics" in w.panels, timeout=30000)
+    assert not any(i in w.panels for i in LATER if i != "diagnostics")
 
 
-def test_without_a_result_shown_docks_are_built_after_the_fallback_delay(make_window, qtbot, monkeypatch):
-    monkeypatch.setattr(main_window, "DOCKS_FALLBACK_MS", 0)
+def test_without_a_result_the_shown_workspace_is_built_after_the_fallback_delay(make_window, qtbot, monkeypatch):
+    monkeypatch.setattr(main_window, "PANELS_FALLBACK_MS", 0)
     w = make_window("vla-mask", compute=False, all_panels=True)
+    w.show_workspace("qkv")
     _painted(qtbot, w)
-    qtbot.waitUntil(lambda: all(i in w.panels for i in SHOWN_AT_START), timeout=30000)
+    qtbot.waitUntil(lambda: "inspector" in w.panels, timeout=30000)
     assert w.ctx.response is None
-    assert not any(i in w.panels for i in BEHIND_TABS)
+    assert not any(i in w.panels for i in LATER if i != "inspector")
 
 
-def test_a_panel_is_built_on_demand_before_the_docks_are_released(make_window, qtbot, monkeypatch):
-    monkeypatch.setattr(main_window, "DOCKS_FALLBACK_MS", 600_000)
+def test_a_panel_is_built_on_demand_before_the_panels_are_released(make_window, qtbot, monkeypatch):
+    monkeypatch.setattr(main_window, "PANELS_FALLBACK_MS", 600_000)
     w = make_window("vla-mask", compute=False, all_panels=True)
     _painted(qtbot, w)
     inspector = w.panel("inspector")
     assert inspector is not None and w.panels["inspector"] is inspector
-    assert w.docks["inspector"].widget().widget() is inspector  # placed in its dock's scroll area
+    assert w.area.page("qkv").slots["inspector"].widget() is inspector  # placed in its workspace
     assert "pretrained" not in w.panels
 
 
@@ -60,15 +62,17 @@ def test_first_painted_is_emitted_once(make_window, qtbot):
     assert emitted == [1]
 
 
-@pytest.mark.parametrize("panel_id", SHOWN_AT_START)
-def test_a_queued_dock_builds_once_when_raised_and_released(make_window, qtbot, monkeypatch, panel_id):
-    monkeypatch.setattr(main_window, "DOCKS_FALLBACK_MS", 600_000)
+@pytest.mark.parametrize("name, panel_id", [("diagnostics", "diagnostics"), ("pretrained", "pretrained")])
+def test_a_queued_panel_builds_once_when_shown_and_released(make_window, qtbot, monkeypatch, name, panel_id):
+    monkeypatch.setattr(main_window, "PANELS_FALLBACK_MS", 600_000)
     w = make_window("vla-mask", compute=False, all_panels=True)
     _painted(qtbot, w)
-    w.docks[panel_id].raise_()
-    w.release_docks()
+    w.show_workspace(name)
+    w.release_panels()
     qtbot.waitUntil(lambda: panel_id in w.panels, timeout=30000)
     first = w.panels[panel_id]
-    w.release_docks()
+    w.release_panels()
+    w.show_workspace("attention")
+    w.show_workspace(name)
     qtbot.wait(50)
     assert w.panels[panel_id] is first

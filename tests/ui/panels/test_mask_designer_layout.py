@@ -1,5 +1,6 @@
-"""The mask designer in a narrow dock: controls wrap instead of widening the panel, blocks stack above
-cells, rule labels shorten to fit their cells, the legend drops to one column."""
+"""The mask designer's layout: the cells large and square on the left, the controls in a column on
+the right whose buttons wrap instead of widening the panel, rule labels that shorten to fit their
+cells, a legend that drops to one column."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from PySide6.QtGui import QFontMetrics  # noqa: E402
 from attnviz.ui.mask_designer.block_grid import fit_rule_label, rule_label_variants  # noqa: E402
 from attnviz.ui.widgets.flow_layout import flow_lines  # noqa: E402
 from attnviz.ui.mask_designer.legend import legend_columns  # noqa: E402
-from attnviz.ui.panels.mask_designer_panel import splitter_orientation  # noqa: E402
 from test_mask_designer_support import make_panel  # noqa: E402
 
 
@@ -36,16 +36,21 @@ def test_rule_labels_shorten_to_fit_and_never_to_nothing():
     assert rule_label_variants("window 3")[0] == "window 3"
 
 
-def test_legend_columns_and_splitter_orientation():
+def test_legend_columns():
     assert legend_columns(400, 180) == 2 and legend_columns(300, 180) == 1
-    assert splitter_orientation(1200, 700) == Qt.Orientation.Horizontal
-    assert splitter_orientation(460, 600) == Qt.Orientation.Vertical
 
 
-def test_narrow_panel_wraps_its_controls_and_stacks_blocks_over_cells(qtbot):
-    ctx, panel = make_panel(qtbot, "vla-mask", size=(440, 900))
-    assert panel.minimumSizeHint().width() <= 360  # fits a dock of the window's right column
-    assert panel.splitter.orientation() == Qt.Orientation.Vertical
+def test_cells_left_and_large_controls_wrap_in_the_right_column(qtbot):
+    ctx, panel = make_panel(qtbot, "vla-mask", size=(900, 700))
+    assert panel.splitter.orientation() == Qt.Orientation.Horizontal
+    assert panel.splitter.widget(0).isAncestorOf(panel.canvas)
+    assert panel.side_splitter.isAncestorOf(panel.preset_bar) and panel.side_splitter.isAncestorOf(panel.grid)
+    cells, side = panel.splitter.sizes()
+    assert cells > 1.4 * side
+    assert not panel.controls.horizontalScrollBar().isVisible()
+    # square cells: one key column is as wide as one query row is tall
+    a, b = panel.canvas.frame.cell_to_widget(0, 0), panel.canvas.frame.cell_to_widget(10, 10)
+    assert abs((b.x() - a.x()) - (b.y() - a.y())) < 1.0 and (b.x() - a.x()) / 10 >= 8
     bar = panel.preset_bar
     ys = {bar.buttons[n].mapTo(bar, bar.buttons[n].rect().topLeft()).y() for n in bar.buttons}
     assert len(ys) > 1  # the preset buttons wrap onto several lines
@@ -59,7 +64,7 @@ def test_narrow_panel_wraps_its_controls_and_stacks_blocks_over_cells(qtbot):
         for cell in row:
             text = fit_rule_label(cell.rule.label(), g.cell - 8, fm.horizontalAdvance)
             assert fm.horizontalAdvance(text) <= g.cell
-    panel.resize(1300, 700)
-    qtbot.waitUntil(lambda: panel.splitter.orientation() == Qt.Orientation.Horizontal, timeout=2000)
-    ys = {bar.buttons[n].mapTo(bar, bar.buttons[n].rect().topLeft()).y() for n in bar.buttons}
-    assert len(ys) == 1  # wide: one line of presets
+    panel.resize(1700, 700)  # a wider window: both keep their share
+    qtbot.wait(100)
+    cells2, side2 = panel.splitter.sizes()
+    assert cells2 > cells and side2 > side and abs(cells2 / (cells2 + side2) - cells / (cells + side)) < 0.02

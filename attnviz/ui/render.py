@@ -1,0 +1,143 @@
+"""``attnviz --screenshot OUT.png``: the window rendered to a PNG once every view shows its final result.
+
+Final means: the session's newest request is answered and nothing is computing; that answer is the
+engine's (``response.stand_in`` is False: not the float64 numpy stand-in a first start shows while
+the kernels compile); no panel's worker thread (:class:`~attnviz.ui.latest_job.LatestJob`) is busy
+and no redraw is pending; and all of it has stayed so for ``STABLE_MS`` (a job's result can start
+another). Options are checked before the window opens: :func:`check_options` gives the message of
+the first bad one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from PySide6.QtCore import QObject, QTimer
+
+MIN_SIZE = (640, 480)  # smaller windows cannot lay out the sidebar and a workspace
+MAX_SIZE = (7680, 4320)  # 8K
+STABLE_MS = 600  # every view idle this long before the picture is taken
+POLL_MS = 50
+TIMEOUT_S = 300.0  # a cold numba cache compiles every kernel it needs first
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"1280x800"`` -> (1280, 800); ValueError naming the limits otherwise."""
+    m = re.fullmatch(r"\s*(\d{1,5})\s*[xX×]\s*(\d{1,5})\s*", text or "")
+    if m is None:
+        raise ValueError(f"--size {text!r}: give the window size as WIDTHxHEIGHT in pixels, e.g. 1280x800")
+    w, h = int(m.group(1)), int(m.group(2))
+    if not (MIN_SIZE[0] <= w <= MAX_SIZE[0] and MIN_SIZE[1] <= h <= MAX_SIZE[1]):
+        raise ValueError(f"--size {text}: the width must be {MIN_SIZE[0]} to {MAX_SIZE[0]} and the height "
+                         f"{MIN_SIZE[1]} to {MAX_SIZE[1]} pixels")
+    return w, h
+
+
+def check_output(path: str) -> str:
+    """The absolute path of a PNG that can be written; ValueError saying why not."""
+    if not path.lower().endswith(".png"):
+        raise ValueError(f"--screenshot {path}: the picture is written as PNG; give a file name ending in .png")
+    full = os.path.abspath(path)
+    folder = os.path.dirname(full)
+    if not os.path.isdir(folder):
+        raise ValueError(f"--screenshot {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(full) and not os.access(full, os.W_OK)):
+        raise ValueError(f"--screenshot {path}: cannot write there (no permission)")
+    return full
+
+
+def check_workspace(name: str) -> str:
+    from attnviz.ui.workspaces import workspace_names
+
+    if name not in workspace_names():
+        raise ValueError(f"--workspace {name!r}: no such workspace; choose one of {', '.join(workspace_names())}")
+    return name
+
+
+def busy_views(window) -> list[str]:
+    """What is still working: the computation, a stand-in result, panels' worker threads, redraws."""
+    from attnviz.ui.latest_job import LatestJob
+
+    ctx = window.ctx
+    out = []
+    resp = ctx.response
+    if resp is None or ctx.compute.busy or resp.request_id != ctx.compute.latest_id:
+        out.append("computation")
+    elif resp.ok and resp.stand_in:
+        out.append("engine result")
+    for job in window.findChildren(LatestJob):
+        if job.busy:
+            out.append(job.objectName() or getattr(job, "_name", "worker"))
+    for panel in window.panels.values():
+        timer = getattr(panel, "timer", None)  # a coalesced redraw waiting (the mask designer)
+        if isinstance(timer, QTimer) and timer.isActive():
+            out.append(type(panel).__name__)
+    return out
+
+
+class Renderer(QObject):
+    """Waits for the final picture, writes it and ends the application with 0 (or 1 and a message)."""
+
+    def __init__(self, app, window, out: str, size: tuple[int, int], timeout_s: float = TIMEOUT_S):
+        super().__init__(window)
+        self.app, self.window, self.out, self.size = app, window, out, size
+        self.target = window  # what is drawn: the window, or a window of its own (a dialog) at this size
+        self._deadline = time.monotonic() + timeout_s
+        self._idle_since: float | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(POLL_MS)
+        self._timer.timeout.connect(self._poll)
+        self.written = False
+
+    def start(self, target=None) -> None:
+        """Start waiting; ``target`` (a dialog the window opened) is drawn instead of the window, at
+        the same size."""
+        if target is not None:
+            self.target = target
+            target.resize(*self.size)
+        self._timer.start()
+
+    def _poll(self) -> None:
+        busy = busy_views(self.window)
+        now = time.monotonic()
+        if busy:
+            self._idle_since = None
+            if now > self._deadline:
+                self._fail(f"attnviz: no final picture within {TIMEOUT_S:.0f} s (still working: {', '.join(busy)})")
+            return
+        if self._idle_since is None:
+            self._idle_since = now
+            return
+        if (now - self._idle_since) * 1000 >= STABLE_MS:
+            self._timer.stop()
+            self._write()
+
+    def _write(self) -> None:
+        w, h = self.size
+        target = self.target
+        if (target.width(), target.height()) != (w, h):
+            need = target.minimumSizeHint()
+            self._fail(f"attnviz: the window could not be made {w}x{h} (it is {target.width()}x"
+                       f"{target.height()}; it needs at least {need.width()}x{need.height()})")
+            return
+        pixmap = target.grab()
+        if pixmap.width() != w or pixmap.height() != h:  # a device pixel ratio above 1
+            from PySide6.QtCore import Qt
+
+            pixmap = pixmap.scaled(w, h, Qt.AspectRatioMode.IgnoreAspectRatio,
+                                   Qt.TransformationMode.SmoothTransformation)
+        if not pixmap.save(self.out, "PNG"):
+            self._fail(f"attnviz: could not write {self.out}")
+            return
+        self.written = True
+        print(f"wrote {self.out} ({w}x{h}, workspace {self.window.workspace})", flush=True)
+        self.app.exit(0)
+
+    def _fail(self, text: str) -> None:
+        import sys
+
+        self._timer.stop()
+        sys.stderr.write(text + "\n")
+        self.app.exit(1)

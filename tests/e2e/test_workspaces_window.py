@@ -1,0 +1,101 @@
+"""Every workspace of the real application in a real X window (Xvfb) at 1280 x 800 on the vla-mask demo:
+the window keeps that size, no scroll area in view shows a horizontal scroll bar, and the mask
+painter's cells are square and at least 10 px; the same for every diagnostic tab and every tab of
+the Q/K/V matrices. A screenshot of each workspace is kept in
+test-artifacts/. Data tables (item views) are left out of the scroll bar check: a row of 64 dimensions
+scrolls sideways by design."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.xvfb, pytest.mark.slow]
+
+VISIT = """
+import os, time
+from PySide6.QtWidgets import QAbstractItemView, QAbstractScrollArea, QGraphicsView
+from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.workspaces import workspace_names
+
+def settle(timeout=120.0):
+    end = time.monotonic() + timeout
+    quiet = None
+    while time.monotonic() < end:
+        wait(50)
+        r = ctx.response
+        busy = (r is None or r.request_id != ctx.compute.latest_id or ctx.compute.busy
+                or any(j.busy for j in window.findChildren(LatestJob)))
+        if busy:
+            quiet = None
+        elif quiet is None:
+            quiet = time.monotonic()
+        elif time.monotonic() - quiet > 0.6:
+            return
+    raise TimeoutError("the views did not settle")
+
+def scroll_bars():
+    out = []
+    for area in window.findChildren(QAbstractScrollArea):
+        if isinstance(area, (QAbstractItemView, QGraphicsView)) or not area.isVisible():
+            continue
+        if area.visibleRegion().isEmpty():
+            continue
+        if area.horizontalScrollBar().isVisible():
+            out.append(f"{type(area).__name__} {area.objectName()} in {type(area.parent()).__name__}")
+    return out
+
+settle()
+facts = {"size": [window.width(), window.height()], "workspaces": {}}
+for name in workspace_names():
+    window.show_workspace(name)
+    settle()
+    for pid in window.area.page(name).slots:
+        window.panel(pid)
+    settle()
+    window.grab().save(os.path.join(os.environ["ARTIFACTS"], f"e2e_workspace_{name}_1280x800.png"))
+    entry = {"size": [window.width(), window.height()], "scroll_bars": scroll_bars(), "shown": window.workspace}
+    if name == "mask":
+        designer = window.panel("mask_designer")
+        designer.flush()
+        wait(200)
+        frame = designer.canvas.frame
+        a, b = frame.cell_to_widget(-0.5, -0.5), frame.cell_to_widget(0.5, 0.5)  # corners of cell (0, 0)
+        c = frame.cell_to_widget(ctx.response.Tq - 0.5, ctx.response.Tk - 0.5)  # bottom right of the last cell
+        vp = frame.viewport().rect()
+        n_rows, n_cols = ctx.response.Tq, ctx.response.Tk  # the cell size over the whole mask (widget pixels are whole)
+        entry["cell"] = [(c.x() - a.x()) / n_cols, (c.y() - a.y()) / n_rows]
+        entry["corners"] = [a.x(), a.y(), c.x(), c.y(), vp.width(), vp.height()]
+        entry["whole_mask_in_view"] = a.x() >= -1 and a.y() >= -1 and c.x() <= vp.width() + 1 and c.y() <= vp.height() + 1
+    facts["workspaces"][name] = entry
+    # the pages inside a workspace: every diagnostic tab, every tab of the Q/K/V matrices
+    tabs = {"diagnostics": lambda: window.panel("diagnostics").tabs, "qkv": lambda: window.panel("inspector").matrices}
+    if name in tabs:
+        widget = tabs[name]()
+        for i in range(widget.count()):
+            widget.setCurrentIndex(i)
+            settle()
+            label = f"{name}:{widget.tabText(i)}"
+            window.grab().save(os.path.join(os.environ["ARTIFACTS"], f"e2e_workspace_{name}_{i}_1280x800.png"))
+            facts["workspaces"][label] = {"size": [window.width(), window.height()], "scroll_bars": scroll_bars(),
+                                          "shown": label}
+        widget.setCurrentIndex(0)
+report(facts)
+quit(0)
+"""
+
+
+def test_every_workspace_fits_1280_by_800_without_sideways_scrolling(run_app):
+    proc, rep = run_app(["--demo", "vla-mask", "--size", "1280x800"], VISIT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert rep is not None, proc.stderr[-3000:]
+    assert rep["size"] == [1280, 800]
+    names = [n for n in rep["workspaces"] if ":" not in n]
+    assert names == ["attention", "qkv", "image", "diagnostics", "mask", "pretrained"]
+    assert len(rep["workspaces"]) >= len(names) + 7 + 3  # the diagnostic tabs and the Q/K/V tabs
+    for name, entry in rep["workspaces"].items():
+        assert entry["shown"] == name
+        assert entry["size"] == [1280, 800], (name, entry["size"])  # no workspace forces the window larger
+        assert entry["scroll_bars"] == [], (name, entry["scroll_bars"])
+    w, h = rep["workspaces"]["mask"]["cell"]
+    assert abs(w - h) < 0.1 and w >= 10, (w, h)
+    assert rep["workspaces"]["mask"]["whole_mask_in_view"], rep["workspaces"]["mask"]["corners"]
