@@ -65,5 +65,5 @@ if [ "$RUN_TESTS" = 1 ]; then
   # The tests of the bundle just built, named by file (never an empty selection). They always run,
   # even if a source file changed during the build, and fail rather than skip without a bundle.
   ATTNVIZ_PACKAGE_JUST_BUILT=1 QT_QPA_PLATFORM=offscreen "$PY" -m pytest -q -p no:cacheprovider \
-    tests/packaging/test_frozen_app.py tests/packaging/test_bundle_probe.py tests/packaging/test_bundle_files.py
+    tests/packaging/test_frozen_app.py tests/packaging/test_bundle_self_test.py tests/packaging/test_bundle_files.py
 fi

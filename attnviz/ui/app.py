@@ -21,6 +21,9 @@ the demo stays open. Options (read from ``QApplication.arguments()``, so Qt's ow
                            the process started: window built, first paint, first response, first heatmap),
                            which heavy modules were loaded when the window first painted, and where
                            this copy found its resources, panels and kernel cache ("install")
+``--self-test``            open no window: compile every engine kernel, check naive and flash against the
+                           float64 reference, print one JSON line (differences, threading layer, where
+                           each kernel is cached) and exit 0 (1 when a kernel disagrees)
 
 Start-up: the window is built from the panels it shows at once (the heatmap and the left column; the
 other docks import and build their panels later, see :mod:`attnviz.ui.main_window`) and painted
@@ -97,7 +100,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="open the session, wait for the first computed result and exit (0 = it worked)")
     p.add_argument("--startup-report", action="store_true",
                    help="like --smoke-test, and print start-up times (first paint, first heatmap) as one JSON line")
+    p.add_argument("--self-test", action="store_true",
+                   help="open no window: check every engine kernel against the float64 reference, print the "
+                        "result as one JSON line, exit 0 when all agree")
     return p
+
+
+def run_self_test() -> int:
+    """--self-test: the engine's self check as one JSON line; 0 when every kernel agrees."""
+    from attnviz.engine.selfcheck import self_check
+
+    report = self_check()
+    print(json.dumps(report), flush=True)
+    return 0 if report["ok"] else 1
 
 
 def session_for_file(path: str):
@@ -411,6 +426,8 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
     is shown (embedding; with --screenshot the picture waits for what it started)."""
     clock = StartupClock()
     clock.mark("main")
+    if "--self-test" in (sys.argv[1:] if argv is None else argv):
+        return run_self_test()  # no window, so no Qt platform needed (works over ssh)
     app = QApplication.instance()
     if app is None:
         app = QApplication([sys.argv[0]] + list(argv) if argv is not None else sys.argv)

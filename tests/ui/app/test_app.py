@@ -181,3 +181,12 @@ def test_the_application_runs_no_code_named_by_an_environment_variable(tmp_path)
     proc, _ = _run(tmp_path, ["--size", "1280x800", "--screenshot", out], ATTNVIZ_TEST_SCRIPT=str(script))
     assert proc.returncode == 0, proc.stderr
     assert out.exists() and not marker.exists()
+
+
+def test_self_test_opens_no_window_and_prints_the_engine_check(tmp_path):
+    proc, _ = _run(tmp_path, ["--self-test"], timeout=420,
+                   QT_QPA_PLATFORM="no-such-platform")  # no window: no Qt platform needed
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["ok"] is True and set(report["max_abs_diff"]) == {"naive", "flash"}
+    assert report["kernels"] and all(p["path"].startswith(report["numba_cache"]) for p in report["kernels"].values())
