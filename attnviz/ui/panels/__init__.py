@@ -8,7 +8,7 @@ it subscribes to the session's per-field events and to ``ctx.response_changed`` 
 
 Start-up: importing a panel module can cost a lot (plots, the engine, checkpoint readers), and most
 docks are hidden behind tabs. :data:`REGISTRY` repeats each module's spec (module, id, title, area,
-order, shortcut, visible) so :func:`discover_panels` lists every panel without importing one; a
+order, visible) so :func:`discover_panels` lists every panel without importing one; a
 spec's factory imports its module when the panel is first built. A test checks the registry against
 the modules' own ``PANEL`` specs, and a module missing from the registry is still found (imported
 at discovery, the slow way), so a new panel appears even before it is registered.
@@ -31,7 +31,6 @@ class PanelSpec:
     factory: Callable  # factory(ctx) -> QWidget
     area: str = "right"  # initial dock area: "left", "right", "top", "bottom" or "center"
     order: int = 100  # position among panels of the same area (tabs are created in this order)
-    shortcut: str = ""  # optional View-menu shortcut that shows/raises the panel, e.g. "Ctrl+1"
     visible: bool = True  # shown on first start
 
 
@@ -44,20 +43,19 @@ class PanelEntry:
     title: str  # as PanelSpec.title
     area: str  # as PanelSpec.area
     order: int  # as PanelSpec.order
-    shortcut: str = ""  # as PanelSpec.shortcut
     visible: bool = True  # as PanelSpec.visible
 
 
 # every panel module's PANEL, without importing it (tests/ui/app/test_startup_registry.py keeps it true)
 REGISTRY: tuple[PanelEntry, ...] = (
     PanelEntry("diagnostics_panel", "diagnostics", "Diagnostics", "bottom", 50),
-    PanelEntry("heatmap_panel", "heatmap", "Attention heatmap", "center", 0, "Ctrl+2"),
-    PanelEntry("image_panel", "image", "Attention over the image", "right", 40, "Ctrl+3"),
-    PanelEntry("inputs_panel", "inputs", "Inputs", "left", 10, "Ctrl+1"),
+    PanelEntry("heatmap_panel", "heatmap", "Attention heatmap", "center", 0),
+    PanelEntry("image_panel", "image", "Attention over the image", "right", 40),
+    PanelEntry("inputs_panel", "inputs", "Inputs", "left", 10),
     PanelEntry("inspector_panel", "inspector", "Q/K/V inspector", "right", 20),
-    PanelEntry("mask_designer_panel", "mask_designer", "Mask designer", "right", 30, "Ctrl+5"),
+    PanelEntry("mask_designer_panel", "mask_designer", "Mask designer", "right", 30),
     PanelEntry("model_view_panel", "pretrained", "Pretrained model", "center", 30),
-    PanelEntry("settings_panel", "model", "Model", "left", 20, "Ctrl+4"),
+    PanelEntry("settings_panel", "model", "Model", "left", 20),
 )
 
 
@@ -96,7 +94,7 @@ def discover_panels() -> list[PanelSpec]:
         entry = registered.get(name)
         if entry is not None:
             specs.append(PanelSpec(id=entry.id, title=entry.title, factory=LazyFactory(name), area=entry.area,
-                                   order=entry.order, shortcut=entry.shortcut, visible=entry.visible))
+                                   order=entry.order, visible=entry.visible))
             continue
         spec = getattr(importlib.import_module(f"{__name__}.{name}"), "PANEL", None)
         if isinstance(spec, PanelSpec):

@@ -653,8 +653,7 @@ class HeatmapPanel(QWidget):
         return "  ·  ".join(parts)
 
 
-PANEL = PanelSpec(id="heatmap", title="Attention heatmap", factory=HeatmapPanel, area="center", order=0,
-                  shortcut="Ctrl+2")
+PANEL = PanelSpec(id="heatmap", title="Attention heatmap", factory=HeatmapPanel, area="center", order=0)
 
 
 if __name__ == "__main__":

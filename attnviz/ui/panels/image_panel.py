@@ -385,8 +385,7 @@ class ImagePanel(QWidget):
         self.rendered.emit()
 
 
-PANEL = PanelSpec(id="image", title="Attention over the image", factory=ImagePanel, area="right", order=40,
-                  shortcut="Ctrl+3")
+PANEL = PanelSpec(id="image", title="Attention over the image", factory=ImagePanel, area="right", order=40)
 
 
 if __name__ == "__main__":

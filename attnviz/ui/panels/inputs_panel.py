@@ -1039,7 +1039,7 @@ class InputsPanel(QWidget):
         self.editor_title.setText(f"<b>{_html(src.name)}</b> · {kinds.get(src.kind, src.kind)}")
 
 
-PANEL = PanelSpec(id="inputs", title="Inputs", factory=InputsPanel, area="left", order=10, shortcut="Ctrl+1")
+PANEL = PanelSpec(id="inputs", title="Inputs", factory=InputsPanel, area="left", order=10)
 
 
 if __name__ == "__main__":

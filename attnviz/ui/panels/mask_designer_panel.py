@@ -615,7 +615,7 @@ def _segment_length(axes: Axes | None, name: str) -> int:
 
 
 PANEL = PanelSpec(id="mask_designer", title="Mask designer", factory=lambda ctx: MaskDesignerPanel(ctx),
-                  area="right", order=30, shortcut="Ctrl+5")
+                  area="right", order=30)
 
 
 if __name__ == "__main__":

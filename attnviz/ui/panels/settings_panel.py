@@ -252,7 +252,7 @@ class SettingsPanel(QWidget):
         self.handset_note.setVisible(m.handset)
 
 
-PANEL = PanelSpec(id="model", title="Model", factory=SettingsPanel, area="left", order=20, shortcut="Ctrl+4")
+PANEL = PanelSpec(id="model", title="Model", factory=SettingsPanel, area="left", order=20)
 
 
 if __name__ == "__main__":
