@@ -55,7 +55,8 @@ class ProgressBar:
 
     WIDTH = 28
 
-    def __init__(self, stream=sys.stderr, interval: float = 5.0):
+    def __init__(self, stream=None, interval: float = 5.0):
+        stream = sys.stderr if stream is None else stream  # the stderr of the call, not of the import
         self.stream = stream
         self.tty = hasattr(stream, "isatty") and stream.isatty()
         self.interval = 0.2 if self.tty else interval
