@@ -211,8 +211,10 @@ class HeatmapPanel(QWidget):
         self.job = LatestJob("attnviz-overview", self)
         self.job.done.connect(self._on_overview)
         self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
-        self.job.busy_changed.connect(lambda _b: self._update_busy())
-        ctx.compute.busy_changed.connect(lambda _b: self._update_busy())
+        self.job.busy_changed.connect(self._on_busy_changed)
+        # a bound method, not a lambda: Qt drops the connection when the panel is deleted, while the
+        # compute controller (the context's) lives on and would call into a deleted overlay
+        ctx.compute.busy_changed.connect(self._on_busy_changed)
         self.grid_job = LatestJob("attnviz-head-grid", self)
         self.grid_job.done.connect(self._on_grid_pooled)
         self.grid_job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
@@ -302,6 +304,9 @@ class HeatmapPanel(QWidget):
         return stack, matrix
 
     # ------------------------------------------------------------------ events
+    def _on_busy_changed(self, _busy: bool) -> None:
+        self._update_busy()
+
     def _update_busy(self) -> None:
         """Show what the views wait for: the attention itself (cancellable), or the overview of a
         long sequence being drawn; nothing when neither runs."""
