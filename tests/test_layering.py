@@ -1,6 +1,7 @@
 """The layer rules of attnviz, checked on every import statement in the package (including
 imports inside functions): Qt and pyqtgraph only under attnviz/ui, numba only under attnviz/engine,
-and arrows between layers only pointing down (ui -> persist -> model -> sources | engine)."""
+and arrows between layers only pointing down (ui -> persist -> model -> sources | engine; corpus ->
+checkpoints)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ ALLOWED = {
     "model": {"engine", "sources"},
     "persist": {"model", "engine", "sources"},
     "checkpoints": {"engine", "sources"},
-    "cli": {"persist", "model", "engine", "sources", "checkpoints"},
-    "ui": {"persist", "model", "engine", "sources", "checkpoints"},
+    "corpus": {"checkpoints", "engine", "sources"},
+    "cli": {"persist", "model", "engine", "sources", "checkpoints", "corpus"},
+    "ui": {"persist", "model", "engine", "sources", "checkpoints", "corpus"},
 }
 QT_ROOTS = {"PySide6", "shiboken6", "pyqtgraph", "PyQt5", "PyQt6"}
 
