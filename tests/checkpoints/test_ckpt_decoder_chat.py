@@ -131,3 +131,36 @@ def test_rendering_restores_the_trace_function():
         assert sys.gettrace() is tracer
     finally:
         sys.settrace(old)
+
+
+def test_cli_inspect_chat_writes_the_chat_tokens_and_maps(tmp_path, capsys):
+    from attnviz.cli import main
+
+    g = golden(DATA / "tiny_qwen2" / "golden_chat.npz")
+    out = tmp_path / "chat.npz"
+    assert main(["model", "inspect", str(DATA / "tiny_qwen2"), "--text", str(g["text"]), "--chat", "--npz", str(out)]) == 0
+    assert "in the chat template of chat_template.jinja" in capsys.readouterr().out
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["ids"], g["input_ids"])
+        np.testing.assert_allclose(z["attentions"], g["attentions"], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("model, expected", [("tiny_qwen3", "tiny_qwen3 has no chat template"),
+                                             ("tiny_gpt2", "--chat is for decoder LLMs given --text")])
+def test_cli_chat_refusals(tmp_path, capsys, model, expected):
+    from attnviz.cli import main
+
+    assert main(["model", "inspect", str(DATA / model), "--text", "the rain", "--chat", "--npz",
+                 str(tmp_path / "o.npz")]) == 1
+    assert expected in capsys.readouterr().err and not (tmp_path / "o.npz").exists()
+
+
+def test_cli_hostile_template_is_one_line_not_a_traceback(tmp_path, capsys):
+    from attnviz.cli import main
+
+    d = tmp_path / "ck"
+    shutil.copytree(DATA / "tiny_qwen2", d)
+    (d / "chat_template.jinja").write_text("{{ cycler.__init__.__globals__ }}")
+    assert main(["model", "inspect", str(d), "--text", "the rain", "--chat", "--npz", str(tmp_path / "o.npz")]) == 1
+    err = capsys.readouterr().err
+    assert "the chat template (chat_template.jinja) was refused by the sandbox" in err and "Traceback" not in err
