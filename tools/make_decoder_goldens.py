@@ -25,6 +25,11 @@ add_generation_prompt=True)``, ``rendered`` (the template's text) and the attent
 / ``<|im_end|>`` special tokens); ``tiny_llama`` has ``[INST]``-style templates in tokenizer_config.json
 as a list of named ones ("default" and "tool_use"), the form older files carry.
 
+``chat_templates.json`` holds a few more templates exercising the environment (whitespace control
+with trim_blocks / lstrip_blocks, namespace, macros, loop controls, ``tojson`` with non-ASCII text and
+``<``, tools) with the text transformers renders from each and the ids it tokenises that to, with
+tiny_qwen2's tokenizer; it is written with tiny_qwen2.
+
 ``--only NAME ...`` writes only those folders (the others stay as they are).
 
 Weights are drawn wider than the library's initialiser (std 0.3, norm gains around 1) so the maps are
@@ -75,6 +80,35 @@ INST = (
 )
 INST_TOOLS = "{{ bos_token }}[TOOLS] none [/TOOLS]" + INST.removeprefix("{{ bos_token }}")
 CHAT_MESSAGES = [{"role": "user", "content": TEXT}]
+EXTRA_TEMPLATES = {
+    "chatml_system_tools": (
+        "{%- set ns = namespace(system=false) -%}\n"
+        "{%- for m in messages -%}{%- if m.role == 'system' -%}{%- set ns.system = true -%}{%- endif -%}{%- endfor -%}\n"
+        "{%- if not ns.system -%}\n"
+        "<|im_start|>system\n"
+        "You are a tiny model.{% if tools %} Tools: {{ tools | tojson }}{% endif %}<|im_end|>\n"
+        "{% endif -%}\n"
+        "{%- for m in messages -%}\n"
+        "<|im_start|>{{ m.role }}\n"
+        "{{ m.content }}<|im_end|>\n"
+        "{% endfor -%}\n"
+        "{%- if add_generation_prompt %}<|im_start|>assistant\n"
+        "{% endif -%}\n"
+    ),
+    "macro_loop_tojson": (
+        "{% macro turn(role, text) %}[{{ role | upper }}] {{ text | trim | replace('  ', ' ') }}{% endmacro %}\n"
+        "{{ eos_token }}\n"
+        "{% for m in messages %}\n"
+        "    {% if m.role == 'tool' %}{% continue %}{% endif %}\n"
+        "    {{ turn(m.role, m.content) }} #{{ loop.index }}/{{ loop.length }}\n"
+        "    {% if loop.last %}{% break %}{% endif %}\n"
+        "{% endfor %}\n"
+        "{{ {'n': messages | length, 'text': messages[0]['content'], 'pad': pad_token} | tojson(indent=2) }}\n"
+        "{% set d = dict(a=1, b='two') %}{{ d.b }}{{ '%03d' % d.a }}\n"
+        "{% if add_generation_prompt %}[ASSISTANT]{% endif %}"
+    ),
+}
+EXTRA_TEXT = "  the river bank <flooded> after the rain, déjà vu  "
 
 
 def _train(pre, special: list[str], size: int) -> tuple[dict, list]:
@@ -155,6 +189,19 @@ def _model(cls, config, seed: int):
 NAMES = ["tiny_llama", "tiny_llama_bf16_sharded", "tiny_mistral", "tiny_qwen2", "tiny_qwen3"]
 
 
+def _template_renders(folder: Path) -> None:
+    """chat_templates.json: transformers' rendered text and ids of EXTRA_TEMPLATES with the folder's tokenizer."""
+    tok = AutoTokenizer.from_pretrained(folder)
+    messages = [{"role": "user", "content": EXTRA_TEXT}]
+    out = {}
+    for name, template in EXTRA_TEMPLATES.items():
+        rendered = tok.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True)
+        ids = tok.apply_chat_template(messages, chat_template=template, tokenize=True,
+                                      add_generation_prompt=True)["input_ids"]
+        out[name] = {"template": template, "text": EXTRA_TEXT, "rendered": rendered, "input_ids": list(ids)}
+    (OUT / "chat_templates.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=NAMES, default=NAMES, help="write only these checkpoints")
@@ -193,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                             **common)
     if "tiny_qwen2" in only:
         _save("tiny_qwen2", _model(Qwen2ForCausalLM, qwen2_cfg, 3), qtok_chat, chat_template=CHATML)
+        _template_renders(OUT / "tiny_qwen2")
 
     qwen3_cfg = Qwen3Config(vocab_size=len(qtok), num_key_value_heads=2, head_dim=12, rope_theta=10000.0,
                             rope_scaling={"rope_type": "linear", "factor": 2.0}, **common)

@@ -164,3 +164,23 @@ def test_cli_hostile_template_is_one_line_not_a_traceback(tmp_path, capsys):
     assert main(["model", "inspect", str(d), "--text", "the rain", "--chat", "--npz", str(tmp_path / "o.npz")]) == 1
     err = capsys.readouterr().err
     assert "the chat template (chat_template.jinja) was refused by the sandbox" in err and "Traceback" not in err
+
+
+def _template_cases():
+    with open(DATA / "chat_templates.json", encoding="utf-8") as fh:
+        return sorted(json.load(fh).items())
+
+
+@pytest.mark.parametrize("name, case", _template_cases())
+def test_environment_renders_and_tokenises_as_transformers(name, case):
+    """Whitespace control, namespace, macros, loop controls, tojson (no HTML escaping, non-ASCII kept)."""
+    from dataclasses import replace
+
+    from attnviz.checkpoints.decoder_text import encode
+
+    ck = load_checkpoint(DATA / "tiny_qwen2")
+    template = replace(ck.special_tokens.chat, source=name, text=case["template"])
+    assert decoder_chat.render_chat(template, case["text"], "tiny_qwen2") == case["rendered"]
+    toks = encode(ck.tokenizer, replace(ck.special_tokens, chat=template), case["text"], 10**6, chat=True)
+    assert toks.text == case["rendered"]
+    np.testing.assert_array_equal(toks.ids, case["input_ids"])
