@@ -3,7 +3,7 @@
 Where the template comes from (the order of transformers' tokenizer loading): ``chat_template.jinja``
 (the "default" template) and ``additional_chat_templates/NAME.jinja`` (named ones) when present,
 else ``tokenizer_config.json``'s ``chat_template`` (a string, or a list of ``{"name", "template"}``).
-With several named templates the one called "default" is used.
+Of named templates the one called "default" is used (none called so: refused, as transformers does).
 
 :func:`render_chat` renders it for one user message (``messages=[{"role": "user", "content": TEXT}]``,
 ``add_generation_prompt=True``, the tokenizer's named special tokens ``bos_token``, ``eos_token``, …)
@@ -124,11 +124,10 @@ def find_template(folder: Path, cfg: dict, model_type: str) -> ChatTemplate | No
                                                                  '{"name": ..., "template": ...} objects')
         named = {t["name"]: t["template"] for t in value}
         sources = {n: f"{where} {n!r}" for n in named}
-    if "default" not in named and len(named) > 1:
-        return ChatTemplate(source=", ".join(sources.values()), text=None,
-                            problem=f"several chat templates ({', '.join(sorted(named))}) and none named 'default'")
-    name = "default" if "default" in named else next(iter(named))
-    return ChatTemplate(source=sources[name], text=named[name], variables=variables)
+    if "default" not in named:  # transformers refuses to choose among named templates without a default
+        return ChatTemplate(source=", ".join(sources.values()) or "tokenizer_config.json chat_template", text=None,
+                            problem=f"chat templates named {', '.join(sorted(named)) or '(none)'}, none of them 'default'")
+    return ChatTemplate(source=sources["default"], text=named["default"], variables=variables)
 
 
 class _Stop(BaseException):
@@ -212,7 +211,10 @@ def render_chat(template: ChatTemplate, text: str, model: str) -> str:
     where = f"{model}: the chat template ({template.source})"
     if template.text is None:
         raise CheckpointError(f"{where} cannot be used: {template.problem}")
-    from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError
+    try:
+        from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError
+    except ImportError:
+        raise CheckpointError("chat templates need the jinja2 package (pip install 'jinja2>=3.1.6')") from None
 
     cap = output_cap(text)
     env = _environment(cap)

@@ -105,7 +105,7 @@ def test_named_templates_use_the_default_one(tmp_path):
     cfg["chat_template"] = [t for t in cfg["chat_template"] if t["name"] != "default"] + [
         {"name": "other", "template": "{{ 'x' }}"}]
     (d / "tokenizer_config.json").write_text(json.dumps(cfg))
-    with pytest.raises(CheckpointError, match=r"several chat templates \(other, tool_use\) and none named 'default'"):
+    with pytest.raises(CheckpointError, match=r"chat templates named other, tool_use, none of them 'default'"):
         run_decoder(load_checkpoint(d), "the rain", chat=True)
     cfg["chat_template"] = 7
     (d / "tokenizer_config.json").write_text(json.dumps(cfg))
@@ -184,3 +184,21 @@ def test_environment_renders_and_tokenises_as_transformers(name, case):
     toks = encode(ck.tokenizer, replace(ck.special_tokens, chat=template), case["text"], 10**6, chat=True)
     assert toks.text == case["rendered"]
     np.testing.assert_array_equal(toks.ids, case["input_ids"])
+
+
+def test_template_files_of_a_folder_as_transformers_reads_them(tmp_path):
+    d = tmp_path / "ck"
+    shutil.copytree(DATA / "tiny_qwen3", d)
+    (d / "additional_chat_templates").mkdir()
+    (d / "additional_chat_templates" / "tool_use.jinja").write_text("{{ 'tools' }}")
+    ck = load_checkpoint(d)
+    assert ck.special_tokens.has_chat_template
+    with pytest.raises(CheckpointError, match=r"\(additional_chat_templates/tool_use\.jinja\) cannot be used: "
+                                              r"chat templates named tool_use, none of them 'default'"):
+        run_decoder(ck, "the rain", chat=True)
+    (d / "chat_template.jinja").write_bytes(b"{{ messages[0]['content'] }}\xff")
+    with pytest.raises(CheckpointError, match=r"chat_template\.jinja is not readable UTF-8 text"):
+        run_decoder(load_checkpoint(d), "the rain", chat=True)
+    (d / "chat_template.jinja").write_text("<|endoftext|>{{ messages[0]['content'] }}")
+    res = run_decoder(load_checkpoint(d), "the rain", chat=True)
+    assert res.tokens[0] == "<|endoftext|>" and res.special[0] and res.chat
