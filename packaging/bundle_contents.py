@@ -26,7 +26,7 @@ EXCLUDED_PACKAGES = (
     "tkinter", "_tkinter", "IPython", "matplotlib", "pandas", "torch", "tensorflow", "jax",
     "sympy", "networkx", "sklearn", "joblib", "pytest", "_pytest", "hypothesis", "pytestqt",
     "PyInstaller", "huggingface_hub", "httpx", "anyio", "pydantic", "rich", "typer", "click",
-    "jinja2", "cupy", "numba.cuda", "numba.tests", "llvmlite.tests", "scipy.tests",
+    "cupy", "numba.cuda", "numba.tests", "llvmlite.tests", "scipy.tests",
     "numpy.tests", "pyqtgraph.examples", "pyqtgraph.opengl", "pyqtgraph.flowchart", "OpenGL",
     "PIL.ImageQt", "PIL.ImageTk", "PIL._imagingtk", "pygments", "setuptools", "distutils", "pkg_resources",
     # scipy is here for the BLAS numba calls (scipy.linalg) and erf (scipy.special) only; the rest is

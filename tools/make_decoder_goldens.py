@@ -18,12 +18,27 @@ included where it adds one), ``attentions`` (L, nh, T, T) float32 and ``last_hid
 * ``tiny_llama_bf16_sharded`` — the Llama weights stored as bfloat16 in three shards (the golden runs the
                      bf16 weights in float32, which is what attnviz computes).
 
+Two carry a chat template and a second golden, ``golden_chat.npz``: the text as one user message in the
+template with the generation prompt, ``input_ids`` from ``apply_chat_template(..., tokenize=True,
+add_generation_prompt=True)``, ``rendered`` (the template's text) and the attentions on those ids.
+``tiny_qwen2`` has a ChatML template in ``chat_template.jinja`` (its tokenizer has the ``<|im_start|>``
+/ ``<|im_end|>`` special tokens); ``tiny_llama`` has ``[INST]``-style templates in tokenizer_config.json
+as a list of named ones ("default" and "tool_use"), the form older files carry.
+
+``chat_templates.json`` holds a few more templates exercising the environment (whitespace control
+with trim_blocks / lstrip_blocks, namespace, macros, loop controls, ``tojson`` with non-ASCII text and
+``<``, tools) with the text transformers renders from each and the ids it tokenises that to, with
+tiny_qwen2's tokenizer; it is written with tiny_qwen2.
+
+``--only NAME ...`` writes only those folders (the others stay as they are).
+
 Weights are drawn wider than the library's initialiser (std 0.3, norm gains around 1) so the maps are
 far from uniform and a wrong layer shows.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -46,6 +61,56 @@ CORPUS = [
 ]
 
 
+CHATML = (
+    "{% for message in messages %}"
+    "{% if message['role'] not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('roles are system, user and assistant') }}"
+    "{% endif %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] | trim + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+INST = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] | trim + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] | trim + ' ' + eos_token }}"
+    "{% else %}{{ raise_exception('turns are user or assistant') }}{% endif %}"
+    "{% endfor %}"
+)
+INST_TOOLS = "{{ bos_token }}[TOOLS] none [/TOOLS]" + INST.removeprefix("{{ bos_token }}")
+CHAT_MESSAGES = [{"role": "user", "content": TEXT}]
+EXTRA_TEMPLATES = {
+    "chatml_system_tools": (
+        "{%- set ns = namespace(system=false) -%}\n"
+        "{%- for m in messages -%}{%- if m.role == 'system' -%}{%- set ns.system = true -%}{%- endif -%}{%- endfor -%}\n"
+        "{%- if not ns.system -%}\n"
+        "<|im_start|>system\n"
+        "You are a tiny model.{% if tools %} Tools: {{ tools | tojson }}{% endif %}<|im_end|>\n"
+        "{% endif -%}\n"
+        "{%- for m in messages -%}\n"
+        "<|im_start|>{{ m.role }}\n"
+        "{{ m.content }}<|im_end|>\n"
+        "{% endfor -%}\n"
+        "{%- if add_generation_prompt %}<|im_start|>assistant\n"
+        "{% endif -%}\n"
+    ),
+    "macro_loop_tojson": (
+        "{% macro turn(role, text) %}[{{ role | upper }}] {{ text | trim | replace('  ', ' ') }}{% endmacro %}\n"
+        "{{ eos_token }}\n"
+        "{% for m in messages %}\n"
+        "    {% if m.role == 'tool' %}{% continue %}{% endif %}\n"
+        "    {{ turn(m.role, m.content) }} #{{ loop.index }}/{{ loop.length }}\n"
+        "    {% if loop.last %}{% break %}{% endif %}\n"
+        "{% endfor %}\n"
+        "{{ {'n': messages | length, 'text': messages[0]['content'], 'pad': pad_token} | tojson(indent=2) }}\n"
+        "{% set d = dict(a=1, b='two') %}{{ d.b }}{{ '%03d' % d.a }}\n"
+        "{% if add_generation_prompt %}[ASSISTANT]{% endif %}"
+    ),
+}
+EXTRA_TEXT = "  the river bank <flooded> after the rain, déjà vu  "
+
+
 def _train(pre, special: list[str], size: int) -> tuple[dict, list]:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre
@@ -63,9 +128,12 @@ def llama_tokenizer():
     return LlamaTokenizer(vocab=vocab, merges=merges, add_bos_token=True, add_eos_token=False)
 
 
-def qwen_tokenizer():
+def qwen_tokenizer(chat: bool = False):
     vocab, merges = _train(pre_tokenizers.ByteLevel(add_prefix_space=False), ["<|endoftext|>"], 320)
-    return Qwen2Tokenizer(vocab=vocab, merges=merges)
+    tok = Qwen2Tokenizer(vocab=vocab, merges=merges)
+    if chat:  # the ChatML markers, as added special tokens after the trained vocabulary
+        tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    return tok
 
 
 def _randomise(model: torch.nn.Module, seed: int) -> None:
@@ -79,22 +147,35 @@ def _randomise(model: torch.nn.Module, seed: int) -> None:
                 p.copy_(0.3 * noise)
 
 
-def _save(name: str, model, tok, *, dtype=torch.float32, shard: str | None = None, golden_model=None) -> None:
-    d = OUT / name
-    shutil.rmtree(d, ignore_errors=True)
-    model.save_pretrained(d, max_shard_size=shard) if shard else model.save_pretrained(d)
-    tok.save_pretrained(d)
-    for extra in ("generation_config.json", "chat_template.jinja", "special_tokens_map.json"):
-        (d / extra).unlink(missing_ok=True)
-    loaded = AutoTokenizer.from_pretrained(d)  # what a person's transformers would use
-    ids = loaded(TEXT)["input_ids"]
-    run = golden_model or model
+def _golden(path: Path, run, ids: list[int], **extra) -> None:
     with torch.no_grad():
         out = run.model(input_ids=torch.tensor([ids]), output_attentions=True)
     att = torch.stack(out.attentions, 0)[:, 0].float().numpy()  # (L, nh, T, T)
-    np.savez_compressed(d / "golden.npz", text=np.array(TEXT), input_ids=np.array(ids, dtype=np.int64),
+    np.savez_compressed(path, text=np.array(TEXT), input_ids=np.array(ids, dtype=np.int64),
                         attentions=att.astype(np.float32),
-                        last_hidden_state=out.last_hidden_state[0].float().numpy().astype(np.float32))
+                        last_hidden_state=out.last_hidden_state[0].float().numpy().astype(np.float32), **extra)
+
+
+def _save(name: str, model, tok, *, dtype=torch.float32, shard: str | None = None, golden_model=None,
+          chat_template: str | dict | None = None) -> None:
+    d = OUT / name
+    shutil.rmtree(d, ignore_errors=True)
+    model.save_pretrained(d, max_shard_size=shard) if shard else model.save_pretrained(d)
+    tok.chat_template = chat_template
+    # a single template goes to chat_template.jinja; named ones to tokenizer_config.json as a list
+    tok.save_pretrained(d, save_jinja_files=not isinstance(chat_template, dict))
+    tok.chat_template = None
+    for extra in ("generation_config.json", "special_tokens_map.json"):
+        (d / extra).unlink(missing_ok=True)
+    if chat_template is None:
+        (d / "chat_template.jinja").unlink(missing_ok=True)
+    loaded = AutoTokenizer.from_pretrained(d)  # what a person's transformers would use
+    run = golden_model or model
+    _golden(d / "golden.npz", run, loaded(TEXT)["input_ids"])
+    if chat_template is not None:
+        rendered = loaded.apply_chat_template(CHAT_MESSAGES, tokenize=False, add_generation_prompt=True)
+        ids = loaded.apply_chat_template(CHAT_MESSAGES, tokenize=True, add_generation_prompt=True)["input_ids"]
+        _golden(d / "golden_chat.npz", run, list(ids), rendered=np.array(rendered))
 
 
 def _model(cls, config, seed: int):
@@ -105,10 +186,30 @@ def _model(cls, config, seed: int):
     return m
 
 
-def main() -> int:
+NAMES = ["tiny_llama", "tiny_llama_bf16_sharded", "tiny_mistral", "tiny_qwen2", "tiny_qwen3"]
+
+
+def _template_renders(folder: Path) -> None:
+    """chat_templates.json: transformers' rendered text and ids of EXTRA_TEMPLATES with the folder's tokenizer."""
+    tok = AutoTokenizer.from_pretrained(folder)
+    messages = [{"role": "user", "content": EXTRA_TEXT}]
+    out = {}
+    for name, template in EXTRA_TEMPLATES.items():
+        rendered = tok.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True)
+        ids = tok.apply_chat_template(messages, chat_template=template, tokenize=True,
+                                      add_generation_prompt=True)["input_ids"]
+        out[name] = {"template": template, "text": EXTRA_TEXT, "rendered": rendered, "input_ids": list(ids)}
+    (OUT / "chat_templates.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="+", choices=NAMES, default=NAMES, help="write only these checkpoints")
+    only = set(ap.parse_args(argv).only)
     OUT.mkdir(parents=True, exist_ok=True)
     ltok = llama_tokenizer()
     qtok = qwen_tokenizer()
+    qtok_chat = qwen_tokenizer(chat=True)
     common = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                   max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=True)
 
@@ -117,7 +218,8 @@ def main() -> int:
                                                               "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                                               "original_max_position_embeddings": 16}, **common)
     llama = _model(LlamaForCausalLM, llama_cfg, 1)
-    _save("tiny_llama", llama, ltok)
+    if "tiny_llama" in only:
+        _save("tiny_llama", llama, ltok, chat_template={"default": INST, "tool_use": INST_TOOLS})
 
     bf = LlamaForCausalLM(llama_cfg).eval()
     bf.load_state_dict(llama.state_dict())
@@ -125,22 +227,27 @@ def main() -> int:
     as_f32 = LlamaForCausalLM(llama_cfg).eval()
     as_f32.load_state_dict({k: v.float() for k, v in bf.state_dict().items()})
     as_f32.set_attn_implementation("eager")
-    _save("tiny_llama_bf16_sharded", bf, ltok, shard="20KB", golden_model=as_f32)
+    if "tiny_llama_bf16_sharded" in only:
+        _save("tiny_llama_bf16_sharded", bf, ltok, shard="20KB", golden_model=as_f32)
 
     mistral_cfg = MistralConfig(vocab_size=len(ltok), num_key_value_heads=1, head_dim=16, sliding_window=5,
                                 rope_theta=1e6, bos_token_id=1, eos_token_id=2, **common)
-    _save("tiny_mistral", _model(MistralForCausalLM, mistral_cfg, 2), ltok)
+    if "tiny_mistral" in only:
+        _save("tiny_mistral", _model(MistralForCausalLM, mistral_cfg, 2), ltok)
 
-    qwen2_cfg = Qwen2Config(vocab_size=len(qtok), num_key_value_heads=2, rope_theta=10000.0,
+    qwen2_cfg = Qwen2Config(vocab_size=len(qtok_chat), num_key_value_heads=2, rope_theta=10000.0,
                             rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
                             **common)
-    _save("tiny_qwen2", _model(Qwen2ForCausalLM, qwen2_cfg, 3), qtok)
+    if "tiny_qwen2" in only:
+        _save("tiny_qwen2", _model(Qwen2ForCausalLM, qwen2_cfg, 3), qtok_chat, chat_template=CHATML)
+        _template_renders(OUT / "tiny_qwen2")
 
     qwen3_cfg = Qwen3Config(vocab_size=len(qtok), num_key_value_heads=2, head_dim=12, rope_theta=10000.0,
                             rope_scaling={"rope_type": "linear", "factor": 2.0}, **common)
-    _save("tiny_qwen3", _model(Qwen3ForCausalLM, qwen3_cfg, 4), qtok)
+    if "tiny_qwen3" in only:
+        _save("tiny_qwen3", _model(Qwen3ForCausalLM, qwen3_cfg, 4), qtok)
 
-    names = ["tiny_llama", "tiny_llama_bf16_sharded", "tiny_mistral", "tiny_qwen2", "tiny_qwen3"]
+    names = [n for n in NAMES if n in only]
     sizes = {p.relative_to(OUT).as_posix(): p.stat().st_size for n in names for p in sorted((OUT / n).rglob("*"))}
     print(json.dumps(sizes, indent=1))
     print(f"total {sum(sizes.values()) / 1024:.0f} KiB")

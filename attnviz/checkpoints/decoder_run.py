@@ -4,12 +4,13 @@
 against the model's context and against memory (:func:`token_limit`), and runs
 :func:`~attnviz.checkpoints.decoder.forward_decoder` keeping every map (``mode="weights"``) or, for
 long inputs, only q, k and the log-sum-exp per layer (``mode="qk"``; ``"auto"`` picks "weights"
-while every map fits in :data:`WEIGHTS_BUDGET`).  The :class:`DecoderAttention` it returns answers
+while every map fits in ``weights_budget``, default :data:`WEIGHTS_BUDGET`).  ``chat=True`` reads the
+text as one user message in the checkpoint's chat template.  The :class:`DecoderAttention` it returns answers
 the same questions either way: one head's map (:meth:`~DecoderAttention.head_map`), a screen-sized
 overview of any region (:meth:`~DecoderAttention.overview`, the engine's overview machinery), and
 the per-head summaries LLM readers look at (:meth:`~DecoderAttention.summaries`: attention to the
 first token, to self, to the previous token, mean attention distance, entropy), computed band by
-band so no T x T matrix is held.
+band (``band_bytes`` of weights at a time) so no T x T matrix is held.
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ class DecoderAttention:
     attentions: np.ndarray | None = None  # (L, nh, T, T) when kept whole (mode "weights")
     trace: DecoderTrace | None = None  # q, k, lse per layer (mode "qk")
     limit_note: str = ""  # how long inputs may be, and why
+    band_bytes: int = BAND_BYTES  # bytes of weights recomputed at once for summaries and thumbnails
+    chat: bool = False  # the text was put in the checkpoint's chat template
 
     kind = "decoder"
 
@@ -185,7 +188,7 @@ class DecoderAttention:
             return
         tr = self.trace
         k = np.repeat(tr.k[layer], self.group, axis=0) if self.group > 1 else tr.k[layer]  # (nh, T, hd)
-        step = max(1, BAND_BYTES // max(1, nh * T * 4))
+        step = max(1, int(self.band_bytes) // max(1, nh * T * 4))
         for r0 in range(0, T, step):
             r1 = min(T, r0 + step)
             yield r0, r1, recompute_weights(tr.q[layer], k, tr.lse[layer], tr.masks[self.windows[layer]],
@@ -229,18 +232,22 @@ class DecoderAttention:
         return HeadSummaries(**out), thumbs
 
 
-def count_tokens(ckpt, text: str) -> int:
-    """Tokens ``text`` gives with the checkpoint's tokenizer and BOS/EOS, checked against the limits."""
+def count_tokens(ckpt, text: str, *, chat: bool = False) -> int:
+    """Tokens ``text`` gives with the checkpoint's tokenizer and BOS/EOS (or in its chat template),
+    checked against the limits."""
     limit, why = token_limit(ckpt.config)
     try:
-        return len(encode(ckpt.tokenizer, ckpt.special_tokens, text, limit))
+        return len(encode(ckpt.tokenizer, ckpt.special_tokens, text, limit, chat=chat, model=ckpt.name))
     except SourceError as exc:
         raise CheckpointError(f"{ckpt.name}: {exc} (the limit is {why})") from None
 
 
 def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "reference", mode: str = "auto",
-                max_tokens: int | None = None) -> DecoderAttention:
-    """Tokenise ``text`` with the checkpoint's tokenizer (BOS as configured) and run the decoder."""
+                max_tokens: int | None = None, chat: bool = False, weights_budget: int | None = None,
+                band_bytes: int = BAND_BYTES) -> DecoderAttention:
+    """Tokenise ``text`` with the checkpoint's tokenizer (BOS as configured; with ``chat``, in its chat
+    template) and run the decoder.  ``weights_budget``: bytes of maps mode "auto" keeps whole (default
+    :data:`WEIGHTS_BUDGET`); ``band_bytes``: bytes of weights the summaries recompute at once."""
     if ckpt.kind != "decoder":
         raise CheckpointError(f"{ckpt.name} is a {ckpt.config.model_type} model, not a decoder LLM")
     if mode not in ("auto", "weights", "qk"):
@@ -251,7 +258,7 @@ def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "reference",
     if max_tokens is not None:
         limit, why = min(limit, int(max_tokens)), why if int(max_tokens) >= limit else f"{int(max_tokens):,} tokens asked for"
     try:
-        toks = encode(ckpt.tokenizer, ckpt.special_tokens, text, limit)
+        toks = encode(ckpt.tokenizer, ckpt.special_tokens, text, limit, chat=chat, model=ckpt.name)
     except SourceError as exc:
         raise CheckpointError(f"{ckpt.name}: {exc} (the limit is {why})") from None
     if toks.ids.max() >= c.vocab_size:
@@ -259,7 +266,7 @@ def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "reference",
     T = len(toks)
     keep_all = c.n_layer * c.n_head * T * T * item
     if mode == "auto":
-        mode = "weights" if keep_all <= WEIGHTS_BUDGET else "qk"
+        mode = "weights" if keep_all <= (WEIGHTS_BUDGET if weights_budget is None else int(weights_budget)) else "qk"
     if mode == "weights" and pass_bytes(c, T, "weights", item) > available_memory() * MEMORY_SHARE:
         raise CheckpointError(
             f"every attention map of {T:,} tokens needs {keep_all / 2**30:.2f} GiB, more than half the available "
@@ -272,5 +279,6 @@ def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "reference",
         ids=toks.ids, spans=list(toks.spans), hidden=hidden, n_layer=c.n_layer, n_head=c.n_head, group=s.group,
         windows=tuple(s.window(i) for i in range(c.n_layer)), scale=float(s.head_dim) ** -0.5,
         attentions=res if mode == "weights" else None, trace=res if mode == "qk" else None, limit_note=why,
+        band_bytes=int(band_bytes), chat=bool(chat),
     )
 

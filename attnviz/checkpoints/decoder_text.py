@@ -4,6 +4,9 @@ transformers builds a Llama-family tokenizer's post-processor from ``add_bos_tok
 ``add_eos_token`` (Llama and Mistral add ``<s>`` by default; Qwen adds nothing), whatever the
 ``tokenizer.json`` post-processor says.  :func:`read_special` reads those flags and the BOS/EOS
 strings; :func:`encode` tokenises without the file's post-processor and adds the markers itself.
+With ``chat=True`` the text is first put in the checkpoint's chat template (one user message and the
+generation prompt, :mod:`~attnviz.checkpoints.decoder_chat`) and the rendered chat is tokenised with no
+BOS/EOS added: the template writes the ones it wants, as ``apply_chat_template`` does.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attnviz.checkpoints.decoder_chat import ChatTemplate, find_template, render_chat
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.sources.errors import SourceError
 from attnviz.sources.text import BpeTokenizer, TextTokens
@@ -30,6 +34,7 @@ class SpecialTokens:
     add_bos: bool  # put BOS in front of every text (as transformers does for Llama / Mistral)
     add_eos: bool  # put EOS after every text
     has_chat_template: bool  # tokenizer_config.json (or chat_template.jinja) carries a chat template
+    chat: ChatTemplate | None = None  # the template and its special-token variables (None without one)
 
     def describe(self) -> str:
         parts = []
@@ -70,19 +75,31 @@ def read_special(folder: Path, tok: BpeTokenizer, model_type: str) -> SpecialTok
     for key, val in (("add_bos_token", add_bos), ("add_eos_token", add_eos)):
         if not isinstance(val, bool):
             raise CheckpointError(f"{path.name}: {key} must be true or false (got {val!r})")
+    chat = find_template(folder, cfg, model_type)
     return SpecialTokens(
         bos_id=ids["bos"], eos_id=ids["eos"], add_bos=add_bos and ids["bos"] is not None,
         add_eos=add_eos and ids["eos"] is not None,
-        has_chat_template=isinstance(cfg.get("chat_template"), (str, list)) or (folder / "chat_template.jinja").is_file(),
+        has_chat_template=chat is not None, chat=chat,
     )
 
 
-def encode(tok: BpeTokenizer, special: SpecialTokens, text: str, max_tokens: int) -> TextTokens:
-    """Tokenise ``text`` and add BOS / EOS as the checkpoint's tokenizer config says."""
+def encode(tok: BpeTokenizer, special: SpecialTokens, text: str, max_tokens: int, *, chat: bool = False,
+           model: str = "the model") -> TextTokens:
+    """Tokenise ``text`` and add BOS / EOS as the checkpoint's tokenizer config says; with ``chat`` the
+    chat template rendered around ``text`` instead, tokenised as it is (its special tokens included)."""
+    if chat:
+        if special.chat is None:
+            raise CheckpointError(f"{model} has no chat template (no chat_template.jinja, and no chat_template "
+                                  "in tokenizer_config.json); run it on the plain text")
+        text = render_chat(special.chat, text, model)
+        special = SpecialTokens(bos_id=special.bos_id, eos_id=special.eos_id, add_bos=False, add_eos=False,
+                                has_chat_template=True, chat=special.chat)
+        if not text:
+            raise SourceError("the chat template rendered nothing")
     n_extra = int(special.add_bos) + int(special.add_eos)
     body = tok.encode(text, add_special_tokens=False)
     if len(body) + n_extra > max_tokens:
-        what = " with " + special.describe() if n_extra else ""
+        what = " with " + special.describe() if n_extra else (" in the chat template" if chat else "")
         raise SourceError(f"text gives {len(body) + n_extra:,} tokens{what}, more than the limit of {max_tokens:,}; "
                           "shorten the text")
     ids, pieces, spans, flags = list(body.ids), list(body.pieces), list(body.spans), list(body.special)

@@ -2,7 +2,7 @@
 
     attnviz-cli model list [FOLDER ...]
     attnviz-cli model inspect MODEL (--text TEXT | --image IMAGE) --npz OUT [--dtype float32|float64]
-                              [--layer L --head H]
+                              [--layer L --head H] [--chat]
 
 ``model list`` shows the ready models, the folders given and the checkpoints in the local Hugging
 Face cache (``HF_HUB_CACHE`` / ``HF_HOME`` / ``~/.cache/huggingface/hub``) with family, size and
@@ -13,7 +13,8 @@ forward pass and writes ``tokens`` (T,) and ``attentions`` (layers, heads, T, T)
 ``ids`` (T,).  A decoder LLM also writes ``kv_head`` (heads,), the key/value head each query head
 shares, and its per-head summaries (``summary_*``, (layers, heads)); on inputs whose maps do not fit
 in memory it runs keeping only q, k and the log-sum-exp, and ``--layer/--head`` writes one map
-``attention`` (T, T) instead of all of them.
+``attention`` (T, T) instead of all of them.  ``--chat`` puts the text in the decoder's chat template
+(one user message and the generation prompt, as transformers' ``apply_chat_template``) first.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ def register(subparsers) -> None:
     ins.add_argument("--layer", type=int, help="decoder LLMs: write only this layer's map (with --head)")
     ins.add_argument("--head", type=int, help="decoder LLMs: write only this head's map (with --layer)")
     ins.add_argument("--kernel", default="reference", help="attention kernel of the engine (default reference)")
+    ins.add_argument("--chat", action="store_true",
+                     help="decoder LLMs with a chat template: read the text as one user message in the template, "
+                          "with the assistant's turn opened (as transformers' apply_chat_template)")
     ins.set_defaults(func=_cmd_inspect)
 
 
@@ -114,6 +118,8 @@ def _cmd_inspect(args) -> int:
         ckpt = load_checkpoint(folder, name=name)
         if ckpt.kind == "decoder" and args.text is not None:
             return _inspect_decoder(ckpt, args)
+        if args.chat:
+            raise CliError(f"--chat is for decoder LLMs given --text; {ckpt.name} is a {ckpt.config.model_type} model")
         if args.layer is not None:
             raise CliError("--layer/--head are for decoder LLMs; this model's maps are written whole")
         if args.image is not None:
@@ -162,7 +168,7 @@ def _inspect_decoder(ckpt, args) -> int:
     from attnviz.checkpoints.decoder_run import MEMORY_SHARE, available_memory, count_tokens, pass_bytes, run_decoder
 
     c = ckpt.config
-    T = count_tokens(ckpt, args.text)
+    T = count_tokens(ckpt, args.text, chat=args.chat)
     item = np.dtype(args.dtype).itemsize
     if args.layer is None:
         need = c.n_layer * c.n_head * T * T * item
@@ -182,7 +188,7 @@ def _inspect_decoder(ckpt, args) -> int:
                            "available memory; shorten the text")
         mode = "qk"
     res = run_decoder(ckpt, args.text, dtype=args.dtype, kernel=args.kernel if mode == "weights" else "flash",
-                      mode=mode)
+                      mode=mode, chat=args.chat)
     s = res.summaries()
     out = {"tokens": np.array(res.tokens, dtype=str), "special": res.special, "hidden": res.hidden, "ids": res.ids,
            "kv_head": np.array([res.kv_head(h) for h in range(c.n_head)], dtype=np.int64)}
@@ -197,7 +203,8 @@ def _inspect_decoder(ckpt, args) -> int:
         what = f"attention of layer {args.layer} head {args.head} (kv head {res.kv_head(args.head)}), ({T}, {T})"
     _write(args.npz, out)
     print(ckpt.describe().replace("computed in float32", f"computed in {np.dtype(args.dtype).name}"))
-    print(f"{T} tokens ({ckpt.special_tokens.describe()}; up to {res.limit_note}): "
+    how = f"in the chat template of {ckpt.special_tokens.chat.source}" if args.chat else ckpt.special_tokens.describe()
+    print(f"{T} tokens ({how}; up to {res.limit_note}): "
           f"{' '.join(res.labels) if T <= 40 else ' '.join(res.labels[:40]) + ' ...'}")
     print(f"{what} -> {args.npz}")
     print(f"mean entropy {s.entropy.mean():.3f} nats; attention to the first token {s.to_first.mean():.3f}, "

@@ -33,11 +33,12 @@ class LongOutcome:
         self.image_name = ""
 
 
-def decoder_outcome(ckpt, text: str, run_outcome):
-    """Run a decoder on ``text``: ``run_outcome(ModelAttention)`` when every map fits, else a LongOutcome."""
+def decoder_outcome(ckpt, text: str, run_outcome, chat: bool = False):
+    """Run a decoder on ``text`` (in its chat template with ``chat``): ``run_outcome(ModelAttention)`` when
+    every map fits, else a LongOutcome."""
     if not text.strip():
         raise ValueError("type a text for the model to read")
-    dec = run_decoder(ckpt, text, mode="auto")
+    dec = run_decoder(ckpt, text, mode="auto", chat=chat)
     if dec.mode == "qk":
         return LongOutcome(dec)
     return run_outcome(ModelAttention(model=dec.model, kind="decoder", tokens=dec.tokens, labels=dec.labels,
@@ -56,10 +57,11 @@ def head_title(result, layer: int, head: int) -> str:
 
 def describe_run(dec: DecoderAttention) -> str:
     """One line about how a decoder input was run."""
+    what = f"{dec.T:,} tokens" + (" in the chat template" if dec.chat else "")
     if dec.mode == "qk":
-        return (f"{dec.T:,} tokens: maps recomputed from q, k and log-sum-exp (flash kernel, causal mask); "
+        return (f"{what}: maps recomputed from q, k and log-sum-exp (flash kernel, causal mask); "
                 f"inputs up to {dec.limit_note}")
-    return f"{dec.T:,} tokens, every map held; inputs up to {dec.limit_note}"
+    return f"{what}, every map held; inputs up to {dec.limit_note}"
 
 
 class LongMapView:

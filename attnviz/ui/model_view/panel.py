@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLin
 from attnviz.checkpoints import Checkpoint, ModelAttention, head_summaries, load_checkpoint, ready_models, run_image, run_text
 from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
 from attnviz.ui import colormaps
+from attnviz.ui.model_view.chat_option import ChatTemplateBox
 from attnviz.ui.model_view.corpus_view import install as install_corpus_view
 from attnviz.ui.model_view.decoder_view import LongMapView, LongOutcome, decoder_outcome, describe_run, head_title
 from attnviz.ui.model_view.model_list import add_cached_models, cached_name
@@ -57,9 +58,9 @@ class RunOutcome:
         self.image_name = image_name
 
 
-def _run_text_job(ckpt: Checkpoint, text: str) -> RunOutcome:
+def _run_text_job(ckpt: Checkpoint, text: str, chat: bool = False) -> RunOutcome:
     if ckpt.kind == "decoder":
-        return decoder_outcome(ckpt, text, RunOutcome)
+        return decoder_outcome(ckpt, text, RunOutcome, chat=chat)
     if not text.strip():
         raise ValueError("type a sentence for the model to read")
     return RunOutcome(run_text(ckpt, text))
@@ -127,6 +128,8 @@ class ModelViewPanel(QWidget):
         mid = QHBoxLayout()
         mid.setContentsMargins(6, 0, 6, 0)
         mid.addWidget(self.inputs, 1)
+        self.chat_box = ChatTemplateBox(self)  # decoders with a chat template
+        mid.addWidget(self.chat_box)
         mid.addWidget(self.run_button)
         self.message = QLabel("", self)
         self.message.setWordWrap(True)
@@ -175,6 +178,7 @@ class ModelViewPanel(QWidget):
         self.text_edit.textEdited.connect(self._on_text_edited)
         self.text_edit.returnPressed.connect(self.run_input)
         self.run_button.clicked.connect(self.run_input)
+        self.chat_box.toggled.connect(lambda _on: self.ckpt is not None and self.run_input())
         self.jobs.finished.connect(self._on_job_finished)
         self.jobs.failed.connect(self._on_job_failed)
         self.jobs.busy_changed.connect(self.busy.setVisible)
@@ -226,8 +230,8 @@ class ModelViewPanel(QWidget):
                 return None
             name, read = self._image_readers[key]
             return self.jobs.submit("run", lambda: _run_image_job(ckpt, read, name))
-        text = self.text_edit.text()
-        return self.jobs.submit("run", lambda: _run_text_job(ckpt, text))
+        text, chat = self.text_edit.text(), self.chat_box.wanted()
+        return self.jobs.submit("run", lambda: _run_text_job(ckpt, text, chat))
 
     def set_text(self, text: str, run: bool = False) -> None:
         """Set the sentence (as if typed); ``run`` runs the model on it."""
@@ -408,6 +412,7 @@ class ModelViewPanel(QWidget):
             self.ckpt = result
             self.describe.setText(result.describe())
             self.describe.setToolTip(str(result.folder))
+            self.chat_box.show_for(result)
             self._sync_input_page()
             if not self._text_edited:
                 self._offer_session_text()
