@@ -1,0 +1,182 @@
+"""Register-blocked float32 tile products for the flash kernel on 512-bit vectors, without BLAS.
+
+Both tile products of a flash tile have the form C[rows, 64 columns] (+)= A[rows, K] B[K, 64 columns]
+with B's rows contiguous, so nothing needs packing per call:
+
+- the score product ``q_tile @ k_tile.T`` with K laid out once per call in panels of 64 keys,
+  ``(nh, Tk // 64, hs, 64)`` (:func:`key_panels`): B is one panel, 16 KB at hs = 64, held in L1;
+- ``P @ v_tile`` with B = the rows of v (hv = 64), accumulated straight into the running output.
+
+The micro-kernel keeps 6 rows x 64 columns of C in 24 registers of 16 floats for the whole K loop:
+per step four vector loads of B's row, six broadcasts of A's column and 24 fused multiply-adds. The
+intrinsic writes that LLVM vector code itself; numba's own loops keep such accumulators in memory.
+OpenBLAS, called per tile, packs a q panel and a k panel on every call and reached about 80 % of its
+large-sgemm rate at K = hs = 64 (benchmarks/README.md).
+
+Only for float32 on CPUs with AVX-512 (32 vector registers; :func:`enabled`). The intrinsic compiles to
+nothing for float64 arrays: the flash kernel calls it only when the inputs are float32.
+"""
+
+from __future__ import annotations
+
+import os
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+COLS = 64  # columns of C per micro-kernel call (four vectors of 16 float32)
+_NV = COLS // 16
+
+
+def _make(rows: int):
+    """The intrinsic for C[rows, 64] (+)= A[rows, K] B[K, 64]."""
+
+    @intrinsic
+    def mk(typingctx, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate):
+        for arr in (A, B, C):
+            if not isinstance(arr, types.Array) or arr.dtype not in (types.float32, types.float64):
+                return None
+        f32_arrays = all(arr.dtype == types.float32 for arr in (A, B, C))
+
+        def codegen(context, builder, sig, args):
+            if not f32_arrays:  # never called for float64 (see the module docstring)
+                return context.get_dummy_value()
+            aA, aB, aC, acc = args[0], args[3], args[6], args[10]
+            f32 = ir.FloatType()
+            v16 = ir.VectorType(f32, 16)
+            vptr = v16.as_pointer()
+            i64 = ir.IntType(64)
+            i32 = ir.IntType(32)
+            pa = context.make_array(sig.args[0])(context, builder, aA).data
+            pb = context.make_array(sig.args[3])(context, builder, aB).data
+            pc = context.make_array(sig.args[6])(context, builder, aC).data
+            ao, la, bo, lb, co, lc, kd = (context.cast(builder, args[i], sig.args[i], types.int64)
+                                          for i in (1, 2, 4, 5, 7, 8, 9))
+            acc = context.cast(builder, acc, sig.args[10], types.boolean)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]),
+                                                 "llvm.fma.v16f32")
+            zero = ir.Constant(v16, None)
+            splat = ir.Constant(ir.VectorType(i32, 16), None)
+
+            def c_ptr(r, v):
+                off = builder.add(co, builder.add(builder.mul(lc, ir.Constant(i64, r)), ir.Constant(i64, 16 * v)))
+                return builder.bitcast(builder.gep(pc, [off]), vptr)
+
+            init = [builder.select(acc, builder.load(c_ptr(r, v), align=4), zero)
+                    for r in range(rows) for v in range(_NV)]
+            pre = builder.block
+            loop = builder.append_basic_block("mk.loop")
+            done = builder.append_basic_block("mk.done")
+            builder.cbranch(builder.icmp_signed(">", kd, ir.Constant(i64, 0)), loop, done)
+            builder.position_at_end(loop)
+            d = builder.phi(i64)
+            d.add_incoming(ir.Constant(i64, 0), pre)
+            accs = []
+            for x in init:
+                p = builder.phi(v16)
+                p.add_incoming(x, pre)
+                accs.append(p)
+            brow = builder.add(bo, builder.mul(d, lb))
+            bv = [builder.load(builder.bitcast(builder.gep(pb, [builder.add(brow, ir.Constant(i64, 16 * v))]),
+                                               vptr), align=4) for v in range(_NV)]
+            new = []
+            for r in range(rows):
+                a = builder.load(builder.gep(pa, [builder.add(ao, builder.add(builder.mul(la, ir.Constant(i64, r)),
+                                                                               d))]))
+                s = builder.shuffle_vector(builder.insert_element(ir.Constant(v16, ir.Undefined), a,
+                                                                  ir.Constant(i32, 0)),
+                                           ir.Constant(v16, ir.Undefined), splat)
+                for v in range(_NV):
+                    new.append(builder.call(fma, [s, bv[v], accs[r * _NV + v]]))
+            d1 = builder.add(d, ir.Constant(i64, 1))
+            end = builder.block
+            d.add_incoming(d1, end)
+            for p, x in zip(accs, new):
+                p.add_incoming(x, end)
+            builder.cbranch(builder.icmp_signed("<", d1, kd), loop, done)
+            builder.position_at_end(done)
+            outs = []
+            for i in range(rows * _NV):
+                out = builder.phi(v16)
+                out.add_incoming(init[i], pre)
+                out.add_incoming(new[i], end)
+                outs.append(out)
+            for i, out in enumerate(outs):
+                builder.store(out, c_ptr(*divmod(i, _NV)), align=4)
+            return context.get_dummy_value()
+
+        return types.none(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate), codegen
+
+    return mk
+
+
+_mk6 = _make(6)
+_mk4 = _make(4)
+_mk2 = _make(2)
+_mk1 = _make(1)
+
+
+@njit(nogil=True, cache=True)
+def rows_product(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, nrows, kdim, accumulate):
+    """C[c_off + r*ldc + j] (+)= sum_d A[a_off + r*lda + d] B[b_off + d*ldb + j] for r < nrows, j < 64:
+    flat element offsets into C-contiguous float32 arrays, rows in blocks of 6 and the rest in 4, 2, 1."""
+    r = 0
+    while r + 6 <= nrows:
+        _mk6(A, a_off + r * lda, lda, B, b_off, ldb, C, c_off + r * ldc, ldc, kdim, accumulate)
+        r += 6
+    if r + 4 <= nrows:
+        _mk4(A, a_off + r * lda, lda, B, b_off, ldb, C, c_off + r * ldc, ldc, kdim, accumulate)
+        r += 4
+    if r + 2 <= nrows:
+        _mk2(A, a_off + r * lda, lda, B, b_off, ldb, C, c_off + r * ldc, ldc, kdim, accumulate)
+        r += 2
+    if r < nrows:
+        _mk1(A, a_off + r * lda, lda, B, b_off, ldb, C, c_off + r * ldc, ldc, kdim, accumulate)
+
+
+@njit(nogil=True, cache=True)
+def score_product(q, h, i0, bm, kp, j0, bn, S):
+    """S[:bm*bn] as (bm, bn) = q[h, i0:i0+bm] @ k[h, j0:j0+bn].T, k given as its :func:`key_panels` kp;
+    j0 and bn multiples of 64."""
+    Tq, hs = q.shape[1], q.shape[2]
+    nP = kp.shape[1]
+    for c in range(bn // COLS):
+        rows_product(q, (h * Tq + i0) * hs, hs, kp, ((h * nP + j0 // COLS + c) * hs) * COLS, COLS,
+                     S, c * COLS, bn, bm, hs, False)
+
+
+@njit(nogil=True, cache=True)
+def pv_accumulate(P, bm, bn, v, h, j0, acc_o):
+    """acc_o (bm, hv) += P[:bm*bn] as (bm, bn) @ v[h, j0:j0+bn]; hv a multiple of 64."""
+    Tk, hv = v.shape[1], v.shape[2]
+    for c in range(hv // COLS):
+        rows_product(P, 0, bn, v, (h * Tk + j0) * hv + c * COLS, hv, acc_o, c * COLS, hv, bm, bn, True)
+
+
+def key_panels(k):
+    """k (nh, Tk, hs) as panels of 64 keys, (nh, Tk // 64, hs, 64) C-contiguous (the whole panels only)."""
+    import numpy as np
+
+    nh, Tk, hs = k.shape
+    n = Tk // COLS
+    return np.ascontiguousarray(k[:, :n * COLS].reshape(nh, n, COLS, hs).transpose(0, 1, 3, 2))
+
+
+def enabled() -> bool:
+    """True when numba compiles for a CPU with AVX-512F (its own target features, else the host's), and
+    ATTNVIZ_FLASH_BLAS is not set (which keeps BLAS for every tile product)."""
+    if os.environ.get("ATTNVIZ_FLASH_BLAS"):
+        return False
+    import numba
+
+    feats = numba.config.CPU_FEATURES
+    if feats:
+        return "+avx512f" in feats.split(",")
+    try:
+        import llvmlite.binding as llvm
+
+        return bool(dict(llvm.get_host_cpu_features()).get("avx512f"))
+    except (RuntimeError, ImportError):
+        return False
