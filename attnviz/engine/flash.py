@@ -24,11 +24,12 @@ from attnviz.engine.runtime import parallel_section
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
-def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o):
+def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o, rowmax, have_max):
     """Turn the score tile S (bm, bn) into unnormalised weights in place and update m_i, l_i, acc_o.
 
     With ``partial`` the scores of masked cells (mask_tile False) become MASKED_SCORE before the max;
-    otherwise mask_tile is not read. c is scale * log2(e) >= 0 in S's dtype.
+    otherwise mask_tile is not read. c is scale * log2(e) >= 0 in S's dtype. With ``have_max`` (never
+    with ``partial``) rowmax[r] is already the largest score of row r, unscaled.
     """
     bm, bn = S.shape
     one = like(S, 1.0)
@@ -42,12 +43,15 @@ def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o):
             mult = one
         else:
             mult = c
-        # Row max through integer order keys (vectorises; a float max reduction does not). c >= 0.
-        key = order_key(like(S, M_INIT))
-        for j in range(bn):
-            kj = order_key(srow[j])
-            key = kj if kj > key else key
-        mx = from_order_key(key) * mult
+        if have_max:
+            mx = rowmax[r] * mult
+        else:
+            # Row max through integer order keys (vectorises; a float max reduction does not). c >= 0.
+            key = order_key(like(S, M_INIT))
+            for j in range(bn):
+                kj = order_key(srow[j])
+                key = kj if kj > key else key
+            mx = from_order_key(key) * mult
         m_old = m_i[r]
         m_new = max(m_old, mx)
         rowsum = like(S, 0.0)
@@ -83,6 +87,7 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
     m_i = np.full(bm, like(q, M_INIT))  # (bm,) running max, base 2
     l_i = np.zeros(bm, dtype=q.dtype)  # (bm,) running denominator
     acc_o = np.zeros((bm, hv), dtype=q.dtype)  # (bm, hv) unnormalised output
+    rowmax = np.empty(bm, dtype=q.dtype)  # (bm,) the micro-kernel's row maxima of a full tile
     for kj in range(nK):
         state = tile_state[ht, qi, kj]
         if state == EMPTY:
@@ -91,17 +96,20 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
         j1 = min(j0 + BLOCK_N, Tk)
         bn = j1 - j0
         S = s_buf[: bm * bn].reshape((bm, bn))  # (bm, bn) score tile
+        partial = state == PARTIAL
+        have_max = False
         if fast and j0 % COLS == 0 and bn % COLS == 0:
-            score_product(q, h, i0, bm, kp, j0, bn, s_buf)
+            have_max = not partial
+            score_product(q, h, i0, bm, kp, j0, bn, s_buf, rowmax, have_max)
         else:
             np.dot(q_tile, k[h, j0:j1].T, out=S)
-        partial = state == PARTIAL
         if partial and tiled:
-            _softmax_tile_rows(S, blocks[block_index[ht, qi, kj], 0:bm, 0:bn], True, c, m_i, l_i, acc_o)
+            _softmax_tile_rows(S, blocks[block_index[ht, qi, kj], 0:bm, 0:bn], True, c, m_i, l_i, acc_o, rowmax,
+                               False)
         elif partial:
-            _softmax_tile_rows(S, mask[hm, i0:i1, j0:j1], True, c, m_i, l_i, acc_o)
+            _softmax_tile_rows(S, mask[hm, i0:i1, j0:j1], True, c, m_i, l_i, acc_o, rowmax, False)
         else:
-            _softmax_tile_rows(S, mask[0, 0:1, 0:1], False, c, m_i, l_i, acc_o)
+            _softmax_tile_rows(S, mask[0, 0:1, 0:1], False, c, m_i, l_i, acc_o, rowmax, have_max)
         if fast and hv % COLS == 0:
             pv_accumulate(s_buf, bm, bn, v, h, j0, acc_o)
         else:

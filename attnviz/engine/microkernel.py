@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -30,84 +31,130 @@ COLS = 64  # columns of C per micro-kernel call (four vectors of 16 float32)
 _NV = COLS // 16
 
 
+def _vmax(builder, a, b):
+    """Lane-wise max of two float vectors (no NaN in scores)."""
+    return builder.select(builder.fcmp_ordered(">", a, b), a, b)
+
+
+def _hmax(builder, x, n):
+    """The largest of the n lanes of the float vector x, by halving."""
+    i32 = ir.IntType(32)
+    while n > 1:
+        n //= 2
+        hi = builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(i32, n), list(range(n, 2 * n))))
+        lo = builder.shuffle_vector(x, x, ir.Constant(ir.VectorType(i32, n), list(range(n))))
+        x = _vmax(builder, lo, hi)
+    return builder.extract_element(x, ir.Constant(i32, 0))
+
+
+def _codegen(rows: int, with_max: bool):
+    """LLVM code for C[rows, 64] (+)= A[rows, K] B[K, 64]; ``with_max`` also raises M[m_off + r] to the
+    largest value written to row r of C."""
+
+    def codegen(context, builder, sig, args):
+        if not all(sig.args[i].dtype == types.float32 for i in (0, 3, 6)):  # float64: never called
+            return context.get_dummy_value()
+        aA, aB, aC, acc = args[0], args[3], args[6], args[10]
+        f32 = ir.FloatType()
+        v16 = ir.VectorType(f32, 16)
+        vptr = v16.as_pointer()
+        i64 = ir.IntType(64)
+        i32 = ir.IntType(32)
+        pa = context.make_array(sig.args[0])(context, builder, aA).data
+        pb = context.make_array(sig.args[3])(context, builder, aB).data
+        pc = context.make_array(sig.args[6])(context, builder, aC).data
+        ao, la, bo, lb, co, lc, kd = (context.cast(builder, args[i], sig.args[i], types.int64)
+                                      for i in (1, 2, 4, 5, 7, 8, 9))
+        acc = context.cast(builder, acc, sig.args[10], types.boolean)
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]),
+                                             "llvm.fma.v16f32")
+        zero = ir.Constant(v16, None)
+        splat = ir.Constant(ir.VectorType(i32, 16), None)
+
+        def c_ptr(r, v):
+            off = builder.add(co, builder.add(builder.mul(lc, ir.Constant(i64, r)), ir.Constant(i64, 16 * v)))
+            return builder.bitcast(builder.gep(pc, [off]), vptr)
+
+        init = [builder.select(acc, builder.load(c_ptr(r, v), align=4), zero)
+                for r in range(rows) for v in range(_NV)]
+        pre = builder.block
+        loop = builder.append_basic_block("mk.loop")
+        done = builder.append_basic_block("mk.done")
+        builder.cbranch(builder.icmp_signed(">", kd, ir.Constant(i64, 0)), loop, done)
+        builder.position_at_end(loop)
+        d = builder.phi(i64)
+        d.add_incoming(ir.Constant(i64, 0), pre)
+        accs = []
+        for x in init:
+            p = builder.phi(v16)
+            p.add_incoming(x, pre)
+            accs.append(p)
+        brow = builder.add(bo, builder.mul(d, lb))
+        bv = [builder.load(builder.bitcast(builder.gep(pb, [builder.add(brow, ir.Constant(i64, 16 * v))]), vptr),
+                           align=4) for v in range(_NV)]
+        new = []
+        for r in range(rows):
+            a = builder.load(builder.gep(pa, [builder.add(ao, builder.add(builder.mul(la, ir.Constant(i64, r)), d))]))
+            b = builder.shuffle_vector(builder.insert_element(ir.Constant(v16, ir.Undefined), a, ir.Constant(i32, 0)),
+                                       ir.Constant(v16, ir.Undefined), splat)
+            for v in range(_NV):
+                new.append(builder.call(fma, [b, bv[v], accs[r * _NV + v]]))
+        d1 = builder.add(d, ir.Constant(i64, 1))
+        end = builder.block
+        d.add_incoming(d1, end)
+        for p, x in zip(accs, new):
+            p.add_incoming(x, end)
+        builder.cbranch(builder.icmp_signed("<", d1, kd), loop, done)
+        builder.position_at_end(done)
+        outs = []
+        for i in range(rows * _NV):
+            out = builder.phi(v16)
+            out.add_incoming(init[i], pre)
+            out.add_incoming(new[i], end)
+            outs.append(out)
+        for i, out in enumerate(outs):
+            builder.store(out, c_ptr(*divmod(i, _NV)), align=4)
+        if with_max:
+            pm = context.make_array(sig.args[11])(context, builder, args[11]).data
+            mo = context.cast(builder, args[12], sig.args[12], types.int64)
+            for r in range(rows):
+                x = outs[r * _NV]
+                for v in range(1, _NV):
+                    x = _vmax(builder, x, outs[r * _NV + v])
+                m = _hmax(builder, x, 16)
+                mp = builder.gep(pm, [builder.add(mo, ir.Constant(i64, r))])
+                old = builder.load(mp)
+                builder.store(builder.select(builder.fcmp_ordered(">", m, old), m, old), mp)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+def _float_arrays(*arrs):
+    return all(isinstance(a, types.Array) and a.dtype in (types.float32, types.float64) for a in arrs)
+
+
 def _make(rows: int):
     """The intrinsic for C[rows, 64] (+)= A[rows, K] B[K, 64]."""
 
     @intrinsic
     def mk(typingctx, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate):
-        for arr in (A, B, C):
-            if not isinstance(arr, types.Array) or arr.dtype not in (types.float32, types.float64):
-                return None
-        f32_arrays = all(arr.dtype == types.float32 for arr in (A, B, C))
+        if not _float_arrays(A, B, C):
+            return None
+        return types.none(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate), _codegen(rows, False)
 
-        def codegen(context, builder, sig, args):
-            if not f32_arrays:  # never called for float64 (see the module docstring)
-                return context.get_dummy_value()
-            aA, aB, aC, acc = args[0], args[3], args[6], args[10]
-            f32 = ir.FloatType()
-            v16 = ir.VectorType(f32, 16)
-            vptr = v16.as_pointer()
-            i64 = ir.IntType(64)
-            i32 = ir.IntType(32)
-            pa = context.make_array(sig.args[0])(context, builder, aA).data
-            pb = context.make_array(sig.args[3])(context, builder, aB).data
-            pc = context.make_array(sig.args[6])(context, builder, aC).data
-            ao, la, bo, lb, co, lc, kd = (context.cast(builder, args[i], sig.args[i], types.int64)
-                                          for i in (1, 2, 4, 5, 7, 8, 9))
-            acc = context.cast(builder, acc, sig.args[10], types.boolean)
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v16, [v16, v16, v16]),
-                                                 "llvm.fma.v16f32")
-            zero = ir.Constant(v16, None)
-            splat = ir.Constant(ir.VectorType(i32, 16), None)
+    return mk
 
-            def c_ptr(r, v):
-                off = builder.add(co, builder.add(builder.mul(lc, ir.Constant(i64, r)), ir.Constant(i64, 16 * v)))
-                return builder.bitcast(builder.gep(pc, [off]), vptr)
 
-            init = [builder.select(acc, builder.load(c_ptr(r, v), align=4), zero)
-                    for r in range(rows) for v in range(_NV)]
-            pre = builder.block
-            loop = builder.append_basic_block("mk.loop")
-            done = builder.append_basic_block("mk.done")
-            builder.cbranch(builder.icmp_signed(">", kd, ir.Constant(i64, 0)), loop, done)
-            builder.position_at_end(loop)
-            d = builder.phi(i64)
-            d.add_incoming(ir.Constant(i64, 0), pre)
-            accs = []
-            for x in init:
-                p = builder.phi(v16)
-                p.add_incoming(x, pre)
-                accs.append(p)
-            brow = builder.add(bo, builder.mul(d, lb))
-            bv = [builder.load(builder.bitcast(builder.gep(pb, [builder.add(brow, ir.Constant(i64, 16 * v))]),
-                                               vptr), align=4) for v in range(_NV)]
-            new = []
-            for r in range(rows):
-                a = builder.load(builder.gep(pa, [builder.add(ao, builder.add(builder.mul(la, ir.Constant(i64, r)),
-                                                                               d))]))
-                s = builder.shuffle_vector(builder.insert_element(ir.Constant(v16, ir.Undefined), a,
-                                                                  ir.Constant(i32, 0)),
-                                           ir.Constant(v16, ir.Undefined), splat)
-                for v in range(_NV):
-                    new.append(builder.call(fma, [s, bv[v], accs[r * _NV + v]]))
-            d1 = builder.add(d, ir.Constant(i64, 1))
-            end = builder.block
-            d.add_incoming(d1, end)
-            for p, x in zip(accs, new):
-                p.add_incoming(x, end)
-            builder.cbranch(builder.icmp_signed("<", d1, kd), loop, done)
-            builder.position_at_end(done)
-            outs = []
-            for i in range(rows * _NV):
-                out = builder.phi(v16)
-                out.add_incoming(init[i], pre)
-                out.add_incoming(new[i], end)
-                outs.append(out)
-            for i, out in enumerate(outs):
-                builder.store(out, c_ptr(*divmod(i, _NV)), align=4)
-            return context.get_dummy_value()
+def _make_max(rows: int):
+    """:func:`_make` that also raises M[m_off + r] to the largest value of row r of C."""
 
-        return types.none(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate), codegen
+    @intrinsic
+    def mk(typingctx, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate, M, m_off):
+        if not _float_arrays(A, B, C, M):
+            return None
+        return (types.none(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate, M, m_off),
+                _codegen(rows, True))
 
     return mk
 
@@ -116,6 +163,10 @@ _mk6 = _make(6)
 _mk4 = _make(4)
 _mk2 = _make(2)
 _mk1 = _make(1)
+_mkm6 = _make_max(6)
+_mkm4 = _make_max(4)
+_mkm2 = _make_max(2)
+_mkm1 = _make_max(1)
 
 
 @njit(nogil=True, cache=True)
@@ -137,14 +188,39 @@ def rows_product(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, nrows, kdim, accum
 
 
 @njit(nogil=True, cache=True)
-def score_product(q, h, i0, bm, kp, j0, bn, S):
+def rows_product_max(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, nrows, kdim, M):
+    """:func:`rows_product` (overwriting C) that also raises M[r] to the largest value of C's row r."""
+    r = 0
+    while r + 6 <= nrows:
+        _mkm6(A, a_off + r * lda, lda, B, b_off, ldb, C, c_off + r * ldc, ldc, kdim, False, M, r)
+        r += 6
+    if r + 4 <= nrows:
+        _mkm4(A, a_off + r * lda, lda, B, b_off, ldb, C, c_off + r * ldc, ldc, kdim, False, M, r)
+        r += 4
+    if r + 2 <= nrows:
+        _mkm2(A, a_off + r * lda, lda, B, b_off, ldb, C, c_off + r * ldc, ldc, kdim, False, M, r)
+        r += 2
+    if r < nrows:
+        _mkm1(A, a_off + r * lda, lda, B, b_off, ldb, C, c_off + r * ldc, ldc, kdim, False, M, r)
+
+
+@njit(nogil=True, cache=True)
+def score_product(q, h, i0, bm, kp, j0, bn, S, rowmax, want_max):
     """S[:bm*bn] as (bm, bn) = q[h, i0:i0+bm] @ k[h, j0:j0+bn].T, k given as its :func:`key_panels` kp;
-    j0 and bn multiples of 64."""
+    j0 and bn multiples of 64. With ``want_max``, rowmax[:bm] becomes each row's largest score, taken
+    from the registers before they are stored (the softmax then skips its pass for the row max)."""
     Tq, hs = q.shape[1], q.shape[2]
     nP = kp.shape[1]
+    if want_max:
+        for r in range(bm):
+            rowmax[r] = -np.inf
     for c in range(bn // COLS):
-        rows_product(q, (h * Tq + i0) * hs, hs, kp, ((h * nP + j0 // COLS + c) * hs) * COLS, COLS,
-                     S, c * COLS, bn, bm, hs, False)
+        a_off = (h * Tq + i0) * hs
+        b_off = ((h * nP + j0 // COLS + c) * hs) * COLS
+        if want_max:
+            rows_product_max(q, a_off, hs, kp, b_off, COLS, S, c * COLS, bn, bm, hs, rowmax)
+        else:
+            rows_product(q, a_off, hs, kp, b_off, COLS, S, c * COLS, bn, bm, hs, False)
 
 
 @njit(nogil=True, cache=True)
@@ -157,8 +233,6 @@ def pv_accumulate(P, bm, bn, v, h, j0, acc_o):
 
 def key_panels(k):
     """k (nh, Tk, hs) as panels of 64 keys, (nh, Tk // 64, hs, 64) C-contiguous (the whole panels only)."""
-    import numpy as np
-
     nh, Tk, hs = k.shape
     n = Tk // COLS
     return np.ascontiguousarray(k[:, :n * COLS].reshape(nh, n, COLS, hs).transpose(0, 1, 3, 2))

@@ -8,7 +8,7 @@ import pytest
 from attnviz.engine import attention
 from attnviz.engine.blockmask import classify
 from attnviz.engine.flash import flash_attention, full_tile_state
-from attnviz.engine.microkernel import key_panels, rows_product
+from attnviz.engine.microkernel import key_panels, rows_product, score_product
 from engine_helpers import make_mask, numpy_attention, qkv
 
 
@@ -30,6 +30,21 @@ def test_rows_product_matches_numpy(nrows, kdim, accumulate):
     untouched = np.ones(C.shape, bool)
     untouched[1:1 + nrows, 3:67] = False
     assert np.array_equal(C[untouched], before[untouched])  # nothing outside the block is written
+
+
+@pytest.mark.parametrize("bm", [1, 5, 6, 64, 77])
+def test_score_product_and_its_row_maxima(bm):
+    """The score tile of key panels 1..3 (bn = 192) against numpy, and the row maxima taken in registers."""
+    q, k, _ = qkv(2, 100, 300, 64, 64, np.float32, seed=bm)
+    kp = key_panels(k)
+    S = np.full(bm * 192 + 5, np.nan, dtype=np.float32)
+    rowmax = np.full(bm + 3, 7.0, dtype=np.float32)
+    score_product(q, 1, 10, bm, kp, 64, 192, S, rowmax, True)
+    want = q[1, 10:10 + bm].astype(np.float64) @ k[1, 64:256].astype(np.float64).T
+    got = S[:bm * 192].reshape(bm, 192)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    assert np.array_equal(rowmax[:bm], got.max(axis=1))  # exactly the stored scores' maxima
+    assert np.all(rowmax[bm:] == 7.0) and np.all(np.isnan(S[bm * 192:]))
 
 
 def test_key_panels_layout():
