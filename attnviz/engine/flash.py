@@ -19,7 +19,8 @@ from numba import njit, prange
 from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
 from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like,
                                     order_key)
-from attnviz.engine.microkernel import COLS, enabled as microkernel_enabled, key_panels, pv_accumulate, score_product
+from attnviz.engine.microkernel import (COLS, enabled as microkernel_enabled, key_panels, pv_accumulate,
+                                       pv_accumulate_rows, score_product, score_product_rows)
 from attnviz.engine.runtime import parallel_section
 
 
@@ -67,6 +68,22 @@ def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o, rowmax, have_m
             arow[d] *= alpha
 
 
+@njit(nogil=True, cache=True)
+def _row_extents(mask_tile, lo, hi):
+    """lo[r], hi[r]: the first allowed column of row r of mask_tile (bm, bn) and one past the last (0, 0
+    when none)."""
+    bm, bn = mask_tile.shape
+    for r in range(bm):
+        mrow = mask_tile[r]
+        a = bn
+        b = 0
+        for j in range(bn):  # integer min / max: vectorises
+            a = min(a, j if mrow[j] else bn)
+            b = max(b, j + 1 if mrow[j] else 0)
+        lo[r] = a if b > 0 else 0
+        hi[r] = b
+
+
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
 def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M, BLOCK_N,
                       s_buf, o_buf, out, lse):
@@ -88,6 +105,8 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
     l_i = np.zeros(bm, dtype=q.dtype)  # (bm,) running denominator
     acc_o = np.zeros((bm, hv), dtype=q.dtype)  # (bm, hv) unnormalised output
     rowmax = np.empty(bm, dtype=q.dtype)  # (bm,) the micro-kernel's row maxima of a full tile
+    lo = np.zeros(bm, dtype=np.int64)  # (bm,) a mask-reading tile's first allowed column per row
+    hi = np.zeros(bm, dtype=np.int64)  # (bm,) one past its last
     for kj in range(nK):
         state = tile_state[ht, qi, kj]
         if state == EMPTY:
@@ -97,20 +116,27 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
         bn = j1 - j0
         S = s_buf[: bm * bn].reshape((bm, bn))  # (bm, bn) score tile
         partial = state == PARTIAL
+        if partial and tiled:
+            mask_tile = blocks[block_index[ht, qi, kj], 0:bm, 0:bn]
+        elif partial:
+            mask_tile = mask[hm, i0:i1, j0:j1]
+        else:
+            mask_tile = mask[0, 0:1, 0:1]  # not read
+        if partial and fast:  # products only over the rows and keys the mask allows
+            _row_extents(mask_tile, lo, hi)
         have_max = False
         if fast and j0 % COLS == 0 and bn % COLS == 0:
-            have_max = not partial
-            score_product(q, h, i0, bm, kp, j0, bn, s_buf, rowmax, have_max)
+            if partial:
+                score_product_rows(q, h, i0, bm, kp, j0, bn, s_buf, lo, hi)
+            else:
+                have_max = True
+                score_product(q, h, i0, bm, kp, j0, bn, s_buf, rowmax, True)
         else:
             np.dot(q_tile, k[h, j0:j1].T, out=S)
-        if partial and tiled:
-            _softmax_tile_rows(S, blocks[block_index[ht, qi, kj], 0:bm, 0:bn], True, c, m_i, l_i, acc_o, rowmax,
-                               False)
-        elif partial:
-            _softmax_tile_rows(S, mask[hm, i0:i1, j0:j1], True, c, m_i, l_i, acc_o, rowmax, False)
-        else:
-            _softmax_tile_rows(S, mask[0, 0:1, 0:1], False, c, m_i, l_i, acc_o, rowmax, have_max)
-        if fast and hv % COLS == 0:
+        _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o, rowmax, have_max)
+        if fast and hv % COLS == 0 and partial:
+            pv_accumulate_rows(s_buf, bm, bn, v, h, j0, acc_o, lo, hi)
+        elif fast and hv % COLS == 0:
             pv_accumulate(s_buf, bm, bn, v, h, j0, acc_o)
         else:
             O = o_buf[: bm * hv].reshape((bm, hv))  # (bm, hv) this tile's contribution

@@ -231,6 +231,47 @@ def pv_accumulate(P, bm, bn, v, h, j0, acc_o):
         rows_product(P, 0, bn, v, (h * Tk + j0) * hv + c * COLS, hv, acc_o, c * COLS, hv, bm, bn, True)
 
 
+@njit(nogil=True, cache=True)
+def score_product_rows(q, h, i0, bm, kp, j0, bn, S, lo, hi):
+    """:func:`score_product` of a tile that reads the mask, given each row's allowed keys within
+    [lo[r], hi[r]) (tile columns; hi[r] = 0 for none): each 64-key panel only for the span of rows that
+    allow a key in it. Cells left out are masked ones, which the softmax replaces without reading."""
+    Tq, hs = q.shape[1], q.shape[2]
+    nP = kp.shape[1]
+    for c in range(bn // COLS):
+        c0 = c * COLS
+        first = bm
+        last = -1
+        for r in range(bm):
+            if lo[r] < c0 + COLS and hi[r] > c0:
+                first = min(first, r)
+                last = r
+        if last >= first:
+            rows_product(q, (h * Tq + i0 + first) * hs, hs, kp, ((h * nP + j0 // COLS + c) * hs) * COLS, COLS,
+                         S, first * bn + c0, bn, last + 1 - first, hs, False)
+
+
+@njit(nogil=True, cache=True)
+def pv_accumulate_rows(P, bm, bn, v, h, j0, acc_o, lo, hi):
+    """:func:`pv_accumulate` of a tile that reads the mask: each block of up to 6 rows over the keys its
+    rows allow, [min lo, max hi) (P is 0 elsewhere)."""
+    Tk, hv = v.shape[1], v.shape[2]
+    r = 0
+    while r < bm:
+        n = min(6, bm - r)
+        k0 = bn
+        k1 = 0
+        for x in range(r, r + n):
+            if hi[x] > lo[x]:
+                k0 = min(k0, lo[x])
+                k1 = max(k1, hi[x])
+        if k1 > k0:
+            for c in range(hv // COLS):
+                rows_product(P, r * bn + k0, bn, v, (h * Tk + j0 + k0) * hv + c * COLS, hv, acc_o, r * hv + c * COLS,
+                             hv, n, k1 - k0, True)
+        r += n
+
+
 def key_panels(k):
     """k (nh, Tk, hs) as panels of 64 keys, (nh, Tk // 64, hs, 64) C-contiguous (the whole panels only)."""
     nh, Tk, hs = k.shape

@@ -47,6 +47,18 @@ def test_score_product_and_its_row_maxima(bm):
     assert np.all(rowmax[bm:] == 7.0) and np.all(np.isnan(S[bm * 192:]))
 
 
+def test_row_extents():
+    from attnviz.engine.flash import _row_extents
+
+    m = np.zeros((4, 10), bool)
+    m[0, 3] = m[0, 7] = True
+    m[2, :] = True
+    m[3, 9] = True
+    lo, hi = np.full(4, -1, np.int64), np.full(4, -1, np.int64)
+    _row_extents(m, lo, hi)
+    assert lo.tolist() == [3, 0, 0, 9] and hi.tolist() == [8, 0, 10, 10]
+
+
 def test_key_panels_layout():
     k = np.arange(2 * 200 * 3, dtype=np.float32).reshape(2, 200, 3)
     kp = key_panels(k)
@@ -63,15 +75,19 @@ def _flash(q, k, v, mask, bm, bn, fast):
 
 
 @pytest.mark.parametrize("tiles", [(64, 128), (128, 256), (96, 64), (16, 32)], ids=lambda t: f"{t[0]}x{t[1]}")
-@pytest.mark.parametrize("mask_kind", ["none", "causal", "random", "dead_rows"])
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "random", "block", "dead_rows", "band"])
 @pytest.mark.parametrize("hs, hv", [(64, 64), (32, 128), (64, 40)])
 def test_flash_on_the_micro_kernel_matches_reference(hs, hv, mask_kind, tiles):
     """float32 flash with the micro-kernel products (ragged query and key edges, hv = 40 on BLAS for P @ V,
-    16 x 32 tiles on BLAS for both): within twice plain numpy float32's error of the float64 reference,
+    16 x 32 tiles on BLAS for both; mask-reading tiles over only the rows and keys they allow): within twice plain numpy float32's error of the float64 reference,
     like the BLAS path beside it; fully masked rows give 0 and -inf."""
     nh, Tq, Tk = 2, 301, 1000
     q, k, v = qkv(nh, Tq, Tk, hs, hv, np.float32, seed=hs + hv)
-    mask = make_mask(mask_kind, nh, Tq, Tk, seed=3)
+    if mask_kind == "band":  # a sliding window with a ragged edge: partial tiles whose rows allow few panels
+        i, j = np.arange(Tq)[:, None] * 3, np.arange(Tk)[None, :]
+        mask = (j <= i) & (j > i - 150) & ((i + j) % 7 != 0)
+    else:
+        mask = make_mask(mask_kind, nh, Tq, Tk, seed=3)
     scale = 1.0 / np.sqrt(hs)
     ref = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask, kernel="reference")
     valid = np.isfinite(ref.lse)
