@@ -106,7 +106,8 @@ def cpu_flags() -> list[str]:
 
 def machine_info(torch=None) -> dict:
     """CPU, its vector extensions and the CPU numba compiles for, cores, library versions, torch's CPU
-    kernel level, and the OpenBLAS variables in force."""
+    kernel level, what computes flash's float32 tile products, and the OpenBLAS variables in force."""
+    from attnviz.engine.microkernel import enabled as microkernel_enabled
     from attnviz.engine.runtime import describe
 
     extra = {}
@@ -133,6 +134,7 @@ def machine_info(torch=None) -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         **describe(),
+        "flash_tile_products": "micro-kernel (AVX-512)" if microkernel_enabled() else "OpenBLAS",
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
@@ -535,9 +537,10 @@ def format_report(report: Report) -> str:
     lines = [f"machine: {m['cpu']}, {m['logical_cpus']} logical CPUs; vector extensions "
              f"{' '.join(m['vector_extensions']) or 'unknown'}; numba compiles for {m['numba_target_cpu']}",
              f"numpy {m['numpy']}, numba {m['numba']} ({m['numba_threading_layer']}), scipy {m['scipy']}, "
-             f"{m['threads']} threads" + (f"; torch {m['torch']} (CPU kernels {m.get('torch_cpu_capability', '?')}, "
-                                          f"SDPA backend {', '.join(sorted(set(m.get('sdpa_backends', {}).values())))})"
-                                          if "torch" in m else "; torch not importable: no SDPA rows"),
+             f"{m['threads']} threads, flash tile products on {m.get('flash_tile_products', '?')}"
+             + (f"; torch {m['torch']} (CPU kernels {m.get('torch_cpu_capability', '?')}, "
+                f"SDPA backend {', '.join(sorted(set(m.get('sdpa_backends', {}).values())))})"
+                if "torch" in m else "; torch not importable: no SDPA rows"),
              "load average (1 min) at the start {:.2f}, at the end {:.2f}".format(
                  load.get("start", [float("nan")])[0], load.get("end", [float("nan")])[0]),
              f"sgemm (numpy float32 2048^3, best of the start and the end of this run): {report.sgemm_gflops:.0f} GFLOP/s"]

@@ -41,6 +41,48 @@ def _tile_row_counts(dense, block_m, block_n, counts, t):
             counts[h, a, b] += n
 
 
+_LO8 = np.uint64(0x00FF00FF00FF00FF)
+_ONES16 = np.uint64(0x0001000100010001)
+
+
+@njit(nogil=True, cache=True)
+def _tile_row_counts_words(words, block_m, block_n, counts, t):
+    """:func:`_tile_row_counts` reading the mask 8 cells at a time: words (nh, Tq, Tk // 8) uint64 is the
+    0/1 bytes of a mask with Tk and block_n multiples of 8 and block_n <= 2040. Words are added as they
+    are (no byte lane exceeds block_n / 8 <= 255), then the lanes are summed."""
+    _, Tq, nW = words.shape
+    nQ = counts.shape[1]
+    nK = counts.shape[2]
+    h = t // nQ
+    a = t - h * nQ
+    bw = block_n // 8
+    eight = np.uint64(8)
+    for b in range(nK):
+        counts[h, a, b] = 0
+    for i in range(a * block_m, min((a + 1) * block_m, Tq)):
+        row = words[h, i]  # (Tk // 8,) uint64
+        for b in range(nK):
+            w0 = b * bw
+            w1 = min(w0 + bw, nW)
+            acc = np.uint64(0)
+            for j in range(w0, w1):
+                acc += row[j]
+            pairs = (acc & _LO8) + ((acc >> eight) & _LO8)  # four 16-bit lanes
+            counts[h, a, b] += np.int64((pairs * _ONES16) >> np.uint64(48))
+
+
+@njit(nogil=True, cache=True)
+def _tile_counts_words_serial(words, block_m, block_n, counts):
+    for t in range(counts.shape[0] * counts.shape[1]):
+        _tile_row_counts_words(words, block_m, block_n, counts, t)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _tile_counts_words_parallel(words, block_m, block_n, counts):
+    for t in prange(counts.shape[0] * counts.shape[1]):
+        _tile_row_counts_words(words, block_m, block_n, counts, t)
+
+
 @njit(nogil=True, cache=True)
 def _tile_counts_serial(dense, block_m, block_n, counts):
     """counts[h, a, b] = allowed cells of tile (a, b) of head h; dense (nh, Tq, Tk) uint8 (a bool view)."""
@@ -81,7 +123,15 @@ def tile_counts(dense: np.ndarray, block_m: int, block_n: int, serial: bool | No
             _tile_counts_numpy(d, block_m, block_n, counts)
             return counts
         d = (d if d.flags.writeable else d.copy()).view(np.uint8)  # one compiled type: writable uint8
-        if serial or (serial is None and d.size <= SERIAL_CELLS):
+        on_serial = serial or (serial is None and d.size <= SERIAL_CELLS)
+        if Tk % 8 == 0 and block_n % 8 == 0 and block_n <= 2040:  # 8 cells per word
+            w = d.view(np.uint64)  # (nh, Tq, Tk // 8)
+            if on_serial:
+                _tile_counts_words_serial(w, block_m, block_n, counts)
+            else:
+                with parallel_section():
+                    _tile_counts_words_parallel(w, block_m, block_n, counts)
+        elif on_serial:
             _tile_counts_serial(d, block_m, block_n, counts)
         else:
             with parallel_section():

@@ -4,9 +4,10 @@ Work is parallel over (head, query tile). For each query tile the kernel walks t
 running maximum ``m_i``, a running denominator ``l_i`` and an unnormalised output ``acc_o`` per row, and
 never holds more than one BLOCK_M x BLOCK_N score tile per worker. Scores are kept in base 2
 (``s * scale * log2 e``) so the exponential is the vectorised ``exp2`` of :mod:`fastexp`. Empty tiles are
-skipped, full tiles run without a mask test, partial tiles read the dense mask. Tile products go through
-``np.dot(a, b, out=c)`` on contiguous slices (scipy's BLAS; keep it single-threaded while this runs, see
-:mod:`attnviz.engine.runtime`).
+skipped, full tiles run without a mask test, partial tiles read the dense mask. Tile products of float32
+inputs on AVX-512 CPUs go through the register-blocked micro-kernel of :mod:`microkernel` (keys in panels
+of 64, hv a multiple of 64); the others through ``np.dot(a, b, out=c)`` on contiguous slices (scipy's
+BLAS; keep it single-threaded while this runs, see :mod:`attnviz.engine.runtime`).
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ from numba import njit, prange
 from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
 from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like,
                                     order_key)
+from attnviz.engine.microkernel import (COLS, enabled as microkernel_enabled, key_panels, pv_accumulate,
+                                       pv_accumulate_rows, score_product, score_product_rows)
 from attnviz.engine.runtime import parallel_section
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
-def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o):
+def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o, rowmax, have_max):
     """Turn the score tile S (bm, bn) into unnormalised weights in place and update m_i, l_i, acc_o.
 
     With ``partial`` the scores of masked cells (mask_tile False) become MASKED_SCORE before the max;
-    otherwise mask_tile is not read. c is scale * log2(e) >= 0 in S's dtype.
+    otherwise mask_tile is not read. c is scale * log2(e) >= 0 in S's dtype. With ``have_max`` (never
+    with ``partial``) rowmax[r] is already the largest score of row r, unscaled.
     """
     bm, bn = S.shape
     one = like(S, 1.0)
@@ -40,12 +44,15 @@ def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o):
             mult = one
         else:
             mult = c
-        # Row max through integer order keys (vectorises; a float max reduction does not). c >= 0.
-        key = order_key(like(S, M_INIT))
-        for j in range(bn):
-            kj = order_key(srow[j])
-            key = kj if kj > key else key
-        mx = from_order_key(key) * mult
+        if have_max:
+            mx = rowmax[r] * mult
+        else:
+            # Row max through integer order keys (vectorises; a float max reduction does not). c >= 0.
+            key = order_key(like(S, M_INIT))
+            for j in range(bn):
+                kj = order_key(srow[j])
+                key = kj if kj > key else key
+            mx = from_order_key(key) * mult
         m_old = m_i[r]
         m_new = max(m_old, mx)
         rowsum = like(S, 0.0)
@@ -61,11 +68,29 @@ def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o):
             arow[d] *= alpha
 
 
+@njit(nogil=True, cache=True)
+def _row_extents(mask_tile, lo, hi):
+    """lo[r], hi[r]: the first allowed column of row r of mask_tile (bm, bn) and one past the last (0, 0
+    when none)."""
+    bm, bn = mask_tile.shape
+    for r in range(bm):
+        mrow = mask_tile[r]
+        a = bn
+        b = 0
+        for j in range(bn):  # integer min / max: vectorises
+            a = min(a, j if mrow[j] else bn)
+            b = max(b, j + 1 if mrow[j] else 0)
+        lo[r] = a if b > 0 else 0
+        hi[r] = b
+
+
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
-def _flash_query_tile(q, k, v, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M, BLOCK_N, s_buf,
-                      o_buf, out, lse):
+def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M, BLOCK_N,
+                      s_buf, o_buf, out, lse):
     """One (head, query tile) work item; s_buf (BLOCK_M*BLOCK_N,) and o_buf (BLOCK_M*hv,) are scratch.
-    A partial tile's cells come from ``mask`` or, when ``tiled``, from ``blocks[block_index[...]]``."""
+    A partial tile's cells come from ``mask`` or, when ``tiled``, from ``blocks[block_index[...]]``.
+    With ``fast`` (float32), tiles of whole 64-key panels of kp take the micro-kernel's score product
+    and, when hv is a multiple of 64, every tile its ``P @ V``."""
     _, Tq, hs = q.shape
     Tk = k.shape[1]
     hv = v.shape[2]
@@ -79,6 +104,9 @@ def _flash_query_tile(q, k, v, mask, tile_state, blocks, block_index, tiled, h, 
     m_i = np.full(bm, like(q, M_INIT))  # (bm,) running max, base 2
     l_i = np.zeros(bm, dtype=q.dtype)  # (bm,) running denominator
     acc_o = np.zeros((bm, hv), dtype=q.dtype)  # (bm, hv) unnormalised output
+    rowmax = np.empty(bm, dtype=q.dtype)  # (bm,) the micro-kernel's row maxima of a full tile
+    lo = np.zeros(bm, dtype=np.int64)  # (bm,) a mask-reading tile's first allowed column per row
+    hi = np.zeros(bm, dtype=np.int64)  # (bm,) one past its last
     for kj in range(nK):
         state = tile_state[ht, qi, kj]
         if state == EMPTY:
@@ -87,19 +115,35 @@ def _flash_query_tile(q, k, v, mask, tile_state, blocks, block_index, tiled, h, 
         j1 = min(j0 + BLOCK_N, Tk)
         bn = j1 - j0
         S = s_buf[: bm * bn].reshape((bm, bn))  # (bm, bn) score tile
-        np.dot(q_tile, k[h, j0:j1].T, out=S)
         partial = state == PARTIAL
         if partial and tiled:
-            _softmax_tile_rows(S, blocks[block_index[ht, qi, kj], 0:bm, 0:bn], True, c, m_i, l_i, acc_o)
+            mask_tile = blocks[block_index[ht, qi, kj], 0:bm, 0:bn]
         elif partial:
-            _softmax_tile_rows(S, mask[hm, i0:i1, j0:j1], True, c, m_i, l_i, acc_o)
+            mask_tile = mask[hm, i0:i1, j0:j1]
         else:
-            _softmax_tile_rows(S, mask[0, 0:1, 0:1], False, c, m_i, l_i, acc_o)
-        O = o_buf[: bm * hv].reshape((bm, hv))  # (bm, hv) this tile's contribution
-        np.dot(S, v[h, j0:j1], out=O)
-        for r in range(bm):
-            for d in range(hv):
-                acc_o[r, d] += O[r, d]
+            mask_tile = mask[0, 0:1, 0:1]  # not read
+        if partial and fast:  # products only over the rows and keys the mask allows
+            _row_extents(mask_tile, lo, hi)
+        have_max = False
+        if fast and j0 % COLS == 0 and bn % COLS == 0:
+            if partial:
+                score_product_rows(q, h, i0, bm, kp, j0, bn, s_buf, lo, hi)
+            else:
+                have_max = True
+                score_product(q, h, i0, bm, kp, j0, bn, s_buf, rowmax, True)
+        else:
+            np.dot(q_tile, k[h, j0:j1].T, out=S)
+        _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o, rowmax, have_max)
+        if fast and hv % COLS == 0 and partial:
+            pv_accumulate_rows(s_buf, bm, bn, v, h, j0, acc_o, lo, hi)
+        elif fast and hv % COLS == 0:
+            pv_accumulate(s_buf, bm, bn, v, h, j0, acc_o)
+        else:
+            O = o_buf[: bm * hv].reshape((bm, hv))  # (bm, hv) this tile's contribution
+            np.dot(S, v[h, j0:j1], out=O)
+            for r in range(bm):
+                for d in range(hv):
+                    acc_o[r, d] += O[r, d]
     for r in range(bm):
         if l_i[r] > 0:
             inv = like(q, 1.0) / l_i[r]
@@ -113,10 +157,13 @@ def _flash_query_tile(q, k, v, mask, tile_state, blocks, block_index, tiled, h, 
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
-def flash_kernel(q, k, v, mask, tile_state, blocks, block_index, tiled, order, scale, BLOCK_M, BLOCK_N, out, lse):
+def flash_kernel(q, k, v, kp, fast, mask, tile_state, blocks, block_index, tiled, order, scale, BLOCK_M, BLOCK_N,
+                 out, lse):
     """Flash attention over all work items.
 
-    q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv) C-contiguous, one dtype; mask (nh or 1, Tq, Tk) bool
+    q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv) C-contiguous, one dtype; kp: k's
+    :func:`microkernel.key_panels` (any (1, 1, 1, 64) array of that dtype unless ``fast``); ``fast``: the
+    micro-kernel products (float32 only); mask (nh or 1, Tq, Tk) bool
     (any small dummy when no tile is PARTIAL, or when ``tiled``); tile_state (nh or 1, nQ, nK) int8;
     with ``tiled`` the partial tiles' cells are blocks (P, BLOCK_M, BLOCK_N) bool at block_index
     (nh or 1, nQ, nK) int32 (a TiledMask); order (nh * nQ,) int64 work items h * nQ + qi, most expensive
@@ -133,8 +180,8 @@ def flash_kernel(q, k, v, mask, tile_state, blocks, block_index, tiled, order, s
         qi = w - h * nQ
         s_buf = np.empty(bm_max * bn_max, dtype=q.dtype)  # scratch score tile
         o_buf = np.empty(bm_max * hv, dtype=q.dtype)  # scratch output tile
-        _flash_query_tile(q, k, v, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M, BLOCK_N, s_buf,
-                          o_buf, out, lse)
+        _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M,
+                          BLOCK_N, s_buf, o_buf, out, lse)
 
 
 def work_order(tile_state: np.ndarray, nh: int, n_threads: int | None = None) -> np.ndarray:
@@ -164,13 +211,14 @@ _NO_BLOCKS = np.zeros((1, 1, 1), dtype=np.bool_)  # passed when the mask is not 
 _NO_INDEX = np.zeros((1, 1, 1), dtype=np.int32)
 
 
-def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n, tiled=None):
+def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n, tiled=None, fast=None):
     """Run the flash kernel on validated inputs; returns out (nh, Tq, hv) and lse (nh, Tq).
 
     q, k, v 3-D C-contiguous of one dtype, scale >= 0; dense (nh or 1, Tq, Tk) bool or None;
     tile_state (nh or 1, nQ, nK) int8 classified for (block_m, block_n); ``tiled``: a
     :class:`attnviz.engine.tiled_mask.TiledMask` of that tile size instead of ``dense`` (its own
-    tile states are used).
+    tile states are used). ``fast``: the micro-kernel tile products (None: for float32 when
+    :func:`microkernel.enabled`; only float32 can take them).
     """
     nh, Tq, _ = q.shape
     hv = v.shape[2]
@@ -184,7 +232,11 @@ def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n, tiled=N
         dense = None
     mask = _NO_MASK if dense is None or not (tile_state == PARTIAL).any() else dense
     order = work_order(tile_state, nh)  # (nh * nQ,)
+    if fast is None:
+        fast = microkernel_enabled()
+    fast = bool(fast) and q.dtype == np.float32
+    kp = key_panels(k) if fast else np.zeros((1, 1, 1, COLS), dtype=q.dtype)  # (nh, Tk // 64, hs, 64)
     with parallel_section():
-        flash_kernel(q, k, v, mask, tile_state, blocks, index, tiled is not None, order, scale, block_m, block_n,
-                     out, lse)
+        flash_kernel(q, k, v, kp, fast, mask, tile_state, blocks, index, tiled is not None, order, scale, block_m,
+                     block_n, out, lse)
     return out, lse

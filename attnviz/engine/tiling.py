@@ -6,7 +6,10 @@ call), so larger tiles cost less per cell; a tile that reads the mask costs PART
 one; empty tiles cost nothing. The constants come from single-thread timings of every candidate on an
 AVX-512 Xeon at hs = 64, float32 (benchmarks/README.md). The work is shared by the worker threads in
 whole (head, query tile) items, so a choice with fewer items than threads pays for the idle ones, and
-the last items dealt leave on average half an item of imbalance.
+the last items dealt leave on average half an item of imbalance. The constants were fitted with
+OpenBLAS tile products; with the micro-kernel (:mod:`attnviz.engine.microkernel`) the candidates'
+timings at T = 4096 did not separate beyond the noise of a shared machine, and the model's choices are
+among the fastest (benchmarks/README.md).
 
 The choice used to be timed per process on a proxy problem; on a busy machine that measurement changed
 from run to run (once doubling the time at T = 1024), so the model replaced it. Every candidate is a

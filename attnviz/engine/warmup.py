@@ -29,7 +29,8 @@ def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: 
         v = rng.standard_normal((2, 7, 4)).astype(dt)  # (nh, Tk, hv)
         mask = np.tri(9, 7, dtype=bool)  # (Tq, Tk) partial and full tiles
         for serial in (True, False):
-            tile_counts(mask[None], 4, 4, serial=serial)
+            tile_counts(mask[None], 4, 4, serial=serial)  # byte by byte (Tk = 7)
+            tile_counts(np.tri(9, 16, dtype=bool)[None], 4, 8, serial=serial)  # 8 cells per word
         for kernel in KERNELS:
             if kernel == "reference" or kernel not in kernels:
                 continue

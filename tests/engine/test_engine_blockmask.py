@@ -76,3 +76,20 @@ def test_from_dense_rejects_bad_masks(bad, match):
 def test_from_dense_rejects_bad_block_sizes(bm, bn):
     with pytest.raises(ValueError, match="block_"):
         BlockMask.from_dense(np.ones((4, 4), bool), bm, bn)
+
+
+@pytest.mark.parametrize("serial", [True, False])
+@pytest.mark.parametrize("shape, bm, bn", [((2, 300, 1000), 64, 128), ((1, 513, 1024), 32, 256),
+                                           ((1, 70, 4096), 16, 2048), ((1, 65, 1003), 64, 128),
+                                           ((3, 129, 2040), 64, 2040)])
+def test_tile_counts_by_words_and_bytes_agree_with_numpy(shape, bm, bn, serial):
+    """Masks with Tk and block_n multiples of 8 are counted 8 cells per word, the others byte by byte
+    (and block_n = 2048 too, whose byte lanes could overflow): both equal numpy's padded sums."""
+    from attnviz.engine.blockmask import _tile_counts_numpy, tile_counts
+
+    m = np.random.default_rng(sum(shape)).random(shape) < 0.3
+    m[0, :, : shape[2] // 2] = True  # a dense half: byte lanes at their largest
+    got = tile_counts(m, bm, bn, serial=serial)
+    want = np.zeros_like(got)
+    _tile_counts_numpy(m, bm, bn, want)
+    assert np.array_equal(got, want)

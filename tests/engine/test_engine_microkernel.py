@@ -1,0 +1,113 @@
+"""The register-blocked float32 tile products against numpy, and the flash kernel on them against the reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.engine import attention
+from attnviz.engine.blockmask import classify
+from attnviz.engine.flash import flash_attention, full_tile_state
+from attnviz.engine.microkernel import key_panels, rows_product, score_product
+from engine_helpers import make_mask, numpy_attention, qkv
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("kdim", [1, 7, 64, 130])
+@pytest.mark.parametrize("nrows", [1, 2, 3, 5, 6, 7, 11, 13])
+def test_rows_product_matches_numpy(nrows, kdim, accumulate):
+    """C (+)= A B on 64 columns, strided rows of A and C, every row remainder (blocks of 6, then 4, 2, 1)."""
+    rng = np.random.default_rng(nrows * 1000 + kdim)
+    A = rng.standard_normal((nrows + 2, kdim + 3)).astype(np.float32)  # rows 1..nrows used, lda = kdim + 3
+    B = rng.standard_normal((kdim, 80)).astype(np.float32)  # columns 5..68 used, ldb = 80
+    C = rng.standard_normal((nrows + 1, 70)).astype(np.float32)  # columns 3..66 of rows 1.. written
+    before = C.copy()
+    rows_product(A, 1 * A.shape[1], A.shape[1], B, 5, 80, C, 1 * 70 + 3, 70, nrows, kdim, accumulate)
+    want = A[1:1 + nrows, :kdim].astype(np.float64) @ B[:, 5:69].astype(np.float64)
+    if accumulate:
+        want += before[1:1 + nrows, 3:67]
+    np.testing.assert_allclose(C[1:1 + nrows, 3:67], want, rtol=1e-5, atol=1e-5 * np.sqrt(kdim))
+    untouched = np.ones(C.shape, bool)
+    untouched[1:1 + nrows, 3:67] = False
+    assert np.array_equal(C[untouched], before[untouched])  # nothing outside the block is written
+
+
+@pytest.mark.parametrize("bm", [1, 5, 6, 64, 77])
+def test_score_product_and_its_row_maxima(bm):
+    """The score tile of key panels 1..3 (bn = 192) against numpy, and the row maxima taken in registers."""
+    q, k, _ = qkv(2, 100, 300, 64, 64, np.float32, seed=bm)
+    kp = key_panels(k)
+    S = np.full(bm * 192 + 5, np.nan, dtype=np.float32)
+    rowmax = np.full(bm + 3, 7.0, dtype=np.float32)
+    score_product(q, 1, 10, bm, kp, 64, 192, S, rowmax, True)
+    want = q[1, 10:10 + bm].astype(np.float64) @ k[1, 64:256].astype(np.float64).T
+    got = S[:bm * 192].reshape(bm, 192)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    assert np.array_equal(rowmax[:bm], got.max(axis=1))  # exactly the stored scores' maxima
+    assert np.all(rowmax[bm:] == 7.0) and np.all(np.isnan(S[bm * 192:]))
+
+
+def test_row_extents():
+    from attnviz.engine.flash import _row_extents
+
+    m = np.zeros((4, 10), bool)
+    m[0, 3] = m[0, 7] = True
+    m[2, :] = True
+    m[3, 9] = True
+    lo, hi = np.full(4, -1, np.int64), np.full(4, -1, np.int64)
+    _row_extents(m, lo, hi)
+    assert lo.tolist() == [3, 0, 0, 9] and hi.tolist() == [8, 0, 10, 10]
+
+
+def test_key_panels_layout():
+    k = np.arange(2 * 200 * 3, dtype=np.float32).reshape(2, 200, 3)
+    kp = key_panels(k)
+    assert kp.shape == (2, 3, 3, 64) and kp.flags.c_contiguous
+    assert kp[1, 2, 0, 5] == k[1, 2 * 64 + 5, 0]
+
+
+def _flash(q, k, v, mask, bm, bn, fast):
+    nh, Tq, hs = q.shape
+    dense = None if mask is None else np.broadcast_to(mask, (nh,) + mask.shape[-2:]) if mask.ndim == 2 else mask
+    dense = None if dense is None else np.ascontiguousarray(dense)
+    state = full_tile_state(Tq, k.shape[1], bm, bn) if dense is None else classify(dense, bm, bn)
+    return flash_attention(q, k, v, dense, state, 1.0 / np.sqrt(hs), bm, bn, fast=fast)
+
+
+@pytest.mark.parametrize("tiles", [(64, 128), (128, 256), (96, 64), (16, 32)], ids=lambda t: f"{t[0]}x{t[1]}")
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "random", "block", "dead_rows", "band"])
+@pytest.mark.parametrize("hs, hv", [(64, 64), (32, 128), (64, 40)])
+def test_flash_on_the_micro_kernel_matches_reference(hs, hv, mask_kind, tiles):
+    """float32 flash with the micro-kernel products (ragged query and key edges, hv = 40 on BLAS for P @ V,
+    16 x 32 tiles on BLAS for both; mask-reading tiles over only the rows and keys they allow): within twice plain numpy float32's error of the float64 reference,
+    like the BLAS path beside it; fully masked rows give 0 and -inf."""
+    nh, Tq, Tk = 2, 301, 1000
+    q, k, v = qkv(nh, Tq, Tk, hs, hv, np.float32, seed=hs + hv)
+    if mask_kind == "band":  # a sliding window with a ragged edge: partial tiles whose rows allow few panels
+        i, j = np.arange(Tq)[:, None] * 3, np.arange(Tk)[None, :]
+        mask = (j <= i) & (j > i - 150) & ((i + j) % 7 != 0)
+    else:
+        mask = make_mask(mask_kind, nh, Tq, Tk, seed=3)
+    scale = 1.0 / np.sqrt(hs)
+    ref = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask, kernel="reference")
+    valid = np.isfinite(ref.lse)
+    base_out, base_lse = numpy_attention(q, k, v, mask, scale)
+    base = float(np.abs(base_out.astype(np.float64) - ref.out).max())
+    base_l = float(np.abs(base_lse.astype(np.float64)[valid] - ref.lse[valid]).max(initial=0.0))
+    floor = 8 * np.finfo(np.float32).eps * max(1.0, float(np.abs(v).max()))
+    for fast in (True, False):
+        out, lse = _flash(q, k, v, mask, *tiles, fast=fast)
+        assert out.dtype == np.float32 and not np.isnan(out).any()
+        assert np.all(out[~valid] == 0) and np.all(lse[~valid] == -np.inf)
+        err = float(np.abs(out.astype(np.float64) - ref.out).max())
+        err_l = float(np.abs(lse.astype(np.float64)[valid] - ref.lse[valid]).max(initial=0.0))
+        assert err <= 2 * base + floor, f"fast={fast}: out error {err:.3g} vs numpy {base:.3g}"
+        assert err_l <= 2 * base_l + 8 * np.finfo(np.float32).eps * 16, f"fast={fast}: lse error {err_l:.3g}"
+
+
+def test_float64_never_takes_the_micro_kernel():
+    """fast=True on float64 inputs keeps BLAS (the intrinsic is float32 only) and stays exact."""
+    q, k, v = qkv(1, 130, 256, 64, 64, np.float64, seed=5)
+    out, _ = _flash(q, k, v, None, 64, 128, fast=True)
+    ref = attention(q, k, v, kernel="reference")
+    assert np.abs(out - ref.out).max() < 1e-12
