@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
@@ -203,7 +203,28 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
         self._timer.setInterval(debounce_ms)
         self._timer.timeout.connect(self._emit_region)
         self.view.sigRangeChanged.connect(lambda *_: self._timer.start())
+        self._content_min = QSize(0, 0)  # the smallest size the axes, title and colour bar fit in
+        self.ci.installEventFilter(self)  # its minimum grows with its labels: tell the enclosing layout
         self.on_theme_changed(current_theme())
+
+    # -- size: never narrower than what it draws ---------------------------------------------------
+    def _content_minimum(self) -> QSize:
+        hint = self.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
+        frame = 2 * self.frameWidth()
+        return QSize(int(np.ceil(hint.width())) + frame, int(np.ceil(hint.height())) + frame)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        """The axes, title, band, strip and colour bar at their own minimum (long token labels make
+        it wider): a layout that gives less would cut the colour bar off the right edge."""
+        return self._content_minimum().expandedTo(super().minimumSizeHint())
+
+    def eventFilter(self, obj, ev):  # noqa: N802 - Qt's name
+        if obj is self.ci and ev.type() == QEvent.Type.LayoutRequest:
+            need = self._content_minimum()
+            if need != self._content_min:
+                self._content_min = need
+                self.updateGeometry()
+        return super().eventFilter(obj, ev)
 
     # -- shape, labels, bands --------------------------------------------------------------------
     def set_shape(self, n_rows: int, n_cols: int) -> bool:
