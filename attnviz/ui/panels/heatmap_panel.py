@@ -213,8 +213,10 @@ class HeatmapPanel(QWidget):
         self.job = LatestJob("attnviz-overview", self)
         self.job.done.connect(self._on_overview)
         self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
-        self.job.busy_changed.connect(lambda _b: self._update_busy())
-        ctx.compute.busy_changed.connect(lambda _b: self._update_busy())
+        self.job.busy_changed.connect(self._update_busy)
+        # a bound method, not a lambda: the connection goes with the panel (a lambda outlived a closed
+        # window and drew on its deleted overlay when the next window computed)
+        ctx.compute.busy_changed.connect(self._update_busy)
         self.grid_job = LatestJob("attnviz-head-grid", self)
         self.grid_job.done.connect(self._on_grid_pooled)
         self.grid_job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
@@ -306,7 +308,7 @@ class HeatmapPanel(QWidget):
         return stack, matrix
 
     # ------------------------------------------------------------------ events
-    def _update_busy(self) -> None:
+    def _update_busy(self, *_args) -> None:
         """Show what the views wait for: the attention itself (cancellable), or the overview of a
         long sequence being drawn; nothing when neither runs."""
         if self.ctx.compute.busy:  # over a picture, live edits (paint strokes) do not flash the veil
