@@ -170,6 +170,20 @@ class TitleLabel(pg.LabelItem):
         self.item.setHtml(f"<span style='{style}'>{shown}</span>")
 
 
+def elide_plot_title(item: pg.PlotItem) -> None:
+    """Give a PlotItem a :class:`TitleLabel`: its title is cut with an ellipsis where the plot is
+    narrower than the title, instead of widening the plot past its widget's edge."""
+    old = item.titleLabel
+    if isinstance(old, TitleLabel):
+        return
+    title = TitleLabel("", size="11pt", parent=item)
+    item.layout.removeItem(old)
+    if old.scene() is not None:
+        old.scene().removeItem(old)
+    item.layout.addItem(title, 0, 1)
+    item.titleLabel = title
+
+
 class MatrixFrame(pg.GraphicsLayoutWidget):
     """Layout: title / top axis / top band above the main view; left axis and strip beside it;
     column 3 of row 3 is free for a colorbar."""
