@@ -253,10 +253,11 @@ class HeatmapPanel(QWidget):
                 self._wide_sizes = self.splitter.sizes()  # back to these when the panel is wide again
             self.splitter.setOrientation(want)
             total = sum(self.splitter.sizes())
-            if want == Qt.Orientation.Vertical:
-                self.splitter.setSizes([total * 4 // 5, total - total * 4 // 5])  # the heatmap first
-            elif getattr(self, "_wide_sizes", None):
-                self.splitter.setSizes(self._wide_sizes)
+            wide = getattr(self, "_wide_sizes", None)
+            if want == Qt.Orientation.Horizontal and wide and wide[0] > 2 * wide[1]:
+                self.splitter.setSizes(wide)
+            else:  # the heatmap first (sizes kept while the panel was not laid out yet, 48 | 48, do not count)
+                self.splitter.setSizes([total * 4 // 5, total - total * 4 // 5])
 
     # ------------------------------------------------------------------ public
     def shutdown(self) -> None:
