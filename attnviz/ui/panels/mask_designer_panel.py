@@ -135,7 +135,7 @@ class MaskDesignerPanel(QWidget):
         bl.setContentsMargins(6, 6, 6, 6)
         bl.addWidget(self.grid, 1)
         bl.addWidget(self.split_controls)
-        self.legend = MaskLegend(self)  # under the cells it explains (two columns there), not in the column
+        self.legend = MaskLegend(self)  # last in the column: reference, not a control
 
         cells = QGroupBox("Cells: left drag allows, right drag denies", self)
         cl = QVBoxLayout(cells)
@@ -172,20 +172,20 @@ class MaskDesignerPanel(QWidget):
         cl.addWidget(self.canvas, 1)
         below = QHBoxLayout()
         below.setContentsMargins(0, 0, 0, 0)
-        below.addWidget(self.legend, 1)
+        below.addWidget(self.tiles, 1)
         below.addWidget(self.code_button, 0, Qt.AlignmentFlag.AlignBottom)
         cl.addLayout(below)
 
-        # the cells large on the left with their tools, the legend and "Mask as code";
-        # presets, blocks and tiles in a column on the right (it scrolls up and down only when shorter
-        # than a 1280 x 800 window gives it); ``side_splitter`` takes more views under it
+        # the cells large on the left with their tools, the flash tiles drawn over them and "Mask as
+        # code"; presets, blocks and the legend in a column on the right (at 1280 x 800 it scrolls up
+        # and down for the legend only); ``side_splitter`` takes more views under it
         controls = QWidget(self)
         ctl = QVBoxLayout(controls)
         ctl.setContentsMargins(0, 0, 0, 0)
         ctl.setSpacing(4)
         ctl.addWidget(self.preset_bar)
         ctl.addWidget(blocks, 1)
-        ctl.addWidget(self.tiles)
+        ctl.addWidget(self.legend)
         self.controls = VerticalScroll(self)
         self.controls.setWidget(controls)
         self.side_splitter = ShareSplitter(Qt.Orientation.Vertical, self)
