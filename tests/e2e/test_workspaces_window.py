@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.xvfb, pytest.mark.slow]
 
 VISIT = """
 import os, time
-from PySide6.QtWidgets import QAbstractItemView, QAbstractScrollArea, QGraphicsView
+from PySide6.QtWidgets import QAbstractItemView, QAbstractScrollArea, QGraphicsView, QTabWidget
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.workspaces import workspace_names
 
@@ -140,6 +140,14 @@ for name in workspace_names():
             window.grab().save(os.path.join(os.environ["ARTIFACTS"], f"e2e_workspace_{name}_{i}_1280x800.png"))
             facts["workspaces"][label] = {"size": [window.width(), window.height()], "scroll_bars": scroll_bars(),
                                           "cut_off": cut_off(), "shown": label}
+            for inner in [t for t in widget.currentWidget().findChildren(QTabWidget) if t.isVisible()]:
+                for j in range(1, inner.count()):  # the pages behind the first (Positional encodings: RoPE)
+                    inner.setCurrentIndex(j)
+                    settle()
+                    sub = f"{label}/{inner.tabText(j)}"
+                    facts["workspaces"][sub] = {"size": [window.width(), window.height()],
+                                                "scroll_bars": scroll_bars(), "cut_off": cut_off(), "shown": sub}
+                inner.setCurrentIndex(0)
         widget.setCurrentIndex(0)
 report(facts)
 quit(0)
