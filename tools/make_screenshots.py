@@ -9,8 +9,10 @@ result. The preparations are the ``prepare_*`` functions below, given to the app
 ``attnviz.ui.app.main(argv, on_shown=...)``. Settings and autosave go to a temporary folder, so the
 person's own are never touched; compiled kernels stay in the usual user cache.
 
-``python tools/make_screenshots.py [--out DIR] [--only NAME ...]`` writes to ``docs/images`` by
-default; ``--only`` makes just the named pictures (file names without ``.png``).
+``python tools/make_screenshots.py [--out DIR] [--only NAME ...] [--size WxH]`` writes to
+``docs/images`` by default; ``--only`` makes just the named pictures (file names without ``.png``);
+``--size`` takes every picture at that window size instead of its own (to look at the same views on
+another screen, e.g. ``--size 1920x1080 --out /tmp/shots``; the docs keep their own sizes).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -236,9 +238,15 @@ def launch(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=repo / "docs" / "images", help="folder for the PNG files")
     ap.add_argument("--only", nargs="*", default=None, help="make only these pictures (names without .png)")
+    ap.add_argument("--size", default=None, metavar="WxH", help="take every picture at this window size")
     ap.add_argument("--shoot", nargs=2, metavar=("NAME", "OUT"), help=argparse.SUPPRESS)  # one picture, here
     args = ap.parse_args(argv)
     by_name = {s.name: s for s in SHOTS}
+    if args.size is not None:
+        w, _, h = args.size.lower().partition("x")
+        if not (w.isdigit() and h.isdigit() and int(w) >= 640 and int(h) >= 480):
+            ap.error(f"--size {args.size!r}: give the window size as WxH, at least 640x480")
+        by_name = {n: replace(s, size=f"{int(w)}x{int(h)}") for n, s in by_name.items()}
     if args.shoot:
         return shoot(by_name[args.shoot[0]], args.shoot[1])
     unknown = sorted(set(args.only or ()) - set(by_name))
@@ -250,14 +258,15 @@ def launch(argv: list[str]) -> int:
         env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(home, "config"), XDG_DATA_HOME=os.path.join(home, "data"),
                    PYTHONPATH=os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH", "")) if p))
         env.setdefault("QT_QPA_PLATFORM", "offscreen")
-        for shot in SHOTS:
+        for shot in by_name.values():
             if args.only and shot.name not in args.only:
                 continue
             if shot.name == "pretrained" and not _minilm():
                 print("skipped pretrained: all-MiniLM-L6-v2 is not installed (make setup installs it)", flush=True)
                 continue
             out = str((args.out / f"{shot.name}.png").resolve())
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--shoot", shot.name, out], env=env,
+            size = ["--size", args.size] if args.size is not None else []
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), *size, "--shoot", shot.name, out], env=env,
                                   capture_output=True, text=True, timeout=900)
             if proc.returncode != 0:
                 failed.append(shot.name)

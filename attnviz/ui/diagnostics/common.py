@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
 
 from attnviz.ui.response_views import mask_rows
 from attnviz.ui.theme import current_theme
+from attnviz.ui.widgets.matrix_frame import elide_plot_title
 
 #: colours of the two sides of attention wherever queries and keys are drawn together
 QUERY_COLOUR = "#d55e00"
@@ -89,6 +90,7 @@ def make_plot(title: str = "", x_label: str = "", y_label: str = "", log_x: bool
     theme = current_theme()
     w = pg.PlotWidget(background=theme.plot_background)
     item = w.getPlotItem()
+    elide_plot_title(item)  # a long title is cut, not laid out past the widget's right edge
     if title:
         item.setTitle(title, color=theme.plot_foreground, size="10pt")
     for side, text in (("bottom", x_label), ("left", y_label)):

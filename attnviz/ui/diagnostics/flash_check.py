@@ -88,6 +88,10 @@ class FlashCheckTab(DiagnosticTab):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.verticalHeader().setVisible(False)
         self.heatmap.setMinimumWidth(440)  # its title, the kernel names and the colour bar always fit
+        # before the first check: empty axes at the height of a two-kernel chart, saying what to do
+        # (not a sliver squeezed to the height of its title)
+        self.heatmap.setFixedHeight(chart_height(2, self.heatmap.fontMetrics().height()))
+        self.heatmap.clear("no check yet: press Run check")
         left = QWidget(self)  # the chart keeps rows of a readable height; the space below stays empty
         ll = QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)

@@ -9,6 +9,8 @@ key it goes to, and the mean entropy under all three rules.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QRadioButton, QSplitter, QWidget, QVBoxLayout
 from PySide6.QtCore import Qt
@@ -47,6 +49,19 @@ def weight_levels(weights: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
     weights (a fixed 0-1 scale leaves weights of ~0.01, e.g. over 197 image patches, all dark)."""
     hi = float(np.max(weights, where=mask, initial=0.0))
     return 0.0, hi if hi > 0 else 1.0
+
+
+def keys_drawn(mask: np.ndarray) -> int:
+    """Keys the map shows for (rows, Tk) ``mask``: up to the last key a shown query may attend to (the
+    first 512 rows of a 2,954-token causal sequence draw a 512 x 512 map, not a strip at the left of a
+    512 x 2,954 one); at least one."""
+    allowed = np.flatnonzero(np.asarray(mask, dtype=bool).any(axis=0))  # (n,) keys some row may attend to
+    return int(allowed[-1]) + 1 if allowed.size else max(1, mask.shape[1])
+
+
+def clip_segments(segments, stop: int) -> list:
+    """The segments of keys ``0 <= t < stop``, the last one cut at ``stop``."""
+    return [replace(s, stop=min(s.stop, stop)) for s in segments if s.start < stop]
 
 
 class NormalisationTab(DiagnosticTab):
@@ -126,9 +141,11 @@ class NormalisationTab(DiagnosticTab):
         mode = state.view.normalisation
         cur = self.modes[mode]
         ql, kl = list(resp.query_labels[:rows]), list(resp.key_labels)
-        self.heatmap.set_matrix(cur.weights, mask=mask, row_labels=ql, col_labels=kl,
+        cols = keys_drawn(mask)
+        self.heatmap.set_matrix(cur.weights[:, :cols], mask=mask[:, :cols], row_labels=ql, col_labels=kl[:cols],
                                 row_segments=[s for s in resp.query_segments if s.stop <= rows],
-                                col_segments=resp.key_segments, levels=weight_levels(cur.weights, mask),
+                                col_segments=clip_segments(resp.key_segments, cols),
+                                levels=weight_levels(cur.weights, mask),
                                 title=f"weights under {MODE_TITLES[mode].split('  ')[0]} (head {h})",
                                 value_label="weight")
         self.heatmap.set_readout_provider(lambda i, j, d=dots: f"q·k {d[i, j]:.4g}")
@@ -149,6 +166,8 @@ class NormalisationTab(DiagnosticTab):
         extra = [note] if note else []
         if Tq > rows:
             extra.append(f"showing the first {rows} of {Tq} query rows")
+        if cols < k.shape[0]:
+            extra.append(f"the map ends at key {cols - 1}: no query shown may attend to a later one")
         self.summary.setText(f"mean row entropy (nats):  {means}\n"
                              "Lower entropy = a sharper, more hard-lookup-like row; uniform has the most."
                              + ("\n" + " · ".join(extra) if extra else ""))

@@ -97,6 +97,7 @@ class PermutationTab(DiagnosticTab):
         self.encoding.setCurrentText(kind if kind in ENCODINGS else "sinusoidal")
         self.use_mask = QCheckBox("apply the session's mask (it stays with the slots)", self)
         self.busy = QLabel(" ", self)
+        self.busy.setWordWrap(True)  # a long result line wraps instead of widening the window
         bar = QHBoxLayout()
         bar.addWidget(self.shuffle)
         bar.addWidget(QLabel("compare with positional encoding", self))

@@ -61,6 +61,7 @@ class _Page(QWidget):
         self.error_plot.getPlotItem().setLogMode(y=True)
         self.wavelengths = make_plot("wavelength per dimension", "dimension", "positions (log)", log_y=True)
         self.error = QLabel(" ", self)
+        self.error.setWordWrap(True)  # the measured error line wraps under its plot, never wider than it
         self.error.setStyleSheet("font-weight: bold;")
         self.dependence = QLabel(" ", self)
         self.dependence.setWordWrap(True)

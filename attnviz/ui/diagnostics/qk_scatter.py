@@ -59,6 +59,8 @@ class QKScatter(QWidget):
         self.colour_by.currentIndexChanged.connect(lambda *_: self._restyle())
         self.hover = QLabel(" ", self)
         self.info = QLabel(" ", self)
+        for label in (self.hover, self.info):  # a long line wraps instead of widening the workspace
+            label.setWordWrap(True)
         self.info.setStyleSheet("color: palette(mid);")
         top = QHBoxLayout()
         top.addWidget(QLabel("colour by", self))

@@ -120,7 +120,9 @@ class BlockGrid(QWidget):
         left, top = self._header_sizes()
         nr = len(self.snapshot.q_blocks) if self.snapshot else 4
         nc = len(self.snapshot.k_blocks) if self.snapshot else 4
-        return QSize(left + nc * 64 + 4, top + nr * 64 + 4)
+        # the smallest readable cells: a column that scrolls sizes its content by the hints, so a larger
+        # hint would push the controls under the grid out of view; given more room, cells grow to it
+        return QSize(left + nc * self.min_cell + 4, top + nr * self.min_cell + 4)
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
         left, top = self._header_sizes()

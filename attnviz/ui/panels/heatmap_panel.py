@@ -28,6 +28,8 @@ from attnviz.ui.widgets.pooling import pool_max
 from attnviz.ui.widgets.small_multiples import HeadGrid
 
 GRID_TILE = 64  # pixels per map of the all-heads grid (the widget's own tile size)
+NARROW_WIDTH = 520  # a panel narrower than this puts the small maps under the heatmap, not beside it
+SHORT_HEIGHT = 480  # ... and when it is also shorter than this, leaves them out (no room for both)
 
 
 def _expand_index(n_small: int, n_big: int) -> np.ndarray:
@@ -211,10 +213,10 @@ class HeatmapPanel(QWidget):
         self.job = LatestJob("attnviz-overview", self)
         self.job.done.connect(self._on_overview)
         self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
-        self.job.busy_changed.connect(self._on_busy_changed)
-        # a bound method, not a lambda: Qt drops the connection when the panel is deleted, while the
-        # compute controller (the context's) lives on and would call into a deleted overlay
-        ctx.compute.busy_changed.connect(self._on_busy_changed)
+        self.job.busy_changed.connect(self._update_busy)
+        # a bound method, not a lambda: the connection goes with the panel (a lambda outlived a closed
+        # window and drew on its deleted overlay when the next window computed)
+        ctx.compute.busy_changed.connect(self._update_busy)
         self.grid_job = LatestJob("attnviz-head-grid", self)
         self.grid_job.done.connect(self._on_grid_pooled)
         self.grid_job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
@@ -243,16 +245,19 @@ class HeatmapPanel(QWidget):
     def resizeEvent(self, ev):  # noqa: N802 - Qt's name
         super().resizeEvent(ev)
         # narrow (the mask workspace's column): the small maps go under the heatmap, not beside it
-        want = Qt.Orientation.Horizontal if self.width() >= 520 else Qt.Orientation.Vertical
+        want = Qt.Orientation.Horizontal if self.width() >= NARROW_WIDTH else Qt.Orientation.Vertical
+        if getattr(self, "_resp", None) is not None and self.grid.isHidden() == self._grid_wanted():
+            self._draw_grid_later()  # room for the small maps came or went
         if self.splitter.orientation() != want:
             if want == Qt.Orientation.Vertical:
                 self._wide_sizes = self.splitter.sizes()  # back to these when the panel is wide again
             self.splitter.setOrientation(want)
             total = sum(self.splitter.sizes())
-            if want == Qt.Orientation.Vertical:
-                self.splitter.setSizes([total * 4 // 5, total - total * 4 // 5])  # the heatmap first
-            elif getattr(self, "_wide_sizes", None):
-                self.splitter.setSizes(self._wide_sizes)
+            wide = getattr(self, "_wide_sizes", None)
+            if want == Qt.Orientation.Horizontal and wide and wide[0] > 2 * wide[1]:
+                self.splitter.setSizes(wide)
+            else:  # the heatmap first (sizes kept while the panel was not laid out yet, 48 | 48, do not count)
+                self.splitter.setSizes([total * 4 // 5, total - total * 4 // 5])
 
     # ------------------------------------------------------------------ public
     def shutdown(self) -> None:
@@ -304,10 +309,7 @@ class HeatmapPanel(QWidget):
         return stack, matrix
 
     # ------------------------------------------------------------------ events
-    def _on_busy_changed(self, _busy: bool) -> None:
-        self._update_busy()
-
-    def _update_busy(self) -> None:
+    def _update_busy(self, *_args) -> None:
         """Show what the views wait for: the attention itself (cancellable), or the overview of a
         long sequence being drawn; nothing when neither runs."""
         if self.ctx.compute.busy:  # over a picture, live edits (paint strokes) do not flash the veil
@@ -409,10 +411,17 @@ class HeatmapPanel(QWidget):
         g, m, titles = grid_layout(maps, allowed)
         self.grid.set_matrices(g, titles, [""] * g.shape[1], mask=m, levels=levels)
 
+    def _grid_wanted(self) -> bool:
+        """The small maps are shown: asked for, more than one head, and room for them (in a short,
+        narrow column, the mask workspace's at 1280 x 800, the heatmap takes the whole pane: the
+        attention workspace shows every head)."""
+        return self.grid_check.isChecked() and n_heads(self._resp) > 1 and not self._cramped()
+
+    def _cramped(self) -> bool:
+        return self.width() < NARROW_WIDTH and self.height() < SHORT_HEIGHT
+
     def _on_grid_toggled(self, on: bool) -> None:
-        self.grid.setVisible(on and n_heads(self._resp) > 1)
-        if on:
-            self._grid_timer.start()
+        self._draw_grid_later()
 
     def _on_region(self, r0: int, r1: int, c0: int, c1: int) -> None:
         if self._mode != "overview" or self._resp is None:
@@ -538,7 +547,7 @@ class HeatmapPanel(QWidget):
         self.note.setVisible(bool(text))
 
     def _draw_grid_later(self) -> None:
-        show = self.grid_check.isChecked() and n_heads(self._resp) > 1
+        show = self._grid_wanted()
         self.grid.setVisible(show)
         if show:
             self._grid_timer.start()  # after the main heatmap is painted

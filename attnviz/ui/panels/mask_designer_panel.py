@@ -35,8 +35,8 @@ import itertools
 import time
 
 import numpy as np
-from PySide6.QtCore import QPoint, Qt, QTimer
-from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton,
+from PySide6.QtCore import QCoreApplication, QEvent, QPoint, Qt, QTimer
+from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton,
                                QVBoxLayout, QWidget)
 
 from attnviz.model.commands import EditMask, SetKernel
@@ -135,8 +135,7 @@ class MaskDesignerPanel(QWidget):
         bl.setContentsMargins(6, 6, 6, 6)
         bl.addWidget(self.grid, 1)
         bl.addWidget(self.split_controls)
-        self.legend = MaskLegend(self)
-        bl.addWidget(self.legend)
+        self.legend = MaskLegend(self)  # last in the column: reference, not a control
 
         cells = QGroupBox("Cells: left drag allows, right drag denies", self)
         cl = QVBoxLayout(cells)
@@ -171,17 +170,22 @@ class MaskDesignerPanel(QWidget):
         tools.addWidget(self.clear_paint)
         cl.addLayout(tools)
         cl.addWidget(self.canvas, 1)
+        below = QHBoxLayout()
+        below.setContentsMargins(0, 0, 0, 0)
+        below.addWidget(self.tiles, 1)
+        below.addWidget(self.code_button, 0, Qt.AlignmentFlag.AlignBottom)
+        cl.addLayout(below)
 
-        # the cells large on the left; presets, blocks, tiles and "Mask as code" in a column on the
-        # right that scrolls up and down when short; ``side_splitter`` takes more views under it
+        # the cells large on the left with their tools, the flash tiles drawn over them and "Mask as
+        # code"; presets, blocks and the legend in a column on the right (at 1280 x 800 it scrolls up
+        # and down for the legend only); ``side_splitter`` takes more views under it
         controls = QWidget(self)
         ctl = QVBoxLayout(controls)
         ctl.setContentsMargins(0, 0, 0, 0)
         ctl.setSpacing(4)
         ctl.addWidget(self.preset_bar)
         ctl.addWidget(blocks, 1)
-        ctl.addWidget(self.tiles)
-        ctl.addWidget(self.code_button, 0, Qt.AlignmentFlag.AlignRight)
+        ctl.addWidget(self.legend)
         self.controls = VerticalScroll(self)
         self.controls.setWidget(controls)
         self.side_splitter = ShareSplitter(Qt.Orientation.Vertical, self)
@@ -358,10 +362,15 @@ class MaskDesignerPanel(QWidget):
         self.timer.start()
 
     def flush(self) -> None:
-        """Redraw now if a redraw is pending (tests, screenshots)."""
+        """Redraw now if a redraw is pending, and lay the cells out at their final size (tests,
+        screenshots): new labels change what the frame needs around the cells, which lays it out
+        again and refits the whole mask."""
         if self.timer.isActive():
             self.timer.stop()
             self.refresh()
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        if self._fitted:
+            self.fit_square()
 
     def refresh(self) -> None:
         """Recompile the edited design for the current axes and redraw everything."""

@@ -9,8 +9,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QPen
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from attnviz.model.segments import Segment
@@ -140,6 +140,50 @@ class CellImageLayer:
         self.overlay.setVisible(False)
 
 
+class TitleLabel(pg.LabelItem):
+    """A frame's title that never widens the frame: shown whole when it fits above the map, else cut
+    at the end with an ellipsis (``text`` keeps the whole title)."""
+
+    def updateMin(self):  # noqa: N802 - pyqtgraph's name
+        h = self.itemRect().height()
+        self.setMinimumWidth(0)
+        self.setMinimumHeight(h)
+        self._sizeHint = {Qt.SizeHint.MinimumSize: (0, h), Qt.SizeHint.PreferredSize: (0, h),
+                          Qt.SizeHint.MaximumSize: (-1, -1), Qt.SizeHint.MinimumDescent: (0, 0)}
+        self.updateGeometry()
+
+    def resizeEvent(self, ev):  # noqa: N802 - Qt's name
+        self._elide()
+        super().resizeEvent(ev)
+
+    def _elide(self) -> None:
+        text, width = str(self.text), int(self.rect().width())
+        if width <= 0 or "<" in text or "&" in text:
+            return  # not laid out yet, or markup that cannot be cut by characters
+        font = QFont(self.item.font())
+        size = str(self.opts.get("size", ""))
+        if size.endswith("pt"):
+            font.setPointSizeF(float(size[:-2]))
+        shown = QFontMetrics(font).elidedText(text, Qt.TextElideMode.ElideRight, max(0, width - 6))
+        colour = pg.mkColor(self.opts.get("color") or pg.getConfigOption("foreground"))
+        style = f"color: {colour.name(QColor.NameFormat.HexArgb)}" + (f"; font-size: {size}" if size else "")
+        self.item.setHtml(f"<span style='{style}'>{shown}</span>")
+
+
+def elide_plot_title(item: pg.PlotItem) -> None:
+    """Give a PlotItem a :class:`TitleLabel`: its title is cut with an ellipsis where the plot is
+    narrower than the title, instead of widening the plot past its widget's edge."""
+    old = item.titleLabel
+    if isinstance(old, TitleLabel):
+        return
+    title = TitleLabel("", size="11pt", parent=item)
+    item.layout.removeItem(old)
+    if old.scene() is not None:
+        old.scene().removeItem(old)
+    item.layout.addItem(title, 0, 1)
+    item.titleLabel = title
+
+
 class MatrixFrame(pg.GraphicsLayoutWidget):
     """Layout: title / top axis / top band above the main view; left axis and strip beside it;
     column 3 of row 3 is free for a colorbar."""
@@ -152,7 +196,8 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
         ci = self.ci
         ci.setContentsMargins(4, 4, 4, 4)
         ci.setSpacing(1)
-        self.title = ci.addLabel("", row=0, col=2, size="9pt")
+        self.title = TitleLabel("", size="9pt")
+        ci.addItem(self.title, row=0, col=2)
         self.top_axis = TokenAxis("top")
         ci.addItem(self.top_axis, row=1, col=2)
         self.top_band = pg.ViewBox(enableMouse=False, enableMenu=False, defaultPadding=0)
@@ -203,7 +248,28 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
         self._timer.setInterval(debounce_ms)
         self._timer.timeout.connect(self._emit_region)
         self.view.sigRangeChanged.connect(lambda *_: self._timer.start())
+        self._content_min = QSize(0, 0)  # the smallest size the axes, title and colour bar fit in
+        self.ci.installEventFilter(self)  # its minimum grows with its labels: tell the enclosing layout
         self.on_theme_changed(current_theme())
+
+    # -- size: never narrower than what it draws ---------------------------------------------------
+    def _content_minimum(self) -> QSize:
+        hint = self.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize)
+        frame = 2 * self.frameWidth()
+        return QSize(int(np.ceil(hint.width())) + frame, int(np.ceil(hint.height())) + frame)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        """The axes, title, band, strip and colour bar at their own minimum (long token labels make
+        it wider): a layout that gives less would cut the colour bar off the right edge."""
+        return self._content_minimum().expandedTo(super().minimumSizeHint())
+
+    def eventFilter(self, obj, ev):  # noqa: N802 - Qt's name
+        if obj is self.ci and ev.type() == QEvent.Type.LayoutRequest:
+            need = self._content_minimum()
+            if need != self._content_min:
+                self._content_min = need
+                self.updateGeometry()
+        return super().eventFilter(obj, ev)
 
     # -- shape, labels, bands --------------------------------------------------------------------
     def set_shape(self, n_rows: int, n_cols: int) -> bool:
