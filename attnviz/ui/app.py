@@ -25,8 +25,8 @@ the demo stays open. Options (read from ``QApplication.arguments()``, so Qt's ow
                            float64 reference, print one JSON line (differences, threading layer, where
                            each kernel is cached) and exit 0 (1 when a kernel disagrees)
 
-Start-up: the window is built from the panels it shows at once (the heatmap and the left column; the
-other docks import and build their panels later, see :mod:`attnviz.ui.main_window`) and painted
+Start-up: the window is built from the panels it shows at once (the heatmap and the sidebar; the
+other workspaces import and build their panels later, see :mod:`attnviz.ui.main_window`) and painted
 before numba or the engine is imported. Its first paint starts the first computation (the engine
 loads on the compute thread); the first result (or a few seconds without one) starts the warm-up
 that compiles, or loads from the user cache directory, every numba kernel on a background thread

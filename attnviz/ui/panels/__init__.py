@@ -1,13 +1,13 @@
-"""The window's dockable panels: their specs, a registry read without importing them, and discovery.
+"""The window's panels: their specs, a registry read without importing them, and discovery.
 
-Every module in this package that defines ``PANEL = PanelSpec(...)`` is a dock of the main window.
+Every module in this package that defines ``PANEL = PanelSpec(...)`` is a panel of the main window (in the sidebar or a workspace).
 A panel is a QWidget built by ``factory(ctx)`` from the shared :class:`attnviz.ui.context.AppContext`;
 it subscribes to the session's per-field events and to ``ctx.response_changed`` and edits only through
 ``ctx.execute`` / ``ctx.set_view``. Each panel module can run alone with a demo session under
 ``if __name__ == "__main__":`` (see :func:`run_panel_alone`).
 
 Start-up: importing a panel module can cost a lot (plots, the engine, checkpoint readers), and most
-docks are hidden behind tabs. :data:`REGISTRY` repeats each module's spec (module, id, title, area,
+panels sit in workspaces not yet shown. :data:`REGISTRY` repeats each module's spec (module, id, title, area,
 order, visible) so :func:`discover_panels` lists every panel without importing one; a
 spec's factory imports its module when the panel is first built. A test checks the registry against
 the modules' own ``PANEL`` specs, and a module missing from the registry is still found (imported
@@ -26,10 +26,10 @@ from typing import Callable
 class PanelSpec:
     """How a panel appears in the main window."""
 
-    id: str  # stable object name of the dock (saved window layouts refer to it)
-    title: str  # dock title and View-menu entry
+    id: str  # stable object name of the panel (workspaces and saved layouts refer to it)
+    title: str  # panel title
     factory: Callable  # factory(ctx) -> QWidget
-    area: str = "right"  # initial dock area: "left", "right", "top", "bottom" or "center"
+    area: str = "right"  # "left": in the sidebar; any other value: in a workspace
     order: int = 100  # position among panels of the same area (tabs are created in this order)
     visible: bool = True  # shown on first start
 

@@ -1,4 +1,4 @@
-"""The attention heatmap dock: one head's (or the mean's) weights, scores, output or mask, with an
+"""The attention heatmap panel: one head's (or the mean's) weights, scores, output or mask, with an
 all-heads small-multiples grid beside it.
 
 Rows are queries and columns keys, labelled with tokens and banded by segment colour; masked cells

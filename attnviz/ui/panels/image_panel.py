@@ -1,4 +1,4 @@
-"""The attention-over-the-image dock: for the selected query token (the image's class token when
+"""The attention-over-the-image panel: for the selected query token (the image's class token when
 none is selected), its weights over an image source's patches drawn on the image, for one head or
 averaged over heads, with an opacity slider.
 
@@ -8,7 +8,7 @@ from q, k and lse (:func:`attnviz.ui.response_views.row_weights`).
 
 A session without an image is not a dead end: the panel then draws the selected query's weights over
 every key as a bar chart (bars in their segment's colour, masked keys marked ×), titled with the
-query and head, so the dock always shows one row of attention.
+query and head, so the panel always shows one row of attention.
 """
 
 from __future__ import annotations

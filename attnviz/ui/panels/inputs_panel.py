@@ -1,4 +1,4 @@
-"""The inputs dock: the list of token sources and an editor for the selected one.
+"""The inputs panel: the list of token sources and an editor for the selected one.
 
 * Sources: add a text, an image or a custom block; rename (double-click the name), recolour, move up
   or down (buttons, or drag a row to its new place: one move per drop), remove. Each row shows the

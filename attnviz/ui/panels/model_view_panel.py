@@ -1,4 +1,4 @@
-"""The "Pretrained model" dock: a local Hugging Face checkpoint (BERT-family, GPT-2, ViT) run on a
+"""The "Pretrained model" panel: a local Hugging Face checkpoint (BERT-family, GPT-2, ViT) run on a
 sentence or an image, with every layer's and head's attention, head summaries and, for ViT, the class
 token's attention and the attention rollout over the image (see :mod:`attnviz.ui.model_view`)."""
 
