@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.jsontext import depth_ok
 
 # model_type in config.json -> the forward pass that runs it
 KIND_OF_MODEL_TYPE = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "deit": "vit"}
@@ -96,23 +96,6 @@ class ImageConfig:
 MAX_JSON_BYTES = 16 * 2**20  # config files are a few kB; larger ones are not read
 MAX_JSON_DEPTH = 64  # real configs nest 3 levels (id2label, task_specific_params); checked before parsing
 LN_EPS_RANGE = (1e-30, 0.1)  # LayerNorm epsilons in use are 1e-12 .. 1e-5; outside this range is not a model
-_JSON_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a string (skipped whole) or a bracket
-
-
-def _json_depth_ok(text: str, limit: int) -> bool:
-    """True when the brackets outside strings nest at most ``limit`` deep (no recursion, no parsing)."""
-    depth = 0
-    for m in _JSON_TOKEN_RE.finditer(text):
-        c = m.group()
-        if c in "[{":
-            depth += 1
-            if depth > limit:
-                return False
-        elif c in "]}":
-            depth -= 1
-    return True
-
-
 def read_json(path: Path, what: str) -> dict:
     """Read a JSON object from ``path``; a missing, unreadable, oversized, too deeply nested or
     non-object file is a CheckpointError."""
@@ -123,7 +106,7 @@ def read_json(path: Path, what: str) -> dict:
         if size > MAX_JSON_BYTES:
             raise CheckpointError(f"{what} {path} is {size:,} bytes; a config file is at most {MAX_JSON_BYTES:,}")
         text = path.read_text(encoding="utf-8")
-        if not _json_depth_ok(text, MAX_JSON_DEPTH):
+        if not depth_ok(text, MAX_JSON_DEPTH):
             raise CheckpointError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; not a config file")
         data = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

@@ -25,6 +25,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from attnviz.jsontext import depth_ok
 from attnviz.persist.errors import SessionError
 from attnviz.persist.limits import SAFE_DTYPES, Limits
 
@@ -96,31 +97,6 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _depth_ok(text: str, max_depth: int) -> bool:
-    """True when brackets outside strings nest at most ``max_depth`` deep (checked before parsing,
-    so a hostile manifest cannot drive the JSON decoder into deep recursion)."""
-    depth = 0
-    in_str = False
-    escape = False
-    for ch in text:
-        if in_str:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            if depth > max_depth:
-                return False
-        elif ch in "]}":
-            depth -= 1
-    return True
-
-
 # A lone surrogate can only enter through a \\uD800..\\uDFFF escape: the text itself is strict UTF-8.
 _SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -163,7 +139,7 @@ def parse_manifest(raw: bytes, limits: Limits) -> dict:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SessionError(f"manifest.json is not valid UTF-8 (byte {exc.start})") from exc
-    if not _depth_ok(text, limits.max_json_depth):
+    if not depth_ok(text, limits.max_json_depth):
         raise SessionError(f"manifest.json nests deeper than {limits.max_json_depth} levels")
     try:
         manifest = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
