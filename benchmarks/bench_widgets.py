@@ -46,7 +46,7 @@ from PySide6.QtCore import QEvent, QObject  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from attnviz.model.segments import Segment  # noqa: E402
-from attnviz.ui.widgets.samples import masked_softmax  # noqa: E402
+from attnviz.model.score_rules import masked_softmax  # noqa: E402
 
 SIZES = {"heatmap": (900, 700), "mask": (800, 700), "grid8": (900, 300), "grid72": (1100, 600)}
 
@@ -102,7 +102,7 @@ def weights(T: int, mask: np.ndarray, seed: int) -> np.ndarray:
     """(T, T) float32 softmax weights of random scores under ``mask`` (peaks near the diagonal)."""
     rng = np.random.default_rng(seed)
     s = (rng.standard_normal((T, T), dtype=np.float32) * 2.0).astype(np.float32)  # (T, T)
-    return masked_softmax(s, mask).astype(np.float32)
+    return masked_softmax(s, mask)[0].astype(np.float32)
 
 
 def segments(T: int) -> tuple:
@@ -223,7 +223,7 @@ def bench_grid(app, repeat: int) -> list[dict]:
         for s in range(3):
             rng = np.random.default_rng(s)
             sc = rng.standard_normal((rows, cols, T, T), dtype=np.float32) * 2.0  # (rows, cols, T, T)
-            sets.append(masked_softmax(sc, causal).astype(np.float32))
+            sets.append(masked_softmax(sc, causal)[0].astype(np.float32))
         g = HeadGrid()
         show(app, g, SIZES[size])
         counter = PaintCounter(g.plot.viewport())

@@ -65,9 +65,8 @@ EXCLUDED_EXTRAS = {
 }
 
 
-# Qt Python modules the application never imports. pyqtgraph imports QtOpenGL and QtOpenGLWidgets at
-# import time, the SVG export needs QtSvg and the widget gallery QtTest: those stay, with QtCore, QtGui
-# and QtWidgets.
+# Qt Python modules the application never imports. pyqtgraph imports QtOpenGL, QtOpenGLWidgets and
+# QtTest at import time and the SVG export needs QtSvg: those stay, with QtCore, QtGui and QtWidgets.
 EXCLUDED_QT_MODULES = tuple(
     "PySide6." + name
     for name in (

@@ -5,6 +5,5 @@
 * :mod:`~attnviz.ui.model_view.summary_view` — :class:`HeadSummaryView`, layers x heads grid of one statistic;
 * :mod:`~attnviz.ui.model_view.vit_view` — :class:`VitAttentionView`, class-token attention / rollout over the image;
 * :mod:`~attnviz.ui.model_view.corpus_view` — :class:`CorpusStatsView`, a corpus's STATS.parquet beside the input;
-* :mod:`~attnviz.ui.model_view.panel` — :class:`ModelViewPanel`, all of it in one panel;
-* :mod:`~attnviz.ui.model_view.screenshots` — the documentation's screenshots of the panel.
+* :mod:`~attnviz.ui.model_view.panel` — :class:`ModelViewPanel`, all of it in one panel.
 """

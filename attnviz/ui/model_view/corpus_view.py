@@ -252,23 +252,3 @@ def install(panel) -> CorpusStatsView:
     view.set_colormap(panel.ctx.session.state.view.colormap)
     panel.ctx.session.events.view.connect(view._on_view_changed)
     return view
-
-
-def _main() -> None:  # pragma: no cover - manual demo
-    """``python -m attnviz.ui.model_view.corpus_view STATS.parquet``: the view alone on a statistics file."""
-    import sys
-
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance() or QApplication(sys.argv)
-    view = CorpusStatsView()
-    view.resize(900, 520)
-    if len(sys.argv) > 1:
-        view.open_stats(sys.argv[1])
-        view.set_selected(0, 0)
-    view.show()
-    app.exec()
-
-
-if __name__ == "__main__":
-    _main()

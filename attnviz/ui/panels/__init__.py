@@ -3,8 +3,7 @@
 Every module in this package that defines ``PANEL = PanelSpec(...)`` is a panel of the main window (in the sidebar or a workspace).
 A panel is a QWidget built by ``factory(ctx)`` from the shared :class:`attnviz.ui.context.AppContext`;
 it subscribes to the session's per-field events and to ``ctx.response_changed`` and edits only through
-``ctx.execute`` / ``ctx.set_view``. Each panel module can run alone with a demo session under
-``if __name__ == "__main__":`` (see :func:`run_panel_alone`).
+``ctx.execute`` / ``ctx.set_view``.
 
 Start-up: importing a panel module can cost a lot (plots, the engine, checkpoint readers), and most
 panels sit in workspaces not yet shown. :data:`REGISTRY` repeats each module's spec (module, id, title, area,
@@ -103,23 +102,3 @@ def discover_panels() -> list[PanelSpec]:
     if len(set(ids)) != len(ids):
         raise RuntimeError(f"two panels share an id: {sorted(ids)}")
     return sorted(specs, key=lambda s: (s.area, s.order, s.id))
-
-
-def run_panel_alone(factory, demo: str = "river-bank", size=(900, 650)) -> int:
-    """Show one panel in its own window on a demo session (for ``python -m attnviz.ui.panels.x``)."""
-    import sys
-
-    from PySide6.QtWidgets import QApplication
-
-    from attnviz.model.demos import build_demo
-    from attnviz.model.session import Session
-    from attnviz.ui.context import AppContext
-
-    app = QApplication.instance() or QApplication(sys.argv)
-    demo_name = sys.argv[1] if len(sys.argv) > 1 else demo
-    ctx = AppContext(Session(build_demo(demo_name)))
-    w = factory(ctx)
-    w.resize(*size)
-    w.show()
-    ctx.recompute(now=True)
-    return app.exec()

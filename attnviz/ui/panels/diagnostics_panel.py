@@ -18,7 +18,7 @@ from attnviz.ui.diagnostics.normalisation import NormalisationTab
 from attnviz.ui.diagnostics.permutation import PermutationTab
 from attnviz.ui.diagnostics.positional import PositionalTab
 from attnviz.ui.diagnostics.variants import VariantsTab
-from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.panels import PanelSpec
 
 TAB_TYPES = (NormalisationTab, JacobianTab, PositionalTab, PermutationTab, FlashCheckTab, AlignmentTab,
              VariantsTab)
@@ -61,7 +61,3 @@ class DiagnosticsPanel(QWidget):
 
 PANEL = PanelSpec(id="diagnostics", title="Diagnostics", factory=lambda ctx: DiagnosticsPanel(ctx), area="bottom",
                   order=50)
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_panel_alone(lambda ctx: DiagnosticsPanel(ctx), size=(1300, 760)))

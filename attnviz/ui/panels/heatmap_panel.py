@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSplitt
 
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
-from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.panels import PanelSpec
 from attnviz.ui.response_views import (MATRICES, check_head, cell_values, compact_labels, engine_scale,
                                        fully_masked_rows, matrix_view, n_heads)
 from attnviz.ui.widgets.busy_overlay import LIVE_DELAY_MS, BusyOverlay
@@ -668,7 +668,3 @@ class HeatmapPanel(QWidget):
 
 
 PANEL = PanelSpec(id="heatmap", title="Attention heatmap", factory=HeatmapPanel, area="center", order=0)
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_panel_alone(HeatmapPanel))

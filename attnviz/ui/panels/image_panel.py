@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStac
 from attnviz.model.sequence import image_patches
 from attnviz.model.state import ImageSource
 from attnviz.sources.errors import SourceError
-from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.panels import PanelSpec
 from attnviz.ui.response_views import (check_head, compact_label, default_query, engine_scale, head_mask,
                                        image_keys, n_heads, patch_weights, row_weights, token_of_patch)
 from attnviz.ui.theme import current_theme
@@ -386,7 +386,3 @@ class ImagePanel(QWidget):
 
 
 PANEL = PanelSpec(id="image", title="Attention over the image", factory=ImagePanel, area="right", order=40)
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_panel_alone(ImagePanel, demo="vit-image"))

@@ -36,7 +36,7 @@ from attnviz.model.state import CUSTOM_GENERATORS, IMAGE_POLICIES, CrossConfig, 
 from attnviz.sources.errors import SourceError
 from attnviz.ui.file_actions import (IMAGE_FILTER, VALUES_FILTER, Prompts, default_target, image_source_from_file,
                                      next_colour, unique_name)
-from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.panels import PanelSpec
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.image_overlay import PatchImageView
 from attnviz.ui.widgets.token_chips import TokenChips
@@ -1040,7 +1040,3 @@ class InputsPanel(QWidget):
 
 
 PANEL = PanelSpec(id="inputs", title="Inputs", factory=InputsPanel, area="left", order=10)
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_panel_alone(InputsPanel, demo="vla-mask", size=(420, 760)))

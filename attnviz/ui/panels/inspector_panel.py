@@ -30,7 +30,7 @@ from attnviz.model.state import ToySource
 from attnviz.ui.diagnostics.breakdown_view import BreakdownView
 from attnviz.ui.diagnostics.common import connect_event, head_mask, selected_head
 from attnviz.ui.diagnostics.qk_scatter import QKScatter
-from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.panels import PanelSpec
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.workspaces.area import ShareSplitter
 
@@ -354,7 +354,3 @@ class InspectorPanel(QWidget):
 
 PANEL = PanelSpec(id="inspector", title="Q/K/V inspector", factory=lambda ctx: InspectorPanel(ctx), area="right",
                   order=20)
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_panel_alone(lambda ctx: InspectorPanel(ctx), size=(1400, 820)))

@@ -57,7 +57,7 @@ from attnviz.ui.mask_designer.snapshot import (Axes, Snapshot, Target, axes_from
 from attnviz.ui.mask_designer.speed_test import time_flash
 from attnviz.ui.mask_designer.split_controls import SplitControls
 from attnviz.ui.mask_designer.tile_controls import TileControls
-from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.panels import PanelSpec
 from attnviz.ui.response_views import compact_labels
 from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
 from attnviz.ui.workspaces.area import ShareSplitter
@@ -625,7 +625,3 @@ def _segment_length(axes: Axes | None, name: str) -> int:
 
 PANEL = PanelSpec(id="mask_designer", title="Mask designer", factory=lambda ctx: MaskDesignerPanel(ctx),
                   area="right", order=30)
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_panel_alone(lambda ctx: MaskDesignerPanel(ctx), demo="vla-mask"))

@@ -5,10 +5,6 @@ token's attention and the attention rollout over the image (see :mod:`attnviz.ui
 from __future__ import annotations
 
 from attnviz.ui.model_view.panel import ModelViewPanel
-from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.panels import PanelSpec
 
 PANEL = PanelSpec(id="pretrained", title="Pretrained model", factory=ModelViewPanel, area="center", order=30)
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_panel_alone(ModelViewPanel, size=(1300, 800)))

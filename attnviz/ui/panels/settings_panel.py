@@ -19,7 +19,7 @@ from attnviz.model.commands import SetKernel, SetPositional, SetScoreRule, set_m
 from attnviz.model.positional import KINDS as POSITIONAL_KINDS
 from attnviz.model.score_rules import FORMULAS, RULES
 from attnviz.model.state import KERNEL_NAMES
-from attnviz.ui.panels import PanelSpec, run_panel_alone
+from attnviz.ui.panels import PanelSpec
 
 SIZE_FIELDS = ("d_model", "nh", "hs", "hv")  # changing these invalidates hand-set weight shapes
 BASE_KINDS = ("sinusoidal", "rope")  # encodings whose frequencies follow the base
@@ -253,7 +253,3 @@ class SettingsPanel(QWidget):
 
 
 PANEL = PanelSpec(id="model", title="Model", factory=SettingsPanel, area="left", order=20)
-
-
-if __name__ == "__main__":
-    raise SystemExit(run_panel_alone(SettingsPanel, size=(340, 520)))

@@ -381,29 +381,3 @@ class AttentionHeatmap(QWidget):
             layer.restyle(self._masked())
         self.colorbar.getAxis("right").setPen(theme.plot_foreground)
         self.colorbar.getAxis("right").setTextPen(theme.plot_foreground)
-
-
-def _main() -> None:  # pragma: no cover - manual demo
-    import sys
-
-    from PySide6.QtWidgets import QApplication
-
-    from attnviz.ui.theme import apply_theme
-    from attnviz.ui.widgets import samples
-
-    app = QApplication.instance() or QApplication(sys.argv)
-    apply_theme(app, "dark" if "--dark" in sys.argv else "light")
-    ex = samples.river_bank()
-    w = AttentionHeatmap()
-    w.set_matrix(ex.weights, mask=ex.mask, row_labels=ex.tokens, col_labels=ex.tokens,
-                 row_segments=ex.segments, col_segments=ex.segments, title="head 0 · weights",
-                 value_label="weight")
-    w.set_readout_provider(lambda i, j: f"score {ex.scores[i, j]:.3f}")
-    w.row_clicked.connect(w.set_selected_row)
-    w.resize(760, 640)
-    w.show()
-    app.exec()
-
-
-if __name__ == "__main__":
-    _main()

@@ -248,27 +248,3 @@ class PatchImageView(QWidget):
         pen.setCosmetic(True)
         pen.setWidthF(2.5)
         self.highlight.setPen(pen)
-
-
-def _main() -> None:  # pragma: no cover - manual demo
-    import sys
-
-    from PySide6.QtWidgets import QApplication
-
-    from attnviz.ui.theme import apply_theme
-    from attnviz.ui.widgets import samples
-
-    app = QApplication.instance() or QApplication(sys.argv)
-    apply_theme(app, "dark" if "--dark" in sys.argv else "light")
-    view = PatchImageView()
-    view.set_image(samples.sample_image(224, 224), grid=(14, 14), patch=16)
-    yy, xx = np.mgrid[0:14, 0:14]
-    view.set_overlay(np.exp(-((yy - 4) ** 2 + (xx - 10) ** 2) / 8.0))
-    view.patch_clicked.connect(view.set_highlight)
-    view.resize(560, 600)
-    view.show()
-    app.exec()
-
-
-if __name__ == "__main__":
-    _main()

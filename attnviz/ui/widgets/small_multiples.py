@@ -258,26 +258,3 @@ class _MosaicImage(pg.ImageItem):
             return
         ev.accept()
         self._grid.head_clicked.emit(*tile)
-
-
-def _main() -> None:  # pragma: no cover - manual demo
-    import sys
-
-    from PySide6.QtWidgets import QApplication
-
-    from attnviz.ui.theme import apply_theme
-    from attnviz.ui.widgets import samples
-
-    app = QApplication.instance() or QApplication(sys.argv)
-    apply_theme(app, "dark" if "--dark" in sys.argv else "light")
-    maps = np.stack([np.stack([samples.peaked_matrix(128, seed=10 * r + c)[0] for c in range(12)]) for r in range(6)])
-    grid = HeadGrid()
-    grid.set_matrices(maps, [f"layer {r}" for r in range(6)], [f"h{c}" for c in range(12)])
-    grid.head_clicked.connect(grid.set_selected)
-    grid.resize(1100, 600)
-    grid.show()
-    app.exec()
-
-
-if __name__ == "__main__":
-    _main()

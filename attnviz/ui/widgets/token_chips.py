@@ -258,26 +258,3 @@ class TokenChips(QAbstractScrollArea):
 def _blend(a: QColor, b: QColor, t: float) -> QColor:
     return QColor(round(a.red() + (b.red() - a.red()) * t), round(a.green() + (b.green() - a.green()) * t),
                   round(a.blue() + (b.blue() - a.blue()) * t))
-
-
-def _main() -> None:  # pragma: no cover - manual demo
-    import sys
-
-    from PySide6.QtWidgets import QApplication
-
-    from attnviz.ui.theme import apply_theme
-    from attnviz.ui.widgets import samples
-
-    app = QApplication.instance() or QApplication(sys.argv)
-    apply_theme(app, "dark" if "--dark" in sys.argv else "light")
-    ex = samples.river_bank()
-    chips = TokenChips()
-    chips.set_tokens(ex.tokens, ex.ids, ex.segments)
-    chips.token_clicked.connect(chips.set_selected)
-    chips.resize(520, 200)
-    chips.show()
-    app.exec()
-
-
-if __name__ == "__main__":
-    _main()

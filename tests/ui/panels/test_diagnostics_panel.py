@@ -267,22 +267,6 @@ def test_tabs_handle_a_failed_computation(qtbot):
         close(ctx, panel)
 
 
-def test_screenshots_are_written_and_show_something(tmp_path):
-    from PySide6.QtGui import QImage
-
-    from attnviz.ui.diagnostics.screenshots import save_screenshots
-
-    views = (("alignment.png", "translation", ("AlignmentTab", None)),
-             ("inspector.png", "river-bank", ("inspector", 0)))
-    paths = save_screenshots(tmp_path, views, size=(900, 600))
-    assert [p.name for p in paths] == ["alignment.png", "inspector.png"]
-    for p in paths:
-        img = QImage(str(p))
-        assert (img.width(), img.height()) == (900, 600)
-        colours = {img.pixel(x, y) for x in range(0, 900, 15) for y in range(0, 600, 15)}
-        assert len(colours) > 5  # not a blank widget
-
-
 def test_flash_check_limits_the_reference_to_the_first_query_rows():
     from attnviz.ui.diagnostics.flash_check import query_rows_within
 

@@ -7,9 +7,9 @@ from PySide6.QtCore import QPointF, Qt
 from attnviz.model.segments import Segment
 from attnviz.ui import colormaps
 from attnviz.ui.theme import apply_theme
-from attnviz.ui.widgets import samples
 from attnviz.ui.widgets.heatmap import AttentionHeatmap, HeatmapConfig
 from attnviz.ui.widgets.pooling import pool_max
+import widget_samples
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def heatmap(qtbot, qapp):
 
 
 def _river(w):
-    ex = samples.river_bank()
+    ex = widget_samples.river_bank()
     w.set_matrix(ex.weights, mask=ex.mask, row_labels=ex.tokens, col_labels=ex.tokens, row_segments=ex.segments,
                  col_segments=ex.segments, title="weights", value_label="weight")
     return ex
@@ -104,7 +104,7 @@ def test_fully_masked_row_is_marked(heatmap, qtbot):
 
 def test_labels_thin_out_for_long_sequences(heatmap, qtbot):
     T = 512
-    w, mask = samples.peaked_matrix(T)
+    w, mask = widget_samples.peaked_matrix(T)
     labels = [f"tok{i}" for i in range(T)]
     heatmap.set_matrix(w, mask=mask, row_labels=labels, col_labels=labels)
     qtbot.wait(30)
@@ -228,7 +228,7 @@ def test_pooled_image_follows_the_view_size(qtbot):
     w.resize(300, 300)
     w.show()
     qtbot.waitExposed(w)
-    v, mask = samples.peaked_matrix(2048)
+    v, mask = widget_samples.peaked_matrix(2048)
     w.set_matrix(v, mask=mask)
     small = w.base.values.shape
     assert max(small) <= 300  # no more image pixels than screen pixels: the painter drops none
@@ -239,7 +239,7 @@ def test_pooled_image_follows_the_view_size(qtbot):
 
 def test_live_updates_keep_what_did_not_change_and_follow_what_did(heatmap, qtbot):
     T = 1000  # pooled: more cells than the view has pixels
-    v, mask = samples.peaked_matrix(T)
+    v, mask = widget_samples.peaked_matrix(T)
     labels = [f"t{i}" for i in range(T)]
     segs = (Segment("a", 0, 400, "#ff0000"), Segment("b", 400, T, "#00ff00"))
 

@@ -5,12 +5,12 @@ import pytest
 from PySide6.QtCore import QPointF
 
 from attnviz.model.segments import Segment
-from attnviz.ui.widgets import samples
 from attnviz.ui.widgets.image_overlay import PatchImageView
 from attnviz.ui.widgets.pooling import pool_max
 from attnviz.ui.widgets.small_multiples import HeadGrid, build_mosaic, tile_shape
 from attnviz.ui.widgets.token_chips import TokenChips, chip_text, flow_layout
 from attnviz.ui import colormaps
+import widget_samples
 
 
 def test_head_grid_click_and_mosaic(qtbot, mouse):
@@ -45,7 +45,7 @@ def test_patch_view_hover_click_highlight_overlay(qtbot, mouse):
     v.resize(500, 560)
     v.show()
     qtbot.waitExposed(v)
-    v.set_image(samples.sample_image(120, 140), grid=(3, 4), patch=32, offset=(6, 12))
+    v.set_image(widget_samples.sample_image(120, 140), grid=(3, 4), patch=32, offset=(6, 12))
     qtbot.wait(30)
     hovered, clicked = [], []
     v.patch_hovered.connect(hovered.append)
@@ -71,7 +71,7 @@ def test_patch_view_hover_click_highlight_overlay(qtbot, mouse):
     with pytest.raises(ValueError, match="patch grid"):
         v.set_overlay(np.zeros((4, 4)))
     with pytest.raises(ValueError, match="does not fit"):
-        v.set_image(samples.sample_image(64, 64), grid=(3, 3), patch=32)
+        v.set_image(widget_samples.sample_image(64, 64), grid=(3, 3), patch=32)
 
 
 def test_flow_layout_wraps_without_overflow():

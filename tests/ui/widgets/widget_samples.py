@@ -1,5 +1,5 @@
-"""Small, deterministic sample data for the widgets' stand-alone demos, the screenshot gallery and
-the tests: a multimodal sequence with a block mask, and large matrices with isolated peaks."""
+"""Small, deterministic sample data for the widget tests: a multimodal sequence with a block mask,
+large matrices with isolated peaks, and a picture for the patch view."""
 
 from __future__ import annotations
 
@@ -21,11 +21,6 @@ class SampleAttention:
     mask: np.ndarray  # (T, T) bool, True = query may attend to key
     scores: np.ndarray  # (T, T) float32 scaled scores, -inf where masked
     weights: np.ndarray  # (T, T) float32 softmax over allowed keys, 0 in fully masked rows
-
-
-def masked_softmax(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Softmax over keys (last axis) of allowed cells; fully masked rows give 0 (the model's rule)."""
-    return score_rules.masked_softmax(scores, mask)[0]
 
 
 def vla_mask(segments, T: int) -> np.ndarray:
@@ -54,7 +49,7 @@ def river_bank(seed: int = 0) -> SampleAttention:
     k = rng.standard_normal((T, 8))  # (T, hs)
     scores = q @ k.T / np.sqrt(8.0)  # (T, T)
     scores[7, 6] += 2.5  # "bank" looks at "river"
-    weights = masked_softmax(scores, mask).astype(np.float32)
+    weights = score_rules.masked_softmax(scores, mask)[0].astype(np.float32)
     return SampleAttention(tokens, ids, segments, mask, np.where(mask, scores, -np.inf).astype(np.float32), weights)
 
 
@@ -69,7 +64,7 @@ def peaked_matrix(T: int, seed: int = 0, causal: bool = True) -> tuple[np.ndarra
         r = int(rng.integers(T // 2, T))
         scores[r, int(rng.integers(0, max(r // 2, 1)))] = scores[r].max() + 6.0  # one key takes most of the row
     mask = (j <= i) if causal else np.ones((T, T), dtype=bool)
-    return masked_softmax(scores, mask).astype(np.float32), mask
+    return score_rules.masked_softmax(scores, mask)[0].astype(np.float32), mask
 
 
 def sample_image(h: int = 224, w: int = 224) -> np.ndarray:
