@@ -58,9 +58,3 @@ def clear() -> None:
     """Forget every pooled array."""
     with _lock:
         _arrays.clear()
-
-
-def held_bytes() -> int:
-    """Bytes of the arrays the pool refers to (some may also be in use elsewhere)."""
-    with _lock:
-        return sum(a.nbytes for a in _arrays)

@@ -1,61 +1,16 @@
 """Compute requests and responses: one pure function from a session snapshot to everything shown.
 
-``run(request, progress=None, is_cancelled=None) -> ComputeResponse`` is what the UI calls on a
-worker thread (and what tests and the CLI call directly). It never raises for bad input: a problem a
-person can fix (empty sequence, corrupt image, RoPE with an odd head size, ...) comes back as
-``response.ok == False`` with ``response.error`` and the same text in ``response.messages``.
-Cancellation is checked between stages, between heads and between query-row chunks; a cancelled run
-returns ``response.cancelled == True`` with no matrices.
-
-Pipeline: sources -> :mod:`attnviz.model.sequence` (cached tokenising / patching) -> X + additive
-positions -> :mod:`attnviz.model.heads` (q, k, v; RoPE; hand-set components) -> mask design compiled
-to a dense bool mask and a BlockMask (beyond ``DENSE_MASK_CELLS``: band by band into a TiledMask,
-``response.mask`` None, flash kernel only) -> per head:
-
-* dot-product rules (scaled_dot, dot, uniform) without ALiBi: the engine kernel of
-  ``state.kernel`` (flash by default), with ``scale`` 1/sqrt(hs), 1 or 0, gives out and lse;
-* ALiBi (a score bias the engine does not take) and the additive, multiplicative and linear rules:
-  the float64 numpy path of :mod:`attnviz.model.score_rules`, in query-row chunks; a message says so;
-
--> ``combined = Concat(heads) W^O``.
-
-Full (nh, Tq, Tk) matrices (``scores``, ``weights``) are materialised only when Tq and Tk are both at
-most ``request.dense_limit`` and ``request.want == "full"``; otherwise they are None, a message says
-so, and ``row_weights`` still holds the weights of the requested ``rows`` (e.g. the selected query).
-``scores`` are the scaled scores before the mask (ALiBi bias included); masked cells of ``weights``
-are exactly 0; a fully masked row has weights 0, output 0 and lse -inf.
-
-Precision. ``X``, ``q``, ``k``, ``v``, ``output``, ``lse`` and ``combined`` are always float64 (the
-float64 kernels). ``scores`` and ``weights`` are display matrices: float64 when Tq * Tk <=
-:data:`EXACT_CELLS` (every worked example and printed digit: there the engine kernel's own float64
-weights are returned), float32 above it, as the heatmaps draw them. In float32 both come from one
-fused engine pass (:func:`attnviz.engine.display_matrices`): float32 tile products of q and k (twice
-as fast as float64 ones) and the weights exp(score - lse) from the kernel's lse, each row divided by
-its sum: they differ from the float64 ones by float32 rounding only (within twice the error of a plain
-float32 softmax, as the engine's accuracy rule asks).
-
-Preview (:mod:`attnviz.model.preview`): when a run recomputes every query row of a large sequence
-and ``request.preview_head`` names a head, that head's display matrices are computed first (its own
-q and k, a kernel call for its lse and the display pass) and handed to ``on_preview``, so the heatmap
-can show the edit while the other heads are computed.
-
-Large display matrices are written into recycled buffers (:mod:`attnviz.model.buffers`): a fresh
-32 MiB array costs more in page faults than the pass that fills it.
-
-Reuse (:mod:`attnviz.model.compute_cache`): an edit recomputes only what it changes. Tokens, X and
-q/k/v are reused unless sources, tokenizer, model or positions change; the scores unless q/k or the
-rule change; and after a mask edit only the query rows whose mask changed get new out, lse,
-weights and combined rows (``response.recomputed_rows`` says how many; softmax runs per row, so the
-others are the same numbers a full run gives). A view edit recomputes nothing. Arrays of a response
-may be shared with the caches and with earlier responses: treat them as read-only. ``scores``,
-``weights``, ``output``, ``combined``, ``X`` and ``fully_masked`` are flagged so; ``q``, ``k``,
-``v``, ``lse`` and ``mask`` are not, because numba compiles a separate kernel for read-only
-arguments and the panels pass these to the engine.
+The UI calls :func:`run` on a worker thread after every edit, so a run never raises for a problem a
+person can fix (it comes back as ``ok == False`` with ``error``), stops soon when cancelled, and
+recomputes only what the edit changed (:mod:`attnviz.model.compute_cache`). Each run decides a
+:class:`Plan` once and then runs its stages with it.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -74,12 +29,12 @@ from attnviz.model.score_rules import (dot_scale, linear_normalise, masked_softm
                                        rule_scores)
 from attnviz.model.segments import Segment
 from attnviz.model.sequence import MAX_TOKENS, Sequence, TokenInfo, assemble, with_positions
-from attnviz.model.state import SessionState
+from attnviz.model.state import KernelConfig, SessionState
 from attnviz.sources.errors import SourceError
 
-#: largest Tq * Tk compiled to a dense bool mask (64 MB); larger masks are compiled band by band into an
-#: attnviz.engine.TiledMask (tile states and the cells of partial tiles only) and ``response.mask`` is
-#: None: a dense mask of 65,536 x 65,536 tokens would be 4.3 GB
+#: default largest Tq * Tk compiled to a dense bool mask (64 MB; ComputeRequest.dense_mask_cells); larger
+#: masks are compiled band by band into an attnviz.engine.TiledMask (tile states and the cells of partial
+#: tiles only) and ``response.mask`` is None: a dense mask of 65,536 x 65,536 tokens would be 4.3 GB
 DENSE_MASK_TOKENS = 8192
 DENSE_MASK_CELLS = DENSE_MASK_TOKENS * DENSE_MASK_TOKENS
 
@@ -94,8 +49,9 @@ ENGINE_MODES = ("always", "when-compiled")
 #: cancelled between groups while short ones keep every head in one parallel kernel call
 ENGINE_CELLS = 1 << 22
 
-#: largest Tq * Tk whose scores and weights are float64 (T = 256 for self-attention); larger ones are
-#: float32 display matrices (see the module docstring)
+#: largest Tq * Tk whose scores and weights are float64 (T = 256 for self-attention: every worked
+#: example and printed digit); larger ones are float32 display matrices, as the heatmaps draw them, from
+#: one fused engine pass (attnviz.engine.display_matrices) twice as fast, within float32 rounding
 EXACT_CELLS = 256 * 256
 
 #: after a mask edit, the changed query rows are recomputed alone when they are at most this share
@@ -128,6 +84,7 @@ class ComputeRequest:
     preview_head: int | None = None  # the head a person is looking at: when every row of a large
     #                                  sequence is recomputed, this head alone is computed first and
     #                                  handed to run()'s on_preview (attnviz.model.preview)
+    dense_mask_cells: int = DENSE_MASK_CELLS  # largest Tq * Tk compiled to a dense mask; beyond it a TiledMask
 
     def __post_init__(self):
         if self.want not in WANTS:
@@ -167,7 +124,7 @@ class ComputeResponse(preview.AxisLengths):
     lse: np.ndarray | None = None  # (nh, Tq); -inf for a fully masked row
     combined: np.ndarray | None = None  # (Tq, d_model) = Concat(heads) W^O
     mask: np.ndarray | None = None  # (Tq, Tk) or (nh, Tq, Tk) bool, True = may attend; None above
-    #                                 DENSE_MASK_CELLS (then block_mask is a TiledMask)
+    #                                 request.dense_mask_cells (then block_mask is a TiledMask)
     block_mask: BlockMask | TiledMask | None = None  # tile map for the session's BLOCK_M x BLOCK_N
     tile_counts: dict = field(default_factory=dict)  # {"empty", "partial", "full"} tile numbers
     sparsity: float = 0.0  # percent of tiles the flash kernel skips
@@ -315,151 +272,242 @@ def _compiled_mask(state: SessionState, qseq: Sequence, kseq: Sequence, prev: Re
 
 
 # ------------------------------------------------------------------------------------------------
-# the pipeline
+# the plan
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """How one run computes, decided once from the request, the sequences and the cached result."""
+
+    kernel: KernelConfig  # the engine kernel that runs: flash whenever the mask is tiled
+    tiled: bool  # the mask is kept per tile (a TiledMask), never dense: flash kernel only
+    stand_in: bool  # the numpy path stands in while the engine's kernels compile
+    on_engine: bool  # a dot-product rule on the engine kernel; False: the float64 numpy path
+    alibi: bool  # ALiBi positions: a score bias, on the numpy path only (and not for the linear rule)
+    full_matrices: bool  # the (nh, Tq, Tk) scores and weights are returned
+    display: type  # dtype of scores and weights: np.float64 up to EXACT_CELLS, np.float32 above
+    projection_key: tuple  # key of compute_cache.projections
+    result_key: tuple  # key of compute_cache.results: all a result depends on but the mask
+    scores_key: tuple  # key of compute_cache.scores
+    recompute: np.ndarray | None  # query rows to compute: None every row; (R,) the rows whose mask changed
+    preview: bool  # request.preview_head is computed first and handed to on_preview
+
+    @property
+    def reuses_all(self) -> bool:
+        """Nothing changed since the cached result: every row of it is reused."""
+        return self.recompute is not None and self.recompute.size == 0
+
+
+def _plan(request: ComputeRequest, qseq: Sequence, kseq: Sequence,
+          wants_preview: bool) -> tuple[Plan, CompiledMask, Result | None]:
+    """The plan, the compiled mask and the cached result whose rows it reuses (None: none). The mask is
+    compiled here because the rows to recompute are those where it differs from the cached result's."""
+    state = request.state
+    rule, kernel, Tq, Tk = state.score_rule, state.kernel, qseq.T, kseq.T
+    alibi = state.positional.kind == "alibi"
+    tiled = Tq * Tk > request.dense_mask_cells
+    if tiled and not (rule.engine and not alibi):
+        side = math.isqrt(request.dense_mask_cells)
+        raise ValueError(f"{Tq:,} x {Tk:,} tokens is beyond the {side:,} x {side:,} a dense mask is made for; the "
+                         f"{rule.name} rule{' with ALiBi' if alibi else ''} needs it: use scaled_dot, dot or uniform "
+                         "without ALiBi, or a shorter sequence")
+    stand_in = (rule.engine and not alibi and not tiled and request.engine == "when-compiled"
+                and not jitcache.is_warm())
+    on_engine = rule.engine and not alibi and not stand_in
+    full = request.want == "full" and Tq <= request.dense_limit and Tk <= request.dense_limit and not tiled
+    display = np.float64 if Tq * Tk <= EXACT_CELLS else np.float32
+    projection_key = _projection_key(state, request.max_tokens)
+    result_key = (projection_key, state.model.qk_overrides, rule, kernel, full, on_engine)
+    previous = cache.results.peek(result_key)
+    compiled, changed = _compiled_mask(state, qseq, kseq, previous, tiled)
+    recompute = None
+    if previous is not None and changed is not None and changed.size <= ROW_SHARE * Tq:
+        recompute = changed
+    preview_first = (recompute is None and wants_preview and on_engine
+                     and preview.wanted(state, request.preview_head, Tq, Tk, full))
+    plan = Plan(kernel=replace(kernel, name="flash") if tiled and kernel.name != "flash" else kernel, tiled=tiled,
+                stand_in=stand_in, on_engine=on_engine, alibi=alibi, full_matrices=full, display=display,
+                projection_key=projection_key, result_key=result_key,
+                scores_key=(projection_key, state.model.qk_overrides, rule.name, display), recompute=recompute,
+                preview=preview_first)
+    return plan, compiled, previous
+
+
+def _mask_notes(state: SessionState, plan: Plan, cm: CompiledMask, Tq: int, Tk: int) -> list[str]:
+    """The kernel that stood in for one that needs a dense mask, and the fully masked rows."""
+    notes = []
+    if plan.tiled and state.kernel.name != "flash":
+        notes.append(f"the {state.kernel.name} kernel needs the dense mask, which is not made for {Tq:,} x {Tk:,} "
+                     "tokens: this ran on the flash kernel")
+    n_full = int(np.count_nonzero(cm.fully))
+    if n_full:
+        where = "query rows" if cm.fully.ndim == 1 else "(head, query) rows"
+        notes.append(f"{n_full} {where} are fully masked: their weights and output are 0 and lse is -inf")
+    return notes
+
+
+def _path_notes(request: ComputeRequest, plan: Plan, Tq: int, Tk: int, dropped_rows: bool) -> list[str]:
+    """What a person should know about how the attention is computed and what is returned."""
+    rule = request.state.score_rule
+    notes = []
+    if not plan.full_matrices and request.want == "full":
+        notes.append(f"T = {max(Tq, Tk):,} exceeds the dense limit of {request.dense_limit:,}: full score and "
+                     "weight matrices are not materialised (use the overview and selected rows)")
+    if dropped_rows:
+        notes.append("some requested rows are outside the query sequence and were ignored")
+    if plan.alibi and rule.engine:
+        notes.append("ALiBi adds a bias to the scores, which the engine kernels do not take: this ran on the "
+                     "float64 numpy reference path")
+    elif plan.alibi:
+        notes.append("ALiBi bias added to the scores of the " + rule.name + " rule")
+    if not rule.engine:
+        notes.append(f"the {rule.name} score rule runs on the float64 numpy path, not on an engine kernel")
+    if plan.stand_in:
+        notes.append("the engine's kernels are being compiled (the first start after installing): this result "
+                     "comes from the float64 numpy path; the engine takes over when they are ready")
+    if plan.alibi and rule.name == "linear":
+        notes.append("ALiBi is a softmax score bias: it is not applied to linear attention")
+    return notes
+
+
+# ------------------------------------------------------------------------------------------------
+# the run
+
+
+class _Stages:
+    """Cancellation checks, progress reports and the seconds of each stage of one run."""
+
+    def __init__(self, progress, is_cancelled):
+        self.progress = progress
+        self.is_cancelled = is_cancelled
+        self.timings: dict[str, float] = {}
+        self.started = time.perf_counter()
+
+    def check(self, frac: float, stage: str) -> None:
+        if self.is_cancelled is not None and self.is_cancelled():
+            raise Cancelled()
+        if self.progress is not None:
+            self.progress(float(frac), stage)
+
+    @contextmanager
+    def timed(self, name: str):
+        t0 = time.perf_counter()
+        yield
+        self.timings[name] = time.perf_counter() - t0
+
+
+@dataclass(frozen=True, eq=False)
+class _Attention:
+    """The attention of every query row (rows not recomputed are the cached result's)."""
+
+    out: np.ndarray  # (nh, Tq, hv)
+    lse: np.ndarray  # (nh, Tq)
+    scores: np.ndarray | None  # (nh, Tq, Tk) display dtype, or None (no full matrices)
+    weights: np.ndarray | None  # (nh, Tq, Tk) display dtype, or None
 
 
 def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> ComputeResponse:
     state = request.state
+    stages = _Stages(progress, is_cancelled)
     messages: list[str] = []
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
 
-    def check(frac: float, stage: str):
-        if is_cancelled is not None and is_cancelled():
-            raise Cancelled()
-        if progress is not None:
-            progress(float(frac), stage)
-
-    t0 = time.perf_counter()
-    check(0.0, "prepare")
-    qseq, kseq = assemble(state, messages, request.max_tokens)
-    timings["prepare"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    check(0.05, "mask")
-    model = state.model
-    nh, hs, hv = model.nh, model.head_size, model.value_size
+    with stages.timed("prepare"):
+        stages.check(0.0, "prepare")
+        qseq, kseq = assemble(state, messages, request.max_tokens)
     Tq, Tk = qseq.T, kseq.T
-    kc = state.kernel
-    rule = state.score_rule
-    alibi = state.positional.kind == "alibi"
-    tiled = Tq * Tk > DENSE_MASK_CELLS  # the mask is never dense (a TiledMask): flash kernel only
-    if tiled and not (rule.engine and not alibi):
-        raise ValueError(f"{Tq:,} x {Tk:,} tokens is beyond the {DENSE_MASK_TOKENS:,} x {DENSE_MASK_TOKENS:,} "
-                         f"a dense mask is made for; the {rule.name} rule{' with ALiBi' if alibi else ''} needs "
-                         "it: use scaled_dot, dot or uniform without ALiBi, or a shorter sequence")
-    compiling = (rule.engine and not alibi and not tiled and request.engine == "when-compiled"
-                 and not jitcache.is_warm())
-    on_engine = rule.engine and not alibi and not compiling
-    dense = request.want == "full" and Tq <= request.dense_limit and Tk <= request.dense_limit and not tiled
-    disp = np.float64 if Tq * Tk <= EXACT_CELLS else np.float32  # display dtype of scores and weights
-    pkey = _projection_key(state, request.max_tokens)
-    rkey = (pkey, model.qk_overrides, rule, kc, dense, on_engine)  # all a result depends on but the mask
-    prev = cache.results.peek(rkey)
-    cm, changed = _compiled_mask(state, qseq, kseq, prev, tiled)
-    mask, bm, fully = cm.mask, cm.block_mask, cm.fully
-    n_full = int(np.count_nonzero(fully))
-    if tiled and kc.name != "flash":
-        messages.append(f"the {kc.name} kernel needs the dense mask, which is not made for {Tq:,} x {Tk:,} tokens: "
-                        "this ran on the flash kernel")
-        kc = replace(kc, name="flash")
-        state = replace(state, kernel=kc)
-    if n_full:
-        where = "query rows" if fully.ndim == 1 else "(head, query) rows"
-        messages.append(f"{n_full} {where} are fully masked: their weights and output are 0 and lse is -inf")
-    # which query rows to compute: all, or only those whose mask changed since the cached result
-    idx = None  # None: every row
-    if prev is not None and changed is not None and changed.size <= ROW_SHARE * Tq:
-        idx = changed  # (R,)
-    timings["mask"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    check(0.1, "project")
-    if idx is None and on_preview is not None and on_engine and preview.wanted(state, request.preview_head, Tq, Tk,
-                                                                                dense):
-        h = request.preview_head
-        p = cache.projections.peek(pkey)
-        if p is None:  # only this head's q and k, from W_q and W_k alone
-            q_h, k_h = preview.head_qk(model, state.positional, *_rows(state, qseq, kseq),
-                                       *query_key_weights(_base_model(state)), h)  # (1, Tq, hs), (1, Tk, hs)
-        else:
-            q_h, k_h = (a[h:h + 1] for a in apply_overrides(model, p.q, p.k))  # (1, Tq, hs), (1, Tk, hs)
-        on_preview(preview.head_preview(request.request_id, state, qseq, kseq, q_h, k_h, cm, h, started,
-                                        EXACT_CELLS))
-        timings["preview"] = time.perf_counter() - t0
-        check(0.12, "project")
-        t0 = time.perf_counter()
-    proj = _projection(state, qseq, kseq, pkey)
-    q, k = apply_overrides(model, proj.q, proj.k, messages)  # (nh, Tq, hs), (nh, Tk, hs)
-    v, W = proj.v, proj.W  # (nh, Tk, hv)
-    timings["project"] = time.perf_counter() - t0
+    with stages.timed("mask"):
+        stages.check(0.05, "mask")
+        plan, cm, previous = _plan(request, qseq, kseq, on_preview is not None)
+        messages += _mask_notes(state, plan, cm, Tq, Tk)
 
-    if not dense and request.want == "full":
-        messages.append(f"T = {max(Tq, Tk):,} exceeds the dense limit of {request.dense_limit:,}: full score and "
-                        "weight matrices are not materialised (use the overview and selected rows)")
-    rows = [r for r in request.rows if 0 <= r < Tq]
-    if len(rows) != len(request.rows):
-        messages.append("some requested rows are outside the query sequence and were ignored")
+    stages.check(0.1, "project")
+    if plan.preview:
+        with stages.timed("preview"):
+            on_preview(_head_preview(request, plan, qseq, kseq, cm, stages.started))
+        stages.check(0.12, "project")
+    with stages.timed("project"):
+        proj = _projection(state, qseq, kseq, plan.projection_key)
+        q, k = apply_overrides(state.model, proj.q, proj.k, messages)  # (nh, Tq, hs), (nh, Tk, hs)
 
-    slopes = alibi_slopes(nh) if alibi else None  # (nh,)
-    if alibi and rule.engine:
-        messages.append("ALiBi adds a bias to the scores, which the engine kernels do not take: this ran on the "
-                        "float64 numpy reference path")
-    elif alibi:
-        messages.append("ALiBi bias added to the scores of the " + rule.name + " rule")
-    if not rule.engine:
-        messages.append(f"the {rule.name} score rule runs on the float64 numpy path, not on an engine kernel")
-    if compiling:
-        messages.append("the engine's kernels are being compiled (the first start after installing): this result "
-                        "comes from the float64 numpy path; the engine takes over when they are ready")
-    path = f"engine:{kc.name}" if on_engine else "numpy"
+    selected = [r for r in request.rows if 0 <= r < Tq]
+    messages += _path_notes(request, plan, Tq, Tk, dropped_rows=len(selected) != len(request.rows))
+    slopes = alibi_slopes(state.model.nh) if plan.alibi else None  # (nh,)
 
-    t0 = time.perf_counter()
-    if idx is not None and idx.size == 0:
-        out, lse, combined, scores, weights = prev.out, prev.lse, prev.combined, prev.scores, prev.weights
-    else:
-        args = (state, q, k, v, cm, dense, disp, idx, prev, check)
-        if on_engine:
-            spent: dict[str, float] = {}
-            out, lse, scores, weights = _engine_rows(*args, skey=(pkey, model.qk_overrides, rule.name, disp),
-                                                     spent=spent)
-            timings.update({f"attention.{k_}": v_ for k_, v_ in spent.items()})
-        else:
-            out, lse, scores, weights = _numpy_rows(*args, slopes=slopes)
-    if alibi and rule.name == "linear":
-        messages.append("ALiBi is a softmax score bias: it is not applied to linear attention")
-    roww = _row_weights(state, q, k, cm, rows, lse, weights, on_engine, slopes,
-                        lambda frac, stage: check(0.95, "selected rows"))
-    timings["attention"] = time.perf_counter() - t0
+    with stages.timed("attention"):
+        att = _attend(plan, state.score_rule, q, k, proj.v, cm, previous, slopes, stages)
+        row_weights = _row_weights(state.score_rule, q, k, cm, selected, att.lse, att.weights, plan.on_engine, slopes,
+                                   lambda frac, stage: stages.check(0.95, "selected rows"))  # (nh, R, Tk)
 
-    t0 = time.perf_counter()
-    check(0.95, "combine")
-    if idx is None:
-        combined = combine(out, W.W_o)  # (Tq, d_model)
-        finite = np.all(np.isfinite(out)) and np.all(np.isfinite(combined))
-    elif idx.size:
-        combined = prev.combined.copy()  # (Tq, d_model)
-        combined[idx] = combine(out[:, idx], W.W_o)  # (R, d_model)
-        finite = np.all(np.isfinite(out[:, idx])) and np.all(np.isfinite(combined[idx]))
-    else:
-        finite = True
-    timings["combine"] = time.perf_counter() - t0
-    if not finite:
-        raise ValueError("the computation produced non-finite values: the scores overflow; "
-                         "use smaller embeddings or weights")
-    freeze(out, combined, scores, weights)
-    if idx is None or idx.size:
-        cache.results.put(rkey, Result(cm, out, lse, combined, scores, weights))
+    with stages.timed("combine"):
+        stages.check(0.95, "combine")
+        combined = _combine(plan, att.out, proj.W.W_o, previous)  # (Tq, d_model)
+    # q, k, v, lse and the mask stay writable: numba compiles a separate kernel for read-only arrays
+    freeze(att.out, combined, att.scores, att.weights)
+    if not plan.reuses_all:
+        cache.results.put(plan.result_key, Result(cm, att.out, att.lse, combined, att.scores, att.weights))
     if progress is not None:
         progress(1.0, "done")
+    bm = cm.block_mask
     return ComputeResponse(
         request_id=request.request_id, ok=True, messages=tuple(messages), cross=state.cross is not None,
         query_labels=qseq.labels, key_labels=kseq.labels, query_segments=qseq.segments,
         key_segments=kseq.segments, query_tokens=qseq.tokens, key_tokens=kseq.tokens,
-        X=proj.Xq, X_k=proj.Xk, q=q, k=k, v=v, projections=W, scores=scores, weights=weights,
-        row_weights={r: roww[:, i] for i, r in enumerate(rows)}, output=out, lse=lse, combined=combined,
-        mask=mask, block_mask=bm, tile_counts=bm.counts(), sparsity=bm.sparsity(), fully_masked=fully,
-        path=path, timings=timings, stand_in=compiling, recomputed_rows=Tq if idx is None else int(idx.size))
+        X=proj.Xq, X_k=proj.Xk, q=q, k=k, v=proj.v, projections=proj.W, scores=att.scores, weights=att.weights,
+        row_weights={r: row_weights[:, i] for i, r in enumerate(selected)}, output=att.out, lse=att.lse,
+        combined=combined, mask=cm.mask, block_mask=bm, tile_counts=bm.counts(), sparsity=bm.sparsity(),
+        fully_masked=cm.fully, path=f"engine:{plan.kernel.name}" if plan.on_engine else "numpy",
+        timings=stages.timings, stand_in=plan.stand_in,
+        recomputed_rows=Tq if plan.recompute is None else int(plan.recompute.size))
+
+
+def _head_preview(request: ComputeRequest, plan: Plan, qseq: Sequence, kseq: Sequence, cm: CompiledMask,
+                  started: float) -> preview.HeadPreview:
+    """The display matrices of ``request.preview_head``, from the cached projections when there are
+    some, else from that head's own q and k (W_q and W_k alone)."""
+    state, h = request.state, request.preview_head
+    p = cache.projections.peek(plan.projection_key)
+    if p is None:
+        q_h, k_h = preview.head_qk(state.model, state.positional, *_rows(state, qseq, kseq),
+                                   *query_key_weights(_base_model(state)), h)  # (1, Tq, hs), (1, Tk, hs)
+    else:
+        q_h, k_h = (a[h:h + 1] for a in apply_overrides(state.model, p.q, p.k))  # (1, Tq, hs), (1, Tk, hs)
+    return preview.head_preview(request.request_id, state, qseq, kseq, q_h, k_h, cm, h, started, EXACT_CELLS)
+
+
+def _attend(plan: Plan, rule, q, k, v, cm: CompiledMask, previous: Result | None, slopes,
+            stages: _Stages) -> _Attention:
+    """out, lse, scores and weights of every row: the rows of ``plan.recompute`` computed (every row
+    when None) and the others taken from ``previous``."""
+    if plan.reuses_all:
+        return _Attention(previous.out, previous.lse, previous.scores, previous.weights)
+    if not plan.on_engine:
+        return _numpy_rows(plan, rule, q, k, v, cm, previous, slopes, stages.check)
+    if plan.recompute is not None:
+        return _engine_changed_rows(plan, rule, q, k, v, cm, previous, stages.check)
+    spent: dict[str, float] = {}
+    att = _engine_all_rows(plan, rule, q, k, v, cm, stages.check, spent)
+    stages.timings.update({f"attention.{part}": seconds for part, seconds in spent.items()})
+    return att
+
+
+def _combine(plan: Plan, out: np.ndarray, W_o: np.ndarray, previous: Result | None) -> np.ndarray:
+    """Concat(heads) W^O (Tq, d_model) of the recomputed rows, the others from ``previous``; ValueError
+    when a recomputed row is not finite."""
+    rows = plan.recompute
+    if rows is None:
+        combined = combine(out, W_o)  # (Tq, d_model)
+        finite = np.all(np.isfinite(out)) and np.all(np.isfinite(combined))
+    elif rows.size:
+        combined = previous.combined.copy()  # (Tq, d_model)
+        combined[rows] = combine(out[:, rows], W_o)  # (R, d_model)
+        finite = np.all(np.isfinite(out[:, rows])) and np.all(np.isfinite(combined[rows]))
+    else:
+        combined, finite = previous.combined, True
+    if not finite:
+        raise ValueError("the computation produced non-finite values: the scores overflow; "
+                         "use smaller embeddings or weights")
+    return combined
 
 
 def _copy(a: np.ndarray) -> np.ndarray:
@@ -475,77 +523,87 @@ def _zeros(shape: tuple[int, ...], dtype) -> np.ndarray:
     return out
 
 
-def _engine_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev: Result | None, check, skey,
-                 spent: dict):
-    """out, lse, scores, weights of a dot-product rule on the engine kernel: every row (``idx`` None),
-    or rows ``idx`` patched into copies of ``prev``'s arrays. A full run adds the seconds of its parts
-    (``kernel``, ``scores``, ``weights``) to ``spent``."""
-    kc, rule = state.kernel, state.score_rule
+def _engine_args(plan: Plan, rule, q: np.ndarray, cm: CompiledMask):
+    """(scale, whether some cell is masked, keyword arguments of attnviz.engine.attention)."""
+    kernel = plan.kernel
+    scale = dot_scale(rule.name, q.shape[2])
+    masked = not bool(np.all(cm.block_mask.tile_state == FULL))
+    exact = plan.display == np.float64  # small matrices: the kernel's own float64 weights
+    kw = dict(scale=scale, kernel=kernel.name, block_m=kernel.block_m, block_n=kernel.block_n,
+              return_weights=plan.full_matrices and exact)
+    return scale, masked, kw
+
+
+def _engine_changed_rows(plan: Plan, rule, q, k, v, cm: CompiledMask, previous: Result, check) -> _Attention:
+    """After a mask edit on the engine path: the rows ``plan.recompute`` patched into copies of
+    ``previous``'s arrays (the scores do not depend on the mask: they are kept)."""
+    idx, mask = plan.recompute, cm.mask  # (R,)
+    nh, Tk = q.shape[0], k.shape[1]
+    scale, masked, kw = _engine_args(plan, rule, q, cm)
+    check(0.15, f"{idx.size} changed rows")
+    out, lse = previous.out.copy(), previous.lse.copy()  # (nh, Tq, hv), (nh, Tq)
+    scores, weights = previous.scores, None
+    if nh * idx.size * Tk <= FORMULA_CELLS:  # a few rows: the float64 formula, on this thread
+        w_r = np.empty((nh, idx.size, Tk))  # (nh, R, Tk)
+        for h, c0, c1, _, w, l in _numpy_chunks(rule, q, k, mask, idx, None, check):
+            w_r[h, c0:c1] = w[0]
+            lse[h, idx[c0:c1]] = l[0]
+            out[h, idx[c0:c1]] = w[0] @ v[h]  # (r, hv)
+    else:
+        mr = mask[idx] if mask.ndim == 2 else mask[:, idx]  # (R, Tk) or (nh, R, Tk)
+        res = attention(q[:, idx], k, v, mr, **kw)
+        out[:, idx] = res.out  # (nh, R, hv)
+        lse[:, idx] = res.lse  # (nh, R)
+        w_r = res.weights  # (nh, R, Tk) or None
+    if plan.full_matrices:
+        weights = _copy(previous.weights)  # (nh, Tq, Tk)
+        if plan.display == np.float64:
+            weights[:, idx] = w_r  # (nh, R, Tk)
+        else:
+            w_r = np.empty((nh, idx.size, Tk), dtype=plan.display)  # (nh, R, Tk)
+            mr = mask[idx] if mask.ndim == 2 else mask[:, idx]  # (R, Tk) or (nh, R, Tk)
+            display_matrices(q[:, idx], k, lse[:, idx], mr if masked else None, weights=w_r,
+                             given_scores=np.ascontiguousarray(scores[:, idx]), scale=scale)
+            weights[:, idx] = w_r
+    return _Attention(out, lse, scores, weights)
+
+
+def _engine_all_rows(plan: Plan, rule, q, k, v, cm: CompiledMask, check, spent: dict) -> _Attention:
+    """Every row on the engine kernel, heads grouped up to ENGINE_CELLS per call; adds the seconds of
+    its parts (``kernel``, ``scores``, ``weights``) to ``spent``."""
     nh, Tq, _ = q.shape
     Tk, hv = k.shape[1], v.shape[2]
-    scale = dot_scale(rule.name, q.shape[2])
-    exact = disp == np.float64  # small matrices: the kernel's own float64 weights
-    mask, bm = cm.mask, cm.block_mask
-    masked = not bool(np.all(bm.tile_state == FULL))  # some cell is masked
-    kw = dict(scale=scale, kernel=kc.name, block_m=kc.block_m, block_n=kc.block_n, return_weights=dense and exact)
-
-    if idx is not None:  # a mask edit: only the changed rows
-        check(0.15, f"{idx.size} changed rows")
-        out, lse = prev.out.copy(), prev.lse.copy()  # (nh, Tq, hv), (nh, Tq)
-        scores, weights = prev.scores, None
-        if nh * idx.size * Tk <= FORMULA_CELLS:  # a few rows: the float64 formula, on this thread
-            w_r = np.empty((nh, idx.size, Tk))  # (nh, R, Tk)
-            for h, c0, c1, _, w, l in _numpy_chunks(state, q, k, mask, idx, None, check):
-                w_r[h, c0:c1] = w[0]
-                lse[h, idx[c0:c1]] = l[0]
-                out[h, idx[c0:c1]] = w[0] @ v[h]  # (r, hv)
-        else:
-            mr = mask[idx] if mask.ndim == 2 else mask[:, idx]  # (R, Tk) or (nh, R, Tk)
-            res = attention(q[:, idx], k, v, mr, **kw)
-            out[:, idx] = res.out  # (nh, R, hv)
-            lse[:, idx] = res.lse  # (nh, R)
-            w_r = res.weights  # (nh, R, Tk) or None
-        if dense:
-            weights = _copy(prev.weights)  # (nh, Tq, Tk)
-            if exact:
-                weights[:, idx] = w_r  # (nh, R, Tk)
-            else:
-                w_r = np.empty((nh, idx.size, Tk), dtype=disp)  # (nh, R, Tk)
-                mr = mask[idx] if mask.ndim == 2 else mask[:, idx]  # (R, Tk) or (nh, R, Tk)
-                display_matrices(q[:, idx], k, lse[:, idx], mr if masked else None, weights=w_r,
-                                 given_scores=np.ascontiguousarray(scores[:, idx]), scale=scale)
-                weights[:, idx] = w_r
-        return out, lse, scores, weights
-
+    full, exact = plan.full_matrices, plan.display == np.float64
+    scale, masked, kw = _engine_args(plan, rule, q, cm)
     out = np.empty((nh, Tq, hv))  # (nh, Tq, hv)
     lse = np.empty((nh, Tq))  # (nh, Tq)
     scores = weights = None
     new_scores = False
-    if dense:
-        scores = cache.scores.peek(skey)
+    if full:
+        scores = cache.scores.peek(plan.scores_key)
         if scores is None:
-            scores, new_scores = buffers.take((nh, Tq, Tk), disp), True  # (nh, Tq, Tk)
-        weights = buffers.take((nh, Tq, Tk), disp)  # (nh, Tq, Tk)
-    for part in ("kernel", "scores", "weights") if dense else ("kernel",):
+            scores, new_scores = buffers.take((nh, Tq, Tk), plan.display), True  # (nh, Tq, Tk)
+        weights = buffers.take((nh, Tq, Tk), plan.display)  # (nh, Tq, Tk)
+    for part in ("kernel", "scores", "weights") if full else ("kernel",):
         spent[part] = 0.0
     group = max(1, ENGINE_CELLS // max(1, Tq * Tk))  # heads per engine call
     for h0 in range(0, nh, group):
         h1 = min(nh, h0 + group)
         check(0.15 + 0.8 * h0 / nh, f"heads {h0 + 1}-{h1}/{nh}")
-        mg = bm.heads(h0, h1)  # (g, Tq, Tk) or the shared (Tq, Tk) mask, its arrays and tile map reused
+        mg = cm.block_mask.heads(h0, h1)  # (g, Tq, Tk) or the shared (Tq, Tk) mask, its arrays and tile map reused
         t0 = time.perf_counter()
         res = attention(q[h0:h1], k[h0:h1], v[h0:h1], mg, **kw)
         out[h0:h1] = res.out  # (g, Tq, hv)
         lse[h0:h1] = res.lse  # (g, Tq)
         t1 = time.perf_counter()
         spent["kernel"] += t1 - t0
-        if dense and exact:
+        if full and exact:
             if new_scores:
                 np.matmul(q[h0:h1], k[h0:h1].transpose(0, 2, 1), out=scores[h0:h1])  # (g, Tq, Tk)
                 scores[h0:h1] *= scale
             spent["scores"] += time.perf_counter() - t1
             weights[h0:h1] = res.weights  # (g, Tq, Tk)
-        elif dense:  # float32 scores and weights in one fused engine pass
+        elif full:  # float32 scores and weights in one fused engine pass
             q32, k32 = q[h0:h1].astype(np.float32), k[h0:h1].astype(np.float32)  # (g, Tq, hs), (g, Tk, hs)
             display_matrices(q32, k32, res.lse, mg if masked else None, weights=weights[h0:h1],
                              scores=scores[h0:h1] if new_scores else None,
@@ -553,17 +611,16 @@ def _engine_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev:
             spent["weights"] += time.perf_counter() - t1
     if new_scores:
         freeze(scores)
-        cache.scores.put(skey, scores)
-    return out, lse, scores, weights
+        cache.scores.put(plan.scores_key, scores)
+    return _Attention(out, lse, scores, weights)
 
 
-def _numpy_chunks(state, q, k, mask, idx, slopes, check):
+def _numpy_chunks(rule, q, k, mask, idx, slopes, check):
     """Yield (h, c0, c1, s, w, lse) for chunks of query rows on the float64 numpy path.
 
     Rows are ``idx[c0:c1]`` (``c0:c1`` itself when idx is None); s (1, r, Tk) scores, w (1, r, Tk)
     weights, lse (1, r).
     """
-    rule = state.score_rule
     nh, Tq, hs = q.shape
     Tk = k.shape[1]
     n = Tq if idx is None else len(idx)
@@ -592,36 +649,36 @@ def _numpy_chunks(state, q, k, mask, idx, slopes, check):
             yield h, c0, c1, s, w, l
 
 
-def _numpy_rows(state, q, k, v, cm: CompiledMask, dense: bool, disp, idx, prev: Result | None, check, slopes):
-    """out, lse, scores, weights on the float64 numpy path: every row (``idx`` None), or rows ``idx``
-    patched into copies of ``prev``'s arrays (the scores do not depend on the mask: they are kept)."""
+def _numpy_rows(plan: Plan, rule, q, k, v, cm: CompiledMask, previous: Result | None, slopes, check) -> _Attention:
+    """The float64 numpy path: every row (``plan.recompute`` None), or the rows ``plan.recompute``
+    patched into copies of ``previous``'s arrays (the scores do not depend on the mask: they are kept)."""
     nh, Tq, _ = q.shape
     Tk, hv = k.shape[1], v.shape[2]
+    idx, full = plan.recompute, plan.full_matrices
     if idx is None:
         out = np.zeros((nh, Tq, hv))  # (nh, Tq, hv)
         lse = np.full((nh, Tq), -np.inf)  # (nh, Tq)
-        scores = _zeros((nh, Tq, Tk), disp) if dense else None  # (nh, Tq, Tk)
-        weights = _zeros((nh, Tq, Tk), disp) if dense else None  # (nh, Tq, Tk)
-        for h, c0, c1, s, w, l in _numpy_chunks(state, q, k, cm.mask, None, slopes, check):
+        scores = _zeros((nh, Tq, Tk), plan.display) if full else None  # (nh, Tq, Tk)
+        weights = _zeros((nh, Tq, Tk), plan.display) if full else None  # (nh, Tq, Tk)
+        for h, c0, c1, s, w, l in _numpy_chunks(rule, q, k, cm.mask, None, slopes, check):
             out[h, c0:c1] = w[0] @ v[h]  # (r, hv)
             lse[h, c0:c1] = l[0]
-            if dense:
+            if full:
                 scores[h, c0:c1] = s[0]
                 weights[h, c0:c1] = w[0]
-        return out, lse, scores, weights
-    out, lse = prev.out.copy(), prev.lse.copy()
-    scores = prev.scores
-    weights = _copy(prev.weights) if dense else None
-    for h, c0, c1, s, w, l in _numpy_chunks(state, q, k, cm.mask, idx, slopes, check):
+        return _Attention(out, lse, scores, weights)
+    out, lse = previous.out.copy(), previous.lse.copy()
+    weights = _copy(previous.weights) if full else None
+    for h, c0, c1, s, w, l in _numpy_chunks(rule, q, k, cm.mask, idx, slopes, check):
         r = idx[c0:c1]  # (r,)
         out[h, r] = w[0] @ v[h]  # (r, hv)
         lse[h, r] = l[0]
-        if dense:
+        if full:
             weights[h, r] = w[0]
-    return out, lse, scores, weights
+    return _Attention(out, lse, previous.scores, weights)
 
 
-def _row_weights(state, q, k, cm: CompiledMask, rows: list[int], lse, weights, on_engine: bool, slopes, check):
+def _row_weights(rule, q, k, cm: CompiledMask, rows: list[int], lse, weights, on_engine: bool, slopes, check):
     """(nh, R, Tk) weights of the requested query rows, at any T."""
     nh, Tk = q.shape[0], k.shape[1]
     if not rows:
@@ -629,10 +686,10 @@ def _row_weights(state, q, k, cm: CompiledMask, rows: list[int], lse, weights, o
     if weights is not None and not on_engine:
         return weights[:, rows]  # (nh, R, Tk)
     if on_engine:
-        scale = dot_scale(state.score_rule.name, q.shape[2])
+        scale = dot_scale(rule.name, q.shape[2])
         mask = cm.mask if cm.mask is not None else cm.block_mask  # a TiledMask gives only these rows
         return recompute_weights(q, k, lse, mask, scale=scale, rows=rows)  # (nh, R, Tk) float64
     roww = np.zeros((nh, len(rows), Tk))  # (nh, R, Tk)
-    for h, c0, c1, _, w, _ in _numpy_chunks(state, q, k, cm.mask, np.asarray(rows), slopes, check):
+    for h, c0, c1, _, w, _ in _numpy_chunks(rule, q, k, cm.mask, np.asarray(rows), slopes, check):
         roww[h, c0:c1] = w[0]
     return roww

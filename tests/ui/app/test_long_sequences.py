@@ -4,6 +4,8 @@ so a few hundred tokens take the long-sequence path."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ from attnviz.ui.panels.heatmap_panel import HeatmapPanel, overview_grid, overvie
 from attnviz.ui.response_views import cell_values, engine_scale, row_weights
 
 T = 320
+LOWERED = 100 * 100  # the dense-mask size that keeps this T's mask per tile
 
 
 def long_state() -> SessionState:
@@ -27,10 +30,20 @@ def long_state() -> SessionState:
     return EditMask(PaintRow(9, T, "deny")).apply(st)[0]
 
 
+def lowered_run(request, **kwargs):
+    """compute.run with the dense-mask size lowered."""
+    return run(dataclasses.replace(request, dense_mask_cells=LOWERED), **kwargs)
+
+
 @pytest.fixture
 def lowered(monkeypatch):
+    """The dense-mask size lowered for the panels (they read compute.DENSE_MASK_CELLS) and for the
+    requests the app computes."""
+    from attnviz.ui import compute_controller
+
     compute_cache.clear()
-    monkeypatch.setattr(compute, "DENSE_MASK_CELLS", 100 * 100)
+    monkeypatch.setattr(compute, "DENSE_MASK_CELLS", LOWERED)
+    monkeypatch.setattr(compute_controller, "_default_compute", lambda: lowered_run)
     yield
     compute_cache.clear()
 
@@ -38,9 +51,7 @@ def lowered(monkeypatch):
 def pair():
     """(tiled response, dense response) of the same state; the dense one with full matrices off."""
     st = long_state()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compute, "DENSE_MASK_CELLS", 100 * 100)
-        tiled = run(ComputeRequest(1, st))
+    tiled = run(ComputeRequest(1, st, dense_mask_cells=LOWERED))
     compute_cache.clear()
     dense = run(ComputeRequest(2, st, dense_limit=100))
     compute_cache.clear()
