@@ -1,4 +1,5 @@
-"""Background computation: one worker thread runs ``attnviz.model.compute.run``; the newest wins.
+"""Background computation: a :class:`~attnviz.ui.latest_job.LatestJob` runs ``attnviz.model.compute.run``;
+the newest wins.
 
 ``submit(state)`` is cheap and may be called on every edit. When the worker is idle the request
 starts on the next turn of the event loop (edits made in one handler coalesce); while it is busy,
@@ -24,6 +25,8 @@ import threading
 import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
+
+from attnviz.ui.latest_job import Cancelled, LatestJob
 
 
 def _default_compute():
@@ -62,27 +65,23 @@ class ComputeController(QObject):
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._dispatch)
-        self._cond = threading.Condition()
-        self._pending: tuple | None = None  # (request id, state, request kwargs) of the newest request
         self._latest_id = 0
         self._busy = False
-        self._stopping = False
         self._user_cancelled = -1
         self._previewed_id = 0  # newest request whose preview was handed over
         self._preview_drawn = threading.Event()  # set once the GUI thread has handled the preview
-        self.last_seconds = 0.0  # wall time of the newest delivered computation
         self._request_kwargs: dict = {}
         self._state = None
-        self._thread = threading.Thread(target=self._loop, name="attnviz-compute", daemon=True)
-        self._thread.start()
-        self._deliver.connect(self._on_delivered)
+        # request ids run ahead of the job's ids (edits coalesce), so busy is kept here, not the job's
+        self._job = LatestJob("attnviz-compute", self, deliver_overtaken=True)
+        self._job.done.connect(self._on_delivered)
+        self._job.start()
         self._deliver_preview.connect(self._on_preview_delivered)
 
     #: longest the worker waits for the GUI thread to draw a preview before computing the rest
     PREVIEW_WAIT_S = 0.1
 
-    # emitted from the worker thread; the connections are queued onto the GUI thread
-    _deliver = Signal(object, float)
+    # emitted from the worker thread; the connection is queued onto the GUI thread
     _deliver_preview = Signal(object)
 
     @property
@@ -93,13 +92,18 @@ class ComputeController(QObject):
     def busy(self) -> bool:
         return self._busy
 
+    @property
+    def last_seconds(self) -> float:
+        """Wall time of the newest delivered computation."""
+        return self._job.last_seconds
+
     def submit(self, state, **request_kwargs) -> int:
         """Ask for ``state`` to be computed; returns the request id that will answer."""
         self._latest_id += 1
         self._state = state
         self._request_kwargs = request_kwargs
         if not self._timer.isActive():
-            self._timer.start(self._throttle_ms if (self._running or self._pending is not None) else 0)
+            self._timer.start(self._throttle_ms if self._job.working else 0)
         return self._latest_id
 
     def submit_now(self, state, **request_kwargs) -> int:
@@ -111,37 +115,24 @@ class ComputeController(QObject):
 
     def cancel(self):
         """Cancel the running computation (the person pressed Cancel); nothing is delivered for it."""
-        with self._cond:
-            self._user_cancelled = self._latest_id
-            self._pending = None
+        self._user_cancelled = self._latest_id
+        self._job.cancel()
         self._set_busy(False)
 
     def shutdown(self, timeout: float = 5.0):
-        with self._cond:
-            self._stopping = True
-            self._pending = None
-            self._cond.notify_all()
-        self._thread.join(timeout)
+        self._job.shutdown(timeout)
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block (processing no events) until no request is pending or running; for tests and scripts."""
-        end = time.monotonic() + timeout
-        with self._cond:
-            while (self._pending is not None or self._running) and time.monotonic() < end:
-                self._cond.wait(0.05)
-            return self._pending is None and not self._running
+        return self._job.wait_idle(timeout)
 
     # ------------------------------------------------------------------ internals
-    _running = False
-
     def _dispatch(self):
         if self._state is None:
             return
-        req = (self._latest_id, self._state, dict(self._request_kwargs))
-        with self._cond:
-            self._pending = req
-            self._cond.notify_all()
-        self.started.emit(req[0])
+        rid = self._latest_id
+        self._job.submit(self._run, rid, self._state, dict(self._request_kwargs))
+        self.started.emit(rid)
         self._set_busy(True)
 
     def _set_busy(self, busy: bool):
@@ -149,58 +140,47 @@ class ComputeController(QObject):
             self._busy = busy
             self.busy_changed.emit(busy)
 
-    def _loop(self):
-        while True:
-            with self._cond:
-                while self._pending is None and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
-                    return
-                req, self._pending = self._pending, None
-                self._running = True
-            rid, state, kwargs = req
-            t0 = time.perf_counter()
+    def _run(self, rid: int, state, kwargs: dict):
+        """One request, on the worker thread: its response, or :class:`Cancelled` when not worth showing."""
+        t0 = time.perf_counter()
 
-            def is_cancelled(rid=rid, t0=t0):
-                if self._stopping or self._user_cancelled == rid:
-                    return True
-                if rid == self._latest_id:
-                    return False
-                return rid == self._previewed_id or time.perf_counter() - t0 > self._stale_grace_s
+        def is_cancelled():
+            if self._job.stopped or self._user_cancelled == rid:
+                return True
+            if rid == self._latest_id:
+                return False
+            return rid == self._previewed_id or time.perf_counter() - t0 > self._stale_grace_s
 
-            def progress(frac, stage, rid=rid):
-                if rid == self._latest_id:
-                    self.progress.emit(frac, stage)
+        def progress(frac, stage):
+            if rid == self._latest_id:
+                self.progress.emit(frac, stage)
 
-            def on_preview(preview, rid=rid):
-                if rid == self._latest_id and self._user_cancelled != rid:
-                    self._previewed_id = rid
-                    self._preview_drawn.clear()
-                    self._deliver_preview.emit(preview)
-                    # the rest of the run keeps both cores busy: let the GUI thread draw the preview first
-                    self._preview_drawn.wait(self.PREVIEW_WAIT_S)
+        def on_preview(preview):
+            if rid == self._latest_id and self._user_cancelled != rid:
+                self._previewed_id = rid
+                self._preview_drawn.clear()
+                self._deliver_preview.emit(preview)
+                # the rest of the run keeps both cores busy: let the GUI thread draw the preview first
+                self._preview_drawn.wait(self.PREVIEW_WAIT_S)
 
-            try:
-                from attnviz.model.compute import ComputeRequest
+        try:
+            from attnviz.model.compute import ComputeRequest
 
-                if self._compute is None:
-                    self._compute = _default_compute()
-                if self._previews is None:
-                    self._previews = _takes_preview(self._compute)
-                request = ComputeRequest(request_id=rid, state=state, **kwargs)
-                extra = {"on_preview": on_preview} if self._previews else {}
-                resp = self._compute(request, progress=progress, is_cancelled=is_cancelled, **extra)
-            except Exception as exc:  # a bug must not kill the worker: report it as a failed response
-                from attnviz.model.compute import ComputeResponse
+            if self._compute is None:
+                self._compute = _default_compute()
+            if self._previews is None:
+                self._previews = _takes_preview(self._compute)
+            request = ComputeRequest(request_id=rid, state=state, **kwargs)
+            extra = {"on_preview": on_preview} if self._previews else {}
+            resp = self._compute(request, progress=progress, is_cancelled=is_cancelled, **extra)
+        except Exception as exc:  # a bug must not kill the worker: report it as a failed response
+            from attnviz.model.compute import ComputeResponse
 
-                resp = ComputeResponse(rid, ok=False, error=f"internal error: {exc!r}",
-                                       messages=(f"internal error: {exc!r}",))
-            elapsed = time.perf_counter() - t0
-            with self._cond:
-                self._running = False
-                self._cond.notify_all()
-            if not is_cancelled():
-                self._deliver.emit(resp, elapsed)
+            resp = ComputeResponse(rid, ok=False, error=f"internal error: {exc!r}",
+                                   messages=(f"internal error: {exc!r}",))
+        if is_cancelled() or getattr(resp, "cancelled", False):
+            raise Cancelled
+        return resp
 
     def _on_preview_delivered(self, preview):
         rid = preview.request_id
@@ -210,13 +190,8 @@ class ComputeController(QObject):
         finally:
             self._preview_drawn.set()
 
-    def _on_delivered(self, resp, elapsed: float):
-        if resp.request_id <= self._delivered_id or getattr(resp, "cancelled", False):
-            return
-        if resp.request_id == self._user_cancelled:
-            return
+    def _on_delivered(self, _jid: int, resp):
         self._delivered_id = resp.request_id
-        self.last_seconds = elapsed
         if resp.request_id == self._latest_id:
             self._set_busy(False)
         self.finished.emit(resp)

@@ -1,12 +1,13 @@
-"""LatestJob: one background thread that runs the newest of a stream of jobs (zoom, pan, head change,
-a diagnostic study, a checkpoint load) and hands its result back on the GUI thread; a job submitted
-while another runs replaces any job still waiting, and a result that is no longer the newest is
-dropped.
+"""LatestJob: one background thread that runs the newest of a stream of jobs (a computation, zoom,
+pan, head change, a diagnostic study, a checkpoint load) and hands its result back on the GUI thread;
+a job submitted while another runs replaces any job still waiting, and a result that is no longer
+the newest is dropped (or, with ``deliver_overtaken``, kept when nothing newer was delivered yet).
 
 A job is a plain function. A problem a person can fix (the exception types given as ``expected``)
 comes back as its message, running out of memory as ``memory_message``, and anything else as a
-one-line "internal error" — never a traceback, and never a dead worker. :func:`run_job` is that
-rule on its own, testable without a thread.
+one-line "internal error" — never a traceback, and never a dead worker. A job that notices it is no
+longer wanted raises :class:`Cancelled` and delivers nothing. :func:`run_job` is that rule on its
+own, testable without a thread.
 """
 
 from __future__ import annotations
@@ -19,11 +20,18 @@ from PySide6.QtCore import QObject, Signal
 MEMORY_MESSAGE = "not enough memory for this job"
 
 
+class Cancelled(Exception):
+    """Raised by a job that is no longer wanted (cancelled, or overtaken): nothing is delivered."""
+
+
 def run_job(fn, expected: tuple[type[BaseException], ...] = (ValueError,),
             memory_message: str = MEMORY_MESSAGE) -> tuple[object, str | None]:
-    """(result, None) or (None, message) of ``fn()``; what the worker thread does with a job."""
+    """(result, None) or (None, message) of ``fn()``; what the worker thread does with a job.
+    :class:`Cancelled` passes through."""
     try:
         return fn(), None
+    except Cancelled:
+        raise
     except MemoryError:
         return None, memory_message
     except expected as exc:
@@ -51,7 +59,11 @@ class _Queue:
 
 class LatestJob(QObject):
     """``submit(fn, *args, **kwargs) -> id``; ``done(id, result)`` or ``failed(id, message)`` for
-    the newest id only. ``busy`` is True from a submit until the newest job's answer arrives."""
+    the newest id only. ``busy`` is True from a submit until the newest job's answer arrives.
+
+    ``deliver_overtaken``: a job overtaken while it ran still delivers, unless a newer result was
+    delivered first — so a stream of quick jobs keeps showing results (the job raises
+    :class:`Cancelled` when it is not worth showing)."""
 
     done = Signal(int, object)
     failed = Signal(int, str)
@@ -60,14 +72,17 @@ class LatestJob(QObject):
 
     def __init__(self, name: str = "attnviz-job", parent=None, *,
                  expected: tuple[type[BaseException], ...] = (ValueError,),
-                 memory_message: str = MEMORY_MESSAGE):
+                 memory_message: str = MEMORY_MESSAGE, deliver_overtaken: bool = False):
         super().__init__(parent)
         self._queue = _Queue()
         self._latest = 0
+        self._delivered = 0  # newest id delivered
+        self._cancelled = 0  # ids up to this one deliver nothing (cancel)
         self._busy = False
         self._name = name
         self._expected = expected
         self._memory_message = memory_message
+        self._deliver_overtaken = deliver_overtaken
         self._thread: threading.Thread | None = None
         self.last_seconds = 0.0  # wall time of the newest delivered job
         self._deliver.connect(self._on_deliver)
@@ -82,8 +97,18 @@ class LatestJob(QObject):
         return self._busy
 
     @property
+    def working(self) -> bool:
+        """A job is waiting or running (``busy`` also covers its answer on the way to the GUI thread)."""
+        return self._queue.pending is not None or self._queue.running
+
+    @property
     def stopped(self) -> bool:
         return self._queue.stopping
+
+    def start(self) -> None:
+        """Start the thread now instead of at the first submit (it is then ready at once)."""
+        with self._queue.cond:
+            self._start_thread()
 
     def submit(self, fn, *args, **kwargs) -> int:
         """Run ``fn(*args, **kwargs)`` on the worker; returns the job id its result will carry.
@@ -96,12 +121,17 @@ class LatestJob(QObject):
             if q.stopping:
                 return jid
             q.pending = (jid, call)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
-                self._thread.start()
+            self._start_thread()
             q.cond.notify_all()
         self._set_busy(True)
         return jid
+
+    def cancel(self) -> None:
+        """Drop the waiting job and deliver nothing for any job submitted so far (a Cancel button)."""
+        with self._queue.cond:
+            self._queue.pending = None
+            self._cancelled = self._latest
+        self._set_busy(False)
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until nothing is pending or running (tests, benchmarks); results still arrive queued."""
@@ -109,9 +139,23 @@ class LatestJob(QObject):
         with q.cond:
             return q.cond.wait_for(lambda: q.pending is None and not q.running, timeout)
 
-    def shutdown(self) -> None:
-        """Drop any waiting job and let the thread end after the running one; deliver nothing more."""
+    def shutdown(self, timeout: float = 0.0) -> None:
+        """Drop any waiting job and let the thread end after the running one; deliver nothing more.
+        A ``timeout`` waits that long for the thread to end."""
         self._queue.stop()
+        if timeout > 0 and self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _start_thread(self) -> None:
+        if self._thread is None and not self._queue.stopping:
+            self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+            self._thread.start()
+
+    def _wanted(self, jid: int) -> bool:
+        """Whether ``jid``'s result may still be shown; asked on the worker thread and again on the GUI thread."""
+        if self._queue.stopping or jid <= self._cancelled or jid <= self._delivered:
+            return False
+        return jid == self._latest or self._deliver_overtaken
 
     def _loop(self) -> None:
         q = self._queue
@@ -123,23 +167,29 @@ class LatestJob(QObject):
                 (jid, fn), q.pending = q.pending, None
                 q.running = True
             t0 = time.perf_counter()
-            result, error = run_job(fn, self._expected, self._memory_message)
+            try:
+                result, error = run_job(fn, self._expected, self._memory_message)
+                wanted = True
+            except Cancelled:
+                result, error, wanted = None, None, False
             elapsed = time.perf_counter() - t0
             with q.cond:
                 q.running = False
                 q.cond.notify_all()
-                stale = jid != self._latest or q.stopping
-            if not stale:
+                wanted = wanted and self._wanted(jid)
+            if wanted:
                 try:
                     self._deliver.emit(jid, result, error, elapsed)
                 except RuntimeError:  # the Qt object was deleted while the job ran: nobody is waiting
                     return
 
     def _on_deliver(self, jid: int, result, error, elapsed: float) -> None:
-        if jid != self._latest or self._queue.stopping:
+        if not self._wanted(jid):
             return
+        self._delivered = jid
         self.last_seconds = elapsed
-        self._set_busy(False)
+        if jid == self._latest:
+            self._set_busy(False)
         if error is not None:
             self.failed.emit(jid, error)
         else:

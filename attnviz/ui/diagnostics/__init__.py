@@ -2,7 +2,6 @@
 numbers of one ``attnviz.model.diagnostics`` study for the current session.
 
 - ``common``: number formatting, the selected head, themed plots, table helpers, session-event wiring;
-- ``worker``: runs a pure function off the GUI thread (the newest request wins);
 - ``tab``: the lazily refreshed base of every diagnostics tab;
 - ``breakdown_view`` and ``qk_scatter``: the inspector's (query, key) breakdown tables and Q-K PCA;
 - ``normalisation``, ``jacobian``, ``positional``, ``permutation``, ``flash_check``, ``alignment``,

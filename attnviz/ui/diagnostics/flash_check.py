@@ -19,8 +19,8 @@ from PySide6.QtCore import Qt
 from attnviz.model.diagnostics.flash_check import flash_check
 from attnviz.model.score_rules import DOT_FAMILY, dot_scale
 from attnviz.ui.diagnostics.common import cell, fit_height, fmt_bytes, fmt_sci, new_table
-from attnviz.ui.diagnostics.tab import DiagnosticTab
-from attnviz.ui.diagnostics.worker import BackgroundJob
+from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
+from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 COLUMNS = ("kernel", "max |out error|", "max |lse error|", "lse ±inf mismatches", "median time", "largest buffer",
@@ -115,8 +115,8 @@ class FlashCheckTab(DiagnosticTab):
         self.outer.addWidget(split, 1)
         self.outer.addWidget(self.status)
         self.check = None  # the last FlashCheck drawn
-        self.job = BackgroundJob(self, "attnviz-flash-check")
-        self.job.finished.connect(self._on_check)
+        self.job = LatestJob("attnviz-flash-check", self, memory_message=STUDY_MEMORY_MESSAGE)
+        self.job.done.connect(self._on_check)
         self.job.failed.connect(self._on_failed)
         self.run_button.clicked.connect(self.run)
 
@@ -146,16 +146,16 @@ class FlashCheckTab(DiagnosticTab):
         kc = state.kernel
         self.run_button.setEnabled(False)
         self.busy.setText("running… (the first run compiles the kernels, a few seconds)")
-        return self.job.start(flash_check, q, k, v, mask, scale=scale, kernels=("naive", "flash"),
-                              repeats=self.repeats.value(), block_m=kc.block_m, block_n=kc.block_n)
+        return self.job.submit(flash_check, q, k, v, mask, scale=scale, kernels=("naive", "flash"),
+                               repeats=self.repeats.value(), block_m=kc.block_m, block_n=kc.block_n)
 
     _note = ""
 
-    def _on_failed(self, msg):
+    def _on_failed(self, _jid, msg):
         self.run_button.setEnabled(True)
         self.busy.setText(msg)
 
-    def _on_check(self, fc):
+    def _on_check(self, _jid, fc):
         self.check = fc
         self.run_button.setEnabled(True)
         nh, Tq, Tk, hs, hv = fc.shape

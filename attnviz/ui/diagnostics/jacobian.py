@@ -3,7 +3,7 @@
 Left: the seed's simulation, mean Frobenius norm of the softmax Jacobian against d_k on log-log
 axes, for logits z ~ N(0, d_k) (unscaled) and z / sqrt(d_k) (scaled): unscaled norms collapse as the
 softmax saturates, scaled norms stay flat. The study takes about 0.1 s, so it runs off the GUI
-thread (``BackgroundJob``); it depends only on its own settings, not on the session.
+thread (a ``LatestJob``); it depends only on its own settings, not on the session.
 
 Right: the norm of every query row's softmax Jacobian for the selected head, with the head's raw
 dot products unscaled and scaled — the same effect on the session's own numbers.
@@ -21,8 +21,8 @@ from PySide6.QtCore import Qt
 
 from attnviz.model.diagnostics.jacobian import jacobian_norm_study, row_jacobian_norms
 from attnviz.ui.diagnostics.common import KEY_COLOUR, QUERY_COLOUR, fmt, head_mask, make_plot, selected_head
-from attnviz.ui.diagnostics.tab import DiagnosticTab
-from attnviz.ui.diagnostics.worker import BackgroundJob
+from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
+from attnviz.ui.latest_job import LatestJob
 
 UNSCALED_COLOUR = "#d62728"  # the seed's red scatter
 SCALED_COLOUR = KEY_COLOUR
@@ -79,19 +79,19 @@ class JacobianTab(DiagnosticTab):
 
         self.study = None  # the last JacobianStudy drawn
         self.row_norms = None  # (unscaled (rows,), scaled (rows,)) of the last redraw
-        self.job = BackgroundJob(self, "attnviz-jacobian")
-        self.job.finished.connect(self._on_study)
-        self.job.failed.connect(lambda msg: self.busy.setText(msg))
+        self.job = LatestJob("attnviz-jacobian", self, memory_message=STUDY_MEMORY_MESSAGE)
+        self.job.done.connect(self._on_study)
+        self.job.failed.connect(lambda _jid, msg: self.busy.setText(msg))
         self.run_button.clicked.connect(self.run_study)
 
     def run_study(self) -> int:
         """Start the d_k simulation with the current settings off the GUI thread."""
         self.busy.setText("running…")
         self.run_button.setEnabled(False)
-        return self.job.start(jacobian_norm_study, n_samples=self.samples.value(), size=self.size.value(),
-                              seed=self.seed.value())
+        return self.job.submit(jacobian_norm_study, n_samples=self.samples.value(), size=self.size.value(),
+                               seed=self.seed.value())
 
-    def _on_study(self, study):
+    def _on_study(self, _jid, study):
         self.study = study
         self.run_button.setEnabled(True)
         self.busy.setText(f"{study.n_samples} draws of {study.size} logits per d_k, {self.job.last_seconds:.2f} s")

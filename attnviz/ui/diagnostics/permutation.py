@@ -22,8 +22,8 @@ from attnviz.model.heads import init_weights
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.sequence import assemble
 from attnviz.ui.diagnostics.common import fmt_sci, selected_head
-from attnviz.ui.diagnostics.tab import DiagnosticTab
-from attnviz.ui.diagnostics.worker import BackgroundJob
+from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
+from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 ENCODINGS = ("sinusoidal", "learned", "rope", "alibi")
@@ -130,8 +130,8 @@ class PermutationTab(DiagnosticTab):
         self.outer.addWidget(self.status)
         self.seed = 0
         self.result = None  # the dict of the last check drawn
-        self.job = BackgroundJob(self, "attnviz-permutation")
-        self.job.finished.connect(self._on_result)
+        self.job = LatestJob("attnviz-permutation", self, memory_message=STUDY_MEMORY_MESSAGE)
+        self.job.done.connect(self._on_result)
         self.job.failed.connect(self._on_failed)
         self.shuffle.clicked.connect(self.reshuffle)
         self.encoding.currentIndexChanged.connect(lambda *_: self.run())
@@ -144,18 +144,18 @@ class PermutationTab(DiagnosticTab):
 
     def run(self) -> int:
         self.busy.setText("running…")
-        return self.job.start(run_permutation, self.ctx.session.state, self.seed, self.encoding.currentText(),
-                              self.use_mask.isChecked())
+        return self.job.submit(run_permutation, self.ctx.session.state, self.seed, self.encoding.currentText(),
+                               self.use_mask.isChecked())
 
     def redraw(self, resp, state):
         self.use_mask.setEnabled(state.cross is None)
         self.run()
 
-    def _on_failed(self, msg: str):
+    def _on_failed(self, _jid, msg: str):
         self.busy.setText(msg)
         self.result = None
 
-    def _on_result(self, r):
+    def _on_result(self, _jid, r):
         self.result = r
         self.busy.setText(f"{self.job.last_seconds * 1000:.0f} ms" + (f" · {r['note']}" if r["note"] else ""))
         kind = self.encoding.currentText()

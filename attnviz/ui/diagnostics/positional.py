@@ -20,8 +20,8 @@ from PySide6.QtWidgets import (QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel,
 from attnviz.model.diagnostics.positional_study import rope_study, sinusoidal_study
 from attnviz.model.positional import apply_rope
 from attnviz.ui.diagnostics.common import KEY_COLOUR, QUERY_COLOUR, connect_event, fmt_sci, make_plot
-from attnviz.ui.diagnostics.tab import DiagnosticTab
-from attnviz.ui.diagnostics.worker import BackgroundJob
+from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
+from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 DEFAULT_POSITIONS = 64  # enough positions to see the slow dimensions move
@@ -156,9 +156,9 @@ class PositionalTab(DiagnosticTab):
 
         self.sin = None  # last SinusoidalStudy drawn
         self.rope = None  # last RopeStudy drawn (or the reason it could not run)
-        self.job = BackgroundJob(self, "attnviz-positional")
-        self.job.finished.connect(self._on_studies)
-        self.job.failed.connect(lambda msg: self.busy.setText(msg))
+        self.job = LatestJob("attnviz-positional", self, memory_message=STUDY_MEMORY_MESSAGE)
+        self.job.done.connect(self._on_studies)
+        self.job.failed.connect(lambda _jid, msg: self.busy.setText(msg))
         self._load_session(ctx.session.state)
         for w in (self.positions, self.d_model, self.hs, self.k):
             w.valueChanged.connect(lambda *_: self.run())
@@ -193,7 +193,7 @@ class PositionalTab(DiagnosticTab):
             self.busy.setText(f"shift k = {k} needs |k| < positions = {T}")
             return -1
         self.busy.setText("computing…")
-        return self.job.start(run_studies, T, self.d_model.value(), self.hs.value(), self.base.value(), k)
+        return self.job.submit(run_studies, T, self.d_model.value(), self.hs.value(), self.base.value(), k)
 
     def _on_response_changed(self, _response):
         pass  # the studies depend on the settings above, not on the computed attention
@@ -205,7 +205,7 @@ class PositionalTab(DiagnosticTab):
     def redraw(self, resp, state):  # pragma: no cover - refresh is overridden
         self.run()
 
-    def _on_studies(self, result):
+    def _on_studies(self, _jid, result):
         sin, rope, rope_err = result
         self.sin = sin
         self.busy.setText(f"computed in {self.job.last_seconds * 1000:.0f} ms")

@@ -12,6 +12,9 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from attnviz.ui.diagnostics.common import connect_event
 
+#: what a tab's study reports when it runs out of memory (its worker is a LatestJob)
+STUDY_MEMORY_MESSAGE = "not enough memory for this study: use fewer tokens or smaller sizes"
+
 
 class DiagnosticTab(QWidget):
     """A lazily refreshed view of one diagnostic."""

@@ -1,7 +1,7 @@
 """The "Pretrained model" views: a real checkpoint's attention, every layer and head.
 
 * :mod:`~attnviz.ui.model_view.views` — what is drawn, as plain functions (no Qt);
-* :mod:`~attnviz.ui.model_view.worker` — :class:`ModelJobs`, loads and forward passes off the GUI thread;
+* :mod:`~attnviz.ui.model_view.jobs` — which problems of a load or forward pass are the person's;
 * :mod:`~attnviz.ui.model_view.summary_view` — :class:`HeadSummaryView`, layers x heads grid of one statistic;
 * :mod:`~attnviz.ui.model_view.vit_view` — :class:`VitAttentionView`, class-token attention / rollout over the image;
 * :mod:`~attnviz.ui.model_view.corpus_view` — :class:`CorpusStatsView`, a corpus's STATS.parquet beside the input;

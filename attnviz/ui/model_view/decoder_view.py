@@ -17,7 +17,7 @@ import numpy as np
 from attnviz.checkpoints import CheckpointError, ModelAttention
 from attnviz.checkpoints.decoder_run import DecoderAttention, run_decoder
 from attnviz.ui import latest_job
-from attnviz.ui.model_view.worker import EXPECTED, MEMORY_MESSAGE
+from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 
 THUMB = 48  # pixels per side of a head's thumbnail in the layers x heads grid
 

@@ -7,7 +7,7 @@ views: a layers x heads grid of small attention maps over a layers x heads grid 
 summary, beside them the clicked map large with token labels and a hover readout; and for ViT the
 class token's attention or the attention rollout drawn over the image.
 
-Loading and forward passes run on a worker thread (:class:`ModelJobs`); the newest request wins.
+Loading and forward passes run on a worker thread (a :class:`LatestJob`); the newest request wins.
 Nothing here is part of the session: the panel reads the session's first text / image source as a
 default input and never edits it. The model runs by itself only on text that fits it: a session text
 longer than the model reads (the long-context demo's ~2,900 tokens in a 512-token model) is not
@@ -27,15 +27,16 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLin
 from attnviz.checkpoints import Checkpoint, ModelAttention, head_summaries, load_checkpoint, ready_models, run_image, run_text
 from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
 from attnviz.ui import colormaps
+from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.model_view.chat_option import ChatTemplateBox
 from attnviz.ui.model_view.corpus_view import install as install_corpus_view
 from attnviz.ui.model_view.decoder_view import LongMapView, LongOutcome, decoder_outcome, describe_run, head_title
+from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.model_view.model_list import add_cached_models, cached_name
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.sources.errors import SourceError
 from attnviz.ui.model_view.views import DEFAULT_SENTENCE, head_matrix, session_text
 from attnviz.ui.model_view.vit_view import VitAttentionView
-from attnviz.ui.model_view.worker import ModelJobs
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
 from attnviz.ui.workspaces.area import ShareSplitter
@@ -89,7 +90,9 @@ class ModelViewPanel(QWidget):
         self._loading: tuple[str, str | None, bool] | None = None  # (folder, name, entry added) of the load in flight
         self._text_edited = False
         self._image_readers: dict[str, tuple[str, object]] = {}  # combo key -> (display name, () -> rgb)
-        self.jobs = ModelJobs(self)  # stops its thread itself when destroyed
+        # stops its thread itself when destroyed
+        self.jobs = LatestJob("attnviz-pretrained", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
+        self._job_kind = ""  # "load" or "run": what the newest job does (only the newest one answers)
 
         # -- model row
         self.model_combo = QComboBox(self)
@@ -179,7 +182,7 @@ class ModelViewPanel(QWidget):
         self.text_edit.returnPressed.connect(self.run_input)
         self.run_button.clicked.connect(self.run_input)
         self.chat_box.toggled.connect(lambda _on: self.ckpt is not None and self.run_input())
-        self.jobs.finished.connect(self._on_job_finished)
+        self.jobs.done.connect(self._on_job_finished)
         self.jobs.failed.connect(self._on_job_failed)
         self.jobs.busy_changed.connect(self.busy.setVisible)
         self.grid.head_clicked.connect(self.select_head)
@@ -215,7 +218,7 @@ class ModelViewPanel(QWidget):
         self._loading = (folder, name, added)
         self.describe.setText(f"loading {name or Path(folder).name} …")
         self._clear_message()
-        return self.jobs.submit("load", lambda: load_checkpoint(folder, name=name))
+        return self._submit("load", lambda: load_checkpoint(folder, name=name))
 
     def run_input(self) -> int | None:
         """Run the loaded model on the text or image chosen; returns the job id (None without a model)."""
@@ -230,9 +233,9 @@ class ModelViewPanel(QWidget):
                 self._show_message("Choose an image for the model to see.")
                 return None
             name, read = self._image_readers[key]
-            return self.jobs.submit("run", lambda: _run_image_job(ckpt, read, name))
+            return self._submit("run", lambda: _run_image_job(ckpt, read, name))
         text, chat = self.text_edit.text(), self.chat_box.wanted()
-        return self.jobs.submit("run", lambda: _run_text_job(ckpt, text, chat))
+        return self._submit("run", lambda: _run_text_job(ckpt, text, chat))
 
     def set_text(self, text: str, run: bool = False) -> None:
         """Set the sentence (as if typed); ``run`` runs the model on it."""
@@ -407,8 +410,12 @@ class ModelViewPanel(QWidget):
         self.inputs.setCurrentIndex(1 if vit else 0)
 
     # ------------------------------------------------------------------ results
-    def _on_job_finished(self, _jid: int, kind: str, result) -> None:
-        if kind == "load":
+    def _submit(self, kind: str, fn) -> int:
+        self._job_kind = kind
+        return self.jobs.submit(fn)
+
+    def _on_job_finished(self, _jid: int, result) -> None:
+        if self._job_kind == "load":
             self._loading = None
             self.ckpt = result
             self.describe.setText(result.describe())
@@ -422,8 +429,8 @@ class ModelViewPanel(QWidget):
         else:
             self._show_outcome(result)
 
-    def _on_job_failed(self, _jid: int, kind: str, message: str) -> None:
-        if kind == "load":
+    def _on_job_failed(self, _jid: int, message: str) -> None:
+        if self._job_kind == "load":
             folder, name, added = self._loading or ("", None, False)
             self._loading = None
             text = f"Could not load {name or folder}: {message}"

@@ -110,3 +110,32 @@ def test_results_keep_arriving_during_a_stream_of_edits_and_never_go_back(qtbot)
     assert got == sorted(got) and len(set(got)) == len(got)
     assert len(got) >= 3  # results arrived during the stream, not only after it
     assert len(got) < 30  # bursts were coalesced
+
+
+def test_a_failing_compute_is_reported_as_a_response_and_the_worker_goes_on(qtbot):
+    def flaky_run(req, progress=None, is_cancelled=None):
+        if req.request_id == 1:
+            raise MemoryError("too big")
+        return run(req, progress, is_cancelled)
+
+    ctrl = ComputeController(compute=flaky_run)
+    state = build_demo("river-bank")
+    with qtbot.waitSignal(ctrl.finished, timeout=20000) as blocker:
+        ctrl.submit_now(state)
+    bad = blocker.args[0]
+    assert bad.request_id == 1 and not bad.ok and bad.error == "internal error: MemoryError('too big')"
+    with qtbot.waitSignal(ctrl.finished, timeout=20000) as blocker:
+        ctrl.submit_now(state)
+    assert blocker.args[0].request_id == 2 and blocker.args[0].ok and not ctrl.busy
+    ctrl.shutdown()
+
+
+def test_the_compute_thread_runs_from_the_start_and_shutdown_ends_it(qtbot):
+    ctrl = ComputeController(compute=run)
+    thread = ctrl._job._thread
+    assert thread is not None and thread.is_alive() and thread.name == "attnviz-compute"
+    ctrl.shutdown(timeout=5)
+    assert not thread.is_alive()
+    with qtbot.assertNotEmitted(ctrl.finished, wait=200):
+        ctrl.submit_now(build_demo("river-bank"))  # after shutdown nothing runs
+    assert ctrl.wait_idle(1)

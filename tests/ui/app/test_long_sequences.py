@@ -172,7 +172,7 @@ def test_every_diagnostic_works_on_a_mask_kept_per_tile(qtbot, lowered):
         panel.tabs.setCurrentIndex(i)
         job = getattr(tab, "job", None)
         if isinstance(tab, FlashCheckTab):
-            with qtbot.waitSignal(tab.job.finished, timeout=60000):
+            with qtbot.waitSignal(tab.job.done, timeout=60000):
                 assert tab.run() > 0
             assert tab.check is not None and tab.check.kernels[1].max_error < 1e-4
         elif job is not None:

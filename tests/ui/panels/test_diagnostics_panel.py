@@ -67,7 +67,7 @@ def show(qtbot, panel, cls, wait_job=True):
     """Bring a tab to the front; wait for the background study it starts."""
     tab = panel.tabs.widget(panel.tabs.indexOf(panel.tab(cls)))
     if wait_job and hasattr(tab, "job") and cls is not FlashCheckTab:
-        with qtbot.waitSignal(tab.job.finished, timeout=TIMEOUT):
+        with qtbot.waitSignal(tab.job.done, timeout=TIMEOUT):
             panel.show_tab(cls)
     else:
         panel.show_tab(cls)
@@ -113,7 +113,7 @@ def test_jacobian_curves_fall_unscaled_and_stay_flat_scaled(qtbot, river):
     assert tab.study_plot.getPlotItem().ctrl.logYCheck.isChecked()
     un_rows, sc_rows = tab.row_norms
     assert un_rows.shape == (4,) and sc_rows[3] > un_rows[3]  # bank's row is saturated without the scale
-    with qtbot.waitSignal(tab.job.finished, timeout=TIMEOUT):
+    with qtbot.waitSignal(tab.job.done, timeout=TIMEOUT):
         tab.samples.setValue(200)
         tab.run_study()
     assert tab.study.n_samples == 200
@@ -123,9 +123,9 @@ def test_positional_rotation_error_and_relative_dependence(qtbot, river):
     ctx, panel = river
     tab = show(qtbot, panel, PositionalTab)
     assert tab.d_model.value() == 4 and tab.base.value() == 10000.0  # the session's settings
-    with qtbot.waitSignal(tab.job.finished, timeout=TIMEOUT):
+    with qtbot.waitSignal(tab.job.done, timeout=TIMEOUT):
         tab.d_model.setValue(32)
-    with qtbot.waitSignal(tab.job.finished, timeout=TIMEOUT):
+    with qtbot.waitSignal(tab.job.done, timeout=TIMEOUT):
         tab.k.setValue(5)
     s = tab.sin
     assert s.pe.shape == (64, 32) and s.k == 5
@@ -140,7 +140,7 @@ def test_positional_rotation_error_and_relative_dependence(qtbot, river):
         ctx.execute(__import__("attnviz.model.commands", fromlist=["SetPositional"]).SetPositional(
             PositionalConfig("rope", base=500.0)))
     assert tab.base.value() == 500.0
-    with qtbot.waitSignal(tab.job.finished, timeout=TIMEOUT):
+    with qtbot.waitSignal(tab.job.done, timeout=TIMEOUT):
         tab.hs.setValue(3)  # odd: RoPE cannot rotate pairs
     assert tab.rope is None and "even" in tab.rope_page.error.text()
 
@@ -153,12 +153,12 @@ def test_permutation_deviation_without_and_with_positions(qtbot, river):
     assert number_in(tab.plain_label.text(), "max deviation") <= 1e-9
     assert number_in(tab.encoded_label.text(), "max deviation") > 1e-3
     assert "do not permute" in tab.encoded_label.text()
-    with qtbot.waitSignal(tab.job.finished, timeout=TIMEOUT):
+    with qtbot.waitSignal(tab.job.done, timeout=TIMEOUT):
         tab.shuffle.click()
     assert tab.seed == 1 and tab.result["plain"].max_deviation <= 1e-9
     shuffled = [ctx.response.query_labels[t] for t in tab.result["plain"].perm]
     assert tab.order.text().split("\n")[1] == "shuffled:  " + " ".join(shuffled)
-    with qtbot.waitSignal(tab.job.finished, timeout=TIMEOUT):
+    with qtbot.waitSignal(tab.job.done, timeout=TIMEOUT):
         tab.encoding.setCurrentText("rope")
     assert "rope" in tab.encoded_box.title() and tab.result["encoded"].max_deviation > 1e-3
 
@@ -175,7 +175,7 @@ def test_permutation_cross_attention_equivariant_and_invariant(qtbot, translatio
 def test_flash_check_runs_off_the_gui_thread(qtbot, river):
     ctx, panel = river
     tab = show(qtbot, panel, FlashCheckTab)
-    with qtbot.waitSignal(tab.job.finished, timeout=60000):
+    with qtbot.waitSignal(tab.job.done, timeout=60000):
         assert tab.run() > 0
     texts = table_texts(tab.table)
     assert [r[0] for r in texts] == ["reference", "naive", "flash"]
@@ -194,7 +194,7 @@ def test_flash_check_runs_off_the_gui_thread(qtbot, river):
     assert frame.left_axis.width() >= label_px  # the kernel names are not cut
     assert tab.heatmap.colorbar.getAxis("right").sceneBoundingRect().right() <= frame.width() + 1  # bar inside
     tab.precision.setCurrentText("float64")
-    with qtbot.waitSignal(tab.job.finished, timeout=60000):
+    with qtbot.waitSignal(tab.job.done, timeout=60000):
         tab.run()
     assert tab.check.dtype == "float64" and tab.check.kernels[1].max_error < 1e-12
 

@@ -20,9 +20,10 @@ from attnviz.model.demos import build_demo  # noqa: E402
 from attnviz.model.session import Session  # noqa: E402
 from attnviz.sources.image import bundled_image, load_image  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
+from attnviz.ui.latest_job import LatestJob  # noqa: E402
 from attnviz.ui.model_view.panel import OPEN_IMAGE, TAB_HEADS, TAB_IMAGE, ModelViewPanel  # noqa: E402
 from attnviz.ui.model_view.views import DEFAULT_SENTENCE, OverlaySpec  # noqa: E402
-from attnviz.ui.model_view.worker import ModelJobs  # noqa: E402
+from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE  # noqa: E402
 from attnviz.ui.panels import discover_panels  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "checkpoints"
@@ -205,10 +206,10 @@ def test_failed_load_keeps_the_model_shown(qtbot, tmp_path):
 
 
 def test_only_the_newest_job_is_delivered(qtbot):
-    jobs = ModelJobs()
+    jobs = LatestJob("attnviz-pretrained", expected=EXPECTED, memory_message=MEMORY_MESSAGE)
     gate = threading.Event()
     got = []
-    jobs.finished.connect(lambda jid, kind, result: got.append((jid, result)))
+    jobs.done.connect(lambda jid, result: got.append((jid, result)))
     busy = []
     jobs.busy_changed.connect(busy.append)
     started = threading.Event()
@@ -218,9 +219,9 @@ def test_only_the_newest_job_is_delivered(qtbot):
         gate.wait(10)
         return "old"
 
-    first = jobs.submit("run", slow)
+    first = jobs.submit(slow)
     assert started.wait(5)  # the first job is running when the second arrives: its result is dropped
-    second = jobs.submit("run", lambda: "new")
+    second = jobs.submit(lambda: "new")
     gate.set()
     qtbot.waitUntil(lambda: len(got) > 0, timeout=5000)
     assert jobs.wait_idle(5)

@@ -16,7 +16,8 @@ from attnviz.model.demos import build_demo  # noqa: E402
 from attnviz.sources.image import bundled_image, load_image  # noqa: E402
 from attnviz.ui.model_view.views import (DEFAULT_SENTENCE, OverlaySpec, display_image, head_matrix,  # noqa: E402
                                          model_pixels, session_image, session_text, summary_matrix, vit_overlay)
-from attnviz.ui.model_view.worker import run_job  # noqa: E402
+from attnviz.ui.latest_job import run_job  # noqa: E402
+from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "checkpoints"
 
@@ -108,13 +109,13 @@ def test_default_inputs_come_from_the_session():
 
 
 def test_run_job_turns_problems_into_messages(tmp_path):
-    result, error = run_job(lambda: load_checkpoint(tmp_path / "nowhere"))
+    result, error = run_job(lambda: load_checkpoint(tmp_path / "nowhere"), EXPECTED, MEMORY_MESSAGE)
     assert result is None and "not found" in error
-    result, error = run_job(lambda: (_ for _ in ()).throw(CheckpointError("bad config")))
+    result, error = run_job(lambda: (_ for _ in ()).throw(CheckpointError("bad config")), EXPECTED, MEMORY_MESSAGE)
     assert error == "bad config"
-    result, error = run_job(lambda: 1 / 0)
+    result, error = run_job(lambda: 1 / 0, EXPECTED, MEMORY_MESSAGE)
     assert error.startswith("internal error: ZeroDivisionError")
-    assert run_job(lambda: 42) == (42, None)
+    assert run_job(lambda: 42, EXPECTED, MEMORY_MESSAGE) == (42, None)
 
 
 def test_summary_view_paints_alone_and_follows_its_statistic(qtbot, gpt2_run):
