@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLin
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from attnviz.checkpoints import Checkpoint, ModelAttention, head_summaries, load_checkpoint, ready_models, run_image, run_text
+from attnviz.checkpoints.views import DEFAULT_SENTENCE, head_matrix, session_text
 from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
 from attnviz.ui import colormaps
 from attnviz.ui.model_view.chat_option import ChatTemplateBox
@@ -33,7 +34,6 @@ from attnviz.ui.model_view.decoder_view import LongMapView, LongOutcome, decoder
 from attnviz.ui.model_view.model_list import add_cached_models, cached_name
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.sources.errors import SourceError
-from attnviz.ui.model_view.views import DEFAULT_SENTENCE, head_matrix, session_text
 from attnviz.ui.model_view.vit_view import VitAttentionView
 from attnviz.ui.model_view.worker import ModelJobs
 from attnviz.ui.widgets.heatmap import AttentionHeatmap

@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     from attnviz.model.session import Session
     from attnviz.ui.context import AppContext
     from attnviz.ui.model_view.panel import ModelViewPanel
-    from attnviz.ui.model_view.views import OverlaySpec
+    from attnviz.checkpoints.views import OverlaySpec
     from attnviz.ui.theme import apply_theme
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
