@@ -10,9 +10,10 @@ import pytest
 from attnviz.model.commands import EditMask
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.demos import build_demo
-from attnviz.model.display.response_views import (cell_values, check_head, compact_label, compact_labels, default_query,
-                                                  engine_scale, fully_masked_rows, image_keys, matrix_view, patch_weights,
-                                                  query_offset, row_weights, token_of_patch)
+from attnviz.model.display.response_views import (cell_values, check_head, compact_label, compact_labels,
+                                                  default_query, engine_scale, fully_masked_rows, image_keys,
+                                                  matrix_view, patch_weights, query_offset, row_weights,
+                                                  token_of_patch)
 from attnviz.model.mask_commands import PaintRow
 
 
