@@ -12,7 +12,8 @@ from ckpt_helpers import DATA
 from attnviz.checkpoints import head_summaries, run_image, run_text
 from attnviz.checkpoints import decoder_run
 from attnviz.checkpoints.decoder_run import run_decoder
-from attnviz.checkpoints.study import CheckpointStudy, LongOutcome, RunOutcome, cached_name, head_title
+from attnviz.checkpoints.study import (CheckpointStudy, LongOutcome, RunOutcome, cached_name, head_title,
+                                       size_text)
 from attnviz.checkpoints.views import DEFAULT_SENTENCE
 from attnviz.model.demos import build_demo
 from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
@@ -110,3 +111,4 @@ def test_model_names_and_lists(tmp_path, monkeypatch):
     assert study.model_name(str(tmp_path)) is None
     assert study.cached_models() == []  # an empty cache
     assert study.ready_label(str(DATA / "tiny_gpt2"), "tiny").startswith("tiny · GPT-2 · ")
+    assert [size_text(n) for n in (21_728, 494_032_768, 1_543_714_304)] == ["21,728", "494.0 M", "1.54 B"]
