@@ -47,11 +47,11 @@ def main(argv=None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from attnviz.checkpoints import ready_models
+    from attnviz.checkpoints.views import OverlaySpec
     from attnviz.model.demos import build_demo
     from attnviz.model.session import Session
     from attnviz.ui.context import AppContext
     from attnviz.ui.model_view.panel import ModelViewPanel
-    from attnviz.checkpoints.views import OverlaySpec
     from attnviz.ui.theme import apply_theme
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
