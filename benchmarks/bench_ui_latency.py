@@ -52,13 +52,14 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from dataclasses import replace  # noqa: E402
 
 from attnviz.model.commands import EditMask, SetQKComponent, SetText, set_model  # noqa: E402
+from attnviz.model.display.head_grid import GRID_TILE  # noqa: E402
+from attnviz.model.display.pooling import pool_max  # noqa: E402
 from attnviz.model.mask_commands import PaintCells  # noqa: E402
 from attnviz.model.session import Session  # noqa: E402
 from attnviz.model.sequence import assemble  # noqa: E402
 from attnviz.model.state import CustomSource, ModelConfig, SessionState, TextSource  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
-from attnviz.ui.panels.heatmap_panel import GRID_TILE, HeatmapPanel  # noqa: E402
-from attnviz.ui.widgets.pooling import pool_max  # noqa: E402
+from attnviz.ui.panels.heatmap_panel import HeatmapPanel  # noqa: E402
 
 
 #: the typed text of ``--edit text`` (its BPE tokens lead the sequence; noise tokens fill it up to T)

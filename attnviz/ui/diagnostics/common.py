@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
 
-from attnviz.ui.response_views import mask_rows
+from attnviz.model.display.response_views import mask_rows
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.matrix_frame import elide_plot_title
 

@@ -18,7 +18,7 @@ from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from attnviz.ui.mask_designer.snapshot import Snapshot
+from attnviz.model.display.mask_snapshot import Snapshot
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.mask_canvas import mask_colours, mask_rgba
 

@@ -20,11 +20,11 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QFileDialog, QHBoxLayout, QLa
                                QPushButton, QVBoxLayout)
 
 from attnviz.model.commands import EditMask, SetMask
+from attnviz.model.display.mask_snapshot import Axes, Target
 from attnviz.model.mask_analysis import ar_mask_from_mask
 from attnviz.model.mask_commands import SetPerHead
 from attnviz.model.mask_export import (design_to_json, export_mask, flex_mask_mod_source, import_mask,
                                        load_npy, seqlens_document)
-from attnviz.ui.mask_designer.snapshot import Axes, Target
 
 #: (format key of attnviz.model.mask_export, menu text, file filter)
 FORMATS = (

@@ -1,6 +1,8 @@
 """The "Pretrained model" views: a real checkpoint's attention, every layer and head.
 
-* :mod:`~attnviz.ui.model_view.views` — what is drawn, as plain functions (no Qt);
+What they hold and draw is computed without Qt in :mod:`attnviz.checkpoints.study` (the checkpoint,
+its inputs and the run shown) and :mod:`attnviz.checkpoints.views` (the arrays drawn).
+
 * :mod:`~attnviz.ui.model_view.jobs` — which problems of a load or forward pass are the person's;
 * :mod:`~attnviz.ui.model_view.summary_view` — :class:`HeadSummaryView`, layers x heads grid of one statistic;
 * :mod:`~attnviz.ui.model_view.vit_view` — :class:`VitAttentionView`, class-token attention / rollout over the image;

@@ -1,10 +1,7 @@
-"""Decoder LLMs in the Pretrained panel: short inputs as every map, long ones from q, k and lse.
+"""Decoder LLMs in the Pretrained panel: a long input drawn from q, k and lse.
 
-:func:`decoder_outcome` runs a decoder on the worker thread.  While every (L, nh, T, T) map fits
-(``decoder_run.WEIGHTS_BUDGET``) the result is an ordinary :class:`ModelAttention` and the panel's
-views draw it as for any model.  Past that it is a :class:`LongOutcome`: the
-:class:`~attnviz.checkpoints.decoder_run.DecoderAttention` keeping only q, k and the log-sum-exp,
-its per-head summaries, and one small max-overview thumbnail per head for the layers x heads grid.
+Past the size where every (L, nh, T, T) map is held, a decoder run is a
+:class:`~attnviz.checkpoints.study.LongOutcome` keeping only q, k and the log-sum-exp.
 :class:`LongMapView` then draws the chosen (layer, head) in the panel's detail heatmap at screen
 resolution with the engine's overview machinery, recomputing the visible block on every zoom or pan
 until it shows single cells.
@@ -14,54 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnviz.checkpoints import CheckpointError, ModelAttention
-from attnviz.checkpoints.decoder_run import DecoderAttention, run_decoder
+from attnviz.checkpoints import CheckpointError
+from attnviz.checkpoints.study import LongOutcome, head_title
 from attnviz.ui import latest_job
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
-
-THUMB = 48  # pixels per side of a head's thumbnail in the layers x heads grid
-
-
-class LongOutcome:
-    """A decoder run on an input whose maps are not held: summaries and thumbnails computed once."""
-
-    def __init__(self, decoder: DecoderAttention):
-        self.decoder = decoder
-        self.result = decoder  # what attention_ready carries
-        self.summaries, self.thumbs = decoder.summaries_and_thumbnails(THUMB)  # thumbs (L, nh, s, s)
-        self.rgb = None
-        self.image_name = ""
-
-
-def decoder_outcome(ckpt, text: str, run_outcome, chat: bool = False):
-    """Run a decoder on ``text`` (in its chat template with ``chat``): ``run_outcome(ModelAttention)`` when
-    every map fits, else a LongOutcome."""
-    if not text.strip():
-        raise ValueError("type a text for the model to read")
-    dec = run_decoder(ckpt, text, mode="auto", chat=chat)
-    if dec.mode == "qk":
-        return LongOutcome(dec)
-    return run_outcome(ModelAttention(model=dec.model, kind="decoder", tokens=dec.tokens, labels=dec.labels,
-                                      special=dec.special, attentions=dec.attentions, hidden=dec.hidden,
-                                      ids=dec.ids, spans=dec.spans, decoder=dec))
-
-
-def head_title(result, layer: int, head: int) -> str:
-    """'layer 1 · head 3 · kv head 1' (the kv head only for grouped-query attention)."""
-    dec = result if isinstance(result, DecoderAttention) else getattr(result, "decoder", None)
-    title = f"layer {layer} · head {head}"
-    if dec is not None and dec.group > 1:
-        title += f" · kv head {dec.kv_head(head)} (shared by {dec.group} heads)"
-    return title
-
-
-def describe_run(dec: DecoderAttention) -> str:
-    """One line about how a decoder input was run."""
-    what = f"{dec.T:,} tokens" + (" in the chat template" if dec.chat else "")
-    if dec.mode == "qk":
-        return (f"{what}: maps recomputed from q, k and log-sum-exp (flash kernel, causal mask); "
-                f"inputs up to {dec.limit_note}")
-    return f"{what}, every map held; inputs up to {dec.limit_note}"
 
 
 class LongMapView:

@@ -7,7 +7,8 @@ views: a layers x heads grid of small attention maps over a layers x heads grid 
 summary, beside them the clicked map large with token labels and a hover readout; and for ViT the
 class token's attention or the attention rollout drawn over the image.
 
-Loading and forward passes run on a worker thread (a :class:`LatestJob`); the newest request wins.
+What is loaded, offered and shown is held by a :class:`~attnviz.checkpoints.study.CheckpointStudy`;
+its loads and forward passes run on a worker thread (a :class:`LatestJob`); the newest request wins.
 Nothing here is part of the session: the panel reads the session's first text / image source as a
 default input and never edits it. The model runs by itself only on text that fits it: a session text
 longer than the model reads (the long-context demo's ~2,900 tokens in a 512-token model) is not
@@ -19,23 +20,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
-from attnviz.checkpoints import Checkpoint, ModelAttention, head_summaries, load_checkpoint, ready_models, run_image, run_text
-from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
+from attnviz.checkpoints.study import CheckpointStudy, head_title
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.model_view.chat_option import ChatTemplateBox
 from attnviz.ui.model_view.corpus_view import install as install_corpus_view
-from attnviz.ui.model_view.decoder_view import LongMapView, LongOutcome, decoder_outcome, describe_run, head_title
+from attnviz.ui.model_view.decoder_view import LongMapView
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
-from attnviz.ui.model_view.model_list import add_cached_models, cached_name
+from attnviz.ui.model_view.model_list import add_cached_models
 from attnviz.ui.model_view.summary_view import HeadSummaryView
-from attnviz.sources.errors import SourceError
-from attnviz.ui.model_view.views import DEFAULT_SENTENCE, head_matrix, session_text
 from attnviz.ui.model_view.vit_view import VitAttentionView
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
@@ -44,32 +41,6 @@ from attnviz.ui.workspaces.area import ShareSplitter
 OPEN_FOLDER = "\x00open-folder"  # combo data of the "Open folder…" entry
 OPEN_IMAGE = "\x00open-image"  # combo data of the "Open image…" entry
 TAB_HEADS, TAB_IMAGE = 0, 1
-
-
-class RunOutcome:
-    """What a forward-pass job hands back: the attention, its head summaries and the image it saw."""
-
-    __slots__ = ("result", "summaries", "rgb", "image_name")
-
-    def __init__(self, result: ModelAttention, rgb: np.ndarray | None = None, image_name: str = ""):
-        self.result = result
-        dec = getattr(result, "decoder", None)  # decoder LLMs add attention to the first token and distance
-        self.summaries = dec.summaries() if dec is not None else head_summaries(result.attentions, special=result.special)
-        self.rgb = rgb
-        self.image_name = image_name
-
-
-def _run_text_job(ckpt: Checkpoint, text: str, chat: bool = False) -> RunOutcome:
-    if ckpt.kind == "decoder":
-        return decoder_outcome(ckpt, text, RunOutcome, chat=chat)
-    if not text.strip():
-        raise ValueError("type a sentence for the model to read")
-    return RunOutcome(run_text(ckpt, text))
-
-
-def _run_image_job(ckpt: Checkpoint, read_image, name: str) -> RunOutcome:
-    rgb = read_image()  # (H, W, 3) uint8
-    return RunOutcome(run_image(ckpt, rgb), rgb=rgb, image_name=name)
 
 
 class ModelViewPanel(QWidget):
@@ -84,12 +55,10 @@ class ModelViewPanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.auto_load = auto_load  # load the first ready model the first time the panel is shown
-        self.ckpt: Checkpoint | None = None
-        self.outcome: RunOutcome | None = None
+        self.study = CheckpointStudy()
         self.selected: tuple[int, int] = (0, 0)
         self._loading: tuple[str, str | None, bool] | None = None  # (folder, name, entry added) of the load in flight
         self._text_edited = False
-        self._image_readers: dict[str, tuple[str, object]] = {}  # combo key -> (display name, () -> rgb)
         # stops its thread itself when destroyed
         self.jobs = LatestJob("attnviz-pretrained", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
         self._job_kind = ""  # "load" or "run": what the newest job does (only the newest one answers)
@@ -98,11 +67,11 @@ class ModelViewPanel(QWidget):
         self.model_combo = QComboBox(self)
         self.model_combo.setToolTip("installed ready models, folders opened before, or a local Hugging Face folder")
         self.model_combo.setMinimumContentsLength(18)
-        for name, folder in ready_models():
+        for name, folder in self.study.ready_models():
             self.model_combo.addItem(name, str(folder))
         self._n_ready = self.model_combo.count()  # only a ready model is loaded without being chosen
         self.model_combo.addItem("Open folder…", OPEN_FOLDER)
-        add_cached_models(self.model_combo)
+        add_cached_models(self.model_combo, self.study)
         self._last_model_index = 0
         self.busy = QProgressBar(self)
         self.busy.setRange(0, 0)  # indeterminate: a load or forward pass is running
@@ -119,7 +88,7 @@ class ModelViewPanel(QWidget):
         top.addWidget(self.describe, 1)
 
         # -- input row: a sentence (text models) or an image (ViT)
-        self.text_edit = QLineEdit(session_text(ctx.session.state), self)
+        self.text_edit = QLineEdit(self.study.offered_text(ctx.session.state)[0], self)
         self.text_edit.setToolTip("the text the model reads (Enter runs it)")
         self.image_combo = QComboBox(self)
         self.image_combo.setToolTip("the image the model sees")
@@ -206,36 +175,42 @@ class ModelViewPanel(QWidget):
             row.addWidget(child, 1 if i == len(widgets) - 1 else 0)
         return w
 
+    @property
+    def ckpt(self):
+        """The loaded Checkpoint, or None."""
+        return self.study.ckpt
+
+    @property
+    def outcome(self):
+        """The run shown (its result and head summaries), or None."""
+        return self.study.outcome
+
     # ------------------------------------------------------------------ public API
     def load_model(self, folder, name: str | None = None) -> int:
         """Load the checkpoint in ``folder`` on the worker, then run it on the current input.
 
         Returns the job id; ``model_loaded`` then ``attention_ready`` follow, or ``failed``."""
         folder = str(folder)
-        ready = {str(f): n for n, f in ready_models()}
-        name = name or ready.get(folder) or cached_name(folder)
+        name = self.study.model_name(folder, name)
         added = self._show_choice(folder, name or Path(folder).name)
         self._loading = (folder, name, added)
         self.describe.setText(f"loading {name or Path(folder).name} …")
         self._clear_message()
-        return self._submit("load", lambda: load_checkpoint(folder, name=name))
+        return self._submit("load", self.study.load_job(folder, name))
 
     def run_input(self) -> int | None:
         """Run the loaded model on the text or image chosen; returns the job id (None without a model)."""
-        ckpt = self.ckpt
-        if ckpt is None:
+        if self.study.ckpt is None:
             self._show_message("Load a model first (choose one above or open a checkpoint folder).")
             return None
         self._clear_message()
-        if ckpt.kind == "vit":
-            key = self.image_combo.currentData()
-            if key not in self._image_readers:
+        if self.study.kind == "vit":
+            job = self.study.image_job(self.image_combo.currentData())
+            if job is None:
                 self._show_message("Choose an image for the model to see.")
                 return None
-            name, read = self._image_readers[key]
-            return self._submit("run", lambda: _run_image_job(ckpt, read, name))
-        text, chat = self.text_edit.text(), self.chat_box.wanted()
-        return self._submit("run", lambda: _run_text_job(ckpt, text, chat))
+            return self._submit("run", job)
+        return self._submit("run", self.study.text_job(self.text_edit.text(), self.chat_box.wanted()))
 
     def set_text(self, text: str, run: bool = False) -> None:
         """Set the sentence (as if typed); ``run`` runs the model on it."""
@@ -247,11 +222,8 @@ class ModelViewPanel(QWidget):
 
     def set_image(self, rgb, name: str = "image", run: bool = False) -> None:
         """Use the (H, W, 3) uint8 image ``rgb`` as the model's input (added to the image list)."""
-        arr = np.asarray(rgb)
-        if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (3, 4):
-            raise ValueError(f"an image must be (H, W, 3) uint8 pixels (got {arr.dtype} {arr.shape})")
-        key = f"array:{name}"
-        self._add_image(key, name, lambda: arr)
+        key, label = self.study.add_image_array(rgb, name)
+        self._add_image(key, label)
         self.image_combo.setCurrentIndex(self.image_combo.findData(key))
         if run:
             self.run_input()
@@ -263,36 +235,26 @@ class ModelViewPanel(QWidget):
 
     def select_head(self, layer: int, head: int) -> None:
         """Show ``head`` of ``layer`` large in the detail heatmap and outline it in the grids."""
-        if self.outcome is None:
+        study = self.study
+        if study.outcome is None:
             return
-        r = self.outcome.result
-        long = isinstance(self.outcome, LongOutcome)
-        L, nh = (r.n_layer, r.n_head) if long else r.attentions.shape[:2]
-        if not (0 <= layer < L and 0 <= head < nh):
-            raise ValueError(f"no head ({layer}, {head}) in a {L} x {nh} model")
+        r = study.outcome.result
+        study.check_head(layer, head)
         self.selected = (int(layer), int(head))
-        if long:
-            self.long_map.show(self.outcome, layer, head)
+        if study.long:
+            self.long_map.show(study.outcome, layer, head)
         else:
             self.long_map.clear()
-            m = head_matrix(r, layer, head)  # (T, T)
-            T = m.shape[0]
-            causal = r.kind in ("gpt2", "decoder")
-            mask = np.tril(np.ones((T, T), dtype=bool)) if causal else None  # causal: later keys unseen
-            window = r.decoder.windows[layer] if r.kind == "decoder" else 0
-            if window:  # a sliding-window layer hides keys `window` or more tokens back too
-                mask &= ~np.tril(np.ones((T, T), dtype=bool), -window)
+            m, mask = study.head_map(layer, head)  # (T, T), (T, T) or None
             self.detail.set_matrix(m, mask=mask, row_labels=r.labels, col_labels=r.labels,
                                    title=head_title(r, layer, head), value_label="weight")
         self.grid.set_selected(layer, head)
         self.summary.set_selected(layer, head)
         self.head_selected.emit(int(layer), int(head))
 
-    def shown_matrix(self) -> np.ndarray | None:
+    def shown_matrix(self):
         """(T, T) weights in the detail heatmap (tests, exports); None when they are not held (long inputs)."""
-        if self.outcome is None or isinstance(self.outcome, LongOutcome):
-            return None
-        return head_matrix(self.outcome.result, *self.selected)
+        return self.study.shown_matrix(*self.selected)
 
     def message_text(self) -> str:
         """The problem shown in the panel, "" when there is none."""
@@ -301,7 +263,7 @@ class ModelViewPanel(QWidget):
     # ------------------------------------------------------------------ model and input choices
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if self.auto_load and self.ckpt is None and self._loading is None and self._n_ready > 0:
+        if self.auto_load and self.study.ckpt is None and self._loading is None and self._n_ready > 0:
             self.auto_load = False
             self.load_model(self.model_combo.itemData(0), name=self.model_combo.itemText(0))
 
@@ -329,28 +291,17 @@ class ModelViewPanel(QWidget):
     def _fill_images(self) -> None:
         """Image choices: the session's image sources, the bundled demo images, then "Open image…"."""
         keep = self.image_combo.currentData()
-        self._image_readers = {k: v for k, v in self._image_readers.items() if not k.startswith("session:")}
-        entries = []
-        for s in self.ctx.session.state.sources:
-            if getattr(s, "kind", "") == "image" and s.data:
-                data = s.data
-                entries.append((f"session:{s.name}", f"session: {s.name}", lambda d=data: load_image(d, alpha="drop")))
-        for fname in BUNDLED_IMAGES:
-            entries.append((f"bundled:{fname}", f"demo: {fname}", lambda f=fname: load_image(bundled_image(f), alpha="drop")))
-        seen = {key for key, _label, _read in entries}
-        entries += [(key, label, read) for key, (label, read) in self._image_readers.items() if key not in seen]
-        self._image_readers = {key: (label, read) for key, label, read in entries}
+        entries = self.study.refresh_images(self.ctx.session.state)
         self.image_combo.blockSignals(True)
         self.image_combo.clear()
-        for key, label, _read in entries:
+        for key, label in entries:
             self.image_combo.addItem(label, key)
         self.image_combo.addItem("Open image…", OPEN_IMAGE)
         index = self.image_combo.findData(keep)
         self.image_combo.setCurrentIndex(index if keep != OPEN_IMAGE and index >= 0 else 0)
         self.image_combo.blockSignals(False)
 
-    def _add_image(self, key: str, label: str, read) -> None:
-        self._image_readers[key] = (label, read)
+    def _add_image(self, key: str, label: str) -> None:
         if self.image_combo.findData(key) < 0:
             self.image_combo.insertItem(self.image_combo.count() - 1, label, key)
 
@@ -361,10 +312,10 @@ class ModelViewPanel(QWidget):
             if not path:
                 self.image_combo.setCurrentIndex(0)
                 return
-            key = f"file:{path}"
-            self._add_image(key, f"file: {Path(path).name}", lambda p=path: load_image(p, alpha="drop"))
+            key, label = self.study.add_image_file(path)
+            self._add_image(key, label)
             self.image_combo.setCurrentIndex(self.image_combo.findData(key))
-        if self.ckpt is not None and self.ckpt.kind == "vit":
+        if self.study.kind == "vit":
             self.run_input()
 
     def _on_text_edited(self, _text: str) -> None:
@@ -379,21 +330,11 @@ class ModelViewPanel(QWidget):
     def _offer_session_text(self) -> None:
         """Put the session's text in the input unless the loaded model could not read it all; then
         the panel's own sentence stands in (the person did not ask the model to read that text)."""
-        text = session_text(self.ctx.session.state)
-        ckpt = self.ckpt
+        text, note = self.study.offered_text(self.ctx.session.state)
         self.hint.setVisible(False)
-        if ckpt is not None and ckpt.tokenizer is not None and text != DEFAULT_SENTENCE:
-            limit = ckpt.config.max_positions
-            try:
-                n = len(ckpt.tokenizer.encode(text, add_special_tokens=True).ids)
-            except SourceError:
-                n = 0  # the run says what is wrong with it, if it is ever run
-            if limit and n > limit:
-                text = DEFAULT_SENTENCE
-                self.hint.setText(f"The session's text is {n:,} tokens for {ckpt.name}, which reads at most "
-                                  f"{limit:,}: it reads the sentence above instead. Type or paste a text to run it "
-                                  "on your own.")
-                self.hint.setVisible(True)
+        if note is not None:
+            self.hint.setText(note)
+            self.hint.setVisible(True)
         self.text_edit.setText(text)
 
     def _on_view_changed(self, view) -> None:
@@ -406,8 +347,7 @@ class ModelViewPanel(QWidget):
             self.summary.heatmap.set_colormap(name)
 
     def _sync_input_page(self) -> None:
-        vit = self.ckpt is not None and self.ckpt.kind == "vit"
-        self.inputs.setCurrentIndex(1 if vit else 0)
+        self.inputs.setCurrentIndex(1 if self.study.kind == "vit" else 0)
 
     # ------------------------------------------------------------------ results
     def _submit(self, kind: str, fn) -> int:
@@ -417,7 +357,7 @@ class ModelViewPanel(QWidget):
     def _on_job_finished(self, _jid: int, result) -> None:
         if self._job_kind == "load":
             self._loading = None
-            self.ckpt = result
+            self.study.loaded(result)
             self.describe.setText(result.describe())
             self.describe.setToolTip(str(result.folder))
             self.chat_box.show_for(result)
@@ -446,21 +386,22 @@ class ModelViewPanel(QWidget):
         self.ctx.report(text, "error")
         self.failed.emit(text)
 
-    def _show_outcome(self, outcome: RunOutcome) -> None:
-        new_model = self.outcome is None or self.outcome.result.model != outcome.result.model
-        self.outcome = outcome
+    def _show_outcome(self, outcome) -> None:
+        study = self.study
+        new_model = study.show(outcome)
         r = outcome.result
-        dec = r if isinstance(outcome, LongOutcome) else getattr(r, "decoder", None)
-        if dec is not None and self.ckpt is not None:
-            self.describe.setText(f"{self.ckpt.describe()} — {describe_run(dec)}")
-        maps = outcome.thumbs if isinstance(outcome, LongOutcome) else r.attentions  # long inputs: max thumbnails
+        described = study.run_description()
+        if described is not None:
+            self.describe.setText(described)
+        maps = study.grid_maps()  # long inputs: max thumbnails
         L, nh = maps.shape[:2]
         self.grid.set_matrices(maps, [f"L{i}" for i in range(L)], [f"h{j}" for j in range(nh)])
         self.summary.set_summaries(outcome.summaries)
-        vit = r.kind == "vit" and self.ckpt is not None and self.ckpt.image is not None
+        vit = study.shows_image()
         self.tabs.setTabEnabled(TAB_IMAGE, vit)
         if vit:
-            self.vit.set_result(r, outcome.rgb, self.ckpt.image, self.ckpt.config.patch_size, self.ckpt.config.grid)
+            ckpt = study.ckpt
+            self.vit.set_result(r, outcome.rgb, ckpt.image, ckpt.config.patch_size, ckpt.config.grid)
             if new_model:
                 self.tabs.setCurrentIndex(TAB_IMAGE)
         else:

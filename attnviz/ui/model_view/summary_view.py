@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from attnviz.checkpoints import HeadSummaries
-from attnviz.ui.model_view.views import SUMMARY_METRICS, available_metrics, summary_line, summary_matrix
+from attnviz.checkpoints.views import SUMMARY_METRICS, available_metrics, summary_line, summary_matrix
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 

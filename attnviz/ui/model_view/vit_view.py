@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
 
 from attnviz.checkpoints import ImageConfig, ModelAttention
-from attnviz.ui.model_view.views import HEAD_FUSIONS, OverlaySpec, display_image, display_patch, grid_label, vit_overlay
+from attnviz.checkpoints.views import HEAD_FUSIONS, OverlaySpec, display_image, display_patch, grid_label, vit_overlay
 from attnviz.ui.widgets.image_overlay import PatchImageView
 
 MODE_LABELS = {"cls": "class token → patches", "rollout": "attention rollout"}

@@ -16,121 +16,21 @@ import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
+from attnviz.model.display.head_grid import GRID_TILE, grid_columns, grid_layout
+from attnviz.model.display.overview import overview_grid, overview_image
+from attnviz.model.display.pooling import pool_max
+from attnviz.model.display.response_views import (MATRICES, check_head, cell_values, compact_labels, engine_scale,
+                                                  fully_masked_rows, matrix_view, n_heads)
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.panels import PanelSpec
-from attnviz.ui.response_views import (MATRICES, check_head, cell_values, compact_labels, engine_scale,
-                                       fully_masked_rows, matrix_view, n_heads)
 from attnviz.ui.widgets.busy_overlay import LIVE_DELAY_MS, BusyOverlay
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
-from attnviz.ui.widgets.pooling import pool_max
 from attnviz.ui.widgets.small_multiples import HeadGrid
 
-GRID_TILE = 64  # pixels per map of the all-heads grid (the widget's own tile size)
 NARROW_WIDTH = 520  # a panel narrower than this puts the small maps under the heatmap, not beside it
 SHORT_HEIGHT = 480  # ... and when it is also shorter than this, leaves them out (no room for both)
-
-
-def _expand_index(n_small: int, n_big: int) -> np.ndarray:
-    """Which of ``n_small`` bins covers each of ``n_big`` pixels (as the overview expands)."""
-    return (np.arange(n_big) * n_small) // n_big  # (n_big,)
-
-
-def tiled_allowed_pixels(tm, head, out_shape, rows, cols) -> np.ndarray:
-    """(H, W) bool: pixels of the block rows x cols whose cells touch a non-empty tile of a TiledMask
-    (``head`` "mean" or None: any head). Tile-granular: a pixel over a partial tile counts as allowed."""
-    from attnviz.engine.blockmask import EMPTY  # numba: loaded after the window paints
-
-    (r0, r1), (c0, c1) = rows, cols
-    H, W = out_shape
-    st = tm.tile_state if head in ("mean", None) or tm.n_heads == 1 else tm.tile_state[head:head + 1]
-    live = (st != EMPTY).any(axis=0).astype(np.int64)  # (nQ, nK)
-    pre = np.zeros((live.shape[0] + 1, live.shape[1] + 1), dtype=np.int64)  # (nQ+1, nK+1) prefix sums
-    pre[1:, 1:] = live.cumsum(0).cumsum(1)
-
-    def bands(a, b, n, block):
-        e = a + (np.arange(n + 1) * (b - a)) // n  # (n+1,) cell edges
-        lo = e[:-1]
-        hi = np.maximum(e[1:], lo + 1)  # at least one cell per pixel
-        return lo // block, (hi - 1) // block + 1  # tile index ranges [t0, t1)
-
-    y0, y1 = bands(r0, r1, H, tm.block_m)  # (H,), (H,)
-    x0, x1 = bands(c0, c1, W, tm.block_n)  # (W,), (W,)
-    count = (pre[y1[:, None], x1[None, :]] - pre[y0[:, None], x1[None, :]] - pre[y1[:, None], x0[None, :]]
-             + pre[y0[:, None], x0[None, :]])  # (H, W) live tiles under each pixel
-    return count > 0
-
-
-def overview_image(resp, head, scale: float, reduce: str, out_shape, rows, cols) -> np.ndarray:
-    """(H, W) overview of the weights of ``head`` ("mean": averaged over heads) over the block
-    rows x cols, NaN where every covered cell is masked (pure; runs on a worker thread)."""
-    from attnviz.engine.overview import attention_overview  # numba: loaded after the window paints
-
-    r0, r1 = rows
-    c0, c1 = cols
-    mask = resp.mask
-    tiled = resp.block_mask if mask is None else None  # a long sequence: the mask is held per tile
-    if head == "mean":
-        img = attention_overview(resp.q, resp.k, resp.lse, tiled if tiled is not None else mask, scale=scale,
-                                 out_shape=out_shape, rows=rows, cols=cols, reduce=reduce).mean(axis=0)  # (H, W)
-        if tiled is not None:
-            return np.where(tiled_allowed_pixels(tiled, "mean", img.shape, rows, cols), img, np.nan).astype(np.float32)
-        block = mask[r0:r1, c0:c1] if mask.ndim == 2 else mask[:, r0:r1, c0:c1].any(axis=0)
-    else:
-        if tiled is not None:
-            th = tiled.heads(head, head + 1)
-            img = attention_overview(resp.q[head], resp.k[head], resp.lse[head], th, scale=scale,
-                                     out_shape=out_shape, rows=rows, cols=cols, reduce=reduce)  # (H, W)
-            return np.where(tiled_allowed_pixels(th, None, img.shape, rows, cols), img, np.nan).astype(np.float32)
-        m = mask if mask.ndim == 2 else mask[head]  # (Tq, Tk)
-        img = attention_overview(resp.q[head], resp.k[head], resp.lse[head], m, scale=scale,
-                                 out_shape=out_shape, rows=rows, cols=cols, reduce=reduce)  # (H, W)
-        block = m[r0:r1, c0:c1]  # (R, C)
-    H, W = img.shape
-    _, ok = pool_max(np.zeros(block.shape, dtype=np.float32), block, (H, W))  # (H', W') any allowed
-    ok = ok[_expand_index(ok.shape[0], H)][:, _expand_index(ok.shape[1], W)]  # (H, W)
-    return np.where(ok, img, np.nan).astype(np.float32)
-
-
-def overview_grid(resp, scale: float, reduce: str, tile: int = GRID_TILE) -> tuple[np.ndarray, np.ndarray]:
-    """(maps (nh, h, w), allowed (nh, h, w)) small overviews of every head for the grid."""
-    from attnviz.engine.overview import attention_overview  # numba: loaded after the window paints
-
-    Tq, Tk = resp.Tq, resp.Tk
-    shape = (min(tile, Tq), min(tile, Tk))
-    tiled = resp.block_mask if resp.mask is None else None
-    maps = attention_overview(resp.q, resp.k, resp.lse, tiled if tiled is not None else resp.mask, scale=scale,
-                              out_shape=shape, reduce=reduce)  # (nh, h, w)
-    if tiled is not None:
-        ok = np.stack([tiled_allowed_pixels(tiled, h if tiled.n_heads > 1 else None, shape, (0, Tq), (0, Tk))
-                       for h in range(maps.shape[0])])  # (nh, h, w)
-    else:
-        m = resp.mask if resp.mask.ndim == 3 else resp.mask[None]
-        _, ok = pool_max(np.zeros(m.shape, dtype=np.float32), m, shape)  # (1|nh, h, w)
-        ok = np.broadcast_to(ok, maps.shape)
-    return np.where(ok, maps, 0.0).astype(np.float32), ok
-
-
-def grid_columns(nh: int) -> int:
-    """Maps per row of the all-heads grid: the largest divisor of nh not above sqrt(nh), so the grid
-    is a full, tall rectangle that fits beside the heatmap (4 -> 2x2, 8 -> 4x2, 12 -> 4x3)."""
-    limit = max(1, int(np.sqrt(nh) + 1e-9))
-    return max(d for d in range(1, limit + 1) if nh % d == 0)
-
-
-def grid_layout(maps: np.ndarray, allowed) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
-    """(nh, A, B) maps -> (rows, cols, A, B) for the grid, the mask alike, and the row titles."""
-    nh = maps.shape[0]
-    cols = grid_columns(nh)
-    rows = nh // cols
-    out = maps.reshape((rows, cols) + maps.shape[1:])  # (rows, cols, A, B)
-    m = None
-    if allowed is not None:
-        a = np.asarray(allowed)
-        m = a.reshape((rows, cols) + a.shape[1:]) if a.ndim == 3 else a  # (rows, cols, A, B) or (A, B)
-    titles = [f"h{r * cols}" if cols == 1 else f"h{r * cols}–{r * cols + cols - 1}" for r in range(rows)]
-    return out, m, titles
 
 
 class HeatmapPanel(QWidget):

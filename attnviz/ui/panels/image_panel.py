@@ -4,7 +4,7 @@ averaged over heads, with an opacity slider.
 
 Clicking a patch selects that patch's token as the query everywhere. The weights come from the
 response's full matrix, its requested rows, or — for long sequences — are recomputed for the one row
-from q, k and lse (:func:`attnviz.ui.response_views.row_weights`).
+from q, k and lse (:func:`attnviz.model.display.response_views.row_weights`).
 
 A session without an image is not a dead end: the panel then draws the selected query's weights over
 every key as a bar chart (bars in their segment's colour, masked keys marked ×), titled with the
@@ -19,12 +19,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStackedLayout, QVBoxLayout, QWidget
 
+from attnviz.model.display.response_views import (check_head, compact_label, default_query, engine_scale, head_mask,
+                                                  image_keys, n_heads, patch_weights, row_weights, token_of_patch)
 from attnviz.model.sequence import image_patches
 from attnviz.model.state import ImageSource
 from attnviz.sources.errors import SourceError
 from attnviz.ui.panels import PanelSpec
-from attnviz.ui.response_views import (check_head, compact_label, default_query, engine_scale, head_mask,
-                                       image_keys, n_heads, patch_weights, row_weights, token_of_patch)
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.image_overlay import PatchImageView
 

@@ -40,6 +40,9 @@ from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMe
                                QVBoxLayout, QWidget)
 
 from attnviz.model.commands import EditMask, SetKernel
+from attnviz.model.display.mask_snapshot import (Axes, Snapshot, Target, axes_from_response, axes_from_state,
+                                                 build_snapshot, describe_fully_masked)
+from attnviz.model.display.response_views import compact_labels
 from attnviz.model.mask_commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, PaintCells,
                                          PaintRect, RemovePresetTerm, SetBlockRule, SetPerHead, SplitBlock)
 from attnviz.model.segments import Segment
@@ -52,13 +55,10 @@ from attnviz.ui.mask_designer.legend import MaskLegend
 from attnviz.ui.mask_designer.preset_bar import PresetBar
 from attnviz.ui.mask_designer.role_dialog import ask_in_dialog, choose_vla_roles
 from attnviz.ui.mask_designer.rule_chooser import RuleChooser
-from attnviz.ui.mask_designer.snapshot import (Axes, Snapshot, Target, axes_from_response, axes_from_state,
-                                               build_snapshot, describe_fully_masked)
 from attnviz.ui.mask_designer.speed_test import time_flash
 from attnviz.ui.mask_designer.split_controls import SplitControls
 from attnviz.ui.mask_designer.tile_controls import TileControls
 from attnviz.ui.panels import PanelSpec
-from attnviz.ui.response_views import compact_labels
 from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
 from attnviz.ui.workspaces.area import ShareSplitter
 from attnviz.ui.workspaces.sidebar import VerticalScroll

@@ -13,12 +13,12 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from attnviz.model.display.overlays import segment_at
+from attnviz.model.display.pooling import pool_max
 from attnviz.model.segments import Segment
 from attnviz.ui import colormaps
 from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.matrix_frame import CellImageLayer, MatrixFrame, masked_colours
-from attnviz.ui.widgets.pooling import pool_max
-from attnviz.ui.widgets.rendering import segment_at
 
 
 @dataclass(frozen=True)

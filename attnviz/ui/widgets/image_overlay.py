@@ -12,9 +12,9 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsRectItem, QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
 
+from attnviz.model.display.cell_geometry import patch_index, patch_rect
 from attnviz.ui import colormaps
 from attnviz.ui.theme import Theme, current_theme
-from attnviz.ui.widgets.cell_geometry import patch_index, patch_rect
 
 
 class _ImageItem(pg.ImageItem):

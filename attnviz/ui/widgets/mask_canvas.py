@@ -25,13 +25,13 @@ from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
+from attnviz.model.display.cell_geometry import clamped_pixel_to_cell, line_cells, rect_between
+from attnviz.model.display.overlays import code_lut, hex_rgba, overlay_factor, upsample
+from attnviz.model.display.pooling import max_pool
 from attnviz.model.segments import Segment
 from attnviz.ui.theme import Theme, current_theme
-from attnviz.ui.widgets.cell_geometry import clamped_pixel_to_cell, line_cells, rect_between
 from attnviz.ui.widgets.matrix_frame import CellPicker, MatrixFrame
 from attnviz.ui.widgets.lut_image import LutImageItem
-from attnviz.ui.widgets.pooling import max_pool
-from attnviz.ui.widgets.rendering import code_lut, hex_rgba, overlay_factor, upsample
 
 EMPTY, PARTIAL, FULL = 0, 1, 2
 TOOLS = ("brush", "rect", "row", "column", "eraser")

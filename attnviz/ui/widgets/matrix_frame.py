@@ -13,11 +13,11 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
+from attnviz.model.display.cell_geometry import cell_to_image_index, pixel_to_cell, visible_region
+from attnviz.model.display.overlays import band_rgba, hatch_codes, hatch_lut, overlay_factor, strip_rgba
 from attnviz.model.segments import Segment
 from attnviz.ui.theme import Theme, current_theme
-from attnviz.ui.widgets.cell_geometry import cell_to_image_index, pixel_to_cell, visible_region
 from attnviz.ui.widgets.lut_image import LutImageItem
-from attnviz.ui.widgets.rendering import band_rgba, hatch_codes, hatch_lut, overlay_factor, strip_rgba
 from attnviz.ui.widgets.token_axis import TokenAxis
 
 

@@ -13,12 +13,12 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
+from attnviz.model.display.cell_geometry import mosaic_origin, mosaic_tile
+from attnviz.model.display.overlays import hex_rgba
+from attnviz.model.display.pooling import fitting_mask, pool_max
 from attnviz.ui import colormaps
 from attnviz.ui.theme import Theme, current_theme
-from attnviz.ui.widgets.cell_geometry import mosaic_origin, mosaic_tile
 from attnviz.ui.widgets.matrix_frame import masked_colours
-from attnviz.ui.widgets.pooling import fitting_mask, pool_max
-from attnviz.ui.widgets.rendering import hex_rgba
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 import pyqtgraph as pg
 from PySide6.QtGui import QFont, QFontMetricsF
 
-from attnviz.ui.widgets.cell_geometry import AXIS_LABEL_CHARS, compact_label, label_step, labelled_cells
+from attnviz.model.display.cell_geometry import AXIS_LABEL_CHARS, compact_label, label_step, labelled_cells
 
 # widest label measured exactly; beyond this many labels the rest are estimated from character count
 _MEASURE_LIMIT = 4096
@@ -17,7 +17,7 @@ _MEASURE_LIMIT = 4096
 
 def display_label(text: str, max_chars: int) -> str:
     """Token text made printable on one line and cut to ``max_chars`` characters in the middle, by
-    the same rule as :func:`~attnviz.ui.widgets.cell_geometry.compact_label` (a block's token index stays)."""
+    the same rule as :func:`~attnviz.model.display.cell_geometry.compact_label` (a block's token index stays)."""
     s = str(text)
     if len(s) <= max_chars and s.isprintable():  # the common case: nothing to replace or cut
         return s

@@ -8,9 +8,11 @@ import pytest
 from PySide6.QtCore import Qt
 
 from attnviz.model.commands import EditMask
+from attnviz.model.display.head_grid import grid_columns
+from attnviz.model.display.overview import overview_image
+from attnviz.model.display.response_views import engine_scale, row_weights
 from attnviz.model.mask_commands import PaintRow
-from attnviz.ui.panels.heatmap_panel import HeatmapPanel, grid_columns, grid_layout, overview_image
-from attnviz.ui.response_views import engine_scale, row_weights
+from attnviz.ui.panels.heatmap_panel import HeatmapPanel
 
 
 def _panel(qtbot, ctx):
@@ -135,15 +137,6 @@ def test_show_mask_in_cross_attention_draws_every_heads_map(qtbot, make_ctx, res
     qtbot.waitUntil(lambda: p.grid.grid_shape() == (2, 1) and p.grid._levels == (0.0, 1.0), timeout=5000)
     assert errors == [] and p.mode == "dense"
     np.testing.assert_array_equal(p.current_matrix()[0].astype(bool), resp.mask)
-
-
-def test_grid_layout_is_a_full_rectangle():
-    assert [grid_columns(n) for n in (1, 2, 3, 4, 6, 8, 12)] == [1, 1, 1, 2, 2, 2, 3]
-    maps = np.arange(8 * 3 * 3, dtype=float).reshape(8, 3, 3)
-    g, m, titles = grid_layout(maps, np.ones((8, 3, 3), bool))
-    assert g.shape == (4, 2, 3, 3) and m.shape == (4, 2, 3, 3)
-    np.testing.assert_array_equal(g[2, 1], maps[5])
-    assert titles[0] == "h0–1"
 
 
 @pytest.mark.slow

@@ -7,9 +7,10 @@ import numpy as np
 from PySide6.QtCore import QMimeData, QPointF, Qt
 from PySide6.QtGui import QDropEvent
 
+from attnviz.model.source_list import ROLES
 from attnviz.model.state import CrossConfig
 from attnviz.ui.panels.heatmap_panel import HeatmapPanel
-from attnviz.ui.panels.inputs_panel import ROLE_COLUMN, ROLES, InputsPanel
+from attnviz.ui.panels.inputs_panel import ROLE_COLUMN, InputsPanel
 
 
 def _show(qtbot, w, size=(420, 760)):

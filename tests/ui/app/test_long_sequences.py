@@ -13,12 +13,12 @@ from attnviz.engine import TiledMask
 from attnviz.model import compute, compute_cache
 from attnviz.model.commands import EditMask, set_view
 from attnviz.model.compute import ComputeRequest, run
+from attnviz.model.display.response_views import cell_values, engine_scale, row_weights
 from attnviz.model.mask_commands import PaintRow
 from attnviz.model.mask_presets import preset
 from attnviz.model.state import CustomSource, ModelConfig, SessionState
 from attnviz.ui.diagnostics.common import head_mask
-from attnviz.ui.panels.heatmap_panel import HeatmapPanel, overview_grid, overview_image
-from attnviz.ui.response_views import cell_values, engine_scale, row_weights
+from attnviz.ui.panels.heatmap_panel import HeatmapPanel
 
 T = 320
 LOWERED = 100 * 100  # the dense-mask size that keeps this T's mask per tile
@@ -71,22 +71,6 @@ def test_readout_and_rows_come_from_the_tiled_mask():
     np.testing.assert_array_equal(head_mask(tiled, 1, slice(0, 64)), head_mask(dense, 1, slice(0, 64)))
     with pytest.raises(ValueError, match="rows"):
         head_mask(tiled, 0)
-
-
-def test_overviews_with_a_tiled_mask_match_the_dense_ones_where_cells_are_allowed():
-    st, tiled, dense = pair()
-    scale = engine_scale(st)
-    for head in (0, "mean"):
-        for region in [((0, T), (0, T)), ((40, 200), (10, 180))]:
-            a = overview_image(tiled, head, scale, "max", (64, 48), *region)
-            b = overview_image(dense, head, scale, "max", (64, 48), *region)
-            ok = ~np.isnan(b)
-            assert np.all(~np.isnan(a)[ok])  # every pixel with an allowed cell is drawn
-            np.testing.assert_allclose(a[ok], b[ok], rtol=1e-5)
-    maps_t, ok_t = overview_grid(tiled, scale, "max", tile=32)
-    maps_d, ok_d = overview_grid(dense, scale, "max", tile=32)
-    assert np.all(ok_t[ok_d])
-    np.testing.assert_allclose(maps_t[ok_d], maps_d[ok_d], rtol=1e-5)
 
 
 def test_the_heatmap_shows_the_overview_and_says_the_mask_is_kept_per_tile(qtbot, make_ctx, respond, lowered):

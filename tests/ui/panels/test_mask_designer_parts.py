@@ -1,6 +1,5 @@
 """The designer's pure parts: text parsing of ar_mask vectors and document lengths, block-grid hit
-testing, how edits are aimed at the shared mask or a head, the fully-masked sentence, and the
-flash-timing function's argument checks and result."""
+testing, and the flash-timing function's argument checks and result."""
 
 from __future__ import annotations
 
@@ -9,16 +8,13 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from attnviz.model.commands import EditMask  # noqa: E402
-from attnviz.model.mask_commands import OnHead, PaintCells  # noqa: E402
-from attnviz.model.mask_design import MaskDesign  # noqa: E402
+from attnviz.model.display.mask_snapshot import Axes, Target, build_snapshot  # noqa: E402
 from attnviz.model.mask_presets import preset  # noqa: E402
 from attnviz.model.mask_rules import Rule  # noqa: E402
 from attnviz.model.segments import Segment  # noqa: E402
 from attnviz.ui.mask_designer.block_grid import GridGeometry  # noqa: E402
 from attnviz.ui.mask_designer.preset_bar import parse_lengths  # noqa: E402
 from attnviz.ui.mask_designer.rule_chooser import parse_bits  # noqa: E402
-from attnviz.ui.mask_designer.snapshot import Axes, Target, build_snapshot, describe_fully_masked  # noqa: E402
 from attnviz.ui.mask_designer.speed_test import time_flash  # noqa: E402
 
 
@@ -45,55 +41,6 @@ def test_grid_geometry_hits():
     assert g.cell_rect(1, 1).topLeft().x() == 140 and g.cell_rect(1, 1).topLeft().y() == 120
 
 
-def test_target_lifts_edits_to_the_shared_mask_or_a_head():
-    inner = PaintCells([(0, 1)], "deny", stroke=3)
-    shared = Target().lift(inner)
-    assert shared == EditMask(inner) and shared.merge_key is not None
-    head = Target(2).lift(inner)
-    assert head == EditMask(OnHead(2, inner))
-    assert head.merge_key != shared.merge_key
-    design = MaskDesign(default_rule=Rule.causal()).with_head(1, MaskDesign(default_rule=Rule.deny()))
-    assert Target().design(design) == MaskDesign(default_rule=Rule.causal())
-    assert Target(1).design(design) == MaskDesign(default_rule=Rule.deny())
-    assert Target(0).design(design) == MaskDesign(default_rule=Rule.causal())
-    assert Target(1).owns(design) and not Target(0).owns(design)
-
-
-def _axes(lengths, names):
-    segs, pos = [], 0
-    for n, name in zip(lengths, names):
-        segs.append(Segment(name, pos, pos + n))
-        pos += n
-    labels = tuple(f"t{i}" for i in range(pos))
-    return Axes(tuple(segs), tuple(segs), pos, pos, labels, labels, False)
-
-
-def test_snapshot_counts_fully_masked_rows_of_any_head():
-    axes = _axes([3, 4], ["image", "fast"])
-    design = preset("vla", list(axes.q_segments)).with_head(
-        1, MaskDesign(default_rule=Rule.allow()).with_rule("fast", "image", Rule.deny())
-        .with_rule("fast", "fast", Rule.deny()))
-    snap = build_snapshot(design, axes, Target(), 4, 4, nh=2)
-    assert not snap.fully_masked.any()
-    assert np.flatnonzero(snap.all_heads_fully_masked).tolist() == [3, 4, 5, 6]
-    assert snap.heads_differ
-    assert [b.name for b in snap.q_blocks] == ["image", "fast"]
-    assert snap.cells[1][1].rule == Rule.causal() and snap.cells[1][1].explicit
-    head = build_snapshot(design, axes, Target(1), 4, 4, nh=2)
-    assert np.flatnonzero(head.fully_masked).tolist() == [3, 4, 5, 6]
-    assert not head.cells[0][0].explicit  # the default rule
-
-
-def test_describe_fully_masked():
-    rows = np.zeros(20, dtype=bool)
-    assert describe_fully_masked(rows) == "no query row is fully masked"
-    rows[[2]] = True
-    assert describe_fully_masked(rows, ["a", "b", "c"]).startswith("1 query row is fully masked: 2 (c)")
-    rows[3:15] = True
-    text = describe_fully_masked(rows)
-    assert text.startswith("13 query rows are fully masked") and "and 5 more" in text
-
-
 def test_time_flash_checks_its_arguments_and_measures():
     rng = np.random.default_rng(0)
     q = rng.standard_normal((2, 24, 8))  # (nh, Tq, hs)
@@ -111,6 +58,15 @@ def test_time_flash_checks_its_arguments_and_measures():
     assert res.skipped == pytest.approx(100 * 3 / 9)  # 3 of 9 tiles lie above the diagonal
     assert res.speedup == pytest.approx(res.dense_s / res.masked_s)
     assert "x" in res.text() and "median of 2" in res.text()
+
+
+def _axes(lengths, names):
+    segs, pos = [], 0
+    for n, name in zip(lengths, names):
+        segs.append(Segment(name, pos, pos + n))
+        pos += n
+    labels = tuple(f"t{i}" for i in range(pos))
+    return Axes(tuple(segs), tuple(segs), pos, pos, labels, labels, False)
 
 
 def test_block_grid_labels_say_what_a_prefix_lm_preset_allows(qtbot):

@@ -11,9 +11,9 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
+from attnviz.model.display.mask_snapshot import Target  # noqa: E402
 from attnviz.model.mask_analysis import tile_states_bruteforce  # noqa: E402
 from attnviz.model.mask_commands import PaintRow  # noqa: E402
-from attnviz.ui.mask_designer.snapshot import Target  # noqa: E402
 from test_mask_designer_support import drag_cells, make_panel, percent_in  # noqa: E402
 
 

@@ -13,10 +13,10 @@ pytest.importorskip("PySide6")
 
 from attnviz.checkpoints import decoder_run, load_checkpoint  # noqa: E402
 from attnviz.checkpoints.decoder_run import run_decoder  # noqa: E402
+from attnviz.checkpoints.study import LongOutcome  # noqa: E402
 from attnviz.model.demos import build_demo  # noqa: E402
 from attnviz.model.session import Session  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
-from attnviz.ui.model_view.decoder_view import LongOutcome  # noqa: E402
 from attnviz.ui.model_view.panel import ModelViewPanel  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "checkpoints"
@@ -104,9 +104,9 @@ def test_long_input_is_drawn_by_overviews_and_zooms_to_cells(qtbot, monkeypatch)
 
 
 def test_a_cached_model_is_never_loaded_without_being_chosen(qtbot, hub, monkeypatch):
-    import attnviz.ui.model_view.panel as panel_module
+    import attnviz.checkpoints.study as study_module
 
-    monkeypatch.setattr(panel_module, "ready_models", lambda: [])
+    monkeypatch.setattr(study_module, "ready_models", lambda: [])
     ctx = AppContext(Session(build_demo("river-bank")))
     panel = ModelViewPanel(ctx, auto_load=True)
     qtbot.addWidget(panel)

@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("PySide6")
 
 from attnviz.checkpoints import load_checkpoint, run_image, run_text  # noqa: E402
+from attnviz.checkpoints.views import DEFAULT_SENTENCE  # noqa: E402
 from attnviz.model.demos import build_demo  # noqa: E402
 from attnviz.model.session import Session  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
 from attnviz.ui.model_view.panel import TAB_HEADS, TAB_IMAGE, ModelViewPanel  # noqa: E402
-from attnviz.ui.model_view.views import DEFAULT_SENTENCE  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "checkpoints"
 WAIT_MS = 30000

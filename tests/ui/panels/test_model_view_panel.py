@@ -16,13 +16,13 @@ pytest.importorskip("PySide6")
 
 from attnviz.checkpoints import (attention_rollout, cls_attention_maps, head_summaries, load_checkpoint,  # noqa: E402
                                  ready_models, run_image, run_text)
+from attnviz.checkpoints.views import DEFAULT_SENTENCE, OverlaySpec  # noqa: E402
 from attnviz.model.demos import build_demo  # noqa: E402
 from attnviz.model.session import Session  # noqa: E402
 from attnviz.sources.image import bundled_image, load_image  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
 from attnviz.ui.latest_job import LatestJob  # noqa: E402
 from attnviz.ui.model_view.panel import OPEN_IMAGE, TAB_HEADS, TAB_IMAGE, ModelViewPanel  # noqa: E402
-from attnviz.ui.model_view.views import DEFAULT_SENTENCE, OverlaySpec  # noqa: E402
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE  # noqa: E402
 from attnviz.ui.panels import discover_panels  # noqa: E402
 

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
 
+from attnviz.model.display.pooling import pool_max
 from attnviz.model.segments import Segment
 from attnviz.ui import colormaps
 from attnviz.ui.theme import apply_theme
 from attnviz.ui.widgets.heatmap import AttentionHeatmap, HeatmapConfig
-from attnviz.ui.widgets.pooling import pool_max
 import widget_samples
 
 

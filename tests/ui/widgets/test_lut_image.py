@@ -5,9 +5,9 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtGui import QImage
 
+from attnviz.model.display.overlays import code_lut, hatch_codes, hatch_lut
 from attnviz.ui import colormaps
 from attnviz.ui.widgets.lut_image import LutImageItem, premultiplied_argb32
-from attnviz.ui.widgets.rendering import code_lut, hatch_codes, hatch_lut
 
 
 def _pixels(item) -> np.ndarray:

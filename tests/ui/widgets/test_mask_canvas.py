@@ -5,12 +5,12 @@ import pytest
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtWidgets import QGraphicsItem
 
+from attnviz.model.display.cell_geometry import line_cells
+from attnviz.model.display.overlays import hex_rgba
 from attnviz.ui.theme import current_theme
-from attnviz.ui.widgets.cell_geometry import line_cells
 from attnviz.ui.widgets.mask_canvas import (ALLOW, DENY, EMPTY, FULL, OUTLINE, PAINT_ALLOW, PAINT_DENY, PARTIAL, RULE_ALLOW,
                                            RULE_DENY, MaskCanvas, mask_codes, mask_colours, mask_rgba, state_codes,
                                            tile_rects)
-from attnviz.ui.widgets.rendering import hex_rgba
 
 T = 16
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 
+from attnviz.model.display.pooling import pool_max
 from attnviz.model.segments import Segment
 from attnviz.ui.widgets.image_overlay import PatchImageView
-from attnviz.ui.widgets.pooling import pool_max
 from attnviz.ui.widgets.small_multiples import HeadGrid, build_mosaic, tile_shape
 from attnviz.ui.widgets.token_chips import TokenChips, chip_text, flow_layout
 from attnviz.ui import colormaps

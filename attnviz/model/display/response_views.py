@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.model.display.cell_geometry import AXIS_LABEL_CHARS, compact_label  # noqa: F401 - callers import them here
 from attnviz.model.score_rules import dot_scale
-from attnviz.ui.widgets.cell_geometry import AXIS_LABEL_CHARS, compact_label  # noqa: F401 - callers import them here
 
 MATRICES = ("weights", "scores", "output", "mask")
 
@@ -217,4 +217,14 @@ def token_of_patch(tokens, source: str, patch: int) -> int | None:
     for i, t in enumerate(tokens):
         if t.source == source and t.kind == "image" and t.patch == patch:
             return i
+    return None
+
+
+def query_offset(resp, name: str) -> int | None:
+    """Index of the first query token of source ``name`` in the last response, or None."""
+    if resp is None or not resp.ok:
+        return None
+    for seg in resp.query_segments:
+        if seg.name == name:
+            return seg.start
     return None

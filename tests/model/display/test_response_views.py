@@ -1,5 +1,6 @@
 """The pure read-outs of a ComputeResponse the panels draw: matrices per head, rows and cells
-recomputed from q, k and lse for long sequences, and an image's patches among the keys."""
+recomputed from q, k and lse for long sequences, an image's patches among the keys, where a source's
+queries start, and axis labels cut in the middle."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import pytest
 from attnviz.model.commands import EditMask
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.demos import build_demo
+from attnviz.model.display.response_views import (cell_values, check_head, compact_label, compact_labels,
+                                                  default_query, engine_scale, fully_masked_rows, image_keys,
+                                                  matrix_view, patch_weights, query_offset, row_weights,
+                                                  token_of_patch)
 from attnviz.model.mask_commands import PaintRow
-from attnviz.ui.response_views import (cell_values, check_head, default_query, engine_scale, fully_masked_rows,
-                                       image_keys, matrix_view, patch_weights, row_weights, token_of_patch)
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +100,21 @@ def test_image_patches_among_the_keys():
     assert token_of_patch(resp.query_tokens, "image", 13) == 14
     assert image_keys(resp.key_tokens, "nope") is None
     assert check_head(resp, "mean") == "mean" and check_head(resp, 99) == 0
+
+
+def test_query_offset_is_where_a_sources_queries_start(vla):
+    _, resp, _ = vla
+    segs = resp.query_segments
+    assert len(segs) > 1
+    assert [query_offset(resp, s.name) for s in segs] == [s.start for s in segs]
+    assert query_offset(resp, "no such source") is None
+    assert query_offset(None, segs[0].name) is None
+
+
+def test_compact_labels_keep_the_token_index():
+    assert compact_label("fast actions3") == "fast actio…3"
+    assert compact_label("expert actions15") == "expert ac…15"
+    assert len(compact_label("a_very_long_word_piece")) == 12
+    assert compact_label("p12") == "p12" and compact_label("exactly12chr") == "exactly12chr"
+    labels = compact_labels([f"fast actions{i}" for i in range(8)])
+    assert len(set(labels)) == 8  # rows stay distinguishable

@@ -62,7 +62,7 @@ def cell_to_pixel(row: int, col: int, image_shape, extent) -> tuple[float, float
 
 def cell_to_image_index(row: int, col: int, image_shape, extent) -> tuple[int, int]:
     """Index (y, x) of the image pixel under the centre of cell (row, col) — the pixel whose
-    pooling bin holds the cell (see attnviz.ui.widgets.pooling)."""
+    pooling bin holds the cell (see attnviz.model.display.pooling)."""
     H, W, r0, r1, c0, c1 = _check_extent(image_shape, extent)
     if not (r0 <= row < r1 and c0 <= col < c1):
         raise ValueError(f"cell ({row}, {col}) is outside extent {extent}")

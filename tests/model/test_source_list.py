@@ -1,23 +1,13 @@
-"""Pure helpers of the inputs and heatmap panels: axis labels cut in the middle, cross-attention roles
-of the sources, and where a dragged source lands."""
+"""The inputs panel's source list without Qt: cross-attention roles of the sources, and where a
+dragged source lands."""
 
 from __future__ import annotations
 
 import pytest
 
 from attnviz.model.demos import build_demo
+from attnviz.model.source_list import cross_from_roles, default_cross, drop_target, source_roles
 from attnviz.model.state import CrossConfig, CustomSource, SessionState, TextSource
-from attnviz.ui.panels.inputs_panel import cross_from_roles, default_cross, drop_target, source_roles
-from attnviz.ui.response_views import compact_label, compact_labels
-
-
-def test_compact_labels_keep_the_token_index():
-    assert compact_label("fast actions3") == "fast actio…3"
-    assert compact_label("expert actions15") == "expert ac…15"
-    assert len(compact_label("a_very_long_word_piece")) == 12
-    assert compact_label("p12") == "p12" and compact_label("exactly12chr") == "exactly12chr"
-    labels = compact_labels([f"fast actions{i}" for i in range(8)])
-    assert len(set(labels)) == 8  # rows stay distinguishable
 
 
 def _state(cross=None):
@@ -55,11 +45,3 @@ def test_cross_from_roles_keeps_existing_order_and_refuses_an_empty_side():
 ])
 def test_drop_target(src, over, below, expect):
     assert drop_target(src, over, below, 4) == expect
-
-
-def test_the_token_axis_cuts_labels_like_compact_label():
-    from attnviz.ui.widgets.token_axis import display_label
-
-    assert display_label("fast actions3", 12) == compact_label("fast actions3") == "fast actio…3"
-    assert display_label("line\nbreak and more text7", 12) == "line↵break…7"  # printable first, then cut
-    assert display_label("short", 12) == "short"

@@ -7,6 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
+from attnviz.model.display.pooling import pool_edges
 from attnviz.model.segments import Segment
 
 # largest side, in image pixels, an upsampled overlay may reach (memory bound of the hatch)
@@ -104,8 +105,6 @@ MAX_STRIP = 4096
 
 
 def _bins(n: int, max_len: int) -> np.ndarray:
-    from attnviz.ui.widgets.pooling import pool_edges
-
     return pool_edges(n, min(n, max_len))[:-1]  # (m,) first cell of each display bin
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attnviz.ui.widgets.pooling import max_pool, pool_edges, pool_max, pool_mean
+from attnviz.model.display.pooling import max_pool, pool_edges, pool_max, pool_mean
 
 
 def test_isolated_maximum_stays_visible():

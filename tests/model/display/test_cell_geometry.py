@@ -1,4 +1,4 @@
-"""The pure pixel/cell/patch/tile arithmetic of the widgets."""
+"""The pixel/cell/patch/tile arithmetic behind the widgets."""
 
 import math
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnviz.ui.widgets import cell_geometry as g
-from attnviz.ui.widgets.pooling import pool_edges
+from attnviz.model.display import cell_geometry as g
+from attnviz.model.display.pooling import pool_edges
 
 
 def test_pixel_to_cell_identity_extent():
