@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from attnviz.model.mask_design import BlockSplit, MaskDesign, PresetTerm
-from attnviz.model.mask_paint import CellOverrides
-from attnviz.model.mask_presets import segments_from_lengths
-from attnviz.model.mask_rules import Rule, make_attn_mask
+from attnviz.model.mask.design import BlockSplit, MaskDesign, PresetTerm
+from attnviz.model.mask.paint import CellOverrides
+from attnviz.model.mask.rules import Rule, make_attn_mask
 from attnviz.model.segments import Segment
+from mask_oracles import segments_from_lengths
 
 
 def ij(Tq, Tk):

@@ -14,14 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnviz.model.mask_analysis import ar_mask_from_mask, seqlens_from_mask
-from attnviz.model.mask_design import BlockSplit, MaskDesign, PresetTerm
-from attnviz.model.mask_export import (design_from_dense, design_from_json, design_to_json, export_mask,
+from attnviz.model.mask.analysis import ar_mask_from_mask, seqlens_from_mask
+from attnviz.model.mask.design import BlockSplit, MaskDesign, PresetTerm
+from attnviz.model.mask.export import (design_from_dense, design_from_json, design_to_json, export_mask,
                                        flex_mask_mod_source, import_mask, load_ar_mask, load_npy)
-from attnviz.model.mask_paint import CellOverrides
-from attnviz.model.mask_presets import preset, segments_from_lengths
-from attnviz.model.mask_rules import Rule, make_attn_mask
+from attnviz.model.mask.paint import CellOverrides
+from attnviz.model.mask.presets import preset
+from attnviz.model.mask.rules import Rule, make_attn_mask
 from attnviz.model.segments import Segment
+from mask_oracles import segments_from_lengths
 
 VLA_NAMES = ["image", "prompt", "fast", "expert"]
 
@@ -297,7 +298,7 @@ def test_dense_import_prefers_simple_structure():
 
 
 def test_flex_source_for_a_vla_term_with_a_segment_without_role():
-    from attnviz.model.mask_presets import combine_preset
+    from mask_oracles import combine_preset
 
     segs = segments_from_lengths([2, 2, 2, 3], ["image", "fast", "expert", "notes"])
     d = combine_preset(MaskDesign(default_rule=Rule.sliding_window(3)), "vla", "or")

@@ -12,9 +12,9 @@ from hypothesis.extra.numpy import arrays
 
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.frozen import FrozenArray
-from attnviz.model.mask_design import MaskDesign, PresetTerm
-from attnviz.model.mask_paint import CellOverrides
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.design import MaskDesign, PresetTerm
+from attnviz.model.mask.paint import CellOverrides
+from attnviz.model.mask.rules import Rule
 from attnviz.model.positional import KINDS, PositionalConfig
 from attnviz.model.score_rules import RULES, ScoreRuleConfig
 from attnviz.model.state import (KERNEL_NAMES, NORMALISATIONS, PALETTE, VIEW_MATRICES, CrossConfig,

@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMe
                                QVBoxLayout, QWidget)
 
 from attnviz.model.commands import EditMask, SetKernel
-from attnviz.model.mask_commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, PaintCells,
+from attnviz.model.mask.commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, PaintCells,
                                          PaintRect, RemovePresetTerm, SetBlockRule, SetPerHead, SplitBlock)
 from attnviz.model.segments import Segment
 from attnviz.model.state import FIELDS

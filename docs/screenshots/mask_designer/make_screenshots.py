@@ -15,7 +15,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QApplication
 
 from attnviz.model.demos import build_demo
-from attnviz.model.mask_commands import PaintCells, PaintRect, PaintRow, SplitBlock
+from attnviz.model.mask.commands import PaintCells, PaintLines, PaintRect, SplitBlock
 from attnviz.model.session import Session
 from attnviz.ui.context import AppContext
 from attnviz.ui.panels.mask_designer_panel import MaskDesignerPanel
@@ -52,7 +52,7 @@ def main() -> int:
     panel.execute(t.lift(SplitBlock("image", 5)))
     panel.execute(t.lift(PaintRect(0, 5, 36, 40, "allow")))  # image.1 peeks at the first expert tokens
     panel.execute(t.lift(PaintCells([(30, 29), (31, 29), (32, 29), (33, 30)], "deny")))
-    panel.execute(t.lift(PaintRow((22,), ctx.response.Tk, "deny")))  # one prompt token sees nothing
+    panel.execute(t.lift(PaintLines("row", (22,), ctx.response.Tk, "deny")))  # one prompt token sees nothing
     settle(app, ctx, panel)
     panel.grab().save(str(OUT / "painted.png"))
 

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from attnviz.model.commands import EditMask
-from attnviz.model.mask_commands import PaintRow
+from attnviz.model.mask.commands import PaintLines
 from attnviz.ui.panels.heatmap_panel import HeatmapPanel, grid_columns, grid_layout, overview_image
 from attnviz.ui.response_views import engine_scale, row_weights
 
@@ -77,7 +77,7 @@ def test_masked_cells_and_fully_masked_rows_are_marked(qtbot, make_ctx, respond)
     ctx = make_ctx("vla-mask")
     p = _panel(qtbot, ctx)
     resp = respond(ctx)
-    assert ctx.execute(EditMask(PaintRow((5,), resp.Tk, "deny")))
+    assert ctx.execute(EditMask(PaintLines("row", (5,), resp.Tk, "deny")))
     with qtbot.waitSignal(p.rendered, timeout=30000):
         resp = respond(ctx)
     flags = p.heatmap.frame.row_flags
