@@ -1,6 +1,6 @@
 """What the mask tests build designs with and compare the product against: segments from lengths,
-AND / OR combinations of designs, and brute-force references for tiles, fully masked rows and
-ar_masks."""
+preset terms, AND / OR combinations of designs, and brute-force references for tiles, fully masked
+rows and ar_masks."""
 
 from __future__ import annotations
 
@@ -31,10 +31,14 @@ def combine(a: MaskDesign, b: MaskDesign, op: str = "and") -> MaskDesign:
     return replace(a, presets=a.presets + (PresetTerm(op, "design", "{}", b),))
 
 
+def preset_term(op: str, name: str, **params) -> PresetTerm:
+    """The preset term AND-ing / OR-ing the named preset with these parameters."""
+    return PresetTerm(op, name, json.dumps(clean_params(params), sort_keys=True))
+
+
 def combine_preset(design: MaskDesign, name: str, op: str = "and", **params) -> MaskDesign:
     """``design`` with the named preset AND-ed / OR-ed on, re-evaluated for the current segments."""
-    params = clean_params(params)
-    return replace(design, presets=design.presets + (PresetTerm(op, name, json.dumps(params, sort_keys=True)),))
+    return replace(design, presets=design.presets + (preset_term(op, name, **params),))
 
 
 def ar_mask_from_design(design: MaskDesign, segments, T: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -42,7 +42,7 @@ from attnviz.model.mask.rules import Rule
 from attnviz.model.segments import Segment, check_contiguous
 
 MASK_DESIGN_VERSION = 2  # 2: the VLA roles of segments ("roles"); a design without roles is still written as 1
-VLA_ROLE_CODES = ("I", "P", "A", "E")  # image, prompt / state, FAST action tokens, action-expert tokens
+VLA_ROLES = ("I", "P", "A", "E")  # image, prompt / state, FAST action tokens, action-expert tokens
 MAX_NESTING = 8  # designs nested in preset terms / heads, deeper payloads are refused
 COMBINE_OPS = ("and", "or")
 
@@ -144,10 +144,6 @@ class PresetTerm:
         if self.name != "design":
             term_evaluator(self.name).check(params)
 
-    @classmethod
-    def make(cls, op: str, name: str, **params) -> "PresetTerm":
-        return cls(op, name, json.dumps(_jsonable(params), sort_keys=True))
-
     @property
     def params(self) -> dict:
         return json.loads(self.params_json)
@@ -157,16 +153,6 @@ class PresetTerm:
             return f"{self.op.upper()} design"
         args = ", ".join(f"{k}={v}" for k, v in self.params.items())
         return f"{self.op.upper()} {self.name}" + (f"({args})" if args else "")
-
-
-def _jsonable(v):
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
 
 
 @dataclass(frozen=True)
@@ -244,7 +230,7 @@ class MaskDesign:
         for item in self.roles:
             if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
                 raise ValueError(f"a VLA role must be a (segment name, role) pair, got {item!r}")
-            if item[1] not in VLA_ROLE_CODES:
+            if item[1] not in VLA_ROLES:
                 raise ValueError(f"role of segment {item[0]!r} must be one of I, P, A, E, got {item[1]!r}")
             roles[item[0]] = item[1]
         object.__setattr__(self, "roles", tuple(sorted(roles.items())))

@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from attnviz.model.mask.design import MaskDesign, PresetTerm, TermEvaluator, register_term, resolve_axis
+from attnviz.model.mask.design import VLA_ROLES, MaskDesign, PresetTerm, TermEvaluator, register_term, resolve_axis
 from attnviz.model.mask.rules import Rule
 
 
@@ -53,7 +53,6 @@ PRESETS: dict[str, PresetInfo] = {
     "sliding_window": PresetInfo("Sliding window", ("w", "causal_window"), False),
     "vla": PresetInfo("Vision-language-action (seed 000)", ("roles",), False),
 }
-VLA_ROLES = ("I", "P", "A", "E")
 _ROLE_WORDS = (  # checked in this order: "expert actions" is E, "fast actions" is A
     ("E", ("expert", "noise", "flow")),
     ("A", ("fast", "action")),
