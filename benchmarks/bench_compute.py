@@ -36,8 +36,8 @@ from dataclasses import replace
 from attnviz.model.commands import EditMask, SetModel, SetView
 from attnviz.model import compute
 from attnviz.model.compute import ComputeRequest, run
-from attnviz.model.mask_commands import PaintCells
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.commands import PaintCells
+from attnviz.model.mask.presets import preset
 from attnviz.model.state import CustomSource, ModelConfig, SessionState
 
 EDITS = ("mask", "seed", "view")

@@ -54,7 +54,7 @@ from dataclasses import replace  # noqa: E402
 from attnviz.model.commands import EditMask, SetQKComponent, SetText, set_model  # noqa: E402
 from attnviz.model.display.head_grid import GRID_TILE  # noqa: E402
 from attnviz.model.display.pooling import pool_max  # noqa: E402
-from attnviz.model.mask_commands import PaintCells  # noqa: E402
+from attnviz.model.mask.commands import PaintCells  # noqa: E402
 from attnviz.model.session import Session  # noqa: E402
 from attnviz.model.sequence import assemble  # noqa: E402
 from attnviz.model.state import CustomSource, ModelConfig, SessionState, TextSource  # noqa: E402

@@ -143,7 +143,7 @@ def prepare_alibi(window, ctx):
 def prepare_mask_designer(window, ctx):
     """The VLA preset, then one prompt token allowed to see the FAST action tokens (a painted stroke)."""
     from attnviz.model.commands import EditMask
-    from attnviz.model.mask_commands import PaintCells
+    from attnviz.model.mask.commands import PaintCells
 
     window.panel("mask_designer").apply_preset("vla")
 

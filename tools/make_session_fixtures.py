@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 from attnviz.model.compute import ComputeRequest, run  # noqa: E402
 from attnviz.model.demos import build_demo  # noqa: E402
 from attnviz.model.frozen import FrozenArray  # noqa: E402
-from attnviz.model.mask_design import MaskDesign  # noqa: E402
-from attnviz.model.mask_paint import CellOverrides  # noqa: E402
-from attnviz.model.mask_rules import Rule  # noqa: E402
+from attnviz.model.mask.design import MaskDesign  # noqa: E402
+from attnviz.model.mask.paint import CellOverrides  # noqa: E402
+from attnviz.model.mask.rules import Rule  # noqa: E402
 from attnviz.model.state import CustomSource, SessionState, ViewState  # noqa: E402
 from attnviz.persist import SCHEMA_VERSION, save_session  # noqa: E402
 

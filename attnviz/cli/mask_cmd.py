@@ -9,7 +9,7 @@ sequence lengths (JSON). A mask that the chosen format cannot express is an erro
 
 from __future__ import annotations
 
-from attnviz.model.mask_export import EXPORT_FORMATS
+from attnviz.model.mask.export import EXPORT_FORMATS
 
 
 def register(subparsers) -> None:
@@ -29,7 +29,7 @@ def _one_line(text: str) -> str:
 
 def run_mask_export(args) -> int:
     from attnviz.cli import CliError
-    from attnviz.model.mask_export import export_mask
+    from attnviz.model.mask.export import export_mask
     from attnviz.model.sequence import assemble
     from attnviz.persist import SessionError, load_session
 

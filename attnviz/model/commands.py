@@ -12,7 +12,7 @@ Sources are addressed by name (names are unique). Commands:
   :class:`SetPatch`, :class:`SetCustomBlock`;
 * the rest: :class:`SetTokenizer`, :class:`SetCross`, :class:`SetModel`, :class:`SetWeight`,
   :class:`SetQKComponent`, :class:`SetPositional`, :class:`SetScoreRule`, :class:`SetKernel`,
-  :class:`SetMask`, :class:`EditMask` (lifts a ``attnviz.model.mask_commands`` command),
+  :class:`SetMask`, :class:`EditMask` (lifts a ``attnviz.model.mask.commands`` command),
   :class:`SetView`;
 * :class:`SetFields` (restore whole top-level fields; the inverse of structural edits) and
   :class:`Compound` (several commands as one undo step).
@@ -464,7 +464,7 @@ class SetMask(_ReplaceField):
 
 @dataclass(frozen=True)
 class EditMask:
-    """A mask-design command (``attnviz.model.mask_commands``) lifted to the session."""
+    """A mask-design command (``attnviz.model.mask.commands``) lifted to the session."""
 
     inner: Any  # a command whose apply(design) -> (design, inverse)
     label_override: str | None = None

@@ -40,7 +40,9 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.model.frozen import FrozenArray
+from attnviz.model.mask.presets import preset
 from attnviz.model.positional import PositionalConfig
+from attnviz.model.segments import Segment
 from attnviz.model.state import (CrossConfig, CustomSource, ImageSource, ModelConfig, SessionState, TextSource,
                                  ToySource, ViewState)
 
@@ -131,9 +133,6 @@ VLA_PROMPT = "pick up the red cup and put it on the tray"
 
 
 def _vla() -> SessionState:
-    from attnviz.model.mask_presets import preset
-    from attnviz.model.segments import Segment
-
     sources = (
         ImageSource("image", "#009e73", _image_bytes("harbour-wide.png"), patch=32, policy="resize",
                     target=(96, 160), class_token=False),
@@ -164,8 +163,6 @@ def long_context_text() -> str:
 
 
 def _long() -> SessionState:
-    from attnviz.model.mask_presets import preset
-
     src = TextSource("corpus", "#0072b2", long_context_text())
     return SessionState(sources=(src,), model=ModelConfig(d_model=64, nh=4, seed=0),
                         positional=PositionalConfig("rope"),

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from attnviz.model.frozen import FrozenArray
+from attnviz.model.mask.design import MaskDesign
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import ScoreRuleConfig
 from attnviz.model.sequence import MAX_TOKENS
@@ -287,8 +288,6 @@ def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
                 q, k = cells[outside[0], :2].tolist()
                 raise ValueError(f"mask.arrays[{n!r}] row {int(outside[0])}: painted cell ({q:,}, {k:,}) is outside "
                                  f"the token positions a sequence can have (0 .. {MAX_TOKENS - 1:,})")
-    from attnviz.model.mask_design import MaskDesign
-
     if not isinstance(mk["payload"], dict):
         raise ValueError("mask.payload must be a mapping")
     per_head = mk["payload"].get("heads", [])

@@ -15,7 +15,7 @@ gives the same attention, and so that every edit is a pure ``state -> state`` fu
 ``positional``  ``attnviz.model.positional.PositionalConfig``
 ``score_rule``  ``attnviz.model.score_rules.ScoreRuleConfig``
 ``kernel``      :class:`KernelConfig`: engine kernel and flash tile sizes
-``mask``        ``attnviz.model.mask_design.MaskDesign``
+``mask``        ``attnviz.model.mask.design.MaskDesign``
 ``view``        :class:`ViewState`: selected head / query / key, colormap, scale, shown matrix ...
 ==============  ===========================================================================
 
@@ -34,6 +34,7 @@ from typing import ClassVar, Union
 import numpy as np
 
 from attnviz.model.frozen import FrozenArray, frozen_float
+from attnviz.model.mask.design import MaskDesign
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import ScoreRuleConfig
 from attnviz.sources.custom import MAX_BLOCK_TOKENS
@@ -381,8 +382,6 @@ class ViewState:
 
 
 def _default_mask():
-    from attnviz.model.mask_design import MaskDesign
-
     return MaskDesign.default()
 
 

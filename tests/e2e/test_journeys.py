@@ -283,7 +283,7 @@ def test_killed_app_offers_its_autosave_on_the_next_start(app_runs):
 
 LONG_SEQUENCE = HELPERS + """
 from attnviz.model.commands import AddSource, SetMask
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.presets import preset
 from attnviz.model.state import CustomSource
 settle(120)
 heat = window.panel("heatmap")

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnviz.model.mask_analysis import (EMPTY, FULL, PARTIAL, fully_masked_row_indices, fully_masked_rows,
-                                         tile_states_bruteforce, tile_summary)
-from attnviz.model.mask_presets import preset, segments_from_lengths
+from attnviz.model.mask.analysis import EMPTY, FULL, PARTIAL, tile_summary
+from attnviz.model.mask.presets import preset
+from mask_oracles import fully_masked_row_indices, fully_masked_rows, segments_from_lengths, tile_states_bruteforce
 
 
 def brute_counts(mask: np.ndarray, bm: int, bn: int) -> tuple[int, int, int]:

@@ -9,8 +9,8 @@ import pytest
 
 from attnviz.cli import main
 from attnviz.model.demos import build_demo
-from attnviz.model.mask_export import evaluate_mask_mod, import_mask
-from attnviz.model.mask_rules import make_attn_mask
+from attnviz.model.mask.export import evaluate_mask_mod, import_mask
+from attnviz.model.mask.rules import make_attn_mask
 from attnviz.model.sequence import assemble
 from attnviz.persist import save_session
 
@@ -54,7 +54,7 @@ def test_unrepresentable_formats_fail_on_one_line(vla_session, tmp_path, capsys)
 def test_ar_mask_export_of_a_causal_session(tmp_path, capsys):
     from dataclasses import replace
 
-    from attnviz.model.mask_presets import preset
+    from attnviz.model.mask.presets import preset
 
     state = build_demo("river-bank")
     state = replace(state, mask=preset("prefix_lm", L=2))

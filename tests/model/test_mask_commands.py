@@ -8,13 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnviz.model.command import Command, merge_key
-from attnviz.model.mask_commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, OnHead, PaintCells,
-                                         PaintColumn, PaintRect, PaintRow, RemovePresetTerm, RestoreCells,
-                                         SetBlockRule, SetDefaultRule, SetPerHead, SplitBlock)
-from attnviz.model.mask_design import BlockSplit, MaskDesign
-from attnviz.model.mask_paint import CellOverrides
-from attnviz.model.mask_presets import preset, segments_from_lengths
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, OnHead, PaintCells,
+                                         PaintLines, PaintRect, RemovePresetTerm, RestoreCells, SetBlockRule,
+                                         SetDefaultRule, SetPerHead, SplitBlock)
+from attnviz.model.mask.design import BlockSplit, MaskDesign
+from attnviz.model.mask.paint import CellOverrides
+from attnviz.model.mask.presets import preset
+from attnviz.model.mask.rules import Rule
+from mask_oracles import segments_from_lengths
 
 SEGS = segments_from_lengths([3, 2, 4, 3], ["image", "prompt", "fast", "expert"])
 
@@ -33,8 +34,8 @@ COMMANDS = [
     PaintCells(((0, 5), (2, 2), (0, 5), (11, 11)), "deny"),
     PaintCells(((0, 5), (1, 6)), "erase"),
     PaintRect(1, 4, 2, 6, "allow"),
-    PaintRow((3, 0), 12, "deny"),
-    PaintColumn((6,), 12, "erase"),
+    PaintLines("row", (3, 0), 12, "deny"),
+    PaintLines("column", (6,), 12, "erase"),
     ClearPaint(),
     ClearPaint(rows=(0,)),
     ApplyPreset.make("vla", SEGS),
@@ -133,13 +134,13 @@ def test_stroke_merges_into_one_undo_step():
 
 def test_row_and_column_strokes_and_on_head_merge():
     d0 = start_design()
-    a, b = PaintRow((1,), 12, "deny", stroke=3), PaintRow((2,), 12, "deny", stroke=3)
+    a, b = PaintLines("row", (1,), 12, "deny", stroke=3), PaintLines("row", (2,), 12, "deny", stroke=3)
     assert merge_key(a) == merge_key(b)
     d1 = b.apply(a.apply(d0)[0])[0]
     merged = a.merge(b)
     assert merged.apply(d0)[0] == d1
     assert merged.apply(d0)[1].apply(d1)[0] == d0
-    c1, c2 = PaintColumn((0,), 12, "allow", stroke=4), PaintColumn((1,), 12, "allow", stroke=4)
+    c1, c2 = PaintLines("column", (0,), 12, "allow", stroke=4), PaintLines("column", (1,), 12, "allow", stroke=4)
     assert c1.merge(c2).apply(d0)[0] == c2.apply(c1.apply(d0)[0])[0]
     h1, h2 = OnHead(1, PaintCells(((0, 0),), "deny", stroke=9)), OnHead(1, PaintCells(((0, 1),), "deny", stroke=9))
     assert merge_key(h1) == merge_key(h2) is not None
@@ -164,7 +165,8 @@ _command = st.one_of(
     st.builds(SetDefaultRule, _rule),
     st.builds(PaintCells, st.lists(_cell, max_size=5).map(tuple), _value),
     st.builds(lambda r, c, v: PaintRect(r, r + 2, c, c + 3, v), st.integers(0, 12), st.integers(0, 12), _value),
-    st.builds(PaintRow, st.lists(st.integers(0, 12), min_size=1, max_size=2).map(tuple), st.just(12), _value),
+    st.builds(PaintLines, st.just("row"), st.lists(st.integers(0, 12), min_size=1, max_size=2).map(tuple),
+              st.just(12), _value),
     st.builds(ClearPaint),
     st.builds(lambda n: ApplyPreset.make(n, SEGS), st.sampled_from(["vla", "causal", "block_diagonal"])),
     st.builds(lambda w: CombinePreset.make("sliding_window", "or", w=w), st.integers(1, 4)),

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from attnviz.model.mask_design import BlockSplit, MaskDesign, PresetTerm
-from attnviz.model.mask_paint import CellOverrides
-from attnviz.model.mask_presets import segments_from_lengths
-from attnviz.model.mask_rules import Rule, make_attn_mask
+from attnviz.model.mask.design import BlockSplit, MaskDesign, PresetTerm
+from attnviz.model.mask.paint import CellOverrides
+from attnviz.model.mask.rules import Rule, make_attn_mask
 from attnviz.model.segments import Segment
+from mask_oracles import preset_term, segments_from_lengths
 
 
 def ij(Tq, Tk):
@@ -125,7 +125,7 @@ def test_painted_cells_override_rules_and_beyond_size_are_ignored():
 def test_preset_terms_apply_after_rules_and_before_paint():
     segs = segments_from_lengths([6])
     ov = CellOverrides.from_cells([5], [5], "deny")
-    d = MaskDesign(default_rule=Rule.causal(), presets=(PresetTerm.make("and", "sliding_window", w=2),),
+    d = MaskDesign(default_rule=Rule.causal(), presets=(preset_term("and", "sliding_window", w=2),),
                    overrides=ov)
     i, j = ij(6, 6)
     want = (j <= i) & (np.abs(i - j) < 2)
@@ -164,7 +164,7 @@ def sample_design() -> MaskDesign:
         rules=(("a.1", "b", Rule.causal()), ("b", "b", Rule.ar_mask([1, 0, 1], [1, 1, 0])),
                ("a", "a", Rule.anti_causal(align="block"))),
         splits=(BlockSplit("a", (1,), ("a.1", "a.2")),),
-        presets=(PresetTerm.make("or", "prefix_lm", L=1), PresetTerm("and", "design", "{}", inner)),
+        presets=(preset_term("or", "prefix_lm", L=1), PresetTerm("and", "design", "{}", inner)),
         overrides=CellOverrides.from_cells([0, 2, 7], [4, 1, 9], ["allow", "deny", "allow"]),
         heads=((2, MaskDesign(default_rule=Rule.causal(), overrides=CellOverrides.from_cells([0], [1], "allow"))),),
     )

@@ -14,14 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnviz.model.mask_analysis import ar_mask_from_mask, seqlens_from_mask
-from attnviz.model.mask_design import BlockSplit, MaskDesign, PresetTerm
-from attnviz.model.mask_export import (design_from_dense, design_from_json, design_to_json, export_mask,
+from attnviz.model.mask.analysis import ar_mask_from_mask, seqlens_from_mask
+from attnviz.model.mask.design import BlockSplit, MaskDesign
+from attnviz.model.mask.export import (design_from_dense, design_from_json, design_to_json, export_mask,
                                        flex_mask_mod_source, import_mask, load_ar_mask, load_npy)
-from attnviz.model.mask_paint import CellOverrides
-from attnviz.model.mask_presets import preset, segments_from_lengths
-from attnviz.model.mask_rules import Rule, make_attn_mask
+from attnviz.model.mask.paint import CellOverrides
+from attnviz.model.mask.presets import preset
+from attnviz.model.mask.rules import Rule, make_attn_mask
 from attnviz.model.segments import Segment
+from mask_oracles import preset_term, segments_from_lengths
 
 VLA_NAMES = ["image", "prompt", "fast", "expert"]
 
@@ -77,7 +78,7 @@ def test_flex_source_reproduces_painted_and_combined_masks():
     ov = CellOverrides.from_cells([0, 0, 0, 5, 11, 11, 20], [9, 10, 11, 0, 4, 5, 1],
                                   ["allow", "allow", "allow", "deny", "allow", "allow", "allow"])
     d = MaskDesign(d.default_rule, d.rules, (BlockSplit("fast", (1,), ("fast.1", "fast.2")),),
-                   (PresetTerm.make("or", "prefix_lm", L=2),), ov)
+                   (preset_term("or", "prefix_lm", L=2),), ov)
     src = flex_mask_mod_source(d, segs, verify=False)
     assert_tensor_safe(src)
     np.testing.assert_array_equal(run_mask_mod(src, 12, 12), d.compile(segs))
@@ -122,7 +123,7 @@ def designs(draw):
     presets = []
     for _ in range(draw(st.integers(0, 2))):
         name, params = draw(st.sampled_from(PRESET_CASES[:-1]))
-        presets.append(PresetTerm.make(draw(st.sampled_from(["and", "or"])), name, **params))
+        presets.append(preset_term(draw(st.sampled_from(["and", "or"])), name, **params))
     T = sum(lengths)
     n_paint = draw(st.integers(0, 8))
     cells = draw(st.lists(st.tuples(st.integers(0, T + 2), st.integers(0, T + 2)), min_size=n_paint, max_size=n_paint))
@@ -297,7 +298,7 @@ def test_dense_import_prefers_simple_structure():
 
 
 def test_flex_source_for_a_vla_term_with_a_segment_without_role():
-    from attnviz.model.mask_presets import combine_preset
+    from mask_oracles import combine_preset
 
     segs = segments_from_lengths([2, 2, 2, 3], ["image", "fast", "expert", "notes"])
     d = combine_preset(MaskDesign(default_rule=Rule.sliding_window(3)), "vla", "or")

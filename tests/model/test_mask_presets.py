@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
-from attnviz.model.mask_design import MaskDesign
-from attnviz.model.mask_presets import (PRESETS, ar_mask_from_design, combine, combine_preset, design_from_ar_mask,
-                                        preset, segments_from_lengths, vla_roles)
-from attnviz.model.mask_rules import Rule, make_attn_mask
+from attnviz.model.mask.design import MaskDesign
+from attnviz.model.mask.presets import PRESETS, design_from_ar_mask, preset, vla_roles
+from attnviz.model.mask.rules import Rule, make_attn_mask
 from attnviz.model.segments import Segment
+from mask_oracles import ar_mask_from_design, combine, combine_preset, segments_from_lengths
 
 
 def vla_brute(roles_per_token: list[str]) -> np.ndarray:

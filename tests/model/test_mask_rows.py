@@ -9,10 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from attnviz.model.mask_design import MaskDesign
-from attnviz.model.mask_paint import ALLOW, DENY, CellOverrides
-from attnviz.model.mask_presets import combine, combine_preset, preset, segments_from_lengths
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.design import MaskDesign
+from attnviz.model.mask.paint import ALLOW, DENY, CellOverrides
+from attnviz.model.mask.presets import preset
+from attnviz.model.mask.rules import Rule
+from mask_oracles import combine, combine_preset, segments_from_lengths
 
 NAMES = ["image", "prompt", "fast actions", "expert actions"]
 

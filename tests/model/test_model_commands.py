@@ -6,8 +6,8 @@ import pytest
 from attnviz.model import commands as C
 from attnviz.model.demos import build_demo
 from attnviz.model.frozen import FrozenArray
-from attnviz.model.mask_presets import preset
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.presets import preset
+from attnviz.model.mask.rules import Rule
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import ScoreRuleConfig
 from attnviz.model.state import (CrossConfig, CustomSource, ImageSource, SessionState, TextSource,
@@ -68,7 +68,7 @@ def test_remove_source_in_cross_restores_cross():
 
 
 def test_rename_carries_mask_rules_along():
-    from attnviz.model.mask_design import MaskDesign
+    from attnviz.model.mask.design import MaskDesign
 
     s0 = SessionState(sources=base().sources, mask=MaskDesign().with_rule("prompt", "cam", Rule.deny()))
     s1, inv = C.RenameSource("prompt", "words").apply(s0)
@@ -77,7 +77,7 @@ def test_rename_carries_mask_rules_along():
 
 
 def test_replace_with_a_new_name_undoes_the_mask_rename_too():
-    from attnviz.model.mask_design import MaskDesign
+    from attnviz.model.mask.design import MaskDesign
 
     s0 = SessionState(sources=base().sources, mask=MaskDesign().with_rule("prompt", "cam", Rule.deny()))
     s1, inv = C.ReplaceSource("prompt", TextSource("words", text="other")).apply(s0)

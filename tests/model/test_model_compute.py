@@ -10,8 +10,8 @@ from attnviz.model import sequence
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.frozen import FrozenArray
 from attnviz.model.heads import init_weights
-from attnviz.model.mask_design import MaskDesign
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.design import MaskDesign
+from attnviz.model.mask.presets import preset
 from attnviz.model.positional import PositionalConfig, alibi_bias
 from attnviz.model.score_rules import ScoreRuleConfig
 from attnviz.model.state import (CrossConfig, CustomSource, ImageSource, KernelConfig, ModelConfig, SessionState,
@@ -66,7 +66,7 @@ def test_uniform_rule_spreads_weight_evenly_over_allowed_keys():
 
 
 def test_fully_masked_rows_are_zero_with_minus_inf_lse_and_flagged():
-    from attnviz.model.mask_paint import DENY, CellOverrides
+    from attnviz.model.mask.paint import DENY, CellOverrides
 
     T = 5
     over = CellOverrides.from_cells([2] * T, list(range(T)), DENY)  # paint row 2 "deny"

@@ -17,8 +17,8 @@ from attnviz.model.commands import (EditMask, SetKernel, SetModel, SetPositional
 from attnviz.model.compute import EXACT_CELLS, ComputeRequest, run
 from attnviz.model.frozen import FrozenArray
 from attnviz.model.heads import init_weights
-from attnviz.model.mask_commands import OnHead, PaintCells, PaintRow
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.commands import OnHead, PaintCells, PaintLines
+from attnviz.model.mask.presets import preset
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import ScoreRuleConfig
 from attnviz.model.state import CustomSource, KernelConfig, ModelConfig, SessionState, TextSource, ToySource
@@ -98,12 +98,12 @@ def test_undoing_a_paint_stroke_gives_back_the_first_numbers():
 def test_painting_a_row_fully_masked_then_allowed_again():
     st = block_state(300)
     cold(st)
-    st2 = edit(st, EditMask(PaintRow((4,), 300, "deny")))
+    st2 = edit(st, EditMask(PaintLines("row", (4,), 300, "deny")))
     r = run(ComputeRequest(1, st2))
     assert r.recomputed_rows == 1 and r.fully_masked.tolist().count(True) == 1
     assert np.all(r.weights[:, 4] == 0) and np.all(r.output[:, 4] == 0) and np.all(np.isneginf(r.lse[:, 4]))
     assert_same(r, cold(st2))
-    st3 = edit(st2, EditMask(PaintRow((4,), 300, "allow")))
+    st3 = edit(st2, EditMask(PaintLines("row", (4,), 300, "allow")))
     cold(st2)
     r3 = run(ComputeRequest(2, st3))
     assert r3.recomputed_rows == 1 and not r3.fully_masked.any()

@@ -10,8 +10,8 @@ from attnviz.engine import TiledMask
 from attnviz.model import compute_cache, sequence
 from attnviz.model.commands import EditMask, SetKernel, set_view
 from attnviz.model.compute import ComputeRequest, run
-from attnviz.model.mask_commands import OnHead, PaintCells, PaintRow
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.commands import OnHead, PaintCells, PaintLines
+from attnviz.model.mask.presets import preset
 from attnviz.model.score_rules import ScoreRuleConfig
 from attnviz.model.state import CustomSource, ModelConfig, SessionState
 
@@ -31,7 +31,7 @@ def state(**kw) -> SessionState:
     st = SessionState(sources=(CustomSource("a", count=120, generator="noise", seed=1),
                                CustomSource("b", count=T - 120, generator="noise", seed=2)),
                       model=ModelConfig(d_model=32, nh=2, seed=3), mask=preset("sliding_window", (), w=50), **kw)
-    st = EditMask(PaintRow(7, T, "deny")).apply(st)[0]  # a fully masked row
+    st = EditMask(PaintLines("row", 7, T, "deny")).apply(st)[0]  # a fully masked row
     return EditMask(OnHead(1, PaintCells(((20, 250), (21, 0)), "allow"))).apply(st)[0]
 
 
@@ -81,8 +81,8 @@ def test_view_edits_reuse_and_mask_edits_recompute_every_row():
 
 
 def test_dense_exports_are_refused_beyond_the_dense_mask_size(tmp_path, monkeypatch):
-    from attnviz.model import mask_export
-    from attnviz.model.mask_presets import segments_from_lengths
+    from attnviz.model.mask import export as mask_export
+    from mask_oracles import segments_from_lengths
 
     monkeypatch.setattr(mask_export, "VERIFY_CELLS", 100 * 100)
     segs = segments_from_lengths((150, 150), ["a", "b"])

@@ -14,8 +14,8 @@ from attnviz.model.commands import EditMask, SetQKComponent
 from attnviz.model.compute import EXACT_CELLS, ComputeRequest, run
 from attnviz.model.frozen import FrozenArray
 from attnviz.model.heads import init_weights, query_key_weights
-from attnviz.model.mask_commands import OnHead, PaintCells
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.commands import OnHead, PaintCells
+from attnviz.model.mask.presets import preset
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.preview import PREVIEW_CELLS, wanted
 from attnviz.model.score_rules import ScoreRuleConfig

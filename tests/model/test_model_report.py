@@ -7,7 +7,7 @@ import numpy as np
 from attnviz.cli import main
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.demos import build_demo
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.presets import preset
 from attnviz.model.report import response_to_json
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.frozen import FrozenArray
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.presets import preset
 from attnviz.model.score_rules import (ScoreRuleConfig, dot_scale, linear_normalise, masked_softmax,
                                        rule_params)
 from attnviz.model.state import ModelConfig, SessionState, ToySource

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.demos import build_demo, list_demos
 from attnviz.model.frozen import FrozenArray
-from attnviz.model.mask_paint import ALLOW, DENY, CellOverrides
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.paint import ALLOW, DENY, CellOverrides
+from attnviz.model.mask.presets import preset
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import RULES, ScoreRuleConfig
 from attnviz.model.serialize import dump_state, load_state

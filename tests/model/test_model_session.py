@@ -4,7 +4,7 @@ import pytest
 
 from attnviz.model import commands as C
 from attnviz.model.demos import build_demo
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.presets import preset
 from attnviz.model.session import Session
 from attnviz.model.state import FIELDS, SessionState, TextSource
 

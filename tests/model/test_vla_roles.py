@@ -10,9 +10,9 @@ import pytest
 
 from attnviz.model.commands import EditMask, RenameSource
 from attnviz.model.demos import build_demo
-from attnviz.model.mask_commands import ApplyPreset
-from attnviz.model.mask_design import MaskDesign
-from attnviz.model.mask_presets import infer_vla_roles, preset
+from attnviz.model.mask.commands import ApplyPreset
+from attnviz.model.mask.design import MaskDesign
+from attnviz.model.mask.presets import infer_vla_roles, preset
 from attnviz.model.serialize import dump_state, load_state
 from attnviz.model.session import Session
 from attnviz.model.state import CustomSource, ImageSource, TextSource

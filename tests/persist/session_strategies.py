@@ -12,14 +12,15 @@ from hypothesis.extra.numpy import arrays
 
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.frozen import FrozenArray
-from attnviz.model.mask_design import MaskDesign, PresetTerm
-from attnviz.model.mask_paint import CellOverrides
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.design import MaskDesign
+from attnviz.model.mask.paint import CellOverrides
+from attnviz.model.mask.rules import Rule
 from attnviz.model.positional import KINDS, PositionalConfig
 from attnviz.model.score_rules import RULES, ScoreRuleConfig
 from attnviz.model.state import (KERNEL_NAMES, NORMALISATIONS, PALETTE, VIEW_MATRICES, CrossConfig,
                                  CustomSource, ImageSource, KernelConfig, ModelConfig, QKOverride,
                                  SessionState, TextSource, TokenizerSpec, ToySource, ViewState)
+from mask_oracles import preset_term
 
 
 def _tiny_png(seed: int) -> bytes:
@@ -71,7 +72,7 @@ def _mask(draw, names: list[str], nh: int):
         q, k = draw(st.sampled_from(names)), draw(st.sampled_from(names))
         design = design.with_rule(q, k, draw(st.sampled_from([Rule.deny(), Rule.causal("block"), Rule.allow()])))
     if draw(st.booleans()):
-        term = draw(st.sampled_from([PresetTerm.make("or", "prefix_lm", L=2), PresetTerm.make("and", "causal")]))
+        term = draw(st.sampled_from([preset_term("or", "prefix_lm", L=2), preset_term("and", "causal")]))
         design = MaskDesign(design.default_rule, design.rules, design.splits, (term,), design.overrides)
     n = draw(st.integers(0, 6))
     if n:

@@ -767,7 +767,7 @@ def test_csv_values_file_over_the_column_line_and_cell_limits(tmp_path, monkeypa
 def test_painted_cells_outside_any_sequence_are_refused_at_load(tmp_path, cell, shown):
     from dataclasses import replace
 
-    from attnviz.model.mask_paint import CellOverrides
+    from attnviz.model.mask.paint import CellOverrides
     from attnviz.model.serialize import dump_state
     from attnviz.persist import load_session, save_payload
 

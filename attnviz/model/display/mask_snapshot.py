@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnviz.model.commands import EditMask
-from attnviz.model.mask_analysis import TileSummary, tile_summary
-from attnviz.model.mask_commands import OnHead
-from attnviz.model.mask_design import Block, MaskDesign, MaskLayers
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.analysis import TileSummary, tile_summary
+from attnviz.model.mask.commands import OnHead
+from attnviz.model.mask.design import Block, MaskDesign, MaskLayers
+from attnviz.model.mask.rules import Rule
 from attnviz.model.segments import Segment
 
 
@@ -66,7 +66,7 @@ class Target:
     """Which design the person edits: the shared one (head None) or head ``head``'s.
 
     Editing a head that follows the shared design gives it its own design (a copy of the shared one
-    with the edit applied): :class:`~attnviz.model.mask_commands.OnHead` does that.
+    with the edit applied): :class:`~attnviz.model.mask.commands.OnHead` does that.
     """
 
     head: int | None = None  # None: the shared design

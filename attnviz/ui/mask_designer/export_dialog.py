@@ -3,7 +3,7 @@ in the chosen format — a FlexAttention ``mask_mod`` source, the design's JSON,
 ``valid``, xformers block-diagonal sequence lengths, or a summary of the dense ``.npy`` array — with
 Copy and Save; Import reads ``.npy``, the design JSON or an ``ar_mask`` file back into the session.
 
-All conversions are :mod:`attnviz.model.mask_export`; this window only chooses files and shows
+All conversions are :mod:`attnviz.model.mask.export`; this window only chooses files and shows
 results. A mask a format cannot express (say, painted cells as ``ar_mask``) and a file that cannot be
 read are messages in the window, never exceptions.
 """
@@ -21,12 +21,12 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QFileDialog, QHBoxLayout, QLa
 
 from attnviz.model.commands import EditMask, SetMask
 from attnviz.model.display.mask_snapshot import Axes, Target
-from attnviz.model.mask_analysis import ar_mask_from_mask
-from attnviz.model.mask_commands import SetPerHead
-from attnviz.model.mask_export import (design_to_json, export_mask, flex_mask_mod_source, import_mask,
+from attnviz.model.mask.analysis import ar_mask_from_mask
+from attnviz.model.mask.commands import SetPerHead
+from attnviz.model.mask.export import (design_to_json, export_mask, flex_mask_mod_source, import_mask,
                                        load_npy, seqlens_document)
 
-#: (format key of attnviz.model.mask_export, menu text, file filter)
+#: (format key of attnviz.model.mask.export, menu text, file filter)
 FORMATS = (
     ("flex", "FlexAttention mask_mod (Python)", "Python source (*.py)"),
     ("json", "Mask design JSON (rules, sub-blocks, painted cells)", "JSON (*.json)"),

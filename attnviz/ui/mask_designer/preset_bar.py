@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushB
 
 from attnviz.ui.widgets.flow_layout import FlowLayout
 
-from attnviz.model.mask_design import MaskDesign
-from attnviz.model.mask_presets import PRESETS
+from attnviz.model.mask.design import MaskDesign
+from attnviz.model.mask.presets import PRESETS
 
 #: (preset name, button text) in the order of the bar
 BUTTONS = (("none", "None"), ("causal", "Causal"), ("prefix_lm", "Prefix-LM"),

@@ -16,7 +16,8 @@ from typing import Callable
 from PySide6.QtGui import QColor, QPixmap
 from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from attnviz.model.mask_presets import VLA_ROLES, infer_vla_roles
+from attnviz.model.mask.design import VLA_ROLES
+from attnviz.model.mask.presets import infer_vla_roles
 
 ROLE_TEXT = {"I": "image (I)", "P": "prompt / state (P)", "A": "FAST action tokens (A)",
              "E": "action expert (E)"}

@@ -3,7 +3,7 @@ pair allows: allow, deny, causal, anti-causal, sliding window w (optionally caus
 ``ar_mask`` + ``valid`` vector, or "inherit" (remove the pair's own rule). Causal, anti-causal and
 window rules can use positions local to the block instead of global token positions.
 
-The chooser only builds a :class:`~attnviz.model.mask_rules.Rule`; the panel turns it into a command.
+The chooser only builds a :class:`~attnviz.model.mask.rules.Rule`; the panel turns it into a command.
 Text the person types (the ar_mask vector) is parsed by :func:`parse_bits`; mistakes are shown in the
 chooser, never raised.
 """
@@ -17,7 +17,7 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QFrame, QGridLayout, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QRadioButton, QSpinBox, QVBoxLayout)
 
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.rules import Rule
 from attnviz.ui.theme import current_theme
 
 #: (kind, button text) in the order the chooser lists them; "inherit" removes the pair's own rule

@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QWidget
 
-from attnviz.model.mask_design import MaskDesign
+from attnviz.model.mask.design import MaskDesign
 from attnviz.ui.widgets.flow_layout import FlowLayout
 
 

@@ -12,7 +12,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
 from attnviz.model.display.mask_snapshot import tile_text
-from attnviz.model.mask_analysis import TileSummary
+from attnviz.model.mask.analysis import TileSummary
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.theme import current_theme
 

@@ -43,7 +43,7 @@ from attnviz.model.commands import EditMask, SetKernel
 from attnviz.model.display.mask_snapshot import (Axes, Snapshot, Target, axes_from_response, axes_from_state,
                                                  build_snapshot, describe_fully_masked)
 from attnviz.model.display.response_views import compact_labels
-from attnviz.model.mask_commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, PaintCells,
+from attnviz.model.mask.commands import (ApplyPreset, ClearPaint, CombinePreset, MergeBlocks, PaintCells,
                                          PaintRect, RemovePresetTerm, SetBlockRule, SetPerHead, SplitBlock)
 from attnviz.model.segments import Segment
 from attnviz.model.state import FIELDS

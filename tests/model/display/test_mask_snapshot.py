@@ -11,11 +11,11 @@ from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.demos import build_demo
 from attnviz.model.display.mask_snapshot import (Axes, Target, axes_from_response, axes_from_state, build_snapshot,
                                                  describe_fully_masked, tile_text)
-from attnviz.model.mask_analysis import tile_summary
-from attnviz.model.mask_commands import OnHead, PaintCells
-from attnviz.model.mask_design import MaskDesign
-from attnviz.model.mask_presets import preset
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.analysis import tile_summary
+from attnviz.model.mask.commands import OnHead, PaintCells
+from attnviz.model.mask.design import MaskDesign
+from attnviz.model.mask.presets import preset
+from attnviz.model.mask.rules import Rule
 from attnviz.model.segments import Segment
 from attnviz.model.state import SessionState
 

@@ -13,8 +13,8 @@ from attnviz.model.commands import EditMask
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.display.overview import overview_grid, overview_image
 from attnviz.model.display.response_views import engine_scale
-from attnviz.model.mask_commands import PaintRow
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.commands import PaintLines
+from attnviz.model.mask.presets import preset
 from attnviz.model.state import CustomSource, ModelConfig, SessionState
 
 T = 320
@@ -23,7 +23,7 @@ T = 320
 def long_state() -> SessionState:
     st = SessionState(sources=(CustomSource("a", count=T, generator="noise", seed=1),),
                       model=ModelConfig(d_model=32, nh=2, seed=3), mask=preset("sliding_window", (), w=40))
-    return EditMask(PaintRow(9, T, "deny")).apply(st)[0]
+    return EditMask(PaintLines("row", 9, T, "deny")).apply(st)[0]
 
 
 def pair():

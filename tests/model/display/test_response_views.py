@@ -14,7 +14,7 @@ from attnviz.model.display.response_views import (cell_values, check_head, compa
                                                   default_query, engine_scale, fully_masked_rows, image_keys,
                                                   matrix_view, patch_weights, query_offset, row_weights,
                                                   token_of_patch)
-from attnviz.model.mask_commands import PaintRow
+from attnviz.model.mask.commands import PaintLines
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_rows_and_cells_recomputed_from_q_k_lse_match_the_full_matrix(vla):
 def test_fully_masked_row_reads_zero_weights():
     state = build_demo("vla-mask")
     T = run(ComputeRequest(1, state)).Tq
-    state, _ = EditMask(PaintRow((3,), T, "deny")).apply(state)
+    state, _ = EditMask(PaintLines("row", (3,), T, "deny")).apply(state)
     resp = run(ComputeRequest(2, state, dense_limit=8))
     assert fully_masked_rows(resp, 0)[3] and fully_masked_rows(resp, "mean")[3]
     w = row_weights(resp, 3, engine_scale(state))

@@ -11,7 +11,7 @@ from attnviz.model.commands import EditMask
 from attnviz.model.display.head_grid import grid_columns
 from attnviz.model.display.overview import overview_image
 from attnviz.model.display.response_views import engine_scale, row_weights
-from attnviz.model.mask_commands import PaintRow
+from attnviz.model.mask.commands import PaintLines
 from attnviz.ui.panels.heatmap_panel import HeatmapPanel
 
 
@@ -79,7 +79,7 @@ def test_masked_cells_and_fully_masked_rows_are_marked(qtbot, make_ctx, respond)
     ctx = make_ctx("vla-mask")
     p = _panel(qtbot, ctx)
     resp = respond(ctx)
-    assert ctx.execute(EditMask(PaintRow((5,), resp.Tk, "deny")))
+    assert ctx.execute(EditMask(PaintLines("row", (5,), resp.Tk, "deny")))
     with qtbot.waitSignal(p.rendered, timeout=30000):
         resp = respond(ctx)
     flags = p.heatmap.frame.row_flags

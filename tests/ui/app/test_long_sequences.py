@@ -14,8 +14,8 @@ from attnviz.model import compute, compute_cache
 from attnviz.model.commands import EditMask, set_view
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.display.response_views import cell_values, engine_scale, row_weights
-from attnviz.model.mask_commands import PaintRow
-from attnviz.model.mask_presets import preset
+from attnviz.model.mask.commands import PaintLines
+from attnviz.model.mask.presets import preset
 from attnviz.model.state import CustomSource, ModelConfig, SessionState
 from attnviz.ui.diagnostics.common import head_mask
 from attnviz.ui.panels.heatmap_panel import HeatmapPanel
@@ -27,7 +27,7 @@ LOWERED = 100 * 100  # the dense-mask size that keeps this T's mask per tile
 def long_state() -> SessionState:
     st = SessionState(sources=(CustomSource("a", count=T, generator="noise", seed=1),),
                       model=ModelConfig(d_model=32, nh=2, seed=3), mask=preset("sliding_window", (), w=40))
-    return EditMask(PaintRow(9, T, "deny")).apply(st)[0]
+    return EditMask(PaintLines("row", 9, T, "deny")).apply(st)[0]
 
 
 def lowered_run(request, **kwargs):

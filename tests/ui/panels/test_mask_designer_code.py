@@ -15,8 +15,8 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 
 from attnviz.model.display.mask_snapshot import Target  # noqa: E402
-from attnviz.model.mask_commands import PaintCells  # noqa: E402
-from attnviz.model.mask_export import evaluate_mask_mod  # noqa: E402
+from attnviz.model.mask.commands import PaintCells  # noqa: E402
+from attnviz.model.mask.export import evaluate_mask_mod  # noqa: E402
 from test_mask_designer_support import make_panel  # noqa: E402
 
 

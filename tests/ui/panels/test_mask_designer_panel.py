@@ -14,7 +14,7 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from attnviz.model.commands import SetCustomBlock  # noqa: E402
-from attnviz.model.mask_rules import Rule  # noqa: E402
+from attnviz.model.mask.rules import Rule  # noqa: E402
 from test_mask_designer_support import drag_cells, make_panel, vla_bruteforce, wait_response  # noqa: E402
 
 
@@ -263,7 +263,7 @@ def test_legend_uses_the_canvas_colours(qtbot):
 
 def test_vla_preset_infers_roles_and_asks_only_for_the_unsure_ones(qtbot):
     from attnviz.model.commands import RenameSource
-    from attnviz.model.mask_presets import preset
+    from attnviz.model.mask.presets import preset
     from attnviz.ui.mask_designer.role_dialog import RoleDialog
 
     ctx, panel = make_panel(qtbot)

@@ -8,9 +8,12 @@ import pytest
 
 pytest.importorskip("PySide6")
 
+from attnviz.model.commands import EditMask  # noqa: E402
 from attnviz.model.display.mask_snapshot import Axes, Target, build_snapshot  # noqa: E402
-from attnviz.model.mask_presets import preset  # noqa: E402
-from attnviz.model.mask_rules import Rule  # noqa: E402
+from attnviz.model.mask.commands import OnHead, PaintCells  # noqa: E402
+from attnviz.model.mask.design import MaskDesign  # noqa: E402
+from attnviz.model.mask.presets import preset  # noqa: E402
+from attnviz.model.mask.rules import Rule  # noqa: E402
 from attnviz.model.segments import Segment  # noqa: E402
 from attnviz.ui.mask_designer.block_grid import GridGeometry  # noqa: E402
 from attnviz.ui.mask_designer.preset_bar import parse_lengths  # noqa: E402

@@ -11,7 +11,7 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 
 from attnviz.model.demos import build_demo
-from attnviz.model.mask_presets import vla_roles
+from attnviz.model.mask.presets import vla_roles
 from attnviz.model.session import Session
 from attnviz.ui.context import AppContext
 from attnviz.ui.panels.mask_designer_panel import MaskDesignerPanel

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from attnviz.model.mask_commands import SetBlockRule  # noqa: E402
-from attnviz.model.mask_rules import Rule  # noqa: E402
+from attnviz.model.mask.commands import SetBlockRule  # noqa: E402
+from attnviz.model.mask.rules import Rule  # noqa: E402
 from attnviz.ui.file_actions import FileActions, Prompts  # noqa: E402
 from test_mask_designer_support import make_panel, wait_response  # noqa: E402
 

@@ -12,8 +12,8 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from attnviz.model.display.mask_snapshot import Target  # noqa: E402
-from attnviz.model.mask_analysis import tile_states_bruteforce  # noqa: E402
-from attnviz.model.mask_commands import PaintRow  # noqa: E402
+from attnviz.model.mask.commands import PaintLines  # noqa: E402
+from mask_oracles import tile_states_bruteforce  # noqa: E402
 from test_mask_designer_support import drag_cells, make_panel, percent_in  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def test_fully_masked_rows_are_flagged_counted_and_reported_once(qtbot):
     assert "3 fully masked rows" in panel.tiles.dead.text()
     assert len(reports) == 1 and reports[0][0] == "warning"
     assert "3 query rows are fully masked: 30" in reports[0][1]
-    ctx.execute(Target().lift(PaintRow((33,), 44, "deny")))  # one more: one more report
+    ctx.execute(Target().lift(PaintLines("row", (33,), 44, "deny")))  # one more: one more report
     panel.flush()
     panel.refresh()  # redrawing the same mask again does not repeat it
     assert len(reports) == 2 and "4 query rows" in reports[1][1]

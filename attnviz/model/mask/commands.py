@@ -1,4 +1,4 @@
-"""Edits of a :class:`~attnviz.model.mask_design.MaskDesign` as pure commands.
+"""Edits of a :class:`~attnviz.model.mask.design.MaskDesign` as pure commands.
 
 Each command is a frozen dataclass with a ``label`` and ``apply(design) -> (new_design, inverse)``;
 applying the inverse restores the design exactly (designs are immutable values compared with ``==``).
@@ -19,9 +19,10 @@ from typing import Any, Hashable
 
 import numpy as np
 
-from attnviz.model.mask_design import BlockSplit, MaskDesign, PresetTerm
-from attnviz.model.mask_paint import CellOverrides, CellStates, paint_value
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.design import BlockSplit, MaskDesign, PresetTerm
+from attnviz.model.mask.paint import CellOverrides, CellStates, paint_value
+from attnviz.model.mask.presets import clean_params, preset
+from attnviz.model.mask.rules import Rule
 from attnviz.model.segments import Segment
 
 _VALUE_WORD = {1: "allow", -1: "deny", 0: "erase"}
@@ -111,25 +112,21 @@ class ApplyPreset:
     """Replace the rule layer (default rule, rules, preset terms) with a preset's; painted cells,
     splits and per-head designs stay."""
 
-    name: str  # preset name (attnviz.model.mask_presets.PRESETS)
+    name: str  # preset name (attnviz.model.mask.presets.PRESETS)
     q_segments: tuple[Segment, ...]  # query segments the preset's block rules are written for
     k_segments: tuple[Segment, ...] | None = None  # key segments; None = self-attention
     params_json: str = "{}"  # the preset's parameters as JSON
 
     @classmethod
     def make(cls, name: str, q_segments, k_segments=None, **params) -> "ApplyPreset":
-        from attnviz.model.mask_presets import _clean
-
         return cls(name, tuple(q_segments), None if k_segments is None else tuple(k_segments),
-                   json.dumps(_clean(params), sort_keys=True))
+                   json.dumps(clean_params(params), sort_keys=True))
 
     @property
     def label(self) -> str:
         return f"Preset {self.name}"
 
     def apply(self, design: MaskDesign):
-        from attnviz.model.mask_presets import preset
-
         params = json.loads(self.params_json)
         p = preset(self.name, list(self.q_segments), None if self.k_segments is None else list(self.k_segments),
                    **params)
@@ -151,9 +148,7 @@ class CombinePreset:
 
     @classmethod
     def make(cls, name: str, op: str = "and", **params) -> "CombinePreset":
-        from attnviz.model.mask_presets import _clean
-
-        return cls(name, op, json.dumps(_clean(params), sort_keys=True))
+        return cls(name, op, json.dumps(clean_params(params), sort_keys=True))
 
     @property
     def label(self) -> str:
@@ -267,69 +262,47 @@ class PaintRect:
         return _paint(design, r.ravel(), c.ravel(), self.value)
 
 
-@dataclass(frozen=True)
-class PaintRow:
-    """Paint whole query rows (columns ``0:n_keys``); a drag over rows shares ``stroke``."""
+# what a whole line is called, per axis: (plural noun in labels and errors, merge key tag, its length's name)
+_LINE_WORDS = {"row": ("rows", "paint-rows", "n_keys"), "column": ("columns", "paint-cols", "n_queries")}
 
-    rows: tuple[int, ...]  # query rows, in painting order
-    n_keys: int  # current Tk: how many columns a whole row has
+
+@dataclass(frozen=True)
+class PaintLines:
+    """Paint whole query rows (``axis="row"``, columns ``0:length``) or key columns (``axis="column"``,
+    rows ``0:length``); a drag over lines shares ``stroke``."""
+
+    axis: str  # "row" or "column"
+    lines: tuple[int, ...]  # row or column indices, in painting order
+    length: int  # cells in a whole line: the current Tk for rows, Tq for columns
     value: str = "allow"  # "allow", "deny" or "erase"
     stroke: int | None = None  # drag stroke id
 
     def __post_init__(self):
-        object.__setattr__(self, "rows", tuple(int(r) for r in np.atleast_1d(self.rows)))
+        if self.axis not in _LINE_WORDS:
+            raise ValueError(f"axis must be 'row' or 'column', got {self.axis!r}")
+        object.__setattr__(self, "lines", tuple(int(i) for i in np.atleast_1d(self.lines)))
         object.__setattr__(self, "value", _word(self.value))
-        if any(r < 0 for r in self.rows) or self.n_keys < 0:
-            raise ValueError("rows and n_keys must be >= 0")
+        if any(i < 0 for i in self.lines) or self.length < 0:
+            plural, _, length = _LINE_WORDS[self.axis]
+            raise ValueError(f"{plural} and {length} must be >= 0")
 
     @property
     def label(self) -> str:
-        return "Erase rows" if self.value == "erase" else f"Paint rows {self.value}"
+        plural = _LINE_WORDS[self.axis][0]
+        return f"Erase {plural}" if self.value == "erase" else f"Paint {plural} {self.value}"
 
     @property
     def merge_key(self) -> Hashable | None:
-        return None if self.stroke is None else ("paint-rows", self.stroke, self.value, self.n_keys)
+        return None if self.stroke is None else (_LINE_WORDS[self.axis][1], self.stroke, self.value, self.length)
 
-    def merge(self, other: "PaintRow") -> "PaintRow":
-        if not isinstance(other, PaintRow) or other.merge_key != self.merge_key or self.merge_key is None:
-            raise ValueError("only row paints of the same stroke merge")
-        return PaintRow(self.rows + other.rows, self.n_keys, self.value, self.stroke)
-
-    def apply(self, design: MaskDesign):
-        rows, cols = _whole_lines(self.rows, self.n_keys)  # (n * Tk,) each
-        return _paint(design, rows, cols, self.value)
-
-
-@dataclass(frozen=True)
-class PaintColumn:
-    """Paint whole key columns (rows ``0:n_queries``); a drag over columns shares ``stroke``."""
-
-    cols: tuple[int, ...]  # key columns, in painting order
-    n_queries: int  # current Tq: how many rows a whole column has
-    value: str = "allow"  # "allow", "deny" or "erase"
-    stroke: int | None = None  # drag stroke id
-
-    def __post_init__(self):
-        object.__setattr__(self, "cols", tuple(int(c) for c in np.atleast_1d(self.cols)))
-        object.__setattr__(self, "value", _word(self.value))
-        if any(c < 0 for c in self.cols) or self.n_queries < 0:
-            raise ValueError("columns and n_queries must be >= 0")
-
-    @property
-    def label(self) -> str:
-        return "Erase columns" if self.value == "erase" else f"Paint columns {self.value}"
-
-    @property
-    def merge_key(self) -> Hashable | None:
-        return None if self.stroke is None else ("paint-cols", self.stroke, self.value, self.n_queries)
-
-    def merge(self, other: "PaintColumn") -> "PaintColumn":
-        if not isinstance(other, PaintColumn) or other.merge_key != self.merge_key or self.merge_key is None:
-            raise ValueError("only column paints of the same stroke merge")
-        return PaintColumn(self.cols + other.cols, self.n_queries, self.value, self.stroke)
+    def merge(self, other: "PaintLines") -> "PaintLines":
+        if not isinstance(other, PaintLines) or other.merge_key != self.merge_key or self.merge_key is None:
+            raise ValueError(f"only {self.axis} paints of the same stroke merge")
+        return PaintLines(self.axis, self.lines + other.lines, self.length, self.value, self.stroke)
 
     def apply(self, design: MaskDesign):
-        cols, rows = _whole_lines(self.cols, self.n_queries)  # (n * Tq,) each
+        along, across = _whole_lines(self.lines, self.length)  # (n * length,) each
+        rows, cols = (along, across) if self.axis == "row" else (across, along)
         return _paint(design, rows, cols, self.value)
 
 

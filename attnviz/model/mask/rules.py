@@ -3,7 +3,7 @@
 A rule is a small frozen value: ``allow``, ``deny``, ``causal``, ``anti_causal``,
 ``sliding_window`` (symmetric or causal window) or ``ar_mask`` (an openpi-style ``ar_mask`` + ``valid``
 vector). It is evaluated on the rows ``r0:r1`` and columns ``c0:c1`` of a ``(Tq, Tk)`` mask and can
-also write itself as a FlexAttention-compatible expression (see :mod:`attnviz.model.mask_export`).
+also write itself as a FlexAttention-compatible expression (see :mod:`attnviz.model.mask.export`).
 
 Positions and diagonal alignment
 --------------------------------

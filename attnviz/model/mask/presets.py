@@ -1,5 +1,6 @@
 """Mask presets: ready-made designs (none, causal, prefix-LM, block-diagonal, sliding window, and the
-vision-language-action mask of seed 000) and their AND / OR combination.
+vision-language-action mask of seed 000), and the evaluators of their preset terms, registered with
+the design (:func:`~attnviz.model.mask.design.register_term`).
 
 ``preset(name, q_segments, k_segments=None, **params) -> MaskDesign``. Presets defined by the blocks
 (causal, sliding window, block-diagonal over segments, vla) are written as block rules keyed by
@@ -24,14 +25,14 @@ names of custom blocks, and lists the segments it cannot place, for the person t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
 
-from attnviz.model.mask_design import MaskDesign, PresetTerm, resolve_axis
-from attnviz.model.mask_rules import Rule
-from attnviz.model.segments import Segment
+from attnviz.model.mask.design import VLA_ROLES, MaskDesign, PresetTerm, TermEvaluator, register_term, resolve_axis
+from attnviz.model.mask.rules import Rule
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,6 @@ PRESETS: dict[str, PresetInfo] = {
     "sliding_window": PresetInfo("Sliding window", ("w", "causal_window"), False),
     "vla": PresetInfo("Vision-language-action (seed 000)", ("roles",), False),
 }
-VLA_ROLES = ("I", "P", "A", "E")
 _ROLE_WORDS = (  # checked in this order: "expert actions" is E, "fast actions" is A
     ("E", ("expert", "noise", "flow")),
     ("A", ("fast", "action")),
@@ -126,7 +126,7 @@ def check_preset_params(name: str, params: dict) -> None:
 # -- presets -----------------------------------------------------------------------------------
 def preset(name: str, q_segments=(), k_segments=None, **params) -> MaskDesign:
     """The preset's design for these segments (``k_segments`` None: self-attention)."""
-    params = _clean(params)
+    params = clean_params(params)
     check_preset_params(name, params)
     k_segments = q_segments if k_segments is None else k_segments
     if name == "none":
@@ -147,7 +147,8 @@ def preset(name: str, q_segments=(), k_segments=None, **params) -> MaskDesign:
     return MaskDesign(default_rule=Rule.deny(), presets=(PresetTerm("or", name, json.dumps(params, sort_keys=True)),))
 
 
-def _clean(params: dict) -> dict:
+def clean_params(params: dict) -> dict:
+    """Preset parameters as plain JSON values (None dropped, numpy values and tuples made lists)."""
     out = {}
     for k, v in params.items():
         if v is None:
@@ -250,23 +251,6 @@ def _vla(q_segments, k_segments, roles, strict: bool = True) -> MaskDesign:
     return MaskDesign(default_rule=Rule.deny(), rules=rules)
 
 
-def combine(a: MaskDesign, b: MaskDesign, op: str = "and") -> MaskDesign:
-    """``a`` with ``b`` AND-ed / OR-ed onto its rule layer and preset terms (``b`` nested as a term).
-
-    ``a``'s painted cells stay the final word; when ``a`` has none, the result compiles to
-    ``a.compile(...) op b.compile(...)``. ``b`` may not have per-head designs.
-    """
-    if b.heads:
-        raise ValueError("cannot combine with a design that has per-head designs")
-    return replace(a, presets=a.presets + (PresetTerm(op, "design", "{}", b),))
-
-
-def combine_preset(design: MaskDesign, name: str, op: str = "and", **params) -> MaskDesign:
-    """``design`` with the named preset AND-ed / OR-ed on, re-evaluated for the current segments."""
-    params = _clean(params)
-    return replace(design, presets=design.presets + (PresetTerm(op, name, json.dumps(params, sort_keys=True)),))
-
-
 # -- evaluation of preset terms ----------------------------------------------------------------
 def preset_mask(name: str, q_segments, k_segments, Tq: int, Tk: int, **params) -> np.ndarray:
     """The preset as a dense bool (Tq, Tk) for these segments and lengths."""
@@ -283,9 +267,7 @@ def preset_mask(name: str, q_segments, k_segments, Tq: int, Tk: int, **params) -
         if params.get("causal", False):
             m &= pk <= pq
         return m
-    if name == "vla":  # a term outlives the segments it was made for: a segment without a role is denied
-        return _vla(q_segments, k_segments, params.get("roles"), strict=False).compile(q_segments, k_segments, Tq, Tk)
-    return preset(name, q_segments, k_segments, **params).compile(q_segments, k_segments, Tq, Tk)
+    return term_design(name, q_segments, k_segments, params).compile(q_segments, k_segments, Tq, Tk)
 
 
 def preset_rows(name: str, q_segments, k_segments, Tq: int, Tk: int, r0: int, r1: int, **params) -> np.ndarray:
@@ -303,11 +285,16 @@ def preset_rows(name: str, q_segments, k_segments, Tq: int, Tk: int, r0: int, r1
         if params.get("causal", False):
             m &= pk <= pq
         return m
+    return term_design(name, q_segments, k_segments, params).compile_rows(q_segments, k_segments, Tq, Tk,
+                                                                          rows=(r0, r1))
+
+
+def term_design(name: str, q_segments, k_segments, params: dict) -> MaskDesign:
+    """The design a block-rule preset term stands for with these segments. A term outlives the
+    segments it was made for, so a ``vla`` term denies a segment without a role instead of failing."""
     if name == "vla":
-        design = _vla(q_segments, k_segments, params.get("roles"), strict=False)
-    else:
-        design = preset(name, q_segments, k_segments, **params)
-    return design.compile_rows(q_segments, k_segments, Tq, Tk, rows=(r0, r1))
+        return _vla(q_segments, k_segments, params.get("roles"), strict=False)
+    return preset(name, q_segments, k_segments, **params)
 
 
 def document_ids(params: dict, Tq: int, Tk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -352,18 +339,6 @@ def design_from_ar_mask(ar, valid=None) -> MaskDesign:
     return MaskDesign(default_rule=Rule.ar_mask(ar, valid, align="global"))
 
 
-def ar_mask_from_design(design: MaskDesign, segments, T: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(ar_mask int8 (T,), valid bool (T,)) reproducing the design's self-attention mask exactly;
-    ValueError saying why when the mask is not of that form."""
-    from attnviz.model.mask_analysis import ar_mask_from_mask
-
-    return ar_mask_from_mask(design.compile(segments, None, T, T))
-
-
-def segments_from_lengths(lengths, names=None) -> list[Segment]:
-    """Contiguous segments of the given lengths (names default to ``seg0``, ``seg1`` ...)."""
-    out, pos = [], 0
-    for i, n in enumerate(lengths):
-        out.append(Segment(names[i] if names else f"seg{i}", pos, pos + int(n)))
-        pos += int(n)
-    return out
+for _name in PRESETS:  # how a design evaluates its preset terms
+    register_term(_name, TermEvaluator(partial(check_preset_params, _name), partial(preset_mask, _name),
+                                       partial(preset_rows, _name)))

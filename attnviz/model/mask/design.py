@@ -1,20 +1,21 @@
 """The mask design: block rules over segments, preset combinations, painted cells and per-head designs.
 
 A :class:`MaskDesign` is an immutable value the session holds; the designer edits it through the
-commands in :mod:`attnviz.model.mask_commands` and it compiles to a dense bool mask
+commands in :mod:`attnviz.model.mask.commands` and it compiles to a dense bool mask
 (``True`` = query may attend to key) for the current segments and lengths.
 
 Layers, applied in this order by :meth:`MaskDesign.compile`:
 
 1. **Rule layer.** Blocks are the segments of each axis; a segment may be split into named
-   sub-blocks. Every (query block, key block) pair gets a :class:`~attnviz.model.mask_rules.Rule`:
+   sub-blocks. Every (query block, key block) pair gets a :class:`~attnviz.model.mask.rules.Rule`:
    the explicit rule of the pair, looked up as (sub-block, sub-block), (sub-block, segment),
    (segment, sub-block), (segment, segment) in that order so that a split inherits its segment's
    rules; pairs without any explicit rule use ``default_rule``. Rules naming blocks that do not exist in
    the current segments are kept and ignored.
 2. **Preset terms.** Each :class:`PresetTerm` is a preset (re-evaluated for the current segments
-   and lengths) or a nested design, combined with the mask so far by AND or OR, in order.
-3. **Painted cells** (:class:`~attnviz.model.mask_paint.CellOverrides`): a painted allow / deny cell
+   and lengths by the :class:`TermEvaluator` registered under its name, see
+   :func:`register_term`) or a nested design, combined with the mask so far by AND or OR, in order.
+3. **Painted cells** (:class:`~attnviz.model.mask.paint.CellOverrides`): a painted allow / deny cell
    has the final word. Painted cells beyond the current Tq / Tk are ignored (and kept).
 
 Splits are stored as a segment name, offsets relative to the segment start and one name per
@@ -32,17 +33,43 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 
-from attnviz.model.mask_paint import ALLOW, DENY, CellOverrides
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.paint import ALLOW, DENY, CellOverrides
+from attnviz.model.mask.rules import Rule
 from attnviz.model.segments import Segment, check_contiguous
 
 MASK_DESIGN_VERSION = 2  # 2: the VLA roles of segments ("roles"); a design without roles is still written as 1
-VLA_ROLE_CODES = ("I", "P", "A", "E")  # image, prompt / state, FAST action tokens, action-expert tokens
+VLA_ROLES = ("I", "P", "A", "E")  # image, prompt / state, FAST action tokens, action-expert tokens
 MAX_NESTING = 8  # designs nested in preset terms / heads, deeper payloads are refused
 COMBINE_OPS = ("and", "or")
+
+
+@dataclass(frozen=True)
+class TermEvaluator:
+    """How the preset terms of one name are checked and evaluated. The presets register theirs, so
+    that a design evaluates its terms without depending on the presets."""
+
+    check: Callable[[dict], None]  # ValueError unless the parameters are valid for this preset
+    mask: Callable[..., np.ndarray]  # (q_segments, k_segments, Tq, Tk, **params) -> bool (Tq, Tk)
+    rows: Callable[..., np.ndarray]  # (q_segments, k_segments, Tq, Tk, r0, r1, **params) -> bool (r1-r0, Tk)
+
+
+TERM_EVALUATORS: dict[str, TermEvaluator] = {}  # preset name -> its evaluator, in registration order
+
+
+def register_term(name: str, evaluator: TermEvaluator) -> None:
+    """Let preset terms named ``name`` be evaluated by ``evaluator``."""
+    TERM_EVALUATORS[name] = evaluator
+
+
+def term_evaluator(name: str) -> TermEvaluator:
+    """The evaluator registered for preset ``name``; ValueError for an unknown name."""
+    if name not in TERM_EVALUATORS:
+        raise ValueError(f"unknown mask preset {name!r}; expected one of {', '.join(TERM_EVALUATORS)}")
+    return TERM_EVALUATORS[name]
 
 
 @dataclass(frozen=True)
@@ -96,7 +123,7 @@ class PresetTerm:
     """A preset (by name and JSON parameters) or a nested design, combined by AND / OR."""
 
     op: str  # "and" or "or": how the term combines with the mask built so far
-    name: str  # a preset name from attnviz.model.mask_presets.PRESETS, or "design" for a nested design
+    name: str  # a registered preset name (TERM_EVALUATORS), or "design" for a nested design
     params_json: str = "{}"  # the preset's keyword parameters as canonical JSON (hashable, persistable)
     design: "MaskDesign | None" = None  # the nested design when name == "design"
 
@@ -115,13 +142,7 @@ class PresetTerm:
         if self.design is not None and self.design.heads:
             raise ValueError("a nested design may not have per-head designs")
         if self.name != "design":
-            from attnviz.model.mask_presets import check_preset_params
-
-            check_preset_params(self.name, params)
-
-    @classmethod
-    def make(cls, op: str, name: str, **params) -> "PresetTerm":
-        return cls(op, name, json.dumps(_jsonable(params), sort_keys=True))
+            term_evaluator(self.name).check(params)
 
     @property
     def params(self) -> dict:
@@ -132,16 +153,6 @@ class PresetTerm:
             return f"{self.op.upper()} design"
         args = ", ".join(f"{k}={v}" for k, v in self.params.items())
         return f"{self.op.upper()} {self.name}" + (f"({args})" if args else "")
-
-
-def _jsonable(v):
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
 
 
 @dataclass(frozen=True)
@@ -219,7 +230,7 @@ class MaskDesign:
         for item in self.roles:
             if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
                 raise ValueError(f"a VLA role must be a (segment name, role) pair, got {item!r}")
-            if item[1] not in VLA_ROLE_CODES:
+            if item[1] not in VLA_ROLES:
                 raise ValueError(f"role of segment {item[0]!r} must be one of I, P, A, E, got {item[1]!r}")
             roles[item[0]] = item[1]
         object.__setattr__(self, "roles", tuple(sorted(roles.items())))
@@ -373,7 +384,9 @@ class MaskDesign:
                 m[a - r0:b - r0, bk.start:bk.stop] = r.evaluate(bq.start, bq.stop, bk.start, bk.stop, Tq, Tk,
                                                                 rows=(a, b))
         for term in self.presets:
-            t = term_rows(term, q_segments, k_segments, Tq, Tk, r0, r1)  # (r1-r0, Tk)
+            t = (term.design._rows(q_segments, k_segments, Tq, Tk, r0, r1) if term.design is not None
+                 else term_evaluator(term.name).rows(q_segments, k_segments, Tq, Tk, r0, r1,
+                                                     **term.params))  # (r1-r0, Tk)
             m = (m & t) if term.op == "and" else (m | t)
         ov = self.overrides.dense_rows(Tq, Tk, r0, r1)  # (r1-r0, Tk)
         return (m & (ov != DENY)) | (ov == ALLOW)
@@ -381,7 +394,8 @@ class MaskDesign:
     def _layers(self, q_segments, k_segments, Tq: int, Tk: int) -> MaskLayers:
         rules = self.rule_layer(q_segments, k_segments, Tq, Tk)  # (Tq, Tk)
         for term in self.presets:
-            m = term_mask(term, q_segments, k_segments, Tq, Tk)  # (Tq, Tk)
+            m = (term.design._layers(q_segments, k_segments, Tq, Tk).mask if term.design is not None
+                 else term_evaluator(term.name).mask(q_segments, k_segments, Tq, Tk, **term.params))  # (Tq, Tk)
             rules = (rules & m) if term.op == "and" else (rules | m)
         ov = self.overrides.dense(Tq, Tk)  # (Tq, Tk)
         mask = (rules & (ov != DENY)) | (ov == ALLOW)  # (Tq, Tk)
@@ -542,20 +556,3 @@ def _lookup(table: dict, bq: Block, bk: Block) -> Rule | None:
             return r
     return None
 
-
-def term_rows(term: PresetTerm, q_segments, k_segments, Tq: int, Tk: int, r0: int, r1: int) -> np.ndarray:
-    """Rows r0:r1 of :func:`term_mask`: bool (r1-r0, Tk)."""
-    if term.design is not None:
-        return term.design._rows(q_segments, k_segments, Tq, Tk, r0, r1)
-    from attnviz.model.mask_presets import preset_rows
-
-    return preset_rows(term.name, q_segments, k_segments, Tq, Tk, r0, r1, **term.params)
-
-
-def term_mask(term: PresetTerm, q_segments, k_segments, Tq: int, Tk: int) -> np.ndarray:
-    """One preset term evaluated for the current segments -> bool (Tq, Tk)."""
-    if term.design is not None:
-        return term.design._layers(q_segments, k_segments, Tq, Tk).mask
-    from attnviz.model.mask_presets import preset_mask
-
-    return preset_mask(term.name, q_segments, k_segments, Tq, Tk, **term.params)

@@ -1,6 +1,6 @@
-"""What a dense mask implies: fully masked query rows, flash-tile classification and sparsity, and
-recognising structure that other code bases express compactly (openpi ``ar_mask`` + ``valid``,
-xformers block-diagonal sequence lengths).
+"""What a dense mask implies: flash-tile classification and sparsity, and recognising structure that
+other code bases express compactly (openpi ``ar_mask`` + ``valid``, xformers block-diagonal sequence
+lengths).
 
 Masks are bool (Tq, Tk) or (nh, Tq, Tk), ``True`` = query may attend to key.
 """
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnviz.model.mask_rules import make_attn_mask
+from attnviz.model.mask.rules import make_attn_mask
 
 if TYPE_CHECKING:
     from attnviz.engine.blockmask import BlockMask
@@ -31,19 +31,6 @@ def _as_mask(mask) -> np.ndarray:
             raise ValueError("a mask must hold booleans (or 0/1)")
         m = m.astype(bool)
     return m
-
-
-def fully_masked_rows(mask) -> np.ndarray:
-    """bool (Tq,) or (nh, Tq): query rows that may attend to no key (computed as zeros)."""
-    m = _as_mask(mask)
-    return ~m.any(axis=-1)  # (..., Tq)
-
-
-def fully_masked_row_indices(mask) -> list[np.ndarray]:
-    """Per head (one entry for a 2-D mask) the indices of the fully masked query rows."""
-    rows = fully_masked_rows(mask)
-    rows = rows[None] if rows.ndim == 1 else rows  # (nh, Tq)
-    return [np.flatnonzero(r) for r in rows]
 
 
 # -- flash tiles -------------------------------------------------------------------------------
@@ -67,24 +54,6 @@ class TileSummary:
     def sparsity(self) -> float:
         """Percentage of tiles skipped, in [0, 100] for any T (0 when there is no tile)."""
         return 100.0 * self.empty / self.total if self.total else 0.0
-
-
-def tile_states_bruteforce(mask, block_m: int, block_n: int) -> np.ndarray:
-    """int8 (nh_or_1, nQt, nKt) by counting allowed cells per tile (the edge tiles are smaller:
-    a tile is FULL when every cell it really covers is allowed)."""
-    m = _as_mask(mask)
-    m = m[None] if m.ndim == 2 else m  # (nh, Tq, Tk)
-    nh, Tq, Tk = m.shape
-    nqt, nkt = -(-Tq // block_m), -(-Tk // block_n)
-    out = np.zeros((nh, nqt, nkt), dtype=np.int8)  # (nh, nQt, nKt)
-    for qi in range(nqt):
-        rs = slice(qi * block_m, min(Tq, (qi + 1) * block_m))
-        for ki in range(nkt):
-            cs = slice(ki * block_n, min(Tk, (ki + 1) * block_n))
-            tile = m[:, rs, cs]  # (nh, bm, bn)
-            cnt = tile.reshape(nh, -1).sum(axis=1)  # (nh,)
-            out[:, qi, ki] = np.where(cnt == 0, EMPTY, np.where(cnt == tile[0].size, FULL, PARTIAL))
-    return out
 
 
 def tile_summary(mask, block_m: int, block_n: int) -> TileSummary:

@@ -8,7 +8,7 @@ index tensors, vmapped by FlexAttention) and under numpy with broadcast index gr
 (:func:`evaluate_mask_mod`). Every generated source is checked against the dense mask before it is
 returned (``verify=True``).
 
-Imports give a :class:`~attnviz.model.mask_design.MaskDesign`: the JSON restores the design itself;
+Imports give a :class:`~attnviz.model.mask.design.MaskDesign`: the JSON restores the design itself;
 ``ar_mask`` + ``valid`` become a global ar_mask rule; a dense ``.npy`` mask becomes an ar_mask rule
 when it is of that form, else the cheapest of allow / deny / causal defaults plus painted cells.
 """
@@ -22,11 +22,11 @@ import types
 
 import numpy as np
 
-from attnviz.model.mask_analysis import ar_mask_from_mask, seqlens_from_mask
-from attnviz.model.mask_design import MaskDesign, resolve_axis
-from attnviz.model.mask_paint import CellOverrides
-from attnviz.model.mask_presets import _vla, design_from_ar_mask, preset, preset_flex_expr
-from attnviz.model.mask_rules import Rule
+from attnviz.model.mask.analysis import ar_mask_from_mask, seqlens_from_mask
+from attnviz.model.mask.design import MaskDesign, resolve_axis
+from attnviz.model.mask.paint import CellOverrides
+from attnviz.model.mask.presets import design_from_ar_mask, preset_flex_expr, term_design
+from attnviz.model.mask.rules import Rule
 
 EXPORT_FORMATS = ("npy", "json", "flex", "ar-mask", "seqlens")
 JSON_FORMAT = "attnviz-mask-design"
@@ -261,8 +261,7 @@ def _design_function(design: MaskDesign, q_segments, k_segments, Tq: int, Tk: in
             continue
         expr = preset_flex_expr(term.name, term.params, Tq, Tk, em.add_table)
         if expr is None:
-            sub = (_vla(q_segments, k_segments, term.params.get("roles"), strict=False) if term.name == "vla"
-                   else preset(term.name, q_segments, k_segments, **term.params))
+            sub = term_design(term.name, q_segments, k_segments, term.params)
             fn = _design_function(sub, q_segments, k_segments, Tq, Tk, em, term.name)
             expr = f"{fn}(q_idx, kv_idx)"
         body.append(f"m = m {op} ({expr})")
