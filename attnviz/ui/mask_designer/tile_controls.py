@@ -3,7 +3,7 @@ tile size), whether the tile overlay is drawn, the empty / partial / full counts
 skipped tiles, the count of fully masked query rows, and the "Time flash" button with its result.
 
 The measurement itself runs on a :class:`~attnviz.ui.latest_job.LatestJob` worker (never on the GUI
-thread) through :func:`attnviz.ui.mask_designer.speed_test.time_flash`; the panel supplies the job.
+thread) through :func:`attnviz.model.mask.flash_timing.time_flash`; the panel supplies the job.
 """
 
 from __future__ import annotations

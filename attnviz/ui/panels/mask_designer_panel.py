@@ -55,7 +55,7 @@ from attnviz.ui.mask_designer.legend import MaskLegend
 from attnviz.ui.mask_designer.preset_bar import PresetBar
 from attnviz.ui.mask_designer.role_dialog import ask_in_dialog, choose_vla_roles
 from attnviz.ui.mask_designer.rule_chooser import RuleChooser
-from attnviz.ui.mask_designer.speed_test import time_flash
+from attnviz.model.mask.flash_timing import time_flash
 from attnviz.ui.mask_designer.split_controls import SplitControls
 from attnviz.ui.mask_designer.tile_controls import TileControls
 from attnviz.ui.panels import PanelSpec

@@ -18,7 +18,7 @@ from attnviz.model.segments import Segment  # noqa: E402
 from attnviz.ui.mask_designer.block_grid import GridGeometry  # noqa: E402
 from attnviz.ui.mask_designer.preset_bar import parse_lengths  # noqa: E402
 from attnviz.ui.mask_designer.rule_chooser import parse_bits  # noqa: E402
-from attnviz.ui.mask_designer.speed_test import time_flash  # noqa: E402
+from attnviz.model.mask.flash_timing import time_flash  # noqa: E402
 
 
 def test_parse_bits_and_lengths():
