@@ -1,7 +1,6 @@
 """Real pretrained checkpoints from local Hugging Face-format folders, run in numpy, every layer and head.
 
-Nothing is downloaded: a checkpoint is a folder (config.json, safetensors, tokenizer.json or
-preprocessor_config.json). Matches transformers' eager attention to 1e-5 for every family
+Nothing is downloaded. Matches transformers' eager attention to 1e-5 for every family
 (tests/checkpoints); precision rules in :mod:`.forward`. Public API::
 
     load_checkpoint(folder, name=None) -> Checkpoint; ready_models() -> [(name, folder)]
