@@ -181,15 +181,12 @@ def _check_rgb(rgb) -> np.ndarray:
 
 
 def prepare_image(rgb, patch: int, policy: str = "resize", target: tuple[int, int] | None = None) -> np.ndarray:
-    """Return ``uint8 (H', W', 3)`` with H' and W' multiples of ``patch``.
+    """Return ``uint8 (H', W', 3)`` with H' and W' multiples of ``patch``; SourceError below one patch
+    or for a target P does not divide.
 
-    * ``policy="resize"``: without ``target``, resize each side to its nearest multiple of P
-      (at least one patch); with ``target=(H, W)``, resize to exactly that (aspect ratio may change).
-    * ``policy="crop"``: without ``target``, centre-crop each side down to a multiple of P; with
-      ``target``, scale (keeping the aspect ratio) just enough to cover the target, then
-      centre-crop to it (the usual "resize shorter side, centre crop" of ViT preprocessing).
-
-    An image smaller than one patch, or a target that P does not divide, raises SourceError.
+    "resize": each side to its nearest multiple of P (at least one), or exactly to ``target`` (aspect
+    may change). "crop": centre-crop down to multiples of P, or scale just enough to cover ``target``
+    keeping the aspect and centre-crop to it (ViT's usual "resize shorter side, centre crop").
     """
     rgb = _check_rgb(rgb)
     P = positive_int("patch size", patch)
