@@ -3,12 +3,11 @@
 Nothing is downloaded. Matches transformers' eager attention to 1e-5 for every family
 (tests/checkpoints); precision rules in :mod:`.forward`. Public API::
 
-    load_checkpoint(folder, name=None) -> Checkpoint; ready_models() -> [(name, folder)]
+    load_checkpoint(folder, name=None) -> Checkpoint; CheckpointError(ValueError) for every problem
     run_text / run_image(ckpt, input, *, dtype=np.float32, kernel="reference") -> ModelAttention
     run_decoder(ckpt, text, *, mode="auto") -> DecoderAttention   # Llama/Mistral/Qwen, memory-mapped
     head_summaries / attention_rollout / cls_attention_maps      # see :mod:`.analysis`
-    find_checkpoints(folders) / resolve(text)                    # ready models, folders, HF cache
-    CheckpointError(ValueError)                                  # every load / run problem
+    ready_models() / find_checkpoints(folders) / resolve(text)   # ready models, folders, HF cache
 """
 
 from attnviz.checkpoints.analysis import (
