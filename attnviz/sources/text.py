@@ -172,7 +172,7 @@ class BpeTokenizer:
         return self._tok.token_to_id(token)
 
     def id_to_piece(self, token_id: int) -> str:
-        """The decoded piece of one id (see the module docstring)."""
+        """The decoded piece of one id (see :meth:`_decode_piece`)."""
         token_id = int(token_id)
         if not 0 <= token_id < self.vocab_size:
             raise SourceError(f"token id {token_id} is outside the vocabulary (0..{self.vocab_size - 1})")
