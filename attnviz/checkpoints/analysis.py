@@ -1,15 +1,5 @@
-"""Summaries computed from attention maps (L, nh, T, T): per-head statistics, attention rollout and
-the class token's attention over the patch grid.
-
-* :func:`head_summaries` — per (layer, head): mean row entropy, attention to special tokens, to the
-  token itself and to the previous token.
-* :func:`attention_rollout` — Abnar & Zuidema's rollout as ``vit_rollout.py`` computes it: fuse heads
-  (mean / max / min), zero the lowest ``discard_ratio`` share of the fused matrix (never CLS -> CLS),
-  ``(A + I) / 2``, renormalise rows, multiply from the first layer up; the class token's row over the
-  patches, reshaped to the grid and divided by its maximum, is the map drawn over the image.
-* :func:`cls_attention_maps` — one layer's class-token attention over the patches, per head (DINO's view).
-
-Rows are queries and columns keys throughout.
+"""Summaries of attention maps (L, nh, T, T), rows = queries: per-head statistics, attention rollout
+(Abnar & Zuidema, as ``vit_rollout.py`` computes it) and the class token's map over the patch grid.
 """
 
 from __future__ import annotations
@@ -90,8 +80,8 @@ def attention_rollout(attentions, head_fusion: str = "mean", discard_ratio: floa
                       grid: tuple[int, int] | None = None, n_extra: int = 1) -> Rollout:
     """Rollout of ``attentions`` (L, nh, T, T); with ``grid`` (gh, gw) also the class-token map.
 
-    ``discard_ratio`` in [0, 1): the share of the fused matrix's entries, lowest first (ties by flat
-    index), set to zero before adding the identity; flat index 0 (CLS -> CLS) is always kept.
+    Per layer: fuse heads, zero the lowest ``discard_ratio`` share of entries (ties by flat index; flat
+    index 0, CLS -> CLS, always kept), ``(A + I) / 2``, renormalise rows; multiply from the first layer up.
     """
     a = _check_attentions(attentions).astype(np.float64)  # (L, nh, T, T)
     if head_fusion not in HEAD_FUSIONS:

@@ -1,15 +1,8 @@
 """The numpy forward pass of a decoder LLM (Llama, Mistral, Qwen2, Qwen3), every layer and head.
 
-Per block, as transformers' eager implementation: ``h = RMSNorm(x)``; q, k, v projections (q/k/v
-biases for Qwen2), for Qwen3 an RMSNorm over each head's q and k, rotary embeddings on q and k,
-causal (or sliding-window) softmax attention with each group of ``n_head / n_kv_head`` query heads
-sharing one key/value head, the output projection added to x; then ``x += down(silu(gate(h)) *
-up(h))`` with ``h = RMSNorm(x)``; a final RMSNorm gives the last hidden state.
-
-:func:`forward_decoder` keeps either every attention map (``keep="weights"``: (L, nh, T, T), for
-inputs where that fits) or, for long inputs, only what the maps are recomputed from
-(``keep="qk"``): per layer the rotated q (nh, T, hs), k (n_kv, T, hs) and the log-sum-exp (nh, T)
-of the engine's flash kernel under a :class:`~attnviz.engine.TiledMask` of the causal mask.
+Block by block as transformers' eager implementation (RMSNorm, grouped-query attention with RoPE,
+SwiGLU MLP; the variants are in :class:`~attnviz.checkpoints.decoder_config.DecoderSpec`). Long
+inputs keep only what the maps are recomputed from (:class:`DecoderTrace`), not the maps.
 """
 
 from __future__ import annotations

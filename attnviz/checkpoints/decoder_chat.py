@@ -1,29 +1,9 @@
 """A decoder checkpoint's chat template: found as transformers finds it, rendered in a jinja2 sandbox.
 
-Where the template comes from (the order of transformers' tokenizer loading): ``chat_template.jinja``
-(the "default" template) and ``additional_chat_templates/NAME.jinja`` (named ones) when present,
-else ``tokenizer_config.json``'s ``chat_template`` (a string, or a list of ``{"name", "template"}``).
-Of named templates the one called "default" is used (none called so: refused, as transformers does).
-
-:func:`render_chat` renders it for one user message (``messages=[{"role": "user", "content": TEXT}]``,
-``add_generation_prompt=True``, the tokenizer's named special tokens ``bos_token``, ``eos_token``, …)
-as ``tokenizer.apply_chat_template`` does.  Templates are untrusted input: they run in
-:class:`jinja2.sandbox.ImmutableSandboxedEnvironment` (no underscore attributes, no mutation of the
-values passed in, ranges of at most 100,000 items), and on top of it
-
-* every line the template's code executes is counted, and a render past :data:`STEP_BUDGET` steps
-  stops (nested loops are not bounded by the sandbox's range limit);
-* the rendered text is capped (:func:`output_cap`): a render is stopped as soon as it grows past it;
-* no value may grow past that cap either: the template's variables are measured at every step,
-  namespace attributes when set, and the operations that make a large value out of small ones are
-  refused before they run (``*`` repeating a string or list, ``+`` joining two, ``**`` on integers,
-  string methods and filters that pad, replace or join — ``center``, ``ljust``, ``replace``,
-  ``join``, ``indent``, ``tojson(indent=...)`` — and format strings with a width of a million or more);
-* access to an unsafe attribute (``__class__`` and other underscore names) is an error, not an empty
-  value.
-
-Any failure (a syntax error, ``raise_exception(...)`` in the template, a refused attribute, a budget
-crossed) is a :class:`CheckpointError` naming the checkpoint and the template.
+Templates are untrusted input: on top of :class:`jinja2.sandbox.ImmutableSandboxedEnvironment` a
+render is bounded in executed lines (:data:`STEP_BUDGET`; the sandbox does not bound nested loops),
+in output and in the size of every value it builds (:func:`output_cap`), and an unsafe attribute is an
+error, not an empty value. Every failure is a :class:`CheckpointError` naming checkpoint and template.
 """
 
 from __future__ import annotations
@@ -101,7 +81,11 @@ def template_variables(folder: Path, cfg: dict, model_type: str) -> tuple[tuple[
 
 
 def find_template(folder: Path, cfg: dict, model_type: str) -> ChatTemplate | None:
-    """The chat template of a checkpoint folder (None when it has none)."""
+    """The chat template of a checkpoint folder (None when it has none), in transformers' loading order.
+
+    ``chat_template.jinja`` and ``additional_chat_templates/NAME.jinja`` first, else tokenizer_config's
+    ``chat_template`` (a string or a list of ``{"name", "template"}``); of named ones "default" is used.
+    """
     named: dict[str, str] = {}
     sources: dict[str, str] = {}
     try:
@@ -193,6 +177,8 @@ def _environment(cap: int):
         return sum(len(str(x)) for x in items) + len(str(sep)) * max(0, len(items) - 1)
 
     class ChatEnvironment(ImmutableSandboxedEnvironment):
+        # Operations that build a large value out of small ones are refused before they run; the
+        # padding / replacing / joining filters below are checked the same way.
         intercepted_binops = frozenset({"*", "**", "+", "%"})
 
         def unsafe_undefined(self, obj, attribute):
@@ -297,7 +283,11 @@ def _environment(cap: int):
 
 
 def render_chat(template: ChatTemplate, text: str, model: str) -> str:
-    """The template rendered for one user message ``text`` with the generation prompt."""
+    """The template rendered for one user message ``text`` with the generation prompt.
+
+    As ``tokenizer.apply_chat_template`` does: ``messages=[{"role": "user", ...}]``,
+    ``add_generation_prompt=True`` and the tokenizer's named special tokens (``bos_token`` ...).
+    """
     where = f"{model}: the chat template ({template.source})"
     if template.text is None:
         raise CheckpointError(f"{where} cannot be used: {template.problem}")

@@ -1,12 +1,7 @@
 """``config.json`` of a decoder LLM (Llama, Mistral, Qwen2, Qwen3) -> a checked :class:`ModelConfig`.
 
-The block is the same for all four: RMSNorm before attention and MLP, grouped-query attention with
-rotary position embeddings on q and k, a SwiGLU MLP (``down(silu(gate(x)) * up(x))``), a final
-RMSNorm.  What differs is carried in :class:`DecoderSpec`: q/k/v biases (Qwen2; Llama's
-``attention_bias`` also gives the output projection one), RMSNorm of each head's q and k (Qwen3),
-sliding-window layers (Mistral, and Qwen layers named so in ``layer_types``), an explicit
-``head_dim``, and the rotary settings (``rope_theta`` and ``rope_scaling`` / ``rope_parameters``
-of type default, linear, llama3 or yarn).
+The four share one block (RMSNorm, grouped-query attention with RoPE, SwiGLU MLP, final RMSNorm);
+what differs (biases, q/k norms, sliding windows, head_dim, rope scaling) is carried in :class:`DecoderSpec`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Run a decoder LLM on text of any length up to its context, and read its attention per head.
 
-:func:`run_decoder` tokenises (BOS as the checkpoint's tokenizer config says), checks the length
-against the model's context and against memory (:func:`token_limit`), and runs
-:func:`~attnviz.checkpoints.decoder.forward_decoder` keeping every map (``mode="weights"``) or, for
-long inputs, only q, k and the log-sum-exp per layer (``mode="qk"``; ``"auto"`` picks "weights"
-while every map fits in ``weights_budget``, default :data:`WEIGHTS_BUDGET`).  ``chat=True`` reads the
-text as one user message in the checkpoint's chat template.  The :class:`DecoderAttention` it returns answers
-the same questions either way: one head's map (:meth:`~DecoderAttention.head_map`), a screen-sized
-overview of any region (:meth:`~DecoderAttention.overview`, the engine's overview machinery), and
-the per-head summaries LLM readers look at (:meth:`~DecoderAttention.summaries`: attention to the
-first token, to self, to the previous token, mean attention distance, entropy), computed band by
-band (``band_bytes`` of weights at a time) so no T x T matrix is held.
+Long inputs keep only q, k and the log-sum-exp per layer (mode "qk"; "auto" keeps every map while
+they fit in :data:`WEIGHTS_BUDGET`), so :class:`DecoderAttention` recomputes maps, overviews and
+per-head summaries band by band and never holds a T x T matrix; either mode answers the same questions.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Text -> token ids of a decoder LLM, with the BOS/EOS its ``tokenizer_config.json`` asks for.
 
-transformers builds a Llama-family tokenizer's post-processor from ``add_bos_token`` /
-``add_eos_token`` (Llama and Mistral add ``<s>`` by default; Qwen adds nothing), whatever the
-``tokenizer.json`` post-processor says.  :func:`read_special` reads those flags and the BOS/EOS
-strings; :func:`encode` tokenises without the file's post-processor and adds the markers itself.
-With ``chat=True`` the text is first put in the checkpoint's chat template (one user message and the
-generation prompt, :mod:`~attnviz.checkpoints.decoder_chat`) and the rendered chat is tokenised with no
-BOS/EOS added: the template writes the ones it wants, as ``apply_chat_template`` does.
+transformers builds a Llama-family post-processor from ``add_bos_token`` / ``add_eos_token``
+whatever ``tokenizer.json`` says (Llama and Mistral add ``<s>``, Qwen nothing), so :func:`encode`
+tokenises without the file's post-processor and adds the markers itself; a chat template writes its own.
 """
 
 from __future__ import annotations

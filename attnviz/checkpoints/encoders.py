@@ -1,15 +1,7 @@
-"""Forward passes of the encoder families beyond BERT, in numpy, collecting every attention map.
+"""Numpy forward passes of RoBERTa, XLM-RoBERTa, ELECTRA and DistilBERT, collecting every attention map.
 
-* RoBERTa / XLM-RoBERTa — BERT's blocks; positions count only non-padding tokens and start after the
-  padding index (``pad + 1 + i``; a padding token itself gets row ``pad``), as fairseq made them.
-* ELECTRA — BERT's blocks on embeddings of width ``embedding_size``, LayerNormed there and projected
-  to the hidden size by ``embeddings_project`` when the two differ.
-* DistilBERT — word + position embeddings (no token types), post-LN blocks under its own names
-  (``q_lin`` ... ``out_lin``, ``sa_layer_norm``, ``ffn.lin1/lin2``, ``output_layer_norm``), LayerNorm
-  epsilon fixed at 1e-12 as in its code.
-
-:func:`forward_encoder` returns ``(attentions (L, nh, T, T), last hidden state (T, C))`` like
-:func:`attnviz.checkpoints.forward.forward_bert`.
+They reuse BERT's blocks (:func:`attnviz.checkpoints.forward.bert_blocks`) and return the same
+``(attentions (L, nh, T, T), hidden (T, C))``; what differs is the embeddings and DistilBERT's names.
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ def position_ids(c: ModelConfig, ids: np.ndarray) -> np.ndarray:
     if c.padding_idx < 0:
         return np.arange(ids.shape[0])
     real = ids != c.padding_idx  # (T,)
-    return np.cumsum(real) * real + c.padding_idx  # (T,)
+    return np.cumsum(real) * real + c.padding_idx  # (T,) pad + 1 + i as fairseq made them; padding gets row pad
 
 
 def forward_encoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
@@ -42,7 +34,7 @@ def forward_encoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float3
         x = x + W.rows("embeddings.token_type_embeddings.weight", np.zeros(T, dtype=np.int64))  # (T, E)
     x = x + W.rows("embeddings.position_embeddings.weight", position_ids(c, ids))  # (T, E)
     x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], c.ln_eps)  # (T, E)
-    if W.get("embeddings_project.weight") is not None:
+    if W.get("embeddings_project.weight") is not None:  # ELECTRA: narrower embeddings projected up
         x = linear(x, W["embeddings_project.weight"], W["embeddings_project.bias"])  # (T, C)
     return bert_blocks(c, W, x, None, dtype, kernel)
 

@@ -1,15 +1,8 @@
-"""The encoder and vision families beyond BERT, GPT-2 and ViT: their ``config.json`` and tensor lists.
+"""``config.json`` and tensor lists of the families beyond BERT, GPT-2 and ViT.
 
-* Encoders (kind ``"bert"``, text in, post-LN blocks): RoBERTa and XLM-RoBERTa (positions start after
-  the padding index), ELECTRA (embeddings narrower than the hidden size, projected up), DistilBERT
-  (no token types, its own tensor names).
-* Vision (kind ``"vit"``, image in, pre-LN blocks): the CLIP vision tower (``clip_vision_model``, or the
-  ``vision_config`` of a whole ``clip`` checkpoint), DINOv2 (layer scale, MLP width from ``mlp_ratio``).
-
-:func:`parse_family` reads a config into :class:`~attnviz.checkpoints.config.ModelConfig`;
-:func:`family_tensors` lists the tensors the forward passes in :mod:`attnviz.checkpoints.encoders`
-and :mod:`attnviz.checkpoints.vision` read.  :data:`UNSUPPORTED` says, for families people bring
-that are still refused, what their forward pass needs that is missing.
+Encoders (kind "bert", post-LN): RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT; vision (kind "vit",
+pre-LN): the CLIP vision tower (alone or inside a whole ``clip`` checkpoint) and DINOv2.
+:data:`UNSUPPORTED` says, for families people bring that are still refused, what is missing.
 """
 
 from __future__ import annotations
@@ -83,7 +76,7 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
         if c.padding_idx >= c.vocab_size:
             raise CheckpointError(f"config.json: pad_token_id {pad} is outside the {c.vocab_size}-row embedding table")
         return c
-    if model_type == "distilbert":
+    if model_type == "distilbert":  # LayerNorm epsilon fixed at 1e-12 in DistilBERT's code, not in its config
         return ModelConfig(
             kind="bert", model_type=model_type, d_model=_int(cfg, "dim", 768), n_layer=_int(cfg, "n_layers", 6),
             n_head=_int(cfg, "n_heads", 12), d_ff=_int(cfg, "hidden_dim", 3072), act=_act(cfg, "activation", "gelu"),

@@ -1,17 +1,9 @@
-"""The numpy forward passes of the three supported architectures, collecting every attention map.
+"""Numpy forward passes of BERT-family encoders, GPT-2 and ViT / DeiT, collecting every attention map.
 
-* :func:`forward_bert` — BERT-family encoder (BERT, MiniLM): word + position + token-type embeddings,
-  LayerNorm, then post-LN blocks (attention -> add -> LN, GELU MLP -> add -> LN); a padding mask
-  hides padded keys.
-* :func:`forward_gpt2` — GPT-2: token + position embeddings, pre-LN blocks with a causal mask,
-  Conv1D weights (in, out), final ``ln_f``.
-* :func:`forward_vit` — ViT / DeiT: patch embedding as a matrix over (C, P_h, P_w)-ordered patches,
-  [CLS] (and DeiT's distillation token) prepended, learned positions, pre-LN blocks, final LayerNorm.
-
-Each returns ``(attentions, hidden)``: attentions (L, nh, T, T) with rows = queries, columns = keys,
-and the last hidden state (T, C) as the Hugging Face base model returns it.  Arithmetic runs in the
-dtype asked for (float32 by default: the checkpoints are stored so and transformers computes so;
-float64 for a closer look); attention itself goes through :func:`attnviz.engine.attention`.
+Each returns ``(attentions (L, nh, T, T), hidden (T, C))``, rows = queries, as the Hugging Face base
+model does. Precision: arithmetic in the dtype asked for (float32 by default: the stored precision
+and what transformers computes in; float64 for a closer look); attention goes through
+:func:`attnviz.engine.attention` (float64 reference kernel unless another kernel is chosen).
 """
 
 from __future__ import annotations
@@ -44,7 +36,7 @@ class _Cast:
 
 def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray | None = None,
                  key_mask: np.ndarray | None = None, *, dtype=np.float32, kernel: str = "reference"):
-    """BERT encoder on token ids (T,); ``key_mask`` (T,) bool, False for padding keys."""
+    """BERT-family encoder (post-LN blocks) on token ids (T,); ``key_mask`` (T,) bool, False for padding keys."""
     W = _Cast(weights, dtype)
     T = ids.shape[0]
     type_ids = np.zeros(T, dtype=np.int64) if type_ids is None else type_ids  # (T,)
@@ -76,7 +68,7 @@ def bert_blocks(c: ModelConfig, W, x: np.ndarray, key_mask: np.ndarray | None, d
 
 
 def forward_gpt2(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
-    """GPT-2 on token ids (T,) with a causal mask; hidden is after ``ln_f``."""
+    """GPT-2 (pre-LN blocks, Conv1D weights stored (in, out)) on token ids (T,), causal; hidden is after ``ln_f``."""
     W = _Cast(weights, dtype)
     T = ids.shape[0]
     C = c.d_model

@@ -1,12 +1,8 @@
 """Checkpoints already on this machine: the ready models, folders given, and the local Hugging Face cache.
 
-The cache is the folder ``HF_HUB_CACHE`` names, else ``$HF_HOME/hub``, else
-``$XDG_CACHE_HOME/huggingface/hub`` or ``~/.cache/huggingface/hub``; each model there is
-``models--ORG--NAME/snapshots/REV/`` (``refs/main`` names the revision to use).  Nothing is
-downloaded and no network is touched: only files already present are read, and of the weights
-only the safetensors headers (:func:`describe_folder` gives family, size and dtype without loading
-anything).  :func:`resolve` turns what a person types (a folder, a ready model's name, or a cached
-repo id ``ORG/NAME``) into a folder.
+Only files already present are read, and of the weights only the safetensors headers
+(:func:`describe_folder` gives family, size and dtype without loading anything); nothing is downloaded.
+:func:`resolve` turns a folder, a ready model's name or a cached repo id ``ORG/NAME`` into a folder.
 """
 
 from __future__ import annotations
@@ -28,7 +24,8 @@ FAMILIES = {"bert": "BERT", "gpt2": "GPT-2", "vit": "ViT", "deit": "DeiT", "llam
 
 
 def cache_dir() -> Path:
-    """The Hugging Face hub cache folder this machine's settings name (it may not exist)."""
+    """The Hugging Face hub cache folder this machine's settings name (it may not exist): ``HF_HUB_CACHE``,
+    else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub`` or ``~/.cache/huggingface/hub``."""
     env = os.environ
     if env.get("HF_HUB_CACHE"):
         return Path(env["HF_HUB_CACHE"]).expanduser()
@@ -93,6 +90,8 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
 
 
 def _snapshot(repo_dir: Path) -> Path | None:
+    """``snapshots/REV/`` of a cached ``models--ORG--NAME`` repo: REV as ``refs/main`` names it, else the
+    newest snapshot with a config.json."""
     snaps = repo_dir / "snapshots"
     ref = repo_dir / "refs" / "main"
     try:

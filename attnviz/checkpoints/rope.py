@@ -1,19 +1,8 @@
 """Rotary position embeddings (RoPE) of decoder LLMs, with the ``rope_scaling`` types their configs carry.
 
-:func:`inverse_frequencies` gives the (head_dim / 2,) angular speeds and the cos/sin multiplier for
-a :class:`~attnviz.checkpoints.decoder_config.RopeSpec`, following transformers' rope utilities:
-
-* default: ``theta ** -(2i / d)``;
-* linear: the default divided by ``factor`` (positions interpolated);
-* llama3: wavelengths longer than ``original / low_freq_factor`` divided by ``factor``, shorter than
-  ``original / high_freq_factor`` kept, a smooth blend between;
-* yarn: per-dimension blend of interpolated and extrapolated speeds over the correction range of
-  ``beta_fast`` / ``beta_slow`` rotations, and cos/sin multiplied by ``attention_factor``
-  (``0.1 ln(factor) + 1`` unless the config says otherwise).
-
-As in transformers the speeds and angles are float32 (float64 in a float64 pass), and
-:func:`rotate` applies ``x cos + rotate_half(x) sin`` with the two halves of each head rotated
-together (the "half" layout Llama-family checkpoints are stored in).
+Follows transformers' rope utilities (default, linear, llama3, yarn), in float32 as they do (float64
+in a float64 pass), with the "half" layout Llama-family checkpoints are stored in: the two halves of
+each head are rotated together, not interleaved pairs.
 """
 
 from __future__ import annotations
@@ -32,9 +21,9 @@ def inverse_frequencies(rope, head_dim: int, dtype=np.float32) -> tuple[np.ndarr
     t = rope.rope_type
     if t == "default":
         return inv, 1.0
-    if t == "linear":
+    if t == "linear":  # positions interpolated
         return (inv / dt(rope.factor)).astype(dt), 1.0
-    if t == "llama3":
+    if t == "llama3":  # long wavelengths divided by factor, short ones kept, a smooth blend between
         old = rope.original_max_positions
         low_wavelen = old / rope.low_freq_factor
         high_wavelen = old / rope.high_freq_factor
@@ -45,7 +34,8 @@ def inverse_frequencies(rope, head_dim: int, dtype=np.float32) -> tuple[np.ndarr
         smoothed = ((1 - smooth) * scaled / dt(rope.factor) + smooth * scaled).astype(dt)
         medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
         return np.where(medium, smoothed, scaled).astype(dt), 1.0
-    # yarn
+    # yarn: per-dimension blend of interpolated and extrapolated speeds over the beta_fast / beta_slow
+    # correction range; cos/sin scaled by attention_factor (0.1 ln(factor) + 1 unless configured)
     factor = rope.factor
 
     def mscale(scale, m=1.0):

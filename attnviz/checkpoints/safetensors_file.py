@@ -1,16 +1,9 @@
 """Memory-mapped safetensors files, one or sharded, read without copying the weights.
 
-A ``.safetensors`` file is an 8-byte little-endian header length, a JSON header (tensor name ->
-dtype, shape, byte offsets into the data that follows) and the raw data.  :func:`open_weights`
-reads the header(s) and maps the file(s) read-only with :class:`numpy.memmap`, so a tensor costs no
-memory until it is used, and an F32 tensor is used in place.  A sharded checkpoint lists its
-files in ``model.safetensors.index.json`` (``weight_map``: tensor name -> shard file).
-
-:class:`StoredTensors` hands out each tensor as float32 (float64 if stored so): F32/F64 as views of
-the mapped file, F16 and BF16 converted on access (BF16 -> float32 is exact: its bits are the top
-half of a float32).  :meth:`StoredTensors.rows` converts only the rows asked for, so an embedding
-table of 150k rows is never converted whole.  Every problem is a CheckpointError; a damaged or
-hostile file says "not a readable safetensors file" and what is wrong.
+A file is an 8-byte little-endian header length, a JSON header (name -> dtype, shape, byte offsets)
+and the raw data, mapped read-only so a tensor costs nothing until used; F32 is used in place.
+Shards are listed in ``model.safetensors.index.json`` (``weight_map``). Every problem is a
+CheckpointError ("not a readable safetensors file" and what is wrong).
 """
 
 from __future__ import annotations
@@ -187,7 +180,7 @@ class StoredTensors(Mapping):
 
     @staticmethod
     def _convert(raw: np.ndarray, dtype: str) -> np.ndarray:
-        if dtype == "BF16":
+        if dtype == "BF16":  # exact: BF16 bits are the top half of a float32
             return (raw.astype(np.uint32) << 16).view(np.float32)
         if dtype == "F64":
             return np.asarray(raw, dtype=np.float64)
@@ -198,7 +191,7 @@ class StoredTensors(Mapping):
         return self._convert(self._raw(stored), self._entries[stored].dtype)
 
     def rows(self, name: str, index) -> np.ndarray:
-        """``self[name][index]`` converting only the rows indexed."""
+        """``self[name][index]`` converting only the rows indexed (a 150k-row embedding table never whole)."""
         stored = self._name(name)
         return self._convert(np.asarray(self._raw(stored)[index]), self._entries[stored].dtype)
 

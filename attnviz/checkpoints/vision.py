@@ -1,17 +1,8 @@
-"""Forward passes of the vision transformers at any input size, collecting every attention map.
+"""Forward passes of the vision transformers (ViT / DeiT, CLIP vision, DINOv2) at any input size.
 
-:func:`forward_vision` runs preprocessed pixels (C, H, W) through ViT / DeiT, the CLIP vision tower
-or DINOv2.  The patch grid is the input's (H // P, W // P), as the patch convolution's stride gives
-it (pixels past the last whole patch are not seen); when it differs from the grid the position table
-was trained for, the table is interpolated (:mod:`attnviz.checkpoints.interpolate`) as transformers
-does with ``interpolate_pos_encoding=True`` (DINOv2 always does so).
-
-* CLIP vision: class embedding (a vector) + bias-free patch convolution, learned positions,
-  ``pre_layrnorm``, pre-LN blocks (``layer_norm1``, ``self_attn.{q,k,v,out}_proj``, ``layer_norm2``,
-  ``mlp.fc1/fc2``, quick-GELU in the released models); the last hidden state is the encoder's output
-  (``post_layernorm`` only touches the pooled class token).
-* DINOv2: ViT's embeddings, pre-LN blocks whose attention and MLP outputs are multiplied by learned
-  layer scales before the residual add, final ``layernorm``.
+The patch grid is the input's (H // P, W // P), as the patch convolution's stride gives it; when it
+differs from the trained grid the position table is interpolated as transformers does with
+``interpolate_pos_encoding=True`` (:mod:`attnviz.checkpoints.interpolate`).
 """
 
 from __future__ import annotations
@@ -94,7 +85,7 @@ def _clip(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel):
         h = layer_norm(x, W[p + "layer_norm2.weight"], W[p + "layer_norm2.bias"], c.ln_eps)
         h = activation(c.act, linear(h, W[p + "mlp.fc1.weight"], W[p + "mlp.fc1.bias"]))  # (T, ff)
         x = x + linear(h, W[p + "mlp.fc2.weight"], W[p + "mlp.fc2.bias"])  # (T, d)
-    return atts, x
+    return atts, x  # the encoder's output: post_layernorm only touches the pooled class token
 
 
 def _dinov2(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel):
@@ -110,7 +101,7 @@ def _dinov2(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel):
                    for n in ("query", "key", "value"))  # 3 x (T, d)
         ctx, atts[i] = self_attention(q, k, v, c.n_head, None, scale, kernel)  # (T, d), (nh, T, T)
         a = linear(ctx, W[p + "attention.output.dense.weight"], W[p + "attention.output.dense.bias"])
-        x = x + a * W[p + "layer_scale1.lambda1"]
+        x = x + a * W[p + "layer_scale1.lambda1"]  # DINOv2's learned layer scale before the residual add
         h = layer_norm(x, W[p + "norm2.weight"], W[p + "norm2.bias"], c.ln_eps)
         h = activation(c.act, linear(h, W[p + "mlp.fc1.weight"], W[p + "mlp.fc1.bias"]))  # (T, ff)
         x = x + linear(h, W[p + "mlp.fc2.weight"], W[p + "mlp.fc2.bias"]) * W[p + "layer_scale2.lambda1"]

@@ -1,16 +1,9 @@
 """``model.safetensors`` (or its shards) -> checked numpy arrays under canonical tensor names.
 
-:func:`expected_tensors` lists, for a :class:`~attnviz.checkpoints.config.ModelConfig`, every tensor
-the forward pass reads and its shape, in the Hugging Face layout of ``BertModel``, ``GPT2Model``,
-``ViTModel``/``DeiTModel`` and the decoder LLMs (``LlamaModel`` and its relatives).
-:func:`load_weights` maps the file(s) with :mod:`attnviz.checkpoints.safetensors_file` (sharded
-checkpoints through ``model.safetensors.index.json``), first compares the number of tensors and
-weights the config implies with what the header(s) hold (a config claiming 10^7 layers is refused
-before any list is built), strips a head-model prefix (``bert.``, ``transformer.``, ``vit.``,
-``model.`` ...), and checks each expected tensor is present, floating point (BF16, F16, F32, F64),
-of the right shape and finite.  Tensors the forward
-pass does not use (poolers, LM heads, buffers) are ignored.  Every problem, including a corrupt or
-hostile file, is a :class:`~attnviz.checkpoints.errors.CheckpointError`.
+:func:`expected_tensors` lists what each forward pass reads, in the Hugging Face layout;
+:func:`load_weights` checks each one is present (a head-model prefix such as ``bert.`` stripped),
+floating point, of the right shape and finite, and ignores the rest (poolers, LM heads, buffers).
+Every problem, a corrupt or hostile file included, is a :class:`~attnviz.checkpoints.errors.CheckpointError`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""``attnviz-cli corpus``: per-head attention statistics of a checkpoint over a corpus, on Dask.
+"""``attnviz-cli corpus MODEL TEXTS --out STATS.parquet``: per-head attention statistics over a corpus, on Dask.
 
-    attnviz-cli corpus MODEL TEXTS --out STATS.parquet [--scheduler threads|processes|tcp://HOST:PORT]
-                       [--workers N] [--batch N] [--max-tokens T] [--per-document FILE]
-
-MODEL is what ``model inspect`` accepts (a checkpoint folder or a ready model's name); TEXTS a text file
-with one document per line, a folder of .txt files, or a .parquet / .jsonl file with a ``text`` column.
 A progress bar runs on stderr; Ctrl+C stops and leaves no file behind; documents that fail are
-counted and named in the summary (exit status 1 when any failed, the statistics of the others are
-still written).
+named in the summary and give exit status 1, the statistics of the others still written.
 """
 
 from __future__ import annotations

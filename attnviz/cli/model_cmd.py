@@ -1,20 +1,9 @@
-"""``attnviz-cli model``: real pretrained checkpoints without the window.
+"""``attnviz-cli model``: real pretrained checkpoints without the window; nothing is downloaded.
 
-    attnviz-cli model list [FOLDER ...]
-    attnviz-cli model inspect MODEL (--text TEXT | --image IMAGE) --npz OUT [--dtype float32|float64]
-                              [--layer L --head H] [--chat]
-
-``model list`` shows the ready models, the folders given and the checkpoints in the local Hugging
-Face cache (``HF_HUB_CACHE`` / ``HF_HOME`` / ``~/.cache/huggingface/hub``) with family, size and
-dtype, reading only config files and safetensors headers.  ``MODEL`` is a Hugging Face-format folder,
-a ready model's name, or a cached repo id ``ORG/NAME``; nothing is downloaded.  ``inspect`` runs one
-forward pass and writes ``tokens`` (T,) and ``attentions`` (layers, heads, T, T), plus ``special``
-(T,) and ``hidden`` (T, d_model); for ViT also ``grid`` (gh, gw) and ``n_extra_tokens``; for text
-``ids`` (T,).  A decoder LLM also writes ``kv_head`` (heads,), the key/value head each query head
-shares, and its per-head summaries (``summary_*``, (layers, heads)); on inputs whose maps do not fit
-in memory it runs keeping only q, k and the log-sum-exp, and ``--layer/--head`` writes one map
-``attention`` (T, T) instead of all of them.  ``--chat`` puts the text in the decoder's chat template
-(one user message and the generation prompt, as transformers' ``apply_chat_template``) first.
+``model list [FOLDER ...]`` describes ready models, folders and the local Hugging Face cache from
+config files and safetensors headers only; ``model inspect MODEL (--text | --image) --npz OUT`` runs
+one forward pass and writes tokens, attentions (layers, heads, T, T) and the rest of the result.
+A decoder whose maps do not fit in memory writes one map (``--layer/--head``) recomputed from q, k, lse.
 """
 
 from __future__ import annotations

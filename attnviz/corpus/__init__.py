@@ -1,14 +1,8 @@
 """Attention statistics of a pretrained checkpoint over a whole corpus, computed on Dask.
 
-Qt-free.  Dask (``distributed``) is imported only by :mod:`attnviz.corpus.run` when a run starts, and
-pyarrow only when a Parquet file is read or written, so importing this package costs neither.
-
-* :mod:`~attnviz.corpus.stats` — per-head row sums of one document and how they add up (numpy);
-* :mod:`~attnviz.corpus.texts` — the corpus streamed as documents (lines, a folder of .txt, Parquet, JSONL);
-* :mod:`~attnviz.corpus.worker` — a partition of documents through the checkpoint, on a worker;
-* :mod:`~attnviz.corpus.run` — the driver: cluster, partitions in flight, ordered folding, files;
-* :mod:`~attnviz.corpus.files` — STATS.parquet and the per-document file, written atomically, read back;
-* :mod:`~attnviz.corpus.compare` — one input's statistics beside a corpus's, for the same model.
+Qt-free; Dask is imported only when a run starts (:mod:`.run`) and pyarrow only when a Parquet file
+is read or written, so importing this package costs neither. Modules: ``stats`` (sums, numpy),
+``texts`` (streamed documents), ``worker``, ``run`` (the driver), ``files`` (STATS.parquet), ``compare``.
 """
 
 from attnviz.corpus.files import CorpusStats, StatsFileError, read_stats

@@ -1,14 +1,9 @@
-"""STATS.parquet and the per-document file: writing them whole or not at all, and reading STATS back.
+"""STATS.parquet and the per-document file: written whole or not at all, and STATS read back.
 
-STATS.parquet holds one row per (layer, head): ``layer``, ``head``, the statistics of
-:data:`~attnviz.corpus.stats.STATISTICS` (float64 means over rows), ``rows`` and ``documents``; its
-schema metadata names the model (``attnviz.model``, ``attnviz.layers``, ``attnviz.heads``), the corpus
-and how many of its documents failed.  The per-document file has one row per (document, layer, head):
-``document`` (its name), ``index``, ``tokens``, ``layer``, ``head`` and the statistics.
-
-Both are written to a hidden temporary file next to the target and renamed into place only when
-complete (:class:`AtomicParquet`), so an interrupted run leaves no half-written file.  pyarrow is
-imported only when a file is written or read.
+STATS has one row per (layer, head) with the float64 means of every statistic, ``rows`` and
+``documents``; its schema metadata names the model, the corpus and how many documents failed. The
+per-document file has one row per (document, layer, head). Both are renamed into place only when
+complete (:class:`AtomicParquet`), so an interrupted run leaves no half-written file.
 """
 
 from __future__ import annotations

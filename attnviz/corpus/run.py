@@ -1,14 +1,9 @@
 """Run a corpus through a checkpoint on Dask and write STATS.parquet: the driver.
 
-:func:`run_corpus` streams the corpus in partitions to a Dask cluster — a local one (``threads``: one
-worker process of the caller with N threads; ``processes``: N single-threaded worker processes on
-127.0.0.1) or a running ``dask scheduler`` at ``tcp://HOST:PORT`` — keeping only a few partitions per
-worker in flight, so the corpus is never read whole.  Partition results are folded in partition order
-(results that arrive early wait), so the totals and the per-document file come out in corpus order
-and the same whatever the scheduler and the number of workers.
-
-Dask (``distributed``) is imported here only, inside :func:`open_client`: the rest of attnviz runs
-without it.  Any problem the user can act on is a :class:`CorpusRunError` naming it.
+Only a few partitions per worker are in flight, so the corpus is never read whole, and results are
+folded in partition order (early ones wait), so totals and the per-document file come out in corpus
+order and identical whatever the scheduler and worker count. Dask is imported only in
+:func:`open_client`; problems the user can act on are a :class:`CorpusRunError`.
 """
 
 from __future__ import annotations
@@ -81,7 +76,9 @@ def _sigint_ignored():
 
 @contextmanager
 def open_client(scheduler: str, workers: int | None = None):
-    """A ``distributed.Client`` for ``scheduler`` ("threads", "processes" or "tcp://HOST:PORT")."""
+    """A ``distributed.Client`` for ``scheduler``: "threads" (one worker process of the caller, N threads),
+    "processes" (N single-threaded workers on 127.0.0.1) or "tcp://HOST:PORT" (a running scheduler).
+    """
     try:
         from distributed import Client, LocalCluster
     except ImportError:

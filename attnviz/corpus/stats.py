@@ -1,17 +1,8 @@
-"""Per-head attention statistics of a corpus, as exact sums that combine in any order.
+"""Per-head attention statistics of a corpus, as exact float64 sums that combine in any order.
 
-One document's attentions (L, nh, T, T) become :class:`HeadSums`: per (layer, head) the sums over its
-query rows of the row entropy, the weight on the first token, on the token itself, on the previous
-token (rows i >= 1) and the mean key distance, plus the number of rows.  Sums of any set of documents
-add up (``a + b``), in float64, so partitions computed anywhere combine into the same totals up to
-float rounding; :meth:`HeadSums.means` divides once at the end: every query row of every document
-weighs the same (row-weighted, not a mean of per-document means).
-
-For query row i of a head's weights w (rows queries, columns keys):
-
-* ``entropy``  -Σ_j w_ij ln w_ij in nats (0 ln 0 = 0);
-* ``to_first`` w_i0;  ``to_self`` w_ii;  ``to_prev`` w_i,i-1 (rows i >= 1 only);
-* ``distance`` Σ_j w_ij |i - j|, the expected distance in tokens from the query to the key it reads.
+Partitions computed anywhere add up (``a + b``) to the same totals up to float rounding, and
+:meth:`HeadSums.means` divides once at the end, so every query row of every document weighs the
+same (row-weighted, not a mean of per-document means).
 """
 
 from __future__ import annotations
@@ -22,6 +13,8 @@ import numpy as np
 
 from attnviz.engine.softmax import row_entropy
 
+# For query row i of weights w (rows queries): entropy -sum_j w_ij ln w_ij in nats (0 ln 0 = 0);
+# to_first w_i0; to_self w_ii; to_prev w_i,i-1 (rows i >= 1 only); distance sum_j w_ij |i - j| in tokens.
 STATISTICS = ("entropy", "to_first", "to_self", "to_prev", "distance")
 # statistic -> (label in menus and titles, short label on colour bars)
 LABELS = {

@@ -1,16 +1,9 @@
 """Documents of a corpus, streamed: never more than one partition of text in memory.
 
-A corpus is one of
-
-* a text file: one document per line (``notes.txt:12`` names line 12);
-* a folder: every ``.txt`` file below it is one document (named by its path inside the folder);
-* a ``.parquet`` file with a string column ``text`` (``data.parquet:row 7``; read in record batches);
-* a ``.jsonl`` file, one JSON object with a ``text`` field per line (``data.jsonl:12``).
-
-Every line / row / file is a document, blank ones too: a document that cannot be run (empty, not a
-string, malformed JSON) reaches the worker and is counted and named as failed there, so the summary
-accounts for every document of the input.  :func:`count_documents` is a cheap first pass (line count,
-Parquet metadata) for the progress bar.
+A corpus is a text file (a document per line, named ``notes.txt:12``), a folder of .txt files, a
+.parquet file with a ``text`` column (``data.parquet:row 7``) or a .jsonl file of ``{"text": ...}``.
+Every line / row / file is a document, blank or malformed ones too: they fail on the worker and are
+named there, so the summary accounts for every document of the input.
 """
 
 from __future__ import annotations

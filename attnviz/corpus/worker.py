@@ -1,13 +1,8 @@
 """What runs on a Dask worker: one partition of documents through a checkpoint, as exact sums.
 
-Each worker process loads the checkpoint once and keeps it (:func:`cached_checkpoint`, keyed by the
-checkpoint folder, its name and its files' sizes and times), then runs every document of every partition it is given with attnviz's
-own forward pass (:func:`attnviz.checkpoints.run_text`).  A document that fails (empty, too long, not
-text) is returned named with its message and does not stop the partition; a checkpoint that does not
-load on the worker raises :class:`ModelUnavailable`, which stops the run.
-
-BLAS runs one thread per worker thread: the forward pass is then the same computation in every
-worker, and workers sharing a machine do not oversubscribe its cores.
+Each process loads the checkpoint once (:func:`cached_checkpoint`). A failing document is returned
+named with its message and does not stop the partition; a checkpoint that does not load raises
+:class:`ModelUnavailable`, which stops the run.
 """
 
 from __future__ import annotations
@@ -55,6 +50,8 @@ class PartitionResult:
 
 
 def _limit_blas_threads() -> None:
+    # One BLAS thread per worker thread: the same computation in every worker, and workers sharing a
+    # machine do not oversubscribe its cores.
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")  # for the rest of this process

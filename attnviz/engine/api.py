@@ -59,17 +59,14 @@ def _tiled_attention(q3, k3, v3, tm: TiledMask, s: float, kernel: str, bm, bn, r
 
 def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, block_n=None,
               return_weights=False) -> AttentionResult:
-    """softmax(q k^T * scale, masked) v per head.
+    """softmax(q k^T * scale, masked) v per head (mask convention in :mod:`attnviz.engine`).
 
     q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv); 2-D arrays mean one head and give 2-D results.
-    ``mask``: None, a bool (Tq, Tk) / (nh, Tq, Tk) array (True = query may attend to key), a
-    BlockMask, or a TiledMask (flash only, at its tile size; for masks too large to hold densely).
-    ``scale`` defaults to 1/sqrt(hs). float32 inputs whose scaled scores can exceed F32_SCORE_BOUND are
-    computed in float64 and returned in float32. ``kernel``: "reference", "naive" or "flash".
-    ``block_m``/``block_n``: flash tile size; None uses the BlockMask's tiles, else the measured choice
-    for this shape and mask (:func:`attnviz.engine.tiling.choose_blocks`).
-    Returns out (nh, Tq, hv), lse (nh, Tq) and, with ``return_weights``, weights (nh, Tq, Tk), in
-    float32 when every input is float32 and float64 otherwise.
+    ``mask``: None, bool (Tq, Tk) / (nh, Tq, Tk), a BlockMask, or a TiledMask (flash only, at its tile
+    size). ``scale`` defaults to 1/sqrt(hs); ``block_m``/``block_n`` default to the BlockMask's tiles,
+    else :func:`attnviz.engine.tiling.choose_blocks`. Returns out (nh, Tq, hv), lse (nh, Tq) and, with
+    ``return_weights``, weights (nh, Tq, Tk): float32 when every input is float32, else float64; float32
+    inputs whose scaled scores can exceed F32_SCORE_BOUND are computed in float64 first.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")

@@ -1,17 +1,8 @@
 """Display matrices: float32 scores and weights of every cell, fused in one parallel pass over tiles.
 
-A heatmap needs the (nh, Tq, Tk) scaled scores ``q k^T * scale`` and the weights
-``exp(score - lse)`` (0 on masked cells and on fully masked rows) in float32. :func:`display_matrices`
-writes both into arrays the caller provides, parallel over (head, query tile): per key tile one BLAS
-product in the dtype of q and k (float64 or float32), then the scores are rounded to float32 and the
-weights computed with the vectorised ``exp2`` — the exponent ``s * scale * log2 e - lse * log2 e`` is
-formed in the input precision before rounding. Empty tiles skip the mask and the exponentials (and
-the product too when no scores are written), full tiles skip the mask test. Every row is finally
-divided by its sum (accumulated in float64), so the rounding of lse, a factor common to the row,
-cancels.
-
-With ``given_scores`` (float32 scores computed earlier for the same q, k and scale) the products are
-skipped and the weights come from those scores.
+A heatmap needs the scaled scores and ``exp(score - lse)`` of every cell; one BLAS product per tile
+gives both, empty tiles skip the work and full ones the mask test. Every row is finally divided by
+its float64 sum, so the rounding of lse (a factor common to the row) cancels.
 """
 
 from __future__ import annotations
@@ -104,7 +95,7 @@ def _display_item(q, k, lse, mask, tile_state, s_in, have_in, s_out, write_out, 
             else:
                 srow = S[r]  # (bn,)
                 for j in range(bn):
-                    p = exp2(np.float32(srow[j] * c - lse2[r]))
+                    p = exp2(np.float32(srow[j] * c - lse2[r]))  # exponent in the input precision, then rounded
                     if partial:
                         p = p if mrow[j] else zero
                     wrow[j] = p
@@ -147,15 +138,12 @@ def display_matrices(q, k, lse, mask=None, *, weights, scores=None, given_scores
                      block_m=None, block_n=None, serial=None) -> None:
     """Write float32 weights (and scores) of every (query, key) cell into caller-provided arrays.
 
-    q (nh, Tq, hs) and k (nh, Tk, hs) float64 or float32, lse (nh, Tq) from :func:`attention` with the
-    same mask and scale (2-D q/k and 1-D lse: one head, 2-D outputs); ``mask`` None, bool
-    (Tq, Tk) / (nh, Tq, Tk) or a BlockMask (its tile map is reused when the tile sizes match).
-    ``weights``: writable C-contiguous float32 (nh, Tq, Tk), receives exp(score - lse) with masked
-    cells and fully masked rows 0, each row summing to 1 or 0. ``scores``: the same kind of array,
-    receives q k^T * scale; ``given_scores``: float32 (nh, Tq, Tk) scores already computed for these
-    q, k and scale, used instead of the products (at most one of the two).
-    ``block_m``/``block_n``: tile size (default: the BlockMask's, else 64 x 256). ``serial``: run on
-    the calling thread (True), in parallel (False) or by size (None: at most SERIAL_WORK cells x hs).
+    q (nh, Tq, hs), k (nh, Tk, hs) float64 or float32, lse (nh, Tq) from :func:`attention` with the same
+    mask and scale (2-D q/k, 1-D lse: one head); ``mask`` None, bool or a BlockMask (its tiles reused).
+    ``weights`` / ``scores``: writable C-contiguous float32 (nh, Tq, Tk); weights rows sum to 1, or 0
+    for fully masked rows. ``given_scores``: float32 scores computed earlier, used instead of the
+    products (not with ``scores``). Tiles default to the BlockMask's, else 64 x 256; ``serial`` None
+    decides by size (SERIAL_WORK cells x hs).
     """
     if scores is not None and given_scores is not None:
         raise ValueError("pass scores (to fill) or given_scores (to read), not both")

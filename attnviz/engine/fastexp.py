@@ -1,16 +1,9 @@
 """Vectorisable base-2 exponentials, dtype-preserving constants and the fastmath flags of the numba kernels.
 
 numba has no vector ``exp`` on this stack (no SVML): ``np.exp`` in a loop is one scalar libm call per
-element. ``exp2`` here is range reduction plus a polynomial plus an exponent built from integer bits,
-all plain arithmetic that LLVM turns into SIMD code. Inputs below -126 give exactly 0 (denormals are
-flushed), which is what a masked score needs; inputs must not be NaN.
-
-float32: minimax (relative error) polynomial of degree 6 for 2**f on [-0.5, 0.5], fitted in float64
-by iteratively reweighted least squares; about 1e-9 relative error before float32 rounding.
-float64: the Taylor series of exp(f * ln 2) to degree 13, about 4e-18 relative truncation error.
-
-numba's cache checks only the source file of each cached kernel: after editing this module, clear the
-cache (see :mod:`attnviz.engine.jitcache`) or the kernels keep the old inlined code.
+element, so :func:`exp2` is plain arithmetic LLVM turns into SIMD code. numba's cache checks only each
+kernel's own source file: after editing this module, clear the cache (:mod:`attnviz.engine.jitcache`)
+or the kernels keep the old inlined code.
 """
 
 from __future__ import annotations
@@ -37,6 +30,9 @@ MAX_ABS_SCORE = 1.0e29
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)
 
+# float32: minimax (relative error) polynomial of degree 6 for 2**f on [-0.5, 0.5], fitted in float64 by
+# iteratively reweighted least squares, about 1e-9 relative error before float32 rounding.
+# float64: the Taylor series of exp(f ln 2) to degree 13, about 4e-18 relative truncation error.
 _C32 = (1.0000000005541705, 0.6931472057373104, 0.24022646890614605, 0.055503287768702926,
         0.009618488958852998, 0.0013399931258483637, 0.00015345811634040617)
 _C64 = tuple(math.log(2.0) ** n / math.factorial(n) for n in range(14))
@@ -80,7 +76,10 @@ def _pow2_f64(typingctx, n):
 
 
 def exp2(x):
-    """2**x for a float32 or float64 scalar inside njit code (see the module docstring)."""
+    """2**x for a float32 or float64 scalar inside njit code: range reduction, a polynomial, an exponent
+    built from integer bits. Inputs below -126 give exactly 0 (denormals flushed: what a masked score
+    needs); inputs must not be NaN.
+    """
     raise NotImplementedError("exp2 is only callable from numba-compiled code")
 
 

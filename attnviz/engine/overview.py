@@ -1,14 +1,8 @@
 """Attention overviews: a (H, W) picture of the weights of a region, computed tile by tile.
 
-For long sequences (T up to 65,536) the weight matrix cannot be held, but a heatmap only needs one
-value per screen pixel. Pixel (y, x) covers a contiguous band of query rows and of key columns of the
-region rows [r0, r1) x cols [c0, c1); its value is the max (or the mean) of the weights
-w_ij = exp(q_i . k_j * scale - lse_i) it covers, masked cells counting as 0. The weights are recomputed
-from q, k and lse per tile and reduced on the fly, so memory is O(T * hs + pixels). When the region has
-fewer rows (columns) than pixels, each row (column) spans several pixels.
-
-The max needs one exponential per (row, pixel) — exp is monotonic, so the max of a row segment's
-weights is exp2 of its largest score — and the mean one per cell.
+For long sequences the weight matrix cannot be held, but a heatmap needs one value per pixel: the
+max (or mean) of the weights a pixel covers, recomputed from q, k and lse per tile and reduced on the
+fly (memory O(T * hs + pixels)). The max costs one exponential per (row, pixel), as exp is monotonic.
 """
 
 from __future__ import annotations
@@ -194,11 +188,10 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
                        block_n=None) -> np.ndarray:
     """A (H, W) overview of the weights of rows [r0, r1) x cols [c0, c1), never holding a Tq x Tk matrix.
 
-    q (Tq, hs) / k (Tk, hs) / lse (Tq,) for one head, or (nh, ...) for every head (then (nh, H, W)).
-    ``lse`` comes from :func:`attention` with the same mask and scale; ``mask`` as for :func:`attention`
-    (a TiledMask's empty tiles are not computed). ``rows``/``cols`` default to
-    everything. ``reduce`` "max" or "mean" of the weights each pixel covers (masked cells count as 0).
-    Returns float32 for float32 inputs, else float64.
+    q (Tq, hs) / k (Tk, hs) / lse (Tq,) for one head, or (nh, ...) for every head (then (nh, H, W));
+    ``lse`` and ``mask`` as for :func:`attention` (a TiledMask's empty tiles are not computed).
+    ``rows``/``cols`` default to everything; a region smaller than the picture spans several pixels
+    per row / column. Masked cells count as 0. Float32 for float32 inputs, else float64.
     """
     if reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")

@@ -1,13 +1,9 @@
 """Tiled masks: a bool attention mask kept per tile, never as a dense Tq x Tk array.
 
-A dense bool mask of 65,536 x 65,536 is 4.3 GB. The flash kernel only reads the cells of partial tiles:
-empty tiles are skipped and full ones run without a mask test. A :class:`TiledMask` therefore keeps,
-for one tile size, the state of every tile (EMPTY / PARTIAL / FULL, as :mod:`attnviz.engine.blockmask`)
-and the cells of the partial tiles only, as ``blocks[block_index[h, qi, kj]]``. A causal mask of 65,536
-tokens in 64 x 128 tiles keeps 512 partial tiles: 4 MB.
-
-It is built from the mask one band of ``block_m`` query rows at a time (:meth:`TiledMask.from_bands`:
-a function returning the dense rows of a band), so the whole mask never exists either.
+A dense mask at T = 65,536 is 4.3 GB, but the flash kernel reads cells of partial tiles only, so a
+:class:`TiledMask` keeps each tile's state and the partial tiles' cells (causal, 64 x 128 tiles:
+512 partial tiles, 4 MB). It is built band by band (:meth:`TiledMask.from_bands`), so the whole
+mask never exists either.
 """
 
 from __future__ import annotations

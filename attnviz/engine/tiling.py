@@ -1,21 +1,9 @@
-"""Automatic tile sizes for the flash kernel: a cost model, so every run makes the same choice.
+"""Automatic tile sizes for the flash kernel from a cost model, so every run makes the same choice.
 
-A BLOCK_M x BLOCK_N tile costs its score cells (two tile products and the softmax of every cell) plus a
-fixed part per tile product (BLAS packs a panel of BLOCK_M and one of BLOCK_N rows of hs features per
-call), so larger tiles cost less per cell; a tile that reads the mask costs PARTIAL_FACTOR times a full
-one; empty tiles cost nothing. The constants come from single-thread timings of every candidate on an
-AVX-512 Xeon at hs = 64, float32 (benchmarks/README.md). The work is shared by the worker threads in
-whole (head, query tile) items, so a choice with fewer items than threads pays for the idle ones, and
-the last items dealt leave on average half an item of imbalance. The constants were fitted with
-OpenBLAS tile products; with the micro-kernel (:mod:`attnviz.engine.microkernel`) the candidates'
-timings at T = 4096 did not separate beyond the noise of a shared machine, and the model's choices are
-among the fastest (benchmarks/README.md).
-
-The choice used to be timed per process on a proxy problem; on a busy machine that measurement changed
-from run to run (once doubling the time at T = 1024), so the model replaced it. Every candidate is a
-multiple of the finest tile (64 x 128), so one count of the mask's allowed cells at that tile gives the
-tile states of every candidate. Problems too small for the choice to matter (fewer than SMALL_WORK
-scores) use DEFAULT.
+A tile costs its score cells plus a fixed part per tile product, mask-reading tiles more, empty ones
+nothing; the constants are fitted to single-thread timings, and the model replaced per-process timing
+on a proxy problem, whose choice changed from run to run on a busy machine (see benchmarks/README.md).
+Candidates are multiples of the finest tile, so one count of the mask at that tile serves them all.
 """
 
 from __future__ import annotations

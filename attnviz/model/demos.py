@@ -1,36 +1,8 @@
 """The bundled demos: reproducible sessions a person can open, built from the seeds' examples.
 
-``list_demos() -> [(name, one-line description)]`` and ``build_demo(name) -> SessionState``.
-
-``river-bank`` / ``savings-bank`` (seed 002): one head, d_model = hs = 4, no positional encoding,
-W_o = identity (so the combined output equals the head output). Embedding dimensions read
-[geography, finance, function word, ambiguous word]:
-
-    river [1, 0, 0, 0]   savings [0, 1, 0, 0]   the [0, 0, 1, 0]   bank [0.5, 0.5, 0, 1]
-    by    [0.2, 0, 1, 0] at      [0, 0.2, 1, 0]
-
-W_q sends the ambiguous dimension to [2.3, 2.3, 0, 0] (bank asks loudly for content words of either
-sense) and a function word to [0, 0, 1, 0]; W_k gives content words the key [1, 1, 0, 0], function
-words [0, 0, 1, 0] and pulls the ambiguous dimension back by [-0.7, -0.7, 0, 0]; W_v gives river
-[2, 0, 0, 0] (geographic value), savings [0, 2, 0, 0] (financial value) and the ambiguous dimension
-[-0.88, -0.55, 1, 0]. So bank's query is [2.3, 2.3, 0, 0]; its keys dot products are 0.92, 0, 4.6 and
-1.38, its scores /sqrt(4) are [0.46, 0, 2.3, 0.69], its weights [0.109, 0.069, 0.685, 0.137] and its
-output [1.431, 0.062, 0.137, 0], exactly seed 002's numbers to the printed digit. In
-``at the savings bank`` the same bank embedding gets the same scores against savings, and its
-output points down the financial dimension instead ([0.016, 1.476, 0.137, 0]).
-
-``translation`` (seed 001): cross-attention, queries je / t' / aime (French) over keys and values
-I / love / you (English); d_model = hs = 4, one head. English embeddings are the unit vectors e0, e1,
-e2; W_q = 2 I and W_k = W_v = W_o = I, and each French embedding is the natural log of seed 001's
-alignment row, so the scaled scores are log(row) and the softmax gives the row back exactly:
-je [0.94, 0.02, 0.04], t' [0.11, 0.01, 0.88], aime [0.03, 0.95, 0.02]. The output of each query is
-its alignment row (the values are the unit vectors).
-
-``vit-image``: the bundled 224 x 224 river scene in 16 x 16 patches (14 x 14 grid) plus a class
-token, d_model 64, 4 heads, learned positions. ``vla-mask``: a wide camera image (3 x 5 patches),
-a prompt, a state token, FAST action tokens and action-expert tokens under seed 000's
-vision-language-action mask. ``long-context``: about 3,000 BPE tokens of the bundled corpus under a
-causal sliding window of 128 tokens.
+``list_demos()`` and ``build_demo(name)``. The seed 001 / 002 demos are hand-set so that attnviz
+reproduces the seeds' printed numbers exactly (tests/data/sessions/v1/river-bank.expected.json);
+the others are seeded sessions of an image, a VLA mask and a long causal sliding window.
 """
 
 from __future__ import annotations
@@ -56,6 +28,10 @@ _DEMOS = {
 }
 
 # seed 002 -------------------------------------------------------------------------------------
+# One head, d_model = hs = 4, no positions, W_o = I. bank's query [2.3, 2.3, 0, 0] asks loudly for content
+# words of either sense; keys pull its own ambiguous dimension back. In "by the river bank" its scores /sqrt(4)
+# are [0.46, 0, 2.3, 0.69], weights [0.109, 0.069, 0.685, 0.137], output [1.431, 0.062, 0.137, 0]: seed 002's
+# numbers to the printed digit; with "savings" the output points down finance ([0.016, 1.476, 0.137, 0]).
 _BANK_EMB = {  # [geography, finance, function word, ambiguous word]
     "by": [0.2, 0.0, 1.0, 0.0],
     "the": [0.0, 0.0, 1.0, 0.0],
@@ -69,6 +45,8 @@ _BANK_WK = [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [-
 _BANK_WV = [[2.0, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [-0.88, -0.55, 1.0, 0.0]]
 
 # seed 001 -------------------------------------------------------------------------------------
+# Cross-attention with one head: English embeddings e0, e1, e2, W_q = 2I, W_k = W_v = W_o = I, and each French
+# embedding the log of its alignment row, so the softmax gives the row back exactly and so does the output.
 ALIGNMENT = {  # seed 001's table: query (French) -> weights over I, love, you
     "je": (0.94, 0.02, 0.04),
     "t'": (0.11, 0.01, 0.88),

@@ -1,18 +1,9 @@
 """Heads: the per-head projections W^Q, W^K, W^V, their positional treatment, and W^O.
 
-Seed 000's multi-head attention: head_h = Attention(X W^Q_h, X W^K_h, X W^V_h) and
-MultiHead = Concat(head_1, ..., head_nh) W^O, with W^Q_h, W^K_h (d_model, hs), W^V_h (d_model, hv)
-and W^O (nh*hv, d_model). Arrays here are stacked per head: W_q (nh, d_model, hs).
-
-Initialisation (when not hand-set in ``ModelConfig``): one generator ``default_rng(model.seed)``
-draws W_q, W_k, W_v ~ N(0, 1/d_model) then W_o ~ N(0, 1/(nh*hv)), always all four in that order, so
-hand-setting one matrix never changes the others. With N(0, 1) embedding rows this gives q, k, v
-components of about unit variance, and combined outputs of the size of a head output.
-
-Positions: additive tables are already in X (``sequence.with_positions``); RoPE rotates q and k here
-(each sequence counts its positions from 0); ALiBi is a score bias applied by ``compute``. Hand-set
-q/k components (``ModelConfig.qk_overrides``) replace computed components last, after RoPE, so an
-edit in the Q/K inspector shows exactly the number typed.
+Seed 000's multi-head attention, stacked per head (W_q (nh, d_model, hs); W_o (nh*hv, d_model)).
+Positions: additive tables are already in X, RoPE rotates q and k here (each sequence from 0), ALiBi
+is a score bias applied by ``compute``. Hand-set q/k components are written in last, after RoPE, so
+an edit in the Q/K inspector shows exactly the number typed.
 """
 
 from __future__ import annotations
@@ -83,10 +74,11 @@ def _drawer(model: ModelConfig) -> _Draw:
 
 
 def init_weights(model: ModelConfig) -> Weights:
-    """Hand-set weights where given, seeded ones elsewhere (see the module docstring).
+    """Hand-set weights where given, seeded ones elsewhere; cached on the model config, read-only.
 
-    Cached on the model config (the last few), so edits elsewhere do not redraw them; the arrays
-    are read-only.
+    One ``default_rng(model.seed)`` draws W_q, W_k, W_v ~ N(0, 1/d_model) then W_o ~ N(0, 1/(nh*hv)),
+    always all four in that order, so hand-setting one never changes the others; with N(0, 1)
+    embeddings q, k, v have about unit variance and combined outputs the size of a head output.
     """
     return Weights(**_drawer(model).upto("W_o"))
 

@@ -1,29 +1,9 @@
 """Positional encodings: sinusoidal, learned, RoPE and ALiBi, and the config that picks one.
 
-Two families live here and are kept apart on purpose:
-
-* **additive** encodings (sinusoidal, learned) are rows added to the token embeddings X before the
-  projections; :func:`positional_inputs` returns exactly that addend (zeros for the other kinds);
-* **relative** encodings act later: RoPE rotates q and k (:func:`apply_rope`), ALiBi adds a bias to
-  the scaled scores (:func:`alibi_bias`). They add nothing to X.
-
-Conventions
------------
-Sinusoidal (seed 000): ``PE[pos, 2i] = sin(w_i pos)``, ``PE[pos, 2i+1] = cos(w_i pos)`` with
-``w_i = base^(-2i / d_model)``, i = 0 .. ceil(d_model/2) - 1. For an **odd** d_model the last column
-(index d_model - 1, even) holds ``sin(w_last pos)`` of the next frequency and its cosine partner is
-dropped; that lone column has no 2x2 rotation, so :func:`rotation_matrix` needs an even d_model.
-
-Rotation (seed 000): on each (sin, cos) pair, ``M_k = [[cos(w k), sin(w k)], [-sin(w k), cos(w k)]]``
-so that ``PE(pos + k) = M_k PE(pos)`` for every pos.
-
-RoPE pairs **interleaved** dimensions (2i, 2i+1) of a head vector and rotates each pair by the angle
-``pos * base^(-2i / hs)``: ``(x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos)``. Then
-``rope(q, m) . rope(k, n)`` depends on m - n only.
-
-ALiBi adds ``-slope_h * |i - j|`` to the scaled score of query i and key j (i, j absolute positions).
-On every cell a causal mask allows (j <= i) this is the original ``-slope_h * (i - j)``; the absolute
-value keeps the penalty a penalty for keys after the query when no causal mask is used.
+Kept apart on purpose: additive tables (sinusoidal, learned) are added to the embeddings X before
+the projections (:func:`positional_inputs` is exactly that addend); relative ones act later, RoPE
+rotating q and k and ALiBi biasing the scaled scores, and add nothing to X. Sinusoidal follows seed
+000: ``PE[pos, 2i] = sin(w_i pos)``, ``PE[pos, 2i+1] = cos(w_i pos)``, ``PE(pos + k) = M_k PE(pos)``.
 """
 
 from __future__ import annotations
@@ -155,7 +135,8 @@ def rope_angles(positions, hs: int, base: float = 10000.0) -> np.ndarray:
 def apply_rope(x, positions=None, base: float = 10000.0) -> np.ndarray:
     """Rotate interleaved pairs (2i, 2i+1) of x (T, hs) or (nh, T, hs) by their RoPE angles.
 
-    ``positions`` (T,) defaults to 0 .. T-1. Returns float64 of the same shape.
+    ``(x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos)``, so ``rope(q, m) . rope(k, n)`` depends on m - n
+    only. ``positions`` (T,) defaults to 0 .. T-1. Returns float64 of the same shape.
     """
     x = np.asarray(x, dtype=np.float64)
     if x.ndim not in (2, 3):
@@ -197,8 +178,9 @@ def alibi_slopes(nh: int) -> np.ndarray:
 def alibi_bias(nh: int, Tq: int, Tk: int, q_offset: int | None = None) -> np.ndarray:
     """ALiBi bias ``-slope_h * |pos_i - j|`` to add to the scaled scores, shape (nh, Tq, Tk).
 
-    Key j sits at position j. Query i sits at ``q_offset + i``; ``q_offset`` defaults to Tk - Tq, which
-    aligns the queries with the end of the keys (the last query is at the last key's position).
+    Key j sits at position j, query i at ``q_offset + i`` (default Tk - Tq: the last query at the last
+    key). Where a causal mask allows (j <= i) this is the original ``-slope * (i - j)``; the absolute
+    value keeps it a penalty for keys after the query when there is no causal mask.
     """
     Tq = _check_count("Tq", Tq)
     Tk = _check_count("Tk", Tk)

@@ -1,17 +1,6 @@
 """The headless JSON report of a computed session (``attnviz-cli demo NAME --json`` and ``inspect``).
 
-``response_to_json(response, max_tokens=512) -> dict`` (``json.dumps``-ready):
-
-* self-attention: ``tokens`` [labels] and ``segments`` [{name, start, stop}];
-  cross-attention: ``query_tokens`` / ``key_tokens`` and ``query_segments`` / ``key_segments``;
-* ``mask``: Tq x Tk bools (nh x Tq x Tk when heads have their own masks);
-* ``heads``: one {``scores``, ``weights``, ``output``, ``lse``} per head, where ``scores`` are the
-  scaled scores with masked cells written as -inf, and every -inf is written as null;
-* ``output``: the combined output Concat(heads) W^O, Tq x d_model.
-
-When Tq or Tk exceeds ``max_tokens`` (or the response holds no full matrices) the report is a
-summary instead: sizes, segments, tile counts and sparsity, fully masked rows, and a ``note`` saying
-why the matrices are left out. A failed response raises ValueError with its error message.
+Large sequences give a summary instead of matrices, so the report stays a readable size.
 """
 
 from __future__ import annotations
@@ -60,7 +49,13 @@ def _segments(segs) -> list[dict]:
 
 
 def response_to_json(response: ComputeResponse, max_tokens: int = MAX_JSON_TOKENS) -> dict:
-    """The report dict of a successful response (see the module docstring)."""
+    """The ``json.dumps``-ready report of a successful response (ValueError with its error otherwise).
+
+    ``tokens`` / ``segments`` (cross: ``query_*`` / ``key_*``), ``mask`` (Tq x Tk, or nh x Tq x Tk),
+    ``heads`` ({scores, weights, output, lse} each; scores are scaled, masked cells -inf, every -inf
+    written as null) and ``output`` (Concat(heads) W^O, Tq x d_model). Past ``max_tokens`` (or without
+    full matrices) a summary: sizes, segments, tiles and sparsity, fully masked rows and a ``note``.
+    """
     r = response
     if not r.ok:
         raise ValueError(r.error or ("the computation was cancelled" if r.cancelled else "the computation failed"))

@@ -1,30 +1,9 @@
 """Score rules: how a query and a key make a score, and how scores become weights.
 
-Rules (``ScoreRuleConfig.name``), with q_i, k_j the head's query and key vectors (hs wide):
-
-=================  ==========================================================  ===============
-``scaled_dot``     s_ij = q_i . k_j / sqrt(hs)   (the Transformer's rule, default)  engine kernel
-``dot``            s_ij = q_i . k_j              (seed 002's "No sqrt(d_k)")        engine kernel
-``uniform``        s_ij = 0, so every allowed key gets the same weight            engine kernel
-``additive``       s_ij = v . tanh(W1 q_i + W2 k_j)   (Bahdanau)                  numpy float64
-``multiplicative`` s_ij = q_i^T W k_j                 (Luong "general")           numpy float64
-``linear``         s_ij = phi(q_i) . phi(k_j), phi = elu + 1; w_ij = s_ij / sum_j s_ij   numpy
-=================  ==========================================================  ===============
-
-The dot-product family is softmax(q k^T * scale) with scale 1/sqrt(hs), 1 or 0, so it runs on the
-engine's kernels (flash by default). The others materialise the (nh, Tq, Tk) scores and run on the
-float64 numpy path here.
-
-Parameters of the additive and multiplicative rules are seeded (``ScoreRuleConfig.seed``), drawn per
-head in a fixed order: additive W1 (nh, hs, da), W2 (nh, hs, da) ~ N(0, 1/hs) and v (nh, da) ~
-N(0, 1/da) with da = ``hidden`` or hs; multiplicative W (nh, hs, hs) ~ N(0, 1/hs^2), so with unit
-q and k components the scores have about unit variance.
-
-Masks: softmax rules give masked cells weight 0 (a fully masked row: weights 0, lse -inf). Linear
-attention normalises over the allowed keys only: w_ij = m_ij s_ij / sum_j m_ij s_ij. With a causal mask
-this is exactly causal linear attention (the running sums S_i = sum_{j<=i} phi(k_j) v_j^T and
-z_i = sum_{j<=i} phi(k_j)); any other mask is applied the same way, cell by cell. Its ``lse`` is
-log(sum_j m_ij s_ij), so that w_ij = s_ij / exp(lse_i) as for softmax rules with s = log-kernel.
+The dot-product family (scaled_dot, dot, uniform) is softmax(q k^T * scale) with scale 1/sqrt(hs), 1
+or 0, so it runs on the engine's kernels; additive, multiplicative and linear materialise the
+(nh, Tq, Tk) scores on the float64 numpy path here. The formulas are in
+:mod:`attnviz.model.diagnostics.variants`.
 """
 
 from __future__ import annotations
@@ -79,7 +58,10 @@ def dot_scale(name: str, hs: int) -> float:
 
 
 def rule_params(config: ScoreRuleConfig, nh: int, hs: int) -> dict[str, np.ndarray]:
-    """The seeded parameters of ``config``'s rule for nh heads of size hs (empty for the others)."""
+    """The seeded parameters of ``config``'s rule for nh heads of size hs (empty for the others).
+
+    Drawn per head in a fixed order, scaled so that unit q and k components give scores of about unit variance.
+    """
     rng = np.random.default_rng(int(config.seed))
     if config.name == "additive":
         da = int(config.hidden or hs)
@@ -145,7 +127,9 @@ def masked_softmax(scores, mask) -> tuple[np.ndarray, np.ndarray]:
 def linear_normalise(kvals: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Linear attention weights from positive kernel values: (weights, lse), float64.
 
-    w_ij = m_ij s_ij / sum_j m_ij s_ij; lse = log of that sum (-inf for a fully masked row, weights 0).
+    w_ij = m_ij s_ij / sum_j m_ij s_ij; lse = log of that sum (-inf for a fully masked row, weights 0),
+    so w_ij = s_ij / exp(lse_i) as for softmax rules. Under a causal mask this is exactly causal linear
+    attention (its running sums); any other mask applies cell by cell.
     """
     s = np.asarray(kvals, dtype=np.float64)  # (nh, Tq, Tk)
     m_ = np.broadcast_to(np.asarray(mask, dtype=bool), s.shape)  # (nh, Tq, Tk)

@@ -1,21 +1,9 @@
 """Sequence assembly: the session's sources -> token rows X, labels, segments and per-token info.
 
-:func:`assemble` turns ``SessionState.sources`` into a :class:`Sequence` (self-attention) or a pair
-(cross-attention: queries from ``state.cross.queries``, keys/values from ``state.cross.keys``).
-Each source becomes one contiguous, named, coloured :class:`~attnviz.model.segments.Segment`, and
-each token carries a :class:`TokenInfo` so a panel can light up what it came from: the character
-span of a text token, the patch index and grid of an image token (``patch=None`` is the class token).
-
-Embeddings (``Sequence.embeddings``, (T, d_model) float64) are the token rows *before* positions;
-:func:`with_positions` adds the additive positional table (sinusoidal / learned; zeros otherwise),
-each sequence counting its own positions from 0.
-
-Expensive preparation (loading a tokenizer, tokenising, decoding and patching an image, seeded
-embedding tables) is cached in small thread-safe LRU caches keyed on the inputs, so repeated edits
-of the mask or the view do not re-tokenise; whole assembled sequences are cached too (keyed on the
-sources, tokenizer, d_model, embedding seed and token limit, with the warnings they gave), so an edit
-of anything else reuses the same :class:`Sequence` object. Bad input raises ``SourceError``/``ValueError`` with the
-source's name in the message; an empty text source gives no tokens and a warning instead.
+Each source becomes one named, coloured segment, and each token a :class:`TokenInfo` a panel can
+light up (a text token's span, an image token's patch). Tokenising, image patching, embedding tables
+and whole sequences are cached on their inputs, so edits of the mask, view or model reuse the same
+:class:`Sequence` object; an empty text source gives no tokens and a warning.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
 """SessionState: the whole of a session as one immutable tree of frozen dataclasses.
 
-Everything a person sets is here, so that saving it (``attnviz.model.serialize``) and reopening it
-gives the same attention, and so that every edit is a pure ``state -> state`` function
-(``attnviz.model.commands``). Top-level fields, each with its own change event on
-``attnviz.model.session.Session.events``:
-
-==============  ===========================================================================
 ``sources``     tuple of source specs, in sequence order: :class:`TextSource`,
                 :class:`ImageSource`, :class:`CustomSource`, :class:`ToySource`; names unique
 ``tokenizer``   :class:`TokenizerSpec`: the bundled BPE vocabulary or an embedded tokenizer.json
@@ -22,6 +16,11 @@ gives the same attention, and so that every edit is a pure ``state -> state`` fu
 Arrays (embeddings, weights, custom values) are stored as :class:`attnviz.model.frozen.FrozenArray`
 so the tree compares with ``==`` and hashes. Constructors validate and raise ValueError with a
 message a person can act on (e.g. d_model not divisible by nh).
+=======
+Everything a person sets is here, so that saving and reopening gives the same attention and every
+edit is a pure ``state -> state`` command; each top-level field of :class:`SessionState` has its own
+change event on ``Session.events``. Arrays are FrozenArray so the tree compares with ``==`` and
+hashes; constructors validate and raise ValueError with a message a person can act on.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
-"""Session files (.attnviz) and autosave. No Qt. Imports model (and below).
+"""Session files (.attnviz) and autosave. No Qt; imports model (and below). Public API::
 
-Public API
-----------
-``save_session(path, state)`` / ``load_session(path) -> SessionState``
-    a session to and from a file; atomic save, hostile-file-safe load. ``read_session(path)``
-    also returns the file's :class:`Payload` (schema and app version, arrays, blobs).
-``save_payload(path, tree, arrays, blobs)`` / ``load_payload(path) -> Payload``
-    the same container for any JSON tree + numpy arrays + byte blobs.
-``check_save_target(path) -> Path``
-    the real file a save to ``path`` writes (symlinks followed); refuses a directory, device node,
-    FIFO or socket before any work. Every save calls it; a command may call it before building what
-    it saves.
-``SessionError``
-    the one error every load (and save) failure raises, with a message a person can act on.
-``SCHEMA_VERSION``
-    the manifest schema this version writes; older files are migrated (``migrations.py``), newer
-    ones refused.
-``AutosaveStore``
-    the autosave slot and crash-recovery marker (``autosave.py``).
-
-Modules: ``container`` (zip, manifest, hashes, caps), ``manifest`` (its layout and checks),
-``limits`` (caps and safe dtypes), ``migrations`` (schema chain), ``atomic`` (temp file, fsync,
-replace), ``session`` (model state on top), ``autosave``, ``errors``.
+    save_session(path, state) / load_session(path) / read_session(path)  # atomic save, hostile-file-safe load
+    save_payload(path, tree, arrays, blobs) / load_payload(path) -> Payload  # the container, any JSON + arrays
+    check_save_target(path) -> Path   # the real file a save writes; refuses dirs, devices, FIFOs, sockets
+    SessionError                      # every load / save failure, with a message a person can act on
+    SCHEMA_VERSION                    # written by this version; older files migrated, newer refused
+    AutosaveStore                     # the autosave slot and crash-recovery marker
 """
 
 from attnviz.persist.errors import SessionError

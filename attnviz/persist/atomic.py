@@ -1,23 +1,8 @@
 """Atomic replacement of a file: the previous version stays intact until the new one is complete.
 
-Protocol: create a temporary file in the target's own directory (same filesystem, so the rename is
-atomic), write it, flush and fsync it, ``os.replace`` it over the target, then fsync the directory so
-the rename itself survives a power cut. Any failure before the rename (disk full, permission, an
-exception in the writer) removes the temporary file and leaves the target byte-identical.
-
-Targets: a symlink is followed (the file it points to is replaced, the link stays, as editors do);
-a target that exists and is not a regular file (directory, device node, FIFO, socket) is refused
-with :class:`SessionError` before anything is written (:func:`check_save_target`).
-
-Stale temporaries: the temporary file is ``.NAME.PID-XXXXXXXX.tmp`` (PID: the writing process) and
-its writer holds an exclusive ``flock`` on it while writing it. A save killed mid-write leaves it
-behind; the next save of the same NAME removes every such file that no live process holds: the lock
-must be free (the system drops a lock when its holder dies) and either its PID is no running
-process or it has not been modified for :data:`STALE_AFTER_S` seconds (so a writer between creating
-its file and locking it is never touched, and a reused PID does not keep a stale file for ever).
-Temporaries of earlier versions (``.NAME.XXXXXXXX.tmp``, no PID, no lock) are removed once untouched
-for :data:`LEGACY_STALE_AFTER_S`. Where ``flock`` does not exist (Windows) PIDs are not probed and
-only the age counts, and a file still open cannot be deleted.
+The temporary file lives in the target's directory (same filesystem, so ``os.replace`` is atomic)
+and is fsynced, then the directory is too, so the rename survives a power cut. Temporaries left by
+killed saves are cleaned up by the next save of the same file (:func:`remove_stale_temporaries`).
 """
 
 from __future__ import annotations
@@ -119,7 +104,13 @@ def _lock_free(path: Path) -> bool:
 
 
 def remove_stale_temporaries(target: Path) -> list[Path]:
-    """Remove the temporaries of killed saves of ``target`` (see the module doc); returns those removed."""
+    """Remove the temporaries of killed saves of ``target``; returns those removed.
+
+    ``.NAME.PID-XXXXXXXX.tmp`` is stale when its flock is free (dropped when the holder dies) and its PID
+    is not running or it is older than :data:`STALE_AFTER_S` (a writer between creating and locking
+    its file is never touched; a reused PID does not keep a file for ever). Without flock (Windows)
+    only the age counts.
+    """
     name = re.escape(target.name)
     current = re.compile(rf"\.{name}\.(\d{{1,10}})-[a-z0-9_]{{8}}\.tmp")
     legacy = re.compile(rf"\.{name}\.[a-z0-9_]{{8}}\.tmp")
@@ -142,7 +133,7 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
         age = now - st.st_mtime
         if m is not None:
             stale = age > STALE_AFTER_S or not _pid_running(int(m.group(1)))
-        else:
+        else:  # .NAME.XXXXXXXX.tmp of earlier versions: no PID, never locked
             stale = age > LEGACY_STALE_AFTER_S
         path = Path(entry.path)
         if stale and _lock_free(path):

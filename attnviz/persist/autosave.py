@@ -1,18 +1,9 @@
 """Autosave and crash recovery, without Qt: the application adds the timer and the dialog.
 
-Files in the store's directory (default ``platformdirs.user_data_dir("attnviz")``):
-
-``autosave.attnviz``  the last autosaved session, an ordinary session file written atomically;
-``autosave.json``     when it was written and which session file it belongs to (if any);
-``running.json``      present while an attnviz is running; removed by a clean exit.
-
-Lifecycle: at start-up the application calls :meth:`AutosaveStore.mark_running`; if the marker was
-already there, the previous run did not exit cleanly, and :meth:`recoverable` returns a
-:class:`RecoveryInfo` when an autosave exists, so the application can offer :meth:`load` or
-:meth:`discard`. While a session is dirty a timer calls :meth:`write` (or :meth:`write_if_changed`);
-a clean save of the session to its real file (:meth:`save_clean`) removes the autosave copy, and
-:meth:`mark_clean_exit` at quit removes the marker and the autosave. One slot per user: the last
-writer wins.
+One slot per user (the last writer wins) in ``user_data_dir("attnviz")``: ``autosave.attnviz`` (an
+ordinary session file), ``autosave.json`` (when, and for which file) and ``running.json``, a marker
+removed by a clean exit; finding it at start-up means the previous run crashed, so
+:meth:`AutosaveStore.recoverable` offers the autosave. A clean save or exit removes the autosave.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The .attnviz container: a zip of ``manifest.json``, ``.npy`` array members and raw blob members.
 
-This module knows nothing about sessions: it stores and loads a generic payload, a JSON ``tree``,
-named numpy ``arrays`` and named byte ``blobs``, with the manifest, hashes, caps, migrations and
-atomic write around it. :mod:`attnviz.persist.session` puts the model's state on top.
-
-Loading treats the file as hostile: the central directory is parsed once and capped in size; only
-``manifest.json`` and the members it lists are read, always into memory (nothing is extracted to
-disk); every member's declared and actual size, compression ratio, compression method, sha256, and
-for arrays the .npy header's dtype and shape, must agree with the manifest before any array is
-built, and the array is built with ``np.frombuffer`` from a whitelisted dtype (no pickle can run).
-Float arrays must be finite. Every failure raises :class:`SessionError`.
+It knows nothing about sessions (:mod:`attnviz.persist.session` puts the state on top): a JSON tree,
+named arrays and byte blobs, with manifest, hashes, caps, migrations and atomic write around them.
+Loading treats the file as hostile; see :func:`load_payload`.
 """
 
 from __future__ import annotations
@@ -353,8 +346,12 @@ def _read_payload(f, limits: Limits) -> Payload:
 
 
 def load_payload(path: str | os.PathLike, *, limits: Limits = DEFAULT_LIMITS) -> Payload:
-    """Read a session file written by :func:`save_payload` (any released schema), migrated to the
-    current schema. Every failure, whatever the file holds, raises SessionError naming ``path``."""
+    """Read a session file written by :func:`save_payload` (any released schema), migrated to the current one.
+
+    Only the members the manifest lists are read, into memory; each one's sizes, compression ratio and
+    method, sha256 and (arrays) .npy dtype and shape must agree with it before ``np.frombuffer`` builds a
+    whitelisted dtype (no pickle), and floats must be finite. Every failure is a SessionError naming ``path``.
+    """
     path = Path(path)
     f = _open_checked(path, limits)
     try:

@@ -1,21 +1,9 @@
 """The manifest of a session file: building it when saving, and checking it when loading.
 
-``manifest.json`` is the only member read without being listed anywhere. It holds::
-
-    {
-      "format": "attnviz-session",
-      "schema_version": 1,
-      "app_version": "0.1.0",
-      "created": "2025-01-31T12:00:00Z",          # UTC, ISO 8601
-      "state": {...},                              # the model's JSON tree
-      "arrays": {KEY: {"member": "arrays/...npy", "dtype": "<f8", "shape": [4, 4],
-                       "size": 256, "sha256": "..."}},
-      "blobs":  {KEY: {"member": "blobs/...", "size": 1234, "sha256": "..."}}
-    }
-
-``size`` is the uncompressed member size in bytes, ``sha256`` the hash of the member's bytes as stored
-(for arrays: the whole .npy member). :func:`check_tables` validates the array and blob tables against
-the caps before a single member is decompressed.
+``manifest.json`` is the only member read without being listed anywhere: ``format``
+("attnviz-session"), ``schema_version``, ``app_version``, ``created`` (UTC ISO 8601), ``state`` (the
+model's JSON tree), and the ``arrays`` / ``blobs`` tables (key -> member, size, sha256; arrays also
+dtype and shape), which :func:`check_tables` validates before any member is decompressed.
 """
 
 from __future__ import annotations
@@ -46,8 +34,8 @@ class ArrayEntry:
     member: str
     dtype: str
     shape: tuple[int, ...]
-    size: int
-    sha256: str
+    size: int  # uncompressed member size in bytes
+    sha256: str  # of the member's bytes as stored (the whole .npy member)
 
     @property
     def data_bytes(self) -> int:
@@ -65,8 +53,8 @@ class BlobEntry:
 
     key: str
     member: str
-    size: int
-    sha256: str
+    size: int  # uncompressed member size in bytes
+    sha256: str  # of the member's bytes as stored
 
     def to_json(self) -> dict:
         return {"member": self.member, "size": self.size, "sha256": self.sha256}

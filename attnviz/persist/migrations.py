@@ -1,13 +1,9 @@
 """Schema versions of the session manifest and the chain of migrations between them.
 
-A migration is a pure function from a manifest at schema N to the same manifest at schema N + 1
-(it may rewrite the state tree and the array / blob tables; member bytes are never touched, so the
-hashes stay valid). :func:`migrate` applies the chain step by step from the file's version up to
-``SCHEMA_VERSION``. Schema 1 is the first released version, so the chain is empty today; the next
-format change adds ``@register(1)`` and a fixture file for schema 2 under ``tests/data/sessions``.
-
-Rules for a new version: bump ``SCHEMA_VERSION``, register the step from the previous version, keep
-every earlier fixture loading, and regenerate the newest fixture with ``tools/make_session_fixtures.py``.
+A migration is a pure function from a manifest at schema N to N + 1 that never touches member
+bytes, so hashes stay valid. Schema 1 is the first release, so the chain is empty today. A new
+version: bump ``SCHEMA_VERSION``, ``@register`` the step from the previous one, keep every earlier
+fixture in ``tests/data/sessions`` loading, and regenerate the newest with ``tools/make_session_fixtures.py``.
 """
 
 from __future__ import annotations

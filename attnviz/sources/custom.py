@@ -1,14 +1,8 @@
 """Custom token blocks for other modalities: robot state, actions, noise, anything given as numbers.
 
-A :class:`CustomBlock` is a name, a token count and a generator:
-
-* ``"zeros"``: ``count`` rows of zeros (placeholders whose content does not matter);
-* ``"noise"``: seeded Gaussian rows N(0, scale^2) (e.g. the noisy action tokens a flow-matching
-  action expert starts from);
-* ``"file"``: rows loaded from a ``.npy`` or ``.csv`` file with :func:`load_block_values`
-  (e.g. a recorded joint state), one row per token, d_model columns.
-
-Token labels are the name followed by the index: ``"state0"``, ``"state1"``, ...
+A :class:`CustomBlock` makes ``count`` rows of zeros (placeholders), seeded Gaussian noise (e.g. the
+noisy action tokens a flow-matching action expert starts from) or rows read from a .npy / .csv file
+(e.g. a recorded joint state); labels are the name and the index ("state0", "state1", ...).
 """
 
 from __future__ import annotations

@@ -1,34 +1,8 @@
-"""Images -> RGB pixels -> ViT patches.
+"""Images -> RGB pixels -> ViT patches, each step a plain function on numpy arrays.
 
-Three steps, each a plain function on numpy arrays:
-
-1. :func:`load_image` reads PNG, JPEG, WebP, BMP, GIF (first frame) and TIFF (first page) with
-   Pillow, in any mode, into ``uint8 (H, W, 3)`` RGB:
-
-   * modes with alpha (LA, PA, RGBA, RGBa, P with a transparent colour) are **composited over
-     white** by default (``alpha="white"``), the way a viewer shows them on a page (dropping alpha
-     would turn transparent areas into whatever colour happens to be stored under them, often
-     black): the session's own image sources see a picture as it looks.  ``alpha="drop"`` does
-     what Pillow's ``convert("RGB")`` does instead — the stored colours, alpha ignored — which is
-     how transformers and a pretrained checkpoint's own processor load images, so attnviz runs a
-     checkpoint on the pixels transformers would give it;
-   * 16-bit grey (``I;16``, ``I;16B`` ...) is scaled from 0..65535 to 0..255; 32-bit integer
-     (``I``) and float (``F``) grey are read as 8-bit if all values lie in 0..255, as 16-bit if in
-     0..65535 (ints) or as 0..1 (floats), and otherwise stretched from their minimum to their
-     maximum; a float image with NaN or infinity is refused;
-   * everything else (1, L, P, CMYK, YCbCr, LAB, HSV ...) goes through Pillow's own conversion;
-   * the EXIF orientation of photos is applied, so the pixels are the right way up.
-
-   Images with more than ``max_pixels`` pixels are refused before they are decoded, and Pillow's
-   decompression-bomb warning is an error too.  Corrupt, truncated, empty or non-image data raise
-   :class:`~attnviz.sources.errors.SourceError`.
-
-2. :func:`prepare_image` brings height and width to multiples of the patch size P, by resizing
-   (to the nearest multiples, or to an explicit target) or by centre-cropping.
-
-3. :func:`~attnviz.sources.patches.patchify` cuts it into ViT patches and
-   :class:`~attnviz.sources.patch_embed.PatchEmbedder` turns those into the rows of z_0; both are
-   re-exported here so ``attnviz.sources.image`` is the one import an image reader needs.
+:func:`load_image` reads any Pillow mode into ``uint8 (H, W, 3)``, :func:`prepare_image` brings the
+sides to multiples of the patch size; patchify and PatchEmbedder are re-exported so this module is
+the one import an image reader needs. Corrupt, truncated, empty or too-large input is a SourceError.
 """
 
 from __future__ import annotations
@@ -75,10 +49,12 @@ def bundled_image(name: str = "river-scene.png") -> Path:
 
 
 def load_image(source, max_pixels: int | None = DEFAULT_MAX_PIXELS, alpha: str = "white") -> np.ndarray:
-    """Read an image file (path, bytes or binary file object) into ``uint8 (H, W, 3)`` RGB.
+    """Read an image file (path, bytes or binary file object) into ``uint8 (H, W, 3)`` RGB, upright (EXIF).
 
-    ``max_pixels`` refuses larger images before decoding them (None: only Pillow's own limit).
-    ``alpha``: "white" composites transparency over white, "drop" ignores it as ``convert("RGB")``.
+    PNG, JPEG, WebP, BMP, GIF (first frame), TIFF (first page). ``max_pixels`` refuses larger images
+    before decoding (None: only Pillow's own limit; its bomb warning is an error). ``alpha``: "white"
+    composites over white, as a viewer shows it (stored colours under transparency are often black);
+    "drop" ignores alpha as ``convert("RGB")``, i.e. the pixels transformers gives a checkpoint.
     """
     if max_pixels is not None:
         max_pixels = positive_int("max_pixels", max_pixels)
@@ -167,7 +143,11 @@ def _to_rgb(im: Image.Image, what: str, alpha: str = "white") -> np.ndarray:
 
 
 def _high_depth_grey(a: np.ndarray, mode: str, what: str) -> np.ndarray:
-    """16/32-bit integer or float grey (H, W) -> uint8 RGB (H, W, 3), see the module docstring."""
+    """16/32-bit integer or float grey (H, W) -> uint8 RGB (H, W, 3); NaN or infinity is refused.
+
+    I;16 scales 0..65535; I / F read as 8-bit when in 0..255, I as 16-bit when in 0..65535, F as 0..1
+    when in it; anything else is stretched from its minimum to its maximum.
+    """
     a = a.astype(np.float64)  # (H, W)
     if not np.isfinite(a).all():
         raise SourceError(f"{what} (mode {mode}) contains NaN or infinite pixel values")
@@ -201,15 +181,12 @@ def _check_rgb(rgb) -> np.ndarray:
 
 
 def prepare_image(rgb, patch: int, policy: str = "resize", target: tuple[int, int] | None = None) -> np.ndarray:
-    """Return ``uint8 (H', W', 3)`` with H' and W' multiples of ``patch``.
+    """Return ``uint8 (H', W', 3)`` with H' and W' multiples of ``patch``; SourceError below one patch
+    or for a target P does not divide.
 
-    * ``policy="resize"``: without ``target``, resize each side to its nearest multiple of P
-      (at least one patch); with ``target=(H, W)``, resize to exactly that (aspect ratio may change).
-    * ``policy="crop"``: without ``target``, centre-crop each side down to a multiple of P; with
-      ``target``, scale (keeping the aspect ratio) just enough to cover the target, then
-      centre-crop to it (the usual "resize shorter side, centre crop" of ViT preprocessing).
-
-    An image smaller than one patch, or a target that P does not divide, raises SourceError.
+    "resize": each side to its nearest multiple of P (at least one), or exactly to ``target`` (aspect
+    may change). "crop": centre-crop down to multiples of P, or scale just enough to cover ``target``
+    keeping the aspect and centre-crop to it (ViT's usual "resize shorter side, centre crop").
     """
     rgb = _check_rgb(rgb)
     P = positive_int("patch size", patch)

@@ -1,14 +1,7 @@
-"""ViT patch embedding: patches -> the rows of z_0.
+"""ViT patch embedding: ``z_0 = [x_class, x_p^1 E, ..., x_p^N E] + E_pos`` as in the vision transformer.
 
-Following the vision transformer, the token matrix of an image is
-
-    z_0 = [x_class, x_p^1 E, x_p^2 E, ..., x_p^N E] + E_pos
-
-with x_p^n the n-th flattened patch (P*P*C values in [0, 1], see ``attnviz.sources.patches``),
-E (P*P*C, d_model) the linear projection, x_class (d_model,) the class token and E_pos
-(N+1, d_model) the position embeddings.  Each part is either seeded (reproducible from ``seed``)
-or given as an array.  Labels are ``"[CLS]"`` then ``"p0" .. "p{N-1}"`` (patch n sits at grid row
-n // gw, column n % gw).
+x_p^n is the n-th flattened patch (P*P*C values in [0, 1]), E (P*P*C, d_model); each part is seeded
+or given. Labels are "[CLS]" then "p0" .. "p{N-1}" (patch n at grid row n // gw, column n % gw).
 """
 
 from __future__ import annotations

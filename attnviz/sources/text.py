@@ -1,24 +1,9 @@
-"""Text -> tokens: real BPE (or any model a ``tokenizer.json`` describes) through the ``tokenizers`` library.
+"""Text -> tokens through the ``tokenizers`` library (the bundled BPE or any ``tokenizer.json``).
 
-Every token keeps three things:
-
-* its **id** in the vocabulary (the row of the embedding table);
-* its **piece**, the text the token stands for, decoded: for a byte-level vocabulary (GPT-2 style,
-  and the bundled default) the token's bytes are decoded as UTF-8, so ``"Ġbank"`` becomes
-  ``" bank"`` with a real leading space (the space a byte-level pre-tokeniser adds in front of
-  the first word is not shown: the first piece of ``"by the"`` is ``"by"``).  A token that holds only part of a multi-byte character
-  (an emoji is often split into several byte tokens) shows the bytes it holds as ``<0xF0>``-style
-  markers.  For other models the token string is shown as the model writes it, except that the
-  SentencePiece word marker ``"▁"`` becomes a space (WordPiece keeps its ``##`` continuation
-  prefix, which is what readers of BERT expect).  :meth:`TextTokens.labels` makes whitespace
-  visible (``␣``, ``↵``, ``⇥``) for axis labels;
-* its **span** ``(start, stop)``: character offsets into the original Python string, so
-  ``text[start:stop]`` is what the token came from.  Offsets count code points (as Python does),
-  so emoji, CJK and right-to-left text line up.  Tokens that split one character share that
-  character's span; a span includes the token's leading space, so for a byte-level vocabulary the
-  spans tile the whole text.  Special tokens inserted by a post-processor get ``(0, 0)``, and a
-  token that is only the space a byte-level pre-tokeniser invents before the first word (when that
-  word has no merge with a leading space) has the piece ``" "`` and the empty span ``(a, a)``.
+Each token keeps its vocabulary id, its decoded piece and its span: code-point offsets into the
+Python string (emoji, CJK and right-to-left text line up), the leading space included, so a
+byte-level vocabulary's spans tile the text; tokens splitting one character share its span, and
+special tokens a post-processor inserts get ``(0, 0)``.
 """
 
 from __future__ import annotations
@@ -71,7 +56,7 @@ class TextTokens:
 
     text: str  # the original text, so spans can be resolved and shown
     ids: np.ndarray  # (T,) int64 vocabulary ids, the rows of the embedding table
-    pieces: list[str]  # (T,) decoded token text (see the module docstring)
+    pieces: list[str]  # (T,) decoded token text (see BpeTokenizer._decode_piece)
     spans: list[tuple[int, int]]  # (T,) character offsets into ``text``
     special: list[bool] = field(default_factory=list)  # (T,) True for added/special tokens
 
@@ -187,7 +172,7 @@ class BpeTokenizer:
         return self._tok.token_to_id(token)
 
     def id_to_piece(self, token_id: int) -> str:
-        """The decoded piece of one id (see the module docstring)."""
+        """The decoded piece of one id (see :meth:`_decode_piece`)."""
         token_id = int(token_id)
         if not 0 <= token_id < self.vocab_size:
             raise SourceError(f"token id {token_id} is outside the vocabulary (0..{self.vocab_size - 1})")
@@ -255,6 +240,9 @@ class BpeTokenizer:
         return piece
 
     def _decode_piece(self, token_id: int, token: str) -> str:
+        """The text a token stands for: byte-level tokens decoded as UTF-8 ("Ġbank" -> " bank"; a partial
+        multi-byte character shows ``<0xF0>``-style markers), SentencePiece's "▁" as a space, WordPiece's
+        ``##`` kept (what readers of BERT expect)."""
         if token_id in self._added:
             return token
         if self._byte_level:

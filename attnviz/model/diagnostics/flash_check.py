@@ -1,14 +1,8 @@
 """Flash vs reference for the current session: per-head error of every fast kernel against the
-float64 reference, the time of each kernel, and the size of the largest intermediate each one holds.
+float64 reference, the time of each kernel, and a model of the largest buffer each one holds.
 
-Errors are measured, never asserted here. A kernel the engine does not provide (it raises ValueError
-for the name) is reported as unavailable with the engine's message instead of failing the check.
-
-Memory is a model of each kernel's largest working buffer, in the input precision:
-reference — the full (nh, Tq, Tk) score/weight matrix in float64;
-naive — one Tk score row per worker (it walks query rows);
-flash — per worker one BLOCK_M x BLOCK_N score tile, a BLOCK_M x hv output tile and accumulator and
-the running m_i, l_i; workers = min(work items nh * ceil(Tq / BLOCK_M), CPU count).
+Errors are measured, never asserted here; a kernel the engine does not provide (ValueError for
+the name) is reported as unavailable with the engine's message instead of failing the check.
 """
 
 from __future__ import annotations

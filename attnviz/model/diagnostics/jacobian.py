@@ -1,12 +1,8 @@
 """The softmax-Jacobian study of seed 000: why scores are divided by sqrt(d_k).
 
-For s = softmax(z) the Jacobian is ``J = diag(s) - s s^T``. Its Frobenius norm has the closed form
-``||J||_F^2 = sum s_i^2 - 2 sum s_i^3 + (sum s_i^2)^2`` (expand the entries s_i(δ_ij - s_j)), which
-lets the study run on whole batches without building any n x n matrix.
-
-The seed's simulation draws z ~ N(0, d_k) of length 50 ("unscaled": a dot product of two unit-variance
-d_k-vectors) and z / sqrt(d_k) ("scaled"), averaging the norm over many draws for d_k from 1 to 1e4:
-unscaled norms collapse as the softmax saturates, scaled norms stay flat.
+Unscaled scores z ~ N(0, d_k) saturate the softmax and its Jacobian norm collapses; z / sqrt(d_k)
+keeps it flat. The closed form ``||J||_F^2 = sum s_i^2 - 2 sum s_i^3 + (sum s_i^2)^2`` (from
+``J = diag(s) - s s^T``) lets the study run on whole batches without any n x n matrix.
 """
 
 from __future__ import annotations

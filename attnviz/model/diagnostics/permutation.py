@@ -1,17 +1,9 @@
 """Permutation equivariance and invariance of attention (seed 001), measured on real inputs.
 
-Self-attention: the token embeddings X are shuffled, ``X_perm = X[perm]``, and run again. Positions do
-not move: an additive encoding is still added by slot (``X[perm] + P``), RoPE still rotates slot t by
-angle t, ALiBi still penalises slot distance, and a mask still constrains slots. Equivariance asks
-``out[perm] == out_perm``; it holds to rounding (~1e-15) without a positional encoding and mask, and
-breaks with one, because content moved while position stayed.
-
-Cross-attention: shuffling the queries permutes the output the same way (equivariance); shuffling the
-key-value pairs together leaves it unchanged (invariance) — again only while nothing positional is
-attached to the key slots.
-
-Outputs come from ``attnviz.engine.attention(..., kernel="reference")``. The engine takes no score
-bias, so for ALiBi the same float64 softmax is evaluated here with the bias added to the scaled scores.
+Tokens are shuffled but positions stay by slot (additive tables, RoPE angles, ALiBi distances and
+the mask all follow the slot), so equivariance holds to rounding (~1e-15) only without positional
+encoding and mask: content moved while position stayed. Cross-attention: shuffling queries permutes
+the output, shuffling key-value pairs together leaves it unchanged, again only with nothing positional.
 """
 
 from __future__ import annotations
@@ -65,7 +57,7 @@ def _heads(xq, xkv, wq, wk, wv, pos: PositionalConfig, mask, scale) -> np.ndarra
         q = apply_rope(q, np.arange(Tq), pos.base)  # (nh, Tq, hs)
         k = apply_rope(k, np.arange(Tk), pos.base)  # (nh, Tk, hs)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    if pos.kind == "alibi":
+    if pos.kind == "alibi":  # the engine takes no score bias: the same float64 softmax here, bias added
         s = np.einsum("hqd,hkd->hqk", q, k) * scale + alibi_bias(q.shape[0], Tq, Tk)  # (nh, Tq, Tk)
         m = np.ones(s.shape, dtype=bool) if mask is None else np.broadcast_to(mask, s.shape)  # (nh, Tq, Tk)
         return masked_softmax(s, m) @ v  # (nh, Tq, hv)
