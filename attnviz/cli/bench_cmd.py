@@ -107,7 +107,7 @@ def cpu_flags() -> list[str]:
 def machine_info(torch=None) -> dict:
     """CPU, its vector extensions and the CPU numba compiles for, cores, library versions, torch's CPU
     kernel level, what computes flash's float32 tile products, and the OpenBLAS variables in force."""
-    from attnviz.engine.microkernel import enabled as microkernel_enabled
+    from attnviz.engine.microkernel import LANES, enabled as microkernel_enabled
     from attnviz.engine.runtime import describe
 
     extra = {}
@@ -134,7 +134,7 @@ def machine_info(torch=None) -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         **describe(),
-        "flash_tile_products": "micro-kernel (AVX-512)" if microkernel_enabled() else "OpenBLAS",
+        "flash_tile_products": (f"micro-kernel ({'AVX-512' if LANES == 16 else 'AVX2'})" if microkernel_enabled() else "OpenBLAS"),
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),

@@ -5,8 +5,8 @@ running maximum ``m_i``, a running denominator ``l_i`` and an unnormalised outpu
 never holds more than one BLOCK_M x BLOCK_N score tile per worker. Scores are kept in base 2
 (``s * scale * log2 e``) so the exponential is the vectorised ``exp2`` of :mod:`fastexp`. Empty tiles are
 skipped, full tiles run without a mask test, partial tiles read the dense mask. Tile products of float32
-inputs on AVX-512 CPUs go through the register-blocked micro-kernel of :mod:`microkernel` (keys in panels
-of 64, hv a multiple of 64); the others through ``np.dot(a, b, out=c)`` on contiguous slices (scipy's
+inputs on AVX-512 and AVX2 CPUs go through the register-blocked micro-kernel of :mod:`microkernel` (keys in
+panels of 64, hv a multiple of 64); the others through ``np.dot(a, b, out=c)`` on contiguous slices (scipy's
 BLAS; keep it single-threaded while this runs, see :mod:`attnviz.engine.runtime`).
 """
 
@@ -60,7 +60,7 @@ def _tile_scores(q, k, kp, fast, h, i0, bm, j0, bn, partial, S, s_buf, rowmax_ou
         if partial:
             score_product_rows(q, h, i0, bm, kp, j0, bn, s_buf, lo, hi)
             return False
-        score_product(q, h, i0, bm, kp, j0, bn, s_buf, rowmax_out, True)
+        score_product(q, h, i0, bm, kp, j0, bn, s_buf, rowmax_out)
         return True
     np.dot(q[h, i0:i0 + bm], k[h, j0:j0 + bn].T, out=S)
     return False

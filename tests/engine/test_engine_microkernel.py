@@ -8,21 +8,23 @@ import pytest
 from attnviz.engine import attention
 from attnviz.engine.blockmask import classify
 from attnviz.engine.flash import flash_attention, full_tile_state
-from attnviz.engine.microkernel import key_panels, rows_product, score_product
+from attnviz.engine.microkernel import key_panels, rows_product, score_product, target_lanes
 from engine_helpers import make_mask, numpy_attention, qkv
 
 
+@pytest.mark.parametrize("lanes", [16, 8], ids=["zmm", "ymm"])
 @pytest.mark.parametrize("accumulate", [False, True])
 @pytest.mark.parametrize("kdim", [1, 7, 64, 130])
 @pytest.mark.parametrize("nrows", [1, 2, 3, 5, 6, 7, 11, 13])
-def test_rows_product_matches_numpy(nrows, kdim, accumulate):
-    """C (+)= A B on 64 columns, strided rows of A and C, every row remainder (blocks of 6, then 4, 2, 1)."""
+def test_rows_product_matches_numpy(nrows, kdim, accumulate, lanes):
+    """C (+)= A B on 64 columns, strided rows of A and C, every row remainder (blocks of 6, then 4, 2, 1),
+    in both register shapes (the AVX2 one runs on any x86-64 CPU with AVX2)."""
     rng = np.random.default_rng(nrows * 1000 + kdim)
     A = rng.standard_normal((nrows + 2, kdim + 3)).astype(np.float32)  # rows 1..nrows used, lda = kdim + 3
     B = rng.standard_normal((kdim, 80)).astype(np.float32)  # columns 5..68 used, ldb = 80
     C = rng.standard_normal((nrows + 1, 70)).astype(np.float32)  # columns 3..66 of rows 1.. written
     before = C.copy()
-    rows_product(A, 1 * A.shape[1], A.shape[1], B, 5, 80, C, 1 * 70 + 3, 70, nrows, kdim, accumulate)
+    rows_product(A, 1 * A.shape[1], A.shape[1], B, 5, 80, C, 1 * 70 + 3, 70, nrows, kdim, accumulate, C, False, lanes)
     want = A[1:1 + nrows, :kdim].astype(np.float64) @ B[:, 5:69].astype(np.float64)
     if accumulate:
         want += before[1:1 + nrows, 3:67]
@@ -39,12 +41,32 @@ def test_score_product_and_its_row_maxima(bm):
     kp = key_panels(k)
     S = np.full(bm * 192 + 5, np.nan, dtype=np.float32)
     rowmax = np.full(bm + 3, 7.0, dtype=np.float32)
-    score_product(q, 1, 10, bm, kp, 64, 192, S, rowmax, True)
+    score_product(q, 1, 10, bm, kp, 64, 192, S, rowmax)
     want = q[1, 10:10 + bm].astype(np.float64) @ k[1, 64:256].astype(np.float64).T
     got = S[:bm * 192].reshape(bm, 192)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     assert np.array_equal(rowmax[:bm], got.max(axis=1))  # exactly the stored scores' maxima
     assert np.all(rowmax[bm:] == 7.0) and np.all(np.isnan(S[bm * 192:]))
+
+
+@pytest.mark.parametrize("lanes", [16, 8], ids=["zmm", "ymm"])
+def test_row_maxima_in_both_register_shapes(lanes):
+    """The row maxima taken from the registers equal the stored rows' maxima, also over a 6-row block
+    whose maxima sit in different 16-column blocks."""
+    rng = np.random.default_rng(lanes)
+    A = rng.standard_normal((13, 64)).astype(np.float32)
+    B = rng.standard_normal((64, 64)).astype(np.float32)
+    C = np.empty((13, 64), np.float32)
+    M = np.full(13, -np.inf, np.float32)
+    rows_product(A, 0, 64, B, 0, 64, C, 0, 64, 13, 64, False, M, True, lanes)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-4)
+    assert np.array_equal(M, C.max(axis=1))
+
+
+def test_lanes_follow_the_cpu_features():
+    assert target_lanes({"avx512f", "avx2", "fma"}) == 16
+    assert target_lanes({"avx2", "fma", "avx"}) == 8
+    assert target_lanes({"avx", "sse4.2"}) == 0 and target_lanes(None) == 0 and target_lanes(set()) == 0
 
 
 def test_row_extents():
