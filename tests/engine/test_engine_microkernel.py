@@ -133,3 +133,44 @@ def test_float64_never_takes_the_micro_kernel():
     out, _ = _flash(q, k, v, None, 64, 128, fast=True)
     ref = attention(q, k, v, kernel="reference")
     assert np.abs(out - ref.out).max() < 1e-12
+
+
+_AVX2_PROBE = """
+import json, numpy as np
+from attnviz.engine import attention
+from attnviz.engine.microkernel import LANES, enabled
+rng = np.random.default_rng(1)
+q, k, v = (rng.standard_normal((2, 300, 64)).astype(np.float32) for _ in range(3))
+errs = {}
+for name, mask in (("none", None), ("causal", np.tri(300, dtype=bool)),
+                   ("random", rng.random((300, 300)) < 0.3)):
+    ref = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask, kernel="reference")
+    out = attention(q, k, v, mask, block_m=64, block_n=128).out
+    errs[name] = float(np.abs(out.astype(np.float64) - ref.out).max())
+print(json.dumps({"lanes": LANES, "enabled": enabled(), "errs": errs}))
+"""
+
+
+def test_flash_on_the_avx2_micro_kernel_matches_reference():
+    """On a CPU with AVX-512 the AVX2 kernels are compiled in a child process whose numba targets the
+    CPU without AVX-512 (as ``bench --isa avx2`` does): flash float32 there runs on the 8-lane micro-kernel
+    and stays within float32 rounding of the float64 reference."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import llvmlite.binding as llvm
+
+    from attnviz.cli.bench_cmd import avx2_environment
+
+    features = dict(llvm.get_host_cpu_features())
+    if not features.get("avx2"):
+        pytest.skip("this CPU has no AVX2")
+    env = avx2_environment(features, dict(os.environ))
+    out = subprocess.run([sys.executable, "-c", _AVX2_PROBE], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["lanes"] == 8 and got["enabled"]
+    assert all(e < 2e-6 for e in got["errs"].values()), got["errs"]
