@@ -1,7 +1,7 @@
 """``attnviz-cli bench``: how fast the attention engine is, measured against the machine's own sgemm.
 
     attnviz-cli bench [--json] [--sizes 256,1024,4096,8192] [--heads 8] [--hs 64] [--threads N]
-                      [--repeat 5] [--no-naive] [--no-torch] [--no-long]
+                      [--repeat 5] [--no-naive] [--no-torch] [--no-long] [--isa avx2]
 
 For each T: flash fp32 on a dense, a causal and a block-sparse mask (about 40 % empty tiles), torch's
 ``scaled_dot_product_attention`` on its 4-D fast path when torch happens to be importable (it is not a
@@ -15,7 +15,9 @@ engine's targets (printed last with the CPU, its vector extensions and the load 
 of ratios of calls made one after the other. numpy is timed in its own block. These machines set
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which halve GEMM speed on their CPU: run the benchmark as
 ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ...``.
-Also runnable as ``python -m attnviz.cli.bench_cmd``.
+``--isa avx2`` measures the AVX2 code of every library on an AVX-512 CPU: the run restarts with numba
+compiling for the CPU without its AVX-512 features, OpenBLAS on its Haswell kernels, torch on its AVX2
+kernels and oneDNN / MKL limited to AVX2. Also runnable as ``python -m attnviz.cli.bench_cmd``.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def cpu_flags() -> list[str]:
 def machine_info(torch=None) -> dict:
     """CPU, its vector extensions and the CPU numba compiles for, cores, library versions, torch's CPU
     kernel level, what computes flash's float32 tile products, and the OpenBLAS variables in force."""
-    from attnviz.engine.microkernel import enabled as microkernel_enabled
+    from attnviz.engine.microkernel import LANES, enabled as microkernel_enabled
     from attnviz.engine.runtime import describe
 
     extra = {}
@@ -134,10 +136,11 @@ def machine_info(torch=None) -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         **describe(),
-        "flash_tile_products": "micro-kernel (AVX-512)" if microkernel_enabled() else "OpenBLAS",
+        "flash_tile_products": (f"micro-kernel ({'AVX-512' if LANES == 16 else 'AVX2'})" if microkernel_enabled() else "OpenBLAS"),
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
         "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE"),
         "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+        "isa": os.environ.get(ISA_MARKER) or "native",
         **extra,
     }
 
@@ -544,7 +547,9 @@ def format_report(report: Report) -> str:
              "load average (1 min) at the start {:.2f}, at the end {:.2f}".format(
                  load.get("start", [float("nan")])[0], load.get("end", [float("nan")])[0]),
              f"sgemm (numpy float32 2048^3, best of the start and the end of this run): {report.sgemm_gflops:.0f} GFLOP/s"]
-    if m["OPENBLAS_CORETYPE"] or m["OPENBLAS_L2_SIZE"]:
+    if m.get("isa", "native") != "native":
+        lines.append(f"instruction sets limited to {m['isa']} (--isa): numba, OpenBLAS, torch, oneDNN and MKL")
+    elif m["OPENBLAS_CORETYPE"] or m["OPENBLAS_L2_SIZE"]:
         lines.append("warning: OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE are set; rerun with "
                      "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE for representative GEMM speed")
     lines.append("")
@@ -597,6 +602,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-naive", action="store_true", help="skip plain numpy attention")
     p.add_argument("--no-torch", action="store_true", help="skip torch SDPA even when torch is importable")
     p.add_argument("--no-long", action="store_true", help="skip the T=65536 run and the overviews")
+    p.add_argument("--isa", choices=("avx2",), default=None,
+                   help="measure every library's AVX2 code on an AVX-512 CPU (restarts the run limited to AVX2)")
     p.add_argument("--app", action="store_true",
                    help="also run the window benchmarks in benchmarks/ (start-up, edit to heatmap pixels)")
 
@@ -687,7 +694,44 @@ def check_memory(cfg: BenchConfig, available: int | None) -> None:
                          f"{cfg.heads} heads of {cfg.hs}); this machine has {available / 2**30:,.1f} GiB available")
 
 
+ISA_MARKER = "ATTNVIZ_BENCH_ISA"  # set in the restarted process of --isa
+
+
+def avx2_environment(host_features: dict[str, bool], env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a run of the AVX2 code paths on this CPU: numba's target is the host without any
+    AVX-512, AMX or AVX10 feature; OpenBLAS, torch (ATen), oneDNN and MKL are told AVX2."""
+    wide = ("avx512", "amx", "avx10", "evex512", "avxvnni", "avxifma", "avxneconvert", "egpr", "apx")
+    feats = ",".join(("+" if on and not name.startswith(wide) else "-") + name
+                     for name, on in sorted(host_features.items()))
+    out = {k: v for k, v in env.items() if k not in ("OPENBLAS_L2_SIZE",)}
+    out.update(NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=feats, OPENBLAS_CORETYPE="Haswell",
+               ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
+    out[ISA_MARKER] = "avx2"
+    return out
+
+
+def _restart_for_isa(args) -> int:
+    """Run this benchmark again in a process limited to ``args.isa``; its exit status."""
+    import llvmlite.binding as llvm
+
+    features = dict(llvm.get_host_cpu_features())
+    if not features.get("avx2"):
+        raise ValueError("--isa avx2: this CPU has no AVX2")
+    argv = ["--sizes", ",".join(map(str, args.sizes)), "--heads", str(args.heads), "--hs", str(args.hs),
+            "--repeat", str(args.repeat), "--isa", args.isa]
+    argv += ["--threads", str(args.threads)] if args.threads is not None else []
+    argv += [flag for flag, on in (("--json", args.json), ("--no-naive", args.no_naive),
+                                   ("--no-torch", args.no_torch), ("--no-long", args.no_long)) if on]
+    code = "import sys; from attnviz.cli.bench_cmd import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], env=avx2_environment(features, dict(os.environ))
+                          ).returncode
+
+
 def handle(args) -> int:
+    if getattr(args, "isa", None) and os.environ.get(ISA_MARKER) != args.isa:
+        if getattr(args, "app", False):
+            raise ValueError("--isa measures the engine only; leave out --app")
+        return _restart_for_isa(args)
     quiet_openmp()
     if args.heads < 1 or args.hs < 1 or args.repeat < 1 or (args.threads is not None and args.threads < 1):
         raise ValueError("--heads, --hs, --repeat and --threads must be positive")

@@ -5,8 +5,8 @@ running maximum ``m_i``, a running denominator ``l_i`` and an unnormalised outpu
 never holds more than one BLOCK_M x BLOCK_N score tile per worker. Scores are kept in base 2
 (``s * scale * log2 e``) so the exponential is the vectorised ``exp2`` of :mod:`fastexp`. Empty tiles are
 skipped, full tiles run without a mask test, partial tiles read the dense mask. Tile products of float32
-inputs on AVX-512 CPUs go through the register-blocked micro-kernel of :mod:`microkernel` (keys in panels
-of 64, hv a multiple of 64); the others through ``np.dot(a, b, out=c)`` on contiguous slices (scipy's
+inputs on AVX-512 and AVX2 CPUs go through the register-blocked micro-kernel of :mod:`microkernel` (keys in
+panels of 64, hv a multiple of 64); the others through ``np.dot(a, b, out=c)`` on contiguous slices (scipy's
 BLAS; keep it single-threaded while this runs, see :mod:`attnviz.engine.runtime`).
 """
 
@@ -25,47 +25,14 @@ from attnviz.engine.runtime import parallel_section
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
-def _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o, rowmax, have_max):
-    """Turn the score tile S (bm, bn) into unnormalised weights in place and update m_i, l_i, acc_o.
-
-    With ``partial`` the scores of masked cells (mask_tile False) become MASKED_SCORE before the max;
-    otherwise mask_tile is not read. c is scale * log2(e) >= 0 in S's dtype. With ``have_max`` (never
-    with ``partial``) rowmax[r] is already the largest score of row r, unscaled.
-    """
-    bm, bn = S.shape
-    one = like(S, 1.0)
-    for r in range(bm):
-        srow = S[r]  # (bn,)
-        if partial:
-            mrow = mask_tile[r]  # (bn,)
-            masked = like(S, MASKED_SCORE)
-            for j in range(bn):
-                srow[j] = srow[j] * c if mrow[j] else masked
-            mult = one
-        else:
-            mult = c
-        if have_max:
-            mx = rowmax[r] * mult
-        else:
-            # Row max through integer order keys (vectorises; a float max reduction does not). c >= 0.
-            key = order_key(like(S, M_INIT))
-            for j in range(bn):
-                kj = order_key(srow[j])
-                key = kj if kj > key else key
-            mx = from_order_key(key) * mult
-        m_old = m_i[r]
-        m_new = max(m_old, mx)
-        rowsum = like(S, 0.0)
-        for j in range(bn):
-            p = exp2(srow[j] * mult - m_new)
-            srow[j] = p
-            rowsum += p
-        alpha = exp2(m_old - m_new)
-        l_i[r] = l_i[r] * alpha + rowsum
-        m_i[r] = m_new
-        arow = acc_o[r]  # (hv,)
-        for d in range(arow.shape[0]):
-            arow[d] *= alpha
+def rowmax(srow):
+    """The largest value of srow (no NaN), as a max over integer order keys: that vectorises, a float max
+    reduction (which must honour NaN) does not."""
+    key = order_key(like(srow, M_INIT))
+    for j in range(srow.shape[0]):
+        kj = order_key(srow[j])
+        key = kj if kj > key else key
+    return from_order_key(key)
 
 
 @njit(nogil=True, cache=True)
@@ -85,75 +52,128 @@ def _row_extents(mask_tile, lo, hi):
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
+def _tile_scores(q, k, kp, fast, h, i0, bm, j0, bn, partial, S, s_buf, rowmax_out, lo, hi):
+    """S = Q_i K_j^T for the tile (bm rows from i0, bn keys from j0). Returns True when rowmax_out[:bm]
+    now holds each row's largest score (the micro-kernel takes it from its registers on full tiles).
+    A partial tile's products cover only the keys [lo[r], hi[r]) its rows allow."""
+    if fast and j0 % COLS == 0 and bn % COLS == 0:
+        if partial:
+            score_product_rows(q, h, i0, bm, kp, j0, bn, s_buf, lo, hi)
+            return False
+        score_product(q, h, i0, bm, kp, j0, bn, s_buf, rowmax_out)
+        return True
+    np.dot(q[h, i0:i0 + bm], k[h, j0:j0 + bn].T, out=S)
+    return False
+
+
+@njit(nogil=True, cache=True, fastmath=FASTMATH)
+def _online_softmax(S, mask_tile, partial, c, m_i, l_i, acc_o, tile_max, have_max):
+    """The online-softmax step of one tile, in place: S becomes P = exp2(S * c - m_new) (0 where the mask
+    denies), l_i and the rows of acc_o are rescaled by exp2(m_old - m_new) and l_i gains P's row sums.
+
+    c is scale * log2(e) >= 0. mask_tile is read only when ``partial``; with ``have_max`` tile_max[r] is
+    row r's largest unscaled score."""
+    bm, bn = S.shape
+    masked = like(S, MASKED_SCORE)
+    for r in range(bm):
+        s = S[r]  # (bn,)
+        mult = c
+        if partial:  # denied cells: a score exp2 turns into exactly 0
+            allowed = mask_tile[r]
+            for j in range(bn):
+                s[j] = s[j] * c if allowed[j] else masked
+            mult = like(S, 1.0)
+        mx = (tile_max[r] if have_max else rowmax(s)) * mult
+        m_old = m_i[r]
+        m_new = max(m_old, mx)
+        rowsum = like(S, 0.0)
+        for j in range(bn):
+            p = exp2(s[j] * mult - m_new)
+            s[j] = p
+            rowsum += p
+        alpha = exp2(m_old - m_new)
+        l_i[r] = l_i[r] * alpha + rowsum
+        m_i[r] = m_new
+        acc = acc_o[r]  # (hv,)
+        for d in range(acc.shape[0]):
+            acc[d] *= alpha
+
+
+@njit(nogil=True, cache=True, fastmath=FASTMATH)
+def _add_pv(S, s_buf, o_buf, v, fast, h, j0, partial, acc_o, lo, hi):
+    """acc_o += P V_j for the tile's weights P = S (bm, bn) and values v[h, j0:j0+bn]."""
+    bm, bn = S.shape
+    hv = v.shape[2]
+    if fast and hv % COLS == 0:
+        if partial:
+            pv_accumulate_rows(s_buf, bm, bn, v, h, j0, acc_o, lo, hi)
+        else:
+            pv_accumulate(s_buf, bm, bn, v, h, j0, acc_o)
+        return
+    O = o_buf[: bm * hv].reshape((bm, hv))  # (bm, hv) this tile's contribution
+    np.dot(S, v[h, j0:j0 + bn], out=O)
+    for r in range(bm):
+        for d in range(hv):
+            acc_o[r, d] += O[r, d]
+
+
+@njit(nogil=True, cache=True, fastmath=FASTMATH)
+def _write_rows(acc_o, l_i, m_i, h, i0, out, lse):
+    """O_i = acc_o / l_i and lse = m_i + log2(l_i) (in nats); rows with no allowed key get 0 and -inf."""
+    bm, hv = acc_o.shape
+    for r in range(bm):
+        if l_i[r] > 0:
+            inv = like(acc_o, 1.0) / l_i[r]
+            for d in range(hv):
+                out[h, i0 + r, d] = acc_o[r, d] * inv
+            lse[h, i0 + r] = (m_i[r] + np.log2(l_i[r])) * like(acc_o, LN2)
+        else:
+            for d in range(hv):
+                out[h, i0 + r, d] = 0
+            lse[h, i0 + r] = -np.inf
+
+
+@njit(nogil=True, cache=True, fastmath=FASTMATH)
 def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M, BLOCK_N,
                       s_buf, o_buf, out, lse):
-    """One (head, query tile) work item; s_buf (BLOCK_M*BLOCK_N,) and o_buf (BLOCK_M*hv,) are scratch.
-    A partial tile's cells come from ``mask`` or, when ``tiled``, from ``blocks[block_index[...]]``.
-    With ``fast`` (float32), tiles of whole 64-key panels of kp take the micro-kernel's score product
-    and, when hv is a multiple of 64, every tile its ``P @ V``."""
-    _, Tq, hs = q.shape
+    """One (head, query tile) work item, Algorithm 1 of FlashAttention with scores in base 2.
+
+    s_buf (BLOCK_M*BLOCK_N,) and o_buf (BLOCK_M*hv,) are scratch. Empty tiles are skipped, full tiles
+    never read the mask; a partial tile's cells come from ``mask`` or, when ``tiled``, from
+    ``blocks[block_index[...]]``. ``fast``: the float32 micro-kernel products (:mod:`microkernel`)."""
+    Tq = q.shape[1]
     Tk = k.shape[1]
     hv = v.shape[2]
     hm = h if mask.shape[0] > 1 else 0
     ht = h if tile_state.shape[0] > 1 else 0
-    nK = tile_state.shape[2]
     i0 = qi * BLOCK_M
-    i1 = min(i0 + BLOCK_M, Tq)
-    bm = i1 - i0
-    q_tile = q[h, i0:i1]  # (bm, hs)
+    bm = min(i0 + BLOCK_M, Tq) - i0
     m_i = np.full(bm, like(q, M_INIT))  # (bm,) running max, base 2
     l_i = np.zeros(bm, dtype=q.dtype)  # (bm,) running denominator
     acc_o = np.zeros((bm, hv), dtype=q.dtype)  # (bm, hv) unnormalised output
-    rowmax = np.empty(bm, dtype=q.dtype)  # (bm,) the micro-kernel's row maxima of a full tile
-    lo = np.zeros(bm, dtype=np.int64)  # (bm,) a mask-reading tile's first allowed column per row
+    tile_max = np.empty(bm, dtype=q.dtype)  # (bm,) row maxima of a full tile from the micro-kernel
+    lo = np.zeros(bm, dtype=np.int64)  # (bm,) a partial tile's first allowed column per row
     hi = np.zeros(bm, dtype=np.int64)  # (bm,) one past its last
-    for kj in range(nK):
+    for kj in range(tile_state.shape[2]):
         state = tile_state[ht, qi, kj]
         if state == EMPTY:
             continue
-        j0 = kj * BLOCK_N
-        j1 = min(j0 + BLOCK_N, Tk)
-        bn = j1 - j0
-        S = s_buf[: bm * bn].reshape((bm, bn))  # (bm, bn) score tile
         partial = state == PARTIAL
+        j0 = kj * BLOCK_N
+        bn = min(j0 + BLOCK_N, Tk) - j0
+        S = s_buf[: bm * bn].reshape((bm, bn))  # (bm, bn) score tile
         if partial and tiled:
             mask_tile = blocks[block_index[ht, qi, kj], 0:bm, 0:bn]
         elif partial:
-            mask_tile = mask[hm, i0:i1, j0:j1]
+            mask_tile = mask[hm, i0:i0 + bm, j0:j0 + bn]
         else:
             mask_tile = mask[0, 0:1, 0:1]  # not read
-        if partial and fast:  # products only over the rows and keys the mask allows
+        if partial and fast:
             _row_extents(mask_tile, lo, hi)
-        have_max = False
-        if fast and j0 % COLS == 0 and bn % COLS == 0:
-            if partial:
-                score_product_rows(q, h, i0, bm, kp, j0, bn, s_buf, lo, hi)
-            else:
-                have_max = True
-                score_product(q, h, i0, bm, kp, j0, bn, s_buf, rowmax, True)
-        else:
-            np.dot(q_tile, k[h, j0:j1].T, out=S)
-        _softmax_tile_rows(S, mask_tile, partial, c, m_i, l_i, acc_o, rowmax, have_max)
-        if fast and hv % COLS == 0 and partial:
-            pv_accumulate_rows(s_buf, bm, bn, v, h, j0, acc_o, lo, hi)
-        elif fast and hv % COLS == 0:
-            pv_accumulate(s_buf, bm, bn, v, h, j0, acc_o)
-        else:
-            O = o_buf[: bm * hv].reshape((bm, hv))  # (bm, hv) this tile's contribution
-            np.dot(S, v[h, j0:j1], out=O)
-            for r in range(bm):
-                for d in range(hv):
-                    acc_o[r, d] += O[r, d]
-    for r in range(bm):
-        if l_i[r] > 0:
-            inv = like(q, 1.0) / l_i[r]
-            for d in range(hv):
-                out[h, i0 + r, d] = acc_o[r, d] * inv
-            lse[h, i0 + r] = (m_i[r] + np.log2(l_i[r])) * like(q, LN2)
-        else:  # no allowed key: weights 0, output 0, lse -inf
-            for d in range(hv):
-                out[h, i0 + r, d] = 0
-            lse[h, i0 + r] = -np.inf
+        have_max = _tile_scores(q, k, kp, fast, h, i0, bm, j0, bn, partial, S, s_buf, tile_max, lo, hi)
+        _online_softmax(S, mask_tile, partial, c, m_i, l_i, acc_o, tile_max, have_max)
+        _add_pv(S, s_buf, o_buf, v, fast, h, j0, partial, acc_o, lo, hi)
+    _write_rows(acc_o, l_i, m_i, h, i0, out, lse)
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)

@@ -159,3 +159,47 @@ def test_sdpa_is_called_four_dimensional_on_its_flash_kernel():
         out = calls[name]()
         assert tuple(out.shape) == (1, 2, 64, 16) and backends[name] == "FLASH_ATTENTION"
         np.testing.assert_allclose(out[0].numpy(), attention(q, k, v, m, kernel="reference").out, atol=1e-4)
+
+
+def test_avx2_environment_turns_off_every_wider_instruction_set():
+    host = {"avx2": True, "fma": True, "avx512f": True, "avx512bw": True, "amx-tile": True, "avx10.1": True,
+            "avxvnni": True, "sse4.2": True, "cx8": True, "adx": False}
+    env = bench_cmd.avx2_environment(host, {"PATH": "/bin", "OPENBLAS_L2_SIZE": "1"})
+    feats = dict((f[1:], f[0] == "+") for f in env["NUMBA_CPU_FEATURES"].split(","))
+    assert feats == {"avx2": True, "fma": True, "avx512f": False, "avx512bw": False, "amx-tile": False,
+                     "avx10.1": False, "avxvnni": False, "sse4.2": True, "cx8": True, "adx": False}
+    assert env["NUMBA_CPU_NAME"] == "haswell" and env["OPENBLAS_CORETYPE"] == "Haswell"
+    assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert env["ATTNVIZ_BENCH_ISA"] == "avx2" and env["PATH"] == "/bin" and "OPENBLAS_L2_SIZE" not in env
+
+
+def test_isa_run_restarts_limited_to_avx2_and_reports_it(monkeypatch):
+    """--isa avx2 re-runs the same benchmark in a child process whose numba targets AVX2 only: the
+    micro-kernel there has 8 lanes and the report names the instruction set."""
+    import subprocess
+    import sys
+
+    parser = bench_cmd.argparse.ArgumentParser()
+    bench_cmd.add_arguments(parser)
+    seen = {}
+    real_run = subprocess.run
+
+    def fake_run(cmd, env):
+        seen["cmd"], seen["env"] = cmd, env
+        probe = ("import json; from attnviz.engine.microkernel import LANES; from attnviz.cli import bench_cmd;"
+                 "print(json.dumps([LANES, bench_cmd.machine_info()['isa']]))")
+        out = real_run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+        seen["child"] = json.loads(out.stdout)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(bench_cmd.subprocess, "run", fake_run)
+    args = parser.parse_args(["--sizes", "64", "--isa", "avx2", "--no-long", "--json"])
+    import llvmlite.binding as llvm
+
+    if not dict(llvm.get_host_cpu_features()).get("avx2"):
+        with pytest.raises(ValueError, match="no AVX2"):
+            bench_cmd.handle(args)
+        return
+    assert bench_cmd.handle(args) == 0
+    assert seen["child"] == [8, "avx2"]
+    assert "--isa" in seen["cmd"] and "--json" in seen["cmd"] and "--no-long" in seen["cmd"]

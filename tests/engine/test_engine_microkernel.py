@@ -8,21 +8,23 @@ import pytest
 from attnviz.engine import attention
 from attnviz.engine.blockmask import classify
 from attnviz.engine.flash import flash_attention, full_tile_state
-from attnviz.engine.microkernel import key_panels, rows_product, score_product
+from attnviz.engine.microkernel import key_panels, rows_product, score_product, target_lanes
 from engine_helpers import make_mask, numpy_attention, qkv
 
 
+@pytest.mark.parametrize("lanes", [16, 8], ids=["zmm", "ymm"])
 @pytest.mark.parametrize("accumulate", [False, True])
 @pytest.mark.parametrize("kdim", [1, 7, 64, 130])
 @pytest.mark.parametrize("nrows", [1, 2, 3, 5, 6, 7, 11, 13])
-def test_rows_product_matches_numpy(nrows, kdim, accumulate):
-    """C (+)= A B on 64 columns, strided rows of A and C, every row remainder (blocks of 6, then 4, 2, 1)."""
+def test_rows_product_matches_numpy(nrows, kdim, accumulate, lanes):
+    """C (+)= A B on 64 columns, strided rows of A and C, every row remainder (blocks of 6, then 4, 2, 1),
+    in both register shapes (the AVX2 one runs on any x86-64 CPU with AVX2)."""
     rng = np.random.default_rng(nrows * 1000 + kdim)
     A = rng.standard_normal((nrows + 2, kdim + 3)).astype(np.float32)  # rows 1..nrows used, lda = kdim + 3
     B = rng.standard_normal((kdim, 80)).astype(np.float32)  # columns 5..68 used, ldb = 80
     C = rng.standard_normal((nrows + 1, 70)).astype(np.float32)  # columns 3..66 of rows 1.. written
     before = C.copy()
-    rows_product(A, 1 * A.shape[1], A.shape[1], B, 5, 80, C, 1 * 70 + 3, 70, nrows, kdim, accumulate)
+    rows_product(A, 1 * A.shape[1], A.shape[1], B, 5, 80, C, 1 * 70 + 3, 70, nrows, kdim, accumulate, C, False, lanes)
     want = A[1:1 + nrows, :kdim].astype(np.float64) @ B[:, 5:69].astype(np.float64)
     if accumulate:
         want += before[1:1 + nrows, 3:67]
@@ -39,12 +41,32 @@ def test_score_product_and_its_row_maxima(bm):
     kp = key_panels(k)
     S = np.full(bm * 192 + 5, np.nan, dtype=np.float32)
     rowmax = np.full(bm + 3, 7.0, dtype=np.float32)
-    score_product(q, 1, 10, bm, kp, 64, 192, S, rowmax, True)
+    score_product(q, 1, 10, bm, kp, 64, 192, S, rowmax)
     want = q[1, 10:10 + bm].astype(np.float64) @ k[1, 64:256].astype(np.float64).T
     got = S[:bm * 192].reshape(bm, 192)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     assert np.array_equal(rowmax[:bm], got.max(axis=1))  # exactly the stored scores' maxima
     assert np.all(rowmax[bm:] == 7.0) and np.all(np.isnan(S[bm * 192:]))
+
+
+@pytest.mark.parametrize("lanes", [16, 8], ids=["zmm", "ymm"])
+def test_row_maxima_in_both_register_shapes(lanes):
+    """The row maxima taken from the registers equal the stored rows' maxima, also over a 6-row block
+    whose maxima sit in different 16-column blocks."""
+    rng = np.random.default_rng(lanes)
+    A = rng.standard_normal((13, 64)).astype(np.float32)
+    B = rng.standard_normal((64, 64)).astype(np.float32)
+    C = np.empty((13, 64), np.float32)
+    M = np.full(13, -np.inf, np.float32)
+    rows_product(A, 0, 64, B, 0, 64, C, 0, 64, 13, 64, False, M, True, lanes)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-4)
+    assert np.array_equal(M, C.max(axis=1))
+
+
+def test_lanes_follow_the_cpu_features():
+    assert target_lanes({"avx512f", "avx2", "fma"}) == 16
+    assert target_lanes({"avx2", "fma", "avx"}) == 8
+    assert target_lanes({"avx", "sse4.2"}) == 0 and target_lanes(None) == 0 and target_lanes(set()) == 0
 
 
 def test_row_extents():
@@ -111,3 +133,44 @@ def test_float64_never_takes_the_micro_kernel():
     out, _ = _flash(q, k, v, None, 64, 128, fast=True)
     ref = attention(q, k, v, kernel="reference")
     assert np.abs(out - ref.out).max() < 1e-12
+
+
+_AVX2_PROBE = """
+import json, numpy as np
+from attnviz.engine import attention
+from attnviz.engine.microkernel import LANES, enabled
+rng = np.random.default_rng(1)
+q, k, v = (rng.standard_normal((2, 300, 64)).astype(np.float32) for _ in range(3))
+errs = {}
+for name, mask in (("none", None), ("causal", np.tri(300, dtype=bool)),
+                   ("random", rng.random((300, 300)) < 0.3)):
+    ref = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask, kernel="reference")
+    out = attention(q, k, v, mask, block_m=64, block_n=128).out
+    errs[name] = float(np.abs(out.astype(np.float64) - ref.out).max())
+print(json.dumps({"lanes": LANES, "enabled": enabled(), "errs": errs}))
+"""
+
+
+def test_flash_on_the_avx2_micro_kernel_matches_reference():
+    """On a CPU with AVX-512 the AVX2 kernels are compiled in a child process whose numba targets the
+    CPU without AVX-512 (as ``bench --isa avx2`` does): flash float32 there runs on the 8-lane micro-kernel
+    and stays within float32 rounding of the float64 reference."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import llvmlite.binding as llvm
+
+    from attnviz.cli.bench_cmd import avx2_environment
+
+    features = dict(llvm.get_host_cpu_features())
+    if not features.get("avx2"):
+        pytest.skip("this CPU has no AVX2")
+    env = avx2_environment(features, dict(os.environ))
+    out = subprocess.run([sys.executable, "-c", _AVX2_PROBE], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["lanes"] == 8 and got["enabled"]
+    assert all(e < 2e-6 for e in got["errs"].values()), got["errs"]
