@@ -52,12 +52,6 @@ def clamped_pixel_to_cell(px: float, py: float, image_shape, extent) -> Cell:
     return cell
 
 
-def cell_to_pixel(row: int, col: int, image_shape, extent) -> tuple[float, float]:
-    """Image pixel coordinate (px, py) of the centre of cell (row, col)."""
-    H, W, r0, r1, c0, c1 = _check_extent(image_shape, extent)
-    if not (r0 <= row < r1 and c0 <= col < c1):
-        raise ValueError(f"cell ({row}, {col}) is outside extent {extent}")
-    return (col - c0 + 0.5) * W / (c1 - c0), (row - r0 + 0.5) * H / (r1 - r0)
 
 
 def cell_to_image_index(row: int, col: int, image_shape, extent) -> tuple[int, int]:

@@ -75,11 +75,6 @@ def hatch_lut(base: str, stripe: str) -> np.ndarray:
     return code_lut([(0, 0, 0, 0), hex_rgba(base), hex_rgba(stripe)])
 
 
-def hatch_rgba(masked: np.ndarray, base: str, stripe: str, factor: int) -> np.ndarray:
-    """RGBA (H*f, W*f, 4) image: masked cells in ``base`` crossed by diagonal ``stripe`` lines
-    (when ``factor`` >= 3: one per cell, two per cell from 8 sub-pixels), everything else
-    transparent."""
-    return hatch_lut(base, stripe)[hatch_codes(masked, factor)]  # (H*f, W*f, 4)
 
 
 def segment_colors(segments: Sequence[Segment], n: int, alpha: int = 255) -> np.ndarray:

@@ -133,16 +133,6 @@ def shade(item: QTableWidgetItem, weight: float) -> None:
     item.setForeground(QColor("#ffffff") if w > 0.5 else QColor("#000000"))
 
 
-def table_texts(table: QTableWidget) -> list[list[str]]:
-    """All cell texts of a table, row by row ("" for an empty cell); for tests and exports."""
-    out = []
-    for r in range(table.rowCount()):
-        row = []
-        for c in range(table.columnCount()):
-            it = table.item(r, c)
-            row.append("" if it is None else it.text())
-        out.append(row)
-    return out
 
 
 def fit_height(table: QTableWidget, max_rows: int = 12) -> None:

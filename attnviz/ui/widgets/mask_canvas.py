@@ -133,10 +133,6 @@ def tile_lut(wash: str) -> np.ndarray:
     return code_lut([hex_rgba(wash, 150), (0, 0, 0, 0), (0, 0, 0, 0)])
 
 
-def tile_rgba(states: np.ndarray, wash: str) -> np.ndarray:
-    """RGBA (nQt, nKt, 4): empty tiles (skipped by the flash kernel) washed out with ``wash``,
-    partial and full tiles clear (they are told apart by their outlines)."""
-    return tile_lut(wash)[np.asarray(states).astype(np.uint8)]  # (nQt, nKt, 4)
 
 
 def tile_rects(states: np.ndarray, code: int, block_m: int, block_n: int, inset: float,

@@ -18,7 +18,8 @@ from attnviz.model.session import Session  # noqa: E402
 from attnviz.model.state import ModelConfig, SessionState, TextSource  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
 from attnviz.ui.diagnostics.alignment import AlignmentTab  # noqa: E402
-from attnviz.ui.diagnostics.common import fmt, table_texts  # noqa: E402
+from attnviz.ui.diagnostics.common import fmt  # noqa: E402
+from qt_tables import table_texts  # noqa: E402
 from attnviz.ui.diagnostics.flash_check import FlashCheckTab, chart_height  # noqa: E402
 from attnviz.ui.diagnostics.jacobian import JacobianTab  # noqa: E402
 from attnviz.ui.diagnostics.normalisation import NormalisationTab  # noqa: E402

@@ -15,7 +15,7 @@ from attnviz.model.score_rules import ScoreRuleConfig  # noqa: E402
 from attnviz.model.session import Session  # noqa: E402
 from attnviz.model.state import ModelConfig, SessionState, TextSource  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
-from attnviz.ui.diagnostics.common import table_texts  # noqa: E402
+from qt_tables import table_texts  # noqa: E402
 from attnviz.ui.panels import discover_panels  # noqa: E402
 from attnviz.ui.panels.inspector_panel import InspectorPanel  # noqa: E402
 
