@@ -358,7 +358,7 @@ def _path_notes(request: ComputeRequest, plan: Plan, Tq: int, Tk: int, dropped_r
     if plan.alibi and rule.engine:
         notes.append("ALiBi adds a bias to the scores, which the engine kernels do not take: this ran on the "
                      "float64 numpy reference path")
-    elif plan.alibi:
+    elif plan.alibi and rule.name != "linear":
         notes.append("ALiBi bias added to the scores of the " + rule.name + " rule")
     if not rule.engine:
         notes.append(f"the {rule.name} score rule runs on the float64 numpy path, not on an engine kernel")

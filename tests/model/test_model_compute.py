@@ -94,6 +94,15 @@ def test_alibi_runs_on_numpy_path_with_bias_and_says_so():
     np.testing.assert_allclose(r.output, out, atol=1e-12)
 
 
+def test_alibi_with_the_linear_rule_says_only_that_it_is_not_applied():
+    st = toy_state(T=6, positional=PositionalConfig("alibi"), score_rule=ScoreRuleConfig("linear"))
+    r = run(ComputeRequest(1, st))
+    plain = run(ComputeRequest(2, toy_state(T=6, score_rule=ScoreRuleConfig("linear"))))
+    assert r.ok and any("not applied to linear attention" in m for m in r.messages)
+    assert not any("bias added" in m for m in r.messages)
+    np.testing.assert_array_equal(r.output, plain.output)  # no bias in the linear rule's numbers
+
+
 def test_rope_rotates_q_and_k_so_scores_depend_on_offsets():
     st = toy_state(T=6, positional=PositionalConfig("rope"))
     r = run(ComputeRequest(1, st))
