@@ -1,14 +1,8 @@
-"""CheckpointStudy: one pretrained checkpoint looked at in the Pretrained panel, without Qt.
-
-It holds the loaded checkpoint, the images offered as its input and the last run shown (attention
-and head summaries), and lists the models on offer (ready ones and the local Hugging Face cache's).
-Loading and forward passes are handed out as plain functions for the panel's worker thread; their
-results come back through :meth:`CheckpointStudy.loaded` and :meth:`CheckpointStudy.show`, so the
-panel only draws what the study holds.
-
-A decoder run keeps every (L, nh, T, T) map while they fit (``decoder_run.WEIGHTS_BUDGET``); past
-that it is a :class:`LongOutcome` of q, k and the log-sum-exp, its summaries and one small
-max-overview thumbnail per head.
+"""CheckpointStudy: one pretrained checkpoint looked at in the Pretrained panel, without Qt. It holds
+the loaded checkpoint, its offered images and the last run shown, and hands out loads and forward
+passes as plain functions for the panel's worker thread; their results come back through
+:meth:`CheckpointStudy.loaded` and :meth:`CheckpointStudy.show`, so the panel only draws what the
+study holds.
 """
 
 from __future__ import annotations
@@ -54,8 +48,9 @@ class LongOutcome:
 
 
 def decoder_outcome(ckpt, text: str, chat: bool = False) -> RunOutcome | LongOutcome:
-    """Run a decoder on ``text`` (in its chat template with ``chat``): a RunOutcome when every map
-    fits, else a LongOutcome."""
+    """Run a decoder on ``text`` (in its chat template with ``chat``): a RunOutcome when every
+    (L, nh, T, T) map fits ``decoder_run.WEIGHTS_BUDGET``, else a LongOutcome of q, k and the
+    log-sum-exp with its summaries and one small max-overview thumbnail per head."""
     if not text.strip():
         raise ValueError("type a text for the model to read")
     dec = run_decoder(ckpt, text, mode="auto", chat=chat)

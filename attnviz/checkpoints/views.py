@@ -1,14 +1,7 @@
-"""What the pretrained-model views draw, as plain functions on a checkpoint's :class:`ModelAttention`.
-
-No Qt here: the widgets of :mod:`attnviz.ui.model_view` call these and draw the arrays they return,
-and the tests check the arrays.
-
-* :func:`head_matrix` — one layer's head (or the mean over heads) as a (T, T) matrix;
-* :func:`summary_matrix` — one per-head statistic of :func:`attnviz.checkpoints.head_summaries` (L, nh);
-* :func:`vit_overlay` — what is drawn over the image: the class token's attention in one layer (one
-  head or the mean over heads) or the attention rollout through all layers, as (gh, gw) with levels;
-* :func:`model_pixels` / :func:`display_image` — the image as the model saw it, enlarged for display;
-* :func:`session_text` / :func:`session_image` — default inputs taken from the session's sources.
+"""What the pretrained-model views draw, as plain functions on a checkpoint's :class:`ModelAttention`:
+head matrices, per-head summaries, the ViT overlay (class-token attention or rollout), the image as
+the model saw it, and default inputs from the session's sources. No Qt, so that the tests check the
+arrays the widgets of :mod:`attnviz.ui.model_view` draw.
 """
 
 from __future__ import annotations

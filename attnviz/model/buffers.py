@@ -1,15 +1,8 @@
-"""Large result arrays recycled once nothing refers to them any more.
-
-A run at T = 1024 and 8 heads writes two float32 (8, 1024, 1024) display matrices, 32 MiB each. A
-fresh allocation of that size is a new memory mapping: the first write to each page faults, and with
-transparent huge pages the kernel may compact memory first. Measured here: filling a fresh 32 MiB
-array took 14-67 ms, filling one already mapped 1.3 ms — most of the time of the display pass.
-
-:func:`take` hands out an array of the asked shape and dtype, reusing one it handed out before when
-only the pool still refers to it (no response, cache, widget or view holds it: Python's reference
-count says so, and a numpy view keeps its base alive, so it counts too). Arrays are found by exact
-shape and dtype; the pool keeps at most ``MAX_ARRAYS`` arrays and ``MAX_BYTES`` bytes, dropping its
-oldest first (a dropped array is freed as usual once its last user lets it go).
+"""Large result arrays recycled once nothing refers to them any more: filling a fresh 32 MiB display
+matrix costs page faults that were most of the display pass, one already mapped almost nothing (see
+benchmarks/README.md). :func:`take` reuses an array of the exact shape and dtype when only the pool
+still refers to it (by reference count; a numpy view keeps its base alive, so it counts too); the pool
+is bounded by ``MAX_ARRAYS`` and ``MAX_BYTES`` and drops its oldest first.
 """
 
 from __future__ import annotations

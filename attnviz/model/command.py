@@ -1,10 +1,8 @@
-"""The command protocol: every edit of a session is a small frozen object whose ``apply`` returns the
-edited value and the command that undoes it.
-
-Commands are pure: ``apply(value) -> (new_value, inverse)``. Session-level commands act on a
-``SessionState``; mask-design commands act on a ``MaskDesign`` and are lifted into session commands by
-the session model. A UI undo stack only adapts them. Consecutive commands with equal, non-None
-``merge_key`` (one drag stroke) may be merged into one undo step with ``merge``.
+"""The command protocol: every edit is a small frozen, pure object whose ``apply(value) -> (new_value,
+inverse)`` returns the edited value and the command that undoes it, so that undo is data and a UI undo
+stack only adapts it. Session commands act on a ``SessionState``, mask-design commands on a
+``MaskDesign`` (lifted into session commands by the session model). Consecutive commands with equal,
+non-None ``merge_key`` (one drag stroke) may be merged into one undo step with ``merge``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""Session commands: every edit of a SessionState as a small frozen command that returns its inverse.
-
-Each command has ``label`` (for "Undo <label>") and ``apply(state) -> (new_state, inverse)``; the
-inverse, applied to ``new_state``, gives back ``state``. Commands are pure: they never touch a
-Session, so ``Session.execute`` and a UI undo stack only adapt them. Invalid edits raise ValueError
-(also for an unknown source name) before anything changes.
-
-Sources are addressed by name (names are unique). Commands:
-
-* sources: :class:`AddSource`, :class:`RemoveSource`, :class:`RenameSource`, :class:`RecolourSource`,
-  :class:`MoveSource`, :class:`ReplaceSource` (any spec edit), :class:`SetText`, :class:`SetImage`,
-  :class:`SetPatch`, :class:`SetCustomBlock`;
-* the rest: :class:`SetTokenizer`, :class:`SetCross`, :class:`SetModel`, :class:`SetWeight`,
-  :class:`SetQKComponent`, :class:`SetPositional`, :class:`SetScoreRule`, :class:`SetKernel`,
-  :class:`SetMask`, :class:`EditMask` (lifts a ``attnviz.model.mask.commands`` command),
-  :class:`SetView`;
-* :class:`SetFields` (restore whole top-level fields; the inverse of structural edits) and
-  :class:`Compound` (several commands as one undo step).
-
-Drag strokes: commands with equal non-None ``merge_key`` may be merged by :func:`merge` into one
-undo step (the merged command's inverse is the first command's state restored). ``EditMask`` takes
-its ``merge_key`` from the mask command it wraps; ``SetQKComponent`` and ``SetView`` have one per
-edited slot so dragging a slider is one step.
+"""Session commands: every edit of a SessionState as a small frozen command that returns its inverse
+(the protocol of :mod:`attnviz.model.command`). Sources are addressed by name (names are unique);
+an invalid edit, an unknown source name included, raises ValueError before anything changes.
+:class:`SetFields` restores whole top-level fields (the inverse of structural edits), :class:`Compound`
+is several commands as one undo step, and :func:`merge` joins a drag stroke's commands into one.
 """
 
 from __future__ import annotations

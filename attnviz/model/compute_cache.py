@@ -1,31 +1,8 @@
-"""Caches of the compute pipeline, so that an edit recomputes only what it changes.
-
-:func:`attnviz.model.compute.run` looks here before each stage (sequences are cached one level down,
-in :mod:`attnviz.model.sequence`):
-
-===============  ==========================================================  ==========================
-cache            key (all that the value depends on)                         value
-===============  ==========================================================  ==========================
-``projections``  sources, tokenizer, cross, model without hand-set q/k        :class:`Projection`: X with
-                 components, positional encoding, token limit                positions, W, q, k, v
-``scores``       projection key, hand-set q/k components, score rule,        (nh, Tq, Tk) scaled scores
-                 display dtype                                               of a dot-product rule
-``masks``        the mask design (by identity), segments, nh, tile size      :class:`CompiledMask`
-``results``      everything but the mask design, the view and the rows       :class:`Result`: the last
-                 asked for                                                   finished attention
-===============  ==========================================================  ==========================
-
-The mask does not enter the scores, and softmax runs per query row: after a mask edit, ``results``
-gives the previous mask, and only the query rows whose mask changed get new out, lse, weights and
-combined rows (:func:`changed_rows`). A view edit changes no key: everything is reused. Responses
-share the cached arrays instead of copying them; nothing here writes a cached array after it is
-stored (most are flagged read-only; see ``attnviz.model.compute`` for the exceptions).
-
-The caches are bounded by entries and by bytes (the display matrices of the dense limit are large);
-:func:`clear` empties them. :func:`blas_threads` caps numpy's BLAS threads for the duration of a run:
-on these 2-core machines numpy's OpenBLAS pool and numba's worker pool fight when their calls
-alternate (measured 2-4x slower GEMMs at two BLAS threads), and the engine kernels are parallel
-already.
+"""Caches of the compute pipeline (projections, scores, compiled masks, results), so that an edit
+recomputes only what it changes: the mask does not enter the scores and softmax runs per query row,
+so after a mask edit only the rows whose mask changed are recomputed (:func:`changed_rows`), and a
+view edit reuses everything. Cached arrays are shared with responses, never written after they are
+stored. :func:`attnviz.model.compute.run` uses them; see docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -94,10 +71,15 @@ class Result:
 #: bytes the large caches may hold: two float32 (8, 2048, 2048) stacks are 268 MB
 MAX_BYTES = 320 << 20
 
+# Each key holds all that its value depends on.
+# key: sources, tokenizer, cross, model without hand-set q/k components, positional encoding, token limit
 projections = LRUCache(2, max_bytes=MAX_BYTES // 4, nbytes=_nbytes)
+# key: projection key, hand-set q/k components, score rule, display dtype -> (nh, Tq, Tk) scaled scores
 scores = LRUCache(2, max_bytes=MAX_BYTES // 2, nbytes=_nbytes)
+# key: everything but the mask design, the view and the rows asked for -> the last finished Result
 results = LRUCache(2, max_bytes=MAX_BYTES, nbytes=_nbytes)
 
+# key: the mask design (by identity), segments, nh, tile size
 _masks: list = []  # [(design, rest of key, CompiledMask)], newest last, by design identity
 _masks_lock = threading.Lock()
 MASK_ENTRIES = 2
@@ -171,10 +153,10 @@ _blas_lock = threading.Lock()
 
 @contextlib.contextmanager
 def blas_threads(n: int | None):
-    """Cap numpy's BLAS at ``n`` threads inside the block (None: leave it alone).
-
-    Runs on several threads at once share one cap: the first to enter sets it, the last to leave
-    restores the previous setting.
+    """Cap numpy's BLAS at ``n`` threads inside the block (None: leave it alone). On 2-core machines
+    numpy's OpenBLAS pool and numba's worker pool fight when their calls alternate (measured 2-4x
+    slower GEMMs at two BLAS threads), and the engine kernels are parallel already. Runs on several
+    threads share one cap: the first to enter sets it, the last to leave restores the previous one.
     """
     if n is None:
         yield

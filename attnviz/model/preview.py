@@ -1,22 +1,8 @@
-"""A first picture of one head, computed before the rest of a long run.
-
-When an edit changes the projections or the score rule (a new model seed, typed text, a hand-set q/k
-component, RoPE on or off ...), every head's attention is computed again: at T = 1024 and 8 heads that
-is over 100 ms. The heatmap shows one head. :func:`head_preview` computes only that head — its q and k
-from the position-added rows and W_q, W_k (a model edit draws W_v and W_o afterwards, see
-:func:`attnviz.model.heads.query_key_weights`), the engine kernel for its lse, and the float32
-display matrices from q, k and lse — so the
-heatmap can be redrawn while the other heads, the combined output and the diagnostics follow in the
-full response.
-
-A preview holds the same kind of numbers the full response holds for that head: the same float64
-q and k, and float32 scores and weights from the same fused display pass
-(:func:`attnviz.engine.display_matrices`) at the same tile size. Its lse comes from the float32 kernel
-(half the time of the float64 one); the display pass divides every row by its sum, which cancels any
-error of lse common to the row, so the preview's weights agree with the response's to float32
-rounding and its scores are identical. Where the response's matrices are float64 (at most
-``EXACT_CELLS`` cells per head), so are the preview's: the float64 kernel's own weights and the
-float64 scores, computed the same way for the one head (equal to the response's to the last bits).
+"""A first picture of one head, computed before the rest of a long run: when an edit changes the
+projections or the score rule every head is computed again, but the heatmap shows one head, so
+:func:`head_preview` computes only that one and the heatmap redraws while the other heads, the
+combined output and the diagnostics follow in the full response (timings: see benchmarks/README.md).
+A preview holds the same numbers the response holds for that head, to float32 rounding.
 """
 
 from __future__ import annotations
@@ -116,6 +102,9 @@ def head_preview(request_id: int, state: SessionState, qseq, kseq, q_h, k_h, cm:
         scores = np.matmul(q_h, k_h.transpose(0, 2, 1))  # (1, Tq, Tk)
         scores *= scale
     else:
+        # lse from the float32 kernel (half the time of the float64 one): the display pass divides every
+        # row by its sum, which cancels any error of lse common to the row, so the weights agree with
+        # the response's to float32 rounding and the scores (same fused pass, same tiles) are identical
         q32, k32 = q_h.astype(np.float32), k_h.astype(np.float32)  # (1, Tq, hs), (1, Tk, hs)
         res = attention(q32, k32, np.zeros((1, Tk, 1), dtype=np.float32), bm, **kw)  # lse does not need v
         weights = buffers.take((1, Tq, Tk), np.float32)  # (1, Tq, Tk)

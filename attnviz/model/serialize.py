@@ -1,18 +1,6 @@
-"""SessionState <-> (JSON-able tree, named arrays, named blobs): everything the session-file layer needs.
-
-``dump_state(state) -> (tree, arrays, blobs)``:
-
-* ``tree``: a dict of str / int / float / bool / None / lists / dicts only (``json.dumps`` works);
-* ``arrays``: ``{name: np.ndarray}`` of numbers (hand-set embeddings and weights, custom block values,
-  the mask design's arrays such as painted cells);
-* ``blobs``: ``{name: bytes}`` (image file bytes, an embedded tokenizer.json as UTF-8).
-
-Names are relative paths of ``[a-z0-9_./-]`` (``sources/0/embeddings``, ``model/W_q``,
-``mask/<name>``, ``tokenizer/tokenizer.json``) that the tree refers to; a file format can use them
-as member names. ``load_state(tree, arrays, blobs)`` is strict: unknown or missing keys, values of
-the wrong type, arrays of the wrong shape or dtype, non-finite numbers, and arrays or blobs that
-the tree does not refer to all raise ValueError with a message that says where. Round trip:
-``load_state(*dump_state(s)) == s``.
+"""SessionState <-> (JSON-able tree, named arrays, named blobs): everything the session-file layer
+needs, without any file format, so that a format only stores members by name. Loading is strict
+and says where a file is wrong. Round trip: ``load_state(*dump_state(s)) == s``.
 """
 
 from __future__ import annotations
@@ -62,7 +50,10 @@ def _source_tree(i: int, s, arrays: dict, blobs: dict) -> dict:
 
 
 def dump_state(state: SessionState) -> tuple[dict, dict[str, np.ndarray], dict[str, bytes]]:
-    """The state as (tree, arrays, blobs); see the module docstring."""
+    """The state as (tree, arrays, blobs): ``tree`` holds JSON types only, ``arrays`` numeric arrays
+    (hand-set embeddings and weights, custom block values, the mask's painted cells ...) and ``blobs``
+    bytes (image files, an embedded tokenizer.json). Their names are relative paths of
+    ``[a-z0-9_./-]`` (``model/W_q``) that the tree refers to, usable as a format's member names."""
     arrays: dict[str, np.ndarray] = {}
     blobs: dict[str, bytes] = {}
     tree: dict = {"sources": [_source_tree(i, s, arrays, blobs) for i, s in enumerate(state.sources)]}
@@ -224,7 +215,9 @@ def _load_source(R: _Reader, d, i: int):
 
 
 def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
-    """Rebuild a SessionState from ``dump_state`` output; ValueError for anything invalid."""
+    """Rebuild a SessionState from ``dump_state`` output. ValueError, saying where, for unknown or
+    missing keys, wrong types, shapes or dtypes, non-finite numbers, and arrays or blobs that the tree
+    does not refer to."""
     R = _Reader(arrays, blobs)
     R.keys(tree, "session", TOP_KEYS)
     sources = tuple(_load_source(R, d, i) for i, d in enumerate(R.list_(tree["sources"], "sources")))

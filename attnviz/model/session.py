@@ -1,19 +1,8 @@
-"""Session: the live holder of the current SessionState, with per-field change events.
-
-``session.events`` is a psygnal ``SignalGroup`` with one signal per top-level state field
-(``sources``, ``tokenizer``, ``cross``, ``model``, ``positional``, ``score_rule``, ``kernel``,
-``mask``, ``view``); each is emitted with the field's new value when that field changes. Then
-``events.state`` is emitted with the whole new state (once per change), and ``events.dirty`` with
-the new dirty flag when it flips. Views subscribe to what they draw::
-
-    session.events.mask.connect(self._on_mask_changed)
-
-Every edit goes through ``session.execute(cmd)``, which applies a command from
-:mod:`attnviz.model.commands`, emits only for fields that changed, marks the session dirty and
-returns the inverse. A change of the view alone (selection, matrix shown, colours, zoom) is saved
-with the session but is not unsaved work: it leaves the dirty flag as it was. There is no undo stack here: the UI's undo stack keeps the inverses (and merges
-drag strokes with :func:`attnviz.model.commands.merge`). ``replace_state`` (opening a file, a demo)
-emits every field and leaves the session clean.
+"""Session: the live holder of the current SessionState, with one change event per top-level field
+(then ``events.state`` once per change, and ``events.dirty`` when the flag flips), so that a view
+redraws only for what it draws. Every edit goes through ``session.execute(cmd)``, which returns the
+inverse; the undo stack lives in the UI. A change of the view alone is saved with the session but
+is not unsaved work.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""SessionState: the whole of a session as one immutable tree of frozen dataclasses.
-
-``sources``     tuple of source specs, in sequence order: :class:`TextSource`,
-                :class:`ImageSource`, :class:`CustomSource`, :class:`ToySource`; names unique
-``tokenizer``   :class:`TokenizerSpec`: the bundled BPE vocabulary or an embedded tokenizer.json
-``cross``       None (self-attention) or :class:`CrossConfig` (query sources vs key/value sources)
-``model``       :class:`ModelConfig`: d_model, nh, hs, hv, seeds, optional hand-set W_q/W_k/W_v/W_o,
-                hand-set q/k components (:class:`QKOverride`)
-``positional``  ``attnviz.model.positional.PositionalConfig``
-``score_rule``  ``attnviz.model.score_rules.ScoreRuleConfig``
-``kernel``      :class:`KernelConfig`: engine kernel and flash tile sizes
-``mask``        ``attnviz.model.mask.design.MaskDesign``
-``view``        :class:`ViewState`: selected head / query / key, colormap, scale, shown matrix ...
-==============  ===========================================================================
-
-Arrays (embeddings, weights, custom values) are stored as :class:`attnviz.model.frozen.FrozenArray`
-so the tree compares with ``==`` and hashes. Constructors validate and raise ValueError with a
-message a person can act on (e.g. d_model not divisible by nh).
-=======
-Everything a person sets is here, so that saving and reopening gives the same attention and every
-edit is a pure ``state -> state`` command; each top-level field of :class:`SessionState` has its own
-change event on ``Session.events``. Arrays are FrozenArray so the tree compares with ``==`` and
-hashes; constructors validate and raise ValueError with a message a person can act on.
+"""SessionState: the whole of a session as one immutable tree of frozen dataclasses. Everything a
+person sets is here, so that saving and reopening gives the same attention and every edit is a pure
+``state -> state`` command; each top-level field has its own change event on ``Session.events``.
+Arrays are FrozenArray so the tree compares with ``==`` and hashes; constructors validate and raise
+ValueError with a message a person can act on.
 """
 
 from __future__ import annotations

@@ -1,45 +1,7 @@
-"""The ``attnviz`` desktop application: ``main(argv=None) -> exit code``.
-
-``attnviz`` opens the bundled ``river-bank`` demo; ``attnviz FILE`` opens a session file, or starts a
-session around an image or a text file. A file that cannot be read is reported in the window and
-the demo stays open. Options (read from ``QApplication.arguments()``, so Qt's own options such as
-``-platform`` never reach argparse):
-
-``--demo NAME``            start with another bundled demo
-``--workspace NAME``       start on this workspace (attention, qkv, image, diagnostics, mask, pretrained)
-``--size WxH``             open the window at this size in pixels
-``--screenshot OUT.png``   render: open the window (at ``--size``, on ``--workspace``), wait until every
-                           view has drawn its final result (the engine's, not the numpy stand-in of a
-                           first start), write the window as a PNG of exactly that size and exit 0 (1 with
-                           a message for a bad name, size or path, or a view that never finishes);
-                           reads no saved layout and writes no settings or autosave
-``--theme light|dark``     override the saved theme for this run
-``--autosave-interval S``  seconds between autosaves of a dirty session (default 30)
-``--smoke-test``           open the session, wait for the first computed result, exit 0 (1 on failure);
-                           touches no autosave or settings (used by the packaging check)
-``--startup-report``       like ``--smoke-test``, and print one JSON line of start-up times (seconds since
-                           the process started: window built, first paint, first response, first heatmap),
-                           which heavy modules were loaded when the window first painted, and where
-                           this copy found its resources, panels and kernel cache ("install")
-``--self-test``            open no window: compile every engine kernel, check naive and flash against the
-                           float64 reference, print one JSON line (differences, threading layer, where
-                           each kernel is cached) and exit 0 (1 when a kernel disagrees)
-
-Start-up: the window is built from the panels it shows at once (the heatmap and the sidebar; the
-other workspaces import and build their panels later, see :mod:`attnviz.ui.main_window`) and painted
-before numba or the engine is imported. Its first paint starts the first computation (the engine
-loads on the compute thread); the first result (or a few seconds without one) starts the warm-up
-that compiles, or loads from the user cache directory, every numba kernel on a background thread
-(:class:`KernelWarmup`; on exit the application waits for the dtype it is compiling). The checks
-(``--smoke-test``, ``--startup-report``) exit after the first result and start no warm-up. After a
-crash the autosave recovery offer appears.
-
-Embedding: ``main(argv, on_shown=fn)`` calls ``fn(app, window)`` once the window is shown (after the
-file is opened and the workspace chosen); with ``--screenshot`` the picture is taken after ``fn``
-returned and everything it started has finished, of the window, or of the widget ``fn`` returned
-(a dialog, made the same size). ``tools/make_screenshots.py`` drives the docs' pictures this way.
-
-Unexpected exceptions (bugs) are shown in a dialog and the application keeps running.
+"""The ``attnviz`` desktop application: :func:`main` reads the options, opens the demo or a file and
+runs the window. Start-up is ordered for a fast first picture: the window paints before numba or the
+engine is imported, the first paint starts the first computation, and only its result starts the
+kernel warm-up (:class:`KernelWarmup`). How an edit becomes pixels: see docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -423,7 +385,9 @@ def _check_window_options(args) -> str | None:
 
 def main(argv: list[str] | None = None, on_shown=None) -> int:
     """Run the application; returns its exit code. ``on_shown(app, window)`` is called once the window
-    is shown (embedding; with --screenshot the picture waits for what it started)."""
+    is shown, the file opened and the workspace chosen; with --screenshot the picture is taken once
+    everything it started has finished, of the window or of the widget it returned (a dialog, given
+    the window's size); tools/make_screenshots.py makes the docs' pictures this way."""
     clock = StartupClock()
     clock.mark("main")
     if "--self-test" in (sys.argv[1:] if argv is None else argv):
@@ -431,7 +395,7 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
     app = QApplication.instance()
     if app is None:
         app = QApplication([sys.argv[0]] + list(argv) if argv is not None else sys.argv)
-        args_list = app.arguments()[1:]
+        args_list = app.arguments()[1:]  # Qt has taken its own options (-platform ...) out of these
     else:
         args_list = list(argv) if argv is not None else app.arguments()[1:]
     app.setApplicationName("attnviz")

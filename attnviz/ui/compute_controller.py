@@ -1,21 +1,9 @@
-"""Background computation: a :class:`~attnviz.ui.latest_job.LatestJob` runs ``attnviz.model.compute.run``;
-the newest wins.
-
-``submit(state)`` is cheap and may be called on every edit. When the worker is idle the request
-starts on the next turn of the event loop (edits made in one handler coalesce); while it is busy,
-edits only replace the pending request (a burst of edits costs one computation), and the newest
-pending request starts as soon as the running one ends. A running computation that is no longer the
-newest is cancelled at its next check once it has run longer than ``stale_grace_s`` — so a short
-computation (a paint stroke at moderate T) finishes and is drawn while the person keeps painting,
-and a long one does not hold the newest back. A response is delivered (queued, on the GUI thread)
-only if it is newer than every response delivered before: an older result is never drawn over a
-newer one. Progress is reported as (fraction, stage).
-
-A compute function that takes ``on_preview`` (the model's ``run`` does) may hand over a first part of
-a long run (the selected head, ``attnviz.model.preview``); it is emitted as ``previewed`` when its
-request is still the newest. Once a run has shown its preview, a newer edit cancels it at once rather
-than after the grace time: the person is scrubbing, and the next preview matters more than this
-run's other heads.
+"""Background computation: a :class:`~attnviz.ui.latest_job.LatestJob` runs ``attnviz.model.compute.run``
+and the newest request wins. ``submit(state)`` is cheap enough for every edit: a burst of edits costs
+one computation, and an older response is never drawn over a newer one. A run that is no longer the
+newest is cancelled after ``stale_grace_s`` (so a short one, a paint stroke at moderate T, is still
+drawn while the person keeps painting), or at once when it has shown its preview (the person is
+scrubbing: the next preview matters more than this run's other heads).
 """
 
 from __future__ import annotations

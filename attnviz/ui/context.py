@@ -1,18 +1,8 @@
-"""AppContext: what every panel of the window shares.
-
-A panel is constructed with the context and never talks to another panel directly:
-
-* ``ctx.session`` — the model (``attnviz.model.session.Session``); subscribe to its per-field events
-  (``ctx.session.events.mask.connect(self._on_mask_changed)``) and read ``ctx.session.state``;
-* ``ctx.execute(command)`` — every edit goes through here onto the undo stack (a drag stroke's
-  commands share a merge key and become one undo step);
-* ``ctx.set_view(**fields)`` — selection and display settings (head, query token, colormap ...): saved
-  with the session but not undoable;
-* ``ctx.response`` and the ``response_changed(response)`` signal — the newest computed
-  ``ComputeResponse`` (newest request wins; computing runs on a worker thread);
-* ``preview_changed(preview)`` — a long run's first part: the selected head's display matrices
-  (``attnviz.model.preview.HeadPreview``), before the response; only the heatmap draws it;
-* ``ctx.report(message)`` — show a problem a person caused (bad file, bad setting) in the window.
+"""AppContext: what every panel of the window shares, so that no panel talks to another. A panel
+reads ``ctx.session.state`` and subscribes to the session's per-field events, edits through
+``ctx.execute`` (undoable) or ``ctx.set_view`` (selection and display settings: saved, not undoable),
+draws ``ctx.response`` on ``response_changed`` (the newest request wins) and shows a problem a person
+caused with ``ctx.report``. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -30,7 +20,8 @@ class AppContext(QObject):
     """Session + undo stack + background compute, shared by the window's panels."""
 
     response_changed = Signal(object)  # the newest ComputeResponse
-    preview_changed = Signal(object)  # HeadPreview of the newest request, before its response
+    # HeadPreview of the newest request (a long run's first part), before its response; only the heatmap draws it
+    preview_changed = Signal(object)
     message = Signal(str, str)  # (level "info"|"warning"|"error", text) for the status bar / dialogs
 
     def __init__(self, session, parent=None, compute_controller: ComputeController | None = None):

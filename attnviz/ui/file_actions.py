@@ -1,13 +1,8 @@
-"""Everything the File menu and the window's drop area do: new, open, save, save as, recent files,
-export, drag and drop, autosave on a timer and the crash-recovery offer.
-
-Files are recognised by their extension: ``.attnviz`` sessions open (replacing the session); images
-become a new image source, text files a new text source, ``.npy``/``.csv`` files a new custom block
-(all undoable). A file that cannot be read is reported in the window and nothing changes.
-
-Dialogs go through a :class:`Prompts` object so that tests (and scripted runs) can answer them; the
-window's default uses Qt's standard dialogs. The recovery offer is a window-modal, non-blocking
-message box (``FileActions.recovery_box``) so the event loop keeps running while it is shown.
+"""Everything the File menu and the window's drop area do: new, open, save, recent files, export, drag
+and drop, autosave and the crash-recovery offer. Files are recognised by their extension: sessions
+replace the session, images, texts and ``.npy``/``.csv`` arrays become new (undoable) sources; a file
+that cannot be read is reported and nothing changes. Dialogs go through a :class:`Prompts` object so
+tests can answer them; the recovery offer is non-blocking so the event loop keeps running.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""LatestJob: one background thread that runs the newest of a stream of jobs (a computation, zoom,
-pan, head change, a diagnostic study, a checkpoint load) and hands its result back on the GUI thread;
-a job submitted while another runs replaces any job still waiting, and a result that is no longer
-the newest is dropped (or, with ``deliver_overtaken``, kept when nothing newer was delivered yet).
-
-A job is a plain function. A problem a person can fix (the exception types given as ``expected``)
-comes back as its message, running out of memory as ``memory_message``, and anything else as a
-one-line "internal error" — never a traceback, and never a dead worker. A job that notices it is no
-longer wanted raises :class:`Cancelled` and delivers nothing. :func:`run_job` is that rule on its
-own, testable without a thread.
+"""LatestJob: one background thread that runs the newest of a stream of jobs and hands its result back
+on the GUI thread; a waiting job is replaced by a newer one, and a result that is no longer the newest
+is dropped. A job is a plain function; whatever it raises comes back as a one-line message (the
+person's problem, out of memory, or an internal error), never a traceback and never a dead worker.
+:func:`run_job` is that rule on its own, testable without a thread.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
-"""The main window: a sidebar that is always there (the panels whose spec says ``area="left"``: token
-sources with the selected source's editor, model settings; View ▸ Sidebar hides it) and a central
-area showing one workspace at a time (:mod:`attnviz.ui.workspaces`: attention, mask, qkv, image,
-diagnostics, pretrained), switched with the mode bar or Ctrl+1..6; the menus (File, Edit, View,
-Help) with standard shortcuts, the status bar, a notice bar for messages, the first-start hint, drag
-and drop of files, and window settings (geometry, the workspace shown, sidebar width, each
-workspace's splitter shares, theme) kept across runs. Panels are discovered, never listed here.
-
-Saved layouts: a layout from an older layout version, a saved window larger than the screen it
-opens on, or a sidebar narrower than its panels need is dropped for the default; a workspace's saved
-shares that do not form a valid split keep that workspace's default. View ▸ Reset layout goes back
-to the default at any time.
-
-Start-up: the sidebar's panels and the heatmap are built with the window; every other panel when its
-workspace is first shown (its module is not even imported before, see
-:func:`attnviz.ui.panels.discover_panels`). Panels of the workspace shown at start wait until the
-first computed result has been delivered (or ``PANELS_FALLBACK_MS`` after the first paint), so the
-heatmap is drawn first. ``window.panel(id)`` builds a panel on demand; ``first_painted`` is emitted
-once the window has painted for the first time.
+"""The main window: an always-present sidebar (the panels whose spec says ``area="left"``) and a central
+area showing one workspace at a time (:mod:`attnviz.ui.workspaces`), with the menus, status and
+notice bars, drag and drop of files, and a layout kept across runs (one that no longer fits falls back
+to the default). Panels are discovered, never listed here, and built late: the sidebar and the heatmap
+with the window, the shown workspace's other panels after the first result (so the heatmap is drawn
+first), every other panel when its workspace is first shown.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Window settings that belong to the person, not to a session: geometry, the workspace layout, theme,
-the first-start hint and the recent files list, kept with QSettings (an INI file under the user's
-config folder).
-
-``AppSettings()`` uses the platform location (``$XDG_CONFIG_HOME/attnviz/attnviz.ini`` on Linux);
-``AppSettings(path)`` uses a given file (tests, a portable install). Values read back are checked:
-a damaged or foreign settings file gives defaults, never an error.
+"""Window settings that belong to the person, not to a session (geometry, workspace layout, theme, the
+first-start hint, recent files), kept with QSettings in an INI file: the platform's location by
+default, a given file with ``AppSettings(path)`` (tests, a portable install). Values read back are
+checked, so a damaged or foreign settings file gives defaults, never an error.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""What the window's panels draw, taken out of a ``ComputeResponse``: pure numpy, no Qt.
-
-A heatmap shows one (Tq, Tk) matrix of one head (or the mean over heads); the image panel shows one
-query row's weights over an image source's patches; the hover readout shows one cell's score and
-weight. For short sequences everything is read from the response's full matrices. For long ones
-(``response.weights is None``) a row or a cell is recomputed from ``q``, ``k`` and ``lse`` —
-``w_ij = exp(q_i . k_j * scale - lse_i)`` on allowed cells — which is exact for the dot-product
-rules that ran on an engine kernel (the only ones that keep no matrix and have an ``lse`` of that
-form); :func:`engine_scale` says when that holds.
+"""What the window's panels draw, taken out of a ``ComputeResponse``: matrices, rows and cells, pure
+numpy. For long sequences (``response.weights is None``) a row or cell is recomputed from ``q``, ``k``
+and ``lse`` as ``w_ij = exp(q_i . k_j * scale - lse_i)`` on allowed cells, which is exact for the
+dot-product rules that ran on an engine kernel; :func:`engine_scale` says when that holds.
 """
 
 from __future__ import annotations

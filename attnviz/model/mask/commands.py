@@ -1,14 +1,7 @@
-"""Edits of a :class:`~attnviz.model.mask.design.MaskDesign` as pure commands.
-
-Each command is a frozen dataclass with a ``label`` and ``apply(design) -> (new_design, inverse)``;
-applying the inverse restores the design exactly (designs are immutable values compared with ``==``).
-Painting commands that belong to one drag stroke carry the same ``stroke`` id: their ``merge_key``
-matches and ``a.merge(b)`` is one command equal to applying ``a`` then ``b``, so the stroke undoes in
-one step. The inverse of a merged stroke is the merged stroke's own inverse, or equally
-``inv_b.merge(inv_a)``.
-
-The session model lifts these into session commands; :class:`OnHead` aims any of them at one head's
-design.
+"""Edits of a :class:`~attnviz.model.mask.design.MaskDesign` as pure commands returning their inverse.
+Painting commands of one drag stroke carry the same ``stroke`` id, so their ``merge_key`` matches and
+they merge into one undo step. The session model lifts these into session commands; :class:`OnHead`
+aims any of them at one head's design.
 """
 
 from __future__ import annotations

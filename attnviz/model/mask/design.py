@@ -1,32 +1,8 @@
-"""The mask design: block rules over segments, preset combinations, painted cells and per-head designs.
-
-A :class:`MaskDesign` is an immutable value the session holds; the designer edits it through the
-commands in :mod:`attnviz.model.mask.commands` and it compiles to a dense bool mask
-(``True`` = query may attend to key) for the current segments and lengths.
-
-Layers, applied in this order by :meth:`MaskDesign.compile`:
-
-1. **Rule layer.** Blocks are the segments of each axis; a segment may be split into named
-   sub-blocks. Every (query block, key block) pair gets a :class:`~attnviz.model.mask.rules.Rule`:
-   the explicit rule of the pair, looked up as (sub-block, sub-block), (sub-block, segment),
-   (segment, sub-block), (segment, segment) in that order so that a split inherits its segment's
-   rules; pairs without any explicit rule use ``default_rule``. Rules naming blocks that do not exist in
-   the current segments are kept and ignored.
-2. **Preset terms.** Each :class:`PresetTerm` is a preset (re-evaluated for the current segments
-   and lengths by the :class:`TermEvaluator` registered under its name, see
-   :func:`register_term`) or a nested design, combined with the mask so far by AND or OR, in order.
-3. **Painted cells** (:class:`~attnviz.model.mask.paint.CellOverrides`): a painted allow / deny cell
-   has the final word. Painted cells beyond the current Tq / Tk are ignored (and kept).
-
-Splits are stored as a segment name, offsets relative to the segment start and one name per
-sub-block, so they follow the segment when tokens are added before it. When a segment shrinks,
-offsets past its new length are clamped to it: the sub-blocks after that point become empty
-(they keep their names and rules and reappear when the segment grows again). A sub-block name shared
-with a segment name (or another segment's sub-block) addresses the same rules as that name.
-
-Per-head designs: ``heads`` maps a head index to a full design (without heads of its own) used for
-that head instead of this one. ``compile(..., nh=n)`` returns (nh, Tq, Tk) only when the heads'
-masks differ, else (Tq, Tk).
+"""The mask design: block rules over segments, preset terms, painted cells and per-head designs, as one
+immutable value the session holds and :mod:`attnviz.model.mask.commands` edits. It compiles to a dense
+bool mask (True = query may attend to key) in three layers: rules, then preset terms (AND / OR, in
+order), then painted cells, which have the final word. Everything is stored by name and offset so a
+design outlives edits of the sequence: rules, splits and paint that no longer fit are kept and ignored.
 """
 
 from __future__ import annotations
@@ -77,7 +53,10 @@ class BlockSplit:
     """A segment cut into named sub-blocks at offsets relative to its start."""
 
     segment: str  # name of the segment that is split
-    offsets: tuple[int, ...]  # strictly increasing cut points, each >= 1, relative to the segment start
+    # strictly increasing cut points, each >= 1, relative to the segment start so that they follow the
+    # segment when tokens are added before it; a shrunk segment clamps them (later sub-blocks become
+    # empty, keeping their names and rules until it grows again)
+    offsets: tuple[int, ...]
     names: tuple[str, ...]  # one name per sub-block: len(offsets) + 1, unique
 
     def __post_init__(self):
@@ -182,7 +161,7 @@ def resolve_axis(segments, T: int | None) -> tuple[list[Segment], int]:
 
 @dataclass(frozen=True)
 class MaskDesign:
-    """Block rules + preset terms + painted cells (+ optional per-head designs). See the module doc."""
+    """Block rules + preset terms + painted cells (+ optional per-head designs), compiled in that order."""
 
     default_rule: Rule = field(default_factory=Rule.allow)  # rule of pairs without an explicit rule
     rules: tuple[tuple[str, str, Rule], ...] = ()  # explicit (query block, key block, rule), sorted
@@ -550,6 +529,8 @@ def _list(d: dict, key: str) -> list:
 
 
 def _lookup(table: dict, bq: Block, bk: Block) -> Rule | None:
+    # most specific first, so that a split inherits its segment's rules; a sub-block named like a
+    # segment (or another segment's sub-block) addresses the same rules as that name
     for key in ((bq.name, bk.name), (bq.name, bk.segment), (bq.segment, bk.name), (bq.segment, bk.segment)):
         r = table.get(key)
         if r is not None:

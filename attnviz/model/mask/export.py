@@ -1,16 +1,8 @@
 """Masks to and from code: ``.npy``, the design's JSON, openpi ``ar_mask`` + ``valid``, a PyTorch
-FlexAttention ``mask_mod`` source, and xformers-style block-diagonal sequence lengths.
-
-The ``mask_mod`` source is generated from the design's rules, preset terms and painted cells for the
-current segments and lengths. It uses only comparisons, ``&``, ``|``, ``~``, ``torch.clamp`` and
-lookups in module-level tables built from literal lists, so the same text runs under torch (scalar
-index tensors, vmapped by FlexAttention) and under numpy with broadcast index grids
-(:func:`evaluate_mask_mod`). Every generated source is checked against the dense mask before it is
-returned (``verify=True``).
-
-Imports give a :class:`~attnviz.model.mask.design.MaskDesign`: the JSON restores the design itself;
-``ar_mask`` + ``valid`` become a global ar_mask rule; a dense ``.npy`` mask becomes an ar_mask rule
-when it is of that form, else the cheapest of allow / deny / causal defaults plus painted cells.
+FlexAttention ``mask_mod`` source and xformers-style sequence lengths. The ``mask_mod`` source uses
+only comparisons, ``&``, ``|``, ``~``, ``torch.clamp`` and lookups in literal tables, so the same text
+runs under torch and under numpy (:func:`evaluate_mask_mod`), which is how it is checked against the
+dense mask before it is returned. Imports give a :class:`~attnviz.model.mask.design.MaskDesign`.
 """
 
 from __future__ import annotations
@@ -57,7 +49,9 @@ def load_npy(path) -> np.ndarray:
 
 
 def design_from_dense(mask) -> MaskDesign:
-    """A design compiling to ``mask`` for any segments of its size (per-head for a 3-D mask)."""
+    """A design compiling to ``mask`` for any segments of its size (per-head for a 3-D mask): the
+    cheapest of allow / deny / causal defaults plus painted cells, or an ar_mask rule when paint would
+    be needed and the mask is of that form."""
     m = np.asarray(mask, dtype=bool)
     if m.ndim == 3:
         if m.shape[0] == 0:

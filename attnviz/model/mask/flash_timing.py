@@ -1,10 +1,8 @@
-"""The designer's "Time flash" measurement, as a pure function run off the GUI thread: the flash
-kernel on the designed mask against the same kernel on the dense mask (every key allowed), for the
-session's q, k, v and tile size; median of a few repeats after one untimed warm-up call each.
-
-Each method is timed in its own block (all masked runs, then all dense runs): alternating them on
-small problems makes the thread pools interfere. Each timed call holds the engine's parallel lock
-before the clock starts, so a background computation finishing meanwhile is not counted.
+"""The designer's "Time flash" measurement, a pure function run off the GUI thread: the flash kernel on
+the designed mask against the same kernel with every key allowed, for the session's q, k, v and tile
+size (median of a few repeats after one untimed warm-up). Each method is timed in its own block, as
+alternating them on small problems makes the thread pools interfere, and each timed call holds the
+engine's parallel lock before the clock starts, so a background computation is not counted.
 """
 
 from __future__ import annotations

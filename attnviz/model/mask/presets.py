@@ -1,25 +1,8 @@
-"""Mask presets: ready-made designs (none, causal, prefix-LM, block-diagonal, sliding window, and the
-vision-language-action mask of seed 000), and the evaluators of their preset terms, registered with
-the design (:func:`~attnviz.model.mask.design.register_term`).
-
-``preset(name, q_segments, k_segments=None, **params) -> MaskDesign``. Presets defined by the blocks
-(causal, sliding window, block-diagonal over segments, vla) are written as block rules keyed by
-segment names, so they follow the segments when token counts change and stay editable block by
-block. Presets defined in tokens (``prefix_lm`` with its length L, ``block_diagonal`` with explicit
-document lengths) are a design whose rule layer denies everything, OR-ed with a :class:`PresetTerm`
-that is re-evaluated from the length(s) for the current Tq / Tk.
-
-The ``vla`` preset is the block matrix S~*_pi of seed 000. Roles: I (image), P (prompt / state),
-A (FAST action tokens), E (action-expert tokens). I and P attend to all of I and P and to nothing
-after them; A attends to I, P and causally to A (global positions), never to E; E attends to I, P
-and E, never to A. Segments get their role from ``roles={segment_name: "I"|"P"|"A"|"E"}`` or else
-from their name (``image``/``img``/``patch``/``cls``/``camera`` -> I, ``prompt``/``text``/``state``
--> P, ``fast``/``action`` -> A, ``expert``/``noise`` -> E); several segments may share a role.
-``preset("vla", ...)`` refuses a segment without a role; a ``vla`` preset term, re-evaluated when
-the sequence changes later, denies such a segment's rows and columns instead of failing.
-:func:`infer_vla_roles` gives a session's segments their roles from what their sources are (an
-image is I and a text P whatever their names, e.g. an image named after its file), then from the
-names of custom blocks, and lists the segments it cannot place, for the person to choose.
+"""Mask presets: ready-made designs (none, causal, prefix-LM, block-diagonal, sliding window and the
+vision-language-action mask S~*_pi of seed 000) and the evaluators of their preset terms. Presets
+defined by the blocks are block rules keyed by segment names, so they follow the segments when token
+counts change and stay editable block by block; presets defined in tokens (prefix-LM's L, document
+lengths) are a deny-all design OR-ed with a :class:`PresetTerm` re-evaluated for the current Tq / Tk.
 """
 
 from __future__ import annotations
@@ -236,6 +219,7 @@ def infer_vla_roles(segments, sources=(), remembered: dict | None = None) -> tup
 
 
 def _vla_rule(rq: str, rk: str) -> Rule:
+    # roles: I image, P prompt / state, A FAST action tokens, E action-expert tokens
     if rq in "IP":
         return Rule.allow() if rk in "IP" else Rule.deny()
     if rq == "A":

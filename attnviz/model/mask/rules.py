@@ -1,36 +1,7 @@
-"""Block rules of the mask designer: what one (query block, key block) pair of a mask allows.
-
-A rule is a small frozen value: ``allow``, ``deny``, ``causal``, ``anti_causal``,
-``sliding_window`` (symmetric or causal window) or ``ar_mask`` (an openpi-style ``ar_mask`` + ``valid``
-vector). It is evaluated on the rows ``r0:r1`` and columns ``c0:c1`` of a ``(Tq, Tk)`` mask and can
-also write itself as a FlexAttention-compatible expression (see :mod:`attnviz.model.mask.export`).
-
-Positions and diagonal alignment
---------------------------------
-Every rule compares a *query position* ``pq`` with a *key position* ``pk``; ``align`` says how
-they are derived from the row ``i`` and the column ``j``:
-
-* ``"global"`` (the default): ``pq = i + (Tk - Tq)``, ``pk = j``. For self-attention (Tq == Tk)
-  these are the global token positions, so ``causal`` on every block pair composes to the ordinary
-  causal mask, and ``causal`` on an off-diagonal pair allows all of it (key block earlier) or none
-  of it (key block later). For cross-attention (Tq != Tk) the diagonal is aligned bottom-right over
-  the whole matrix, as xformers' ``LowerTriangularFromBottomRightMask``: the last query sits on the
-  last key (queries continuing a cached key sequence).
-* ``"block"``: positions local to the pair, bottom-right aligned inside it:
-  ``pq = (i - r0) + (nk - nq)``, ``pk = j - c0`` with ``nq = r1 - r0``, ``nk = c1 - c0``. On a
-  square diagonal block this is the local index on both axes.
-
-Rule semantics (True = query may attend to key):
-
-* ``causal``: ``pk <= pq``; ``anti_causal``: ``pk >= pq`` (the transpose pattern, diagonal included).
-* ``sliding_window(w)``: symmetric ``|pq - pk| < w``; with ``causal_window=True``
-  ``0 <= pq - pk < w`` (the key is the query itself or one of the ``w - 1`` keys before it).
-* ``ar_mask``: openpi's ``make_attn_mask`` on the pair: with ``c = cumsum(ar)``,
-  ``M = (c[pk] <= c[pq]) & valid[pq] & valid[pk]``. The vector is indexed by position; by default
-  an ``ar_mask`` rule uses ``align="block"`` so that on a diagonal block the vector's entry t belongs
-  to the block's t-th token. Positions past the end of the vector continue it with ``ar = 0`` and
-  ``valid = True`` (extra tokens join the last group); negative positions (only possible with more
-  queries than keys) are invalid.
+"""Block rules of the mask designer: what one (query block, key block) pair of a mask allows (True =
+query may attend to key). A rule is a small frozen value, evaluated on one block of a (Tq, Tk) mask
+by comparing query and key *positions* (``align`` says how rows and columns become positions), and
+able to write itself as a FlexAttention expression (:mod:`attnviz.model.mask.export`).
 """
 
 from __future__ import annotations
@@ -53,7 +24,7 @@ class Rule:
     causal_window: bool = False  # sliding_window: only keys at or before the query (0 <= pq-pk < w)
     ar: tuple[int, ...] = ()  # ar_mask: openpi's ar_mask entries (0 or 1), one per position
     valid: tuple[bool, ...] = ()  # ar_mask: openpi's input_mask, same length as ar
-    align: str = "global"  # how rows/columns become positions: "global" or "block" (module doc)
+    align: str = "global"  # how rows/columns become positions: "global" or "block" (see positions)
     _cum: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
@@ -105,6 +76,7 @@ class Rule:
 
     @classmethod
     def ar_mask(cls, ar, valid=None, align: str = "block") -> "Rule":
+        # "block": on a diagonal block the vector's entry t belongs to the block's t-th token
         return cls("ar_mask", ar=tuple(np.asarray(ar).ravel().tolist()),
                    valid=() if valid is None else tuple(np.asarray(valid).ravel().tolist()), align=align)
 
@@ -155,9 +127,12 @@ class Rule:
         ``rows`` (a, b) within r0:r1: only those rows' query positions."""
         a, b = (r0, r1) if rows is None else rows
         if self.align == "global":
+            # Self-attention: global token positions, so causal on every pair composes to the ordinary
+            # causal mask. Cross-attention (Tq != Tk): the diagonal is bottom-right aligned over the whole
+            # matrix (xformers' LowerTriangularFromBottomRightMask): queries continue a cached key sequence.
             pq = np.arange(a, b, dtype=np.int64) + (Tk - Tq)  # (b-a,)
             pk = np.arange(c0, c1, dtype=np.int64)  # (nk,)
-        else:
+        else:  # local to the pair, bottom-right aligned in it: a square diagonal block's local index
             nq, nk = r1 - r0, c1 - c0
             pq = np.arange(a - r0, b - r0, dtype=np.int64) + (nk - nq)  # (b-a,)
             pk = np.arange(nk, dtype=np.int64)  # (nk,)
@@ -194,6 +169,8 @@ class Rule:
         """cumsum(ar) and valid extended for positions -1 and len: index with clip(p + 1, 0, len + 1)."""
         c = np.asarray(self._cum, dtype=np.int64)
         c_ext = np.concatenate([[0], c, [c[-1]]]).astype(np.int64)  # (n + 2,)
+        # past the end: ar = 0, valid (extra tokens join the last group); negative positions (more
+        # queries than keys) are invalid
         v_ext = np.concatenate([[False], np.asarray(self.valid, dtype=bool), [True]])  # (n + 2,)
         return c_ext, v_ext
 

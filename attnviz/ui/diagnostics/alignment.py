@@ -1,10 +1,7 @@
-"""The Cross-attention alignment tab (seed 001): the selected head's weights laid out as the
-article's alignment table — query tokens as rows (je / t' / aime), key tokens as columns (I / love /
-you), each cell a weight shaded from white (0) to black (1), the strongest key of each row in bold,
-and a line per row saying which key the query aligns with.
-
-It works for any session (self-attention too) up to ``MAX_CELLS`` rows and columns; the translation
-demo reproduces the article's numbers.
+"""The Cross-attention alignment tab (seed 001): the selected head's weights laid out as the article's
+alignment table (query tokens as rows, key tokens as columns, shaded white to black, each row's
+strongest key in bold). It works for any session up to ``MAX_CELLS`` rows and columns; the
+translation demo reproduces the article's numbers.
 """
 
 from __future__ import annotations

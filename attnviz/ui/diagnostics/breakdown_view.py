@@ -1,15 +1,7 @@
-"""BreakdownView: one (query i, key j) cell of one head, step by step, as seed 002 walks it.
-
-Three tables and a formula line:
-
-* per dimension: q_i, k_j and their elementwise product, with the sum q_i · k_j in the last column;
-* the formula: the sum, the scale 1/sqrt(d_k), the scaled score and the weight it gets in the row;
-* per key: q_i · k for every key of the row, the scaled scores and the softmax weights (key j marked);
-* per value dimension: v_j, its share w_ij v_j, and the row's output o_i = sum_j w_ij v_j.
-
-In a hand-set session the q_i and k_j cells are editable (double-click a cell, or use the spin box
-under the tables); an edit is reported through ``component_edited(which, dim, value)`` and the
-owner turns it into a session command. The view itself never edits anything.
+"""BreakdownView: one (query i, key j) cell of one head, step by step, as seed 002 walks it: q_i, k_j
+and their product per dimension, the scale and the scaled score, the row's softmax weights, and
+v_j's share of the output o_i. In a hand-set session q_i and k_j are editable; an edit is only
+reported (``component_edited``) and the owner turns it into a session command.
 """
 
 from __future__ import annotations

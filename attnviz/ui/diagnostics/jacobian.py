@@ -1,12 +1,7 @@
-"""The softmax-Jacobian tab (seed 000): why scores are divided by sqrt(d_k).
-
-Left: the seed's simulation, mean Frobenius norm of the softmax Jacobian against d_k on log-log
-axes, for logits z ~ N(0, d_k) (unscaled) and z / sqrt(d_k) (scaled): unscaled norms collapse as the
-softmax saturates, scaled norms stay flat. The study takes about 0.1 s, so it runs off the GUI
-thread (a ``LatestJob``); it depends only on its own settings, not on the session.
-
-Right: the norm of every query row's softmax Jacobian for the selected head, with the head's raw
-dot products unscaled and scaled — the same effect on the session's own numbers.
+"""The softmax-Jacobian tab (seed 000): why scores are divided by sqrt(d_k). Left, the seed's
+simulation: unscaled logits saturate the softmax and its Jacobian norm collapses as d_k grows, scaled
+ones stay flat (it takes ~0.1 s, so it runs off the GUI thread, and depends only on its own settings).
+Right, the same effect on the selected head's own dot products, row by row.
 """
 
 from __future__ import annotations

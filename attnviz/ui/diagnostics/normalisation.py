@@ -1,10 +1,7 @@
-"""The Normalisation tab (seed 002): the selected head's raw dot products q·k turned into weights by
-the Scaled, No sqrt(d_k) or Uniform rule, with each query row's entropy and largest weight.
-
-The selector is ``view.normalisation`` (set through ``ctx.set_view``), so every view that follows it
-changes together. The weight matrix of the chosen rule is drawn as a heatmap; the table lists, per
-query, the entropy (nats, and the uniform row's log n for comparison), the largest weight and the
-key it goes to, and the mean entropy under all three rules.
+"""The Normalisation tab (seed 002): the selected head's raw dot products turned into weights by the
+Scaled, No sqrt(d_k) or Uniform rule, with each query row's entropy (nats, against the uniform row's
+log n) and largest weight. The selector is ``view.normalisation`` (through ``ctx.set_view``), so every
+view that follows it changes together.
 """
 
 from __future__ import annotations

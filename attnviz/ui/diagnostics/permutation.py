@@ -1,13 +1,8 @@
-"""The Permutation tab (seeds 001 and 002): attention is blind to word order.
-
-Shuffle the session's token embeddings and run the head again: without a positional encoding the
-outputs are the old outputs shuffled the same way (equivariance; the largest deviation is rounding,
-~1e-16); with a positional encoding they are not, because the content moved while the positions
-stayed. For cross-attention, shuffling the queries permutes the output the same way, and shuffling
-the key-value pairs together leaves it unchanged (invariance).
-
-The check uses the session's token embeddings and projections (``attnviz.model.diagnostics.
-permutation``); hand-set q/k components are not part of it. It runs off the GUI thread.
+"""The Permutation tab (seeds 001 and 002): attention is blind to word order. Shuffling the token
+embeddings shuffles the outputs the same way (up to rounding) without a positional encoding, and not
+with one; under cross-attention, shuffling the key-value pairs together leaves the output unchanged.
+The check uses the session's embeddings and projections (hand-set q/k components are not part of it)
+and runs off the GUI thread.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The Positional-encodings tab (seed 000's three properties, and the same views for RoPE).
-
-Sinusoidal page: the table PE[pos, dim]; the Gram matrix PE(t)·PE(s) and its profile against t - s
-(measured mean along each diagonal, and the formula sum_i cos(w_i (t - s))); the rotation M_k with the
-measured error of PE(pos + k) = M_k PE(pos) at every start position; the wavelength of every
-dimension (log scale). RoPE page: the rotated unit vector per position, rope(q, t)·rope(k, s) and its
-profile against t - s, R_k with its error, and the wavelength of every pair.
-
-Positions, d_model, base, k and the RoPE head size start from the session's settings and follow
-them when the session changes; the studies run off the GUI thread (a large table takes ~0.3 s).
+"""The Positional-encodings tab (seed 000's three properties, and the same views for RoPE): the table,
+the Gram matrix and its profile against t - s (measured and by formula), the rotation M_k with its
+measured error at every start position, and every dimension's wavelength. The settings start from the
+session's and follow it; the studies run off the GUI thread (a large table takes ~0.3 s).
 """
 
 from __future__ import annotations

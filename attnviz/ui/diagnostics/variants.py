@@ -1,10 +1,8 @@
 """The Score-rule variants tab (seed 001): scaled dot product, dot product, uniform, additive
-(Bahdanau), multiplicative (Luong "general") and linear attention.
-
-Choosing a rule executes ``SetScoreRule`` (undoable; everything recomputes) and shows its formula,
-how its scores become weights and what it is for. Below, the selected query's weights over the keys
-under every rule side by side, for the selected head, so the rules can be compared on the same q
-and k (additive and multiplicative use their own seeded parameters, as the session would).
+(Bahdanau), multiplicative (Luong) and linear attention. Choosing a rule executes ``SetScoreRule``
+(undoable; everything recomputes); below, the selected query's weights under every rule side by
+side, on the same q and k (additive and multiplicative use their own seeded parameters, as the
+session would).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""BlockGrid: the block level of the mask designer. Rows are query blocks, columns key blocks (the
-sequence's segments, or their sub-blocks when split), each named with its colour swatch and token
-count. Every cell shows a thumbnail of what the pair allows (rule cells and painted cells in the mask
-canvas's colours) and the pair's rule: bold when the pair has its own rule, italic when it follows
-the default rule.
-
-Clicking a cell emits ``cell_clicked(row, col)``; right-clicking a block name emits
-``header_menu(axis, index, global_pos)`` for split / merge. Geometry lives in :class:`GridGeometry`,
+"""BlockGrid: the block level of the mask designer, query blocks by key blocks (segments, or their
+sub-blocks when split), each cell a thumbnail of what the pair allows and its rule (bold when the
+pair's own, italic when the default). It only emits clicks; geometry lives in :class:`GridGeometry`,
 plain arithmetic shared by drawing, hit-testing and the tests.
 """
 

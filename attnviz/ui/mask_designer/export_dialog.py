@@ -1,11 +1,7 @@
-"""MaskCodeDialog: the designer's masks-to-and-from-code window. The current mask is shown, read-only,
-in the chosen format — a FlexAttention ``mask_mod`` source, the design's JSON, openpi ``ar_mask`` +
-``valid``, xformers block-diagonal sequence lengths, or a summary of the dense ``.npy`` array — with
-Copy and Save; Import reads ``.npy``, the design JSON or an ``ar_mask`` file back into the session.
-
-All conversions are :mod:`attnviz.model.mask.export`; this window only chooses files and shows
-results. A mask a format cannot express (say, painted cells as ``ar_mask``) and a file that cannot be
-read are messages in the window, never exceptions.
+"""MaskCodeDialog: the designer's masks-to-and-from-code window: the current mask shown read-only in the
+chosen format, with Copy, Save and Import. All conversions are :mod:`attnviz.model.mask.export`; this
+window only chooses files and shows results. A mask a format cannot express (painted cells as
+``ar_mask``) and a file that cannot be read are messages in the window, never exceptions.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""PresetBar: one button per mask preset (none, causal, prefix-LM with its length L, block-diagonal
-documents, sliding window w, the seed-000 vision-language-action mask), how a preset lands on the
-design (replace the rules, or AND / OR it onto them), the list of combined terms with a button to
-remove the last one, and the head whose mask is edited. The controls wrap onto more lines in a
-narrow dock (:class:`~attnviz.ui.widgets.flow_layout.FlowLayout`); a preset's parameter stays
-beside its button.
-
-Emits ``preset_requested(name, op, params)`` (``op`` "replace", "and" or "or"),
-``remove_term_requested()``, ``head_changed(head_or_-1)``, ``follow_shared_requested(head)`` and
-``problem(text)`` for a parameter that cannot be read; the panel builds the commands.
+"""PresetBar: one button per mask preset with its parameter beside it, how a preset lands on the design
+(replace the rules, or AND / OR onto them), the combined terms and the head whose mask is edited. It
+only emits requests (``preset_requested(name, op, params)`` ...); the panel builds the commands. The
+controls wrap in a narrow dock (:class:`~attnviz.ui.widgets.flow_layout.FlowLayout`).
 """
 
 from __future__ import annotations

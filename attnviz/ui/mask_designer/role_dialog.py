@@ -1,12 +1,8 @@
 """The VLA roles of a session's segments, for the vision-language-action preset.
-
-:func:`choose_vla_roles` gives every query and key segment a role — the one the person chose before
-(remembered in the mask design), else from its source's kind (an image is the image, a text the
-prompt, whatever they are named), else from a custom block's name — and only when some segment
-is still without one asks the person in a :class:`RoleDialog`: one row per segment, its colour, name
-and kind, and a choice of image / prompt or state / FAST actions / action expert. The answer is
-handed to the preset as its ``roles`` parameter, and the preset remembers it in the design (and so in
-the saved session).
+:func:`choose_vla_roles` gives every segment the role the person chose before, else one from its
+source's kind or a custom block's name, and asks in a :class:`RoleDialog` only for segments still
+without one. The answer becomes the preset's ``roles`` parameter, remembered in the design (and so
+in the saved session).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""RuleChooser: the small popup a block-grid click opens, to pick what one (query block, key block)
-pair allows: allow, deny, causal, anti-causal, sliding window w (optionally causal), an openpi
-``ar_mask`` + ``valid`` vector, or "inherit" (remove the pair's own rule). Causal, anti-causal and
-window rules can use positions local to the block instead of global token positions.
-
-The chooser only builds a :class:`~attnviz.model.mask.rules.Rule`; the panel turns it into a command.
-Text the person types (the ar_mask vector) is parsed by :func:`parse_bits`; mistakes are shown in the
-chooser, never raised.
+"""RuleChooser: the popup a block-grid click opens, to pick what one (query block, key block) pair
+allows, or "inherit" (remove the pair's own rule). It only builds a
+:class:`~attnviz.model.mask.rules.Rule`; the panel turns it into a command. A mistake in typed text
+(the ar_mask vector, :func:`parse_bits`) is shown in the chooser, never raised.
 """
 
 from __future__ import annotations

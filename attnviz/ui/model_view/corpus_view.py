@@ -1,14 +1,7 @@
 """CorpusStatsView: a corpus's per-head statistics (a STATS.parquet of ``attnviz-cli corpus``) as a
-layers x heads grid, beside the same statistics of the input the panel is showing.
-
-"Open statistics…" reads the file; a combo chooses the statistic (entropy, attention to the first
-token, to self, to the previous token, mean distance); the left grid is the corpus, the right grid the
-current input of the same model, on one colour scale so a cell's colour means the same on both
-sides.  Hover reads a cell; clicking one selects that head in the panel (``head_clicked``); the line
-below gives the selected head's value in the corpus and in the input.  A file for another model, or
-one that cannot be read, is said in the view's message line, never raised.
-
-:func:`install` adds the view as a tab of :class:`~attnviz.ui.model_view.panel.ModelViewPanel`.
+layers x heads grid beside the same statistics of the panel's current input, on one colour scale so
+that a colour means the same on both sides. A file for another model, or one that cannot be read, is
+said in the view's message line, never raised. :func:`install` adds it as a tab of the model view.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""ModelViewPanel: a real pretrained checkpoint's attention, every layer and head.
-
-Top to bottom: the model (installed ready models such as all-MiniLM-L6-v2, folders opened before, and
-"Open folder…" for a local Hugging Face folder) with its one-line description and a busy indicator;
-the input (a sentence for text models, an image for ViT); a message line for problems; then the
-views: a layers x heads grid of small attention maps over a layers x heads grid of the chosen head
-summary, beside them the clicked map large with token labels and a hover readout; and for ViT the
-class token's attention or the attention rollout drawn over the image.
-
-What is loaded, offered and shown is held by a :class:`~attnviz.checkpoints.study.CheckpointStudy`;
-its loads and forward passes run on a worker thread (a :class:`LatestJob`); the newest request wins.
-Nothing here is part of the session: the panel reads the session's first text / image source as a
-default input and never edits it. The model runs by itself only on text that fits it: a session text
-longer than the model reads (the long-context demo's ~2,900 tokens in a 512-token model) is not
-copied in; the panel's own short sentence stands in and a quiet line says so. Text the person types
-or runs is theirs: a limit they cross is reported as a problem.
+"""ModelViewPanel: a real pretrained checkpoint's attention, every layer and head, as a grid of small
+maps, the clicked map large and (ViT) the class token's attention or rollout over the image. What is
+loaded and shown is held by a :class:`~attnviz.checkpoints.study.CheckpointStudy`, run on a worker
+thread (newest request wins). Nothing here is part of the session: the panel reads the session's
+first text / image source as a default input and never edits it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""VitAttentionView: a ViT checkpoint's attention drawn over the image it was given.
-
-The image is shown in the frame of the model's own preprocessing (stretched to its input size) with
-the model's patch grid; over it either the class token's attention to each patch in one layer (one
-head or the mean over heads, DINO's view) or the attention rollout through all layers (head fusion
-mean / max / min and a discard ratio), with the overlay's opacity on a slider. Extra tokens (DeiT's
-distillation token) are not patches and are left out of the map; non-square grids are drawn as they are.
+"""VitAttentionView: a ViT checkpoint's attention drawn over the image, in the frame of the model's own
+preprocessing and patch grid: the class token's attention in one layer (DINO's view) or the rollout
+through all layers. Extra tokens (DeiT's distillation token) are not patches and are left out of the
+map; non-square grids are drawn as they are.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""The window's panels: their specs, a registry read without importing them, and discovery.
-
-Every module in this package that defines ``PANEL = PanelSpec(...)`` is a panel of the main window (in the sidebar or a workspace).
-A panel is a QWidget built by ``factory(ctx)`` from the shared :class:`attnviz.ui.context.AppContext`;
-it subscribes to the session's per-field events and to ``ctx.response_changed`` and edits only through
-``ctx.execute`` / ``ctx.set_view``.
-
-Start-up: importing a panel module can cost a lot (plots, the engine, checkpoint readers), and most
-panels sit in workspaces not yet shown. :data:`REGISTRY` repeats each module's spec (module, id, title, area,
-order, visible) so :func:`discover_panels` lists every panel without importing one; a
-spec's factory imports its module when the panel is first built. A test checks the registry against
-the modules' own ``PANEL`` specs, and a module missing from the registry is still found (imported
-at discovery, the slow way), so a new panel appears even before it is registered.
+"""The window's panels, one module each (heatmap, inputs, settings, inspector, image, mask designer,
+diagnostics, pretrained model). A module defining ``PANEL = PanelSpec(...)`` is a panel: a QWidget
+built by ``factory(ctx)`` from the shared :class:`attnviz.ui.context.AppContext`. Importing a panel
+module can cost a lot and most panels sit in workspaces not yet shown, so :data:`REGISTRY` repeats
+each spec and :func:`discover_panels` lists every panel without importing one (an unregistered
+module is still found, the slow way).
 """
 
 from __future__ import annotations

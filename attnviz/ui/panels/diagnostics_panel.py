@@ -1,10 +1,6 @@
 """The Diagnostics panel: one tab per study the seeds describe, each drawn by its own module under
-``attnviz.ui.diagnostics`` from the newest computed response and the session state.
-
-Tabs: Normalisation (Scaled / No sqrt(d_k) / Uniform, bound to ``view.normalisation``), Softmax
-Jacobian (the d_k study and per-row norms), Positional encodings (sinusoidal and RoPE), Permutation,
-Flash vs reference, Alignment (seed 001's table) and Score rules. Only the visible tab redraws;
-slow studies run off the GUI thread.
+:mod:`attnviz.ui.diagnostics` from the newest response and the session state. Only the visible tab
+redraws, and slow studies run off the GUI thread.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The attention heatmap panel: one head's (or the mean's) weights, scores, output or mask, with an
-all-heads small-multiples grid beside it.
-
-Rows are queries and columns keys, labelled with tokens and banded by segment colour; masked cells
-are hatched, fully masked rows marked. Hovering reads out the query and key tokens, the score and the
-weight; clicking a row selects that query token everywhere (``ctx.set_view(query=row)``); clicking a
-map of the grid selects its head. For sequences beyond the response's dense limit the weights are
-never held: the panel asks :func:`attnviz.engine.overview.attention_overview` for a screen-sized
-picture (max pooling by default, mean selectable) on a worker thread, and again for the visible
-block after every zoom or pan.
+all-heads grid beside it; clicking a row selects that query everywhere. Beyond the response's dense
+limit the weights are never held: the panel asks :func:`attnviz.engine.overview.attention_overview`
+for a screen-sized picture on a worker thread, again for the visible block after every zoom or pan.
 """
 
 from __future__ import annotations

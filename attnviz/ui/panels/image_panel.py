@@ -1,14 +1,8 @@
-"""The attention-over-the-image panel: for the selected query token (the image's class token when
-none is selected), its weights over an image source's patches drawn on the image, for one head or
-averaged over heads, with an opacity slider.
-
-Clicking a patch selects that patch's token as the query everywhere. The weights come from the
-response's full matrix, its requested rows, or — for long sequences — are recomputed for the one row
-from q, k and lse (:func:`attnviz.model.display.response_views.row_weights`).
-
-A session without an image is not a dead end: the panel then draws the selected query's weights over
-every key as a bar chart (bars in their segment's colour, masked keys marked ×), titled with the
-query and head, so the panel always shows one row of attention.
+"""The attention-over-the-image panel: the selected query's weights (the class token's when none is
+selected) over an image source's patches, drawn on the image; clicking a patch selects its token as
+the query everywhere. For long sequences the one row is recomputed from q, k and lse
+(:func:`attnviz.model.display.response_views.row_weights`). Without an image the panel draws the
+row as a bar chart over every key instead, so it is never a dead end.
 """
 
 from __future__ import annotations

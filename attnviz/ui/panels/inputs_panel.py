@@ -1,19 +1,8 @@
-"""The inputs panel: the list of token sources and an editor for the selected one.
-
-* Sources: add a text, an image or a custom block; rename (double-click the name), recolour, move up
-  or down (buttons, or drag a row to its new place: one move per drop), remove. Each row shows the
-  source's colour, kind and token count.
-* Attention: self-attention over every source, or cross-attention; in cross mode each source has a
-  role (queries, keys/values, both, or unused), so the heatmaps become Tq x Tk.
-* Text: an editor whose tokens appear below it as chips (piece and id); hovering a chip lights up its
-  span in the text, clicking it selects that token as the query. Typing is committed after a short
-  pause (and when the editor loses focus) as one merged undo step per typing run.
-* Image: the prepared image with its patch grid (patch index on hover), patch size, resize or crop,
-  target size, class token; load another image file.
-* Custom block: token count, generator (zeros, seeded noise, values from a file), seed and scale.
-* Hand-set tokens (the seeds' worked examples): their labels and embeddings, read-only.
-
-Every change is a command from :mod:`attnviz.model.commands` through ``ctx.execute``.
+"""The inputs panel: the list of token sources (text, image, custom block, hand-set tokens), the choice
+of self- or cross-attention (in cross mode each source is queries, keys/values, both or unused), and
+an editor for the selected source. Typing is committed after a short pause, as one undo step per
+typing run, so that every keystroke does not re-tokenise and recompute. Every change is a command
+from :mod:`attnviz.model.commands` through ``ctx.execute``.
 """
 
 from __future__ import annotations

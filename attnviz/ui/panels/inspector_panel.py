@@ -1,16 +1,8 @@
-"""The Q/K/V inspector: what one head does, down to single numbers.
-
-For the selected head (``view.head``) it shows Q, K and V as token x dimension heatmaps and the
-projections W^Q, W^K, W^V and the head's rows of W^O; the breakdown of the selected (query i, key j)
-pair (``view.query`` / ``view.key``, or a click on Q, K, the row table or the scatter): q_i, k_j,
-their elementwise product, the sum, the scale, the scaled score, the weight in the row and the
-output — seed 002's walk through ``by the river bank``; and a joint PCA of the head's queries and
-keys. In a hand-set (toy) session a component of q_i or k_j can be edited; the edit is a
-``SetQKComponent`` command, so it is undoable and everything downstream recomputes.
-
-The breakdown follows the session's score rule; under the default scaled dot product it also
-follows the Normalisation selector (``view.normalisation``) and says so when that differs from what
-the session computes.
+"""The Q/K/V inspector: what one head does, down to single numbers. For the selected head it shows Q,
+K, V and the projections as heatmaps, a joint PCA of queries and keys, and the breakdown of the
+selected (query, key) pair as seed 002 walks ``by the river bank``. In a hand-set session a q or k
+component can be edited; the edit is a ``SetQKComponent`` command, so it is undoable and everything
+downstream recomputes.
 """
 
 from __future__ import annotations

@@ -1,32 +1,8 @@
-"""The block-mask designer panel: edit which query may attend to which key, at two levels, and see what
-the mask does to flash tiles while editing.
-
-Layout: the cells large on the left, a column on the right with the presets, the blocks, the tiles
-and "Mask as code…" (scrolling up and down when the window is short); the mask workspace puts the
-resulting heatmap under that column (:meth:`MaskDesignerPanel.add_side_view`).
-
-* Blocks (right column): the (query block x key block) grid of the sequence's segments and sub-blocks; a
-  click opens the rule chooser (allow, deny, causal, anti-causal, sliding window, ar_mask, inherit);
-  segments are split into sub-blocks and merged back under the grid or from a block name's menu.
-* Cells (left): the full Tq x Tk mask on a zoomable canvas; brush, rectangle, row, column and eraser
-  tools, left = allow, right = deny; painted cells are drawn apart from rule cells. One drag stroke
-  is one undo step: its commands share a merge key.
-* Presets (right column, top): none, causal, prefix-LM, block-diagonal documents, sliding window, the
-  seed-000 VLA mask; replacing the rules or AND / OR-ed onto them; the shared mask or one head's own.
-* Consequences (right column, under the blocks): the session's BLOCK_M x BLOCK_N tiles drawn over the
-  mask as empty / partial / full with the share skipped, fully masked query rows flagged and counted
-  (and reported once per change), and "Time flash" measuring the flash kernel on this mask against
-  the dense one.
-* "Mask as code…" opens export / import (FlexAttention mask_mod, JSON, ar_mask, seqlens, .npy).
-
-The axes (segments, labels, Tq, Tk) come from the newest compute response. When the sequence itself
-changes (sources, tokenizer, cross-attention, or a whole session opened) the old axes no longer fit
-the design, so the panel keeps its last picture and rebuilds only from the response to the new state;
-fully masked rows are reported for edits only, never for a session that was just opened.
-
-Every edit is a session command through ``ctx.execute``; the panel redraws from the session's mask
-event (coalesced: one redraw per burst of edits, spaced out by as long as the last redraw took when it
-was slow), and the heatmaps follow through the context's throttled recompute.
+"""The block-mask designer panel: edit which query may attend to which key, as block rules (right
+column) or painted cells (left, one drag stroke = one undo step), and see what the mask does to
+flash tiles while editing. The axes (segments, labels, Tq, Tk) come from the newest compute response:
+after the sequence changes, the old axes no longer fit the design, so the panel keeps its last
+picture until the response to the new state arrives. Redraws are coalesced per burst of edits.
 """
 
 from __future__ import annotations
@@ -540,7 +516,7 @@ class MaskDesignerPanel(QWidget):
 
     # -- painting ------------------------------------------------------------------------------
     def _on_stroke_started(self) -> None:
-        self._stroke = next(self._strokes)
+        self._stroke = next(self._strokes)  # the stroke's commands share a merge key: one undo step
 
     def _on_stroke_cells(self, cells, mode: str) -> None:
         if self._stroke is None:  # cells without a start: treat them as their own stroke

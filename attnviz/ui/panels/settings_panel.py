@@ -1,10 +1,7 @@
-"""The model settings dock: d_model, heads, head size hs, value size hv, seeds, positional encoding
-(with its frequency base, or the learned table's scale and seed), score rule, engine kernel and flash
-tile sizes. Every change is one undoable command; a change the model refuses (a head
-count that does not divide d_model, ...) is reported and the control returns to the session's value.
-
-Sessions with hand-set weights (the seeds' worked examples) keep them while only seeds change; a size
-change drops them, says so, and Undo brings them back.
+"""The model settings dock: sizes, seeds, positional encoding, score rule, engine kernel and flash tile
+sizes. Every change is one undoable command; a change the model refuses is reported and the control
+returns to the session's value. Hand-set weights (the seeds' worked examples) survive a seed change;
+a size change drops them, says so, and Undo brings them back.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""LutImageItem: a pyqtgraph ImageItem for a single-channel image drawn through a colour table
-(a float32 image with explicit levels and a 256-entry RGBA LUT, or an image of small uint8 codes
-with a code table), converted once per change into a premultiplied ARGB32 QImage.
-
-Why: pyqtgraph hands such images to Qt as Indexed8, and Qt's raster painter converts an Indexed8
-image to ARGB32 again on every paint (measured here: ~4 ms for a 622 x 744 image, against ~0.2 ms
-for drawing the same pixels as premultiplied ARGB32). A heatmap repaints on every live update,
-hover highlight and zoom step, so the conversion is done once, in numpy, when the data changes.
-
-The item keeps pyqtgraph's data model (``image``, ``levels``, ``lut``, ``setImage``): only the
-conversion to a QImage differs. Value ``v`` maps to entry ``clip(floor((v - lo) * n / (hi - lo)),
-0, n - 1)`` of an n-entry table, the same rule pyqtgraph applies; an image with NaN, a callable
-LUT or any other combination falls back to pyqtgraph's own conversion.
+"""LutImageItem: a pyqtgraph ImageItem for single-channel images drawn through a colour table, converted
+once per change, in numpy, into a premultiplied ARGB32 QImage. pyqtgraph hands such images to Qt as
+Indexed8, which Qt's raster painter converts again on every paint (measured: ~4 ms for 622 x 744
+against ~0.2 ms as ARGB32), and a heatmap repaints on every hover and zoom step. The data model and
+the value -> entry rule stay pyqtgraph's; what the fast path does not cover (NaN, a callable LUT ...)
+falls back to pyqtgraph's own conversion.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""MaskCanvas: the cell level of the mask designer. Shows the rule-derived mask (allow / deny) and
-the painted override layer distinctly (overrides brighter, with an outline around painted regions),
-an optional flash-tile overlay (empty / partial / full tiles), fully masked rows, segment bands and
-token labels; the person paints with brush, rectangle, row, column and eraser tools.
-
-Painting protocol: ``stroke_started()``, then any number of ``stroke_cells(cells, mode)`` (new cells
-of the stroke only, interpolated between mouse samples) or one ``stroke_rect(r0, r1, c0, c1, mode)``
-for the rectangle tool, then ``stroke_finished()``. ``mode`` is "allow" (left button), "deny" (right
-button) or "erase" (eraser tool: cells return to their rule). The canvas does not change its own
-mask: the owner applies the stroke and calls ``set_mask`` again.
-
-Drawing: every cell gets a uint8 state code (see ``state_codes``) and the picture is those codes
-through a colour table. A mask with more cells than the view has pixels is max-pooled to the view's
-pixels, codes ordered so that a single painted cell always stays visible; zooming in draws the
-visible block again at the view's resolution.
+"""MaskCanvas: the cell level of the mask designer. It shows the rule-derived mask and the painted
+cells apart, the flash tiles, fully masked rows and segment bands, and turns mouse strokes into
+signals. Every cell is a uint8 state code drawn through a colour table, max-pooled to the view's
+pixels with codes ordered so that a single painted cell always stays visible.
 """
 
 from __future__ import annotations
@@ -249,7 +238,10 @@ class PaintPicker(CellPicker):
 
 
 class MaskCanvas(QWidget):
-    """Paintable view of a (Tq, Tk) attention mask."""
+    """Paintable view of a (Tq, Tk) attention mask. A stroke is ``stroke_started``, then new cells
+    (``stroke_cells``, interpolated between mouse samples) or one ``stroke_rect``, then
+    ``stroke_finished``; mode is "allow" (left button), "deny" (right) or "erase" (back to the rule).
+    The canvas never changes its own mask: the owner applies the stroke and calls ``set_mask``."""
 
     stroke_started = Signal()
     stroke_cells = Signal(list, str)  # new (row, col) cells of the stroke, mode

@@ -1,12 +1,8 @@
 """Workspaces: the window's central area shows one task at a time, each laid out at full size.
-
-:data:`WORKSPACES` is the table of them (``attnviz --workspace NAME`` takes these names): the panel
-each shows large (``main``), the panels beside it (``side``, one above the other) and the share of
-the width the main view gets by default. A panel may appear in two workspaces (the heatmap is the
-attention workspace's main view and the mask workspace's small one): it moves to the workspace
-being shown. A discovered panel that no workspace names gets a workspace of its own, after these.
-The sidebar (panels whose spec says ``area="left"``: sources and model settings) is not a workspace:
-it stays beside all of them.
+:data:`WORKSPACES` is their table (``attnviz --workspace NAME`` takes these names): the main panel,
+the panels beside it and the main view's default share of the width. A panel named by two workspaces
+moves to the one shown; a discovered panel that no workspace names gets a workspace of its own. The
+sidebar is not a workspace: it stays beside all of them.
 """
 
 from __future__ import annotations
