@@ -3,21 +3,11 @@
     attnviz-cli bench [--json] [--sizes 256,1024,4096,8192] [--heads 8] [--hs 64] [--threads N]
                       [--repeat 5] [--no-naive] [--no-torch] [--no-long] [--isa avx2]
 
-For each T: flash fp32 on a dense, a causal and a block-sparse mask (about 40 % empty tiles), torch's
-``scaled_dot_product_attention`` on its 4-D fast path when torch happens to be importable (it is not a
-dependency; the backend it ran is named), and plain numpy attention. Each row reports ms (median and
-best), GFLOP/s counted as dense (4 * T^2 * hs per head), that rate as a fraction of the sgemm
-throughput measured in the same run, the mask's tile sparsity, and the peak extra memory. The long
-section runs one head at T = 65,536 and the pixel overviews of the weights at 16k, 32k and 65k.
-
-Flash and SDPA are timed in alternating rounds with an sgemm, each call after a short idle pause; the
-engine's targets (printed last with the CPU, its vector extensions and the load average) are medians
-of ratios of calls made one after the other. numpy is timed in its own block. These machines set
-OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which halve GEMM speed on their CPU: run the benchmark as
-``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ...``.
-``--isa avx2`` measures the AVX2 code of every library on an AVX-512 CPU: the run restarts with numba
-compiling for the CPU without its AVX-512 features, OpenBLAS on its Haswell kernels, torch on its AVX2
-kernels and oneDNN / MKL limited to AVX2. Also runnable as ``python -m attnviz.cli.bench_cmd``.
+Per T: flash float32 on dense, causal and ~40 %-empty-tile masks, torch SDPA on its 4-D fast path
+when torch is importable (the backend it ran is named), and numpy; rates as fractions of an sgemm of
+the same run. Flash and SDPA alternate call by call, so the targets are medians of paired ratios.
+``--isa avx2`` restarts the run with numba, OpenBLAS, torch, oneDNN and MKL limited to AVX2. Run it
+under ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE``: set on these machines, they halve GEMM speed.
 """
 
 from __future__ import annotations

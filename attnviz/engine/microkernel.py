@@ -1,16 +1,9 @@
-"""Register-blocked float32 tile products for the flash kernel, without BLAS.
+"""Register-blocked float32 tile products for the flash kernel, C[rows, 64] (+)= A[rows, K] B[K, 64].
 
-Both tile products of a flash tile have the form C[rows, 64 columns] (+)= A[rows, K] B[K, 64 columns]
-with B's rows contiguous, so nothing needs packing per call: the score product reads K laid out once
-per call in panels of 64 keys, ``(nh, Tk // 64, hs, 64)`` (:func:`key_panels`, 16 KB at hs = 64, held
-in L1); ``P @ V`` reads v's rows as they are and accumulates straight into the running output.
-
-Each call keeps 6 rows of C in registers for the whole K loop: 6 x 64 in 24 zmm registers with
-AVX-512, 6 x 16 in 12 ymm registers with AVX2 (the classic shape for 16 registers); per step one vector
-load per column block of B's row, six broadcasts of A's column and the fused multiply-adds. The
-intrinsic writes that LLVM vector code itself; numba's own loops keep such accumulators in memory, and
-OpenBLAS called per tile packs a q and a k panel on every call (benchmarks/README.md). float32 only:
-the intrinsic compiles to nothing for float64 arrays, which keep BLAS.
+B's rows are contiguous in both products (K laid out once per call in 64-key panels, :func:`key_panels`;
+v as it is), so nothing is packed per call, which OpenBLAS does on every tile. Each call keeps 6 rows of
+C in registers over the whole K loop: 6 x 64 in 24 zmm (AVX-512) or 6 x 16 in 12 ymm (AVX2). numba's
+own loops keep such accumulators in memory, so the intrinsic writes the LLVM vector code itself.
 """
 
 from __future__ import annotations
