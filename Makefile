@@ -1,4 +1,5 @@
-# attnviz: `make run` opens the app on the bundled demo, `make test` runs the test-suite.
+# attnviz: `make run` opens the app on the bundled demo, `make test` checks the import contracts
+# (pyproject.toml [tool.importlinter]) and runs the test-suite.
 # Both set everything up first: a .venv with the package, its test and corpus extras, and the Debian
 # packages a real window under Xvfb needs (only when missing).
 
@@ -35,6 +36,7 @@ run: setup
 	else $(VENV)/bin/attnviz; fi
 
 test: setup
+	$(VENV)/bin/lint-imports --no-logo
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 bench: setup
