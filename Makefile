@@ -35,9 +35,11 @@ run: setup
 	  xvfb-run -a -s "-screen 0 1600x1000x24" $(VENV)/bin/attnviz; \
 	else $(VENV)/bin/attnviz; fi
 
+# the import contracts (pyproject.toml [tool.importlinter]), then the tests on one xdist worker per core
+# (the tests of the real window share one: their xdist_group)
 test: setup
 	$(VENV)/bin/lint-imports --no-logo
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n auto --dist loadgroup
 
 bench: setup
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(VENV)/bin/attnviz-cli bench
