@@ -1,4 +1,5 @@
-# attnviz: `make run` opens the app on the bundled demo, `make test` runs the test-suite.
+# attnviz: `make run` opens the app on the bundled demo, `make test` checks the import contracts
+# (pyproject.toml [tool.importlinter]) and runs the test-suite.
 # Both set everything up first: a .venv with the package, its test and corpus extras, and the Debian
 # packages a real window under Xvfb needs (only when missing).
 
@@ -34,8 +35,11 @@ run: setup
 	  xvfb-run -a -s "-screen 0 1600x1000x24" $(VENV)/bin/attnviz; \
 	else $(VENV)/bin/attnviz; fi
 
+# the import contracts (pyproject.toml [tool.importlinter]), then the tests on one xdist worker per core
+# (the tests of the real window share one: their xdist_group)
 test: setup
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	$(VENV)/bin/lint-imports --no-logo
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n auto --dist loadgroup
 
 bench: setup
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(VENV)/bin/attnviz-cli bench

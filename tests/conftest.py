@@ -1,9 +1,11 @@
 """Test-suite wide settings: Qt offscreen unless a test starts its own X server, hypothesis without
-deadlines (first calls JIT-compile numba kernels)."""
+deadlines, the engine's kernels warmed up front, and the widgets tests leave behind deleted safely."""
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -14,32 +16,37 @@ settings.register_profile(
 )
 settings.load_profile("attnviz")
 
-
-# ---------------------------------------------------------------------------------------------
-# Leaving the test process once the session is over.
-#
-# Widget tests leave pyqtgraph views alive until Python's final garbage collection; by then Qt's
-# application object is gone and destroying a QGraphicsScene whose items are Python subclasses
-# segfaults inside QGraphicsScene::clear (seen with PySide6 6.11 after the whole suite passed).
-# The application itself deletes its window before QApplication ends (tested by the smoke and
-# end-to-end tests, which run it in a child process and check its exit code); the test process,
-# once pytest has reported everything, leaves with pytest's own exit status without running that
-# final collection.
-_session_status: dict[str, int] = {}
-
-
-def pytest_sessionfinish(session, exitstatus):
-    _session_status["status"] = int(exitstatus)
-
-
 import pytest  # noqa: E402
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
-    import sys
+@pytest.fixture(scope="session", autouse=True)
+def numba_kernels():
+    """Every engine kernel compiled or loaded from the on-disk cache once per test process (each
+    xdist worker), before its first test: no test pays for the JIT in its own time."""
+    from attnviz.engine import warmup
 
-    if "PySide6.QtWidgets" in sys.modules and "status" in _session_status:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(_session_status["status"])
+    warmup()
+
+
+def pytest_sessionfinish(session):
+    """Delete the widgets tests leave behind while the QApplication still exists, scenes first.
+    A pyqtgraph view deleted with its scene still full crashes: the scene, a child of the view,
+    clears its items while the view is half destroyed (and at exit, after the application is gone)."""
+    qtwidgets = sys.modules.get("PySide6.QtWidgets")
+    app = qtwidgets.QApplication.instance() if qtwidgets is not None else None
+    if app is None:
+        return
+    import shiboken6
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    top = app.topLevelWidgets()
+    views = [v for w in top for v in (w, *w.findChildren(qtwidgets.QGraphicsView))
+             if isinstance(v, qtwidgets.QGraphicsView)]
+    for view in views:
+        if shiboken6.isValid(view) and view.scene() is not None:
+            view.scene().clear()
+    for widget in top:
+        if shiboken6.isValid(widget):  # not deleted with a widget before it
+            widget.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()

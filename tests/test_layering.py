@@ -1,73 +1,75 @@
-"""The layer rules of attnviz, checked on every import statement in the package (including
-imports inside functions): Qt and pyqtgraph only under attnviz/ui, numba only under attnviz/engine,
-and arrows between layers only pointing down (ui -> persist -> model -> sources | engine; corpus ->
-checkpoints)."""
+"""The architecture of attnviz, as import-linter contracts in pyproject.toml ([tool.importlinter]):
+each contract is run here, so a plain `pytest` catches what `lint-imports` in `make test` catches.
+import-linter sees imports inside functions too."""
 
 from __future__ import annotations
 
 import ast
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "attnviz"
+import attnviz
 
-# layer -> attnviz sub-packages it may import (besides itself)
-ALLOWED = {
-    "engine": set(),
-    "sources": set(),
-    "model": {"engine", "sources"},
-    "persist": {"model", "engine", "sources"},
-    "checkpoints": {"engine", "sources"},
-    "corpus": {"checkpoints", "engine", "sources"},
-    "cli": {"persist", "model", "engine", "sources", "checkpoints", "corpus"},
-    "ui": {"persist", "model", "engine", "sources", "checkpoints", "corpus"},
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "attnviz"
+CONTRACTS = {
+    c["id"]: c for c in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
 }
-QT_ROOTS = {"PySide6", "shiboken6", "pyqtgraph", "PyQt5", "PyQt6"}
 
 
-def _imports(path: Path):
+def _lint(cwd: Path, contract: str) -> subprocess.CompletedProcess:
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run(
+        [sys.executable, "-c", code, "--no-cache", "--no-logo", "--contract", contract],
+        cwd=cwd, env={**os.environ, "PYTHONPATH": str(cwd)}, capture_output=True, text=True,
+    )
+
+
+@pytest.mark.parametrize("contract", sorted(CONTRACTS))
+def test_contract_kept(contract):
+    run = _lint(ROOT, contract)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "line", "contract"),
+    [
+        ("model/heads.py", "def _f():\n    from PySide6 import QtCore\n", "qt-only-in-ui"),
+        ("sources/text.py", "import numba\n", "numba-only-in-engine"),
+        ("engine/naive.py", "def _f():\n    import attnviz.model.session\n", "layers"),
+        ("persist/atomic.py", "import attnviz.checkpoints.config\n", "session-stack"),
+        ("corpus/texts.py", "import attnviz.model.session\n", "checkpoint-stack"),
+    ],
+)
+def test_contract_catches_a_violation(tmp_path, path, line, contract):
+    """The contracts check the real package: one bad import in a copy of it breaks the contract."""
+    shutil.copytree(PKG, tmp_path / "attnviz", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    module = "attnviz." + path.removesuffix(".py").replace("/", ".")
+    assert f"{module} -> " not in _lint(tmp_path, contract).stdout
+    with open(tmp_path / "attnviz" / path, "a", encoding="utf-8") as f:
+        f.write("\n\n" + line)
+    run = _lint(tmp_path, contract)
+    assert run.returncode == 1 and f"{module} -> " in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize(("contract", "home"), [("qt-only-in-ui", "ui"), ("numba-only-in-engine", "engine")])
+def test_library_contracts_cover_every_module(contract, home):
+    """A new module of attnviz is checked as soon as it exists: these contracts list every module
+    outside the library's home."""
+    children = {f"attnviz.{m.name}" for m in pkgutil.iter_modules(attnviz.__path__)}
+    assert set(CONTRACTS[contract]["source_modules"]) == children - {f"attnviz.{home}"}
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_are_absolute(path):
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.module
-        elif isinstance(node, ast.ImportFrom) and node.level > 0:
-            yield "." * node.level + (node.module or "")
-
-
-def _layer(path: Path) -> str:
-    rel = path.relative_to(PKG).parts
-    return rel[0] if len(rel) > 1 else "top"
-
-
-FILES = sorted(PKG.rglob("*.py"))
-
-
-def test_package_has_modules():
-    assert len(FILES) > 10
-
-
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))
-def test_layer_rules(path: Path):
-    layer = _layer(path)
-    for name in _imports(path):
-        assert not name.startswith("."), f"{path}: use absolute imports ({name})"
-        root = name.split(".")[0]
-        if root in QT_ROOTS:
-            assert layer == "ui", f"{path} imports {name}: Qt/pyqtgraph belong in attnviz/ui only"
-        if root in {"numba", "llvmlite"}:
-            assert layer == "engine", f"{path} imports {name}: numba belongs in attnviz/engine only"
-        if root == "attnviz" and layer in ALLOWED:
-            parts = name.split(".")
-            if len(parts) > 1 and parts[1] in ALLOWED and parts[1] != layer:
-                assert parts[1] in ALLOWED[layer], f"{path} ({layer}) may not import {name}"
-
-
-def test_rule_catches_a_violation(tmp_path):
-    """The checker itself: a Qt import in a model-like file is reported."""
-    bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from PySide6 import QtCore\n", encoding="utf-8")
-    assert "PySide6" in list(_imports(bad))
+    relative = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0]
+    assert not relative, f"{path}: relative imports on lines {relative}; use `from attnviz... import`"

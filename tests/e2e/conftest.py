@@ -20,6 +20,13 @@ ARTIFACTS = ROOT / "test-artifacts"
 DRIVER = ROOT / "tests" / "app_driver.py"  # the application with a test script
 
 
+def pytest_collection_modifyitems(items):
+    """Under xdist (`--dist loadgroup`) the tests of the real window share one worker and one Xvfb."""
+    for item in items:
+        if "xvfb_display" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("xvfb"))
+
+
 @pytest.fixture(scope="session")
 def xvfb_display():
     """``":N"`` of a running Xvfb (1600x1000, 24-bit); skipped only when Xvfb is not installed."""
