@@ -17,7 +17,8 @@ from attnviz.checkpoints.analysis import (
     cls_attention_maps,
     head_summaries,
 )
-from attnviz.checkpoints.config import ImageConfig, ModelConfig
+from attnviz.checkpoints.config import ImageConfig
+from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.loader import Checkpoint, load_checkpoint, ready_models
 from attnviz.checkpoints.run import ModelAttention, run_image, run_text

@@ -9,11 +9,14 @@ into an :class:`ImageConfig`.  Anything missing, mistyped or unsupported raises
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnviz.checkpoints.decoder_config import DECODER_TYPES, parse_decoder_config
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.families import FAMILY_KIND, parse_family, unsupported_reason
+from attnviz.checkpoints.model_config import (LN_EPS_RANGE, ModelConfig, act_field, bool_field, eps_field, float_field,
+                                              int_field, pair_field)
 from attnviz.jsontext import depth_ok
 
 # model_type in config.json -> the forward pass that runs it
@@ -25,56 +28,8 @@ SUPPORTED = ("BERT-family encoders (model_type 'bert', e.g. MiniLM; 'roberta', '
              "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'clip_vision_model', 'clip')")
 SUPPORTED += "; decoder LLMs Llama, Mistral, Qwen2, Qwen3 ('llama', 'mistral', 'qwen2', 'qwen3')"
 
-# Activation names a config may use (transformers' ACT2FN names) that the forward pass implements.
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "quick_gelu", "relu", "silu", "swish")
-
 # PIL resampling codes a preprocessor config may name (transformers stores PIL's integer enum).
 RESAMPLE_NAMES = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """The numbers a forward pass needs, under one set of names for all three architectures."""
-
-    kind: str  # "bert" | "gpt2" | "vit": which forward pass runs the weights
-    model_type: str  # config.json's model_type, kept for messages and display ("bert", "deit", ...)
-    d_model: int  # width of the residual stream (hidden_size / n_embd)
-    n_layer: int  # number of transformer blocks, the L of attentions (L, nh, T, T)
-    n_head: int  # heads per block, the nh of attentions (L, nh, T, T)
-    d_ff: int  # width of the MLP's hidden layer
-    act: str  # MLP activation, one of ACTIVATIONS (GELU erf form is "gelu", tanh form "gelu_new")
-    ln_eps: float  # LayerNorm epsilon; results depend on it at the 1e-6 level, so it is read, not assumed
-    vocab_size: int = 0  # rows of the token embedding table (text models; 0 for ViT)
-    max_positions: int = 0  # rows of the learned position table: the longest text the model accepts
-    type_vocab_size: int = 0  # BERT token-type (segment) embedding rows; 0 when the model has none
-    scale_by_layer: bool = False  # GPT-2 option: scores also divided by (layer index + 1)
-    image_size: tuple[int, int] = (0, 0)  # (H, W) the ViT position table was trained for
-    patch_size: tuple[int, int] = (0, 0)  # (P_h, P_w) of the ViT patch embedding
-    num_channels: int = 0  # image channels the ViT patch embedding expects (3 for RGB)
-    qkv_bias: bool = True  # ViT option: whether query/key/value projections carry a bias
-    n_extra: int = 0  # tokens before the patches: 1 for ViT ([CLS]), 2 for DeiT ([CLS], distillation)
-    padding_idx: int = -1  # RoBERTa / XLM-R: pad id; positions start at padding_idx + 1 (-1: positions from 0)
-    embedding_size: int = 0  # ELECTRA: width of the embedding tables, projected to d_model (0: d_model)
-    decoder: object = None  # decoder LLMs (kind "decoder"): a decoder_config.DecoderSpec, else None
-
-    @property
-    def max_tokens(self) -> int:
-        """The longest text the position table holds (RoBERTa's first padding_idx + 1 rows are never used)."""
-        return self.max_positions - (self.padding_idx + 1)
-
-    @property
-    def head_size(self) -> int:
-        """hs = d_model / n_head (a decoder's own head_dim)."""
-        if self.decoder is not None:
-            return self.decoder.head_dim
-        return self.d_model // self.n_head
-
-    @property
-    def grid(self) -> tuple[int, int]:
-        """(gh, gw) patch grid of a ViT, (0, 0) for text models."""
-        if self.kind != "vit":
-            return (0, 0)
-        return (self.image_size[0] // self.patch_size[0], self.image_size[1] // self.patch_size[1])
 
 
 @dataclass(frozen=True)
@@ -95,7 +50,6 @@ class ImageConfig:
 
 MAX_JSON_BYTES = 16 * 2**20  # config files are a few kB; larger ones are not read
 MAX_JSON_DEPTH = 64  # real configs nest 3 levels (id2label, task_specific_params); checked before parsing
-LN_EPS_RANGE = (1e-30, 0.1)  # LayerNorm epsilons in use are 1e-12 .. 1e-5; outside this range is not a model
 def read_json(path: Path, what: str) -> dict:
     """Read a JSON object from ``path``; a missing, unreadable, oversized, too deeply nested or
     non-object file is a CheckpointError."""
@@ -116,77 +70,18 @@ def read_json(path: Path, what: str) -> dict:
     return data
 
 
-def _int(cfg: dict, key: str, default=None, minimum: int = 1, where: str = "config.json") -> int:
-    value = cfg.get(key, default)
-    if value is None:
-        raise CheckpointError(f"{where} lacks {key!r}, which this architecture needs")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise CheckpointError(f"{where}: {key!r} must be a whole number (got {value!r})")
-    if value < minimum:
-        raise CheckpointError(f"{where}: {key!r} must be >= {minimum} (got {value})")
-    return value
-
-
-def _float(cfg: dict, key: str, default=None, where: str = "config.json") -> float:
-    value = cfg.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CheckpointError(f"{where}: {key!r} must be a number (got {value!r})")
-    if not math.isfinite(value):
-        raise CheckpointError(f"{where}: {key!r} must be finite (got {value!r})")
-    return float(value)
-
-
-def _eps(cfg: dict, key: str, default: float) -> float:
-    """A LayerNorm epsilon: finite and in LN_EPS_RANGE (1e308 would overflow, 0 divide by zero)."""
-    value = _float(cfg, key, default)
-    lo, hi = LN_EPS_RANGE
-    if not lo <= value <= hi:
-        raise CheckpointError(f"config.json: {key!r} is {value!r}; a layer norm epsilon must be between "
-                              f"{lo:g} and {hi:g}")
-    return value
-
-
-def _bool(cfg: dict, key: str, default: bool, where: str = "config.json") -> bool:
-    value = cfg.get(key, default)
-    if not isinstance(value, bool):
-        raise CheckpointError(f"{where}: {key!r} must be true or false (got {value!r})")
-    return value
-
-
-def _pair(cfg: dict, key: str, default=None) -> tuple[int, int]:
-    value = cfg.get(key, default)
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        a, b = (_int({key: v}, key) for v in value)
-        return (a, b)
-    v = _int(cfg, key, default)
-    return (v, v)
-
-
-def _act(cfg: dict, key: str, default: str) -> str:
-    act = cfg.get(key, default)
-    if act not in ACTIVATIONS:
-        raise CheckpointError(f"config.json: activation {key}={act!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
-    return act
-
-
 def parse_model_config(cfg: dict) -> ModelConfig:
     """Check a config.json dict and return the ModelConfig of a supported architecture."""
     model_type = cfg.get("model_type")
     if model_type is None:
         raise CheckpointError(f"config.json has no 'model_type', so the architecture is unknown; supported are {SUPPORTED}")
-    from attnviz.checkpoints.decoder_config import DECODER_TYPES, parse_decoder_config
-
     if model_type in DECODER_TYPES:
         return parse_decoder_config(cfg)
     if model_type not in KIND_OF_MODEL_TYPE:
         arch = cfg.get("architectures")
         named = f"model_type {model_type!r}" + (f" (architectures {arch})" if arch else "")
-        from attnviz.checkpoints.families import unsupported_reason
-
         raise CheckpointError(f"config.json: {named} is not supported{unsupported_reason(model_type)}; supported are {SUPPORTED}")
     kind = KIND_OF_MODEL_TYPE[model_type]
-    from attnviz.checkpoints.families import FAMILY_KIND, parse_family
-
     if model_type in FAMILY_KIND:
         c = parse_family(cfg, model_type)
     elif kind == "bert":
@@ -196,30 +91,30 @@ def parse_model_config(cfg: dict) -> ModelConfig:
                 f"config.json: position_embedding_type {pet!r} is not supported; only 'absolute' BERT position tables are"
             )
         c = ModelConfig(
-            kind=kind, model_type=model_type, d_model=_int(cfg, "hidden_size"), n_layer=_int(cfg, "num_hidden_layers"),
-            n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
-            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_eps(cfg, "layer_norm_eps", 1e-12),
-            vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "max_position_embeddings", 512),
-            type_vocab_size=_int(cfg, "type_vocab_size", 2, minimum=0),
+            kind=kind, model_type=model_type, d_model=int_field(cfg, "hidden_size"), n_layer=int_field(cfg, "num_hidden_layers"),
+            n_head=int_field(cfg, "num_attention_heads"), d_ff=int_field(cfg, "intermediate_size"),
+            act=act_field(cfg, "hidden_act", "gelu"), ln_eps=eps_field(cfg, "layer_norm_eps", 1e-12),
+            vocab_size=int_field(cfg, "vocab_size"), max_positions=int_field(cfg, "max_position_embeddings", 512),
+            type_vocab_size=int_field(cfg, "type_vocab_size", 2, minimum=0),
         )
     elif kind == "gpt2":
-        d = _int(cfg, "n_embd", cfg.get("hidden_size"))
+        d = int_field(cfg, "n_embd", cfg.get("hidden_size"))
         c = ModelConfig(
-            kind=kind, model_type=model_type, d_model=d, n_layer=_int(cfg, "n_layer"), n_head=_int(cfg, "n_head"),
-            d_ff=_int(cfg, "n_inner", 4 * d) if cfg.get("n_inner") is not None else 4 * d,
-            act=_act(cfg, "activation_function", "gelu_new"), ln_eps=_eps(cfg, "layer_norm_epsilon", 1e-5),
-            vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "n_positions", 1024),
-            scale_by_layer=_bool(cfg, "scale_attn_by_inverse_layer_idx", False),
+            kind=kind, model_type=model_type, d_model=d, n_layer=int_field(cfg, "n_layer"), n_head=int_field(cfg, "n_head"),
+            d_ff=int_field(cfg, "n_inner", 4 * d) if cfg.get("n_inner") is not None else 4 * d,
+            act=act_field(cfg, "activation_function", "gelu_new"), ln_eps=eps_field(cfg, "layer_norm_epsilon", 1e-5),
+            vocab_size=int_field(cfg, "vocab_size"), max_positions=int_field(cfg, "n_positions", 1024),
+            scale_by_layer=bool_field(cfg, "scale_attn_by_inverse_layer_idx", False),
         )
-        if not _bool(cfg, "scale_attn_weights", True):
+        if not bool_field(cfg, "scale_attn_weights", True):
             raise CheckpointError("config.json: scale_attn_weights=false is not supported (scores are always scaled by 1/sqrt(hs))")
     else:
         c = ModelConfig(
-            kind=kind, model_type=model_type, d_model=_int(cfg, "hidden_size"), n_layer=_int(cfg, "num_hidden_layers"),
-            n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
-            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_eps(cfg, "layer_norm_eps", 1e-12),
-            image_size=_pair(cfg, "image_size", 224), patch_size=_pair(cfg, "patch_size", 16),
-            num_channels=_int(cfg, "num_channels", 3), qkv_bias=_bool(cfg, "qkv_bias", True),
+            kind=kind, model_type=model_type, d_model=int_field(cfg, "hidden_size"), n_layer=int_field(cfg, "num_hidden_layers"),
+            n_head=int_field(cfg, "num_attention_heads"), d_ff=int_field(cfg, "intermediate_size"),
+            act=act_field(cfg, "hidden_act", "gelu"), ln_eps=eps_field(cfg, "layer_norm_eps", 1e-12),
+            image_size=pair_field(cfg, "image_size", 224), patch_size=pair_field(cfg, "patch_size", 16),
+            num_channels=int_field(cfg, "num_channels", 3), qkv_bias=bool_field(cfg, "qkv_bias", True),
             n_extra=2 if model_type == "deit" else 1,
         )
         for axis, (s, p) in enumerate(zip(c.image_size, c.patch_size)):
@@ -250,7 +145,7 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
             "supported without a centre crop: every image would get its own size)"
         )
     else:
-        hw = (_int(size, "height", where=where), _int(size, "width", where=where))
+        hw = (int_field(size, "height", where=where), int_field(size, "width", where=where))
     resample = pp.get("resample", 2)
     if resample not in RESAMPLE_NAMES:
         raise CheckpointError(f"{where}: resample {resample!r} is not a PIL resampling code (supported: {RESAMPLE_NAMES})")
@@ -263,7 +158,7 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
         if not isinstance(vals, list) or len(vals) != ch:
             raise CheckpointError(f"{where}: {name} must list {ch} numbers, one per channel (got {vals!r})")
         for v in vals:
-            _float({name: v}, name, where=where)
+            float_field({name: v}, name, where=where)
         if name == "image_mean":
             mean = vals
         else:
@@ -271,10 +166,10 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
     if any(s == 0 for s in std):
         raise CheckpointError(f"{where}: image_std must not contain 0 (got {std})")
     ic = ImageConfig(
-        size=hw, do_resize=_bool(pp, "do_resize", True, where), resample=int(resample),
-        rescale_factor=_float(pp, "rescale_factor", 1 / 255, where), do_rescale=_bool(pp, "do_rescale", True, where),
+        size=hw, do_resize=bool_field(pp, "do_resize", True, where), resample=int(resample),
+        rescale_factor=float_field(pp, "rescale_factor", 1 / 255, where), do_rescale=bool_field(pp, "do_rescale", True, where),
         image_mean=tuple(float(m) for m in mean), image_std=tuple(float(s) for s in std),
-        do_normalize=_bool(pp, "do_normalize", True, where), shortest_edge=short, crop_size=crop,
+        do_normalize=bool_field(pp, "do_normalize", True, where), shortest_edge=short, crop_size=crop,
     )
     gh, gw = model.grid
     if ic.size != model.image_size and gh != gw:
@@ -324,12 +219,12 @@ def _shortest_edge_crop(pp: dict, size, where: str) -> tuple[int, tuple[int, int
         return 0, (0, 0)
     if "longest_edge" in size:
         raise CheckpointError(f"{where}: size {size!r} with a longest edge is not supported")
-    short = _int(size, "shortest_edge", where=where)
+    short = int_field(size, "shortest_edge", where=where)
     crop = pp.get("crop_size")
     if isinstance(crop, int) and not isinstance(crop, bool):
         crop = {"height": crop, "width": crop}
-    if not _bool(pp, "do_center_crop", False, where) or not isinstance(crop, dict):
+    if not bool_field(pp, "do_center_crop", False, where) or not isinstance(crop, dict):
         raise CheckpointError(
             f"{where}: shortest-edge resizing is not supported without a centre crop (every image would get its own size)"
         )
-    return short, (_int(crop, "height", where=where), _int(crop, "width", where=where))
+    return short, (int_field(crop, "height", where=where), int_field(crop, "width", where=where))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnviz.checkpoints.config import ModelConfig
+from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.layers import activation, linear, merge_heads, split_heads
 from attnviz.checkpoints.rope import cos_sin, inverse_frequencies, rotate

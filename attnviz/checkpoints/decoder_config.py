@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnviz.checkpoints.config import ModelConfig, _bool, _float, _int
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.model_config import ModelConfig, bool_field, float_field, int_field
 
 # model_type -> (q/k/v bias default, q/k RMSNorm)
 DECODER_TYPES = {"llama": (False, False), "mistral": (False, False), "qwen2": (True, False), "qwen3": (False, True)}
@@ -83,7 +83,7 @@ def _rope(cfg: dict, max_positions: int) -> RopeSpec:
     if any(isinstance(v, dict) for v in params.values()):
         raise CheckpointError("config.json: rotary settings per layer type are not supported")
     where = "config.json rope_scaling"
-    theta = _float(params, "rope_theta", cfg.get("rope_theta", 10000.0), where)
+    theta = float_field(params, "rope_theta", cfg.get("rope_theta", 10000.0), where)
     rtype = params.get("rope_type", params.get("type", "default"))
     if rtype not in ROPE_TYPES:
         raise CheckpointError(f"config.json: rope type {rtype!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
@@ -93,26 +93,26 @@ def _rope(cfg: dict, max_positions: int) -> RopeSpec:
         raise CheckpointError(f"config.json: rope_theta must be > 1 (got {theta})")
     kw = {"theta": theta, "rope_type": rtype}
     if rtype in ("linear", "llama3", "yarn"):
-        kw["factor"] = _float(params, "factor", None if rtype != "yarn" else 1.0, where)
+        kw["factor"] = float_field(params, "factor", None if rtype != "yarn" else 1.0, where)
         if not 0 < kw["factor"] <= 1e6:
             raise CheckpointError(f"{where}: factor must be in (0, 1e6] (got {kw['factor']})")
     if rtype in ("llama3", "yarn"):
         omp = cfg.get("original_max_position_embeddings", params.get("original_max_position_embeddings", max_positions))
-        kw["original_max_positions"] = _int({"original_max_position_embeddings": omp}, "original_max_position_embeddings", where=where)
+        kw["original_max_positions"] = int_field({"original_max_position_embeddings": omp}, "original_max_position_embeddings", where=where)
     if rtype == "llama3":
-        kw["low_freq_factor"] = _float(params, "low_freq_factor", None, where)
-        kw["high_freq_factor"] = _float(params, "high_freq_factor", None, where)
+        kw["low_freq_factor"] = float_field(params, "low_freq_factor", None, where)
+        kw["high_freq_factor"] = float_field(params, "high_freq_factor", None, where)
         if not kw["high_freq_factor"] > kw["low_freq_factor"] > 0:
             raise CheckpointError(f"{where}: llama3 needs high_freq_factor > low_freq_factor > 0")
     if rtype == "yarn":
-        kw["beta_fast"] = _float(params, "beta_fast", 32.0, where) or 32.0
-        kw["beta_slow"] = _float(params, "beta_slow", 1.0, where) or 1.0
+        kw["beta_fast"] = float_field(params, "beta_fast", 32.0, where) or 32.0
+        kw["beta_slow"] = float_field(params, "beta_slow", 1.0, where) or 1.0
         af = params.get("attention_factor")
-        kw["attention_factor"] = None if af is None else _float(params, "attention_factor", None, where)
-        kw["mscale"] = _float(params, "mscale", 0.0, where) if params.get("mscale") is not None else 0.0
-        kw["mscale_all_dim"] = (_float(params, "mscale_all_dim", 0.0, where)
+        kw["attention_factor"] = None if af is None else float_field(params, "attention_factor", None, where)
+        kw["mscale"] = float_field(params, "mscale", 0.0, where) if params.get("mscale") is not None else 0.0
+        kw["mscale_all_dim"] = (float_field(params, "mscale_all_dim", 0.0, where)
                                 if params.get("mscale_all_dim") is not None else 0.0)
-        kw["truncate"] = _bool(params, "truncate", True, where)
+        kw["truncate"] = bool_field(params, "truncate", True, where)
     return RopeSpec(**kw)
 
 
@@ -125,12 +125,12 @@ def _windows(cfg: dict, model_type: str, n_layer: int) -> tuple[int, int, tuple[
         sw = None
     if sw is None:
         return 0, 0, None
-    w = _int(cfg, "sliding_window")
+    w = int_field(cfg, "sliding_window")
     if model_type == "mistral":
         return w, 0, None
     types = cfg.get("layer_types")
     if types is None:
-        return w, _int(cfg, "max_window_layers", n_layer, minimum=0), None
+        return w, int_field(cfg, "max_window_layers", n_layer, minimum=0), None
     if not isinstance(types, list) or len(types) != n_layer or not all(isinstance(t, str) for t in types):
         raise CheckpointError(f"config.json: layer_types must list {n_layer} strings, one per layer")
     return w, 0, tuple(types)
@@ -140,34 +140,34 @@ def parse_decoder_config(cfg: dict) -> ModelConfig:
     """A Llama / Mistral / Qwen2 / Qwen3 config.json -> ModelConfig with ``decoder`` set."""
     model_type = cfg["model_type"]
     bias_default, qk_norm = DECODER_TYPES[model_type]
-    d = _int(cfg, "hidden_size")
-    nh = _int(cfg, "num_attention_heads")
-    nkv = _int(cfg, "num_key_value_heads", nh)
-    n_layer = _int(cfg, "num_hidden_layers")
+    d = int_field(cfg, "hidden_size")
+    nh = int_field(cfg, "num_attention_heads")
+    nkv = int_field(cfg, "num_key_value_heads", nh)
+    n_layer = int_field(cfg, "num_hidden_layers")
     if nh % nkv:
         raise CheckpointError(f"config.json: {nh} attention heads are not a multiple of {nkv} key/value heads")
     head_dim = cfg.get("head_dim")
-    head_dim = d // nh if head_dim is None else _int(cfg, "head_dim")
+    head_dim = d // nh if head_dim is None else int_field(cfg, "head_dim")
     if head_dim % 2:
         raise CheckpointError(f"config.json: head_dim {head_dim} must be even for rotary embeddings")
     act = cfg.get("hidden_act", "silu")
     if act not in ("silu", "swish"):
         raise CheckpointError(f"config.json: hidden_act {act!r} is not supported for {model_type} (SwiGLU uses 'silu')")
-    max_pos = _int(cfg, "max_position_embeddings", 2048)
-    eps = _float(cfg, "rms_norm_eps", 1e-6)
+    max_pos = int_field(cfg, "max_position_embeddings", 2048)
+    eps = float_field(cfg, "rms_norm_eps", 1e-6)
     if not 0 < eps < 1:
         raise CheckpointError(f"config.json: rms_norm_eps must be in (0, 1) (got {eps})")
-    attention_bias = _bool(cfg, "attention_bias", False)
+    attention_bias = bool_field(cfg, "attention_bias", False)
     w, first, types = _windows(cfg, model_type, n_layer)
     spec = DecoderSpec(
         n_kv_head=nkv, head_dim=head_dim, qkv_bias=bias_default or attention_bias,
-        o_bias=attention_bias and model_type in ("llama", "qwen3"), mlp_bias=_bool(cfg, "mlp_bias", False),
-        qk_norm=qk_norm, tied=_bool(cfg, "tie_word_embeddings", False),
+        o_bias=attention_bias and model_type in ("llama", "qwen3"), mlp_bias=bool_field(cfg, "mlp_bias", False),
+        qk_norm=qk_norm, tied=bool_field(cfg, "tie_word_embeddings", False),
         sliding_window=w, window_from=first, layer_types=types, rope=_rope(cfg, max_pos), n_head=nh,
     )
     return ModelConfig(
         kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
-        d_ff=_int(cfg, "intermediate_size"), act="silu", ln_eps=eps, vocab_size=_int(cfg, "vocab_size"),
+        d_ff=int_field(cfg, "intermediate_size"), act="silu", ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
         max_positions=max_pos, decoder=spec,
     )
 

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from attnviz.checkpoints.config import ModelConfig
+from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.forward import _Cast, bert_blocks
 from attnviz.checkpoints.layers import activation, layer_norm, linear, self_attention
 

@@ -7,7 +7,7 @@ pre-LN): the CLIP vision tower (alone or inside a whole ``clip`` checkpoint) and
 
 from __future__ import annotations
 
-from attnviz.checkpoints.config import ModelConfig, _act, _bool, _float, _int, _pair
+from attnviz.checkpoints.model_config import ModelConfig, act_field, bool_field, float_field, int_field, pair_field
 from attnviz.checkpoints.errors import CheckpointError
 
 ROBERTA_TYPES = ("roberta", "xlm-roberta")
@@ -40,9 +40,9 @@ def unsupported_reason(model_type) -> str:
 
 def _vision_common(cfg: dict, model_type: str, **extra) -> dict:
     return dict(
-        kind="vit", model_type=model_type, d_model=_int(cfg, "hidden_size", 768),
-        n_layer=_int(cfg, "num_hidden_layers", 12), n_head=_int(cfg, "num_attention_heads", 12),
-        image_size=_pair(cfg, "image_size", 224), num_channels=_int(cfg, "num_channels", 3), n_extra=1, **extra,
+        kind="vit", model_type=model_type, d_model=int_field(cfg, "hidden_size", 768),
+        n_layer=int_field(cfg, "num_hidden_layers", 12), n_head=int_field(cfg, "num_attention_heads", 12),
+        image_size=pair_field(cfg, "image_size", 224), num_channels=int_field(cfg, "num_channels", 3), n_extra=1, **extra,
     )
 
 
@@ -60,16 +60,16 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
         pet = cfg.get("position_embedding_type", "absolute")
         if pet != "absolute":
             raise CheckpointError(f"config.json: position_embedding_type {pet!r} is not supported; only 'absolute' tables are")
-        d = _int(cfg, "hidden_size")
-        pad = _int(cfg, "pad_token_id", 1, minimum=0)
+        d = int_field(cfg, "hidden_size")
+        pad = int_field(cfg, "pad_token_id", 1, minimum=0)
         c = ModelConfig(
-            kind="bert", model_type=model_type, d_model=d, n_layer=_int(cfg, "num_hidden_layers"),
-            n_head=_int(cfg, "num_attention_heads"), d_ff=_int(cfg, "intermediate_size"),
-            act=_act(cfg, "hidden_act", "gelu"), ln_eps=_float(cfg, "layer_norm_eps", 1e-12),
-            vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "max_position_embeddings", 512),
-            type_vocab_size=_int(cfg, "type_vocab_size", 2, minimum=0),
+            kind="bert", model_type=model_type, d_model=d, n_layer=int_field(cfg, "num_hidden_layers"),
+            n_head=int_field(cfg, "num_attention_heads"), d_ff=int_field(cfg, "intermediate_size"),
+            act=act_field(cfg, "hidden_act", "gelu"), ln_eps=float_field(cfg, "layer_norm_eps", 1e-12),
+            vocab_size=int_field(cfg, "vocab_size"), max_positions=int_field(cfg, "max_position_embeddings", 512),
+            type_vocab_size=int_field(cfg, "type_vocab_size", 2, minimum=0),
             padding_idx=pad if model_type in ROBERTA_TYPES else -1,
-            embedding_size=_int(cfg, "embedding_size", d) if model_type == "electra" else d,
+            embedding_size=int_field(cfg, "embedding_size", d) if model_type == "electra" else d,
         )
         if c.padding_idx >= c.max_positions - 1:
             raise CheckpointError(f"config.json: pad_token_id {pad} leaves no positions in a {c.max_positions}-row position table")
@@ -78,9 +78,9 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
         return c
     if model_type == "distilbert":  # LayerNorm epsilon fixed at 1e-12 in DistilBERT's code, not in its config
         return ModelConfig(
-            kind="bert", model_type=model_type, d_model=_int(cfg, "dim", 768), n_layer=_int(cfg, "n_layers", 6),
-            n_head=_int(cfg, "n_heads", 12), d_ff=_int(cfg, "hidden_dim", 3072), act=_act(cfg, "activation", "gelu"),
-            ln_eps=1e-12, vocab_size=_int(cfg, "vocab_size"), max_positions=_int(cfg, "max_position_embeddings", 512),
+            kind="bert", model_type=model_type, d_model=int_field(cfg, "dim", 768), n_layer=int_field(cfg, "n_layers", 6),
+            n_head=int_field(cfg, "n_heads", 12), d_ff=int_field(cfg, "hidden_dim", 3072), act=act_field(cfg, "activation", "gelu"),
+            ln_eps=1e-12, vocab_size=int_field(cfg, "vocab_size"), max_positions=int_field(cfg, "max_position_embeddings", 512),
         )
     if model_type in ("clip_vision_model", "clip"):
         if model_type == "clip":
@@ -89,19 +89,19 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
                 raise CheckpointError(f"config.json: vision_config must be a JSON object (got {type(vc).__name__})")
             cfg = vc
         return ModelConfig(**_vision_common(
-            cfg, model_type, d_ff=_int(cfg, "intermediate_size", 3072), act=_act(cfg, "hidden_act", "quick_gelu"),
-            ln_eps=_float(cfg, "layer_norm_eps", 1e-5), patch_size=_pair(cfg, "patch_size", 32), qkv_bias=True))
+            cfg, model_type, d_ff=int_field(cfg, "intermediate_size", 3072), act=act_field(cfg, "hidden_act", "quick_gelu"),
+            ln_eps=float_field(cfg, "layer_norm_eps", 1e-5), patch_size=pair_field(cfg, "patch_size", 32), qkv_bias=True))
     if model_type == "dinov2":
-        if _bool(cfg, "use_swiglu_ffn", False):
+        if bool_field(cfg, "use_swiglu_ffn", False):
             raise CheckpointError("config.json: use_swiglu_ffn=true (the giant DINOv2's SwiGLU MLP) is not supported")
-        d = _int(cfg, "hidden_size", 768)
-        ratio = _float(cfg, "mlp_ratio", 4)
+        d = int_field(cfg, "hidden_size", 768)
+        ratio = float_field(cfg, "mlp_ratio", 4)
         if not ratio > 0:
             raise CheckpointError(f"config.json: 'mlp_ratio' must be > 0 (got {ratio})")
         return ModelConfig(**_vision_common(
-            cfg, model_type, d_ff=max(1, int(d * ratio)), act=_act(cfg, "hidden_act", "gelu"),
-            ln_eps=_float(cfg, "layer_norm_eps", 1e-6), patch_size=_pair(cfg, "patch_size", 14),
-            qkv_bias=_bool(cfg, "qkv_bias", True)))
+            cfg, model_type, d_ff=max(1, int(d * ratio)), act=act_field(cfg, "hidden_act", "gelu"),
+            ln_eps=float_field(cfg, "layer_norm_eps", 1e-6), patch_size=pair_field(cfg, "patch_size", 14),
+            qkv_bias=bool_field(cfg, "qkv_bias", True)))
     raise CheckpointError(f"config.json: model_type {model_type!r} is not one of {', '.join(FAMILY_KIND)}")
 
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from attnviz.checkpoints.config import ModelConfig
+from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.layers import activation, conv1d, layer_norm, linear, self_attention
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz.checkpoints.config import ImageConfig, ModelConfig, parse_image_config, parse_model_config, read_json
+from attnviz.checkpoints.config import ImageConfig, parse_image_config, parse_model_config, read_json
+from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.weights import load_weights
 from attnviz.sources.errors import SourceError

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from attnviz.checkpoints.config import ModelConfig
+from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.forward import _Cast, forward_vit, patchify
 from attnviz.checkpoints.interpolate import interpolate_positions

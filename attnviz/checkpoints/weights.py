@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz.checkpoints.config import ModelConfig
+from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.safetensors_file import StoredTensors, weight_files
 

@@ -702,9 +702,9 @@ def avx2_environment(host_features: dict[str, bool], env: dict[str, str]) -> dic
 
 def _restart_for_isa(args) -> int:
     """Run this benchmark again in a process limited to ``args.isa``; its exit status."""
-    import llvmlite.binding as llvm
+    from attnviz.engine.jitcache import host_cpu_features
 
-    features = dict(llvm.get_host_cpu_features())
+    features = host_cpu_features()
     if not features.get("avx2"):
         raise ValueError("--isa avx2: this CPU has no AVX2")
     argv = ["--sizes", ",".join(map(str, args.sizes)), "--heads", str(args.heads), "--hs", str(args.hs),

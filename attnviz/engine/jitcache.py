@@ -53,6 +53,16 @@ def vector_features(host_name: str, host_features: dict) -> tuple[str, str] | No
     return host_name, flags + ",-prefer-256-bit"
 
 
+def host_cpu_features() -> dict[str, bool]:
+    """LLVM's names of this CPU's features, each on or off ({} when LLVM cannot describe the host)."""
+    try:
+        import llvmlite.binding as llvm
+
+        return dict(llvm.get_host_cpu_features())
+    except (RuntimeError, ImportError):
+        return {}
+
+
 def _configure_vectors() -> None:
     """Point numba at 512-bit vectors where :func:`vector_features` says so, unless NUMBA_CPU_NAME or
     NUMBA_CPU_FEATURES is set (the user's choice wins). Like the cache directory, this must happen

@@ -10,7 +10,7 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from attnviz.checkpoints import CheckpointError, head_summaries, load_checkpoint, run_text
-from attnviz.checkpoints.config import LN_EPS_RANGE
+from attnviz.checkpoints.model_config import LN_EPS_RANGE
 from attnviz.cli import main
 from attnviz.sources.text import BpeTokenizer
 

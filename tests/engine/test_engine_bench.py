@@ -194,9 +194,9 @@ def test_isa_run_restarts_limited_to_avx2_and_reports_it(monkeypatch):
 
     monkeypatch.setattr(bench_cmd.subprocess, "run", fake_run)
     args = parser.parse_args(["--sizes", "64", "--isa", "avx2", "--no-long", "--json"])
-    import llvmlite.binding as llvm
+    from attnviz.engine.jitcache import host_cpu_features
 
-    if not dict(llvm.get_host_cpu_features()).get("avx2"):
+    if not host_cpu_features().get("avx2"):
         with pytest.raises(ValueError, match="no AVX2"):
             bench_cmd.handle(args)
         return

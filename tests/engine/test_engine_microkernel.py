@@ -160,11 +160,10 @@ def test_flash_on_the_avx2_micro_kernel_matches_reference():
     import subprocess
     import sys
 
-    import llvmlite.binding as llvm
-
     from attnviz.cli.bench_cmd import avx2_environment
+    from attnviz.engine.jitcache import host_cpu_features
 
-    features = dict(llvm.get_host_cpu_features())
+    features = host_cpu_features()
     if not features.get("avx2"):
         pytest.skip("this CPU has no AVX2")
     env = avx2_environment(features, dict(os.environ))
