@@ -106,7 +106,9 @@ def _client(Client, LocalCluster, scheduler: str, workers: int | None):
         try:
             with _sigint_ignored() if processes else nullcontext():
                 cluster = LocalCluster(n_workers=n if processes else 1, threads_per_worker=1 if processes else n,
-                                       processes=processes, dashboard_address=None,
+                                       # None does not turn the dashboard off (dask/distributed#8136): a
+                                       # free local port instead of :8787, which a second cluster finds taken
+                                       processes=processes, dashboard_address="127.0.0.1:0",
                                        silence_logs=logging.CRITICAL, **where)
         except (RuntimeError, OSError, TimeoutError) as exc:
             raise CorpusRunError(f"the local Dask cluster ({scheduler}, {n} workers) did not start: {exc}") from None

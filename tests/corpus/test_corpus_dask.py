@@ -77,7 +77,7 @@ def test_local_process_cluster_equals_single_process(minilm_folder, minilm_corpu
 
     path, ref, texts = minilm_corpus
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         out, per_doc = tmp_path / "stats.parquet", tmp_path / "docs.parquet"
         res = run_corpus(minilm_folder, "all-MiniLM-L6-v2", path, out, scheduler=cluster.scheduler_address,
                          batch=3, per_document=per_doc)
