@@ -70,11 +70,11 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
-    q3, k3, v3, squeeze = prepare_qkv(q, k, v)
+    q3, k3, v3, squeeze, norms = prepare_qkv(q, k, v)
     nh, Tq, hs = q3.shape
     Tk = k3.shape[1]
     s = prepare_scale(scale, hs)
-    bound = check_score_range(q3, k3, s)
+    bound = check_score_range(norms, s)
     bm = prepare_block("block_m", block_m)
     bn = prepare_block("block_n", block_n)
     if q3.dtype == np.float32 and kernel != "reference" and bound > F32_SCORE_BOUND:

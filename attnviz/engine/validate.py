@@ -13,6 +13,7 @@ import numpy as np
 
 from attnviz.engine.blockmask import BlockMask, check_block
 from attnviz.engine.fastexp import MAX_ABS_SCORE
+from attnviz.engine.scan import scan
 
 
 def float_dtype(*arrays: np.ndarray) -> np.dtype:
@@ -43,13 +44,33 @@ def kernel_array(a, dtype=None) -> np.ndarray:
     return out if out.flags.writeable else out.copy()
 
 
-def check_finite(name: str, a: np.ndarray) -> None:
-    if not np.isfinite(a).all():
+SCAN_PARALLEL_CELLS = 1 << 18  # smaller arrays: numpy's two passes cost less than starting the threads
+
+
+def row_scan(a: np.ndarray) -> tuple[bool, float]:
+    """(every value finite, largest squared norm of a row along the last axis, in float64) of a
+    C-contiguous float array; the norm is only meaningful when every value is finite."""
+    if a.size == 0:
+        return True, 0.0
+    if a.size < SCAN_PARALLEL_CELLS:
+        if not np.isfinite(a).all():
+            return False, math.nan
+        return True, float(np.max(np.einsum("...d,...d->...", a, a, dtype=np.float64)))
+    bad, top = scan(a)
+    return bad == 0, float(top)
+
+
+def check_finite(name: str, a: np.ndarray) -> float:
+    """ValueError when ``a`` holds NaN or inf; else its largest squared row norm (see :func:`row_scan`)."""
+    finite, top = row_scan(a)
+    if not finite:
         raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    return top
 
 
 def prepare_qkv(q, k, v):
-    """Check q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv) (2-D: one head); return 3-D arrays + squeeze."""
+    """Check q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv) (2-D: one head); return the 3-D arrays,
+    squeeze, and the largest squared row norms of q and k (for :func:`check_score_range`)."""
     arrays = [np.asarray(a) for a in (q, k, v)]
     ndims = {a.ndim for a in arrays}
     if not ndims <= {2, 3} or len(ndims) != 1:
@@ -68,12 +89,12 @@ def prepare_qkv(q, k, v):
     if v3.shape[0] != nh or v3.shape[1] != Tk:
         raise ValueError(f"v must have shape (nh, Tk, hv) = ({nh}, {Tk}, hv) to match k {k3.shape}, got {v3.shape}")
     dt = float_dtype(q3, k3, v3)
-    out = []
+    out, norms = [], []
     for name, a in (("q", q3), ("k", k3), ("v", v3)):
         a = kernel_array(a, dt)
-        check_finite(name, a)
+        norms.append(check_finite(name, a))
         out.append(a)
-    return out[0], out[1], out[2], squeeze
+    return out[0], out[1], out[2], squeeze, (norms[0], norms[1])
 
 
 def prepare_scale(scale, hs: int) -> float:
@@ -90,13 +111,12 @@ def prepare_scale(scale, hs: int) -> float:
     return s
 
 
-def check_score_range(q: np.ndarray, k: np.ndarray, scale: float) -> float:
-    """The bound max |q_i| |k_j| |scale| >= every |scaled score| (0 when q or k is empty); ValueError when
-    it exceeds MAX_ABS_SCORE."""
-    if q.size == 0 or k.size == 0:
+def check_score_range(norms: tuple[float, float], scale: float) -> float:
+    """The bound max |q_i| |k_j| |scale| >= every |scaled score|, from the largest squared row norms of q
+    and k (:func:`prepare_qkv`; 0 for an empty q or k); ValueError when it exceeds MAX_ABS_SCORE."""
+    if norms[0] == 0 or norms[1] == 0:  # an empty or all-zero q or k: every score is 0
         return 0.0
-    qn = float(np.sqrt(np.max(np.einsum("hqd,hqd->hq", q, q, dtype=np.float64))))
-    kn = float(np.sqrt(np.max(np.einsum("hkd,hkd->hk", k, k, dtype=np.float64))))
+    qn, kn = math.sqrt(norms[0]), math.sqrt(norms[1])
     if qn * kn * abs(scale) > MAX_ABS_SCORE:
         raise ValueError(f"q and k are too large: scaled scores could reach {qn * kn * abs(scale):.3g}, "
                          f"the engine accepts at most {MAX_ABS_SCORE:.0e}")

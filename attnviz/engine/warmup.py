@@ -13,6 +13,7 @@ from attnviz.engine.api import KERNELS, attention
 from attnviz.engine.blockmask import tile_counts
 from attnviz.engine.display import display_matrices
 from attnviz.engine.overview import attention_overview
+from attnviz.engine.scan import scan
 from attnviz.engine.weights import recompute_weights
 
 
@@ -28,6 +29,7 @@ def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: 
         k = rng.standard_normal((2, 7, 8)).astype(dt)  # (nh, Tk, hs)
         v = rng.standard_normal((2, 7, 4)).astype(dt)  # (nh, Tk, hv)
         mask = np.tri(9, 7, dtype=bool)  # (Tq, Tk) partial and full tiles
+        scan(q)  # large inputs are checked by it (smaller ones by numpy)
         for serial in (True, False):
             tile_counts(mask[None], 4, 4, serial=serial)  # byte by byte (Tk = 7)
             tile_counts(np.tri(9, 16, dtype=bool)[None], 4, 8, serial=serial)  # 8 cells per word

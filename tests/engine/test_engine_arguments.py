@@ -7,6 +7,7 @@ import pytest
 
 from attnviz.engine import BlockMask, attention
 from attnviz.engine.fastexp import MAX_ABS_SCORE
+from attnviz.engine.validate import SCAN_PARALLEL_CELLS, row_scan
 
 Q = np.zeros((2, 5, 4))
 K = np.zeros((2, 6, 4))
@@ -48,6 +49,39 @@ def test_non_finite_inputs_are_refused(name, bad):
     arrays[name][0, 1, 2] = bad
     with pytest.raises(ValueError, match=f"{name} contains non-finite values"):
         attention(arrays["q"], arrays["k"], arrays["v"])
+
+
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", [0, 777, -1])
+def test_non_finite_values_of_large_inputs_are_refused(name, bad, where):
+    """Inputs above SCAN_PARALLEL_CELLS are checked by the parallel scan: anywhere in the array."""
+    rng = np.random.default_rng(1)
+    shapes = {"q": (2, 2100, 64), "k": (2, 2100, 64), "v": (2, 2100, 64)}
+    arrays = {n: rng.standard_normal(sh).astype(np.float32) for n, sh in shapes.items()}
+    assert arrays[name].size >= SCAN_PARALLEL_CELLS
+    arrays[name].reshape(-1)[where] = bad
+    with pytest.raises(ValueError, match=f"{name} contains non-finite values"):
+        attention(arrays["q"], arrays["k"], arrays["v"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(3, 50, 8), (2, 3000, 64), (1, 4097, 33)])
+def test_row_scan_matches_numpy(dtype, shape):
+    """Both paths of row_scan (numpy below SCAN_PARALLEL_CELLS, the parallel scan above) give numpy's
+    largest squared row norm."""
+    a = np.random.default_rng(2).standard_normal(shape).astype(dtype) * 3
+    finite, top = row_scan(a)
+    want = np.max(np.einsum("hqd,hqd->hq", a, a, dtype=np.float64))
+    assert finite and top == pytest.approx(want, rel=1e-12)
+    a[0, -1, -1] = np.nan
+    assert row_scan(a)[0] is False
+
+
+def test_large_finite_float64_inputs_are_too_large_not_non_finite():
+    big = np.full((1, 4100, 64), 1e200)
+    with pytest.raises(ValueError, match="too large"):
+        attention(big, big, np.zeros((1, 4100, 1)))
 
 
 def test_scores_that_could_overflow_are_refused():
