@@ -264,7 +264,7 @@ def run_bench(cfg: BenchConfig, progress=lambda msg: None) -> Report:
 SETTLE = 0.1  # seconds of idle before each timed call: the previous method's thread pool goes quiet
 
 
-def sdpa_calls(torch, q, k, v, masks: dict) -> tuple[dict, dict]:
+def sdpa_calls(torch, q, k, v, masks: dict, threads: int) -> tuple[dict, dict]:
     """torch SDPA on its CPU fast path, per mask name: ({name: callable}, {name: backend name}).
 
     q, k, v (nh, T, hs) float32 become contiguous (1, nh, T, hs) tensors, the (batch, heads, T, hs)
@@ -291,6 +291,9 @@ def sdpa_calls(torch, q, k, v, masks: dict) -> tuple[dict, dict]:
             backend = SDPBackend(int(torch._fused_sdp_choice(tq, tk, tv, **kw))).name
 
         def call(kw=kw, backend=backend):
+            # again before every call: numba's parallel kernels in between reset the OpenMP thread count
+            # torch's kernels read when both use the same OpenMP runtime
+            torch.set_num_threads(threads)
             with torch.inference_mode():
                 if backend == "FLASH_ATTENTION":
                     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
@@ -346,7 +349,7 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
         calls = {(name, "flash"): (lambda m=m: attention(q, k, v, m, kernel="flash")) for name, m in masks.items()}
         notes = {(name, "flash"): f"tiles {tiles[name][0]}x{tiles[name][1]}" for name in masks}
         if torch is not None:
-            sdpa, backends = sdpa_calls(torch, q, k, v, masks)
+            sdpa, backends = sdpa_calls(torch, q, k, v, masks, threads)
             for name, fn in sdpa.items():
                 calls[(name, "torch_sdpa")] = fn
                 notes[(name, "torch_sdpa")] = "4-D, " + backends[name] + (

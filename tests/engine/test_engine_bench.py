@@ -152,11 +152,13 @@ def test_sdpa_is_called_four_dimensional_on_its_flash_kernel():
     q, k, v = (rng.standard_normal((2, 64, 16), dtype=np.float32) for _ in range(3))
     masks = {"dense": None, "causal": np.tri(64, dtype=bool), "sparse": rng.random((64, 64)) < 0.5}
     masks["sparse"][np.arange(64), np.arange(64)] = True
-    calls, backends = bench_cmd.sdpa_calls(torch, q, k, v, masks)
+    calls, backends = bench_cmd.sdpa_calls(torch, q, k, v, masks, threads=1)
     from attnviz.engine import attention
 
     for name, m in masks.items():
+        torch.set_num_threads(2)
         out = calls[name]()
+        assert torch.get_num_threads() == 1  # each call runs on the bench's threads, whatever ran before
         assert tuple(out.shape) == (1, 2, 64, 16) and backends[name] == "FLASH_ATTENTION"
         np.testing.assert_allclose(out[0].numpy(), attention(q, k, v, m, kernel="reference").out, atol=1e-4)
 
