@@ -18,6 +18,22 @@ settings.load_profile("attnviz")
 
 import pytest  # noqa: E402
 
+# Python's cyclic garbage collection runs only between tests, on the main thread (as the application
+# runs it on the GUI thread): started by a worker thread's allocations, it destroyed a Qt object that an
+# earlier test left in a cycle on that thread, and the worker and the GUI thread deadlocked.
+gc.disable()
+_GC_THRESHOLDS = gc.get_threshold()
+
+
+@pytest.fixture(autouse=True)
+def collect_on_the_main_thread():
+    yield
+    counts = gc.get_count()
+    for generation in (2, 1, 0):
+        if counts[generation] > _GC_THRESHOLDS[generation]:
+            gc.collect(generation)
+            break
+
 
 @pytest.fixture(scope="session", autouse=True)
 def numba_kernels():

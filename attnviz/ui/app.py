@@ -7,6 +7,7 @@ kernel warm-up (:class:`KernelWarmup`). How an edit becomes pixels: see docs/arc
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import signal
@@ -468,6 +469,12 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
     if on_shown is not None and not rendering:
         QTimer.singleShot(0, lambda: on_shown(app, window))
 
+    # Python's cyclic garbage collection only on the GUI thread, on a timer: run on a worker thread (a
+    # computation allocating), it can destroy a Qt object the GUI thread made, which deadlocks or crashes
+    from pyqtgraph.util.garbage_collector import GarbageCollector  # the window has loaded pyqtgraph
+
+    gc_was_enabled = gc.isenabled()
+    collector = GarbageCollector(interval=0.5)
     # Ctrl+C in the terminal closes the window like Quit (Python only sees signals between events)
     previous_sigint = signal.signal(signal.SIGINT, lambda *_: window.close())
     heartbeat = QTimer()
@@ -492,6 +499,9 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
         app.processEvents()
         if warmup is not None:
             warmup.stop()
+        collector.timer.stop()
+        if gc_was_enabled:
+            gc.enable()
     return int(result["code"])
 
 

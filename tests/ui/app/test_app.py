@@ -190,3 +190,44 @@ def test_self_test_opens_no_window_and_prints_the_engine_check(tmp_path):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["ok"] is True and set(report["max_abs_diff"]) == {"naive", "flash"}
     assert report["kernels"] and all(p["path"].startswith(report["numba_cache"]) for p in report["kernels"].values())
+
+
+GC_SCRIPT = """
+import gc, json, os, threading, weakref
+enabled_while_running = gc.isenabled()
+collected_on = []
+
+
+class Cycle:
+    def __init__(self):
+        self.me = self  # only the cyclic collector frees it
+
+    def __del__(self):
+        collected_on.append(threading.current_thread().name)
+
+
+def make_garbage():
+    for _ in range(50):
+        Cycle()
+    for _ in range(20000):  # allocations that would start a collection on this thread
+        [[] for _ in range(5)]
+
+
+worker = threading.Thread(target=make_garbage, name="worker")
+worker.start()
+worker.join()
+wait(1500)  # the collector's timer runs on the GUI thread
+with open(os.environ["REPORT_PATH"], "w") as fh:
+    json.dump({"enabled": enabled_while_running, "threads": sorted(set(collected_on)),
+               "n": len(collected_on)}, fh)
+quit(0)
+"""
+
+
+def test_garbage_is_collected_on_the_gui_thread_only(tmp_path):
+    """A worker thread's allocations never start Python's cyclic collector (which could destroy a Qt
+    object off the GUI thread): the application collects on a GUI-thread timer instead."""
+    proc, rep = _run(tmp_path, ["--demo", "river-bank"], GC_SCRIPT)
+    assert proc.returncode == 0, proc.stderr
+    assert rep["enabled"] is False
+    assert rep["n"] == 50 and rep["threads"] == ["MainThread"]
