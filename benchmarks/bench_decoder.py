@@ -30,14 +30,7 @@ from attnviz.checkpoints.config import parse_model_config
 from attnviz.checkpoints.decoder import forward_decoder
 from attnviz.checkpoints.decoder_run import DecoderAttention
 from attnviz.checkpoints.weights import expected_tensors, load_weights
-
-
-def _status(key: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-    raise OSError(key)
+from attnviz.engine.runtime import process_memory
 
 
 class Peak:
@@ -46,11 +39,11 @@ class Peak:
     def __enter__(self):
         with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
             f.write("5")
-        self.rss0 = _status("VmRSS:")
+        self.rss0 = process_memory("VmRSS:")
         return self
 
     def __exit__(self, *exc):
-        self.mib = (_status("VmHWM:") - self.rss0) / 2**20
+        self.mib = (process_memory("VmHWM:") - self.rss0) / 2**20
 
 
 def write_checkpoint(folder: Path, cfg: dict, dtype: str, seed: int = 0) -> int:
@@ -101,13 +94,13 @@ def main() -> int:
         t0 = time.perf_counter()
         n = write_checkpoint(folder, cfg, a.dtype)
         t_write = time.perf_counter() - t0
-        rss0, anon0 = _status("VmRSS:"), _status("RssAnon:")
+        rss0, anon0 = process_memory("VmRSS:"), process_memory("RssAnon:")
         t0 = time.perf_counter()
         c = parse_model_config(cfg)
         w = load_weights(folder / "model.safetensors", c, lazy=True)  # as load_checkpoint does (no tokenizer here)
         t_load = time.perf_counter() - t0
-        rss_load = (_status("VmRSS:") - rss0) / 2**20
-        anon_load = (_status("RssAnon:") - anon0) / 2**20  # private memory: what a copy of the weights would cost
+        rss_load = (process_memory("VmRSS:") - rss0) / 2**20
+        anon_load = (process_memory("RssAnon:") - anon0) / 2**20  # private memory: what a copy of the weights would cost
         ids = np.random.default_rng(1).integers(0, a.vocab, a.tokens)
         forward_decoder(c, w, ids[:256], keep="qk")  # warm-up: numba kernels compiled or loaded from the cache
         with Peak() as pk:

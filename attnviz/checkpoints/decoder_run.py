@@ -7,7 +7,6 @@ per-head summaries band by band and never holds a T x T matrix; either mode answ
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +15,7 @@ from attnviz.checkpoints.analysis import HeadSummaries
 from attnviz.checkpoints.decoder import DecoderTrace, forward_decoder
 from attnviz.checkpoints.decoder_text import encode
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.engine import attention_overview, recompute_weights
+from attnviz.engine import attention_overview, recompute_weights, runtime
 from attnviz.sources.errors import SourceError
 
 WEIGHTS_BUDGET = 256 * 2**20  # bytes of (L, nh, T, T) maps "auto" keeps whole
@@ -25,18 +24,8 @@ BAND_BYTES = 32 * 2**20  # bytes of weights recomputed at once for summaries and
 
 
 def available_memory() -> int:
-    """Bytes of memory available now (MemAvailable of /proc/meminfo; 8 GiB where it cannot be read)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 8 * 2**30
+    """Bytes of memory available now (8 GiB where the system cannot tell)."""
+    return runtime.available_memory() or 8 * 2**30
 
 
 def pass_bytes(c, T: int, mode: str, itemsize: int = 4) -> int:

@@ -146,19 +146,13 @@ class PeakMemory:
     def __init__(self):
         self.mb: float | None = None
 
-    @staticmethod
-    def _status(key: str) -> int:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1]) * 1024
-        raise OSError(key)
-
     def __enter__(self):
+        from attnviz.engine.runtime import process_memory
+
         try:
             with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
                 f.write("5")
-            self._rss = self._status("VmRSS:")
+            self._rss = process_memory("VmRSS:")
         except OSError:
             self._rss = None
         tracemalloc.start()
@@ -167,9 +161,11 @@ class PeakMemory:
         return self
 
     def __exit__(self, *exc):
+        from attnviz.engine.runtime import process_memory
+
         traced = tracemalloc.get_traced_memory()[1] - self._traced
         tracemalloc.stop()
-        rss = 0 if self._rss is None else self._status("VmHWM:") - self._rss
+        rss = 0 if self._rss is None else process_memory("VmHWM:") - self._rss
         self.mb = max(traced, rss) / 2**20
         return False
 
@@ -661,21 +657,6 @@ def bytes_needed(cfg: BenchConfig, T: int) -> int:
     return per_t + per_t2 * T * T
 
 
-def available_memory() -> int | None:
-    """Bytes the system can still give this process without swapping (Linux MemAvailable), else None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def check_memory(cfg: BenchConfig, available: int | None) -> None:
     """ValueError naming the size and the limit when the largest T would not fit in ``available`` bytes."""
     if available is None:
@@ -730,6 +711,8 @@ def handle(args) -> int:
         raise ValueError("--heads, --hs, --repeat and --threads must be positive")
     cfg = BenchConfig(sizes=args.sizes, heads=args.heads, hs=args.hs, repeat=args.repeat, threads=args.threads,
                       naive=not args.no_naive, torch=not args.no_torch, long=not args.no_long)
+    from attnviz.engine.runtime import available_memory
+
     check_memory(cfg, available_memory())  # before any allocation
     progress = (lambda msg: print(msg, file=sys.stderr, flush=True))
     report = run_bench(cfg, progress)

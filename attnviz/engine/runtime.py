@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 
 import numba
@@ -88,3 +89,28 @@ def parallel_section():
                 yield
         finally:
             numba.set_parallel_chunksize(old_chunk)
+
+
+def available_memory() -> int | None:
+    """Bytes the system can still give this process without swapping (Linux MemAvailable), else None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def process_memory(key: str) -> int:
+    """Bytes of a /proc/self/status memory line of this process ("VmRSS:", "VmHWM:", "RssAnon:", ...);
+    OSError where there is no such line."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise OSError(key)
