@@ -1,5 +1,5 @@
 """What the mask tests build designs with and compare the product against: segments from lengths,
-preset terms, AND / OR combinations of designs, and brute-force references for tiles, fully masked
+a snapshot's axes, preset terms, AND / OR combinations of designs, and brute-force references for tiles, fully masked
 rows and ar_masks."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from attnviz.model.display.mask_snapshot import Axes
 from attnviz.model.mask.analysis import EMPTY, FULL, PARTIAL, ar_mask_from_mask
 from attnviz.model.mask.design import MaskDesign, PresetTerm
 from attnviz.model.mask.presets import clean_params
@@ -22,6 +23,14 @@ def segments_from_lengths(lengths, names=None) -> list[Segment]:
         out.append(Segment(names[i] if names else f"seg{i}", pos, pos + int(n)))
         pos += int(n)
     return out
+
+
+def snapshot_axes(lengths, names) -> Axes:
+    """Self-attention axes of a mask snapshot over segments of these lengths, tokens t0, t1, ..."""
+    segs = tuple(segments_from_lengths(lengths, names))
+    T = sum(lengths)
+    labels = tuple(f"t{i}" for i in range(T))
+    return Axes(segs, segs, T, T, labels, labels, False)
 
 
 def combine(a: MaskDesign, b: MaskDesign, op: str = "and") -> MaskDesign:

@@ -9,15 +9,15 @@ import pytest
 from attnviz.model.commands import EditMask
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.demos import build_demo
-from attnviz.model.display.mask_snapshot import (Axes, Target, axes_from_response, axes_from_state, build_snapshot,
+from attnviz.model.display.mask_snapshot import (Target, axes_from_response, axes_from_state, build_snapshot,
                                                  describe_fully_masked, tile_text)
 from attnviz.model.mask.analysis import tile_summary
 from attnviz.model.mask.commands import OnHead, PaintCells
 from attnviz.model.mask.design import MaskDesign
 from attnviz.model.mask.presets import preset
 from attnviz.model.mask.rules import Rule
-from attnviz.model.segments import Segment
 from attnviz.model.state import SessionState
+from mask_oracles import snapshot_axes
 
 
 def test_target_lifts_edits_to_the_shared_mask_or_a_head():
@@ -34,17 +34,8 @@ def test_target_lifts_edits_to_the_shared_mask_or_a_head():
     assert Target(1).owns(design) and not Target(0).owns(design)
 
 
-def _axes(lengths, names):
-    segs, pos = [], 0
-    for n, name in zip(lengths, names):
-        segs.append(Segment(name, pos, pos + n))
-        pos += n
-    labels = tuple(f"t{i}" for i in range(pos))
-    return Axes(tuple(segs), tuple(segs), pos, pos, labels, labels, False)
-
-
 def test_snapshot_counts_fully_masked_rows_of_any_head():
-    axes = _axes([3, 4], ["image", "fast"])
+    axes = snapshot_axes([3, 4], ["image", "fast"])
     design = preset("vla", list(axes.q_segments)).with_head(
         1, MaskDesign(default_rule=Rule.allow()).with_rule("fast", "image", Rule.deny())
         .with_rule("fast", "fast", Rule.deny()))

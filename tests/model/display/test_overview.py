@@ -5,36 +5,10 @@ hundred tokens take the long-sequence path."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from attnviz.engine import TiledMask
-from attnviz.model import compute_cache
-from attnviz.model.commands import EditMask
-from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.display.overview import overview_grid, overview_image
 from attnviz.model.display.response_views import engine_scale
-from attnviz.model.mask.commands import PaintLines
-from attnviz.model.mask.presets import preset
-from attnviz.model.state import CustomSource, ModelConfig, SessionState
-
-T = 320
-
-
-def long_state() -> SessionState:
-    st = SessionState(sources=(CustomSource("a", count=T, generator="noise", seed=1),),
-                      model=ModelConfig(d_model=32, nh=2, seed=3), mask=preset("sliding_window", (), w=40))
-    return EditMask(PaintLines("row", 9, T, "deny")).apply(st)[0]
-
-
-def pair():
-    """(tiled response, dense response) of the same state; the dense one with full matrices off."""
-    st = long_state()
-    tiled = run(ComputeRequest(1, st, dense_mask_cells=100 * 100))
-    compute_cache.clear()
-    dense = run(ComputeRequest(2, st, dense_limit=100))
-    compute_cache.clear()
-    assert tiled.mask is None and isinstance(tiled.block_mask, TiledMask) and dense.mask is not None
-    return st, tiled, dense
+from long_sessions import T, pair
 
 
 def test_overviews_with_a_tiled_mask_match_the_dense_ones_where_cells_are_allowed():

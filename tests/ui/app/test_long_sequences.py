@@ -9,25 +9,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from attnviz.engine import TiledMask
 from attnviz.model import compute, compute_cache
-from attnviz.model.commands import EditMask, set_view
-from attnviz.model.compute import ComputeRequest, run
+from attnviz.model.commands import set_view
+from attnviz.model.compute import run
 from attnviz.model.display.response_views import cell_values, engine_scale, row_weights
-from attnviz.model.mask.commands import PaintLines
-from attnviz.model.mask.presets import preset
-from attnviz.model.state import CustomSource, ModelConfig, SessionState
 from attnviz.ui.diagnostics.common import head_mask
 from attnviz.ui.panels.heatmap_panel import HeatmapPanel
-
-T = 320
-LOWERED = 100 * 100  # the dense-mask size that keeps this T's mask per tile
-
-
-def long_state() -> SessionState:
-    st = SessionState(sources=(CustomSource("a", count=T, generator="noise", seed=1),),
-                      model=ModelConfig(d_model=32, nh=2, seed=3), mask=preset("sliding_window", (), w=40))
-    return EditMask(PaintLines("row", 9, T, "deny")).apply(st)[0]
+from long_sessions import LOWERED, T, long_state, pair
 
 
 def lowered_run(request, **kwargs):
@@ -46,17 +34,6 @@ def lowered(monkeypatch):
     monkeypatch.setattr(compute_controller, "_default_compute", lambda: lowered_run)
     yield
     compute_cache.clear()
-
-
-def pair():
-    """(tiled response, dense response) of the same state; the dense one with full matrices off."""
-    st = long_state()
-    tiled = run(ComputeRequest(1, st, dense_mask_cells=LOWERED))
-    compute_cache.clear()
-    dense = run(ComputeRequest(2, st, dense_limit=100))
-    compute_cache.clear()
-    assert tiled.mask is None and isinstance(tiled.block_mask, TiledMask) and dense.mask is not None
-    return st, tiled, dense
 
 
 def test_readout_and_rows_come_from_the_tiled_mask():

@@ -8,17 +8,14 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from attnviz.model.commands import EditMask  # noqa: E402
-from attnviz.model.display.mask_snapshot import Axes, Target, build_snapshot  # noqa: E402
-from attnviz.model.mask.commands import OnHead, PaintCells  # noqa: E402
-from attnviz.model.mask.design import MaskDesign  # noqa: E402
+from attnviz.model.display.mask_snapshot import Target, build_snapshot  # noqa: E402
+from attnviz.model.mask.flash_timing import time_flash  # noqa: E402
 from attnviz.model.mask.presets import preset  # noqa: E402
 from attnviz.model.mask.rules import Rule  # noqa: E402
-from attnviz.model.segments import Segment  # noqa: E402
 from attnviz.ui.mask_designer.block_grid import GridGeometry  # noqa: E402
 from attnviz.ui.mask_designer.preset_bar import parse_lengths  # noqa: E402
 from attnviz.ui.mask_designer.rule_chooser import parse_bits  # noqa: E402
-from attnviz.model.mask.flash_timing import time_flash  # noqa: E402
+from mask_oracles import snapshot_axes  # noqa: E402
 
 
 def test_parse_bits_and_lengths():
@@ -63,19 +60,10 @@ def test_time_flash_checks_its_arguments_and_measures():
     assert "x" in res.text() and "median of 2" in res.text()
 
 
-def _axes(lengths, names):
-    segs, pos = [], 0
-    for n, name in zip(lengths, names):
-        segs.append(Segment(name, pos, pos + n))
-        pos += n
-    labels = tuple(f"t{i}" for i in range(pos))
-    return Axes(tuple(segs), tuple(segs), pos, pos, labels, labels, False)
-
-
 def test_block_grid_labels_say_what_a_prefix_lm_preset_allows(qtbot):
     from attnviz.ui.mask_designer.block_grid import BlockGrid, cell_label
 
-    axes = _axes([4, 4, 4], ["prompt", "mid", "tail"])
+    axes = snapshot_axes([4, 4, 4], ["prompt", "mid", "tail"])
     design = preset("prefix_lm", list(axes.q_segments), L=4)
     snap = build_snapshot(design, axes, Target(), 4, 4, nh=1)
     assert snap.cells[0][0].rule == Rule.deny()  # the rule layer under the OR-ed term
