@@ -72,9 +72,10 @@ def _configure_vectors() -> None:
     try:
         import llvmlite.binding as llvm
 
-        chosen = vector_features(llvm.get_host_cpu_name(), dict(llvm.get_host_cpu_features()))
+        name = llvm.get_host_cpu_name()
     except (RuntimeError, ImportError):  # a host LLVM cannot describe
         return
+    chosen = vector_features(name, host_cpu_features())
     if chosen is None:
         return
     os.environ["NUMBA_CPU_NAME"], os.environ["NUMBA_CPU_FEATURES"] = chosen

@@ -16,6 +16,8 @@ from numba import literally, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from attnviz.engine.jitcache import host_cpu_features
+
 COLS = 64  # keys per panel, and columns of C per rows_product call
 
 
@@ -252,12 +254,7 @@ def _target_features() -> set[str] | None:
         return {f[1:] for f in numba.config.CPU_FEATURES.split(",") if f.startswith("+")}
     if numba.config.CPU_NAME and numba.config.CPU_NAME != "host":
         return None
-    try:
-        import llvmlite.binding as llvm
-
-        return {name for name, on in llvm.get_host_cpu_features().items() if on}
-    except (RuntimeError, ImportError):
-        return None
+    return {name for name, on in host_cpu_features().items() if on} or None
 
 
 def target_lanes(features: set[str] | None) -> int:
