@@ -33,7 +33,7 @@ LN2 = math.log(2.0)
 # float32: minimax (relative error) polynomial of degree 6 for 2**f on [-0.5, 0.5], fitted in float64 by
 # iteratively reweighted least squares, about 1e-9 relative error before float32 rounding.
 # float64: the Taylor series of exp(f ln 2) to degree 13, about 4e-18 relative truncation error.
-_C32 = (1.0000000005541705, 0.6931472057373104, 0.24022646890614605, 0.055503287768702926,
+EXP2_POLY_F32 = (1.0000000005541705, 0.6931472057373104, 0.24022646890614605, 0.055503287768702926,
         0.009618488958852998, 0.0013399931258483637, 0.00015345811634040617)
 _C64 = tuple(math.log(2.0) ** n / math.factorial(n) for n in range(14))
 
@@ -86,7 +86,7 @@ def exp2(x):
 @overload(exp2, inline="always", fastmath=FASTMATH)
 def _exp2_overload(x):
     if x == types.float32:
-        c0, c1, c2, c3, c4, c5, c6 = (np.float32(c) for c in _C32)
+        c0, c1, c2, c3, c4, c5, c6 = (np.float32(c) for c in EXP2_POLY_F32)
         lo, hi, half = np.float32(-127.0), np.float32(127.0), np.float32(0.5)
 
         def impl32(x):

@@ -19,8 +19,14 @@ from numba import njit, prange
 from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
 from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like,
                                     order_key)
-from attnviz.engine.microkernel import (COLS, enabled as microkernel_enabled, key_panels, pv_accumulate,
-                                       pv_accumulate_rows, score_product, score_product_rows)
+from attnviz.engine.microkernel import (COLS, LANES, enabled as microkernel_enabled, key_panels, pv_accumulate,
+                                       pv_accumulate_rows, score_exp_product, score_product, score_product_rows)
+
+# A full tile takes its exponentials in the micro-kernel's registers against the running maxima m_i of
+# the tiles before it (no row-max pass, no rescaling of acc_o), as long as no exponent exceeds this: its
+# weights stay below 2**8 and the sums far from overflow. A tile that goes higher is redone the
+# two-pass way, which raises m_i.
+LAZY_EXPONENT = 8.0
 from attnviz.engine.runtime import parallel_section
 
 
@@ -135,12 +141,13 @@ def _write_rows(acc_o, l_i, m_i, h, i0, out, lse):
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
 def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M, BLOCK_N,
-                      s_buf, o_buf, out, lse):
+                      s_buf, o_buf, lane_sums, out, lse):
     """One (head, query tile) work item, Algorithm 1 of FlashAttention with scores in base 2.
 
-    s_buf (BLOCK_M*BLOCK_N,) and o_buf (BLOCK_M*hv,) are scratch. Empty tiles are skipped, full tiles
-    never read the mask; a partial tile's cells come from ``mask`` or, when ``tiled``, from
-    ``blocks[block_index[...]]``. ``fast``: the float32 micro-kernel products (:mod:`microkernel`)."""
+    s_buf (BLOCK_M*BLOCK_N,), o_buf (BLOCK_M*hv,) and lane_sums ((BLOCK_M+1)*LANES,) are scratch. Empty
+    tiles are skipped, full tiles never read the mask; a partial tile's cells come from ``mask`` or, when
+    ``tiled``, from ``blocks[block_index[...]]``. ``fast``: the float32 micro-kernel products
+    (:mod:`microkernel`); a full tile after the first takes its exponentials there (LAZY_EXPONENT)."""
     Tq = q.shape[1]
     Tk = k.shape[1]
     hv = v.shape[2]
@@ -154,6 +161,7 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
     tile_max = np.empty(bm, dtype=q.dtype)  # (bm,) row maxima of a full tile from the micro-kernel
     lo = np.zeros(bm, dtype=np.int64)  # (bm,) a partial tile's first allowed column per row
     hi = np.zeros(bm, dtype=np.int64)  # (bm,) one past its last
+    lazy = False  # every row has a running maximum from a tile before (m_i > M_INIT)
     for kj in range(tile_state.shape[2]):
         state = tile_state[ht, qi, kj]
         if state == EMPTY:
@@ -161,6 +169,12 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
         partial = state == PARTIAL
         j0 = kj * BLOCK_N
         bn = min(j0 + BLOCK_N, Tk) - j0
+        if lazy and not partial and fast and bn % COLS == 0 and hv % COLS == 0:
+            if score_exp_product(q, h, i0, bm, kp, j0, bn, s_buf, m_i, c, lane_sums) <= LAZY_EXPONENT:
+                for r in range(bm):
+                    l_i[r] += lane_sums[(1 + r) * LANES:(2 + r) * LANES].sum()
+                pv_accumulate(s_buf, bm, bn, v, h, j0, acc_o)
+                continue
         S = s_buf[: bm * bn].reshape((bm, bn))  # (bm, bn) score tile
         if partial and tiled:
             mask_tile = blocks[block_index[ht, qi, kj], 0:bm, 0:bn]
@@ -173,6 +187,7 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
         have_max = _tile_scores(q, k, kp, fast, h, i0, bm, j0, bn, partial, S, s_buf, tile_max, lo, hi)
         _online_softmax(S, mask_tile, partial, c, m_i, l_i, acc_o, tile_max, have_max)
         _add_pv(S, s_buf, o_buf, v, fast, h, j0, partial, acc_o, lo, hi)
+        lazy = lazy or m_i.min() > M_INIT
     _write_rows(acc_o, l_i, m_i, h, i0, out, lse)
 
 
@@ -200,8 +215,9 @@ def flash_kernel(q, k, v, kp, fast, mask, tile_state, blocks, block_index, tiled
         qi = w - h * nQ
         s_buf = np.empty(bm_max * bn_max, dtype=q.dtype)  # scratch score tile
         o_buf = np.empty(bm_max * hv, dtype=q.dtype)  # scratch output tile
+        lane_sums = np.empty((BLOCK_M + 1) * max(LANES, 1), dtype=q.dtype)  # scratch row sums of the lazy tiles
         _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, tiled, h, qi, c, BLOCK_M,
-                          BLOCK_N, s_buf, o_buf, out, lse)
+                          BLOCK_N, s_buf, o_buf, lane_sums, out, lse)
 
 
 def work_order(tile_state: np.ndarray, nh: int, n_threads: int | None = None) -> np.ndarray:

@@ -16,6 +16,7 @@ from numba import literally, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from attnviz.engine.fastexp import EXP2_POLY_F32
 from attnviz.engine.jitcache import host_cpu_features
 
 COLS = 64  # keys per panel, and columns of C per rows_product call
@@ -42,14 +43,38 @@ def block_columns(lanes: int) -> int:
     return 64 if lanes == 16 else 16
 
 
-def _codegen(rows: int, lanes: int, with_max: bool):
-    """LLVM code for C[rows, W] (+)= A[rows, K] B[K, W], W = block_columns(lanes); ``with_max`` also
-    raises M[m_off + r] to the largest value written to row r of C."""
+STORE, MAX, EXP = 0, 1, 2  # what a block does with C after its K loop (the ``mode`` of rows_product)
+
+
+def _exp2_vec(builder, module, x, lanes):
+    """2**x lane-wise, x >= -127 (-127 gives 0): the float32 algorithm of :func:`fastexp.exp2` (round to
+    nearest, the same degree-6 polynomial on [-0.5, 0.5], the exponent built from integer bits)."""
+    f32 = ir.FloatType()
+    vec = ir.VectorType(f32, lanes)
+    ivec = ir.VectorType(ir.IntType(32), lanes)
+    fma = cgutils.get_or_insert_function(module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{lanes}f32")
+    rint = cgutils.get_or_insert_function(module, ir.FunctionType(vec, [vec]), f"llvm.rint.v{lanes}f32")
+    n = builder.call(rint, [x])
+    f = builder.fsub(x, n)
+    coeffs = [ir.Constant(vec, [ir.Constant(f32, float(np.float32(c)))] * lanes) for c in EXP2_POLY_F32]
+    p = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        p = builder.call(fma, [p, f, c])
+    e = builder.add(builder.fptosi(n, ivec), ir.Constant(ivec, [ir.Constant(ir.IntType(32), 127)] * lanes))
+    scale = builder.bitcast(builder.shl(e, ir.Constant(ivec, [ir.Constant(ir.IntType(32), 23)] * lanes)), vec)
+    return builder.fmul(p, scale)
+
+
+def _codegen(rows: int, lanes: int, mode: int):
+    """LLVM code for C[rows, W] (+)= A[rows, K] B[K, W], W = block_columns(lanes), then by ``mode``:
+    STORE; MAX also raises M[m_off + r] to the largest value written to row r of C; EXP stores
+    P = exp2(C * c - M[m_off + r]) instead, adds row r's lane sums of P to R[(1 + m_off + r) * lanes:]
+    and raises R[:lanes] to the largest exponent C * c - M seen (before the clamp at -127)."""
     nv = block_columns(lanes) // lanes
 
     def codegen(context, builder, sig, args):
-        args, types_ = args[3:], sig.args[3:]  # rows, lanes, with_max: literals, already in the code
-        if not all(types_[i].dtype == types.float32 for i in (0, 3, 6)):  # float64: never called
+        args, types_ = args[3:], sig.args[3:]  # rows, lanes, mode: literals, already in the code
+        if not all(types_[i].dtype == types.float32 for i in (0, 3, 6, 11, 14)):  # float64: never called
             return context.get_dummy_value()
         aA, aB, aC, acc = args[0], args[3], args[6], args[10]
         f32 = ir.FloatType()
@@ -67,6 +92,11 @@ def _codegen(rows: int, lanes: int, with_max: bool):
                                              f"llvm.fma.v{lanes}f32")
         zero = ir.Constant(vec, None)
         splat = ir.Constant(ir.VectorType(i32, lanes), None)
+
+        def broadcast(x):
+            return builder.shuffle_vector(builder.insert_element(ir.Constant(vec, ir.Undefined), x,
+                                                                 ir.Constant(i32, 0)), ir.Constant(vec, ir.Undefined),
+                                          splat)
 
         def c_ptr(r, v):
             off = builder.add(co, builder.add(builder.mul(lc, ir.Constant(i64, r)), ir.Constant(i64, lanes * v)))
@@ -91,9 +121,8 @@ def _codegen(rows: int, lanes: int, with_max: bool):
                            align=4) for v in range(nv)]
         new = []
         for r in range(rows):
-            a = builder.load(builder.gep(pa, [builder.add(ao, builder.add(builder.mul(la, ir.Constant(i64, r)), d))]))
-            b = builder.shuffle_vector(builder.insert_element(ir.Constant(vec, ir.Undefined), a, ir.Constant(i32, 0)),
-                                       ir.Constant(vec, ir.Undefined), splat)
+            b = broadcast(builder.load(builder.gep(pa, [builder.add(ao, builder.add(
+                builder.mul(la, ir.Constant(i64, r)), d))])))
             for v in range(nv):
                 new.append(builder.call(fma, [b, bv[v], accs[r * nv + v]]))
         d1 = builder.add(d, ir.Constant(i64, 1))
@@ -109,11 +138,32 @@ def _codegen(rows: int, lanes: int, with_max: bool):
             out.add_incoming(init[i], pre)
             out.add_incoming(new[i], end)
             outs.append(out)
+        pm = context.make_array(types_[11])(context, builder, args[11]).data
+        mo = context.cast(builder, args[12], types_[12], types.int64)
+        if mode == EXP:
+            pr = context.make_array(types_[14])(context, builder, args[14]).data
+            cs = broadcast(context.cast(builder, args[13], types_[13], types.float32))
+            floor = ir.Constant(vec, [ir.Constant(f32, -127.0)] * lanes)
+            top = None
+            for r in range(rows):
+                m = broadcast(builder.fneg(builder.load(builder.gep(pm, [builder.add(mo, ir.Constant(i64, r))]))))
+                rsum = None
+                for v in range(nv):
+                    x = builder.call(fma, [outs[r * nv + v], cs, m])  # C * c - M[row]
+                    top = x if top is None else _vmax(builder, top, x)
+                    x = builder.select(builder.fcmp_ordered(">", x, floor), x, floor)
+                    p = _exp2_vec(builder, builder.module, x, lanes)
+                    builder.store(p, c_ptr(r, v), align=4)
+                    rsum = p if rsum is None else builder.fadd(rsum, p)
+                sp = builder.bitcast(builder.gep(pr, [builder.mul(builder.add(mo, ir.Constant(i64, 1 + r)),
+                                                                  ir.Constant(i64, lanes))]), vptr)
+                builder.store(builder.fadd(builder.load(sp, align=4), rsum), sp, align=4)
+            xp = builder.bitcast(pr, vptr)
+            builder.store(_vmax(builder, builder.load(xp, align=4), top), xp, align=4)
+            return context.get_dummy_value()
         for i, out in enumerate(outs):
             builder.store(out, c_ptr(*divmod(i, nv)), align=4)
-        if with_max:
-            pm = context.make_array(types_[11])(context, builder, args[11]).data
-            mo = context.cast(builder, args[12], types_[12], types.int64)
+        if mode == MAX:
             for r in range(rows):
                 x = outs[r * nv]
                 for v in range(1, nv):
@@ -132,45 +182,43 @@ def _float_arrays(*arrs):
 
 
 @intrinsic
-def _block(typingctx, rows, lanes, with_max, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate, M,
-           m_off):
-    """C[rows, W] (+)= A[rows, K] B[K, W] at flat offsets (W = block_columns(lanes)); with ``with_max``
-    (overwriting C) M[m_off + r] is raised to row r's largest value. rows, lanes, with_max: literals."""
-    if not all(isinstance(x, types.IntegerLiteral) for x in (rows, lanes)):
+def _block(typingctx, rows, lanes, mode, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate, M, m_off, c,
+           R):
+    """C[rows, W] (+)= A[rows, K] B[K, W] at flat offsets (W = block_columns(lanes)), then what ``mode``
+    says (:func:`_codegen`; M, m_off, c and R serve MAX and EXP). rows, lanes, mode: literals."""
+    if not all(isinstance(x, types.IntegerLiteral) for x in (rows, lanes, mode)) or not _float_arrays(A, B, C, M, R):
         return None
-    if not isinstance(with_max, types.BooleanLiteral) or not _float_arrays(A, B, C, M):
-        return None
-    sig = types.none(rows, lanes, with_max, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate, M,
-                     m_off)
-    return sig, _codegen(rows.literal_value, lanes.literal_value, with_max.literal_value)
+    sig = types.none(rows, lanes, mode, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate, M, m_off, c, R)
+    return sig, _codegen(rows.literal_value, lanes.literal_value, mode.literal_value)
 
 
 @njit(nogil=True, cache=True)
-def rows_product(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, nrows, kdim, accumulate, M, with_max, lanes):
+def rows_product(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, nrows, kdim, accumulate, mode, lanes, M, c, R):
     """C[c_off + r*ldc + j] (+)= sum_d A[a_off + r*lda + d] B[b_off + d*ldb + j] for r < nrows, j < 64:
     flat element offsets into C-contiguous float32 arrays, rows in blocks of 6 and the rest in 4, 2, 1,
-    columns in blocks of block_columns(lanes). With ``with_max`` (overwriting C) M[r] is raised to the
-    largest value of C's row r. ``with_max`` and ``lanes`` (16: zmm, 8: ymm) are compile-time constants."""
-    with_max = literally(with_max)
+    columns in blocks of block_columns(lanes). ``mode`` (STORE, MAX or EXP, see :func:`_codegen`; M, c
+    and R serve the last two, with row r at M[r]) and ``lanes`` (16: zmm, 8: ymm) are compile-time
+    constants."""
+    mode = literally(mode)
     lanes = literally(lanes)
     W = 64 if lanes == 16 else 16
-    for c in range(0, COLS, W):
+    for j in range(0, COLS, W):
         r = 0
         while r + 6 <= nrows:
-            _block(6, lanes, with_max, A, a_off + r * lda, lda, B, b_off + c, ldb, C, c_off + r * ldc + c, ldc, kdim,
-                   accumulate, M, r)
+            _block(6, lanes, mode, A, a_off + r * lda, lda, B, b_off + j, ldb, C, c_off + r * ldc + j, ldc, kdim,
+                   accumulate, M, r, c, R)
             r += 6
         if r + 4 <= nrows:
-            _block(4, lanes, with_max, A, a_off + r * lda, lda, B, b_off + c, ldb, C, c_off + r * ldc + c, ldc, kdim,
-                   accumulate, M, r)
+            _block(4, lanes, mode, A, a_off + r * lda, lda, B, b_off + j, ldb, C, c_off + r * ldc + j, ldc, kdim,
+                   accumulate, M, r, c, R)
             r += 4
         if r + 2 <= nrows:
-            _block(2, lanes, with_max, A, a_off + r * lda, lda, B, b_off + c, ldb, C, c_off + r * ldc + c, ldc, kdim,
-                   accumulate, M, r)
+            _block(2, lanes, mode, A, a_off + r * lda, lda, B, b_off + j, ldb, C, c_off + r * ldc + j, ldc, kdim,
+                   accumulate, M, r, c, R)
             r += 2
         if r < nrows:
-            _block(1, lanes, with_max, A, a_off + r * lda, lda, B, b_off + c, ldb, C, c_off + r * ldc + c, ldc, kdim,
-                   accumulate, M, r)
+            _block(1, lanes, mode, A, a_off + r * lda, lda, B, b_off + j, ldb, C, c_off + r * ldc + j, ldc, kdim,
+                   accumulate, M, r, c, R)
 
 
 @njit(nogil=True, cache=True)
@@ -182,19 +230,41 @@ def score_product(q, h, i0, bm, kp, j0, bn, S, rowmax):
     nP = kp.shape[1]
     for r in range(bm):
         rowmax[r] = -np.inf
-    for c in range(bn // COLS):
+    for p in range(bn // COLS):
         a_off = (h * Tq + i0) * hs
-        b_off = ((h * nP + j0 // COLS + c) * hs) * COLS
-        rows_product(q, a_off, hs, kp, b_off, COLS, S, c * COLS, bn, bm, hs, False, rowmax, True, LANES)
+        b_off = ((h * nP + j0 // COLS + p) * hs) * COLS
+        rows_product(q, a_off, hs, kp, b_off, COLS, S, p * COLS, bn, bm, hs, False, MAX, LANES, rowmax, 0.0, rowmax)
+
+
+@njit(nogil=True, cache=True)
+def score_exp_product(q, h, i0, bm, kp, j0, bn, P, m, c, R):
+    """P[:bm*bn] as (bm, bn) = exp2(c * q[h, i0:i0+bm] @ k[h, j0:j0+bn].T - m[:bm, None]) straight from the
+    registers (k as in :func:`score_product`). R ((bm + 1) * LANES,) becomes the row sums of P in lanes,
+    row r at R[(1 + r) * LANES:], and at R[:LANES] lane maxima of the exponent before the clamp at -127;
+    returns the largest exponent (a value above 127 means P overflowed and must not be used)."""
+    Tq, hs = q.shape[1], q.shape[2]
+    nP = kp.shape[1]
+    for x in range(LANES):
+        R[x] = -np.inf
+    for x in range(LANES, (bm + 1) * LANES):
+        R[x] = 0.0
+    for p in range(bn // COLS):
+        a_off = (h * Tq + i0) * hs
+        b_off = ((h * nP + j0 // COLS + p) * hs) * COLS
+        rows_product(q, a_off, hs, kp, b_off, COLS, P, p * COLS, bn, bm, hs, False, EXP, LANES, m, c, R)
+    top = R[0]
+    for x in range(1, LANES):
+        top = max(top, R[x])
+    return top
 
 
 @njit(nogil=True, cache=True)
 def pv_accumulate(P, bm, bn, v, h, j0, acc_o):
     """acc_o (bm, hv) += P[:bm*bn] as (bm, bn) @ v[h, j0:j0+bn]; hv a multiple of 64."""
     Tk, hv = v.shape[1], v.shape[2]
-    for c in range(hv // COLS):
-        rows_product(P, 0, bn, v, (h * Tk + j0) * hv + c * COLS, hv, acc_o, c * COLS, hv, bm, bn, True, P, False,
-                     LANES)
+    for j in range(hv // COLS):
+        rows_product(P, 0, bn, v, (h * Tk + j0) * hv + j * COLS, hv, acc_o, j * COLS, hv, bm, bn, True, STORE, LANES,
+                     P, 0.0, P)
 
 
 @njit(nogil=True, cache=True)
@@ -204,8 +274,8 @@ def score_product_rows(q, h, i0, bm, kp, j0, bn, S, lo, hi):
     allow a key in it. Cells left out are masked ones, which the softmax replaces without reading."""
     Tq, hs = q.shape[1], q.shape[2]
     nP = kp.shape[1]
-    for c in range(bn // COLS):
-        c0 = c * COLS
+    for p in range(bn // COLS):
+        c0 = p * COLS
         first = bm
         last = -1
         for r in range(bm):
@@ -213,8 +283,8 @@ def score_product_rows(q, h, i0, bm, kp, j0, bn, S, lo, hi):
                 first = min(first, r)
                 last = r
         if last >= first:
-            rows_product(q, (h * Tq + i0 + first) * hs, hs, kp, ((h * nP + j0 // COLS + c) * hs) * COLS, COLS,
-                         S, first * bn + c0, bn, last + 1 - first, hs, False, S, False, LANES)
+            rows_product(q, (h * Tq + i0 + first) * hs, hs, kp, ((h * nP + j0 // COLS + p) * hs) * COLS, COLS,
+                         S, first * bn + c0, bn, last + 1 - first, hs, False, STORE, LANES, S, 0.0, S)
 
 
 @njit(nogil=True, cache=True)
@@ -232,9 +302,9 @@ def pv_accumulate_rows(P, bm, bn, v, h, j0, acc_o, lo, hi):
                 k0 = min(k0, lo[x])
                 k1 = max(k1, hi[x])
         if k1 > k0:
-            for c in range(hv // COLS):
-                rows_product(P, r * bn + k0, bn, v, (h * Tk + j0 + k0) * hv + c * COLS, hv, acc_o, r * hv + c * COLS,
-                             hv, n, k1 - k0, True, P, False, LANES)
+            for j in range(hv // COLS):
+                rows_product(P, r * bn + k0, bn, v, (h * Tk + j0 + k0) * hv + j * COLS, hv, acc_o,
+                             r * hv + j * COLS, hv, n, k1 - k0, True, STORE, LANES, P, 0.0, P)
         r += n
 
 

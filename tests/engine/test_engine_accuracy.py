@@ -116,6 +116,30 @@ def test_extreme_scales(kernel, tiles, dtype, mask_kind, logit):
            floor_scale=smax if dtype == np.float64 else 1.0, **kw)
 
 
+@pytest.mark.parametrize("profile, rise", [("ramp", 0.0), ("ramp", 3.0), ("ramp", 12.0), ("step", 150.0)])
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "random"])
+@pytest.mark.parametrize("tiles", [(64, 128), (128, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
+def test_scores_rising_from_tile_to_tile(profile, rise, mask_kind, tiles):
+    """float32, hs = hv = 64 (the micro-kernel's exponentials): key scores that rise by about ``rise``
+    (base 2) from one key tile to the next ("ramp") or once after the first tile ("step"). A full tile's
+    exponentials are taken against the running maxima of the tiles before it (weights above 1) unless
+    one exceeds 2**8; then the tile is redone the two-pass way (at 150 the lazy weights would overflow).
+    Within the accuracy rule, and in float32 (the scores stay below F32_SCORE_BOUND)."""
+    from attnviz.engine.api import F32_SCORE_BOUND
+
+    q, k, v = qkv(2, 300, 600, 64, 64, np.float32, seed=int(rise * 10))
+    scale = 1 / 8
+    q *= 0.5
+    q[..., 0] = 4.0
+    keys = np.arange(600)
+    tiles_up = keys / tiles[1] if profile == "ramp" else (keys >= tiles[1]).astype(float)
+    k[..., 0] = tiles_up * rise / (4.0 * scale * np.log2(np.e))
+    norm = np.sqrt((q.astype(np.float64) ** 2).sum(-1).max() * (k.astype(np.float64) ** 2).sum(-1).max())
+    assert norm * scale < F32_SCORE_BOUND
+    _check("flash", q, k, v, make_mask(mask_kind, 2, 300, 600, seed=3), scale=scale, block_m=tiles[0],
+           block_n=tiles[1])
+
+
 def test_float32_beyond_the_score_bound_is_computed_wide_and_returned_in_float32():
     from attnviz.engine.api import F32_SCORE_BOUND
 

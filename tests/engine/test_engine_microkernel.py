@@ -8,7 +8,9 @@ import pytest
 from attnviz.engine import attention
 from attnviz.engine.blockmask import classify
 from attnviz.engine.flash import flash_attention, full_tile_state
-from attnviz.engine.microkernel import key_panels, rows_product, score_product, target_lanes
+from attnviz.engine.microkernel import (EXP, MAX, STORE, key_panels, rows_product, score_exp_product, score_product,
+                                       target_lanes)
+from attnviz.engine import microkernel
 from engine_helpers import make_mask, numpy_attention, qkv
 
 
@@ -24,7 +26,8 @@ def test_rows_product_matches_numpy(nrows, kdim, accumulate, lanes):
     B = rng.standard_normal((kdim, 80)).astype(np.float32)  # columns 5..68 used, ldb = 80
     C = rng.standard_normal((nrows + 1, 70)).astype(np.float32)  # columns 3..66 of rows 1.. written
     before = C.copy()
-    rows_product(A, 1 * A.shape[1], A.shape[1], B, 5, 80, C, 1 * 70 + 3, 70, nrows, kdim, accumulate, C, False, lanes)
+    rows_product(A, 1 * A.shape[1], A.shape[1], B, 5, 80, C, 1 * 70 + 3, 70, nrows, kdim, accumulate, STORE, lanes, C, 0.0,
+                 C)
     want = A[1:1 + nrows, :kdim].astype(np.float64) @ B[:, 5:69].astype(np.float64)
     if accumulate:
         want += before[1:1 + nrows, 3:67]
@@ -58,9 +61,52 @@ def test_row_maxima_in_both_register_shapes(lanes):
     B = rng.standard_normal((64, 64)).astype(np.float32)
     C = np.empty((13, 64), np.float32)
     M = np.full(13, -np.inf, np.float32)
-    rows_product(A, 0, 64, B, 0, 64, C, 0, 64, 13, 64, False, M, True, lanes)
+    rows_product(A, 0, 64, B, 0, 64, C, 0, 64, 13, 64, False, MAX, lanes, M, 0.0, M)
     np.testing.assert_allclose(C, A.astype(np.float64) @ B.astype(np.float64), rtol=1e-5, atol=1e-4)
     assert np.array_equal(M, C.max(axis=1))
+
+
+@pytest.mark.parametrize("lanes", [16, 8], ids=["zmm", "ymm"])
+def test_exponentials_from_the_registers(lanes):
+    """EXP mode: P = exp2(c A B - m[row]) against float64, the lane sums of each row, the largest exponent
+    (taken before the clamp), and exactly 0 where the exponent is below -127."""
+    rng = np.random.default_rng(lanes + 1)
+    A = rng.standard_normal((13, 64)).astype(np.float32)
+    B = rng.standard_normal((64, 64)).astype(np.float32)
+    C = np.empty((13, 64), np.float32)
+    m = rng.uniform(-2, 3, 13).astype(np.float32)
+    m[4] = 400.0  # every exponent of row 4 is below -127
+    R = np.zeros(14 * lanes, np.float32)
+    R[:lanes] = -np.inf
+    c = np.float32(0.3)
+    rows_product(A, 0, 64, B, 0, 64, C, 0, 64, 13, 64, False, EXP, lanes, m, c, R)
+    x = (A.astype(np.float64) @ B.astype(np.float64)) * float(c) - m[:, None]
+    want = np.where(x < -127, 0.0, np.exp2(x))
+    np.testing.assert_allclose(C, want, rtol=2e-6 * 8, atol=0)
+    assert np.all(C[4] == 0.0)
+    np.testing.assert_allclose(R[lanes:].reshape(13, lanes).sum(axis=1), C.astype(np.float64).sum(axis=1), rtol=1e-5)
+    assert R[:lanes].max() == pytest.approx(x.max(), rel=1e-5)
+
+
+@pytest.mark.parametrize("bm", [1, 7, 64])
+def test_score_exp_product(bm):
+    """The fused tile (key panels 1..3) against float64: weights, row sums, the largest exponent."""
+    q, k, _ = qkv(2, 100, 300, 64, 64, np.float32, seed=bm)
+    kp = key_panels(k)
+    L = microkernel.LANES
+    if L == 0:
+        pytest.skip("no micro-kernel on this CPU")
+    c = np.float32(0.125 * 1.4426950408889634)
+    s = (q[1, 10:10 + bm].astype(np.float64) @ k[1, 64:256].astype(np.float64).T) * float(c)
+    m = (s.max(axis=1) - 1.5).astype(np.float32)  # some exponents above 0, as after a tile with a lower max
+    P = np.full(bm * 192 + 5, np.nan, np.float32)
+    R = np.full((bm + 2) * L, np.nan, np.float32)
+    top = score_exp_product(q, 1, 10, bm, kp, 64, 192, P, m, c, R)
+    want = np.exp2(s - m[:, None])
+    np.testing.assert_allclose(P[:bm * 192].reshape(bm, 192), want, rtol=2e-5)
+    np.testing.assert_allclose(R[L:(bm + 1) * L].reshape(bm, L).sum(axis=1), want.sum(axis=1), rtol=1e-5)
+    assert top == pytest.approx((s - m[:, None]).max(), abs=1e-4)
+    assert np.all(np.isnan(P[bm * 192:])) and np.all(np.isnan(R[(bm + 1) * L:]))
 
 
 def test_lanes_follow_the_cpu_features():
