@@ -204,3 +204,21 @@ def _from_order_key_overload(key):
             return _bits_float(np.int64(key ^ ((key >> np.int64(63)) & np.int64(0x7FFFFFFFFFFFFFFF))))
         return impl64
     return None
+
+
+@intrinsic
+def word_at(typingctx, row, i):
+    """The 8 bytes row[i:i+8] of a 1-D bool or uint8 array whose cells are adjacent (unit stride), as
+    one uint64 (unaligned load; nonzero when any of the 8 cells is): a mask row read 8 cells at a time."""
+    if not (isinstance(row, types.Array) and row.ndim == 1 and row.dtype in (types.boolean, types.uint8)):
+        return None
+    if not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        byte = builder.bitcast(data, ir.IntType(8).as_pointer())
+        at = builder.gep(byte, [context.cast(builder, args[1], sig.args[1], types.int64)])
+        return builder.load(builder.bitcast(at, ir.IntType(64).as_pointer()), align=1)
+
+    return types.uint64(row, i), codegen

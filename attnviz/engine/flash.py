@@ -18,7 +18,7 @@ from numba import njit, prange
 
 from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
 from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like,
-                                    order_key)
+                                    order_key, word_at)
 from attnviz.engine.microkernel import (COLS, LANES, enabled as microkernel_enabled, key_panels, pv_accumulate,
                                        pv_accumulate_rows, score_exp_product, score_product, score_product_rows)
 
@@ -44,17 +44,24 @@ def rowmax(srow):
 @njit(nogil=True, cache=True)
 def _row_extents(mask_tile, lo, hi):
     """lo[r], hi[r]: the first allowed column of row r of mask_tile (bm, bn) and one past the last (0, 0
-    when none)."""
+    when none). Each row is scanned from both ends until an allowed cell, 8 cells at a time where its
+    cells are adjacent, so a causal diagonal tile reads about half its cells, as words."""
     bm, bn = mask_tile.shape
+    words = mask_tile.strides[1] == 1
     for r in range(bm):
         mrow = mask_tile[r]
-        a = bn
-        b = 0
-        for j in range(bn):  # integer min / max: vectorises
-            a = min(a, j if mrow[j] else bn)
-            b = max(b, j + 1 if mrow[j] else 0)
-        lo[r] = a if b > 0 else 0
-        hi[r] = b
+        a = 0
+        while words and a + 8 <= bn and word_at(mrow, a) == 0:
+            a += 8
+        while a < bn and not mrow[a]:
+            a += 1
+        b = bn
+        while words and b - 8 >= a and word_at(mrow, b - 8) == 0:
+            b -= 8
+        while b > a and not mrow[b - 1]:
+            b -= 1
+        lo[r] = a if b > a else 0
+        hi[r] = b if b > a else 0
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
@@ -271,8 +278,8 @@ def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n, tiled=N
     if fast is None:
         fast = microkernel_enabled()
     fast = bool(fast) and q.dtype == np.float32
-    kp = key_panels(k) if fast else np.zeros((1, 1, 1, COLS), dtype=q.dtype)  # (nh, Tk // 64, hs, 64)
     with parallel_section():
+        kp = key_panels(k) if fast else np.zeros((1, 1, 1, COLS), dtype=q.dtype)  # (nh, Tk // 64, hs, 64)
         flash_kernel(q, k, v, kp, fast, mask, tile_state, blocks, index, tiled is not None, order, scale, block_m,
                      block_n, out, lse)
     return out, lse

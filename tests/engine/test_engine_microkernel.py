@@ -7,7 +7,7 @@ import pytest
 
 from attnviz.engine import attention
 from attnviz.engine.blockmask import classify
-from attnviz.engine.flash import flash_attention, full_tile_state
+from attnviz.engine.flash import _row_extents, flash_attention, full_tile_state
 from attnviz.engine.microkernel import (EXP, MAX, STORE, key_panels, rows_product, score_exp_product, score_product,
                                        target_lanes)
 from attnviz.engine import microkernel
@@ -116,8 +116,6 @@ def test_lanes_follow_the_cpu_features():
 
 
 def test_row_extents():
-    from attnviz.engine.flash import _row_extents
-
     m = np.zeros((4, 10), bool)
     m[0, 3] = m[0, 7] = True
     m[2, :] = True
@@ -125,6 +123,30 @@ def test_row_extents():
     lo, hi = np.full(4, -1, np.int64), np.full(4, -1, np.int64)
     _row_extents(m, lo, hi)
     assert lo.tolist() == [3, 0, 0, 9] and hi.tolist() == [8, 0, 10, 10]
+
+
+@pytest.mark.parametrize("bn", [1, 7, 8, 9, 64, 77, 256])
+def test_row_extents_against_numpy(bn):
+    """First and one-past-last allowed column per row, read 8 cells at a time where the row's cells are
+    adjacent (a tile of a larger mask, as the kernel gets it) and one at a time where not (a transposed
+    view): empty rows, single cells at either end and inside a word, full rows, random rows."""
+    rng = np.random.default_rng(bn)
+    rows = [np.zeros(bn, bool), np.ones(bn, bool), rng.random(bn) < 0.1, rng.random(bn) < 0.5]
+    for j in {0, bn - 1, bn // 2, min(bn - 1, 8), max(0, bn - 9)}:
+        row = np.zeros(bn, bool)
+        row[j] = True
+        rows.append(row)
+    tile = np.array(rows)
+    allowed = [np.flatnonzero(r) for r in tile]
+    want_lo = [int(a[0]) if a.size else 0 for a in allowed]
+    want_hi = [int(a[-1]) + 1 if a.size else 0 for a in allowed]
+    big = np.zeros((len(rows) + 3, bn + 11), bool)
+    big[2:2 + len(rows), 5:5 + bn] = tile
+    transposed = np.ascontiguousarray(tile.T).T  # cells of a row 1 apart in memory no more
+    for view in (big[2:2 + len(rows), 5:5 + bn], transposed):
+        lo, hi = np.full(len(rows), -1, np.int64), np.full(len(rows), -1, np.int64)
+        _row_extents(view, lo, hi)
+        assert lo.tolist() == want_lo and hi.tolist() == want_hi
 
 
 def test_key_panels_layout():
