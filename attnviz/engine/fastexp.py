@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic, overload
 
 # Safe fastmath: reassociation (vector reductions), contraction (FMA), reciprocal, no signed zeros,

@@ -21,13 +21,13 @@ from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, 
                                     order_key, word_at)
 from attnviz.engine.microkernel import (COLS, LANES, enabled as microkernel_enabled, key_panels, pv_accumulate,
                                        pv_accumulate_rows, score_exp_product, score_product, score_product_rows)
+from attnviz.engine.runtime import parallel_section
 
 # A full tile takes its exponentials in the micro-kernel's registers against the running maxima m_i of
 # the tiles before it (no row-max pass, no rescaling of acc_o), as long as no exponent exceeds this: its
 # weights stay below 2**8 and the sums far from overflow. A tile that goes higher is redone the
 # two-pass way, which raises m_i.
 LAZY_EXPONENT = 8.0
-from attnviz.engine.runtime import parallel_section
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)

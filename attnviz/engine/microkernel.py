@@ -106,11 +106,11 @@ def _codegen(rows: int, lanes: int, mode: int):
                 for r in range(rows) for v in range(nv)]
         # one pointer per row of A, made before the loop, so each step addresses a_row[d] with the one
         # counter d. Left to itself LLVM rebuilds rows 1.. from row 0 and a stride known only at run time
-        # inside the loop, five integer instructions per step that took issue slots from the FMAs (6 % of
-        # P @ V on AVX2); passing each pointer through an empty asm statement hides how they relate.
+        # inside the loop, six more integer instructions per step that took issue slots from the FMAs
+        # (6 % of P @ V on AVX2); passing each pointer through an empty asm statement hides how they relate.
         opaque = ir.FunctionType(pa.type, [pa.type])
-        a_rows = [builder.asm(opaque, "", "=r,0", [builder.gep(pa, [builder.add(ao, builder.mul(la, ir.Constant(i64, r)))])],
-                              side_effect=False) for r in range(rows)]
+        row_starts = [builder.gep(pa, [builder.add(ao, builder.mul(la, ir.Constant(i64, r)))]) for r in range(rows)]
+        a_rows = [builder.asm(opaque, "", "=r,0", [p], side_effect=False) for p in row_starts]
         pre = builder.block
         loop = builder.append_basic_block("mk.loop")
         done = builder.append_basic_block("mk.done")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.engine import attention
+from attnviz.engine import attention, microkernel
 from attnviz.engine.blockmask import classify
 from attnviz.engine.flash import _row_extents, flash_attention, full_tile_state
 from attnviz.engine.microkernel import (EXP, MAX, STORE, key_panels, rows_product, score_exp_product, score_product,
                                        target_lanes)
-from attnviz.engine import microkernel
 from engine_helpers import make_mask, numpy_attention, qkv
 
 
@@ -26,8 +25,8 @@ def test_rows_product_matches_numpy(nrows, kdim, accumulate, lanes):
     B = rng.standard_normal((kdim, 80)).astype(np.float32)  # columns 5..68 used, ldb = 80
     C = rng.standard_normal((nrows + 1, 70)).astype(np.float32)  # columns 3..66 of rows 1.. written
     before = C.copy()
-    rows_product(A, 1 * A.shape[1], A.shape[1], B, 5, 80, C, 1 * 70 + 3, 70, nrows, kdim, accumulate, STORE, lanes, C, 0.0,
-                 C)
+    rows_product(A, 1 * A.shape[1], A.shape[1], B, 5, 80, C, 1 * 70 + 3, 70, nrows, kdim, accumulate, STORE, lanes,
+                 C, 0.0, C)
     want = A[1:1 + nrows, :kdim].astype(np.float64) @ B[:, 5:69].astype(np.float64)
     if accumulate:
         want += before[1:1 + nrows, 3:67]
