@@ -305,6 +305,18 @@ def _paired(a: list[float], b: list[float]) -> float:
     return statistics.median(x / y for x, y in zip(a, b))
 
 
+def round_order(keys: list[tuple[str, str]], round_index: int) -> list[tuple[str, str]]:
+    """The (mask, method) calls of one timing round: each mask's methods one after the other, in the
+    order masks first appear in ``keys``, the methods' order turned round every round, so no method
+    always runs first, or always right after the previous round's sgemm."""
+    masks = list(dict.fromkeys(mask for mask, _ in keys))
+    out = []
+    for i, mask in enumerate(masks):
+        mine = [key for key in keys if key[0] == mask]
+        out += mine[::-1] if (round_index + i) % 2 else mine
+    return out
+
+
 def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
     from threadpoolctl import threadpool_limits
 
@@ -351,8 +363,8 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
                 notes[(name, "torch_sdpa")] = "4-D, " + backends[name] + (
                     {"causal": ", is_causal=True", "sparse": ", bool attn_mask"}.get(name, ""))
             report.machine["sdpa_backends"] = backends
-        # flash and SDPA are timed in rounds, each mask's two calls one after the other, so a burst of other
-        # load hits both; every round also times the sgemm that the dense rate is compared with
+        # flash and SDPA are timed in rounds, each mask's two calls one after the other (round_order), so a
+        # burst of other load hits both; every round also times the sgemm that the dense rate is compared with
         peaks, times = {}, {key: [] for key in calls}
         for key, fn in calls.items():  # warm-up (compiles, measures tile costs), then a memory run
             fn()
@@ -360,10 +372,10 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
                 fn()
             peaks[key] = mem.mb
         sg_times = []
-        for _ in range(cfg.repeat):
-            for key, fn in calls.items():
+        for rnd in range(cfg.repeat):
+            for key in round_order(list(calls), rnd):
                 time.sleep(SETTLE)
-                times[key].append(_once(fn))
+                times[key].append(_once(calls[key]))
             time.sleep(SETTLE)
             sg_times.append(_once(sgemm_call))
 

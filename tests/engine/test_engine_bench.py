@@ -205,3 +205,16 @@ def test_isa_run_restarts_limited_to_avx2_and_reports_it(monkeypatch):
     assert bench_cmd.handle(args) == 0
     assert seen["child"] == [8, "avx2"]
     assert "--isa" in seen["cmd"] and "--json" in seen["cmd"] and "--no-long" in seen["cmd"]
+
+
+def test_each_round_times_a_masks_methods_one_after_the_other_and_turns_their_order():
+    keys = [("dense", "flash"), ("causal", "flash"), ("sparse", "flash"),
+            ("dense", "torch_sdpa"), ("causal", "torch_sdpa"), ("sparse", "torch_sdpa")]
+    first = bench_cmd.round_order(keys, 0)
+    second = bench_cmd.round_order(keys, 1)
+    assert first == [("dense", "flash"), ("dense", "torch_sdpa"), ("causal", "torch_sdpa"), ("causal", "flash"),
+                     ("sparse", "flash"), ("sparse", "torch_sdpa")]
+    assert second == [("dense", "torch_sdpa"), ("dense", "flash"), ("causal", "flash"), ("causal", "torch_sdpa"),
+                      ("sparse", "torch_sdpa"), ("sparse", "flash")]
+    assert sorted(first) == sorted(keys) and sorted(second) == sorted(keys)
+    assert bench_cmd.round_order([("dense", "flash")], 3) == [("dense", "flash")]  # without torch
