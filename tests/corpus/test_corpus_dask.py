@@ -50,6 +50,13 @@ def _assert_matches(path, ref):
         np.testing.assert_allclose(st.values[k], means[k], rtol=0, atol=TOL, err_msg=k)
 
 
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT back to its default. A test run started in the background (a
+    shell's `&`) has SIGINT ignored, every process it starts inherits that, and Python then installs no
+    Ctrl+C handler: the command would never see the test's Ctrl+C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _stop(procs) -> None:
     for p in procs:
         if p.poll() is None:
@@ -221,7 +228,7 @@ def test_ctrl_c_stops_cleanly_and_writes_nothing(minilm_folder, tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "attnviz.cli", "corpus", "all-MiniLM-L6-v2", str(path),
                                  "--out", str(outdir / "s.parquet"), "--per-document", str(outdir / "d.parquet"),
                                  "--workers", "2", "--batch", "2"], stdout=subprocess.DEVNULL, stderr=err,
-                                env=_env(), cwd=ROOT, start_new_session=True)
+                                env=_env(), cwd=ROOT, start_new_session=True, preexec_fn=_sigint_default)
     try:
         deadline = time.monotonic() + 120
         while "documents" not in log.read_text():  # the first progress line: partitions are done
