@@ -81,7 +81,7 @@ def test_exponentials_from_the_registers(lanes):
     rows_product(A, 0, 64, B, 0, 64, C, 0, 64, 13, 64, False, EXP, lanes, m, c, R)
     x = (A.astype(np.float64) @ B.astype(np.float64)) * float(c) - m[:, None]
     want = np.where(x < -127, 0.0, np.exp2(x))
-    np.testing.assert_allclose(C, want, rtol=2e-6 * 8, atol=0)
+    np.testing.assert_allclose(C, want, rtol=2e-5, atol=0)  # exponents up to ~30: their float32 rounding
     assert np.all(C[4] == 0.0)
     np.testing.assert_allclose(R[lanes:].reshape(13, lanes).sum(axis=1), C.astype(np.float64).sum(axis=1), rtol=1e-5)
     assert R[:lanes].max() == pytest.approx(x.max(), rel=1e-5)
