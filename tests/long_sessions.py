@@ -3,8 +3,10 @@ tiled and dense responses side by side (shared by the model and the window tests
 
 from __future__ import annotations
 
+from unittest import mock
+
 from attnviz.engine import TiledMask
-from attnviz.model import compute_cache
+from attnviz.model import compute, compute_cache
 from attnviz.model.commands import EditMask
 from attnviz.model.compute import ComputeRequest, run
 from attnviz.model.mask.commands import PaintLines
@@ -13,6 +15,11 @@ from attnviz.model.state import CustomSource, ModelConfig, SessionState
 
 T = 320
 LOWERED = 100 * 100  # the dense-mask size that keeps this T's mask per tile
+
+
+def lowered():
+    """compute.DENSE_MASK_CELLS lowered to LOWERED while the context lasts."""
+    return mock.patch.object(compute, "DENSE_MASK_CELLS", LOWERED)
 
 
 def long_state() -> SessionState:
@@ -24,7 +31,8 @@ def long_state() -> SessionState:
 def pair():
     """(state, tiled response, dense response) of the same state; the dense one with full matrices off."""
     st = long_state()
-    tiled = run(ComputeRequest(1, st, dense_mask_cells=LOWERED))
+    with lowered():
+        tiled = run(ComputeRequest(1, st))
     compute_cache.clear()
     dense = run(ComputeRequest(2, st, dense_limit=100))
     compute_cache.clear()

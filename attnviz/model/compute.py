@@ -32,7 +32,7 @@ from attnviz.model.sequence import MAX_TOKENS, Sequence, TokenInfo, assemble, wi
 from attnviz.model.state import KernelConfig, SessionState
 from attnviz.sources.errors import SourceError
 
-#: default largest Tq * Tk compiled to a dense bool mask (64 MB; ComputeRequest.dense_mask_cells); larger
+#: largest Tq * Tk compiled to a dense bool mask (64 MB; the panels read it too); larger
 #: masks are compiled band by band into an attnviz.engine.TiledMask (tile states and the cells of partial
 #: tiles only) and ``response.mask`` is None: a dense mask of 65,536 x 65,536 tokens would be 4.3 GB
 DENSE_MASK_TOKENS = 8192
@@ -84,7 +84,6 @@ class ComputeRequest:
     preview_head: int | None = None  # the head a person is looking at: when every row of a large
     #                                  sequence is recomputed, this head alone is computed first and
     #                                  handed to run()'s on_preview (attnviz.model.preview)
-    dense_mask_cells: int = DENSE_MASK_CELLS  # largest Tq * Tk compiled to a dense mask; beyond it a TiledMask
 
     def __post_init__(self):
         if self.want not in WANTS:
@@ -124,7 +123,7 @@ class ComputeResponse(preview.AxisLengths):
     lse: np.ndarray | None = None  # (nh, Tq); -inf for a fully masked row
     combined: np.ndarray | None = None  # (Tq, d_model) = Concat(heads) W^O
     mask: np.ndarray | None = None  # (Tq, Tk) or (nh, Tq, Tk) bool, True = may attend; None above
-    #                                 request.dense_mask_cells (then block_mask is a TiledMask)
+    #                                 DENSE_MASK_CELLS (then block_mask is a TiledMask)
     block_mask: BlockMask | TiledMask | None = None  # tile map for the session's BLOCK_M x BLOCK_N
     tile_counts: dict = field(default_factory=dict)  # {"empty", "partial", "full"} tile numbers
     sparsity: float = 0.0  # percent of tiles the flash kernel skips
@@ -305,9 +304,9 @@ def _plan(request: ComputeRequest, qseq: Sequence, kseq: Sequence,
     state = request.state
     rule, kernel, Tq, Tk = state.score_rule, state.kernel, qseq.T, kseq.T
     alibi = state.positional.kind == "alibi"
-    tiled = Tq * Tk > request.dense_mask_cells
+    tiled = Tq * Tk > DENSE_MASK_CELLS
     if tiled and not (rule.engine and not alibi):
-        side = math.isqrt(request.dense_mask_cells)
+        side = math.isqrt(DENSE_MASK_CELLS)
         raise ValueError(f"{Tq:,} x {Tk:,} tokens is beyond the {side:,} x {side:,} a dense mask is made for; the "
                          f"{rule.name} rule{' with ALiBi' if alibi else ''} needs it: use scaled_dot, dot or uniform "
                          "without ALiBi, or a shorter sequence")

@@ -14,9 +14,9 @@ from attnviz.model.mask.commands import OnHead, PaintCells, PaintLines
 from attnviz.model.mask.presets import preset
 from attnviz.model.score_rules import ScoreRuleConfig
 from attnviz.model.state import CustomSource, ModelConfig, SessionState
+from long_sessions import lowered
 
 T = 300
-LOWERED = 100 * 100  # dense_mask_cells of a request that keeps this T's mask per tile
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +38,8 @@ def state(**kw) -> SessionState:
 def both(st, rows=(7, 20, 299)):
     dense = run(ComputeRequest(1, st, rows=rows))
     compute_cache.clear()
-    tiled = run(ComputeRequest(2, st, rows=rows, dense_mask_cells=LOWERED))
+    with lowered():
+        tiled = run(ComputeRequest(2, st, rows=rows))
     return dense, tiled
 
 
@@ -59,24 +60,29 @@ def test_a_long_sequence_gets_a_tiled_mask_and_the_dense_paths_numbers():
 
 def test_other_kernels_run_as_flash_and_other_rules_are_refused():
     st = SetKernel(name="naive").apply(state())[0]
-    resp = run(ComputeRequest(1, st, dense_mask_cells=LOWERED))
+    with lowered():
+        resp = run(ComputeRequest(1, st))
     assert resp.ok and resp.path == "engine:flash"
     assert any("naive kernel needs the dense mask" in m for m in resp.messages)
-    bad = run(ComputeRequest(2, state(score_rule=ScoreRuleConfig(name="additive")), dense_mask_cells=LOWERED))
+    with lowered():
+        bad = run(ComputeRequest(2, state(score_rule=ScoreRuleConfig(name="additive"))))
     assert not bad.ok and "additive rule" in bad.error and "dense mask" in bad.error
 
 
 def test_view_edits_reuse_and_mask_edits_recompute_every_row():
     st = state()
-    first = run(ComputeRequest(1, st, dense_mask_cells=LOWERED))
-    again = run(ComputeRequest(2, set_view(head=1).apply(st)[0], dense_mask_cells=LOWERED))
+    with lowered():
+        first = run(ComputeRequest(1, st))
+    with lowered():
+        again = run(ComputeRequest(2, set_view(head=1).apply(st)[0]))
     assert again.recomputed_rows == 0 and again.block_mask is first.block_mask
     painted = EditMask(PaintCells(((100, 3),), "allow")).apply(st)[0]
-    resp = run(ComputeRequest(3, painted, dense_mask_cells=LOWERED))
+    with lowered():
+        resp = run(ComputeRequest(3, painted))
     assert resp.recomputed_rows == T
     assert resp.block_mask.rows([100])[0, 0, 3]
     compute_cache.clear()
-    ref = run(ComputeRequest(4, painted, dense_mask_cells=10**12))
+    ref = run(ComputeRequest(4, painted))
     np.testing.assert_allclose(resp.output, ref.output, rtol=1e-12, atol=1e-14)
 
 
@@ -96,9 +102,10 @@ def test_dense_exports_are_refused_beyond_the_dense_mask_size(tmp_path, monkeypa
 def test_the_report_of_a_long_sequence_counts_the_tiled_mask():
     from attnviz.model.report import response_to_json
 
-    tiled = run(ComputeRequest(1, state(), dense_mask_cells=LOWERED))
+    with lowered():
+        tiled = run(ComputeRequest(1, state()))
     compute_cache.clear()
-    dense = run(ComputeRequest(2, state(), dense_limit=100, dense_mask_cells=10**12))
+    dense = run(ComputeRequest(2, state(), dense_limit=100))
     a, b = response_to_json(tiled), response_to_json(dense)
     assert a["summary"] and b["summary"]
     assert a["mask_density"] == pytest.approx(b["mask_density"], abs=1e-12)

@@ -4,7 +4,6 @@ so a few hundred tokens take the long-sequence path."""
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -18,20 +17,11 @@ from attnviz.ui.panels.heatmap_panel import HeatmapPanel
 from long_sessions import LOWERED, T, long_state, pair
 
 
-def lowered_run(request, **kwargs):
-    """compute.run with the dense-mask size lowered."""
-    return run(dataclasses.replace(request, dense_mask_cells=LOWERED), **kwargs)
-
-
 @pytest.fixture
 def lowered(monkeypatch):
-    """The dense-mask size lowered for the panels (they read compute.DENSE_MASK_CELLS) and for the
-    requests the app computes."""
-    from attnviz.ui import compute_controller
-
+    """The dense-mask size lowered, for the computations and the panels alike."""
     compute_cache.clear()
     monkeypatch.setattr(compute, "DENSE_MASK_CELLS", LOWERED)
-    monkeypatch.setattr(compute_controller, "_default_compute", lambda: lowered_run)
     yield
     compute_cache.clear()
 
