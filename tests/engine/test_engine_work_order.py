@@ -29,10 +29,32 @@ def test_causal_work_is_shared_evenly(T, n_threads):
     assert max(costs) - min(costs) <= per_item
 
 
+def _costs(tile_state, nh):
+    nQ = tile_state.shape[1]
+    return np.broadcast_to(np.count_nonzero(tile_state != 0, axis=2), (nh, nQ)).reshape(-1)  # (nh * nQ,)
+
+
 def test_sorting_alone_would_be_unbalanced():
     """The property above is not automatic: heaviest-first without dealing loads the first share."""
     bm = BlockMask.from_dense(np.tril(np.ones((4096, 4096), dtype=bool)), 128, 128)
     nh = 8
-    ranked = work_order(bm.tile_state, nh, 1)  # one share: plain heaviest-first order
+    ranked = np.argsort(-_costs(bm.tile_state, nh), kind="stable")  # plain heaviest-first order
     costs = _share_costs(ranked, bm.tile_state, nh, 2)
     assert costs[0] > 2 * costs[1]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_each_share_takes_one_head_after_the_other(n_threads):
+    """Within a thread's share the items of a head are adjacent, heaviest first: the thread works on one
+    head's keys and values at a time."""
+    T, nh = 2048, 8
+    bm = BlockMask.from_dense(np.tril(np.ones((T, T), dtype=bool)), 128, 128)
+    nQ = bm.tile_state.shape[1]
+    cost = _costs(bm.tile_state, nh)
+    order = work_order(bm.tile_state, nh, n_threads)
+    for share in np.array_split(order, n_threads):
+        heads = share // nQ
+        assert (np.diff(heads) >= 0).all()  # heads in blocks, never revisited
+        for h in np.unique(heads):
+            c = cost[share[heads == h]]
+            assert (np.diff(c) <= 0).all()  # heaviest first within the head
