@@ -83,12 +83,11 @@ def parallel_section():
     """Hold the parallel lock, apply the thread cap and keep BLAS single-threaded for a kernel launch."""
     with PARALLEL_LOCK:
         numba.set_num_threads(get_num_threads())
-        old_chunk = numba.set_parallel_chunksize(1)  # dynamic scheduling: work items have unequal cost
-        try:
-            with _controller().limit(limits=1, user_api="blas"):
-                yield
-        finally:
-            numba.set_parallel_chunksize(old_chunk)
+        # prange gives each thread one contiguous share of the iterations, whatever
+        # numba.set_parallel_chunksize says (measured with the omp and workqueue layers): kernels whose
+        # items differ in cost order them for that (attnviz.engine.flash.work_order)
+        with _controller().limit(limits=1, user_api="blas"):
+            yield
 
 
 def available_memory() -> int | None:
