@@ -176,7 +176,7 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
         partial = state == PARTIAL
         j0 = kj * BLOCK_N
         bn = min(j0 + BLOCK_N, Tk) - j0
-        if lazy and not partial and fast and bn % COLS == 0 and hv % COLS == 0:
+        if lazy and not partial and fast and j0 % COLS == 0 and bn % COLS == 0 and hv % COLS == 0:
             if score_exp_product(q, h, i0, bm, kp, j0, bn, s_buf, m_i, c, lane_sums) <= LAZY_EXPONENT:
                 for r in range(bm):
                     l_i[r] += lane_sums[(1 + r) * LANES:(2 + r) * LANES].sum()

@@ -194,6 +194,25 @@ def test_flash_on_the_micro_kernel_matches_reference(hs, hv, mask_kind, tiles):
         assert err_l <= 2 * base_l + 8 * np.finfo(np.float32).eps * 16, f"fast={fast}: lse error {err_l:.3g}"
 
 
+@pytest.mark.parametrize("tiles, Tk", [((64, 96), 928), ((128, 160), 864)], ids=["64x96", "128x160"])
+@pytest.mark.parametrize("mask_kind", ["none", "causal"])
+def test_last_key_tile_starting_inside_a_panel(tiles, Tk, mask_kind):
+    """Key tiles whose width is not a multiple of 64, the last one 64 wide and starting 32 keys into a
+    key panel: it must not take the panels' products. Within the accuracy rule of the reference; it once
+    read the wrong keys (an error of 0.6)."""
+    nh, Tq = 2, 200
+    j0 = tiles[1] * (Tk // tiles[1])  # the last key tile's first key
+    assert Tk - j0 == 64 and j0 % 64 == 32
+    q, k, v = qkv(nh, Tq, Tk, 64, 64, np.float32, seed=tiles[1])
+    mask = make_mask(mask_kind, nh, Tq, Tk, seed=2)
+    ref = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask, kernel="reference")
+    base_out, _ = numpy_attention(q, k, v, mask, 1.0 / 8)
+    base = float(np.abs(base_out.astype(np.float64) - ref.out).max())
+    out = attention(q, k, v, mask, block_m=tiles[0], block_n=tiles[1]).out
+    err = float(np.abs(out.astype(np.float64) - ref.out).max())
+    assert err <= 2 * base + 8 * np.finfo(np.float32).eps * max(1.0, float(np.abs(v).max())), err
+
+
 def test_float64_never_takes_the_micro_kernel():
     """fast=True on float64 inputs keeps BLAS (the intrinsic is float32 only) and stays exact."""
     q, k, v = qkv(1, 130, 256, 64, 64, np.float64, seed=5)
