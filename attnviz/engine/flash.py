@@ -20,7 +20,8 @@ from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
 from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like,
                                     order_key, word_at)
 from attnviz.engine.microkernel import (COLS, LANES, enabled as microkernel_enabled, key_panels, pv_accumulate,
-                                       pv_accumulate_rows, score_exp_product, score_product, score_product_rows)
+                                       pv_accumulate_rows, score_exp_product, score_exp_product_rows, score_product,
+                                       score_product_rows)
 from attnviz.engine.runtime import parallel_section
 
 # A full tile takes its exponentials in the micro-kernel's registers against the running maxima m_i of
@@ -62,6 +63,27 @@ def _row_extents(mask_tile, lo, hi):
             b -= 1
         lo[r] = a if b > a else 0
         hi[r] = b if b > a else 0
+
+
+@njit(nogil=True, cache=True)
+def _solid_spans(mask_tile, lo, hi):
+    """True when every row of mask_tile allows every key of its span [lo[r], hi[r]) (causal, windows,
+    prefixes and blocks do), counted 8 cells at a time where the row's cells are adjacent."""
+    words = mask_tile.strides[1] == 1
+    ones = np.uint64(0x0101010101010101)  # a word of 8 cells (bytes 0 or 1) times this: their count on top
+    for r in range(mask_tile.shape[0]):
+        mrow = mask_tile[r]
+        n = 0
+        j = lo[r]
+        while words and j + 8 <= hi[r]:
+            n += (word_at(mrow, j) * ones) >> np.uint64(56)
+            j += 8
+        while j < hi[r]:
+            n += 1 if mrow[j] else 0
+            j += 1
+        if n != hi[r] - lo[r]:
+            return False
+    return True
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
@@ -176,7 +198,8 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
         partial = state == PARTIAL
         j0 = kj * BLOCK_N
         bn = min(j0 + BLOCK_N, Tk) - j0
-        if lazy and not partial and fast and j0 % COLS == 0 and bn % COLS == 0 and hv % COLS == 0:
+        lazy_tile = lazy and fast and j0 % COLS == 0 and bn % COLS == 0 and hv % COLS == 0
+        if lazy_tile and not partial:
             if score_exp_product(q, h, i0, bm, kp, j0, bn, s_buf, m_i, c, lane_sums) <= LAZY_EXPONENT:
                 for r in range(bm):
                     l_i[r] += lane_sums[(1 + r) * LANES:(2 + r) * LANES].sum()
@@ -191,6 +214,14 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
             mask_tile = mask[0, 0:1, 0:1]  # not read
         if partial and fast:
             _row_extents(mask_tile, lo, hi)
+            # rows that allow exactly one run of keys (a causal diagonal): the exponentials in the
+            # registers too, with each row's span, and no pass over the tile for its mask
+            if lazy_tile and _solid_spans(mask_tile, lo, hi) and score_exp_product_rows(
+                    q, h, i0, bm, kp, j0, bn, s_buf, m_i, c, lane_sums, lo, hi) <= LAZY_EXPONENT:
+                for r in range(bm):
+                    l_i[r] += lane_sums[(1 + r) * LANES:(2 + r) * LANES].sum()
+                pv_accumulate_rows(s_buf, bm, bn, v, h, j0, acc_o, lo, hi)
+                continue
         have_max = _tile_scores(q, k, kp, fast, h, i0, bm, j0, bn, partial, S, s_buf, tile_max, lo, hi)
         _online_softmax(S, mask_tile, partial, c, m_i, l_i, acc_o, tile_max, have_max)
         _add_pv(S, s_buf, o_buf, v, fast, h, j0, partial, acc_o, lo, hi)

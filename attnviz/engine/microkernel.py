@@ -43,7 +43,7 @@ def block_columns(lanes: int) -> int:
     return 64 if lanes == 16 else 16
 
 
-STORE, MAX, EXP = 0, 1, 2  # what a block does with C after its K loop (the ``mode`` of rows_product)
+STORE, MAX, EXP, EXP_SPAN = 0, 1, 2, 3  # what a block does with C after its K loop (``mode`` of rows_product)
 
 
 def _exp2_vec(builder, module, x, lanes):
@@ -69,7 +69,9 @@ def _codegen(rows: int, lanes: int, mode: int):
     """LLVM code for C[rows, W] (+)= A[rows, K] B[K, W], W = block_columns(lanes), then by ``mode``:
     STORE; MAX also raises M[m_off + r] to the largest value written to row r of C; EXP stores
     P = exp2(C * c - M[m_off + r]) instead, adds row r's lane sums of P to R[(1 + m_off + r) * lanes:]
-    and raises R[:lanes] to the largest exponent C * c - M seen (before the clamp at -127)."""
+    and raises R[:lanes] to the largest exponent C * c - M seen (before the clamp at -127); EXP_SPAN
+    does the same for the columns col + j inside [LO[m_off + r], HI[m_off + r]) of each row and stores
+    0 for the others (which count in neither the sums nor the largest exponent)."""
     nv = block_columns(lanes) // lanes
 
     def codegen(context, builder, sig, args):
@@ -146,16 +148,37 @@ def _codegen(rows: int, lanes: int, mode: int):
             outs.append(out)
         pm = context.make_array(types_[11])(context, builder, args[11]).data
         mo = context.cast(builder, args[12], types_[12], types.int64)
-        if mode == EXP:
+        if mode in (EXP, EXP_SPAN):
             pr = context.make_array(types_[14])(context, builder, args[14]).data
             cs = broadcast(context.cast(builder, args[13], types_[13], types.float32))
             floor = ir.Constant(vec, [ir.Constant(f32, -127.0)] * lanes)
             top = None
+            if mode == EXP_SPAN:  # tile columns fit in 32 bits: one vector register per 16 (or 8) of them
+                ivec = ir.VectorType(i32, lanes)
+                plo = context.make_array(types_[15])(context, builder, args[15]).data
+                phi = context.make_array(types_[16])(context, builder, args[16]).data
+                col = builder.trunc(context.cast(builder, args[17], types_[17], types.int64), i32)
+
+                def splat32(x):
+                    return builder.shuffle_vector(builder.insert_element(ir.Constant(ivec, ir.Undefined), x,
+                                                                         ir.Constant(i32, 0)),
+                                                  ir.Constant(ivec, ir.Undefined), splat)
+
+                cols = [builder.add(splat32(col), ir.Constant(ivec, [ir.Constant(i32, lanes * v + x)
+                                                                     for x in range(lanes)])) for v in range(nv)]
             for r in range(rows):
                 m = broadcast(builder.fneg(builder.load(builder.gep(pm, [builder.add(mo, ir.Constant(i64, r))]))))
+                if mode == EXP_SPAN:
+                    row = builder.add(mo, ir.Constant(i64, r))
+                    lo_r = splat32(builder.trunc(builder.load(builder.gep(plo, [row])), i32))
+                    hi_r = splat32(builder.trunc(builder.load(builder.gep(phi, [row])), i32))
                 rsum = None
                 for v in range(nv):
                     x = builder.call(fma, [outs[r * nv + v], cs, m])  # C * c - M[row]
+                    if mode == EXP_SPAN:  # columns outside the row's span: the exponent -127, weight 0
+                        inside = builder.and_(builder.icmp_signed(">=", cols[v], lo_r),
+                                              builder.icmp_signed("<", cols[v], hi_r))
+                        x = builder.select(inside, x, floor)
                     top = x if top is None else _vmax(builder, top, x)
                     x = builder.select(builder.fcmp_ordered(">", x, floor), x, floor)
                     p = _exp2_vec(builder, builder.module, x, lanes)
@@ -189,13 +212,20 @@ def _float_arrays(*arrs):
 
 @intrinsic
 def _block(typingctx, rows, lanes, mode, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate, M, m_off, c,
-           R):
+           R, LO, HI, col):
     """C[rows, W] (+)= A[rows, K] B[K, W] at flat offsets (W = block_columns(lanes)), then what ``mode``
-    says (:func:`_codegen`; M, m_off, c and R serve MAX and EXP). rows, lanes, mode: literals."""
+    says (:func:`_codegen`; M, m_off, c and R serve MAX and EXP, LO, HI and col EXP_SPAN). rows, lanes,
+    mode: literals."""
     if not all(isinstance(x, types.IntegerLiteral) for x in (rows, lanes, mode)) or not _float_arrays(A, B, C, M, R):
         return None
-    sig = types.none(rows, lanes, mode, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate, M, m_off, c, R)
+    if not all(isinstance(x, types.Array) and x.dtype == types.int64 for x in (LO, HI)):
+        return None
+    sig = types.none(rows, lanes, mode, A, a_off, lda, B, b_off, ldb, C, c_off, ldc, kdim, accumulate, M, m_off, c, R,
+                     LO, HI, col)
     return sig, _codegen(rows.literal_value, lanes.literal_value, mode.literal_value)
+
+
+_NO_SPAN = np.zeros(1, dtype=np.int64)  # LO and HI of the modes that have no column span
 
 
 @njit(nogil=True, cache=True)
@@ -205,6 +235,15 @@ def rows_product(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, nrows, kdim, accum
     columns in blocks of block_columns(lanes). ``mode`` (STORE, MAX or EXP, see :func:`_codegen`; M, c
     and R serve the last two, with row r at M[r]) and ``lanes`` (16: zmm, 8: ymm) are compile-time
     constants."""
+    rows_product_span(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, nrows, kdim, accumulate, mode, lanes, M, 0, c, R,
+                      _NO_SPAN, _NO_SPAN, 0)
+
+
+@njit(nogil=True, cache=True)
+def rows_product_span(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, nrows, kdim, accumulate, mode, lanes, M, m0, c, R,
+                      LO, HI, col):
+    """:func:`rows_product` whose row r is row m0 + r of M, R, LO and HI; with EXP_SPAN the 64 columns are
+    the tile's columns col.. and row r keeps only those in [LO[m0 + r], HI[m0 + r])."""
     mode = literally(mode)
     lanes = literally(lanes)
     W = 64 if lanes == 16 else 16
@@ -212,19 +251,19 @@ def rows_product(A, a_off, lda, B, b_off, ldb, C, c_off, ldc, nrows, kdim, accum
         r = 0
         while r + 6 <= nrows:
             _block(6, lanes, mode, A, a_off + r * lda, lda, B, b_off + j, ldb, C, c_off + r * ldc + j, ldc, kdim,
-                   accumulate, M, r, c, R)
+                   accumulate, M, m0 + r, c, R, LO, HI, col + j)
             r += 6
         if r + 4 <= nrows:
             _block(4, lanes, mode, A, a_off + r * lda, lda, B, b_off + j, ldb, C, c_off + r * ldc + j, ldc, kdim,
-                   accumulate, M, r, c, R)
+                   accumulate, M, m0 + r, c, R, LO, HI, col + j)
             r += 4
         if r + 2 <= nrows:
             _block(2, lanes, mode, A, a_off + r * lda, lda, B, b_off + j, ldb, C, c_off + r * ldc + j, ldc, kdim,
-                   accumulate, M, r, c, R)
+                   accumulate, M, m0 + r, c, R, LO, HI, col + j)
             r += 2
         if r < nrows:
             _block(1, lanes, mode, A, a_off + r * lda, lda, B, b_off + j, ldb, C, c_off + r * ldc + j, ldc, kdim,
-                   accumulate, M, r, c, R)
+                   accumulate, M, m0 + r, c, R, LO, HI, col + j)
 
 
 @njit(nogil=True, cache=True)
@@ -291,6 +330,54 @@ def score_product_rows(q, h, i0, bm, kp, j0, bn, S, lo, hi):
         if last >= first:
             rows_product(q, (h * Tq + i0 + first) * hs, hs, kp, ((h * nP + j0 // COLS + p) * hs) * COLS, COLS,
                          S, first * bn + c0, bn, last + 1 - first, hs, False, STORE, LANES, S, 0.0, S)
+
+
+@njit(nogil=True, cache=True)
+def score_exp_product_rows(q, h, i0, bm, kp, j0, bn, P, m, c, R, lo, hi):
+    """:func:`score_exp_product` of a tile that reads the mask, for rows whose allowed keys are exactly
+    [lo[r], hi[r]) (no denied key inside): P holds the weights of those keys and 0 in every other cell
+    :func:`pv_accumulate_rows` reads. Each 64-key panel is computed for the 6-row blocks of the rows
+    that allow a key in it; a panel inside a block's columns that none of its rows allows is zeroed.
+    R as in score_exp_product (rows no panel reaches sum to 0); returns the largest exponent over the
+    allowed keys (-127 when there is none)."""
+    Tq, hs = q.shape[1], q.shape[2]
+    nP = kp.shape[1]
+    for x in range(LANES):
+        R[x] = -127.0
+    for x in range(LANES, (bm + 1) * LANES):
+        R[x] = 0.0
+    n_pan = bn // COLS
+    first = np.full(n_pan, bm, dtype=np.int64)  # (n_pan,) first row of each panel's 6-row blocks
+    end = np.zeros(n_pan, dtype=np.int64)  # (n_pan,) one past their last row
+    for p in range(n_pan):
+        c0 = p * COLS
+        for r in range(bm):
+            if lo[r] < c0 + COLS and hi[r] > c0:
+                first[p] = min(first[p], r - r % 6)
+                end[p] = min(bm, r - r % 6 + 6)
+        if end[p] > first[p]:
+            a = first[p]
+            rows_product_span(q, (h * Tq + i0 + a) * hs, hs, kp, ((h * nP + j0 // COLS + p) * hs) * COLS, COLS,
+                              P, a * bn + c0, bn, end[p] - a, hs, False, EXP_SPAN, LANES, m, a, c, R, lo, hi, c0)
+    r = 0
+    while r < bm:  # zero the panels a block's column range crosses that none of its rows allows
+        n = min(6, bm - r)
+        k0 = bn
+        k1 = 0
+        for x in range(r, r + n):
+            if hi[x] > lo[x]:
+                k0 = min(k0, lo[x])
+                k1 = max(k1, hi[x])
+        for p in range(k0 // COLS, (k1 + COLS - 1) // COLS if k1 > k0 else 0):
+            if not (first[p] <= r < end[p]):
+                for x in range(r, r + n):
+                    for j in range(max(k0, p * COLS), min(k1, (p + 1) * COLS)):
+                        P[x * bn + j] = 0.0
+        r += n
+    top = R[0]
+    for x in range(1, LANES):
+        top = max(top, R[x])
+    return top
 
 
 @njit(nogil=True, cache=True)

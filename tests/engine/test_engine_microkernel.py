@@ -7,9 +7,9 @@ import pytest
 
 from attnviz.engine import attention, microkernel
 from attnviz.engine.blockmask import classify
-from attnviz.engine.flash import _row_extents, flash_attention, full_tile_state
-from attnviz.engine.microkernel import (EXP, MAX, STORE, key_panels, rows_product, score_exp_product, score_product,
-                                       target_lanes)
+from attnviz.engine.flash import _row_extents, _solid_spans, flash_attention, full_tile_state
+from attnviz.engine.microkernel import (EXP, MAX, STORE, key_panels, pv_accumulate_rows, rows_product,
+                                       score_exp_product, score_exp_product_rows, score_product, target_lanes)
 from engine_helpers import make_mask, numpy_attention, qkv
 
 
@@ -106,6 +106,75 @@ def test_score_exp_product(bm):
     np.testing.assert_allclose(R[L:(bm + 1) * L].reshape(bm, L).sum(axis=1), want.sum(axis=1), rtol=1e-5)
     assert top == pytest.approx((s - m[:, None]).max(), abs=1e-4)
     assert np.all(np.isnan(P[bm * 192:])) and np.all(np.isnan(R[(bm + 1) * L:]))
+
+
+def _span_tile(bm, bn, seed):
+    """lo, hi (bm,) int64: runs of allowed keys per row, among them empty rows, full rows, runs crossing
+    a panel edge, and neighbouring rows with runs far apart (the columns between are no row's)."""
+    rng = np.random.default_rng(seed)
+    lo = rng.integers(0, bn, bm)
+    hi = np.minimum(bn, lo + rng.integers(1, 90, bm))
+    lo[3], hi[3] = 0, 0  # no key
+    lo[5], hi[5] = 0, bn  # every key
+    lo[8], hi[8] = 60, 70  # across the edge of panels 0 and 1
+    if bn >= 256:
+        lo[12:18:2], hi[12:18:2] = 0, 10  # one 6-row block: keys 0-9 and 240-249, nothing between
+        lo[13:18:2], hi[13:18:2] = 240, 250
+    return lo.astype(np.int64), hi.astype(np.int64)
+
+
+@pytest.mark.parametrize("bm", [19, 40])
+def test_score_exp_product_rows(bm):
+    """Rows whose allowed keys are one run [lo, hi): weights exp2(c s - m) inside it against float64, 0 in
+    every other cell that pv_accumulate_rows reads, row sums and the largest exponent of the allowed
+    keys; P @ V over those rows then equals the float64 product with the denied keys left out."""
+    if microkernel.LANES == 0:
+        pytest.skip("no micro-kernel on this CPU")
+    L = microkernel.LANES
+    bn = 256
+    q, k, v = qkv(1, 64, 512, 64, 64, np.float32, seed=bm)
+    kp = key_panels(k)
+    c = np.float32(0.125 * 1.4426950408889634)
+    lo, hi = _span_tile(bm, bn, bm)
+    s = (q[0, 5:5 + bm].astype(np.float64) @ k[0, 256:512].astype(np.float64).T) * float(c)  # (bm, bn)
+    m = (s.max(axis=1) - 1.0).astype(np.float32)
+    allowed = (np.arange(bn)[None, :] >= lo[:, None]) & (np.arange(bn)[None, :] < hi[:, None])
+    P = np.full(bm * bn, np.nan, np.float32)  # cells the product leaves alone stay NaN
+    R = np.full((bm + 1) * L, np.nan, np.float32)
+    top = score_exp_product_rows(q, 0, 5, bm, kp, 256, bn, P, m, c, R, lo, hi)
+    want = np.where(allowed, np.exp2(s - m[:, None]), 0.0)
+    got = P.reshape(bm, bn)
+    np.testing.assert_allclose(np.where(allowed, got, 0.0), want, rtol=2e-5)
+    for r0 in range(0, bm, 6):  # the columns pv_accumulate_rows reads for each 6-row block hold no NaN
+        rows = range(r0, min(bm, r0 + 6))
+        spans = [(lo[x], hi[x]) for x in rows if hi[x] > lo[x]]
+        if spans:
+            k0, k1 = min(a for a, _ in spans), max(b for _, b in spans)
+            block = got[r0:r0 + 6, k0:k1]
+            assert np.all(np.isfinite(block)) and np.all(block[~allowed[r0:r0 + 6, k0:k1]] == 0)
+    np.testing.assert_allclose(R[L:].reshape(bm, L).sum(axis=1), want.sum(axis=1), rtol=1e-5)
+    assert top == pytest.approx(np.where(allowed, s - m[:, None], -127).max(), abs=1e-4)
+    acc = np.zeros((bm, 64), np.float32)
+    pv_accumulate_rows(P, bm, bn, v, 0, 256, acc, lo, hi)
+    np.testing.assert_allclose(acc, want @ v[0, 256:512].astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+def test_solid_spans():
+    """True only when every row allows each key between its first and last allowed one; words of 8 cells
+    where a row's cells are adjacent, single cells in a transposed view."""
+    for bn in (5, 64, 77):
+        tile = np.tri(20, bn, k=3, dtype=bool)
+        tile[4] = False
+        lo, hi = np.zeros(20, np.int64), np.zeros(20, np.int64)
+        for view in (tile, np.ascontiguousarray(tile.T).T):
+            _row_extents(view, lo, hi)
+            assert _solid_spans(view, lo, hi)
+        for j in (1, min(bn - 2, 9)):  # a hole inside row 15's run, inside a word or in the tail
+            holed = tile.copy()
+            holed[15, j] = False
+            for view in (holed, np.ascontiguousarray(holed.T).T):
+                _row_extents(view, lo, hi)
+                assert not _solid_spans(view, lo, hi)
 
 
 def test_lanes_follow_the_cpu_features():
@@ -209,6 +278,32 @@ def test_last_key_tile_starting_inside_a_panel(tiles, Tk, mask_kind):
     base_out, _ = numpy_attention(q, k, v, mask, 1.0 / 8)
     base = float(np.abs(base_out.astype(np.float64) - ref.out).max())
     out = attention(q, k, v, mask, block_m=tiles[0], block_n=tiles[1]).out
+    err = float(np.abs(out.astype(np.float64) - ref.out).max())
+    assert err <= 2 * base + 8 * np.finfo(np.float32).eps * max(1.0, float(np.abs(v).max())), err
+
+
+@pytest.mark.parametrize("gap", ["windows", "far_apart", "holed"])
+def test_mask_reading_tiles_after_a_full_one(gap):
+    """A full key tile, then a tile that reads the mask and goes the exponentials-in-registers way when
+    each row allows one run of keys: sliding windows, neighbouring rows with runs 384 keys apart (the
+    panels between them are no row's and must hold 0), and the same with a hole in some runs (the
+    two-pass way). Against the float64 reference within the accuracy rule."""
+    nh, Tq, Tk = 2, 60, 1024
+    q, k, v = qkv(nh, Tq, Tk, 64, 64, np.float32, seed=11)
+    r = np.arange(Tq)[:, None]
+    j = np.arange(Tk)[None, :]
+    if gap == "windows":
+        second = (j >= 512 + 7 * r) & (j < 600 + 7 * r)
+    else:
+        start = 512 + np.where(r % 2 == 0, 0, 384)
+        second = (j >= start) & (j < start + 64)
+        if gap == "holed":
+            second &= ~((r % 5 == 0) & (j == start + 20))
+    mask = (j < 512) | second
+    ref = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask, kernel="reference")
+    base_out, _ = numpy_attention(q, k, v, mask, 1.0 / 8)
+    base = float(np.abs(base_out.astype(np.float64) - ref.out).max())
+    out = attention(q, k, v, mask, block_m=64, block_n=512).out
     err = float(np.abs(out.astype(np.float64) - ref.out).max())
     assert err <= 2 * base + 8 * np.finfo(np.float32).eps * max(1.0, float(np.abs(v).max())), err
 
