@@ -2,8 +2,8 @@
 
 numba has no vector ``exp`` on this stack (no SVML): ``np.exp`` in a loop is one scalar libm call per
 element, so :func:`exp2` is plain arithmetic LLVM turns into SIMD code. numba's cache checks only each
-kernel's own source file: after editing this module, clear the cache (:mod:`attnviz.engine.jitcache`)
-or the kernels keep the old inlined code.
+kernel's own source file; the kernels that inline this module's code are kept apart per content of the
+engine's sources instead (:mod:`attnviz.engine.jitcache`), so an edit here recompiles them.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ By default numba writes next to the source (``__pycache__``) and falls back to a
 when the package folder is read-only. attnviz always uses its own user cache directory
 (platformdirs), unless ``NUMBA_CACHE_DIR`` is already set. This module must be imported before numba
 (the engine package imports it first); if numba was imported earlier, its config is updated directly.
+
+numba checks only the time stamp of the file that defines a kernel, while the engine's kernels call
+functions of its other files (the micro-kernel, the exponential): a checkout that changes one of those
+alone would load stale machine code. So the directory is one per content of the engine's sources,
+``<user cache>/numba/engine-<digest>``; the few most recently used are kept, older ones removed.
 """
 
 from __future__ import annotations
@@ -23,14 +28,60 @@ def cache_dir() -> str | None:
     return os.environ.get("NUMBA_CACHE_DIR") or None
 
 
+KEEP_SOURCE_VERSIONS = 3  # cache directories of engine sources kept (the current one and the latest before)
+
+
+def source_digest() -> str:
+    """A digest of the contents of the engine's source files (what every compiled kernel depends on)."""
+    h = hashlib.sha1()
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + b"\0")
+        try:
+            h.update(f.read_bytes())
+        except OSError:
+            h.update(b"?")
+    return h.hexdigest()[:16]
+
+
+def prune(root: Path, keep: str, n_keep: int = KEEP_SOURCE_VERSIONS) -> list[Path]:
+    """Remove what is in root but the directory ``keep`` and the n_keep - 1 most recently used other
+    ``engine-*`` directories (kernels of engine sources since replaced, and the flat layout of earlier
+    versions); returns what it removed. Errors leave things in place."""
+    import shutil
+
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return []
+    others = sorted((e for e in entries if e.is_dir() and e.name.startswith("engine-") and e.name != keep),
+                    key=lambda e: e.stat().st_mtime, reverse=True)
+    kept = {keep, *(e.name for e in others[:n_keep - 1])}
+    removed = []
+    for e in entries:
+        if e.name in kept:
+            continue
+        try:
+            shutil.rmtree(e) if e.is_dir() and not e.is_symlink() else e.unlink()
+            removed.append(e)
+        except OSError:
+            pass
+    return removed
+
+
 def _configure() -> None:
     if not os.environ.get("NUMBA_CACHE_DIR"):
-        path = os.path.join(user_cache_dir("attnviz", appauthor=False), "numba")
+        root = Path(user_cache_dir("attnviz", appauthor=False)) / "numba"
+        name = f"engine-{source_digest()}"
+        path = root / name
         try:
-            os.makedirs(path, exist_ok=True)
+            fresh = not path.is_dir()
+            path.mkdir(parents=True, exist_ok=True)
+            os.utime(path)  # most recently used
         except OSError:  # no writable home: numba falls back to its own locations
             return
-        os.environ["NUMBA_CACHE_DIR"] = path
+        if fresh:
+            prune(root, name)
+        os.environ["NUMBA_CACHE_DIR"] = str(path)
     if "numba" in sys.modules:  # imported before us: numba read its config already
         sys.modules["numba"].config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]
 

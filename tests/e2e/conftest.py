@@ -113,9 +113,12 @@ class AppRuns:
         self.env.pop("QT_QPA_PLATFORM", None)
         from platformdirs import user_cache_dir
 
-        # compiled kernels stay in the person's own cache (a cold one costs a minute of JIT compiling)
-        numba_cache = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(user_cache_dir("attnviz", appauthor=False),
-                                                                        "numba")
+        from attnviz.engine.jitcache import source_digest
+
+        # compiled kernels stay in the person's own cache (a cold one costs a minute of JIT compiling),
+        # in the folder of this content of the engine's sources (attnviz.engine.jitcache)
+        numba_cache = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(
+            user_cache_dir("attnviz", appauthor=False), "numba", f"engine-{source_digest()}")
         self.env.update(DISPLAY=display, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
                         XDG_DATA_HOME=str(home / ".local" / "share"), NUMBA_CACHE_DIR=numba_cache,
                         ARTIFACTS=str(ARTIFACTS))

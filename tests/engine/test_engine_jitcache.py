@@ -92,3 +92,36 @@ def test_the_fingerprint_follows_the_target_cpu(monkeypatch):
     a = jitcache._fingerprint()
     monkeypatch.setattr(numba.config, "CPU_FEATURES", (numba.config.CPU_FEATURES or "") + ",+other")
     assert jitcache._fingerprint() != a
+
+
+def test_the_cache_directory_follows_the_contents_of_every_engine_source(monkeypatch):
+    """numba checks only a kernel's own file; the directory changes when any engine file's content does
+    (the micro-kernel's, say), not when a time stamp alone does."""
+    a = jitcache.source_digest()
+    assert a == jitcache.source_digest()
+    path_type = type(jitcache.Path(__file__))
+    real_read = path_type.read_bytes
+
+    def edited(self):
+        data = real_read(self)
+        return data + b"\n# edited\n" if self.name == "microkernel.py" else data
+
+    monkeypatch.setattr(path_type, "read_bytes", edited)
+    assert jitcache.source_digest() != a
+
+
+def test_prune_keeps_the_current_and_the_latest_other_source_versions(tmp_path):
+    import os
+
+    for i, name in enumerate(["engine-old1", "engine-old2", "engine-old3", "engine-now"]):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "kernel.nbc").write_bytes(b"x")
+        os.utime(d, (1000 + i, 1000 + i))  # old1 least recently used
+    (tmp_path / "attnviz-warm-0123").touch()  # the flat layout of earlier versions
+    (tmp_path / "attnviz").mkdir()
+    removed = jitcache.prune(tmp_path, "engine-now", n_keep=3)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["engine-now", "engine-old2", "engine-old3"]
+    assert sorted(p.name for p in removed) == ["attnviz", "attnviz-warm-0123", "engine-old1"]
+    assert jitcache.prune(tmp_path / "missing", "engine-now") == []
