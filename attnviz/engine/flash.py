@@ -22,7 +22,7 @@ from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, 
 from attnviz.engine.microkernel import (COLS, LANES, enabled as microkernel_enabled, key_panels, pv_accumulate,
                                        pv_accumulate_rows, score_exp_product, score_exp_product_rows, score_product,
                                        score_product_rows)
-from attnviz.engine.runtime import parallel_section
+from attnviz.engine.runtime import get_num_threads, parallel_section
 
 # A full tile takes its exponentials in the micro-kernel's registers against the running maxima m_i of
 # the tiles before it (no row-max pass, no rescaling of acc_o), as long as no exponent exceeds this: its
@@ -76,7 +76,7 @@ def _solid_spans(mask_tile, lo, hi):
         n = 0
         j = lo[r]
         while words and j + 8 <= hi[r]:
-            n += (word_at(mrow, j) * ones) >> np.uint64(56)
+            n += np.int64((word_at(mrow, j) * ones) >> np.uint64(56))
             j += 8
         while j < hi[r]:
             n += 1 if mrow[j] else 0
@@ -314,7 +314,7 @@ def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n, tiled=N
         tile_state, index, blocks = tiled.kernel_arrays()
         dense = None
     mask = _NO_MASK if dense is None or not (tile_state == PARTIAL).any() else dense
-    order = work_order(tile_state, nh)  # (nh * nQ,)
+    order = work_order(tile_state, nh, get_num_threads())  # (nh * nQ,) for the threads parallel_section sets
     if fast is None:
         fast = microkernel_enabled()
     fast = bool(fast) and q.dtype == np.float32

@@ -49,12 +49,18 @@ def prune(root: Path, keep: str, n_keep: int = KEEP_SOURCE_VERSIONS) -> list[Pat
     versions); returns what it removed. Errors leave things in place."""
     import shutil
 
+    def used(e: Path) -> float:
+        try:
+            return e.stat().st_mtime
+        except OSError:  # removed meanwhile by another process starting on the same sources
+            return 0.0
+
     try:
         entries = list(root.iterdir())
     except OSError:
         return []
     others = sorted((e for e in entries if e.is_dir() and e.name.startswith("engine-") and e.name != keep),
-                    key=lambda e: e.stat().st_mtime, reverse=True)
+                    key=used, reverse=True)
     kept = {keep, *(e.name for e in others[:n_keep - 1])}
     removed = []
     for e in entries:
@@ -63,7 +69,7 @@ def prune(root: Path, keep: str, n_keep: int = KEEP_SOURCE_VERSIONS) -> list[Pat
         try:
             shutil.rmtree(e) if e.is_dir() and not e.is_symlink() else e.unlink()
             removed.append(e)
-        except OSError:
+        except OSError:  # in use, read-only, or gone already
             pass
     return removed
 

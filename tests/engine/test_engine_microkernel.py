@@ -109,18 +109,23 @@ def test_score_exp_product(bm):
 
 
 def _span_tile(bm, bn, seed):
-    """lo, hi (bm,) int64: runs of allowed keys per row, among them empty rows, full rows, runs crossing
-    a panel edge, and neighbouring rows with runs far apart (the columns between are no row's)."""
+    """lo, hi (bm,) int64 for a 256-key tile: runs of allowed keys per row. Block 0 (rows 0-5): runs in
+    panel 0, one across the edge to panel 1, an empty row. Block 1 (rows 6-11): runs at keys 0-9 and
+    240-249 in turn, so panels 1 and 2 lie inside its columns and no row of any block allows them
+    (zeroed); panel 3 then starts at row 6 (offsets into m, R, lo, hi). Later rows: random runs in
+    panel 3, and the last row every key (panels 1 and 2 computed for its block only)."""
     rng = np.random.default_rng(seed)
-    lo = rng.integers(0, bn, bm)
-    hi = np.minimum(bn, lo + rng.integers(1, 90, bm))
+    lo = np.zeros(bm, np.int64)
+    hi = np.zeros(bm, np.int64)
+    lo[:6] = rng.integers(0, 40, 6)
+    hi[:6] = lo[:6] + rng.integers(1, 24, 6)
+    lo[2], hi[2] = 60, 70  # across the edge of panels 0 and 1
     lo[3], hi[3] = 0, 0  # no key
-    lo[5], hi[5] = 0, bn  # every key
-    lo[8], hi[8] = 60, 70  # across the edge of panels 0 and 1
-    if bn >= 256:
-        lo[12:18:2], hi[12:18:2] = 0, 10  # one 6-row block: keys 0-9 and 240-249, nothing between
-        lo[13:18:2], hi[13:18:2] = 240, 250
-    return lo.astype(np.int64), hi.astype(np.int64)
+    lo[6:12:2], hi[6:12:2] = 0, 10
+    lo[7:12:2], hi[7:12:2] = 240, 250
+    lo[12:], hi[12:] = 192 + rng.integers(0, 40, bm - 12), 256
+    lo[-1], hi[-1] = 0, bn
+    return lo, hi
 
 
 @pytest.mark.parametrize("bm", [19, 40])

@@ -64,7 +64,9 @@ def test_cache_dir_is_set_even_when_numba_was_imported_first(tmp_path):
         import attnviz.engine
         print(numba.config.CACHE_DIR)
     """, env, tmp_path)
-    assert out == str(tmp_path / "attnviz" / "numba")
+    from attnviz.engine.jitcache import source_digest
+
+    assert out == str(tmp_path / "attnviz" / "numba" / f"engine-{source_digest()}")
 
 
 def test_warmup_compiles_every_kernel():

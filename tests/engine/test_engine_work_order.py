@@ -34,15 +34,6 @@ def _costs(tile_state, nh):
     return np.broadcast_to(np.count_nonzero(tile_state != 0, axis=2), (nh, nQ)).reshape(-1)  # (nh * nQ,)
 
 
-def test_sorting_alone_would_be_unbalanced():
-    """The property above is not automatic: heaviest-first without dealing loads the first share."""
-    bm = BlockMask.from_dense(np.tril(np.ones((4096, 4096), dtype=bool)), 128, 128)
-    nh = 8
-    ranked = np.argsort(-_costs(bm.tile_state, nh), kind="stable")  # plain heaviest-first order
-    costs = _share_costs(ranked, bm.tile_state, nh, 2)
-    assert costs[0] > 2 * costs[1]
-
-
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 def test_each_share_takes_one_head_after_the_other(n_threads):
     """Within a thread's share the items of a head are adjacent, heaviest first: the thread works on one
