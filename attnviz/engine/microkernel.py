@@ -333,6 +333,19 @@ def score_product_rows(q, h, i0, bm, kp, j0, bn, S, lo, hi):
 
 
 @njit(nogil=True, cache=True)
+def block_span(lo, hi, r, n, bn):
+    """The columns [k0, k1) that rows r..r+n-1 allow between them ([min lo, max hi) over the rows that
+    allow any; k1 <= k0 when none does): what :func:`pv_accumulate_rows` reads for that row block."""
+    k0 = bn
+    k1 = 0
+    for x in range(r, r + n):
+        if hi[x] > lo[x]:
+            k0 = min(k0, lo[x])
+            k1 = max(k1, hi[x])
+    return k0, k1
+
+
+@njit(nogil=True, cache=True)
 def score_exp_product_rows(q, h, i0, bm, kp, j0, bn, P, m, c, R, lo, hi):
     """:func:`score_exp_product` of a tile that reads the mask, for rows whose allowed keys are exactly
     [lo[r], hi[r]) (no denied key inside): P holds the weights of those keys and 0 in every other cell
@@ -362,12 +375,7 @@ def score_exp_product_rows(q, h, i0, bm, kp, j0, bn, P, m, c, R, lo, hi):
     r = 0
     while r < bm:  # zero the panels a block's column range crosses that none of its rows allows
         n = min(6, bm - r)
-        k0 = bn
-        k1 = 0
-        for x in range(r, r + n):
-            if hi[x] > lo[x]:
-                k0 = min(k0, lo[x])
-                k1 = max(k1, hi[x])
+        k0, k1 = block_span(lo, hi, r, n, bn)
         for p in range(k0 // COLS, (k1 + COLS - 1) // COLS if k1 > k0 else 0):
             if not (first[p] <= r < end[p]):
                 for x in range(r, r + n):
@@ -388,12 +396,7 @@ def pv_accumulate_rows(P, bm, bn, v, h, j0, acc_o, lo, hi):
     r = 0
     while r < bm:
         n = min(6, bm - r)
-        k0 = bn
-        k1 = 0
-        for x in range(r, r + n):
-            if hi[x] > lo[x]:
-                k0 = min(k0, lo[x])
-                k1 = max(k1, hi[x])
+        k0, k1 = block_span(lo, hi, r, n, bn)
         if k1 > k0:
             for j in range(hv // COLS):
                 rows_product(P, r * bn + k0, bn, v, (h * Tk + j0 + k0) * hv + j * COLS, hv, acc_o,
