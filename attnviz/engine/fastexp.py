@@ -34,7 +34,7 @@ LN2 = math.log(2.0)
 # iteratively reweighted least squares, about 1e-9 relative error before float32 rounding.
 # float64: the Taylor series of exp(f ln 2) to degree 13, about 4e-18 relative truncation error.
 EXP2_POLY_F32 = (1.0000000005541705, 0.6931472057373104, 0.24022646890614605, 0.055503287768702926,
-        0.009618488958852998, 0.0013399931258483637, 0.00015345811634040617)
+                 0.009618488958852998, 0.0013399931258483637, 0.00015345811634040617)
 _C64 = tuple(math.log(2.0) ** n / math.factorial(n) for n in range(14))
 
 

@@ -102,6 +102,14 @@ def _tile_scores(q, k, kp, fast, h, i0, bm, j0, bn, partial, S, s_buf, rowmax_ou
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
+def _add_lane_sums(lane_sums, bm, l_i):
+    """l_i[r] += row r's sum of a tile whose exponentials the micro-kernel took: its lanes at
+    lane_sums[(1 + r) * LANES:] (:func:`microkernel.score_exp_product`)."""
+    for r in range(bm):
+        l_i[r] += lane_sums[(1 + r) * LANES:(2 + r) * LANES].sum()
+
+
+@njit(nogil=True, cache=True, fastmath=FASTMATH)
 def _online_softmax(S, mask_tile, partial, c, m_i, l_i, acc_o, tile_max, have_max):
     """The online-softmax step of one tile, in place: S becomes P = exp2(S * c - m_new) (0 where the mask
     denies), l_i and the rows of acc_o are rescaled by exp2(m_old - m_new) and l_i gains P's row sums.
@@ -201,8 +209,7 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
         lazy_tile = lazy and fast and j0 % COLS == 0 and bn % COLS == 0 and hv % COLS == 0
         if lazy_tile and not partial:
             if score_exp_product(q, h, i0, bm, kp, j0, bn, s_buf, m_i, c, lane_sums) <= LAZY_EXPONENT:
-                for r in range(bm):
-                    l_i[r] += lane_sums[(1 + r) * LANES:(2 + r) * LANES].sum()
+                _add_lane_sums(lane_sums, bm, l_i)
                 pv_accumulate(s_buf, bm, bn, v, h, j0, acc_o)
                 continue
         S = s_buf[: bm * bn].reshape((bm, bn))  # (bm, bn) score tile
@@ -218,8 +225,7 @@ def _flash_query_tile(q, k, v, kp, fast, mask, tile_state, blocks, block_index, 
             # registers too, with each row's span, and no pass over the tile for its mask
             if lazy_tile and _solid_spans(mask_tile, lo, hi) and score_exp_product_rows(
                     q, h, i0, bm, kp, j0, bn, s_buf, m_i, c, lane_sums, lo, hi) <= LAZY_EXPONENT:
-                for r in range(bm):
-                    l_i[r] += lane_sums[(1 + r) * LANES:(2 + r) * LANES].sum()
+                _add_lane_sums(lane_sums, bm, l_i)
                 pv_accumulate_rows(s_buf, bm, bn, v, h, j0, acc_o, lo, hi)
                 continue
         have_max = _tile_scores(q, k, kp, fast, h, i0, bm, j0, bn, partial, S, s_buf, tile_max, lo, hi)
@@ -262,10 +268,10 @@ def work_order(tile_state: np.ndarray, nh: int, n_threads: int | None = None) ->
     """Work items h * nQ + qi in the order prange hands them out: (nh * nQ,) int64.
 
     numba's parallel loop gives each thread one contiguous share of the iteration range (also when a
-    chunk size is set: measured with numba's thread ids). Items sorted
-    by cost (non-empty tiles, partial ones weighing 1.5) are therefore dealt round-robin into those
-    shares, so every thread gets about the same work: sorted heaviest-first without dealing, a causal
-    mask gave the first thread three quarters of it and ran at 0.9x the dense time instead of ~0.5x.
+    chunk size is set: measured with numba's thread ids). Items sorted by cost (non-empty tiles,
+    partial ones weighing 1.5) are therefore dealt round-robin into those shares, so every thread gets
+    about the same work: sorted heaviest-first without dealing, a causal mask gave the first thread
+    three quarters of it and ran at 0.9x the dense time instead of ~0.5x.
     Within its share a thread takes one head after the other (heaviest item first within a head), so
     it works on one head's keys and values at a time: taking the dealt order as it is, a causal mask
     jumped to another head at every item, and its full tiles cost 5 % more each than a dense mask's

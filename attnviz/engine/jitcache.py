@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shutil
 import sys
 from pathlib import Path
 
@@ -47,7 +48,6 @@ def prune(root: Path, keep: str, n_keep: int = KEEP_SOURCE_VERSIONS) -> list[Pat
     """Remove what is in root but the directory ``keep`` and the n_keep - 1 most recently used other
     ``engine-*`` directories (kernels of engine sources since replaced, and the flat layout of earlier
     versions); returns what it removed. Errors leave things in place."""
-    import shutil
 
     def used(e: Path) -> float:
         try:

@@ -95,10 +95,11 @@ def _codegen(rows: int, lanes: int, mode: int):
         zero = ir.Constant(vec, None)
         splat = ir.Constant(ir.VectorType(i32, lanes), None)
 
-        def broadcast(x):
-            return builder.shuffle_vector(builder.insert_element(ir.Constant(vec, ir.Undefined), x,
-                                                                 ir.Constant(i32, 0)), ir.Constant(vec, ir.Undefined),
-                                          splat)
+        def broadcast(x, vtype=vec):
+            """x in every lane of a vector of type vtype (float lanes unless told)."""
+            return builder.shuffle_vector(builder.insert_element(ir.Constant(vtype, ir.Undefined), x,
+                                                                 ir.Constant(i32, 0)),
+                                          ir.Constant(vtype, ir.Undefined), splat)
 
         def c_ptr(r, v):
             off = builder.add(co, builder.add(builder.mul(lc, ir.Constant(i64, r)), ir.Constant(i64, lanes * v)))
@@ -158,20 +159,15 @@ def _codegen(rows: int, lanes: int, mode: int):
                 plo = context.make_array(types_[15])(context, builder, args[15]).data
                 phi = context.make_array(types_[16])(context, builder, args[16]).data
                 col = builder.trunc(context.cast(builder, args[17], types_[17], types.int64), i32)
-
-                def splat32(x):
-                    return builder.shuffle_vector(builder.insert_element(ir.Constant(ivec, ir.Undefined), x,
-                                                                         ir.Constant(i32, 0)),
-                                                  ir.Constant(ivec, ir.Undefined), splat)
-
-                cols = [builder.add(splat32(col), ir.Constant(ivec, [ir.Constant(i32, lanes * v + x)
-                                                                     for x in range(lanes)])) for v in range(nv)]
+                cols = [builder.add(broadcast(col, ivec), ir.Constant(ivec, [ir.Constant(i32, lanes * v + x)
+                                                                             for x in range(lanes)]))
+                        for v in range(nv)]
             for r in range(rows):
-                m = broadcast(builder.fneg(builder.load(builder.gep(pm, [builder.add(mo, ir.Constant(i64, r))]))))
+                row = builder.add(mo, ir.Constant(i64, r))
+                m = broadcast(builder.fneg(builder.load(builder.gep(pm, [row]))))
                 if mode == EXP_SPAN:
-                    row = builder.add(mo, ir.Constant(i64, r))
-                    lo_r = splat32(builder.trunc(builder.load(builder.gep(plo, [row])), i32))
-                    hi_r = splat32(builder.trunc(builder.load(builder.gep(phi, [row])), i32))
+                    lo_r = broadcast(builder.trunc(builder.load(builder.gep(plo, [row])), i32), ivec)
+                    hi_r = broadcast(builder.trunc(builder.load(builder.gep(phi, [row])), i32), ivec)
                 rsum = None
                 for v in range(nv):
                     x = builder.call(fma, [outs[r * nv + v], cs, m])  # C * c - M[row]
