@@ -19,7 +19,7 @@ from numba import njit, prange
 from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
 from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like,
                                     order_key, word_at)
-from attnviz.engine.microkernel import (COLS, LANES, enabled as microkernel_enabled, key_panels, pv_accumulate,
+from attnviz.engine.microkernel import (COLS, LANES, aligned, enabled as microkernel_enabled, key_panels, pv_accumulate,
                                        pv_accumulate_rows, score_exp_product, score_exp_product_rows, score_product,
                                        score_product_rows)
 from attnviz.engine.runtime import get_num_threads, parallel_section
@@ -326,6 +326,10 @@ def flash_attention(q, k, v, dense, tile_state, scale, block_m, block_n, tiled=N
     fast = bool(fast) and q.dtype == np.float32
     with parallel_section():
         kp = key_panels(k) if fast else np.zeros((1, 1, 1, COLS), dtype=q.dtype)  # (nh, Tk // 64, hs, 64)
+        if fast and LANES == 16:
+            # every 64-byte zmm load of a row of v crossed a cache line in numpy's arrays (16 bytes past
+            # one): 4 % of the call on AVX-512; with AVX2's 32-byte loads the copy did not pay
+            v = aligned(v)
         flash_kernel(q, k, v, kp, fast, mask, tile_state, blocks, index, tiled is not None, order, scale, block_m,
                      block_n, out, lse)
     return out, lse

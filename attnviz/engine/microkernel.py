@@ -414,12 +414,47 @@ def _fill_panels(k, kp):
                 dst[d, j] = src[j, d]
 
 
+ALIGN = 64  # bytes: a cache line, so no 64-byte row of 16 float32 columns a block loads spans two
+
+
+def aligned_empty(shape, dtype):
+    """np.empty whose data starts on an ALIGN-byte boundary. numpy's large arrays start 16 bytes past
+    one (malloc's header), so every second vector load of a row crossed a cache line."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    buf = np.empty(n * dtype.itemsize + ALIGN, dtype=np.uint8)
+    start = -buf.ctypes.data % ALIGN
+    return buf[start:start + n * dtype.itemsize].view(dtype).reshape(shape)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _copy_rows(src, dst):
+    """dst[h, t] = src[h, t] for 3-D arrays of one shape, in parallel over heads and blocks of rows."""
+    nh, n = src.shape[0], src.shape[1]
+    nb = (n + 255) // 256
+    for w in prange(nh * nb):
+        h = w // nb
+        b = w - h * nb
+        dst[h, b * 256:(b + 1) * 256] = src[h, b * 256:(b + 1) * 256]
+
+
+def aligned(a):
+    """a (3-D) itself when C-contiguous and ALIGN-aligned, else an aligned C-contiguous copy made in
+    parallel (call it inside :func:`attnviz.engine.runtime.parallel_section`)."""
+    if a.flags.c_contiguous and a.ctypes.data % ALIGN == 0:
+        return a
+    out = aligned_empty(a.shape, a.dtype)
+    _copy_rows(a, out)
+    return out
+
+
 def key_panels(k):
-    """k (nh, Tk, hs) as panels of 64 keys, (nh, Tk // 64, hs, 64) C-contiguous (the whole panels only),
-    filled in parallel (call it inside :func:`attnviz.engine.runtime.parallel_section`): numpy's strided
-    copy took 3 ms of a 90 ms causal call at T = 4096, 8 heads."""
+    """k (nh, Tk, hs) as panels of 64 keys, (nh, Tk // 64, hs, 64) C-contiguous and cache-line aligned
+    (the whole panels only), filled in parallel (call it inside
+    :func:`attnviz.engine.runtime.parallel_section`): numpy's strided copy took 3 ms of a 90 ms causal
+    call at T = 4096, 8 heads."""
     nh, Tk, hs = k.shape
-    kp = np.empty((nh, Tk // COLS, hs, COLS), dtype=k.dtype)
+    kp = aligned_empty((nh, Tk // COLS, hs, COLS), k.dtype)
     _fill_panels(np.ascontiguousarray(k), kp)  # also when empty: the warm-up compiles it on tiny inputs
     return kp
 

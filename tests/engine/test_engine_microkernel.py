@@ -8,7 +8,7 @@ import pytest
 from attnviz.engine import attention, microkernel
 from attnviz.engine.blockmask import classify
 from attnviz.engine.flash import _row_extents, _solid_spans, flash_attention, full_tile_state
-from attnviz.engine.microkernel import (EXP, MAX, STORE, key_panels, pv_accumulate_rows, rows_product,
+from attnviz.engine.microkernel import (ALIGN, EXP, MAX, STORE, aligned, aligned_empty, key_panels, pv_accumulate_rows, rows_product,
                                        score_exp_product, score_exp_product_rows, score_product, target_lanes)
 from engine_helpers import make_mask, numpy_attention, qkv
 
@@ -225,8 +225,50 @@ def test_row_extents_against_numpy(bn):
 def test_key_panels_layout():
     k = np.arange(2 * 200 * 3, dtype=np.float32).reshape(2, 200, 3)
     kp = key_panels(k)
-    assert kp.shape == (2, 3, 3, 64) and kp.flags.c_contiguous
+    assert kp.shape == (2, 3, 3, 64) and kp.flags.c_contiguous and kp.ctypes.data % ALIGN == 0
     assert kp[1, 2, 0, 5] == k[1, 2 * 64 + 5, 0]
+
+
+def _at_offset(a, offset):
+    """A C-contiguous copy of a whose data starts `offset` bytes past a cache line."""
+    buf = np.empty(a.nbytes + 2 * ALIGN, dtype=np.uint8)
+    start = -buf.ctypes.data % ALIGN + offset
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8])
+@pytest.mark.parametrize("shape", [(0,), (3, 5), (2, 300, 64), (1, 0, 7)])
+def test_aligned_empty_starts_on_a_cache_line(shape, dtype):
+    a = aligned_empty(shape, dtype)
+    assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
+    assert a.ctypes.data % ALIGN == 0 or a.size == 0
+
+
+@pytest.mark.parametrize("offset", [0, 4, 16, 32, 60])
+def test_aligned_copies_only_what_is_not_aligned(offset):
+    rng = np.random.default_rng(offset)
+    v = _at_offset(rng.standard_normal((3, 700, 64)).astype(np.float32), offset)
+    out = aligned(v)
+    assert out.ctypes.data % ALIGN == 0 and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, v)
+    assert (out is v) == (offset == 0)
+    strided = rng.standard_normal((3, 700, 128)).astype(np.float32)[:, :, ::2]  # not C-contiguous
+    np.testing.assert_array_equal(aligned(strided), strided)
+
+
+@pytest.mark.parametrize("offset", [0, 4, 16, 48])
+def test_flash_takes_v_at_any_offset(offset):
+    """The products load v's rows as vectors: v starting anywhere in a cache line (numpy's large arrays
+    start 16 bytes past one) gives the same output as the reference."""
+    q, k, v = qkv(2, 300, 260, 64, 64, np.float32, seed=offset)
+    mask = np.tri(300, 260, dtype=bool)
+    vo = _at_offset(v, offset)
+    want = numpy_attention(q, k, v, mask, 1 / 8)[0]
+    got = _flash(q, k, vo, mask, 64, 128, True)[0]
+    np.testing.assert_allclose(got, want, atol=2e-5, rtol=0)
+    np.testing.assert_array_equal(got, _flash(q, k, _at_offset(v, 0), mask, 64, 128, True)[0])
 
 
 def _flash(q, k, v, mask, bm, bn, fast):
