@@ -19,9 +19,9 @@ from numba import njit, prange
 from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
 from attnviz.engine.fastexp import (FASTMATH, LN2, LOG2E, M_INIT, MASKED_SCORE, exp2, from_order_key, like,
                                     order_key, word_at)
-from attnviz.engine.microkernel import (COLS, LANES, aligned, enabled as microkernel_enabled, key_panels, pv_accumulate,
-                                       pv_accumulate_rows, score_exp_product, score_exp_product_rows, score_product,
-                                       score_product_rows)
+from attnviz.engine.microkernel import (COLS, LANES, aligned, enabled as microkernel_enabled, key_panels,
+                                       pv_accumulate, pv_accumulate_rows, score_exp_product, score_exp_product_rows,
+                                       score_product, score_product_rows)
 from attnviz.engine.runtime import get_num_threads, parallel_section
 
 # A full tile takes its exponentials in the micro-kernel's registers against the running maxima m_i of

@@ -8,8 +8,9 @@ import pytest
 from attnviz.engine import attention, microkernel
 from attnviz.engine.blockmask import classify
 from attnviz.engine.flash import _row_extents, _solid_spans, flash_attention, full_tile_state
-from attnviz.engine.microkernel import (ALIGN, EXP, MAX, STORE, aligned, aligned_empty, key_panels, pv_accumulate_rows, rows_product,
-                                       score_exp_product, score_exp_product_rows, score_product, target_lanes)
+from attnviz.engine.microkernel import (ALIGN, EXP, MAX, STORE, aligned, aligned_empty, key_panels, pv_accumulate_rows,
+                                       rows_product, score_exp_product, score_exp_product_rows, score_product,
+                                       target_lanes)
 from engine_helpers import make_mask, numpy_attention, qkv
 
 
@@ -284,8 +285,9 @@ def _flash(q, k, v, mask, bm, bn, fast):
 @pytest.mark.parametrize("hs, hv", [(64, 64), (32, 128), (64, 40)])
 def test_flash_on_the_micro_kernel_matches_reference(hs, hv, mask_kind, tiles):
     """float32 flash with the micro-kernel products (ragged query and key edges, hv = 40 on BLAS for P @ V,
-    16 x 32 tiles on BLAS for both; mask-reading tiles over only the rows and keys they allow): within twice plain numpy float32's error of the float64 reference,
-    like the BLAS path beside it; fully masked rows give 0 and -inf."""
+    16 x 32 tiles on BLAS for both; mask-reading tiles over only the rows and keys they allow): within
+    twice plain numpy float32's error of the float64 reference, like the BLAS path beside it; fully
+    masked rows give 0 and -inf."""
     nh, Tq, Tk = 2, 301, 1000
     q, k, v = qkv(nh, Tq, Tk, hs, hv, np.float32, seed=hs + hv)
     if mask_kind == "band":  # a sliding window with a ragged edge: partial tiles whose rows allow few panels
