@@ -427,24 +427,12 @@ def aligned_empty(shape, dtype):
     return buf[start:start + n * dtype.itemsize].view(dtype).reshape(shape)
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def _copy_rows(src, dst):
-    """dst[h, t] = src[h, t] for 3-D arrays of one shape, in parallel over heads and blocks of rows."""
-    nh, n = src.shape[0], src.shape[1]
-    nb = (n + 255) // 256
-    for w in prange(nh * nb):
-        h = w // nb
-        b = w - h * nb
-        dst[h, b * 256:(b + 1) * 256] = src[h, b * 256:(b + 1) * 256]
-
-
 def aligned(a):
-    """a (3-D) itself when C-contiguous and ALIGN-aligned, else an aligned C-contiguous copy made in
-    parallel (call it inside :func:`attnviz.engine.runtime.parallel_section`)."""
+    """a itself when C-contiguous and ALIGN-aligned, else an aligned C-contiguous copy."""
     if a.flags.c_contiguous and a.ctypes.data % ALIGN == 0:
         return a
     out = aligned_empty(a.shape, a.dtype)
-    _copy_rows(a, out)
+    np.copyto(out, a)
     return out
 
 

@@ -12,9 +12,7 @@ import numpy as np
 from attnviz.engine.api import KERNELS, attention
 from attnviz.engine.blockmask import tile_counts
 from attnviz.engine.display import display_matrices
-from attnviz.engine.microkernel import aligned
 from attnviz.engine.overview import attention_overview
-from attnviz.engine.runtime import parallel_section
 from attnviz.engine.scan import scan
 from attnviz.engine.weights import recompute_weights
 
@@ -32,10 +30,6 @@ def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: 
         v = rng.standard_normal((2, 7, 4)).astype(dt)  # (nh, Tk, hv)
         mask = np.tri(9, 7, dtype=bool)  # (Tq, Tk) partial and full tiles
         scan(q)  # large inputs are checked by it (smaller ones by numpy)
-        buf = np.zeros(2 * 3 * 4 + 1, dtype=dt)
-        with parallel_section():  # the copy of a misaligned v, whether or not a real call needs it
-            aligned(buf[1:].reshape(2, 3, 4))
-            aligned(buf[:-1].reshape(2, 3, 4))  # one of the two is misaligned
         for serial in (True, False):
             tile_counts(mask[None], 4, 4, serial=serial)  # byte by byte (Tk = 7)
             tile_counts(np.tri(9, 16, dtype=bool)[None], 4, 8, serial=serial)  # 8 cells per word

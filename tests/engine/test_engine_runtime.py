@@ -71,13 +71,12 @@ def test_cache_dir_is_set_even_when_numba_was_imported_first(tmp_path):
 
 def test_warmup_compiles_every_kernel():
     from attnviz.engine.flash import flash_kernel
-    from attnviz.engine.microkernel import _copy_rows
     from attnviz.engine.naive import naive_kernel
     from attnviz.engine.overview import _overview_kernel
     from attnviz.engine.weights import _weights_kernel
 
     warmup(("float32", "float64"))
-    for kernel in (flash_kernel, naive_kernel, _weights_kernel, _overview_kernel, _copy_rows):
+    for kernel in (flash_kernel, naive_kernel, _weights_kernel, _overview_kernel):
         dtypes = {str(sig[0].dtype) for sig in kernel.signatures}
         assert {"float32", "float64"} <= dtypes, kernel
     with pytest.raises(ValueError, match="dtypes"):
