@@ -79,14 +79,20 @@ class Checkpoint:
                 f"{extra}, {size} weights")
 
 
-def load_checkpoint(folder, name: str | None = None) -> Checkpoint:
-    """Load and check a checkpoint folder; any problem is a CheckpointError naming it."""
+def load_checkpoint(folder, name: str | None = None):
+    """Load and check a checkpoint folder -> a :class:`Checkpoint` (or, for a vision-language model, a
+    :class:`~attnviz.checkpoints.multimodal.MultimodalCheckpoint`); any problem is a CheckpointError naming it."""
     folder = Path(folder)
     if not folder.exists():
         raise CheckpointError(f"checkpoint folder not found: {folder}")
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is not a folder; give the folder that holds config.json and model.safetensors")
-    config = parse_model_config(read_json(folder / "config.json", "the model config"))
+    raw = read_json(folder / "config.json", "the model config")
+    from attnviz.checkpoints.vlm_registry import is_multimodal, loader
+
+    if is_multimodal(raw.get("model_type")):
+        return loader(raw["model_type"])(folder, raw, name)
+    config = parse_model_config(raw)
     weights = load_weights(folder / "model.safetensors", config, lazy=config.kind == "decoder")
     tokenizer = image = special = None
     if config.kind == "vit":

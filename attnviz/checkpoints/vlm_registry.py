@@ -1,0 +1,21 @@
+"""model_type -> the module that loads that multimodal family (each module's ``load(folder, cfg, name)``
+returns a :class:`~attnviz.checkpoints.multimodal.MultimodalCheckpoint`)."""
+
+from __future__ import annotations
+
+import importlib
+
+# config.json model_type -> module with load(folder: Path, cfg: dict, name: str | None) -> MultimodalCheckpoint
+FAMILIES: dict[str, str] = {
+    "llava": "attnviz.checkpoints.llava",
+}
+NAMES = {"llava": "LLaVA-1.5"}  # model_type -> family name in lists and messages
+
+
+def is_multimodal(model_type) -> bool:
+    return isinstance(model_type, str) and model_type in FAMILIES
+
+
+def loader(model_type: str):
+    """The family module's ``load`` function."""
+    return importlib.import_module(FAMILIES[model_type]).load
