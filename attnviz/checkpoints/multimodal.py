@@ -64,6 +64,7 @@ class MultimodalAttention:
     notes: tuple[str, ...] = field(default_factory=tuple)  # one-line facts for a status bar ("feature layer -2" ...)
     action_attentions: np.ndarray | None = None  # policies: (L, nh, T_a, T) the action expert's maps
     action_mask: np.ndarray | None = None  # policies: (T_a, T) what each action-expert query may see
+    extra: dict = field(default_factory=dict)  # family-specific arrays model inspect writes too ("velocity" ...)
 
     kind = "multimodal"
 
@@ -140,6 +141,7 @@ class MultimodalCheckpoint:
     summary: str  # one line: parts, sizes, dtype (shown by describe())
     n_images: int = 1  # images one prompt may carry (1 for LLaVA-1.5, PaliGemma; more for Idefics3)
     prompt_hint: str = ""  # how a prompt is written for this family, shown next to the prompt field
+    options: tuple[str, ...] = ()  # keyword options run() takes beyond images and text ("suffix", "state", "time" ...)
 
     kind = "vlm"
 
@@ -164,4 +166,8 @@ class MultimodalCheckpoint:
         if len(images) > self.n_images:
             raise CheckpointError(f"{self.name} takes {self.n_images} image{'s' if self.n_images > 1 else ''} per "
                                   f"prompt; {len(images)} were given")
+        unknown = sorted(set(options) - set(self.options) - {"dtype", "kernel"})
+        if unknown:
+            raise CheckpointError(f"{self.name} ({self.family}) takes no {', '.join(unknown)}"
+                                  + (f"; it takes {', '.join(self.options)}" if self.options else ""))
         return self.runner(self, images, text, **options)
