@@ -18,7 +18,8 @@ from attnviz.cli import CliError
 
 def register(subparsers) -> None:
     """Add ``model list`` and ``model inspect`` to the attnviz-cli parser."""
-    p = subparsers.add_parser("model", help="run real pretrained checkpoints (BERT family, RoBERTa, ELECTRA, DistilBERT, GPT-2, ViT, DeiT, CLIP, DINOv2) headless",
+    p = subparsers.add_parser("model", help="run real pretrained checkpoints (BERT family, RoBERTa, ELECTRA, DistilBERT, GPT-2, "
+                                            "decoder LLMs, ViT, DeiT, CLIP, DINOv2, vision-language models) headless",
                               description="Run real pretrained checkpoints from local folders; nothing is downloaded.")
     p.set_defaults(func=lambda args: _usage(p))
     sub = p.add_subparsers(dest="model_command", metavar="ACTION")
@@ -33,11 +34,17 @@ def register(subparsers) -> None:
                          description="Run a checkpoint once and write tokens and attentions (layers, heads, T, T) to a .npz file.")
     ins.add_argument("model_dir", metavar="MODEL",
                      help="checkpoint folder, a ready model's name, or a cached repo id ORG/NAME (see 'model list')")
-    src = ins.add_mutually_exclusive_group(required=True)
-    src.add_argument("--text", help="text for a text checkpoint (BERT family, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, "
-                          "Llama, Mistral, Qwen2, Qwen3)")
-    src.add_argument("--image", type=Path,
-                     help="image file for an image checkpoint (ViT, DeiT, CLIP, DINOv2); transparency is ignored as in transformers")
+    ins.add_argument("--text", help="text for a text checkpoint (BERT family, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, "
+                          "Llama, Mistral, Qwen2, Qwen3), or the prompt of a vision-language model (with --image)")
+    ins.add_argument("--image", type=Path, action="append",
+                     help="image file for an image checkpoint (ViT, DeiT, CLIP, DINOv2) or a vision-language model "
+                          "(repeat it for models that take several); transparency is ignored as in transformers")
+    ins.add_argument("--suffix", help="vision-language models with a prefix-LM mask (PaliGemma): the suffix "
+                                      "(the answer) after the prompt, attended causally")
+    ins.add_argument("--state", help="robot policies: the robot state as comma-separated numbers x,y,...")
+    ins.add_argument("--noise-seed", type=int, default=0, help="robot policies: seed of the action noise (default 0)")
+    ins.add_argument("--time", type=float, default=1.0,
+                     help="robot policies: the flow-matching time t in [0, 1] the action expert runs at (default 1.0)")
     ins.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     ins.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                      help="precision the forward pass computes in (default float32: f32 weights as stored, "
@@ -103,16 +110,30 @@ def _cmd_inspect(args) -> int:
     folder, name = _resolve(args.model_dir)
     if (args.layer is None) != (args.head is None):
         raise CliError("give --layer and --head together")
+    if args.text is None and not args.image:
+        raise CliError("give --text, --image, or both (a vision-language model's prompt and picture)")
     try:
         ckpt = load_checkpoint(folder, name=name)
+        if ckpt.kind == "vlm":
+            from attnviz.cli.model_vlm import inspect_multimodal
+
+            return inspect_multimodal(ckpt, args, _read_image)
+        for flag in ("suffix", "state"):
+            if getattr(args, flag) is not None:
+                raise CliError(f"--{flag} is for vision-language models and robot policies; {ckpt.name} is a "
+                               f"{ckpt.config.model_type} model")
+        if args.text is not None and args.image:
+            raise CliError(f"{ckpt.name} is a {ckpt.config.model_type} model: give --text or --image, not both")
+        if args.image and len(args.image) > 1:
+            raise CliError(f"{ckpt.name} takes one image (--image given {len(args.image)} times)")
         if ckpt.kind == "decoder" and args.text is not None:
             return _inspect_decoder(ckpt, args)
         if args.chat:
             raise CliError(f"--chat is for decoder LLMs given --text; {ckpt.name} is a {ckpt.config.model_type} model")
         if args.layer is not None:
             raise CliError("--layer/--head are for decoder LLMs; this model's maps are written whole")
-        if args.image is not None:
-            res = run_image(ckpt, _read_image(args.image), dtype=args.dtype, kernel=args.kernel)
+        if args.image:
+            res = run_image(ckpt, _read_image(args.image[0]), dtype=args.dtype, kernel=args.kernel)
         else:
             res = run_text(ckpt, args.text, dtype=args.dtype, kernel=args.kernel)
     except CheckpointError as exc:

@@ -64,7 +64,10 @@ def test_inspect_errors_are_one_line(tmp_path, capsys, argv, expected):
     assert not (tmp_path / "o.npz").exists()
 
 
-def test_text_and_image_are_exclusive(tmp_path):
-    with pytest.raises(SystemExit) as exc:
-        main(["model", "inspect", str(TINY["vit"]), "--text", "x", "--image", "y.png", "--npz", str(tmp_path / "o.npz")])
-    assert exc.value.code == 2
+def test_text_and_image_together_only_for_vision_language_models(tmp_path, capsys):
+    img = tmp_path / "y.png"
+    Image.new("RGB", (8, 8)).save(img)
+    code = main(["model", "inspect", str(TINY["vit"]), "--text", "x", "--image", str(img), "--npz", str(tmp_path / "o.npz")])
+    assert code == 1
+    assert "give --text or --image, not both" in capsys.readouterr().err
+    assert not (tmp_path / "o.npz").exists()
