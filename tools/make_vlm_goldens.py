@@ -136,6 +136,156 @@ def make_llava() -> None:
 FAMILIES = {"tiny_llava": make_llava}
 
 
+# ---- PaliGemma 1 and 2 ------------------------------------------------------------------------------
+
+PALIGEMMA_CORPUS = [
+    "caption en\n", "answer en what is in the picture?\n", "a red square on a blue field",
+    "detect the cube ; the box\n", "the river bank flooded after the rain", "where is the cat standing?\n",
+    "answer en what colour is the square?\n", "a small red square in the top left of a green field",
+]
+PALIGEMMA_PROMPT = "answer en what is in the picture?"
+PALIGEMMA_SUFFIX = "a red square on a blue field"
+PALIGEMMA_EXTRA = [f"<loc{i:0>4}>" for i in range(1024)] + [f"<seg{i:0>3}>" for i in range(128)]
+
+
+def paligemma_tokenizer():
+    """A Gemma-style BPE (spaces as "▁", byte fallback) trained on PALIGEMMA_CORPUS, with <image>."""
+    from tokenizers import normalizers
+    from transformers import GemmaTokenizer
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.pre_tokenizer = pre_tokenizers.Split("▁", behavior="merged_with_next")
+    trainer = trainers.BpeTrainer(vocab_size=150, min_frequency=1, special_tokens=["<pad>", "<eos>", "<bos>", "<unk>"],
+                                  show_progress=False)
+    tok.train_from_iterator(PALIGEMMA_CORPUS, trainer=trainer)
+    spec = json.loads(tok.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in spec["merges"]]
+    gt = GemmaTokenizer(vocab=spec["vocab"], merges=merges)
+    gt.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    return gt
+
+
+def _drop_extra_tokens(folder: Path) -> None:
+    """The processor adds the 1,152 <locNNNN> / <segNNN> tokens again when it loads; stored they would take
+    200 kB, so the saved tokenizer.json keeps only the tokens before them (the ids they get are the same)."""
+    path = folder / "tokenizer.json"
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    extra = set(PALIGEMMA_EXTRA)
+    spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] not in extra]
+    path.write_text(json.dumps(spec, ensure_ascii=False, indent=2), encoding="utf-8")
+
+
+def _paligemma_hostile_images() -> dict[str, np.ndarray]:
+    """Inputs the processor converts to RGB: grey (L), CMYK, RGBA with varied alpha, a 1x1 picture."""
+    rng = np.random.default_rng(7)
+    rgba = rng.integers(0, 256, size=(9, 13, 4), dtype=np.uint8)
+    rgba[:3, :, 3] = 0
+    rgba[3:6, :, 3] = 255
+    return {"grey": rng.integers(0, 256, size=(11, 7), dtype=np.uint8),
+            "cmyk": rng.integers(0, 256, size=(6, 10, 4), dtype=np.uint8),
+            "rgba": rgba, "one": np.array([[[200, 40, 90]]], dtype=np.uint8)}
+
+
+def _paligemma_pil(name: str, arr: np.ndarray):
+    return Image.fromarray(arr, mode={"grey": "L", "cmyk": "CMYK", "rgba": "RGBA", "one": "RGB"}[name])
+
+
+def _paligemma(name: str, text_config, seed: int, hostile: bool) -> None:
+    from transformers import (AutoProcessor, PaliGemmaConfig, PaliGemmaForConditionalGeneration, PaliGemmaProcessor,
+                              SiglipImageProcessorPil, SiglipVisionConfig)
+
+    out = fresh(name)
+    tok = paligemma_tokenizer()
+    image_token_id = tok.convert_tokens_to_ids("<image>")
+    n_vocab = len(tok)  # before the processor's location / segmentation tokens
+    vision = SiglipVisionConfig(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                                image_size=32, patch_size=8, hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6,
+                                vision_use_head=False)
+    text_config.vocab_size = n_vocab
+    text_config.pad_token_id, text_config.eos_token_id, text_config.bos_token_id = (
+        tok.pad_token_id, tok.eos_token_id, tok.bos_token_id)
+    cfg = PaliGemmaConfig(vision_config=vision, text_config=text_config, image_token_index=image_token_id,
+                          vocab_size=n_vocab, projection_dim=text_config.hidden_size,
+                          hidden_size=text_config.hidden_size)
+    torch.manual_seed(0)
+    model = PaliGemmaForConditionalGeneration(cfg).eval()
+    randomise(model.model.vision_tower, seed, norm_centre=1.0)
+    randomise(model.model.multi_modal_projector, seed + 1)
+    randomise(model.model.language_model, seed + 2, norm_centre=0.0)  # Gemma's norms scale by (1 + w)
+    ip = SiglipImageProcessorPil(size={"height": 32, "width": 32}, resample=3, image_mean=[0.5, 0.5, 0.5],
+                                 image_std=[0.5, 0.5, 0.5])
+    ip.image_seq_length = (32 // 8) ** 2
+    PaliGemmaProcessor(image_processor=ip, tokenizer=tok).save_pretrained(out)
+    model.save_pretrained(out, safe_serialization=True)
+    _drop_extra_tokens(out)
+    Image.fromarray(test_image(40, 56, seed=3)).save(out / "image.png")
+    proc = AutoProcessor.from_pretrained(out)  # what the folder itself gives
+    assert type(proc).__name__ == "PaliGemmaProcessor" and type(proc.image_processor).__name__.endswith("Pil")
+    model.config._attn_implementation = "eager"
+    image = Image.open(out / "image.png")
+
+    def run(batch, *, labels: bool = False, types: bool = True):
+        batch = {k: v for k, v in batch.items() if (labels or k != "labels") and (types or k != "token_type_ids")}
+        with torch.no_grad():
+            res = model(**batch, output_attentions=True, output_hidden_states=True)
+        return stack_attentions(res.attentions), res.hidden_states[-1][0].float().numpy()
+
+    plain = proc(images=image, text=PALIGEMMA_PROMPT, return_tensors="pt")
+    att, hid = run(plain)
+    both = proc(images=image, text=PALIGEMMA_PROMPT, suffix=PALIGEMMA_SUFFIX, return_tensors="pt")
+    s_att, s_hid = run(both)
+    # training-style calls (labels given, train mode without dropout) build the same prefix-LM mask
+    t_att, _ = run(both, labels=True)
+    model.train()
+    tr_att, _ = run(both, labels=True)
+    model.eval()
+    assert np.array_equal(t_att, s_att) and np.array_equal(tr_att, s_att)
+    c_att, _ = run(both, types=False)  # without token_type_ids transformers falls back to a causal mask
+    assert not np.allclose(c_att, s_att)
+    arrays = dict(prompt=PALIGEMMA_PROMPT, suffix=PALIGEMMA_SUFFIX, input_ids=plain["input_ids"][0],
+                  token_type_ids=plain["token_type_ids"][0], pixel_values=plain["pixel_values"][0],
+                  attentions=att, last_hidden_state=hid,
+                  suffix_input_ids=both["input_ids"][0], suffix_token_type_ids=both["token_type_ids"][0],
+                  suffix_attentions=s_att, suffix_last_hidden_state=s_hid)
+    if hostile:
+        for key, arr in _paligemma_hostile_images().items():
+            px = proc.image_processor(_paligemma_pil(key, arr), return_tensors="pt")["pixel_values"][0]
+            arrays[f"hostile_{key}"] = arr
+            arrays[f"hostile_{key}_pixels"] = px
+        odd = "<image>what is <loc0003> this?"
+        arrays["odd_prompt"] = odd  # an <image> the prompt already carries, and a location token
+        arrays["odd_input_ids"] = proc(images=image, text=odd, return_tensors="pt")["input_ids"][0]
+        mid = "answer en <image> here"
+        arrays["mid_prompt"] = mid  # the image placeholder after some text: BOS goes after it
+        arrays["mid_input_ids"] = proc(images=image, text=mid, return_tensors="pt")["input_ids"][0]
+        arrays["mid_token_type_ids"] = proc(images=image, text=mid, return_tensors="pt")["token_type_ids"][0]
+    save_golden(out / "golden.npz", **arrays)
+
+
+def make_paligemma() -> None:
+    """PaliGemma 1: Gemma text model with one key/value head (MQA)."""
+    from transformers import GemmaConfig
+
+    text = GemmaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=1, head_dim=8, max_position_embeddings=128, hidden_act="gelu_pytorch_tanh")
+    _paligemma("tiny_paligemma", text, 11, hostile=True)
+
+
+def make_paligemma2() -> None:
+    """PaliGemma 2: Gemma 2 text model, soft-capped scores, a window shorter than the prefix, query_pre_attn_scalar."""
+    from transformers import Gemma2Config
+
+    text = Gemma2Config(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, head_dim=8, max_position_embeddings=128, query_pre_attn_scalar=12,
+                        sliding_window=6, attn_logit_softcapping=4.0, final_logit_softcapping=30.0,
+                        layer_types=["sliding_attention", "full_attention"])
+    _paligemma("tiny_paligemma2", text, 21, hostile=False)
+
+
+FAMILIES.update({"tiny_paligemma": make_paligemma, "tiny_paligemma2": make_paligemma2})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=sorted(FAMILIES), help="write only these folders")
