@@ -60,6 +60,8 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
     """Family, size and dtype of a checkpoint folder from config.json and the safetensors headers."""
     from attnviz.checkpoints.config import KIND_OF_MODEL_TYPE
     from attnviz.checkpoints.decoder_config import DECODER_TYPES
+    from attnviz.checkpoints.vlm_registry import FAMILIES as MULTIMODAL
+    from attnviz.checkpoints.vlm_registry import NAMES as MULTIMODAL_NAMES
 
     folder = Path(folder)
     name = name or folder.name
@@ -68,8 +70,8 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
         mt = cfg.get("model_type") if isinstance(cfg, dict) else None
         if isinstance(mt, str):
-            supported = mt in KIND_OF_MODEL_TYPE or mt in DECODER_TYPES
-            family = FAMILIES.get(mt, mt)
+            supported = mt in KIND_OF_MODEL_TYPE or mt in DECODER_TYPES or mt in MULTIMODAL
+            family = FAMILIES.get(mt) or MULTIMODAL_NAMES.get(mt, mt)
         else:
             note = "config.json has no model_type"
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
