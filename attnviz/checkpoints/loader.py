@@ -90,8 +90,11 @@ def load_checkpoint(folder, name: str | None = None):
     raw = read_json(folder / "config.json", "the model config")
     from attnviz.checkpoints.vlm_registry import is_multimodal, loader
 
-    if is_multimodal(raw.get("model_type")):
-        return loader(raw["model_type"])(folder, raw, name)
+    family = raw.get("model_type")
+    if family is None and is_multimodal(raw.get("type")):  # lerobot's policies write "type", not "model_type"
+        family = raw["type"]
+    if is_multimodal(family):
+        return loader(family)(folder, raw, name)
     config = parse_model_config(raw)
     weights = load_weights(folder / "model.safetensors", config, lazy=config.kind == "decoder")
     tokenizer = image = special = None
