@@ -9,7 +9,9 @@ import importlib
 FAMILIES: dict[str, str] = {
     "llava": "attnviz.checkpoints.llava",
 }
+FAMILIES["smolvla"] = "attnviz.checkpoints.vla_smolvla"  # lerobot's config.json says "type": "smolvla"
 NAMES = {"llava": "LLaVA-1.5"}  # model_type -> family name in lists and messages
+NAMES["smolvla"] = "SmolVLA"
 
 
 def is_multimodal(model_type) -> bool:
