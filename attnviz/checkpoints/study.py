@@ -3,15 +3,21 @@ the loaded checkpoint, its offered images and the last run shown, and hands out 
 passes as plain functions for the panel's worker thread; their results come back through
 :meth:`CheckpointStudy.loaded` and :meth:`CheckpointStudy.show`, so the panel only draws what the
 study holds.
+
+Vision-language(-action) models get a :class:`VlmOutcome`: the run over image and prompt tokens with
+its head summaries, each layer's mean over heads (for the rollout of one query row) and the per-layer
+shares of attention the text (or action) tokens give to the image, the text and the first token;
+:func:`query_values` and :func:`patch_maps` are what the picture draws for a selected query.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 
-from attnviz.checkpoints.analysis import head_summaries
+from attnviz.checkpoints.analysis import HeadSummaries, head_summaries
 from attnviz.checkpoints.decoder_run import DecoderAttention, run_decoder
 from attnviz.checkpoints.hub_cache import FoundCheckpoint, cache_dir, cached_models, describe_folder
 from attnviz.checkpoints.loader import Checkpoint, load_checkpoint, ready_models
@@ -21,6 +27,7 @@ from attnviz.sources.errors import SourceError
 from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
 
 THUMB = 48  # pixels per side of a head's thumbnail in the layers x heads grid
+DEFAULT_QUESTION = "What is in the picture?"  # the prompt of a family whose hint gives no example
 
 
 class RunOutcome:
@@ -76,12 +83,293 @@ def run_image_outcome(ckpt: Checkpoint, read_image, name: str) -> RunOutcome:
     return RunOutcome(run_image(ckpt, rgb), rgb=rgb, image_name=name)
 
 
+# ------------------------------------------------------------------------------------------------
+# vision-language(-action) models
+
+QUERY_MODES = ("head", "mean", "rollout")
+MODE_LABELS = {"head": "selected head", "mean": "mean over the layer's heads", "rollout": "rollout through the layers"}
+# run() options a family may take -> (label beside its field, tooltip)
+OPTION_LABELS = {
+    "suffix": ("suffix", "the text after the prompt, read causally under the prefix-LM mask (PaliGemma)"),
+    "state": ("state", "the robot state as comma-separated numbers x,y,..."),
+    "noise_seed": ("noise seed", "seed of the noise the action expert starts from"),
+    "time": ("time t", "the flow-matching time in [0, 1] the action expert runs at"),
+}
+BLOCK_SEGMENTS = ("state", "action", "noise")  # segment names (prefixes) that hold robot tokens, not words
+ACTION_SEGMENTS = ("actions", "action")  # where an action expert's query rows sit in the sequence
+TEXT_GROUP = "text"  # segments named "text", "text 1" ... are drawn as one line of the share chart
+
+
+def default_prompt(ckpt) -> str:
+    """The example prompt of the family's hint (e.g. "USER: <image>\nWhat is in the picture? ASSISTANT:"),
+    else :data:`DEFAULT_QUESTION`."""
+    m = re.search(r"e\.g\. '(.*)'", getattr(ckpt, "prompt_hint", "") or "")
+    return m.group(1).replace("\\n", "\n") if m else DEFAULT_QUESTION
+
+
+def prompt_to_field(prompt: str) -> str:
+    """A prompt as a one-line field shows it: each line break written \\n."""
+    return prompt.replace("\r\n", "\n").replace("\n", "\\n")
+
+
+def prompt_from_field(text: str) -> str:
+    """The prompt a one-line field holds: each \\n a line break."""
+    return text.replace("\\n", "\n")
+
+
+def parse_options(names, raw: dict) -> dict:
+    """The run() keyword options ``names`` from the texts of their fields; ValueError saying which field is wrong.
+    An empty field is left out (the family's default)."""
+    out: dict = {}
+    for name in names:
+        text = str(raw.get(name, "") or "").strip()
+        if not text:
+            continue
+        label = OPTION_LABELS.get(name, (name,))[0]
+        if name == "state":
+            try:
+                vals = [float(v) for v in text.split(",") if v.strip()]
+            except ValueError:
+                raise ValueError(f"the {label} must be comma-separated numbers x,y,... (got {text!r})") from None
+            if not vals or not np.all(np.isfinite(vals)):
+                raise ValueError(f"the {label} must hold finite numbers (got {text!r})")
+            out[name] = vals
+        elif name == "noise_seed":
+            if not text.isdigit():
+                raise ValueError(f"the {label} must be a whole number >= 0 (got {text!r})")
+            out[name] = int(text)
+        elif name == "time":
+            try:
+                t = float(text)
+            except ValueError:
+                raise ValueError(f"the {label} must be a number in [0, 1] (got {text!r})") from None
+            if not 0.0 <= t <= 1.0:
+                raise ValueError(f"the {label} must be in [0, 1] (got {text})")
+            out[name] = t
+        else:
+            out[name] = str(raw.get(name))
+    return out
+
+
+def vlm_summaries(attentions: np.ndarray, special: np.ndarray) -> HeadSummaries:
+    """:func:`head_summaries` of every layer, with attention to the first token and the mean attention
+    distance |i - j| as for decoders; a layer at a time, so no float64 copy of every map is made."""
+    a = np.asarray(attentions)  # (L, nh, T, T)
+    L, nh, T, _ = a.shape
+    per = [head_summaries(a[layer:layer + 1], special=special) for layer in range(L)]
+    pos = np.arange(T, dtype=np.float64)
+    dist = np.abs(pos[:, None] - pos[None, :])  # (T, T)
+    first, distance = np.zeros((L, nh)), np.zeros((L, nh))
+    for layer in range(L):
+        w = np.asarray(a[layer], dtype=np.float64)  # (nh, T, T)
+        live = w.sum(axis=-1) > 0  # (nh, T) rows that see anything
+        n = np.maximum(live.sum(axis=-1), 1)  # (nh,)
+        first[layer] = np.where(live, w[..., 0], 0.0).sum(axis=-1) / n
+        distance[layer] = np.where(live, (w * dist).sum(axis=-1), 0.0).sum(axis=-1) / n
+    return HeadSummaries(entropy=np.concatenate([p.entropy for p in per]),
+                         to_special=np.concatenate([p.to_special for p in per]),
+                         to_self=np.concatenate([p.to_self for p in per]),
+                         to_previous=np.concatenate([p.to_previous for p in per]), to_first=first, distance=distance)
+
+
+def layer_means(attentions: np.ndarray) -> np.ndarray:
+    """(L, T, T) float32: each layer's mean over heads (rollout's head fusion)."""
+    a = np.asarray(attentions)
+    return np.stack([a[layer].mean(axis=0, dtype=np.float64).astype(np.float32) for layer in range(a.shape[0])])
+
+
+def row_rollout(fused: np.ndarray, query: int) -> np.ndarray:
+    """(T,) row ``query`` of the attention rollout of ``fused`` (L, T, T) layer maps (mean fusion, no discard):
+    ``e_q M_{L-1} ... M_0`` with ``M = rownorm((A + I) / 2)``, one vector-matrix product per layer, as
+    :func:`attnviz.checkpoints.analysis.attention_rollout` computes every row at once."""
+    L, T, _ = fused.shape
+    if not 0 <= int(query) < T:
+        raise ValueError(f"query {query} is out of range for {T} tokens")
+    v = np.zeros(T)
+    v[int(query)] = 1.0
+    for layer in reversed(range(L)):
+        f = np.asarray(fused[layer], dtype=np.float64)  # (T, T)
+        u = v / (f.sum(axis=-1) + 1.0)  # (T,) v_i / (2 s_i), s_i = (sum_j F_ij + 1) / 2
+        v = u @ f + u  # (T,) sum_i u_i (F_ij + delta_ij)
+    return v
+
+
+def action_span(result) -> tuple[int, int] | None:
+    """(start, stop) of the sequence's action tokens whose rows the action expert's own maps hold; None
+    without such maps (or when they are not tokens of the sequence)."""
+    a = getattr(result, "action_attentions", None)
+    if a is None:
+        return None
+    n = a.shape[2]
+    for s in result.segments:
+        if s.name in ACTION_SEGMENTS and len(s) == n and a.shape[3] == result.T:
+            return s.start, s.stop
+    return None
+
+
+def query_rows(result, query: int) -> tuple[np.ndarray, np.ndarray]:
+    """((L, nh, T) attention of ``query`` in every layer and head, (T,) the keys it may see): the action
+    expert's rows for an action token of a policy, else the language model's."""
+    T = result.T
+    if not 0 <= int(query) < T:
+        raise ValueError(f"query {query} is out of range for {T} tokens")
+    span = action_span(result)
+    if span is not None and span[0] <= query < span[1]:
+        i = int(query) - span[0]
+        seen = result.action_mask[i] if result.action_mask is not None else result.mask[query]
+        return result.action_attentions[:, :, i, :], np.asarray(seen, dtype=bool)
+    return result.attentions[:, :, int(query), :], np.asarray(result.mask[int(query)], dtype=bool)
+
+
+def query_values(outcome, query: int, mode: str, layer: int = 0, head: int = 0) -> np.ndarray:
+    """(T,) what ``query`` gives each token under ``mode``: one head's weights, the mean over the heads of
+    ``layer``, or its row of the rollout through every layer of the language model."""
+    if mode not in QUERY_MODES:
+        raise ValueError(f"unknown view {mode!r}; choose one of {', '.join(QUERY_MODES)}")
+    r = outcome.result
+    if mode == "rollout":
+        span = action_span(r)
+        if span is not None and span[0] <= query < span[1]:
+            raise ValueError("rollout runs through the language model's layers; an action token's attention "
+                             "comes from the action expert: choose a head or the mean over heads")
+        return row_rollout(outcome.fused, query)
+    rows, _seen = query_rows(r, query)  # (L, nh, T)
+    L, nh = rows.shape[:2]
+    if not 0 <= layer < L:
+        raise ValueError(f"layer {layer} is out of range for {L} layers")
+    if mode == "mean":
+        return rows[layer].mean(axis=0, dtype=np.float64)  # (T,)
+    if not 0 <= head < nh:
+        raise ValueError(f"head {head} is out of range for {nh} heads")
+    return np.asarray(rows[layer, head], dtype=np.float64)  # (T,)
+
+
+def patch_maps(result, values: np.ndarray) -> list[np.ndarray]:
+    """One (gh, gw) map per patch group of ``values`` (T,): what each image token gets."""
+    return [np.asarray(g.token_map(values), dtype=np.float64) for g in result.patches]
+
+
+def map_levels(maps) -> tuple[float, float]:
+    """(0, the largest value) over every group's map, so tiles and images share one colour scale."""
+    hi = max((float(np.nanmax(m)) for m in maps if m.size), default=0.0)
+    return 0.0, hi if hi > 0 else 1.0
+
+
+def token_patch(result, token: int) -> tuple[int, int] | None:
+    """(group, row-major patch index) of an image token, None for any other token."""
+    for g_i, g in enumerate(result.patches):
+        hit = np.flatnonzero(g.tokens == int(token))
+        if hit.size:
+            return g_i, int(hit[0])
+    return None
+
+
+def default_query(result) -> int:
+    """The token whose attention is shown first: a policy's first action token, else the last token that
+    is not an image token (the one that predicts the answer)."""
+    span = action_span(result)
+    if span is not None:
+        return span[0]
+    image = set(result.image_tokens().tolist())
+    rest = [t for t in range(result.T) if t not in image]
+    return rest[-1] if rest else result.T - 1
+
+
+class Shares:
+    """Per layer, the mean share of attention a set of queries gives to groups of keys (over heads and queries)."""
+
+    __slots__ = ("what", "queries", "lines")
+
+    def __init__(self, what: str, queries: np.ndarray, lines: list[tuple[str, np.ndarray]]):
+        self.what = what  # "text tokens that see the image" ... for the chart's title
+        self.queries = queries  # (n,) sequence positions of the queries averaged over
+        self.lines = lines  # (label, (L,) share per layer) per key group
+
+
+def share_curves(result) -> Shares:
+    """How much the text tokens that may see the image (a policy: its action tokens) give, layer by layer,
+    to the image tokens, to the first token, to the text and to each other named segment."""
+    T = result.T
+    image = result.image_tokens()
+    is_image = np.zeros(T, dtype=bool)
+    is_image[image] = True
+    span = action_span(result)
+    if span is not None:
+        queries = np.arange(*span)
+        maps, rows = result.action_attentions, np.arange(span[1] - span[0])
+        what = "action tokens (action expert)"
+    else:
+        sees_image = result.mask[:, is_image].any(axis=1) if image.size else np.ones(T, dtype=bool)
+        queries = np.flatnonzero(~is_image & sees_image)
+        maps, rows = result.attentions, queries
+        what = "text tokens that may see the image" if image.size else "text tokens"
+    groups: dict[str, list[int]] = {}
+    if image.size:
+        groups["image"] = image.tolist()
+    if not is_image[0]:
+        groups["first token"] = [0]
+    for s in result.segments:
+        name = TEXT_GROUP if s.name.startswith(TEXT_GROUP) else s.name
+        keys = [t for t in range(max(s.start, 1), s.stop) if not is_image[t]]
+        if keys:
+            groups.setdefault(name, []).extend(keys)
+    lines = [(label, np.asarray(result.share_to(maps, rows, np.array(keys, dtype=np.int64)), dtype=np.float64))
+             for label, keys in groups.items()]
+    return Shares(what, queries, lines)
+
+
+def mask_segments(result) -> list[tuple[str, int, int, str, str | None]]:
+    """(name, start, stop, kind, VLA role) of each segment, for the mask designer: kind "image" for a run of
+    image tokens, "block" for robot state / actions, else "text"; roles I (image), P (prompt, prefix,
+    language, state), A (a suffix or action tokens read causally), E (an action expert's tokens)."""
+    image = set(result.image_tokens().tolist())
+    expert = action_span(result) is not None or getattr(result, "action_attentions", None) is not None
+    out = []
+    for s in result.segments:
+        low = s.name.lower()
+        if image & set(range(s.start, s.stop)):
+            kind, role = "image", "I"
+        elif any(low.startswith(b) for b in BLOCK_SEGMENTS):
+            kind = "block"
+            role = "P" if low.startswith("state") else ("E" if expert else "A")
+        else:
+            kind = "text"
+            role = "A" if low.startswith("suffix") else "P"
+        out.append((s.name, s.start, s.stop, kind, role))
+    return out
+
+
+class VlmOutcome:
+    """A vision-language(-action) run as the panel shows it."""
+
+    __slots__ = ("result", "summaries", "fused", "shares", "rgb", "image_name")
+
+    def __init__(self, result, image_names=()):
+        self.result = result  # MultimodalAttention
+        self.summaries = vlm_summaries(result.attentions, result.special)
+        self.fused = layer_means(result.attentions)  # (L, T, T): rollout of a query row on the GUI thread is cheap
+        self.shares = share_curves(result)
+        self.rgb = result.images[0] if result.images else None
+        self.image_name = ", ".join(image_names)
+
+
+def run_vlm_outcome(ckpt, images, field_text: str, raw_options: dict) -> VlmOutcome:
+    """``ckpt`` run on the offered images ``images`` ((name, () -> rgb) each) and the prompt field's text."""
+    options = parse_options(ckpt.options, raw_options)
+    rgbs = [read() for _name, read in images]
+    result = ckpt.run(rgbs, prompt_from_field(field_text), **options)
+    return VlmOutcome(result, [name for name, _read in images])
+
+
 def head_title(result, layer: int, head: int) -> str:
     """'layer 1 · head 3 · kv head 1' (the kv head only for grouped-query attention)."""
     dec = result if isinstance(result, DecoderAttention) else getattr(result, "decoder", None)
     title = f"layer {layer} · head {head}"
     if dec is not None and dec.group > 1:
         title += f" · kv head {dec.kv_head(head)} (shared by {dec.group} heads)"
+    elif dec is None and getattr(result, "kv_group", 1) > 1:  # a vision-language model's language model
+        g = int(result.kv_group)
+        title += f" · kv head {head // g} (shared by {g} heads)"
     return title
 
 
@@ -130,7 +418,7 @@ class CheckpointStudy:
 
     def __init__(self):
         self.ckpt: Checkpoint | None = None
-        self.outcome: RunOutcome | LongOutcome | None = None
+        self.outcome: RunOutcome | LongOutcome | VlmOutcome | None = None
         self._images: dict[str, tuple[str, object]] = {}  # key -> (display name, () -> rgb)
 
     # -- the model
@@ -164,7 +452,7 @@ class CheckpointStudy:
 
     @property
     def kind(self) -> str | None:
-        """The loaded checkpoint's kind ("vit", "decoder", ...), None before a load."""
+        """The loaded checkpoint's kind ("vit", "decoder", "vlm" ...), None before a load."""
         return None if self.ckpt is None else self.ckpt.kind
 
     def offered_text(self, state) -> tuple[str, str | None]:
@@ -172,7 +460,7 @@ class CheckpointStudy:
         all; then the default sentence stands in and the note says why."""
         text = session_text(state)
         ckpt = self.ckpt
-        if ckpt is not None and ckpt.tokenizer is not None and text != DEFAULT_SENTENCE:
+        if ckpt is not None and ckpt.kind != "vlm" and ckpt.tokenizer is not None and text != DEFAULT_SENTENCE:
             limit = ckpt.config.max_positions
             try:
                 n = len(ckpt.tokenizer.encode(text, add_special_tokens=True).ids)
@@ -216,7 +504,20 @@ class CheckpointStudy:
         self._images[key] = (name, lambda: arr)
         return key, name
 
+    def offered_prompt(self) -> str:
+        """The prompt field's text for the loaded vision-language model: its family's example prompt."""
+        return prompt_to_field(default_prompt(self.ckpt)) if self.kind == "vlm" else ""
+
     # -- runs
+    def vlm_job(self, keys, field_text: str, raw_options: dict):
+        """The job that runs the loaded vision-language model on the offered images ``keys`` and the prompt
+        field's text with the options' field texts; None if an image is not offered so."""
+        if any(key not in self._images for key in keys):
+            return None
+        ckpt = self.ckpt
+        images = [self._images[key] for key in keys]
+        return lambda: run_vlm_outcome(ckpt, images, field_text, dict(raw_options))
+
     def text_job(self, text: str, chat: bool):
         """The job that runs the loaded checkpoint on ``text``."""
         ckpt = self.ckpt
@@ -230,7 +531,12 @@ class CheckpointStudy:
         name, read = self._images[key]
         return lambda: run_image_outcome(ckpt, read, name)
 
-    def show(self, outcome: RunOutcome | LongOutcome) -> bool:
+    @property
+    def vlm(self) -> bool:
+        """True when the run shown is a vision-language(-action) model's."""
+        return isinstance(self.outcome, VlmOutcome)
+
+    def show(self, outcome: RunOutcome | LongOutcome | VlmOutcome) -> bool:
         """Hold ``outcome`` as the run shown; True when it comes from another model than the last one."""
         new_model = self.outcome is None or self.outcome.result.model != outcome.result.model
         self.outcome = outcome
@@ -255,7 +561,8 @@ class CheckpointStudy:
 
     def shows_image(self) -> bool:
         """True when the run shown is an image model's, drawn over its image."""
-        return self.outcome.result.kind == "vit" and self.ckpt is not None and self.ckpt.image is not None
+        return (self.outcome.result.kind == "vit" and self.ckpt is not None
+                and getattr(self.ckpt, "image", None) is not None)
 
     def check_head(self, layer: int, head: int) -> None:
         """ValueError unless the run shown has head ``head`` in layer ``layer``."""
@@ -269,6 +576,8 @@ class CheckpointStudy:
         r = self.outcome.result
         m = head_matrix(r, layer, head)  # (T, T)
         T = m.shape[0]
+        if isinstance(self.outcome, VlmOutcome):  # the model's own mask: causal, prefix-LM, a policy's blocks
+            return m, np.asarray(r.mask, dtype=bool)
         causal = r.kind in ("gpt2", "decoder")
         mask = np.tril(np.ones((T, T), dtype=bool)) if causal else None  # causal: later keys unseen
         window = r.decoder.windows[layer] if r.kind == "decoder" else 0
