@@ -133,7 +133,42 @@ def make_llava() -> None:
                 last_hidden_state=res.hidden_states[-1][0].float())
 
 
-FAMILIES = {"tiny_llava": make_llava}
+def make_llava_full() -> None:
+    """LLaVA with the class token kept ("full"), two feature layers concatenated and a Qwen2 decoder (q/k/v biases)."""
+    from transformers import (CLIPImageProcessorPil, CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration,
+                              LlavaProcessor, Qwen2Config, Qwen2Tokenizer)
+
+    out = fresh("tiny_llava_full")
+    vocab, merges = train_bpe(pre_tokenizers.ByteLevel(add_prefix_space=False), ["<|endoftext|>"], 320)
+    tok = Qwen2Tokenizer(vocab=vocab, merges=merges)
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    vision = CLIPVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=3, num_attention_heads=2,
+                              image_size=24, patch_size=8, projection_dim=16, hidden_act="quick_gelu")
+    text = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=256)
+    cfg = LlavaConfig(vision_config=vision, text_config=text, image_token_id=tok.convert_tokens_to_ids("<image>"),
+                      vision_feature_layer=[-3, -1], vision_feature_select_strategy="full",
+                      projector_hidden_act="gelu", multimodal_projector_bias=False, image_seq_length=10)
+    torch.manual_seed(0)
+    model = LlavaForConditionalGeneration(cfg).eval()
+    randomise(model, 2)
+    ip = CLIPImageProcessorPil(size={"height": 24, "width": 24}, do_center_crop=False)
+    proc = LlavaProcessor(image_processor=ip, tokenizer=tok, patch_size=8, vision_feature_select_strategy="full",
+                          num_additional_image_tokens=1)
+    model.save_pretrained(out, safe_serialization=True)
+    proc.save_pretrained(out)
+    Image.fromarray(test_image(30, 20, seed=3)).save(out / "image.png")
+    prompt = "<image>describe the image: the river bank"
+    batch = proc(images=Image.open(out / "image.png"), text=prompt, return_tensors="pt")
+    model.config._attn_implementation = "eager"
+    with torch.no_grad():
+        res = model(**batch, output_attentions=True, output_hidden_states=True)
+    save_golden(out / "golden.npz", prompt=prompt, input_ids=batch["input_ids"][0],
+                pixel_values=batch["pixel_values"][0], attentions=stack_attentions(res.attentions),
+                last_hidden_state=res.hidden_states[-1][0].float())
+
+
+FAMILIES = {"tiny_llava": make_llava, "tiny_llava_full": make_llava_full}
 
 
 # ---- PaliGemma 1 and 2 ------------------------------------------------------------------------------
@@ -284,6 +319,161 @@ def make_paligemma2() -> None:
 
 
 FAMILIES.update({"tiny_paligemma": make_paligemma, "tiny_paligemma2": make_paligemma2})
+
+
+# ---- Idefics3 / SmolVLM ------------------------------------------------------------------------------
+
+IDEFICS3_CORPUS = CORPUS + [
+    "User: what is in the picture?\nAssistant: a red square on a blue field",
+    "User: which picture is brighter?\nAssistant: the second one\n\nUser: why?",
+]
+IDEFICS3_PROMPT = "User:<image>what is in the picture?<end_of_utterance>\nAssistant:"
+SMOLVLM_PROMPT = "<|im_start|>User:<image>and<image>which picture is brighter?<end_of_utterance>\nAssistant:"
+IDEFICS3_MARKERS = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"]
+ROW_COL = [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
+
+
+def _smolvlm_processor_class():
+    """SmolVLMProcessor without its video processor (which needs torchvision): the same code for images and
+    text, and AutoProcessor loads the saved folder with the two parts it lists."""
+    from transformers import ProcessorMixin, SmolVLMProcessor
+
+    class Processor(SmolVLMProcessor):
+        def __init__(self, image_processor, tokenizer, image_seq_len: int = 169, chat_template=None, **kwargs):
+            self.fake_image_token = getattr(tokenizer, "fake_image_token", "<fake_token_around_image>")
+            self.image_token = getattr(tokenizer, "image_token", "<image>")
+            self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+            self.end_of_utterance_token = getattr(tokenizer, "end_of_utterance_token", "<end_of_utterance>")
+            self.global_image_token = getattr(tokenizer, "global_image_token", "<global-img>")
+            self.image_seq_len = image_seq_len
+            self.video_token = getattr(tokenizer, "video_token", "<video>")
+            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template, **kwargs)
+
+    Processor.__name__ = Processor.__qualname__ = "SmolVLMProcessor"
+    return Processor
+
+
+def make_idefics3_family(smol: bool) -> None:
+    """tiny_idefics3: Llama-style SentencePiece BPE with BOS, the row/column markers as special tokens, one
+    picture split into 2 x 3 tiles of 32 px, a vision table for 64 px (8 x 8 positions bucketised onto each
+    4 x 4 tile). tiny_smolvlm: byte-level BPE without BOS (GPT-2 class), ``<global-img>`` and the row/column
+    markers as added tokens that are not special, two pictures (2 x 1 and 2 x 2 tiles), a
+    vision table for exactly the tile size, 2 query heads on 1 key/value head."""
+    from transformers import AutoProcessor, GPT2Tokenizer, LlamaConfig, LlamaTokenizer
+
+    out = fresh("tiny_smolvlm" if smol else "tiny_idefics3")
+    if smol:
+        from transformers import SmolVLMConfig as Config
+        from transformers import SmolVLMForConditionalGeneration as Model
+        from transformers import SmolVLMImageProcessorPil as ImageProcessor
+        from transformers import SmolVLMVisionConfig as VisionConfig
+
+        vocab, merges = train_bpe(pre_tokenizers.ByteLevel(add_prefix_space=False), ["<|endoftext|>", "<|im_start|>"],
+                                  300, IDEFICS3_CORPUS)
+        tok = GPT2Tokenizer(vocab=vocab, merges=merges, bos_token="<|im_start|>", eos_token="<end_of_utterance>",
+                            unk_token="<|endoftext|>", pad_token="<|endoftext|>")
+        tok.add_special_tokens({"additional_special_tokens": IDEFICS3_MARKERS[:3]})
+        tok.add_tokens(IDEFICS3_MARKERS[3:] + ROW_COL)  # added tokens that are not special
+        Processor = _smolvlm_processor_class()
+    else:
+        from transformers import Idefics3Config as Config
+        from transformers import Idefics3ForConditionalGeneration as Model
+        from transformers import Idefics3ImageProcessorPil as ImageProcessor
+        from transformers import Idefics3Processor as Processor
+        from transformers import Idefics3VisionConfig as VisionConfig
+
+        vocab, merges = train_bpe(pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False),
+                                  ["<unk>", "<s>", "</s>", "<pad>"], 200, IDEFICS3_CORPUS)
+        tok = LlamaTokenizer(vocab=vocab, merges=merges, add_bos_token=True, add_eos_token=False)
+        tok.add_special_tokens({"additional_special_tokens": IDEFICS3_MARKERS + ROW_COL})
+        tok.pad_token = "<pad>"
+    vision = VisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                          image_size=32 if smol else 64, patch_size=8, hidden_act="gelu_pytorch_tanh")
+    text = LlamaConfig(vocab_size=len(tok), hidden_size=24, intermediate_size=48, num_hidden_layers=2,
+                       num_attention_heads=2 if smol else 4, num_key_value_heads=1 if smol else 2,
+                       max_position_embeddings=512, tie_word_embeddings=True, rope_theta=500.0 if smol else 10000.0,
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    cfg = Config(vision_config=vision, text_config=text, image_token_id=tok.convert_tokens_to_ids("<image>"),
+                 scale_factor=2, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = Model(cfg).eval()
+    randomise(model, 3 if smol else 2)
+    ip = ImageProcessor(size={"longest_edge": 64 if smol else 96}, max_image_size={"longest_edge": 32})
+    proc = Processor(image_processor=ip, tokenizer=tok, image_seq_len=4)
+    model.save_pretrained(out)
+    proc.save_pretrained(out)
+    (out / "generation_config.json").unlink(missing_ok=True)
+    shapes = [(64, 24), (20, 30)] if smol else [(40, 72)]
+    names = ["image.png", "image2.png"][:len(shapes)]
+    for i, ((h, w), name) in enumerate(zip(shapes, names)):
+        Image.fromarray(test_image(h, w, seed=i)).save(out / name)
+    loaded = (Processor if smol else AutoProcessor).from_pretrained(out)  # what AutoProcessor dispatches to
+    prompt = SMOLVLM_PROMPT if smol else IDEFICS3_PROMPT
+    images = [Image.open(out / n) for n in names]
+    batch = loaded(images=images if smol else images[0], text=prompt, return_tensors="pt")
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        res = model(**batch, output_attentions=True, output_hidden_states=True)
+    save_golden(out / "golden.npz", prompt=prompt, input_ids=batch["input_ids"][0],
+                pixel_values=batch["pixel_values"][0], pixel_attention_mask=batch["pixel_attention_mask"][0],
+                attentions=stack_attentions(res.attentions), last_hidden_state=res.hidden_states[-1][0].float())
+
+
+def _processor_cases() -> dict[str, tuple[list, str, dict]]:
+    """name -> (pictures, prompt, processor call overrides) of tiny_idefics3_processor/cases.npz."""
+    rgb = test_image(30, 50, seed=3)
+    alpha = np.linspace(0, 255, 30 * 50).reshape(30, 50, 1).astype(np.uint8)
+    rgba = np.concatenate([rgb, alpha], axis=2)
+    y, x = np.mgrid[0:10, 0:20000]
+    long = np.stack([x * 255 // 19999, y * 25, (x // 97) % 256], -1).astype(np.uint8)
+    two = IDEFICS3_PROMPT.replace("<image>", "<image><image>")
+    return {
+        "grey": ([Image.fromarray(rgb).convert("L")], IDEFICS3_PROMPT, {}),
+        "cmyk": ([Image.fromarray(rgb).convert("CMYK")], IDEFICS3_PROMPT, {}),
+        "rgba": ([Image.fromarray(rgba, "RGBA")], IDEFICS3_PROMPT, {}),
+        "la": ([Image.fromarray(rgba, "RGBA").convert("LA")], IDEFICS3_PROMPT, {}),
+        "rgba_array": ([rgba], IDEFICS3_PROMPT, {}),
+        "one_pixel": ([Image.fromarray(rgb[:1, :1])], IDEFICS3_PROMPT, {}),
+        "long": ([Image.fromarray(long)], IDEFICS3_PROMPT, {}),
+        "no_split": ([Image.fromarray(rgb), Image.fromarray(rgb[:, :20])], two, {"do_image_splitting": False}),
+        "one_tile": ([Image.fromarray(rgb)], IDEFICS3_PROMPT, {"size": {"longest_edge": 32}}),
+        "exact_size": ([Image.fromarray(rgb)], IDEFICS3_PROMPT, {"size": {"height": 40, "width": 70}}),
+        "bicubic": ([Image.fromarray(rgb)], IDEFICS3_PROMPT, {"resample": 3}),
+    }
+
+
+def _picture_arrays(image) -> tuple[np.ndarray, str]:
+    """A case's picture as (array, PIL mode or "array") for the npz."""
+    if isinstance(image, Image.Image):
+        return np.asarray(image), image.mode
+    return np.asarray(image), "array"
+
+
+def make_idefics3() -> None:
+    from transformers import AutoProcessor
+
+    make_idefics3_family(smol=False)
+    loaded = AutoProcessor.from_pretrained(OUT / "tiny_idefics3")
+    out = fresh("tiny_idefics3_processor")
+    arrays: dict[str, np.ndarray] = {}
+    for name, (images, prompt, over) in _processor_cases().items():
+        batch = loaded(images=images, text=prompt, return_tensors="np", **over)
+        arrays[f"{name}.prompt"] = np.array(prompt)
+        arrays[f"{name}.overrides"] = np.array(json.dumps(over))
+        for i, image in enumerate(images):
+            arrays[f"{name}.image{i}"], mode = _picture_arrays(image)
+            arrays[f"{name}.mode{i}"] = np.array(mode)
+        arrays[f"{name}.input_ids"] = batch["input_ids"][0]
+        arrays[f"{name}.pixel_values"] = batch["pixel_values"][0]
+        arrays[f"{name}.pixel_attention_mask"] = batch["pixel_attention_mask"][0]
+    save_golden(out / "cases.npz", **arrays)
+
+
+def make_smolvlm() -> None:
+    make_idefics3_family(smol=True)
+
+
+FAMILIES.update({"tiny_idefics3": make_idefics3, "tiny_smolvlm": make_smolvlm})
 
 
 def main() -> None:
