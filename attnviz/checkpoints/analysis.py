@@ -1,5 +1,10 @@
 """Summaries of attention maps (L, nh, T, T), rows = queries: per-head statistics, attention rollout
-(Abnar & Zuidema, as ``vit_rollout.py`` computes it) and the class token's map over the patch grid.
+(Abnar & Zuidema, as ``vit_rollout.py`` computes it) and maps over the patch grid: the class token's
+row, one patch's row, and the mean attention each patch receives.
+
+A model without a class token (SigLIP: ``n_extra`` 0) has no row that stands for the whole image:
+its "what the model looks at" maps are the mean over every query row instead (the rollout's too),
+or the row of one chosen patch.
 """
 
 from __future__ import annotations
@@ -73,15 +78,20 @@ class Rollout:
     """Attention rollout through all layers."""
 
     matrix: np.ndarray  # (T, T) rolled-out attention: row i = how much each input token flows into token i
-    cls_map: np.ndarray | None  # (gh, gw) class-token row over the patches / its max (None without a grid)
+    cls_map: np.ndarray | None  # (gh, gw) class-token row over the patches / its max (None without a grid or class token)
+    patch_map: np.ndarray | None = None  # (gh, gw) the map asked for over the patches / its max (see ``rows``)
+    rows: str = ""  # which row(s) patch_map is: "[CLS]", "token i" (a chosen query) or "mean over all T queries"
 
 
 def attention_rollout(attentions, head_fusion: str = "mean", discard_ratio: float = 0.0,
-                      grid: tuple[int, int] | None = None, n_extra: int = 1) -> Rollout:
-    """Rollout of ``attentions`` (L, nh, T, T); with ``grid`` (gh, gw) also the class-token map.
+                      grid: tuple[int, int] | None = None, n_extra: int = 1, query: int | None = None) -> Rollout:
+    """Rollout of ``attentions`` (L, nh, T, T); with ``grid`` (gh, gw) also maps over the patches.
 
     Per layer: fuse heads, zero the lowest ``discard_ratio`` share of entries (ties by flat index; flat
     index 0, CLS -> CLS, always kept), ``(A + I) / 2``, renormalise rows; multiply from the first layer up.
+    ``patch_map`` is the rolled-out row of token ``query`` when one is given, else the class token's, else
+    (``n_extra`` 0: no class token) the mean of every row: how much each patch flows into the output
+    tokens on average, with no token standing for the image.
     """
     a = _check_attentions(attentions).astype(np.float64)  # (L, nh, T, T)
     if head_fusion not in HEAD_FUSIONS:
@@ -106,13 +116,31 @@ def attention_rollout(attentions, head_fusion: str = "mean", discard_ratio: floa
         m = (fused + eye) / 2.0  # (T, T)
         m = m / m.sum(axis=-1, keepdims=True)  # (T, T) rows sum to 1 (the diagonal keeps every sum > 0)
         result = m @ result  # (T, T)
-    cls_map = None
-    if grid is not None:
-        gh, gw = _check_grid(grid, n_extra, T)
-        row = result[0, n_extra:].reshape(gh, gw)  # (gh, gw)
-        peak = row.max()
-        cls_map = row / peak if peak > 0 else np.zeros_like(row)
-    return Rollout(matrix=result, cls_map=cls_map)
+    if grid is None:
+        if query is not None:
+            raise CheckpointError("a rollout query row needs the patch grid")
+        return Rollout(matrix=result, cls_map=None)
+    gh, gw = _check_grid(grid, n_extra, T)
+    cls_map = _by_peak(result[0, n_extra:].reshape(gh, gw)) if n_extra else None  # (gh, gw)
+    if query is not None:
+        q = _check_query(query, T)
+        patch_map, rows = _by_peak(result[q, n_extra:].reshape(gh, gw)), f"token {q}"  # (gh, gw)
+    elif n_extra:
+        patch_map, rows = cls_map, "[CLS]"
+    else:
+        patch_map, rows = _by_peak(result[:, n_extra:].mean(axis=0).reshape(gh, gw)), f"mean over all {T} queries"
+    return Rollout(matrix=result, cls_map=cls_map, patch_map=patch_map, rows=rows)
+
+
+def _by_peak(row: np.ndarray) -> np.ndarray:
+    peak = row.max()
+    return row / peak if peak > 0 else np.zeros_like(row)
+
+
+def _check_query(query, T: int) -> int:
+    if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not 0 <= int(query) < T:
+        raise CheckpointError(f"query {query!r} is not a token index in 0..{T - 1}")
+    return int(query)
 
 
 def _check_grid(grid, n_extra: int, T: int) -> tuple[int, int]:
@@ -120,18 +148,47 @@ def _check_grid(grid, n_extra: int, T: int) -> tuple[int, int]:
         gh, gw = (int(g) for g in grid)
     except (TypeError, ValueError):
         raise CheckpointError(f"grid must be (rows, columns) of patches (got {grid!r})") from None
-    if gh < 1 or gw < 1 or n_extra < 1 or n_extra + gh * gw != T:
+    if gh < 1 or gw < 1 or n_extra < 0 or n_extra + gh * gw != T:
         raise CheckpointError(
             f"grid {gh}x{gw} with {n_extra} extra token(s) needs T = {n_extra + gh * gw} tokens, the attentions have T = {T}"
         )
     return gh, gw
 
 
+def _layer(a: np.ndarray, layer) -> int:
+    L = a.shape[0]
+    if not -L <= int(layer) < L:
+        raise CheckpointError(f"layer {layer} is out of range for {L} layers")
+    return int(layer)
+
+
 def cls_attention_maps(attentions, layer: int, grid: tuple[int, int], n_extra: int = 1) -> np.ndarray:
     """(nh, gh, gw): how much the class token attends to each patch, per head, in ``layer`` (negative counts from the end)."""
     a = _check_attentions(attentions)  # (L, nh, T, T)
     L, nh, T, _ = a.shape
-    if not -L <= int(layer) < L:
-        raise CheckpointError(f"layer {layer} is out of range for {L} layers")
+    layer = _layer(a, layer)
     gh, gw = _check_grid(grid, n_extra, T)
-    return a[int(layer), :, 0, n_extra:].reshape(nh, gh, gw)  # (nh, gh, gw)
+    if n_extra < 1:
+        raise CheckpointError("the model has no class token (its tokens are all patches): draw one patch's row "
+                              "(query_attention_maps) or the mean attention each patch receives (received_attention_maps)")
+    return a[layer, :, 0, n_extra:].reshape(nh, gh, gw)  # (nh, gh, gw)
+
+
+def query_attention_maps(attentions, layer: int, grid: tuple[int, int], n_extra: int, query: int) -> np.ndarray:
+    """(nh, gh, gw): how much token ``query`` (a patch is token n_extra + r * gw + c) attends to each patch, per head."""
+    a = _check_attentions(attentions)  # (L, nh, T, T)
+    L, nh, T, _ = a.shape
+    layer = _layer(a, layer)
+    gh, gw = _check_grid(grid, n_extra, T)
+    return a[layer, :, _check_query(query, T), n_extra:].reshape(nh, gh, gw)  # (nh, gh, gw)
+
+
+def received_attention_maps(attentions, layer: int, grid: tuple[int, int], n_extra: int = 0) -> np.ndarray:
+    """(nh, gh, gw): the mean over every query row (T of them, extra tokens included) of the weight each patch
+    receives, per head: where the layer looks overall when no class token speaks for the image (1 / T each
+    when attention is uniform; the maps of a model without extra tokens sum to 1)."""
+    a = _check_attentions(attentions)  # (L, nh, T, T)
+    L, nh, T, _ = a.shape
+    layer = _layer(a, layer)
+    gh, gw = _check_grid(grid, n_extra, T)
+    return a[layer, :, :, n_extra:].mean(axis=1).reshape(nh, gh, gw)  # (nh, gh, gw)

@@ -1,6 +1,7 @@
 """What the pretrained-model views draw, as plain functions on a checkpoint's :class:`ModelAttention`:
-head matrices, per-head summaries, the ViT overlay (class-token attention or rollout), the image as
-the model saw it, and default inputs from the session's sources. No Qt, so that the tests check the
+head matrices, per-head summaries, the ViT overlay (class-token attention, one patch's attention, the
+mean attention each patch receives, or rollout; a model without a class token, SigLIP, has no class-token
+view and its rollout is the mean over every query row), the image as the model saw it, and default inputs from the session's sources. No Qt, so that the tests check the
 arrays the widgets of :mod:`attnviz.ui.model_view` draw.
 """
 
@@ -13,6 +14,7 @@ from PIL import Image
 
 from attnviz.checkpoints import (HeadSummaries, ImageConfig, ModelAttention, attention_rollout,
                                  cls_attention_maps)
+from attnviz.checkpoints.analysis import query_attention_maps, received_attention_maps
 from attnviz.checkpoints.preprocess import seen_region
 from attnviz.sources.errors import SourceError
 from attnviz.sources.image import load_image
@@ -34,7 +36,8 @@ def available_metrics(summaries: HeadSummaries) -> list[str]:
     """The SUMMARY_METRICS keys ``summaries`` has values for (the decoder-only ones are None elsewhere)."""
     return [k for k, (field, _l, _s) in SUMMARY_METRICS.items() if getattr(summaries, field) is not None]
 
-OVERLAY_MODES = ("cls", "rollout")  # class token's attention in one layer; rollout through all layers
+# class token's attention in one layer; one patch's; the mean each patch receives; rollout through all layers
+OVERLAY_MODES = ("cls", "patch", "received", "rollout")
 HEAD_FUSIONS = ("mean", "max", "min")
 
 
@@ -70,24 +73,46 @@ def summary_line(summaries: HeadSummaries, layer: int, head: int) -> str:
 class OverlaySpec:
     """Which attention is drawn over a ViT's image."""
 
-    mode: str = "cls"  # "cls": class token -> patches in one layer; "rollout": through all layers
-    layer: int = -1  # layer of the class-token view (negative counts from the end: DINO uses the last)
-    head: int | str = "mean"  # head of the class-token view, or "mean" over heads
+    mode: str = "cls"  # "cls": class token -> patches; "patch": patch -> patches; "received"; "rollout"
+    layer: int = -1  # layer of the one-layer views (negative counts from the end: DINO uses the last)
+    head: int | str = "mean"  # head of the one-layer views, or "mean" over heads
     fusion: str = "mean"  # how rollout combines a layer's heads: mean, max or min
     discard_ratio: float = 0.0  # share of each fused matrix's lowest entries rollout sets to zero
+    patch: int = 0  # the query patch of the "patch" view, row-major over the grid (token n_extra + patch)
+
+
+def overlay_modes(result: ModelAttention) -> tuple[str, ...]:
+    """The OVERLAY_MODES a result can draw: no class-token view without a class token."""
+    return OVERLAY_MODES if result.n_extra_tokens else tuple(m for m in OVERLAY_MODES if m != "cls")
+
+
+def default_overlay(result: ModelAttention) -> str:
+    """The class token's view (DINO's), or without one the mean attention each patch receives."""
+    return "cls" if result.n_extra_tokens else "received"
 
 
 def vit_overlay(result: ModelAttention, spec: OverlaySpec) -> tuple[np.ndarray, tuple[float, float]]:
     """(gh, gw) map drawn over the image and its colour levels (low, high)."""
     if result.grid is None:
         raise ValueError(f"{result.model} is not an image model: there is no patch grid to draw on")
+    if spec.mode not in OVERLAY_MODES:
+        raise ValueError(f"unknown overlay {spec.mode!r}; choose one of {', '.join(OVERLAY_MODES)}")
+    n_extra = result.n_extra_tokens
     if spec.mode == "rollout":
         roll = attention_rollout(result.attentions, head_fusion=spec.fusion, discard_ratio=spec.discard_ratio,
-                                 grid=result.grid, n_extra=result.n_extra_tokens)
-        return roll.cls_map, (0.0, 1.0)  # divided by its maximum: 1 is the most attended patch
-    if spec.mode != "cls":
-        raise ValueError(f"unknown overlay {spec.mode!r}; choose one of {', '.join(OVERLAY_MODES)}")
-    maps = cls_attention_maps(result.attentions, spec.layer, result.grid, result.n_extra_tokens)  # (nh, gh, gw)
+                                 grid=result.grid, n_extra=n_extra)
+        return roll.patch_map, (0.0, 1.0)  # divided by its maximum: 1 is the most attended patch
+    if spec.mode == "cls":
+        if not n_extra:
+            raise ValueError(f"{result.model} has no class token; choose one of {', '.join(overlay_modes(result))}")
+        maps = cls_attention_maps(result.attentions, spec.layer, result.grid, n_extra)  # (nh, gh, gw)
+    elif spec.mode == "patch":
+        n_patch = result.grid[0] * result.grid[1]
+        if not 0 <= int(spec.patch) < n_patch:
+            raise ValueError(f"patch {spec.patch} is out of range for {n_patch} patches")
+        maps = query_attention_maps(result.attentions, spec.layer, result.grid, n_extra, n_extra + int(spec.patch))
+    else:
+        maps = received_attention_maps(result.attentions, spec.layer, result.grid, n_extra)  # (nh, gh, gw)
     if spec.head == "mean":
         m = maps.mean(axis=0)  # (gh, gw)
     else:
@@ -97,6 +122,21 @@ def vit_overlay(result: ModelAttention, spec: OverlaySpec) -> tuple[np.ndarray, 
     m = np.asarray(m, dtype=np.float64)
     lo, hi = float(m.min()), float(m.max())
     return m, (lo, hi if hi > lo else lo + 1.0)
+
+
+def overlay_caption(result: ModelAttention, spec: OverlaySpec) -> str:
+    """What the overlay shows, in words (the legend above the image)."""
+    L, _nh, T, _ = result.attentions.shape
+    if spec.mode == "rollout":
+        rows = "[CLS]" if result.n_extra_tokens else f"the mean over all {T} query rows (no class token)"
+        return f"rollout of {rows} through {L} layers ({spec.fusion} over heads), / its max"
+    head = "mean over heads" if spec.head == "mean" else f"head {spec.head}"
+    if spec.mode == "patch":
+        r, c = divmod(spec.patch, result.grid[1])
+        return f"patch {r},{c} → patches (click another), layer {spec.layer}, {head}"
+    if spec.mode == "received":
+        return f"mean attention each patch receives over all {T} queries, layer {spec.layer}, {head}"
+    return f"[CLS] → patches, layer {spec.layer}, {head}"
 
 
 def model_pixels(pixels: np.ndarray, ic: ImageConfig) -> np.ndarray:
@@ -159,10 +199,11 @@ def grid_label(result: ModelAttention, ic: ImageConfig, patch_size: tuple[int, i
     H, W = ic.size
     ph, pw = patch_size
     extra = ", ".join(result.tokens[: result.n_extra_tokens])
+    extra = f" + {result.n_extra_tokens} extra ({extra})" if result.n_extra_tokens else " (no class token)"
     side = f"{ph} px" if ph == pw else f"{ph}x{pw} px"
     crop = f", short side resized to {ic.shortest_edge} px and centre-cropped" if ic.shortest_edge else ""
     interp = (f"; position embeddings interpolated from {trained_grid[0]}x{trained_grid[1]}"
               if trained_grid is not None and tuple(trained_grid) != tuple(result.grid) else "")
     return (f"model input {H}x{W} px (height x width{crop}) → grid {gh}x{gw} of {side} patches = {gh * gw} tokens"
-            f" + {result.n_extra_tokens} extra ({extra}){interp}")
+            f"{extra}{interp}")
 

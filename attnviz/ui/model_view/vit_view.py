@@ -1,7 +1,9 @@
 """VitAttentionView: a ViT checkpoint's attention drawn over the image, in the frame of the model's own
-preprocessing and patch grid: the class token's attention in one layer (DINO's view) or the rollout
-through all layers. Extra tokens (DeiT's distillation token) are not patches and are left out of the
-map; non-square grids are drawn as they are.
+preprocessing and patch grid: the class token's attention in one layer (DINO's view), a clicked
+patch's attention, the mean attention each patch receives, or the rollout through all layers. A model
+without a class token (SigLIP) offers no class-token view, and its rollout is the mean over every query
+row. Extra tokens (DeiT's distillation token) are not patches and are left out of the map; non-square
+grids are drawn as they are.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
 
 from attnviz.checkpoints import ImageConfig, ModelAttention
-from attnviz.checkpoints.views import HEAD_FUSIONS, OverlaySpec, display_image, display_patch, grid_label, vit_overlay
+from attnviz.checkpoints.views import (HEAD_FUSIONS, OverlaySpec, default_overlay, display_image, display_patch,
+                                       grid_label, overlay_caption, overlay_modes, vit_overlay)
 from attnviz.ui.widgets.image_overlay import PatchImageView
 
-MODE_LABELS = {"cls": "class token → patches", "rollout": "attention rollout"}
+MODE_LABELS = {"cls": "class token → patches", "patch": "clicked patch → patches",
+               "received": "mean attention each patch receives", "rollout": "attention rollout"}
+ONE_LAYER_MODES = ("cls", "patch", "received")  # the views of one layer and head
 MAX_DISCARD = 0.95  # the slider's top; rollout refuses 1.0 (nothing would be left but the identity)
 
 
@@ -28,11 +33,12 @@ class VitAttentionView(QWidget):
         self.mode_combo = QComboBox(self)
         for key, label in MODE_LABELS.items():
             self.mode_combo.addItem(label, key)
-        self.mode_combo.setToolTip("class token's attention in one layer, or rollout through all layers")
+        self.mode_combo.setToolTip("the class token's attention, a clicked patch's, the mean each patch receives "
+                                   "(over every query) in one layer, or rollout through all layers")
         self.layer_combo = QComboBox(self)
-        self.layer_combo.setToolTip("layer whose class-token attention is drawn")
+        self.layer_combo.setToolTip("layer whose attention is drawn")
         self.head_combo = QComboBox(self)
-        self.head_combo.setToolTip("head whose class-token attention is drawn, or the mean over heads")
+        self.head_combo.setToolTip("head whose attention is drawn, or the mean over heads")
         self.fusion_combo = QComboBox(self)
         self.fusion_combo.addItems(list(HEAD_FUSIONS))
         self.fusion_combo.setToolTip("how rollout combines each layer's heads")
@@ -45,6 +51,7 @@ class VitAttentionView(QWidget):
         self.info = QLabel(" ", self)
         self.info.setWordWrap(True)
         self.legend = QLabel(" ", self)
+        self.legend.setWordWrap(True)  # a long caption wraps instead of widening the tab
         self.legend.setToolTip("the overlay's colour scale (inferno: dark is low, bright is high)")
 
         row1 = QHBoxLayout()
@@ -76,6 +83,7 @@ class VitAttentionView(QWidget):
         layout.addWidget(self.image_view, 1)
 
         self.result: ModelAttention | None = None
+        self.query_patch = 0  # the "clicked patch" view's query, row-major over the grid
         self._rgb: np.ndarray | None = None
         self._ic: ImageConfig | None = None
         self._patch: tuple[int, int] | None = None  # the model's patch size (P_h, P_w)
@@ -85,6 +93,7 @@ class VitAttentionView(QWidget):
             combo.currentIndexChanged.connect(lambda _i: self._draw_overlay())
         self.discard.valueChanged.connect(self._on_discard)
         self.model_pixels.toggled.connect(lambda _on: self._draw_image())
+        self.image_view.patch_clicked.connect(self._on_patch_clicked)
         self._sync_enabled()
 
     # -- public API ----------------------------------------------------------------------------
@@ -97,6 +106,9 @@ class VitAttentionView(QWidget):
             self.info.setText("No image model loaded.")
             return
         L, nh = result.attentions.shape[:2]
+        self._refill_modes(result)
+        if self.query_patch >= result.grid[0] * result.grid[1]:
+            self.query_patch = 0
         self._refill(self.layer_combo, [f"{i}" for i in range(L)], default=L - 1)
         self._refill(self.head_combo, ["mean"] + [f"{h}" for h in range(nh)], default=0)
         self.info.setText(grid_label(result, ic, patch_size, trained_grid))
@@ -112,6 +124,7 @@ class VitAttentionView(QWidget):
             head="mean" if head == "mean" else int(head),
             fusion=self.fusion_combo.currentText(),
             discard_ratio=self.discard.value() / 100.0,
+            patch=self.query_patch,
         )
 
     def set_spec(self, spec: OverlaySpec) -> None:
@@ -121,7 +134,9 @@ class VitAttentionView(QWidget):
         try:
             index = self.mode_combo.findData(spec.mode)
             if index < 0:
-                raise ValueError(f"unknown overlay {spec.mode!r}; choose one of {', '.join(MODE_LABELS)}")
+                offered = [self.mode_combo.itemData(i) for i in range(self.mode_combo.count())]
+                why = "this model has no class token" if spec.mode in MODE_LABELS else "unknown overlay"
+                raise ValueError(f"{why} ({spec.mode!r}); choose one of {', '.join(offered)}")
             self.mode_combo.setCurrentIndex(index)
             n_layers = self.layer_combo.count()
             if n_layers:
@@ -138,12 +153,40 @@ class VitAttentionView(QWidget):
             if not 0.0 <= spec.discard_ratio <= MAX_DISCARD:
                 raise ValueError(f"discard ratio must be within 0..{MAX_DISCARD} (got {spec.discard_ratio})")
             self.discard.setValue(round(spec.discard_ratio * 100))
+            n_patch = self.result.grid[0] * self.result.grid[1] if self.result is not None and self.result.grid else 0
+            if n_patch and not 0 <= spec.patch < n_patch:
+                raise ValueError(f"patch {spec.patch} is out of range for {n_patch} patches")
+            self.query_patch = int(spec.patch)
         finally:
             for w in (self.mode_combo, self.layer_combo, self.head_combo, self.fusion_combo, self.discard):
                 w.blockSignals(False)
         self._on_discard(self.discard.value())
 
     # -- drawing -------------------------------------------------------------------------------
+    def _refill_modes(self, result: ModelAttention) -> None:
+        """The views this result offers (no class-token view without a class token); the current one kept if offered."""
+        modes = overlay_modes(result)
+        if [self.mode_combo.itemData(i) for i in range(self.mode_combo.count())] == list(modes):
+            return
+        keep = self.mode_combo.currentData()
+        self.mode_combo.blockSignals(True)
+        self.mode_combo.clear()
+        for key in modes:
+            self.mode_combo.addItem(MODE_LABELS[key], key)
+        self.mode_combo.setCurrentIndex(modes.index(keep) if keep in modes else modes.index(default_overlay(result)))
+        self.mode_combo.blockSignals(False)
+
+    def _on_patch_clicked(self, index: int) -> None:
+        """A click on the image makes that patch the query of the "clicked patch" view (and shows it)."""
+        if self.result is None or self.result.grid is None:
+            return
+        self.query_patch = int(index)
+        at = self.mode_combo.findData("patch")
+        if self.mode_combo.currentData() != "patch" and at >= 0:
+            self.mode_combo.setCurrentIndex(at)  # draws
+        else:
+            self._draw_overlay()
+
     def _refill(self, combo: QComboBox, items: list[str], default: int) -> None:
         if [combo.itemText(i) for i in range(combo.count())] == items:
             return
@@ -164,11 +207,11 @@ class VitAttentionView(QWidget):
             self.image_view.set_overlay(self.overlay_map, levels=self.overlay_levels)
 
     def _sync_enabled(self) -> None:
-        cls = self.mode_combo.currentData() == "cls"
+        one_layer = self.mode_combo.currentData() in ONE_LAYER_MODES
         for w in (self.layer_combo, self.head_combo):
-            w.setEnabled(cls)
+            w.setEnabled(one_layer)
         for w in (self.fusion_combo, self.discard, self.discard_label):
-            w.setEnabled(not cls)
+            w.setEnabled(not one_layer)
 
     def _on_discard(self, value: int) -> None:
         self.discard_label.setText(f"discard {value} %")
@@ -178,14 +221,11 @@ class VitAttentionView(QWidget):
         self._sync_enabled()
         if self.result is None or self.result.grid is None:
             return
-        self.overlay_map, self.overlay_levels = vit_overlay(self.result, self.spec())
-        self.image_view.set_overlay(self.overlay_map, levels=self.overlay_levels)
-        lo, hi = self.overlay_levels
         spec = self.spec()
-        if spec.mode == "rollout":
-            what = f"rollout of [CLS] through {self.result.attentions.shape[0]} layers ({spec.fusion} over heads), / its max"
-        else:
-            head = "mean over heads" if spec.head == "mean" else f"head {spec.head}"
-            what = f"[CLS] → patches, layer {spec.layer}, {head}"
-        self.legend.setText(f"overlay: {what}; colour from {lo:.3g} (dark) to {hi:.3g} (bright)")
+        self.overlay_map, self.overlay_levels = vit_overlay(self.result, spec)
+        self.image_view.set_overlay(self.overlay_map, levels=self.overlay_levels)
+        self.image_view.set_highlight(spec.patch if spec.mode == "patch" else None)
+        lo, hi = self.overlay_levels
+        self.legend.setText(f"overlay: {overlay_caption(self.result, spec)}; colour from {lo:.3g} (dark) to {hi:.3g} (bright)")
         self.overlay_changed.emit()
+
