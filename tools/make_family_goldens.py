@@ -5,7 +5,8 @@ imports torch), after tools/make_minilm_golden.py (the RGBA golden reuses its ``
 
     python3 -m venv /tmp/goldenv
     /tmp/goldenv/bin/pip install torch transformers safetensors tokenizers numpy pillow
-    /tmp/goldenv/bin/python tools/make_family_goldens.py
+    /tmp/goldenv/bin/python tools/make_family_goldens.py                     # every folder
+    /tmp/goldenv/bin/python tools/make_family_goldens.py --only tiny_siglip  # one folder (repeat --only for more)
 
 It writes, under tests/data/checkpoints/, one folder per family with fixed-seed random weights saved
 by ``save_pretrained`` (config.json, model.safetensors, and tokenizer.json trained here or
@@ -20,13 +21,23 @@ the base model's eager-attention outputs (``attentions`` (L, nh, T, T) and ``las
   interpolated to the 3 x 5 grid its processor's crop gives), ``tiny_vit_interp`` and
   ``tiny_deit_interp`` (4 x 4 tables run at 24 x 40 pixels with ``interpolate_pos_encoding=True``);
 * ``rgba_vit/`` — an RGBA PNG and ``tiny_vit``'s outputs on it as transformers sees it
-  (``PIL.Image.open(...).convert("RGB")``: alpha dropped).
+  (``PIL.Image.open(...).convert("RGB")``: alpha dropped);
+* ``tiny_siglip_vision`` (``SiglipVisionModel`` with its attention-pooling head, which attnviz does not
+  read; its processor stretches the image to 24 x 40, so the 4 x 4 table is interpolated to 3 x 5) and
+  ``tiny_siglip`` (a whole ``SiglipModel`` at its trained 32 x 32: its vision half), both with
+  ``hidden_states`` (L + 1, T, d) as ``output_hidden_states=True`` gives them;
+* ``tiny_idefics3_vision`` (``Idefics3VisionTransformer``: a 32 x 32 tile whose bottom and right are
+  padding, its ``pixel_attention_mask`` and the patch mask ``get_image_features`` makes of it; and an
+  unpadded 24 x 40 input, ``full_*``), attentions and hidden states;
+* ``tiny_clip_vision``'s ``golden.npz`` gains ``hidden_states`` from the saved model, its other arrays
+  copied unchanged (``--only tiny_clip_vision_hidden`` does only that).
 
 Weights are drawn wide (std 0.4, norm gains around 1) so the attention maps are far from uniform.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -37,11 +48,23 @@ from PIL import Image
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (BitImageProcessorPil, CLIPConfig, CLIPImageProcessorPil, CLIPModel, CLIPVisionConfig,
                           CLIPVisionModel, DeiTConfig, DeiTModel, Dinov2Config, Dinov2Model, DistilBertConfig,
-                          DistilBertModel, ElectraConfig, ElectraModel, RobertaConfig, RobertaModel, ViTConfig,
+                          DistilBertModel, ElectraConfig, ElectraModel, RobertaConfig, RobertaModel, SiglipConfig,
+                          SiglipImageProcessorPil, SiglipModel, SiglipVisionConfig, SiglipVisionModel, ViTConfig,
                           ViTImageProcessorPil, ViTModel, XLMRobertaConfig, XLMRobertaModel)
+from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
+from transformers.models.idefics3.modeling_idefics3 import Idefics3VisionTransformer
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "checkpoints"
+ONLY: set[str] = set()  # --only: the folders to write (empty: all)
+WRITTEN: list[str] = []
+
+
+def _wanted(name: str) -> bool:
+    if ONLY and name not in ONLY:
+        return False
+    WRITTEN.append(name)
+    return True
 TEXT = "The river bank flooded after the rain, and the boats drifted away."
 CORPUS = [
     "the river bank flooded after the rain and the boats drifted away",
@@ -54,6 +77,11 @@ CORPUS = [
 def _attn(outputs) -> np.ndarray:
     assert outputs.attentions is not None and len(outputs.attentions) > 0
     return torch.stack(outputs.attentions, 0)[:, 0].numpy().astype(np.float32)  # (L, nh, T, T)
+
+
+def _hidden(outputs) -> np.ndarray:
+    assert outputs.hidden_states is not None and len(outputs.hidden_states) > 1
+    return torch.stack(outputs.hidden_states, 0)[:, 0].numpy().astype(np.float32)  # (L + 1, T, d)
 
 
 def _randomise(model: torch.nn.Module, seed: int) -> None:
@@ -113,6 +141,8 @@ def _wordpiece() -> Tokenizer:
 
 
 def text_family(name: str, tok: Tokenizer, model) -> None:
+    if not _wanted(name):
+        return
     d = OUT / name
     shutil.rmtree(d, ignore_errors=True)
     _randomise(model, seed=len(name))
@@ -157,6 +187,8 @@ def _image() -> np.ndarray:
 
 
 def vision_family(name: str, model, processor, run=None) -> None:
+    if not _wanted(name):
+        return
     d = OUT / name
     shutil.rmtree(d, ignore_errors=True)
     _randomise(model, seed=len(name) + 10)
@@ -167,8 +199,10 @@ def vision_family(name: str, model, processor, run=None) -> None:
     pixel_values = processor(images=image, return_tensors="pt")["pixel_values"]  # (1, 3, H, W)
     with torch.no_grad():
         out = (run or (lambda pv: model(pixel_values=pv, output_attentions=True)))(pixel_values)
+    hidden = {} if getattr(out, "hidden_states", None) is None else {"hidden_states": _hidden(out)}
     np.savez_compressed(d / "golden.npz", image=image, pixel_values=pixel_values[0].numpy().astype(np.float32),
-                        attentions=_attn(out), last_hidden_state=out.last_hidden_state[0].numpy().astype(np.float32))
+                        attentions=_attn(out), last_hidden_state=out.last_hidden_state[0].numpy().astype(np.float32),
+                        **hidden)
 
 
 def vision() -> None:
@@ -202,6 +236,8 @@ def vision() -> None:
 
 def rgba_vit() -> None:
     """tiny_vit on a picture with transparency, loaded as transformers loads images (convert("RGB"))."""
+    if not _wanted("rgba_vit"):
+        return
     d = OUT / "rgba_vit"
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
@@ -221,13 +257,95 @@ def rgba_vit() -> None:
                         attentions=_attn(out))
 
 
-def main() -> int:
+# ---- SigLIP and Idefics3's SigLIP: no class token; hidden states layer by layer ---------------------
+
+
+def siglip() -> None:
+    small = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+    torch.manual_seed(0)
+    tower = SiglipVisionModel(SiglipVisionConfig(image_size=32, patch_size=8, **small))  # vision_use_head: head.* saved
+    vision_family("tiny_siglip_vision", tower, SiglipImageProcessorPil(size={"height": 24, "width": 40}),
+                  run=lambda pv: tower(pixel_values=pv, output_attentions=True, output_hidden_states=True,
+                                       interpolate_pos_encoding=True))
+    torch.manual_seed(0)
+    full = SiglipModel(SiglipConfig(
+        text_config=dict(vocab_size=64, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, max_position_embeddings=16, projection_size=8),
+        vision_config=dict(image_size=32, patch_size=8, hidden_act="gelu_pytorch_tanh", **small)))
+    vision_family("tiny_siglip", full, SiglipImageProcessorPil(size={"height": 32, "width": 32}, resample=2,
+                                                               image_mean=[0.5, 0.45, 0.4], image_std=[0.5, 0.55, 0.6]),
+                  run=lambda pv: full.vision_model(pixel_values=pv, output_attentions=True, output_hidden_states=True))
+
+
+def _unfold_patch_mask(pixel_mask: torch.Tensor, patch: int) -> torch.Tensor:
+    """(1, H, W) pixel mask -> (1, gh, gw) patch mask, as Idefics3Model.get_image_features makes it."""
+    sub = pixel_mask.unfold(dimension=1, size=patch, step=patch).unfold(dimension=2, size=patch, step=patch)
+    return (sub.sum(dim=(-1, -2)) > 0).bool()
+
+
+def idefics3_vision() -> None:
+    name = "tiny_idefics3_vision"
+    if not _wanted(name):
+        return
+    d = OUT / name
+    shutil.rmtree(d, ignore_errors=True)
+    torch.manual_seed(0)
+    model = Idefics3VisionTransformer(Idefics3VisionConfig(image_size=32, patch_size=8, hidden_size=16,
+                                                           num_hidden_layers=2, num_attention_heads=2,
+                                                           intermediate_size=32))
+    _randomise(model, seed=len(name) + 10)
+    model = _eager(model)
+    model.save_pretrained(d)
+    rng = np.random.default_rng(5)
+    pixels = rng.uniform(-1, 1, size=(1, 3, 32, 32)).astype(np.float32)  # (1, 3, H, W) a processed tile
+    pixel_mask = np.zeros((1, 32, 32), dtype=bool)  # (1, H, W)
+    pixel_mask[:, :20, :13] = True  # real pixels top-left; patches partly covered count as real (3 x 2 of 4 x 4)
+    pixels[:, :, ~pixel_mask[0]] = 0.0  # the processor pads with zeros
+    patch_mask = _unfold_patch_mask(torch.from_numpy(pixel_mask), 8)  # (1, 4, 4)
+    full = rng.uniform(-1, 1, size=(1, 3, 24, 40)).astype(np.float32)  # (1, 3, 24, 40): 3 x 5 patches, none padded
+    with torch.no_grad():
+        out = model(pixel_values=torch.from_numpy(pixels), patch_attention_mask=patch_mask, output_attentions=True,
+                    output_hidden_states=True)
+        out_full = model(pixel_values=torch.from_numpy(full), output_attentions=True, output_hidden_states=True)
+    np.savez_compressed(d / "golden.npz", pixel_values=pixels[0], pixel_attention_mask=pixel_mask[0],
+                        patch_attention_mask=patch_mask[0].numpy(), attentions=_attn(out), hidden_states=_hidden(out),
+                        last_hidden_state=out.last_hidden_state[0].numpy().astype(np.float32),
+                        full_pixel_values=full[0], full_attentions=_attn(out_full), full_hidden_states=_hidden(out_full),
+                        full_last_hidden_state=out_full.last_hidden_state[0].numpy().astype(np.float32))
+
+
+def clip_hidden_states() -> None:
+    """Add ``hidden_states`` to tiny_clip_vision's golden.npz, from the saved model; its arrays are kept as they are."""
+    if not _wanted("tiny_clip_vision_hidden"):
+        return
+    d = OUT / "tiny_clip_vision"
+    with np.load(d / "golden.npz") as z:
+        kept = {k: z[k] for k in z.files if k != "hidden_states"}
+    model = _eager(CLIPVisionModel.from_pretrained(d))
+    with torch.no_grad():
+        out = model(pixel_values=torch.from_numpy(kept["pixel_values"][None]), output_attentions=True,
+                    output_hidden_states=True)
+    assert np.abs(_attn(out) - kept["attentions"]).max() < 1e-6, "the saved model no longer gives the golden's attentions"
+    np.savez_compressed(d / "golden.npz", **kept, hidden_states=_hidden(out))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="write only this folder (tiny_siglip, tiny_idefics3_vision, tiny_clip_vision_hidden, ...)")
+    ONLY.update(parser.parse_args(argv).only)
     OUT.mkdir(parents=True, exist_ok=True)
     encoders()
     vision()
     rgba_vit()
-    names = ("tiny_roberta", "tiny_xlmr", "tiny_electra", "tiny_distilbert", "tiny_clip_vision", "tiny_clip",
-             "tiny_dinov2", "tiny_vit_interp", "tiny_deit_interp", "rgba_vit")
+    siglip()
+    idefics3_vision()
+    clip_hidden_states()
+    unknown = ONLY - set(WRITTEN)
+    if unknown:
+        print(f"unknown --only name(s): {', '.join(sorted(unknown))}")
+        return 1
+    names = [n.removesuffix("_hidden") for n in WRITTEN]
     sizes = {p.relative_to(OUT).as_posix(): p.stat().st_size for n in names for p in sorted((OUT / n).rglob("*"))}
     print(json.dumps(sizes, indent=1))
     print(f"total {sum(sizes.values()) / 1024:.0f} KiB")

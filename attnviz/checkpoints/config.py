@@ -1,8 +1,8 @@
 """What ``config.json`` and ``preprocessor_config.json`` of a checkpoint folder say, checked.
 
-:func:`parse_model_config` turns a Hugging Face ``config.json`` (BERT-family, GPT-2, ViT/DeiT) into
-one frozen :class:`ModelConfig`; :func:`parse_image_config` turns a ViT ``preprocessor_config.json``
-into an :class:`ImageConfig`.  Anything missing, mistyped or unsupported raises
+:func:`parse_model_config` turns a Hugging Face ``config.json`` (BERT-family, GPT-2, ViT/DeiT and the
+families of :mod:`.families`) into one frozen :class:`ModelConfig`; :func:`parse_image_config` turns a
+ViT, CLIP, DINOv2 or SigLIP ``preprocessor_config.json`` into an :class:`ImageConfig`.  Anything missing, mistyped or unsupported raises
 :class:`~attnviz.checkpoints.errors.CheckpointError` naming the key and what is supported.
 """
 
@@ -23,9 +23,11 @@ from attnviz.jsontext import depth_ok
 KIND_OF_MODEL_TYPE = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "deit": "vit"}
 # Encoder and vision families read by attnviz.checkpoints.families (same kinds: text in, or image in)
 KIND_OF_MODEL_TYPE |= {"roberta": "bert", "xlm-roberta": "bert", "electra": "bert", "distilbert": "bert",
-                       "clip_vision_model": "vit", "clip": "vit", "dinov2": "vit"}
+                       "clip_vision_model": "vit", "clip": "vit", "dinov2": "vit", "siglip_vision_model": "vit",
+                       "siglip": "vit"}
 SUPPORTED = ("BERT-family encoders (model_type 'bert', e.g. MiniLM; 'roberta', 'xlm-roberta', 'electra', 'distilbert'), "
-             "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'clip_vision_model', 'clip')")
+             "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'clip_vision_model', 'clip', "
+             "'siglip_vision_model', 'siglip')")
 SUPPORTED += "; decoder LLMs Llama, Mistral, Qwen2, Qwen3 ('llama', 'mistral', 'qwen2', 'qwen3')"
 
 # PIL resampling codes a preprocessor config may name (transformers stores PIL's integer enum).
@@ -204,7 +206,7 @@ def _check_input_size(ic: ImageConfig, model: ModelConfig, where: str) -> None:
 
 # Image processors for which a bare number as ``size`` is the short side (transformers builds their size
 # dict with default_to_square=False); for ViT's it is a square.
-SHORTEST_EDGE_PROCESSORS = ("CLIPImageProcessor", "CLIPFeatureExtractor", "BitImageProcessor")
+SHORTEST_EDGE_PROCESSORS = ("CLIPImageProcessor", "CLIPFeatureExtractor", "BitImageProcessor", "SiglipImageProcessor")
 
 
 def _int_is_shortest_edge(pp: dict) -> bool:

@@ -1,19 +1,33 @@
 """``config.json`` and tensor lists of the families beyond BERT, GPT-2 and ViT.
 
 Encoders (kind "bert", post-LN): RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT; vision (kind "vit",
-pre-LN): the CLIP vision tower (alone or inside a whole ``clip`` checkpoint) and DINOv2.
-:data:`UNSUPPORTED` says, for families people bring that are still refused, what is missing.
+pre-LN): the CLIP vision tower and the SigLIP vision tower (each alone or inside a whole ``clip`` /
+``siglip`` checkpoint) and DINOv2. :data:`TOWER_TYPES` are vision towers that only run inside a
+vision-language model (Idefics3's and SmolVLM's SigLIP with per-image position buckets): they have a
+config and a tensor list here, but no folder of their own opens. :func:`vision_tower_config` reads
+the ``vision_config`` of such a model. :data:`UNSUPPORTED` says, for families people bring that are
+still refused, what is missing.
 """
 
 from __future__ import annotations
 
-from attnviz.checkpoints.model_config import ModelConfig, act_field, bool_field, float_field, int_field, pair_field
+from attnviz.checkpoints.model_config import LN_EPS_RANGE, ModelConfig, act_field, bool_field, float_field, int_field, pair_field
 from attnviz.checkpoints.errors import CheckpointError
 
 ROBERTA_TYPES = ("roberta", "xlm-roberta")
 ENCODER_TYPES = ROBERTA_TYPES + ("electra", "distilbert")
-VISION_TYPES = ("clip_vision_model", "clip", "dinov2")
-FAMILY_KIND = {**{t: "bert" for t in ENCODER_TYPES}, **{t: "vit" for t in VISION_TYPES}}
+CLIP_TYPES = ("clip_vision_model", "clip")
+SIGLIP_TYPES = ("siglip_vision_model", "siglip")
+# SigLIP towers whose position ids are bucketised per image from a patch mask (Idefics3VisionEmbeddings)
+TOWER_TYPES = ("idefics3_vision", "smolvlm_vision")
+VISION_TYPES = CLIP_TYPES + ("dinov2",) + SIGLIP_TYPES
+FAMILY_KIND = {**{t: "bert" for t in ENCODER_TYPES}, **{t: "vit" for t in VISION_TYPES + TOWER_TYPES}}
+# model_type -> the defaults transformers' config class gives the keys a saved config.json may omit
+_TOWER_DEFAULTS = {
+    "siglip_vision_model": dict(hidden_size=768, num_attention_heads=12, patch_size=16),
+    "idefics3_vision": dict(hidden_size=1152, num_attention_heads=16, patch_size=32),
+    "smolvlm_vision": dict(hidden_size=1152, num_attention_heads=16, patch_size=32),
+}
 
 # model_type -> what its forward pass needs that attnviz does not do (shown when it is refused)
 UNSUPPORTED = {
@@ -24,8 +38,6 @@ UNSUPPORTED = {
     "beit": "a relative position bias in every layer",
     "swin": "windowed attention over shifted windows and patch merging",
     "dinov2_with_registers": "register tokens between [CLS] and the patches",
-    "siglip": "a vision tower without a class token and an attention-pooling head",
-    "siglip_vision_model": "a vision tower without a class token and an attention-pooling head",
     "gpt_neox": "rotary embeddings and parallel attention / MLP blocks",
     "t5": "an encoder-decoder with relative position buckets",
     "bart": "an encoder-decoder with cross-attention",
@@ -38,12 +50,47 @@ def unsupported_reason(model_type) -> str:
     return f"; it needs {why}, which is not implemented" if why else ""
 
 
-def _vision_common(cfg: dict, model_type: str, **extra) -> dict:
+def _vision_common(cfg: dict, model_type: str, n_extra: int = 1, hidden: int = 768, heads: int = 12, **extra) -> dict:
     return dict(
-        kind="vit", model_type=model_type, d_model=int_field(cfg, "hidden_size", 768),
-        n_layer=int_field(cfg, "num_hidden_layers", 12), n_head=int_field(cfg, "num_attention_heads", 12),
-        image_size=pair_field(cfg, "image_size", 224), num_channels=int_field(cfg, "num_channels", 3), n_extra=1, **extra,
+        kind="vit", model_type=model_type, d_model=int_field(cfg, "hidden_size", hidden),
+        n_layer=int_field(cfg, "num_hidden_layers", 12), n_head=int_field(cfg, "num_attention_heads", heads),
+        image_size=pair_field(cfg, "image_size", 224), num_channels=int_field(cfg, "num_channels", 3), n_extra=n_extra,
+        **extra,
     )
+
+
+def _sub_config(cfg: dict, key: str) -> dict:
+    sub = cfg.get(key, {})
+    if not isinstance(sub, dict):
+        raise CheckpointError(f"config.json: {key} must be a JSON object (got {type(sub).__name__})")
+    return sub
+
+
+def vision_tower_config(vision_config: dict, defaults: dict | None = None) -> ModelConfig:
+    """The ModelConfig of a vision-language model's ``vision_config`` (a CLIP or SigLIP tower, or
+    Idefics3's / SmolVLM's SigLIP), checked as a folder's config.json is.
+
+    ``defaults`` are values for the keys the saved dict may leave out (transformers writes only what
+    differs from the composite model's own defaults, e.g. PaliGemma's 1152-wide SigLIP).
+    """
+    if not isinstance(vision_config, dict):
+        raise CheckpointError(f"config.json: vision_config must be a JSON object (got {type(vision_config).__name__})")
+    cfg = {**(defaults or {}), **vision_config}
+    model_type = cfg.get("model_type")
+    towers = CLIP_TYPES[:1] + SIGLIP_TYPES[:1] + TOWER_TYPES
+    if model_type not in towers:
+        raise CheckpointError(f"config.json: vision_config model_type {model_type!r} is not a supported vision tower "
+                              f"(supported: {', '.join(towers)})")
+    c = parse_family(cfg, model_type)
+    if c.d_model % c.n_head:
+        raise CheckpointError(f"config.json: vision_config hidden size {c.d_model} is not divisible by {c.n_head} heads")
+    if not LN_EPS_RANGE[0] <= c.ln_eps <= LN_EPS_RANGE[1]:
+        raise CheckpointError(f"config.json: vision_config layer_norm_eps is {c.ln_eps!r}; it must be between "
+                              f"{LN_EPS_RANGE[0]:g} and {LN_EPS_RANGE[1]:g}")
+    if model_type in TOWER_TYPES and c.grid[0] != c.grid[1]:
+        raise CheckpointError(f"config.json: vision_config image_size {c.image_size} with patch_size {c.patch_size} gives a "
+                              f"non-square {c.grid[0]}x{c.grid[1]} position grid; {model_type} buckets positions on a square one")
+    return c
 
 
 def parse_family(cfg: dict, model_type: str) -> ModelConfig:
@@ -82,15 +129,21 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
             n_head=int_field(cfg, "n_heads", 12), d_ff=int_field(cfg, "hidden_dim", 3072), act=act_field(cfg, "activation", "gelu"),
             ln_eps=1e-12, vocab_size=int_field(cfg, "vocab_size"), max_positions=int_field(cfg, "max_position_embeddings", 512),
         )
-    if model_type in ("clip_vision_model", "clip"):
+    if model_type in CLIP_TYPES:
         if model_type == "clip":
-            vc = cfg.get("vision_config", {})
-            if not isinstance(vc, dict):
-                raise CheckpointError(f"config.json: vision_config must be a JSON object (got {type(vc).__name__})")
-            cfg = vc
+            cfg = _sub_config(cfg, "vision_config")
         return ModelConfig(**_vision_common(
             cfg, model_type, d_ff=int_field(cfg, "intermediate_size", 3072), act=act_field(cfg, "hidden_act", "quick_gelu"),
             ln_eps=float_field(cfg, "layer_norm_eps", 1e-5), patch_size=pair_field(cfg, "patch_size", 32), qkv_bias=True))
+    if model_type in SIGLIP_TYPES + TOWER_TYPES:  # no class token; the attention-pooling head ("head.*") is not read
+        if model_type == "siglip":
+            cfg = _sub_config(cfg, "vision_config")
+        dflt = _TOWER_DEFAULTS["siglip_vision_model" if model_type in SIGLIP_TYPES else model_type]
+        return ModelConfig(**_vision_common(
+            cfg, model_type, n_extra=0, hidden=dflt["hidden_size"], heads=dflt["num_attention_heads"],
+            d_ff=int_field(cfg, "intermediate_size", 3072), act=act_field(cfg, "hidden_act", "gelu_pytorch_tanh"),
+            ln_eps=float_field(cfg, "layer_norm_eps", 1e-6), patch_size=pair_field(cfg, "patch_size", dflt["patch_size"]),
+            qkv_bias=True))
     if model_type == "dinov2":
         if bool_field(cfg, "use_swiglu_ffn", False):
             raise CheckpointError("config.json: use_swiglu_ffn=true (the giant DINOv2's SwiGLU MLP) is not supported")
@@ -127,6 +180,30 @@ def _bert_layers(c: ModelConfig) -> dict:
     return shapes
 
 
+def _pre_ln_layers(c: ModelConfig) -> dict:
+    """The encoder layers CLIP and SigLIP share: layer_norm1, self_attn q/k/v/out_proj, layer_norm2, mlp fc1/fc2."""
+    d, ff, shapes = c.d_model, c.d_ff, {}
+    for i in range(c.n_layer):
+        p = f"encoder.layers.{i}."
+        shapes |= _ln(p + "layer_norm1", d) | _ln(p + "layer_norm2", d)
+        for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            shapes |= _lin(p + f"self_attn.{n}", d, d)
+        shapes |= _lin(p + "mlp.fc1", ff, d) | _lin(p + "mlp.fc2", d, ff)
+    return shapes
+
+
+def siglip_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Canonical name -> shape of every tensor a SigLIP tower reads (post_layernorm included; ``head.*`` not):
+    the names inside ``vision_model.`` of a SiglipModel, or after a VLM's prefix such as
+    ``model.vision_tower.vision_model.``."""
+    d = c.d_model
+    gh, gw = c.grid
+    shapes = {"embeddings.patch_embedding.weight": (d, c.num_channels, *c.patch_size),
+              "embeddings.patch_embedding.bias": (d,),
+              "embeddings.position_embedding.weight": (gh * gw, d)}
+    return shapes | _pre_ln_layers(c) | _ln("post_layernorm", d)
+
+
 def family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Canonical tensor name -> shape for every tensor the forward pass of a family model reads."""
     d, ff = c.d_model, c.d_ff
@@ -151,17 +228,13 @@ def family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
             shapes |= _ln(p + "sa_layer_norm", d) | _lin(p + "ffn.lin1", ff, d) | _lin(p + "ffn.lin2", d, ff)
             shapes |= _ln(p + "output_layer_norm", d)
         return shapes
-    if c.model_type in ("clip_vision_model", "clip"):
+    if c.model_type in CLIP_TYPES:  # post_layernorm is not listed: CLIP applies it to the pooled class token only
         shapes = {"embeddings.class_embedding": (d,),
                   "embeddings.patch_embedding.weight": (d, c.num_channels, *c.patch_size),
                   "embeddings.position_embedding.weight": (gh * gw + 1, d)} | _ln("pre_layrnorm", d)
-        for i in range(c.n_layer):
-            p = f"encoder.layers.{i}."
-            shapes |= _ln(p + "layer_norm1", d) | _ln(p + "layer_norm2", d)
-            for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
-                shapes |= _lin(p + f"self_attn.{n}", d, d)
-            shapes |= _lin(p + "mlp.fc1", ff, d) | _lin(p + "mlp.fc2", d, ff)
-        return shapes
+        return shapes | _pre_ln_layers(c)
+    if c.model_type in SIGLIP_TYPES + TOWER_TYPES:
+        return siglip_tensors(c)
     if c.model_type == "dinov2":
         shapes = {"embeddings.cls_token": (1, 1, d), "embeddings.position_embeddings": (1, gh * gw + 1, d),
                   "embeddings.patch_embeddings.projection.weight": (d, c.num_channels, *c.patch_size),

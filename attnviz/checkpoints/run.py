@@ -4,7 +4,8 @@
 BERT's ``[CLS]`` ... ``[SEP]``; GPT-2 adds nothing) and :func:`run_image` preprocesses with the
 checkpoint's own ``preprocessor_config.json``.  Both return a :class:`ModelAttention` holding
 everything a view needs: token labels, which tokens are special, attentions (L, nh, T, T), the last
-hidden state, and for ViT the patch grid and the number of tokens before the patches.
+hidden state, and for ViT the patch grid and the number of tokens before the patches (0 for SigLIP,
+whose tokens are all patches: no token of it is special).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class ModelAttention:
 
     model: str  # checkpoint display name
     kind: str  # "bert" | "gpt2" | "vit"
-    tokens: list[str]  # (T,) token text: decoded pieces for text, "[CLS]" / "[DIST]" / "r,c" patches for ViT
+    tokens: list[str]  # (T,) token text: decoded pieces for text, "[CLS]" / "[DIST]" / "r,c" patches for ViT (SigLIP: "r,c" only)
     labels: list[str]  # (T,) tokens with whitespace made visible, for plot axes
     special: np.ndarray  # (T,) bool: [CLS], [SEP], <|endoftext|>, ViT's extra tokens
     attentions: np.ndarray  # (L, nh, T, T) softmax weights, rows = queries, columns = keys
@@ -40,7 +41,7 @@ class ModelAttention:
     ids: np.ndarray | None = None  # (T,) int64 vocabulary ids (text models)
     spans: list[tuple[int, int]] | None = None  # (T,) character offsets into the text (text models)
     grid: tuple[int, int] | None = None  # (gh, gw) ViT patch grid; patch r, c is token n_extra + r * gw + c
-    n_extra_tokens: int = 0  # ViT tokens before the patches: 1 ([CLS]) or 2 (DeiT: [CLS], distillation)
+    n_extra_tokens: int = 0  # ViT tokens before the patches: 1 ([CLS]), 2 (DeiT: [CLS], distillation), 0 (SigLIP)
     pixels: np.ndarray | None = None  # (3, H, W) float32 preprocessed image the ViT saw
     decoder: object = None  # decoder LLMs: the decoder_run.DecoderAttention (kv head of each head, summaries)
 
@@ -99,13 +100,14 @@ def run_text(ckpt: Checkpoint, text: str, *, dtype=np.float32, kernel: str = DEF
 
 
 def patch_labels(grid: tuple[int, int], n_extra: int) -> list[str]:
-    """Token labels of a ViT sequence: "[CLS]" (and "[DIST]") then "r,c" for each patch, row-major."""
+    """Token labels of a ViT sequence: "[CLS]" (and "[DIST]") then "r,c" for each patch, row-major (n_extra 0: patches only)."""
     extra = ["[CLS]", "[DIST]"][:n_extra]
     return extra + [f"{r},{c}" for r in range(grid[0]) for c in range(grid[1])]
 
 
 def run_image(ckpt: Checkpoint, image, *, dtype=np.float32, kernel: str = DEFAULT_KERNEL) -> ModelAttention:
-    """Preprocess an (H, W, 3) uint8 image as the checkpoint says and run the ViT forward pass."""
+    """Preprocess an (H, W, 3) uint8 image as the checkpoint says and run the ViT forward pass; the extra tokens
+    ([CLS], [DIST]) are the special ones, so a SigLIP sequence has none."""
     if ckpt.kind != "vit":
         raise CheckpointError(f"{ckpt.name} is a {ckpt.config.model_type} text model: give it text, not an image")
     dt, kernel = _dtype(dtype), _kernel(kernel)

@@ -1,8 +1,16 @@
-"""Forward passes of the vision transformers (ViT / DeiT, CLIP vision, DINOv2) at any input size.
+"""Forward passes of the vision transformers (ViT / DeiT, CLIP vision, SigLIP vision, DINOv2) at any input
+size, and the per-layer hidden states of the CLIP and SigLIP towers that vision-language models read.
 
 The patch grid is the input's (H // P, W // P), as the patch convolution's stride gives it; when it
 differs from the trained grid the position table is interpolated as transformers does with
-``interpolate_pos_encoding=True`` (:mod:`attnviz.checkpoints.interpolate`).
+``interpolate_pos_encoding=True`` (:mod:`attnviz.checkpoints.interpolate`; SigLIP has no class-token
+row, so the whole table is resized). Idefics3's and SmolVLM's SigLIP (``TOWER_TYPES``) instead pick
+one trained position per patch by bucketing its fractional coordinate in the image's real patches
+(:func:`bucket_position_ids`), and mask the padded patches out as keys.
+
+:func:`vision_hidden_states` returns what transformers' ``output_hidden_states=True`` returns for the
+CLIP and SigLIP towers: entry 0 the encoder's input (CLIP: after ``pre_layrnorm``), entry i the output
+of layer i, the last entry before ``post_layernorm`` (:func:`post_norm` applies it).
 """
 
 from __future__ import annotations
@@ -12,17 +20,19 @@ from dataclasses import replace
 
 import numpy as np
 
-from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.families import CLIP_TYPES, SIGLIP_TYPES, TOWER_TYPES
 from attnviz.checkpoints.forward import _Cast, forward_vit, patchify
 from attnviz.checkpoints.interpolate import interpolate_positions
 from attnviz.checkpoints.layers import activation, layer_norm, linear, self_attention
+from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.engine import KERNELS
 
 # model_type -> name of its position table, and whether the table has a leading batch axis
 POSITIONS = {"vit": ("embeddings.position_embeddings", True), "deit": ("embeddings.position_embeddings", True),
              "dinov2": ("embeddings.position_embeddings", True),
-             "clip_vision_model": ("embeddings.position_embedding.weight", False),
-             "clip": ("embeddings.position_embedding.weight", False)}
+             **{t: ("embeddings.position_embedding.weight", False) for t in CLIP_TYPES + SIGLIP_TYPES + TOWER_TYPES}}
+HIDDEN_STATE_TYPES = CLIP_TYPES + SIGLIP_TYPES + TOWER_TYPES  # towers vision_hidden_states runs
 
 
 def input_grid(c: ModelConfig, hw: tuple[int, int]) -> tuple[int, int]:
@@ -45,17 +55,24 @@ def positions_for(c: ModelConfig, weights, grid: tuple[int, int]) -> np.ndarray:
 
 
 def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
-    """(attentions (L, nh, T, T), hidden (T, d), grid (gh, gw)) of a vision model on pixels (C, H, W)."""
+    """(attentions (L, nh, T, T), hidden (T, d), grid (gh, gw)) of a vision model on pixels (C, H, W).
+
+    ``hidden`` is the base model's ``last_hidden_state``: after the final LayerNorm for ViT, DeiT,
+    DINOv2 and SigLIP (``post_layernorm``), the encoder's output for CLIP (whose post_layernorm only
+    touches the pooled class token).
+    """
     grid = input_grid(c, pixels.shape[1:])
     pixels = pixels[:, : grid[0] * c.patch_size[0], : grid[1] * c.patch_size[1]]  # the stride drops the rest
+    if c.model_type in HIDDEN_STATE_TYPES:
+        atts, states = vision_hidden_states(c, weights, pixels, dtype=dtype, kernel=kernel)
+        hidden = states[-1] if c.model_type in CLIP_TYPES else post_norm(c, weights, states[-1], dtype=dtype)
+        return atts, hidden, grid
     pos = positions_for(c, weights, grid)  # (T, d)
     if c.model_type in ("vit", "deit"):
         cg = replace(c, image_size=(grid[0] * c.patch_size[0], grid[1] * c.patch_size[1]))
         w = dict(weights)
         w["embeddings.position_embeddings"] = pos[None]
         atts, hidden = forward_vit(cg, w, np.ascontiguousarray(pixels), dtype=dtype, kernel=kernel)
-    elif c.model_type in ("clip_vision_model", "clip"):
-        atts, hidden = _clip(c, _Cast(weights, dtype), pixels, pos.astype(dtype, copy=False), dtype, kernel)
     elif c.model_type == "dinov2":
         atts, hidden = _dinov2(c, _Cast(weights, dtype), pixels, pos.astype(dtype, copy=False), dtype, kernel)
     else:
@@ -69,23 +86,189 @@ def _patches(c: ModelConfig, W: _Cast, pixels: np.ndarray, weight: str, bias: st
     return linear(x, proj, None if bias is None else W[bias])  # (N, d)
 
 
-def _clip(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel):
-    emb = _patches(c, W, pixels, "embeddings.patch_embedding.weight", None, dtype)  # (N, d)
-    x = np.concatenate([W["embeddings.class_embedding"][None], emb], axis=0) + pos  # (T, d)
-    x = layer_norm(x, W["pre_layrnorm.weight"], W["pre_layrnorm.bias"], c.ln_eps)
+# ---- CLIP and SigLIP towers: per-layer hidden states ---------------------------------------------------
+
+
+def vision_hidden_states(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "reference",
+                         upto: int | None = None, patch_mask: np.ndarray | None = None):
+    """(attentions (L', nh, T, T), hidden_states [L' + 1 arrays (T, d)]) of a CLIP or SigLIP tower on pixels (C, H, W).
+
+    ``hidden_states`` is transformers' ``output_hidden_states=True`` tuple as a list: entry 0 the encoder's
+    input (CLIP: the embeddings after ``pre_layrnorm``; SigLIP: patch embeddings + positions), entry i
+    the output of layer i, the last entry *before* ``post_layernorm`` (apply :func:`post_norm` for
+    PaliGemma's and Idefics3's ``last_hidden_state``). Tokens: CLIP's class token then the patches
+    row-major; SigLIP's patches only.
+
+    ``upto``: the hidden-state index the caller needs (a ``vision_feature_layer``: -2 for LLaVA, counted
+    over the L + 1 entries like Python indices); only layers 0 .. upto-1 run, so ``hidden_states[-1]``
+    is the entry asked for and ``attentions`` holds the L' = upto layers run. None runs every layer.
+
+    ``weights``: any mapping from the canonical names of :func:`attnviz.checkpoints.families.family_tensors`
+    (``embeddings.patch_embedding.weight``, ``encoder.layers.{i}.self_attn.q_proj.weight``, ...) to arrays,
+    the checkpoint's own prefix (``vision_model.``, ``model.vision_tower.vision_model.``) stripped.
+
+    ``patch_mask`` (gh, gw) bool, True for a real patch of a padded tile (Idefics3's
+    ``patch_attention_mask``; SigLIP-type towers only): position ids are bucketised per image
+    (:func:`bucket_position_ids`) and padded patches are masked out as keys (their rows are still computed,
+    as transformers computes them). ``idefics3_vision`` / ``smolvlm_vision`` always bucket (an all-True
+    mask when none is given), as their embeddings do.
+    """
+    dt = _float_dtype(dtype)
+    if kernel not in KERNELS:
+        raise CheckpointError(f"attention kernel {kernel!r} is not available (available: {', '.join(KERNELS)})")
+    if c.model_type not in HIDDEN_STATE_TYPES:
+        raise CheckpointError(f"vision_hidden_states runs CLIP and SigLIP towers, not model_type {c.model_type!r}")
+    pixels = np.asarray(pixels)
+    if pixels.ndim != 3 or pixels.shape[0] != c.num_channels:
+        raise CheckpointError(f"pixels must be ({c.num_channels}, H, W) (got shape {pixels.shape})")
+    grid = input_grid(c, pixels.shape[1:])
+    pixels = pixels[:, : grid[0] * c.patch_size[0], : grid[1] * c.patch_size[1]]  # (C, H', W') the stride drops the rest
+    n_run = layers_needed(c, upto)
+    W = _Cast(weights, dt)
+    key_mask = None
+    if c.model_type in CLIP_TYPES:
+        if patch_mask is not None:
+            raise CheckpointError("patch_mask is for SigLIP towers with per-image position buckets (Idefics3), not CLIP")
+        emb = _patches(c, W, pixels, "embeddings.patch_embedding.weight", None, dt)  # (N, d)
+        pos = positions_for(c, weights, grid).astype(dt, copy=False)  # (1 + N, d)
+        x = np.concatenate([W["embeddings.class_embedding"][None], emb], axis=0) + pos  # (T, d)
+        x = layer_norm(x, W["pre_layrnorm.weight"], W["pre_layrnorm.bias"], c.ln_eps)  # (T, d)
+    else:
+        emb = _patches(c, W, pixels, "embeddings.patch_embedding.weight", "embeddings.patch_embedding.bias", dt)  # (N, d)
+        if patch_mask is None and c.model_type not in TOWER_TYPES:
+            x = emb + positions_for(c, weights, grid).astype(dt, copy=False)  # (N, d)
+        else:
+            if c.grid[0] != c.grid[1]:
+                raise CheckpointError(f"patch_mask: position buckets need a square position table, the model's is "
+                                      f"{c.grid[0]}x{c.grid[1]}")
+            real = _check_patch_mask(patch_mask, grid)  # (gh, gw)
+            ids = bucket_position_ids(real, c.grid[0])  # (N,)
+            x = emb + W.rows("embeddings.position_embedding.weight", ids)  # (N, d)
+            if not real.all():
+                key_mask = real.reshape(-1)  # (N,) padded patches are no key
+    atts, states = _pre_ln_layers(c, W, x, n_run, key_mask, kernel)
+    return atts, states
+
+
+def post_norm(c: ModelConfig, weights, hidden: np.ndarray, *, dtype=np.float32) -> np.ndarray:
+    """``post_layernorm`` applied to hidden states (T, d): SigLIP's ``last_hidden_state`` from the last entry of
+    :func:`vision_hidden_states` (PaliGemma, Idefics3 read it). CLIP checkpoints hold the same tensor, but
+    transformers applies it to the pooled class token only, and family_tensors does not list it for CLIP."""
+    W = _Cast(weights, _float_dtype(dtype))
+    h = np.asarray(hidden).astype(_float_dtype(dtype), copy=False)  # (T, d)
+    return layer_norm(h, W["post_layernorm.weight"], W["post_layernorm.bias"], c.ln_eps)  # (T, d)
+
+
+def layers_needed(c: ModelConfig, upto: int | None) -> int:
+    """How many layers to run for hidden-state index ``upto`` (of L + 1 entries; negative from the end)."""
+    if upto is None:
+        return c.n_layer
+    if isinstance(upto, bool) or not isinstance(upto, (int, np.integer)):
+        raise CheckpointError(f"upto must be a hidden-state index (an integer, e.g. -2), not {upto!r}")
+    n = c.n_layer + 1
+    if not -n <= int(upto) < n:
+        raise CheckpointError(f"upto {upto} is out of range for {n} hidden states ({c.n_layer} layers + the embeddings)")
+    return int(upto) % n
+
+
+def _pre_ln_layers(c: ModelConfig, W: _Cast, x: np.ndarray, n_run: int, key_mask, kernel: str):
+    """CLIP / SigLIP encoder layers 0 .. n_run-1 on x (T, d): (attentions (n_run, nh, T, T), [x, out_0, ...])."""
     T, scale = x.shape[0], 1.0 / math.sqrt(c.head_size)
-    atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
-    for i in range(c.n_layer):
+    mask = None if key_mask is None else np.broadcast_to(key_mask[None, :], (T, T))  # (T, T) query may see key
+    atts = np.empty((n_run, c.n_head, T, T), dtype=x.dtype)  # (L', nh, T, T)
+    states = [x]
+    for i in range(n_run):
         p = f"encoder.layers.{i}."
         h = layer_norm(x, W[p + "layer_norm1.weight"], W[p + "layer_norm1.bias"], c.ln_eps)  # (T, d)
         q, k, v = (linear(h, W[p + f"self_attn.{n}_proj.weight"], W[p + f"self_attn.{n}_proj.bias"])
                    for n in ("q", "k", "v"))  # 3 x (T, d)
-        ctx, atts[i] = self_attention(q, k, v, c.n_head, None, scale, kernel)  # (T, d), (nh, T, T)
-        x = x + linear(ctx, W[p + "self_attn.out_proj.weight"], W[p + "self_attn.out_proj.bias"])
-        h = layer_norm(x, W[p + "layer_norm2.weight"], W[p + "layer_norm2.bias"], c.ln_eps)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, mask, scale, kernel)  # (T, d), (nh, T, T)
+        x = x + linear(ctx, W[p + "self_attn.out_proj.weight"], W[p + "self_attn.out_proj.bias"])  # (T, d)
+        h = layer_norm(x, W[p + "layer_norm2.weight"], W[p + "layer_norm2.bias"], c.ln_eps)  # (T, d)
         h = activation(c.act, linear(h, W[p + "mlp.fc1.weight"], W[p + "mlp.fc1.bias"]))  # (T, ff)
         x = x + linear(h, W[p + "mlp.fc2.weight"], W[p + "mlp.fc2.bias"])  # (T, d)
-    return atts, x  # the encoder's output: post_layernorm only touches the pooled class token
+        states.append(x)
+    return atts, states
+
+
+def _float_dtype(dtype):
+    try:
+        dt = np.dtype(dtype).type
+    except TypeError:
+        dt = None
+    if dt not in (np.float32, np.float64):
+        raise CheckpointError(f"forward dtype must be float32 or float64 (got {dtype!r})")
+    return dt
+
+
+# ---- Idefics3's position buckets ------------------------------------------------------------------------
+
+
+def _check_patch_mask(patch_mask, grid: tuple[int, int]) -> np.ndarray:
+    if patch_mask is None:
+        return np.ones(grid, dtype=bool)  # (gh, gw)
+    m = np.asarray(patch_mask)
+    if m.dtype != bool or m.shape != tuple(grid):
+        raise CheckpointError(f"patch_mask must be a bool ({grid[0]}, {grid[1]}) array, one per patch of the input "
+                              f"(got {m.dtype} {m.shape})")
+    if not m[:, 0].any() or not m[0, :].any():
+        raise CheckpointError("patch_mask has no real patch in its first row or first column; the position rule counts "
+                              "the real patches there (a tile padded at its bottom and right)")
+    return m
+
+
+def patch_mask_from_pixels(pixel_mask: np.ndarray, patch_size: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool pixel mask of a padded tile (the processor's ``pixel_attention_mask``) -> (gh, gw): a patch is
+    real when any of its pixels is, as Idefics3's ``get_image_features`` unfolds it."""
+    m = np.asarray(pixel_mask).astype(bool)  # (H, W)
+    ph, pw = patch_size
+    gh, gw = m.shape[0] // ph, m.shape[1] // pw
+    blocks = m[: gh * ph, : gw * pw].reshape(gh, ph, gw, pw)  # (gh, ph, gw, pw)
+    return blocks.any(axis=(1, 3))  # (gh, gw)
+
+
+ARANGE_LANES = 8  # float32 lanes of torch's vectorised CPU arange on x86 (measured against torch 2.13 for 1/n, n < 600)
+
+
+def _arange_f32(start: float, stop: float, step: float) -> np.ndarray:
+    """torch.arange(start, stop, step) for Python floats, bit for bit as torch's x86 CPU kernel makes it: the
+    length ceil((stop - start) / step) in double; whole pairs of 8-lane vectors take lane k of a vector
+    starting at i0 as float32(float32(start + step * i0) + k * step); the tail is float32(start + step * i).
+    (1/n in float32 and in double differ, so a boundary may differ from float32(start + step * i) by one ulp,
+    which moves a patch whose coordinate falls on it to the next bucket.)"""
+    n = max(0, math.ceil((stop - start) / step))
+    i = np.arange(n, dtype=np.int64)  # (n,)
+    out = (start + step * i.astype(np.float64)).astype(np.float32)  # (n,) the scalar tail's values
+    vec = (n // (2 * ARANGE_LANES)) * 2 * ARANGE_LANES  # elements the vector loop writes
+    i0 = (i[:vec] // ARANGE_LANES) * ARANGE_LANES  # (vec,) first index of each vector
+    base = (start + step * i0.astype(np.float64)).astype(np.float32).astype(np.float64)  # (vec,)
+    out[:vec] = (base + (i[:vec] - i0) * step).astype(np.float32)
+    return out  # (n,) float32
+
+
+def bucket_position_ids(real: np.ndarray, n_side: int) -> np.ndarray:
+    """(gh * gw,) int64 rows of the n_side x n_side position table for the patches of one image, as
+    Idefics3VisionEmbeddings picks them: the real patches' rows (the first column's count) and columns
+    (the first row's count) get fractional coordinates i / count in float32, clamped below 1 - 1e-6 and
+    bucketised into n_side equal buckets (``torch.bucketize(..., right=True)`` = ``searchsorted(side="right")``);
+    row id * n_side + column id; padded patches take row 0."""
+    real = np.asarray(real, dtype=bool)  # (gh, gw)
+    gh, gw = real.shape
+    boundaries = _arange_f32(1 / n_side, 1.0, 1 / n_side)  # (n_side - 1,) float32
+    top = np.float32(1.0 - 1e-6)
+
+    def buckets(count: int, size: int) -> np.ndarray:
+        step = np.float32(1.0) / np.float32(count)
+        frac = np.minimum(np.arange(size, dtype=np.float32) * step, top)  # (size,) float32
+        return np.searchsorted(boundaries, frac, side="right").astype(np.int64)  # (size,)
+
+    rows = buckets(int(real[:, 0].sum()), gh)  # (gh,)
+    cols = buckets(int(real[0, :].sum()), gw)  # (gw,)
+    ids = (rows[:, None] * n_side + cols[None, :]).reshape(-1)  # (gh * gw,)
+    return np.where(real.reshape(-1), ids, 0)  # (gh * gw,)
+
+
+# ---- DINOv2 ---------------------------------------------------------------------------------------------
 
 
 def _dinov2(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel):
