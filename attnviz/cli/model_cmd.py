@@ -19,7 +19,7 @@ from attnviz.cli import CliError
 def register(subparsers) -> None:
     """Add ``model list`` and ``model inspect`` to the attnviz-cli parser."""
     p = subparsers.add_parser("model", help="run real pretrained checkpoints (BERT family, RoBERTa, ELECTRA, DistilBERT, GPT-2, "
-                                            "decoder LLMs, ViT, DeiT, CLIP, DINOv2, vision-language models) headless",
+                                            "decoder LLMs, ViT, DeiT, CLIP, SigLIP, DINOv2, vision-language models) headless",
                               description="Run real pretrained checkpoints from local folders; nothing is downloaded.")
     p.set_defaults(func=lambda args: _usage(p))
     sub = p.add_subparsers(dest="model_command", metavar="ACTION")
@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     ins.add_argument("--text", help="text for a text checkpoint (BERT family, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, "
                           "Llama, Mistral, Qwen2, Qwen3), or the prompt of a vision-language model (with --image)")
     ins.add_argument("--image", type=Path, action="append",
-                     help="image file for an image checkpoint (ViT, DeiT, CLIP, DINOv2) or a vision-language model "
+                     help="image file for an image checkpoint (ViT, DeiT, CLIP, SigLIP, DINOv2) or a vision-language model "
                           "(repeat it for models that take several); transparency is ignored as in transformers")
     ins.add_argument("--suffix", help="vision-language models with a prefix-LM mask (PaliGemma): the suffix "
                                       "(the answer) after the prompt, attended causally")
