@@ -1,5 +1,7 @@
 """ModelViewPanel: a real pretrained checkpoint's attention, every layer and head, as a grid of small
-maps, the clicked map large and (ViT) the class token's attention or rollout over the image. What is
+maps, the clicked map large and (ViT) the class token's attention or rollout over the image; a
+vision-language(-action) model reads an image and a prompt together and gets a page of its own
+(:class:`~attnviz.ui.model_view.vlm_view.VlmView`), from which its own mask opens in the Mask workspace. What is
 loaded and shown is held by a :class:`~attnviz.checkpoints.study.CheckpointStudy`, run on a worker
 thread (newest request wins). Nothing here is part of the session: the panel reads the session's
 first text / image source as a default input and never edits it.
@@ -13,16 +15,19 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
                                QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
-from attnviz.checkpoints.study import CheckpointStudy, head_title
+from attnviz.checkpoints.study import CheckpointStudy, head_title, prompt_to_field
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.model_view.chat_option import ChatTemplateBox
 from attnviz.ui.model_view.corpus_view import install as install_corpus_view
 from attnviz.ui.model_view.decoder_view import LongMapView
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
+from attnviz.ui.model_view.mask_handoff import open_model_mask
 from attnviz.ui.model_view.model_list import add_cached_models
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
+from attnviz.ui.model_view.vlm_inputs import NO_IMAGE, VlmInputs
+from attnviz.ui.model_view.vlm_view import VlmView
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
 from attnviz.ui.workspaces.area import ShareSplitter
@@ -30,6 +35,7 @@ from attnviz.ui.workspaces.area import ShareSplitter
 OPEN_FOLDER = "\x00open-folder"  # combo data of the "Open folder…" entry
 OPEN_IMAGE = "\x00open-image"  # combo data of the "Open image…" entry
 TAB_HEADS, TAB_IMAGE = 0, 1
+PAGE_TEXT, PAGE_IMAGE, PAGE_VLM = 0, 1, 2  # input rows: a sentence, an image, an image and a prompt
 
 
 class ModelViewPanel(QWidget):
@@ -86,6 +92,8 @@ class ModelViewPanel(QWidget):
         self.inputs = QStackedWidget(self)
         self.inputs.addWidget(self._row(QLabel("text", self), self.text_edit))
         self.inputs.addWidget(self._row(QLabel("image", self), self.image_combo))
+        self.vlm_inputs = VlmInputs(self)  # vision-language models: image(s), prompt, the family's options
+        self.inputs.addWidget(self.vlm_inputs)
         mid = QHBoxLayout()
         mid.setContentsMargins(6, 0, 6, 0)
         mid.addWidget(self.inputs, 1)
@@ -122,6 +130,10 @@ class ModelViewPanel(QWidget):
         self.body.addWidget(self.side_splitter)
         self.body.addWidget(self.detail)
         self.body.set_shares(self.default_shares("panel_body"))
+        self.vlm = VlmView(self)  # the page of a vision-language(-action) run
+        self.pages = QStackedWidget(self)
+        self.pages.addWidget(self.body)
+        self.pages.addWidget(self.vlm)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -130,12 +142,18 @@ class ModelViewPanel(QWidget):
         layout.addLayout(mid)
         layout.addWidget(self.message)
         layout.addWidget(self.hint)
-        layout.addWidget(self.body, 1)
+        layout.addWidget(self.pages, 1)
 
         self._fill_images()
         self._set_colormap(ctx.session.state.view.colormap)
         self.model_combo.activated.connect(self._on_model_chosen)
-        self.image_combo.activated.connect(self._on_image_chosen)
+        self.image_combo.activated.connect(lambda i: self._on_image_chosen(i, self.image_combo))
+        self.vlm_inputs.image_combo.activated.connect(lambda i: self._on_image_chosen(i, self.vlm_inputs.image_combo))
+        self.vlm_inputs.second_combo.activated.connect(
+            lambda i: self._on_image_chosen(i, self.vlm_inputs.second_combo))
+        self.vlm_inputs.run_requested.connect(self.run_input)
+        self.vlm.head_clicked.connect(self.select_head)
+        self.vlm.mask_requested.connect(self.open_model_mask)
         self.text_edit.textEdited.connect(self._on_text_edited)
         self.text_edit.returnPressed.connect(self.run_input)
         self.run_button.clicked.connect(self.run_input)
@@ -193,6 +211,13 @@ class ModelViewPanel(QWidget):
             self._show_message("Load a model first (choose one above or open a checkpoint folder).")
             return None
         self._clear_message()
+        if self.study.kind == "vlm":
+            inputs = self.vlm_inputs
+            job = self.study.vlm_job(inputs.image_keys(), inputs.prompt_edit.text(), inputs.option_texts())
+            if job is None:
+                self._show_message("Choose an image for the model to see.")
+                return None
+            return self._submit("run", job)
         if self.study.kind == "vit":
             job = self.study.image_job(self.image_combo.currentData())
             if job is None:
@@ -213,9 +238,53 @@ class ModelViewPanel(QWidget):
         """Use the (H, W, 3) uint8 image ``rgb`` as the model's input (added to the image list)."""
         key, label = self.study.add_image_array(rgb, name)
         self._add_image(key, label)
-        self.image_combo.setCurrentIndex(self.image_combo.findData(key))
+        for combo in (self.image_combo, self.vlm_inputs.image_combo):
+            combo.setCurrentIndex(combo.findData(key))
         if run:
             self.run_input()
+
+    def set_image_file(self, path: str, run: bool = False) -> None:
+        """Use the image file ``path`` as the model's input (as "Open image…" does)."""
+        key, label = self.study.add_image_file(str(path))
+        self._add_image(key, label)
+        for combo in (self.image_combo, self.vlm_inputs.image_combo):
+            combo.setCurrentIndex(combo.findData(key))
+        if run:
+            self.run_input()
+
+    def set_images(self, images, run: bool = False) -> None:
+        """A vision-language model's images: ``images`` a list of (name, (H, W, 3) uint8); the second one in
+        the second chooser, shown for the purpose (its model may refuse it, which the message line says)."""
+        images = list(images)
+        if not images:
+            raise ValueError("give at least one image")
+        keys = []
+        for name, rgb in images[:2]:
+            key, label = self.study.add_image_array(rgb, name)
+            self._add_image(key, label)
+            keys.append(key)
+        combo = self.vlm_inputs.image_combo
+        combo.setCurrentIndex(combo.findData(keys[0]))
+        self.vlm_inputs.set_multi(len(keys) > 1 or getattr(self.ckpt, "n_images", 1) > 1)
+        second = self.vlm_inputs.second_combo
+        second.setCurrentIndex(second.findData(keys[1]) if len(keys) > 1 else 0)
+        if run:
+            self.run_input()
+
+    def set_prompt(self, text: str, run: bool = False, **options) -> None:
+        """A vision-language model's prompt (line breaks as typed) and option field texts; ``run`` runs it."""
+        self.vlm_inputs.prompt_edit.setText(prompt_to_field(text))
+        for name, value in options.items():
+            self.vlm_inputs.set_option(name, str(value))
+        if run:
+            self.run_input()
+
+    def open_model_mask(self) -> bool:
+        """Open the shown vision-language run's own mask as a session of its segments in the Mask workspace."""
+        if not self.study.vlm:
+            self._show_message("Run a vision-language model first: its own mask is what opens in the Mask workspace.")
+            return False
+        return open_model_mask(self, self.ctx, self.outcome.result)
 
     def shutdown(self) -> None:
         """Stop the loading/forward-pass thread (the window calls this when it closes)."""
@@ -230,6 +299,10 @@ class ModelViewPanel(QWidget):
         r = study.outcome.result
         study.check_head(layer, head)
         self.selected = (int(layer), int(head))
+        if study.vlm:
+            self.vlm.select_head(layer, head)
+            self.head_selected.emit(int(layer), int(head))
+            return
         if study.long:
             self.long_map.show(study.outcome, layer, head)
         else:
@@ -279,32 +352,38 @@ class ModelViewPanel(QWidget):
 
     def _fill_images(self) -> None:
         """Image choices: the session's image sources, the bundled demo images, then "Open image…"."""
-        keep = self.image_combo.currentData()
         entries = self.study.refresh_images(self.ctx.session.state)
-        self.image_combo.blockSignals(True)
-        self.image_combo.clear()
-        for key, label in entries:
-            self.image_combo.addItem(label, key)
-        self.image_combo.addItem("Open image…", OPEN_IMAGE)
-        index = self.image_combo.findData(keep)
-        self.image_combo.setCurrentIndex(index if keep != OPEN_IMAGE and index >= 0 else 0)
-        self.image_combo.blockSignals(False)
+        second = self.vlm_inputs.second_combo
+        for combo in (self.image_combo, self.vlm_inputs.image_combo, second):
+            keep = combo.currentData()
+            combo.blockSignals(True)
+            combo.clear()
+            if combo is second:
+                combo.addItem("none", NO_IMAGE)
+            for key, label in entries:
+                combo.addItem(label, key)
+            combo.addItem("Open image…", OPEN_IMAGE)
+            index = combo.findData(keep)
+            combo.setCurrentIndex(index if keep != OPEN_IMAGE and index >= 0 else 0)
+            combo.blockSignals(False)
 
     def _add_image(self, key: str, label: str) -> None:
-        if self.image_combo.findData(key) < 0:
-            self.image_combo.insertItem(self.image_combo.count() - 1, label, key)
+        for combo in (self.image_combo, self.vlm_inputs.image_combo, self.vlm_inputs.second_combo):
+            if combo.findData(key) < 0:
+                combo.insertItem(combo.count() - 1, label, key)
 
-    def _on_image_chosen(self, index: int) -> None:
-        if self.image_combo.itemData(index) == OPEN_IMAGE:
+    def _on_image_chosen(self, index: int, combo=None) -> None:
+        combo = combo or self.image_combo
+        if combo.itemData(index) == OPEN_IMAGE:
             path, _ = QFileDialog.getOpenFileName(self, "Open an image", "",
                                                   "Images (*.png *.jpg *.jpeg *.webp *.bmp *.gif *.tif *.tiff)")
             if not path:
-                self.image_combo.setCurrentIndex(0)
+                combo.setCurrentIndex(0)
                 return
             key, label = self.study.add_image_file(path)
             self._add_image(key, label)
-            self.image_combo.setCurrentIndex(self.image_combo.findData(key))
-        if self.study.kind == "vit":
+            combo.setCurrentIndex(combo.findData(key))
+        if self.study.kind in ("vit", "vlm"):
             self.run_input()
 
     def _on_text_edited(self, _text: str) -> None:
@@ -334,9 +413,11 @@ class ModelViewPanel(QWidget):
             self.grid.set_colormap(name)
             self.detail.set_colormap(name)
             self.summary.heatmap.set_colormap(name)
+            self.vlm.set_colormap(name)
 
     def _sync_input_page(self) -> None:
-        self.inputs.setCurrentIndex(1 if self.study.kind == "vit" else 0)
+        kind = self.study.kind
+        self.inputs.setCurrentIndex(PAGE_VLM if kind == "vlm" else (PAGE_IMAGE if kind == "vit" else PAGE_TEXT))
 
     # ------------------------------------------------------------------ results
     def _submit(self, kind: str, fn) -> int:
@@ -349,7 +430,10 @@ class ModelViewPanel(QWidget):
             self.study.loaded(result)
             self.describe.setText(result.describe())
             self.describe.setToolTip(str(result.folder))
-            self.chat_box.show_for(result)
+            vlm = self.study.kind == "vlm"
+            self.chat_box.show_for(None if vlm else result)  # a vision-language prompt is written as the family says
+            if vlm:
+                self.vlm_inputs.configure(result, self.study.offered_prompt())
             self._sync_input_page()
             if not self._text_edited:
                 self._offer_session_text()
@@ -379,6 +463,19 @@ class ModelViewPanel(QWidget):
         study = self.study
         new_model = study.show(outcome)
         r = outcome.result
+        if study.vlm:
+            self.pages.setCurrentWidget(self.vlm)
+            L, nh = r.attentions.shape[:2]
+            layer, head = self.selected
+            self.selected = (layer if layer < L else 0, head if head < nh else 0)
+            self.vlm.set_outcome(outcome, *self.selected)
+            notes = "; ".join(getattr(r, "notes", ()))
+            if self.ckpt is not None:
+                self.describe.setText(self.ckpt.describe() + (f" — {notes}" if notes else ""))
+            self.head_selected.emit(*self.selected)
+            self.attention_ready.emit(r)
+            return
+        self.pages.setCurrentWidget(self.body)
         described = study.run_description()
         if described is not None:
             self.describe.setText(described)

@@ -1,0 +1,44 @@
+"""The Pretrained panel's "Open mask in Mask workspace": a vision-language(-action) run's own mask as a new
+session of its segments (:func:`attnviz.model.mask_session.session_for_model_mask`, whose design
+reproduces the mask cell for cell), opened in the window like File ▸ New — asking first when the current
+session has unsaved changes — and the Mask workspace brought forward. A panel without a window replaces
+its session by one undoable step instead.
+"""
+
+from __future__ import annotations
+
+from attnviz.checkpoints.study import mask_segments
+from attnviz.model.commands import SetFields
+from attnviz.model.mask.segmented import describe_design
+from attnviz.model.mask_session import ModelSegment, session_for_model_mask
+from attnviz.model.state import FIELDS
+
+
+def model_mask_state(result):
+    """The session of ``result``'s segments (a MultimodalAttention) under its own mask."""
+    segs = [ModelSegment(*row) for row in mask_segments(result)]
+    return session_for_model_mask(result.mask, segs, labels=result.labels)
+
+
+def open_model_mask(widget, ctx, result) -> bool:
+    """Open ``result``'s mask as a session in the Mask workspace; False when the person cancels or it fails
+    (said through ``ctx.report``)."""
+    try:
+        state = model_mask_state(result)
+    except ValueError as exc:
+        ctx.report(f"cannot open the mask of {result.model}: {exc}", "error")
+        return False
+    win = widget.window()
+    files = getattr(win, "files", None)
+    if files is not None and hasattr(win, "show_workspace"):
+        if not files.maybe_save(f"opening the mask of {result.model}"):
+            return False
+        files._replace(state, None, dirty=True)
+        win.show_workspace("mask")
+    elif not ctx.execute(SetFields(tuple((name, getattr(state, name)) for name in FIELDS),
+                                   label=f"Open the mask of {result.model}")):
+        return False
+    names = ", ".join(s.name for s in state.sources)
+    ctx.report(f"the mask of {result.model} as a session of its segments ({names}): {describe_design(state.mask)}",
+               "info")
+    return True
