@@ -13,10 +13,11 @@ from attnviz.engine.runtime import parallel_section
 from attnviz.engine.tiled_mask import TiledMask
 from attnviz.engine.tiling import FINEST, choose_blocks, fine_counts, tile_state_from_fine
 from attnviz.engine.validate import (check_score_range, prepare_block, prepare_mask, prepare_qkv,
-                                     prepare_scale)
+                                     prepare_scale, prepare_softcap)
 from attnviz.engine.weights import recompute_weights
 
 KERNELS = ("reference", "naive", "flash")
+SOFTCAP_KERNELS = ("reference", "naive")  # the kernels that soft-cap scores (attention(..., softcap=c))
 
 # float32 inputs whose scaled scores can exceed this (in nats) run the naive and flash kernels in float64.
 # There the float32 rounding of the score products themselves (about 6e-8 x 256 = 1.5e-5 nats, 1e-3 at
@@ -58,18 +59,24 @@ def _tiled_attention(q3, k3, v3, tm: TiledMask, s: float, kernel: str, bm, bn, r
 
 
 def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, block_n=None,
-              return_weights=False) -> AttentionResult:
+              return_weights=False, softcap=None) -> AttentionResult:
     """softmax(q k^T * scale, masked) v per head (mask convention in :mod:`attnviz.engine`).
 
     q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv); 2-D arrays mean one head and give 2-D results.
     ``mask``: None, bool (Tq, Tk) / (nh, Tq, Tk), a BlockMask, or a TiledMask (flash only, at its tile
     size). ``scale`` defaults to 1/sqrt(hs); ``block_m``/``block_n`` default to the BlockMask's tiles,
-    else :func:`attnviz.engine.tiling.choose_blocks`. Returns out (nh, Tq, hv), lse (nh, Tq) and, with
-    ``return_weights``, weights (nh, Tq, Tk): float32 when every input is float32, else float64; float32
-    inputs whose scaled scores can exceed F32_SCORE_BOUND are computed in float64 first.
+    else :func:`attnviz.engine.tiling.choose_blocks`. ``softcap`` None, or c > 0: every scaled score s
+    becomes c tanh(s / c) before the mask and the softmax (Gemma 2's attention-logit soft-capping; the
+    reference and naive kernels, see SOFTCAP_KERNELS: flash refuses it). Returns out (nh, Tq, hv), lse
+    (nh, Tq) and, with ``return_weights``, weights (nh, Tq, Tk): float32 when every input is float32,
+    else float64; float32 inputs whose scaled scores can exceed F32_SCORE_BOUND are computed in float64 first.
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    cap = prepare_softcap(softcap)
+    if cap and kernel not in SOFTCAP_KERNELS:
+        raise ValueError(f"the {kernel} kernel has no soft-capping; softcap runs on the "
+                         f"{' and '.join(SOFTCAP_KERNELS)} kernels")
     q3, k3, v3, squeeze, norms = prepare_qkv(q, k, v)
     nh, Tq, hs = q3.shape
     Tk = k3.shape[1]
@@ -79,7 +86,7 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
     bn = prepare_block("block_n", block_n)
     if q3.dtype == np.float32 and kernel != "reference" and bound > F32_SCORE_BOUND:
         wide = attention(q3.astype(np.float64), k3.astype(np.float64), v3.astype(np.float64), mask, scale=s,
-                         kernel=kernel, block_m=bm, block_n=bn, return_weights=return_weights)
+                         kernel=kernel, block_m=bm, block_n=bn, return_weights=return_weights, softcap=softcap)
         out, lse = wide.out.astype(np.float32), wide.lse.astype(np.float32)
         weights = None if wide.weights is None else wide.weights.astype(np.float32)
         if squeeze:
@@ -92,7 +99,7 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
 
     if kernel == "reference":
         full = np.ones((1, Tq, Tk), dtype=np.bool_) if dense is None else dense
-        out, lse, w = reference_attention(q3, k3, v3, np.broadcast_to(full, (nh, Tq, Tk)), s)
+        out, lse, w = reference_attention(q3, k3, v3, np.broadcast_to(full, (nh, Tq, Tk)), s, cap)
         out, lse = out.astype(q3.dtype), lse.astype(q3.dtype)
         weights = w.astype(q3.dtype) if return_weights else None
     elif kernel == "naive":
@@ -102,7 +109,7 @@ def attention(q, k, v, mask=None, *, scale=None, kernel="flash", block_m=None, b
         m = np.ones((1, 1, 1), dtype=np.bool_) if dense is None else dense
         if Tq:
             with parallel_section():
-                naive_kernel(q3, k3, v3, m, dense is not None, s, out, lse, w, return_weights)
+                naive_kernel(q3, k3, v3, m, dense is not None, s, cap, out, lse, w, return_weights)
         weights = w if return_weights else None
     else:
         if bm is None and bn is None and block is not None:

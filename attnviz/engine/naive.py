@@ -1,7 +1,8 @@
 """The naive numba kernel: one query row at a time, every score materialised, plain ``np.exp``.
 
 The readable twin of the flash kernel in compiled form: scores for the whole row, max, exponentials,
-sum, weighted sum of values. Parallel over (head, query row). It also writes the weights when asked.
+sum, weighted sum of values. Parallel over (head, query row). It also writes the weights when asked, and
+soft-caps the scaled scores (c tanh(s / c), Gemma 2) when given a cap.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from attnviz.engine.fastexp import FASTMATH, like
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
-def naive_kernel(q, k, v, mask, use_mask, scale, out, lse, weights, write_weights):
-    """q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv); mask (nh or 1, Tq, Tk) bool read when use_mask.
+def naive_kernel(q, k, v, mask, use_mask, scale, softcap, out, lse, weights, write_weights):
+    """q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv); mask (nh or 1, Tq, Tk) bool read when use_mask;
+    softcap > 0: every scaled score s becomes softcap * tanh(s / softcap) (0: no cap).
 
     Writes out (nh, Tq, hv), lse (nh, Tq) and, when write_weights, weights (nh, Tq, Tk).
     """
@@ -22,6 +24,9 @@ def naive_kernel(q, k, v, mask, use_mask, scale, out, lse, weights, write_weight
     Tk = k.shape[1]
     hv = v.shape[2]
     c = like(q, scale)
+    capped = softcap > 0
+    cap = like(q, softcap)
+    inv_cap = like(q, 1.0 / softcap if capped else 0.0)
     for w in prange(nh * Tq):
         h = w // Tq
         i = w - h * Tq
@@ -38,6 +43,8 @@ def naive_kernel(q, k, v, mask, use_mask, scale, out, lse, weights, write_weight
                 for d in range(hs):
                     acc += q[h, i, d] * k[h, j, d]
                 s[j] = acc * c
+                if capped:
+                    s[j] = cap * np.tanh(s[j] * inv_cap)
                 if n_allowed == 0 or s[j] > m:
                     m = s[j]
                 n_allowed += 1

@@ -2,7 +2,8 @@
 
 For long sequences the weight matrix cannot be held, but a heatmap needs one value per pixel: the
 max (or mean) of the weights a pixel covers, recomputed from q, k and lse per tile and reduced on the
-fly (memory O(T * hs + pixels)). The max costs one exponential per (row, pixel), as exp is monotonic.
+fly (memory O(T * hs + pixels)). The max costs one exponential per (row, pixel), as exp is monotonic
+(so is a soft cap c tanh(s / c), applied to the scores as the kernel that computed lse did).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from attnviz.engine.fastexp import FASTMATH, LOG2E, M_INIT, MASKED_SCORE, exp2, 
 from attnviz.engine.blockmask import EMPTY, FULL, PARTIAL
 from attnviz.engine.runtime import parallel_section
 from attnviz.engine.tiled_mask import TiledMask
-from attnviz.engine.validate import prepare_block, prepare_mask, prepare_qk_lse
+from attnviz.engine.validate import prepare_block, prepare_mask, prepare_qk_lse, prepare_softcap
 
 REDUCTIONS = ("max", "mean")
 _NO_STATE = np.zeros((1, 1, 1), dtype=np.int8)  # passed when the mask is not a TiledMask
@@ -72,13 +73,14 @@ def _tiled_empty(tstate, TBM, TBN, ht, i0, i1, j0, j1) -> bool:
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
 def _overview_kernel(q, k, lse, mask, use_mask, tstate, tindex, tblocks, tiled, TBM, TBN, r0, c0, row_edges,
-                     col_edges, groups, scale, use_max, BLOCK_N, acc):
+                     col_edges, groups, scale, softcap, use_max, BLOCK_N, acc):
     """q (nh, Tq, hs), k (nh, Tk, hs), lse (nh, Tq); region rows r0 + [0, R), cols c0 + [0, C).
 
     row_edges (H'+1,) and col_edges (W'+1,) are band starts relative to the region; groups (G+1,) are
     pixel-row starts of the work items. acc (nh, H', W') receives the max, or the sum, per pixel.
     The mask is ``mask`` (nh or 1, Tq, Tk) when ``use_mask``, or with ``tiled`` a TiledMask's tile
     states, block index and blocks of TBM x TBN (tiles it leaves empty are not computed at all).
+    softcap > 0: scores are c tanh(s * scale / c) (0: s * scale).
     """
     nh = q.shape[0]
     Hp = row_edges.shape[0] - 1
@@ -87,6 +89,9 @@ def _overview_kernel(q, k, lse, mask, use_mask, tstate, tindex, tblocks, tiled, 
     G = groups.shape[0] - 1
     c = like(q, scale * LOG2E)
     masked = like(q, MASKED_SCORE)
+    capped = softcap > 0
+    sc = like(q, scale / softcap if capped else 0.0)  # q . k -> s / c
+    capl2 = like(q, softcap * LOG2E)  # tanh(s / c) -> c tanh(s / c) in base 2
     for t in prange(nh * G):
         h = t // G
         g = t - h * G
@@ -122,17 +127,23 @@ def _overview_kernel(q, k, lse, mask, use_mask, tstate, tindex, tblocks, tiled, 
                     if lse2 == -np.inf:
                         continue  # fully masked row: weights 0
                     srow = S[r]  # (bn,)
+                    if capped:  # capped and in base 2 already: the scaling below is 1
+                        for j in range(bn):
+                            srow[j] = capl2 * np.tanh(srow[j] * sc)
+                        cj = like(q, 1.0)
+                    else:
+                        cj = c
                     if tiled:
                         _tiled_row(tstate, tindex, tblocks, TBM, TBN, ht, r0 + i, c0 + j0, c0 + j1, m_buf)
                         for j in range(bn):
-                            srow[j] = srow[j] * c if m_buf[j] else masked
+                            srow[j] = srow[j] * cj if m_buf[j] else masked
                     elif use_mask:
                         mrow = mask[hm, r0 + i, c0 + j0:c0 + j1]  # (bn,)
                         for j in range(bn):
-                            srow[j] = srow[j] * c if mrow[j] else masked
+                            srow[j] = srow[j] * cj if mrow[j] else masked
                     else:
                         for j in range(bn):
-                            srow[j] = srow[j] * c
+                            srow[j] = srow[j] * cj
                     # first pixel column touching this tile
                     lo, hi = 0, Wp - 1
                     while lo < hi:
@@ -185,17 +196,19 @@ def _check_range(name: str, value, n: int) -> tuple[int, int]:
 
 
 def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None, cols=None, reduce="max",
-                       block_n=None) -> np.ndarray:
+                       block_n=None, softcap=None) -> np.ndarray:
     """A (H, W) overview of the weights of rows [r0, r1) x cols [c0, c1), never holding a Tq x Tk matrix.
 
     q (Tq, hs) / k (Tk, hs) / lse (Tq,) for one head, or (nh, ...) for every head (then (nh, H, W));
     ``lse`` and ``mask`` as for :func:`attention` (a TiledMask's empty tiles are not computed).
     ``rows``/``cols`` default to everything; a region smaller than the picture spans several pixels
-    per row / column. Masked cells count as 0. Float32 for float32 inputs, else float64.
+    per row / column. Masked cells count as 0. ``softcap``: the cap c the scores had when lse was
+    computed (None: none), as for :func:`attention`. Float32 for float32 inputs, else float64.
     """
     if reduce not in REDUCTIONS:
         raise ValueError(f"reduce must be one of {', '.join(REDUCTIONS)}, got {reduce!r}")
     q3, k3, lse3, s, squeeze = prepare_qk_lse(q, k, lse, scale)  # s >= 0 keeps scores monotonic for the max
+    cap = prepare_softcap(softcap)
     nh, Tq, _ = q3.shape
     Tk = k3.shape[1]
     try:
@@ -226,7 +239,7 @@ def attention_overview(q, k, lse, mask=None, *, scale=None, out_shape, rows=None
         tstate, tindex, tblocks, tbm, tbn = _NO_STATE, _NO_INDEX, _NO_BLOCKS, 1, 1
     with parallel_section():
         _overview_kernel(q3, k3, lse3, m, dense is not None, tstate, tindex, tblocks, tm is not None, tbm, tbn,
-                         r0, c0, row_edges, col_edges, groups, s, reduce == "max", bn, acc)
+                         r0, c0, row_edges, col_edges, groups, s, cap, reduce == "max", bn, acc)
     if reduce == "mean":
         cells = np.diff(row_edges)[:, None] * np.diff(col_edges)[None, :]  # (H', W')
         acc /= cells

@@ -111,6 +111,20 @@ def prepare_scale(scale, hs: int) -> float:
     return s
 
 
+def prepare_softcap(softcap) -> float:
+    """``softcap`` as a float: 0.0 for None (no cap), else a finite positive real number (a cap c turns every
+    scaled score s into c tanh(s / c))."""
+    if softcap is None:
+        return 0.0
+    value = softcap.item() if isinstance(softcap, np.ndarray) and softcap.ndim == 0 else softcap
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"softcap must be a positive real number or None, got {softcap!r}")
+    c = float(value)
+    if not (math.isfinite(c) and c > 0):
+        raise ValueError(f"softcap must be a positive finite number or None, got {softcap!r}")
+    return c
+
+
 def check_score_range(norms: tuple[float, float], scale: float) -> float:
     """The bound max |q_i| |k_j| |scale| >= every |scaled score|, from the largest squared row norms of q
     and k (:func:`prepare_qkv`; 0 for an empty q or k); ValueError when it exceeds MAX_ABS_SCORE."""

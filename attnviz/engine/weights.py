@@ -5,7 +5,8 @@ and lse: w_ij = exp(q_i . k_j * scale - lse_i) on allowed cells, 0 on masked cel
 masked row (lse = -inf). Only the requested rows are materialised, always over every key, so each row
 is then divided by its sum: the rounding of lse (stored in the input precision, about |lse| * 6e-8 in
 float32) is a factor common to the whole row and cancels; with large float32 scores it would
-otherwise dominate the error.
+otherwise dominate the error. With a soft cap c the recomputed score is c tanh(s * scale / c), as the
+kernels that computed lse used it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from numba import njit, prange
 from attnviz.engine.fastexp import FASTMATH, LOG2E, exp2, like
 from attnviz.engine.runtime import parallel_section
 from attnviz.engine.tiled_mask import TiledMask
-from attnviz.engine.validate import prepare_block, prepare_mask, prepare_qk_lse, prepare_rows
+from attnviz.engine.validate import prepare_block, prepare_mask, prepare_qk_lse, prepare_rows, prepare_softcap
 
 ROW_BLOCK = 64  # query rows per work item
 DEFAULT_BLOCK_N = 256  # keys per tile
@@ -24,12 +25,15 @@ SERIAL_WORK = 1 << 22  # cells x hs at most this run on the calling thread (see 
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
-def _weights_item(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w, t):
+def _weights_item(qr, k, lse_r, mask_r, use_mask, scale, softcap, BLOCK_N, w, t):
     """Work item t = h * nR + row block of :func:`_weights_kernel` (same arguments)."""
     nh, R, hs = qr.shape
     Tk = k.shape[1]
     nR = (R + ROW_BLOCK - 1) // ROW_BLOCK
     c = like(qr, scale * LOG2E)
+    capped = softcap > 0
+    sc = like(qr, scale / softcap if capped else 0.0)  # q . k -> s / c
+    capl2 = like(qr, softcap * LOG2E)  # tanh(s / c) -> c tanh(s / c) in base 2
     h = t // nR
     r0 = (t - h * nR) * ROW_BLOCK
     r1 = min(r0 + ROW_BLOCK, R)
@@ -53,6 +57,17 @@ def _weights_item(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w, t):
             tot = zero
             if lse2[r] == -np.inf:
                 wrow[:] = 0
+            elif capped and use_mask:
+                mrow = mask_r[hm, r0 + r, j0:j1]  # (bn,)
+                for j in range(bn):
+                    p = exp2(capl2 * np.tanh(srow[j] * sc) - lse2[r]) if mrow[j] else zero
+                    wrow[j] = p
+                    tot += p
+            elif capped:
+                for j in range(bn):
+                    p = exp2(capl2 * np.tanh(srow[j] * sc) - lse2[r])
+                    wrow[j] = p
+                    tot += p
             elif use_mask:
                 mrow = mask_r[hm, r0 + r, j0:j1]  # (bn,)
                 for j in range(bn):
@@ -74,30 +89,34 @@ def _weights_item(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w, t):
 
 
 @njit(parallel=True, nogil=True, cache=True, fastmath=FASTMATH)
-def _weights_kernel(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w):
-    """qr (nh, R, hs) rows, k (nh, Tk, hs), lse_r (nh, R), mask_r (nh or 1, R, Tk); writes w (nh, R, Tk)."""
+def _weights_kernel(qr, k, lse_r, mask_r, use_mask, scale, softcap, BLOCK_N, w):
+    """qr (nh, R, hs) rows, k (nh, Tk, hs), lse_r (nh, R), mask_r (nh or 1, R, Tk); writes w (nh, R, Tk).
+    softcap > 0: scores are c tanh(s * scale / c) (0: s * scale)."""
     for t in prange(qr.shape[0] * ((qr.shape[1] + ROW_BLOCK - 1) // ROW_BLOCK)):
-        _weights_item(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w, t)
+        _weights_item(qr, k, lse_r, mask_r, use_mask, scale, softcap, BLOCK_N, w, t)
 
 
 @njit(nogil=True, cache=True, fastmath=FASTMATH)
-def _weights_serial(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w):
+def _weights_serial(qr, k, lse_r, mask_r, use_mask, scale, softcap, BLOCK_N, w):
     """:func:`_weights_kernel` on the calling thread, for jobs smaller than a parallel launch costs."""
     for t in range(qr.shape[0] * ((qr.shape[1] + ROW_BLOCK - 1) // ROW_BLOCK)):
-        _weights_item(qr, k, lse_r, mask_r, use_mask, scale, BLOCK_N, w, t)
+        _weights_item(qr, k, lse_r, mask_r, use_mask, scale, softcap, BLOCK_N, w, t)
 
 
-def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=None, serial=None) -> np.ndarray:
+def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=None, serial=None,
+                      softcap=None) -> np.ndarray:
     """Weights of the requested query rows, recomputed tile by tile from q, k and lse.
 
     q (nh, Tq, hs), k (nh, Tk, hs), lse (nh, Tq) as returned by :func:`attention` (2-D q/k and 1-D lse
     mean one head); ``mask`` as for :func:`attention` (of a TiledMask only the requested rows are made
     dense); ``rows`` None (all), a slice or query indices;
-    ``serial`` True / False / None (by size) as for :func:`attnviz.engine.display_matrices`.
+    ``serial`` True / False / None (by size) as for :func:`attnviz.engine.display_matrices`;
+    ``softcap`` the cap c the scores had when lse was computed (None: none), as for :func:`attention`.
     Returns (nh, R, Tk) — (R, Tk) for one head — in the dtype of q and k. Masked cells and fully
     masked rows are 0.
     """
     q3, k3, lse3, s, squeeze = prepare_qk_lse(q, k, lse, scale)  # s >= 0
+    cap = prepare_softcap(softcap)
     nh, Tq, _ = q3.shape
     Tk = k3.shape[1]
     idx = prepare_rows(rows, Tq)  # (R,)
@@ -116,7 +135,7 @@ def recompute_weights(q, k, lse, mask=None, *, scale=None, rows=None, block_n=No
     else:
         mask_r = np.ascontiguousarray(dense[:, idx])  # (nh or 1, R, Tk)
     w = np.empty((nh, idx.size, Tk), dtype=q3.dtype)  # (nh, R, Tk)
-    args = (qr, k3, lse_r, mask_r, dense is not None, s, bn, w)
+    args = (qr, k3, lse_r, mask_r, dense is not None, s, cap, bn, w)
     if w.size and (serial or (serial is None and w.size * qr.shape[2] <= SERIAL_WORK)):
         _weights_serial(*args)
     elif w.size:
