@@ -1,11 +1,16 @@
-"""The numpy forward pass of a decoder LLM (Llama, Mistral, Qwen2, Qwen3), every layer and head.
+"""The numpy forward pass of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3),
+every layer and head.
 
-Block by block as transformers' eager implementation (RMSNorm, grouped-query attention with RoPE,
-SwiGLU MLP; the variants are in :class:`~attnviz.checkpoints.decoder_config.DecoderSpec`). Long
-inputs keep only what the maps are recomputed from (:class:`DecoderTrace`), not the maps.
+Block by block as transformers' eager implementation (RMSNorm, grouped-query attention with RoPE, a
+gated MLP; the variants, Gemma's among them, are in :class:`~attnviz.checkpoints.decoder_config.DecoderSpec`).
+Long inputs keep only what the maps are recomputed from (:class:`DecoderTrace`), not the maps.
+Vision-language models feed the pass their own input rows (:func:`embed_tokens`, ``embeds=``), mask
+(``mask=``, :func:`block_sequence_masks`) and rotary positions (``positions=``).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -16,6 +21,8 @@ from attnviz.checkpoints.rope import cos_sin, inverse_frequencies, rotate
 from attnviz.engine import TiledMask, attention
 
 TILE = (64, 128)  # block_m x block_n of the causal TiledMask of long inputs
+BAND_CELLS = 1 << 22  # mask cells per band of query rows when a soft-capped long pass runs on the naive kernel
+MASK_KEYS = ("full_attention", "sliding_attention")  # the layer types a mask mapping is keyed by (transformers')
 
 
 def decoder_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -40,6 +47,9 @@ def decoder_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
             shapes[p + "self_attn.q_norm.weight"] = (hd,)
             shapes[p + "self_attn.k_norm.weight"] = (hd,)
         shapes[p + "post_attention_layernorm.weight"] = (d,)
+        if s.sandwich_norm:
+            shapes[p + "pre_feedforward_layernorm.weight"] = (d,)
+            shapes[p + "post_feedforward_layernorm.weight"] = (d,)
         lin(p + "mlp.gate_proj", ff, d, s.mlp_bias)
         lin(p + "mlp.up_proj", ff, d, s.mlp_bias)
         lin(p + "mlp.down_proj", d, ff, s.mlp_bias)
@@ -51,6 +61,16 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """``w * x / sqrt(mean(x^2) + eps)`` over the last axis (variance in at least float32, as transformers)."""
     var = np.mean(x * x, axis=-1, keepdims=True)  # (..., 1)
     return w * (x / np.sqrt(var + x.dtype.type(eps)))
+
+
+def rms_norm_plus_one(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """Gemma's RMSNorm ``x / sqrt(mean(x^2) + eps) * (1 + w)``, computed in at least float32 and returned
+    in the dtype of ``x`` (transformers computes it in float32 and casts back)."""
+    dt = np.promote_types(x.dtype, np.float32)
+    xf = x.astype(dt, copy=False)  # (..., C)
+    var = np.mean(xf * xf, axis=-1, keepdims=True)  # (..., 1)
+    out = xf / np.sqrt(var + dt.type(eps)) * (dt.type(1.0) + w.astype(dt, copy=False))  # (..., C)
+    return out.astype(x.dtype, copy=False)
 
 
 def causal_band(window: int):
@@ -78,6 +98,103 @@ def tiled_causal_mask(T: int, window: int = 0) -> TiledMask:
     return TiledMask.from_bands(lambda r0, r1: band(r0, r1, T), T, T, *TILE)
 
 
+def windowed(mask: np.ndarray, window: int) -> np.ndarray:
+    """A dense (T, T) mask on a sliding layer: intersected with transformers' sliding_window_overlay
+    (key j > i - window; keys after i are not limited, so a bidirectional block keeps its later keys)."""
+    if not window:
+        return mask
+    T = mask.shape[0]
+    return mask & (np.arange(T)[None, :] > np.arange(T)[:, None] - window)  # (T, T)
+
+
+def block_sequence_masks(c: ModelConfig, block_ids) -> dict[str, np.ndarray]:
+    """The masks transformers 5.24 builds from ``block_sequence_ids`` (PaliGemma's prefix, Gemma 3's
+    images): a token sees the earlier keys (within the window on a sliding layer) and every token of its
+    own block (id >= 0, -1: no block), whatever the window. Returns the mapping ``forward_decoder``
+    takes as ``mask``: {"full_attention": (T, T), "sliding_attention": (T, T)} bool."""
+    ids = np.asarray(block_ids)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise CheckpointError(f"block ids must be a 1-D array of integers (got {ids.dtype} {ids.shape})")
+    T = ids.shape[0]
+    same = (ids[:, None] == ids[None, :]) & (ids[:, None] >= 0)  # (T, T) bidirectional within a block
+    window = max((c.decoder.window(i) for i in range(c.n_layer)), default=0)
+    return {"full_attention": causal_mask(T) | same, "sliding_attention": causal_mask(T, window) | same}
+
+
+def embed_scale(c: ModelConfig, dtype=np.float32):
+    """The number token rows are multiplied by before the first layer: sqrt(d_model) in ``dtype`` for
+    the Gemma families (transformers keeps it as a tensor in the weights' dtype), None for the others."""
+    return np.dtype(dtype).type(math.sqrt(c.d_model)) if c.decoder.embed_scale else None
+
+
+def embed_tokens(c: ModelConfig, weights, ids, dtype=np.float32) -> np.ndarray:
+    """(T, d_model) rows of the token embedding table for ``ids`` (T,), in ``dtype``, BEFORE the family's
+    embedding scale (:func:`embed_scale`): what :func:`forward_decoder` takes as ``embeds``."""
+    ids = _check_ids(c, ids)
+    return np.array(_W(weights, dtype).rows("embed_tokens.weight", ids), dtype=dtype)  # (T, C), a copy to edit
+
+
+def _check_ids(c: ModelConfig, ids) -> np.ndarray:
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise CheckpointError(f"token ids must be a 1-D array of integers (got {ids.dtype} {ids.shape})")
+    if ids.size and (ids.min() < 0 or ids.max() >= c.vocab_size):
+        bad = int(ids.max()) if ids.max() >= c.vocab_size else int(ids.min())
+        raise CheckpointError(f"token id {bad} is outside the model's {c.vocab_size}-row embedding table")
+    return ids.astype(np.int64, copy=False)
+
+
+def _check_positions(positions, T: int) -> np.ndarray:
+    pos = np.asarray(positions)
+    if pos.shape != (T,) or pos.dtype.kind not in "iu":
+        raise CheckpointError(f"positions must be ({T},) integers, one rotary position per token "
+                              f"(got {pos.dtype} {pos.shape})")
+    return pos.astype(np.int64, copy=False)
+
+
+def _check_mask(mask, T: int) -> dict | np.ndarray:
+    """A dense (T, T) bool mask, or a mapping of one per layer type (MASK_KEYS), checked."""
+    if isinstance(mask, dict):
+        unknown = sorted(set(mask) - set(MASK_KEYS))
+        if unknown:
+            raise CheckpointError(f"mask: unknown layer type(s) {', '.join(map(repr, unknown))} "
+                                  f"(the keys are {', '.join(map(repr, MASK_KEYS))})")
+        return {k: _check_mask(m, T) for k, m in mask.items()}
+    m = np.asarray(mask)
+    if m.dtype != np.bool_ or m.shape != (T, T):
+        raise CheckpointError(f"mask must be a bool ({T}, {T}) array, True where query i may see key j "
+                              f"(got {m.dtype} {m.shape})")
+    return np.ascontiguousarray(m)
+
+
+def _layer_mask(mask, window: int, layer: int) -> np.ndarray:
+    """The dense mask of one layer from ``forward_decoder``'s ``mask`` (an array or a mapping)."""
+    if isinstance(mask, dict):
+        key = "sliding_attention" if window else "full_attention"
+        if key not in mask:
+            raise CheckpointError(f"mask has no {key!r} entry, which layer {layer} needs")
+        return mask[key]
+    return windowed(mask, window)
+
+
+def _banded_attention(q, kx, vx, tm: TiledMask, scale: float, softcap: float):
+    """(out, lse) of a soft-capped layer on the naive kernel, band by band of query rows, each band's
+    dense mask rows made from the TiledMask (flash has no soft-capping; no T x T array is held)."""
+    nh, T, _ = q.shape
+    out = np.empty((nh, T, vx.shape[2]), dtype=q.dtype)  # (nh, T, hd)
+    lse = np.empty((nh, T), dtype=q.dtype)  # (nh, T)
+    step = max(64, BAND_CELLS // max(T, 1))
+    for r0 in range(0, T, step):
+        r1 = min(T, r0 + step)
+        rows = tm.rows(np.arange(r0, r1))  # (1, R, T)
+        seen = np.flatnonzero(rows.any(axis=(0, 1)))  # keys some row of the band may see
+        a, b = (int(seen[0]), int(seen[-1]) + 1) if seen.size else (0, 1)
+        res = attention(q[:, r0:r1], kx[:, a:b], vx[:, a:b], rows[:, :, a:b], scale=scale, kernel="naive",
+                        softcap=softcap)
+        out[:, r0:r1], lse[:, r0:r1] = res.out, res.lse
+    return out, lse
+
+
 class _W:
     """Weights read in the forward dtype one tensor at a time; embedding rows converted after indexing."""
 
@@ -103,38 +220,83 @@ class DecoderTrace:
         self.q: list[np.ndarray] = [None] * L  # (nh, T, hs) per layer
         self.k: list[np.ndarray] = [None] * L  # (n_kv, T, hs) per layer
         self.lse: list[np.ndarray] = [None] * L  # (nh, T) per layer
-        self.masks: dict[int, TiledMask] = {}  # window -> tiled causal mask
+        self.masks: dict[int, TiledMask] = {}  # window -> tiled mask of the layers with that window
 
 
-def forward_decoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "reference",
-                    keep: str = "weights"):
+def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np.float32, kernel: str = "reference",
+                    keep: str = "weights", embeds=None, mask=None, positions=None):
     """Decoder on token ids (T,). Returns (attentions (L, nh, T, T), hidden) for ``keep="weights"``,
-    (DecoderTrace, hidden) for ``keep="qk"`` (flash kernel, causal TiledMask)."""
+    (DecoderTrace, hidden) for ``keep="qk"`` (flash kernel, causal TiledMask; a soft-capped family runs
+    on the naive kernel band by band instead, as flash has no soft-capping).
+
+    ``embeds`` (T, d_model): the input rows instead of ``ids``' (which may then be None), given BEFORE the
+    family's embedding scale, as :func:`embed_tokens` returns them; the pass multiplies them by
+    :func:`embed_scale` (Gemma: sqrt(d_model)). transformers 5.24 scales only the token rows (inside its
+    embedding module) and takes ``inputs_embeds`` as they are, so rows it puts in after that scale
+    (PaliGemma's projected image features) are given here divided by :func:`embed_scale`.
+    ``mask``: a bool (T, T) mask (True: query i may see key j) for every layer instead of the causal
+    one, intersected on sliding layers with the window as transformers' sliding_window_overlay does
+    (key j > i - window; later keys are not limited); or a mapping {"full_attention": (T, T),
+    "sliding_attention": (T, T)} used as given per layer type, like transformers' mask mapping (see
+    :func:`block_sequence_masks`). A fully masked row gives weights 0 (transformers' eager softmax gives
+    it uniform weights). ``positions`` (T,) integers: the rotary positions (default 0 .. T-1); the mask
+    does not follow from them.
+    """
     if keep not in ("weights", "qk"):
         raise CheckpointError(f"keep must be 'weights' or 'qk' (got {keep!r})")
     s = c.decoder
     W = _W(weights, dtype)
-    T = int(ids.shape[0])
+    if embeds is None:
+        if ids is None:
+            raise CheckpointError("give token ids or input embeddings (embeds)")
+        ids = _check_ids(c, ids)
+        T = int(ids.shape[0])
+    else:
+        e = np.asarray(embeds)
+        T = int(e.shape[0]) if e.ndim == 2 else -1
+        n = T if ids is None else int(np.size(ids))
+        if e.ndim != 2 or e.shape != (n, c.d_model):
+            raise CheckpointError(f"embeds must be (tokens, d_model) = ({n if n >= 0 else 'T'}, {c.d_model}), "
+                                  f"one row per token (got {e.shape})")
+        if e.dtype.kind not in "fiu" or not np.isfinite(e).all():
+            raise CheckpointError("embeds must be finite real numbers")
     hd, nh, nkv, g = s.head_dim, c.n_head, s.n_kv_head, s.group
-    inv, af = inverse_frequencies(s.rope, hd, dtype)
-    cos, sin = cos_sin(np.arange(T), inv, af)  # (T, hd) each
-    cos, sin = cos.astype(dtype, copy=False), sin.astype(dtype, copy=False)
-    scale = float(hd) ** -0.5
-    x = W.rows("embed_tokens.weight", ids)  # (T, C)
+    pos = np.arange(T) if positions is None else _check_positions(positions, T)
+    rot: dict = {}  # RopeSpec -> (cos, sin) (T, hd) each
+    scale = s.scale
+    softcap = s.attn_softcap
+    if softcap and keep == "weights" and kernel == "flash":
+        raise CheckpointError(f"{c.model_type} soft-caps its attention scores (attn_logit_softcapping {softcap:g}); "
+                              "the flash kernel cannot: use the reference or naive kernel")
+    norm = rms_norm_plus_one if s.norm_plus_one else rms_norm
+    if embeds is None:
+        x = W.rows("embed_tokens.weight", ids)  # (T, C)
+    else:
+        x = np.array(embeds, dtype=dtype)  # (T, C)
+    if s.embed_scale:
+        x = x * embed_scale(c, dtype)  # (T, C)
+    if mask is not None:
+        mask = _check_mask(mask, T)
     atts = np.empty((c.n_layer, nh, T, T), dtype=dtype) if keep == "weights" else None  # (L, nh, T, T)
     trace = DecoderTrace(c.n_layer) if keep == "qk" else None
     dense_masks: dict[int, np.ndarray] = {}
     for i in range(c.n_layer):
         p = f"layers.{i}."
         a = p + "self_attn."
-        h = rms_norm(x, W[p + "input_layernorm.weight"], c.ln_eps)  # (T, C)
+        rope = s.rope_for(i)
+        if rope not in rot:
+            inv, af = inverse_frequencies(rope, hd, dtype)
+            cos, sin = cos_sin(pos, inv, af)  # (T, hd) each
+            rot[rope] = cos.astype(dtype, copy=False), sin.astype(dtype, copy=False)
+        cos, sin = rot[rope]
+        h = norm(x, W[p + "input_layernorm.weight"], c.ln_eps)  # (T, C)
         q = split_heads(linear(h, W[a + "q_proj.weight"], W.get(a + "q_proj.bias")), nh)  # (nh, T, hd)
         k = split_heads(linear(h, W[a + "k_proj.weight"], W.get(a + "k_proj.bias")), nkv)  # (nkv, T, hd)
         v = split_heads(linear(h, W[a + "v_proj.weight"], W.get(a + "v_proj.bias")), nkv)  # (nkv, T, hd)
         del h
         if s.qk_norm:
-            q = rms_norm(q, W[a + "q_norm.weight"], c.ln_eps)
-            k = rms_norm(k, W[a + "k_norm.weight"], c.ln_eps)
+            q = norm(q, W[a + "q_norm.weight"], c.ln_eps)
+            k = norm(k, W[a + "k_norm.weight"], c.ln_eps)
         q = np.ascontiguousarray(rotate(q, cos, sin), dtype=dtype)  # (nh, T, hd)
         k = np.ascontiguousarray(rotate(k, cos, sin), dtype=dtype)  # (nkv, T, hd)
         kx = np.repeat(k, g, axis=0) if g > 1 else k  # (nh, T, hd): query head h reads kv head h // g
@@ -143,26 +305,48 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float3
         try:
             if keep == "weights":
                 if window not in dense_masks:
-                    dense_masks[window] = causal_mask(T, window)
-                res = attention(q, kx, vx, dense_masks[window], scale=scale, kernel=kernel, return_weights=True)
+                    dense_masks[window] = causal_mask(T, window) if mask is None else _layer_mask(mask, window, i)
+                res = attention(q, kx, vx, dense_masks[window], scale=scale, kernel=kernel, return_weights=True,
+                                softcap=softcap)
                 if res.weights is None:
                     raise CheckpointError(f"attention kernel {kernel!r} did not return weights; choose a kernel that does")
                 atts[i] = res.weights
+                out = res.out
             else:
                 if window not in trace.masks:
-                    trace.masks[window] = tiled_causal_mask(T, window)
-                res = attention(q, kx, vx, trace.masks[window], scale=scale, kernel="flash")
-                trace.q[i], trace.k[i], trace.lse[i] = q, k, np.ascontiguousarray(res.lse, dtype=dtype)
+                    if mask is None:
+                        trace.masks[window] = tiled_causal_mask(T, window)
+                    else:
+                        lm = _layer_mask(mask, window, i)
+                        trace.masks[window] = TiledMask.from_bands(lambda r0, r1, lm=lm: lm[r0:r1], T, T, *TILE)
+                if softcap:
+                    out, lse = _banded_attention(q, kx, vx, trace.masks[window], scale, softcap)
+                else:
+                    res = attention(q, kx, vx, trace.masks[window], scale=scale, kernel="flash")
+                    out, lse = res.out, res.lse
+                trace.q[i], trace.k[i], trace.lse[i] = q, k, np.ascontiguousarray(lse, dtype=dtype)
         except ValueError as exc:
+            if isinstance(exc, CheckpointError):
+                raise
             raise CheckpointError(f"layer {i}: {exc}") from None
         del kx, vx
-        ctx = merge_heads(res.out.astype(dtype, copy=False))  # (T, nh*hd)
-        x = x + linear(ctx, W[a + "o_proj.weight"], W.get(a + "o_proj.bias"))  # (T, C)
-        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], c.ln_eps)  # (T, C)
+        ctx = merge_heads(out.astype(dtype, copy=False))  # (T, nh*hd)
+        o = linear(ctx, W[a + "o_proj.weight"], W.get(a + "o_proj.bias"))  # (T, C)
+        if s.sandwich_norm:
+            o = norm(o, W[p + "post_attention_layernorm.weight"], c.ln_eps)  # (T, C)
+            x = x + o  # (T, C)
+            h = norm(x, W[p + "pre_feedforward_layernorm.weight"], c.ln_eps)  # (T, C)
+        else:
+            x = x + o  # (T, C)
+            h = norm(x, W[p + "post_attention_layernorm.weight"], c.ln_eps)  # (T, C)
+        del o
         m = p + "mlp."
-        gate = activation("silu", linear(h, W[m + "gate_proj.weight"], W.get(m + "gate_proj.bias")))  # (T, ff)
+        gate = activation(c.act, linear(h, W[m + "gate_proj.weight"], W.get(m + "gate_proj.bias")))  # (T, ff)
         gate *= linear(h, W[m + "up_proj.weight"], W.get(m + "up_proj.bias"))
-        x = x + linear(gate, W[m + "down_proj.weight"], W.get(m + "down_proj.bias"))  # (T, C)
-        del gate, h
-    hidden = rms_norm(x, W["norm.weight"], c.ln_eps)  # (T, C)
+        f = linear(gate, W[m + "down_proj.weight"], W.get(m + "down_proj.bias"))  # (T, C)
+        if s.sandwich_norm:
+            f = norm(f, W[p + "post_feedforward_layernorm.weight"], c.ln_eps)  # (T, C)
+        x = x + f  # (T, C)
+        del gate, h, f
+    hidden = norm(x, W["norm.weight"], c.ln_eps)  # (T, C)
     return (atts if keep == "weights" else trace), hidden

@@ -1,7 +1,10 @@
-"""``config.json`` of a decoder LLM (Llama, Mistral, Qwen2, Qwen3) -> a checked :class:`ModelConfig`.
+"""``config.json`` of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3) -> a checked
+:class:`ModelConfig`.
 
-The four share one block (RMSNorm, grouped-query attention with RoPE, SwiGLU MLP, final RMSNorm);
-what differs (biases, q/k norms, sliding windows, head_dim, rope scaling) is carried in :class:`DecoderSpec`.
+They share one block (RMSNorm, grouped-query attention with RoPE, a gated MLP, final RMSNorm); what
+differs (biases, q/k norms, sliding windows, head_dim, rope scaling, Gemma's (1 + w) norms, scaled
+embeddings, extra norms around attention and MLP, soft-capped scores, a rotary base per layer type)
+is carried in :class:`DecoderSpec`.
 """
 
 from __future__ import annotations
@@ -9,12 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.model_config import ModelConfig, bool_field, float_field, int_field
+from attnviz.checkpoints.model_config import ModelConfig, act_field, bool_field, float_field, int_field
 
 # model_type -> (q/k/v bias default, q/k RMSNorm)
 DECODER_TYPES = {"llama": (False, False), "mistral": (False, False), "qwen2": (True, False), "qwen3": (False, True)}
+GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
+DECODER_TYPES |= {"gemma": (False, False), "gemma2": (False, False), "gemma3_text": (False, True)}
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")
-FAMILY = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3"}
+FAMILY = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
+          "gemma2": "Gemma 2", "gemma3_text": "Gemma 3"}
+LAYER_TYPES = ("sliding_attention", "full_attention")  # the layer_types values the Gemma families use
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,25 @@ class DecoderSpec:
     rope: RopeSpec
 
     n_head: int = 0  # query heads (ModelConfig.n_head), so the spec answers kv_head alone
+    norm_plus_one: bool = False  # RMSNorm gains are (1 + w), computed in at least float32 (Gemma)
+    embed_scale: bool = False  # token rows are multiplied by sqrt(d_model), a number in the compute dtype (Gemma)
+    sandwich_norm: bool = False  # attention's output and the MLP's input and output are RMSNormed too (Gemma 2, 3)
+    query_pre_attn_scalar: float = 0.0  # scores are scaled by this ** -0.5 (Gemma 2, 3); 0: by head_dim ** -0.5
+    attn_softcap: float | None = None  # scaled scores become c tanh(s / c) before the mask (attn_logit_softcapping)
+    final_softcap: float | None = None  # logits become c tanh(l / c) (final_logit_softcapping; no logits are computed)
+    window_pattern: int = 0  # without layer_types: layer i slides unless (i + 1) % pattern == 0 (Gemma 2, 3)
+    rope_local: RopeSpec | None = None  # rotary settings of the sliding layers when they differ (Gemma 3's local base)
+
+    @property
+    def scale(self) -> float:
+        """The factor the q . k scores are multiplied by."""
+        if self.query_pre_attn_scalar:
+            return float(self.query_pre_attn_scalar) ** -0.5
+        return float(self.head_dim) ** -0.5
+
+    def rope_for(self, layer: int) -> RopeSpec:
+        """The rotary settings of ``layer`` (Gemma 3: the local ones on sliding layers)."""
+        return self.rope_local if self.rope_local is not None and self.window(layer) else self.rope
 
     @property
     def group(self) -> int:
@@ -69,6 +95,8 @@ class DecoderSpec:
             return 0
         if self.layer_types is not None:
             return self.sliding_window if self.layer_types[layer] == "sliding_attention" else 0
+        if self.window_pattern:
+            return self.sliding_window if (layer + 1) % self.window_pattern else 0
         return self.sliding_window if layer >= self.window_from else 0
 
 
@@ -82,8 +110,12 @@ def _rope(cfg: dict, max_positions: int) -> RopeSpec:
         raise CheckpointError(f"config.json: rope_scaling must be an object (got {params!r})")
     if any(isinstance(v, dict) for v in params.values()):
         raise CheckpointError("config.json: rotary settings per layer type are not supported")
-    where = "config.json rope_scaling"
-    theta = float_field(params, "rope_theta", cfg.get("rope_theta", 10000.0), where)
+    return _rope_params(params, cfg, max_positions, cfg.get("rope_theta", 10000.0), "config.json rope_scaling")
+
+
+def _rope_params(params: dict, cfg: dict, max_positions: int, theta_default, where: str) -> RopeSpec:
+    """One rotary settings object (rope_parameters / rope_scaling, or one layer type's) -> RopeSpec."""
+    theta = float_field(params, "rope_theta", theta_default, where)
     rtype = params.get("rope_type", params.get("type", "default"))
     if rtype not in ROPE_TYPES:
         raise CheckpointError(f"config.json: rope type {rtype!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
@@ -137,8 +169,10 @@ def _windows(cfg: dict, model_type: str, n_layer: int) -> tuple[int, int, tuple[
 
 
 def parse_decoder_config(cfg: dict) -> ModelConfig:
-    """A Llama / Mistral / Qwen2 / Qwen3 config.json -> ModelConfig with ``decoder`` set."""
+    """A Llama / Mistral / Qwen2 / Qwen3 / Gemma config.json -> ModelConfig with ``decoder`` set."""
     model_type = cfg["model_type"]
+    if model_type in GEMMA_TYPES:
+        return _parse_gemma(cfg, model_type)
     bias_default, qk_norm = DECODER_TYPES[model_type]
     d = int_field(cfg, "hidden_size")
     nh = int_field(cfg, "num_attention_heads")
@@ -172,13 +206,155 @@ def parse_decoder_config(cfg: dict) -> ModelConfig:
     )
 
 
+# Gemma config classes' defaults (transformers 5.24), used where config.json leaves a key out
+GEMMA_DEFAULTS = {
+    "gemma": {"num_key_value_heads": 16, "max_position_embeddings": 8192},
+    "gemma2": {"num_key_value_heads": 4, "max_position_embeddings": 8192, "attn_logit_softcapping": 50.0,
+               "final_logit_softcapping": 30.0, "window_pattern": 2},
+    "gemma3_text": {"num_key_value_heads": 4, "max_position_embeddings": 131_072, "attn_logit_softcapping": None,
+                    "final_logit_softcapping": None, "window_pattern": 6},
+}
+
+
+def _softcap(cfg: dict, key: str, default) -> float | None:
+    value = cfg.get(key, default)
+    if value is None:
+        return None
+    value = float_field({key: value}, key)
+    if not value > 0:
+        raise CheckpointError(f"config.json: {key!r} must be a positive number or null (got {value!r})")
+    return value
+
+
+def _gemma_layers(cfg: dict, model_type: str, n_layer: int) -> tuple[int, tuple[str, ...] | None, int]:
+    """(sliding window, layer_types or None, window pattern) of Gemma 2 / 3 as transformers 5.24 reads them."""
+    types = cfg.get("layer_types")
+    pattern = 0
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n_layer or not all(t in LAYER_TYPES for t in types):
+            raise CheckpointError(f"config.json: layer_types must list {n_layer} entries, one per layer, each "
+                                  f"{' or '.join(map(repr, LAYER_TYPES))}")
+        types = tuple(types)
+        sliding = "sliding_attention" in types
+    else:
+        pattern = GEMMA_DEFAULTS[model_type]["window_pattern"]
+        if model_type == "gemma3_text":
+            pattern = int_field(cfg, "sliding_window_pattern", pattern)
+        sliding = pattern != 1  # layer 0 slides unless the pattern is 1
+    sw = cfg.get("sliding_window", 4096)
+    if sw is None:
+        if sliding:
+            raise CheckpointError("config.json: sliding_window is null, but layer_types has sliding layers")
+        return 0, types, pattern
+    return int_field({"sliding_window": sw}, "sliding_window"), types, pattern
+
+
+def _gemma_rope(cfg: dict, max_positions: int) -> tuple[RopeSpec, RopeSpec | None]:
+    """(global, local) rotary settings: Gemma 3 keeps one per layer type (transformers 5.24's rope_parameters
+    {"full_attention": ..., "sliding_attention": ...}, or the older rope_theta, rope_local_base_freq and
+    rope_scaling, which applies to the global layers); Gemma and Gemma 2 one for every layer (local None)."""
+    if cfg["model_type"] != "gemma3_text":
+        return _rope(cfg, max_positions), None
+    params = cfg.get("rope_parameters")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise CheckpointError(f"config.json: rope_parameters must be an object (got {params!r})")
+    per_type = {}
+    for layer_type in ("full_attention", "sliding_attention"):
+        p = params.get(layer_type)
+        if p is None:
+            p = {"rope_type": "default"}
+        if not isinstance(p, dict):
+            raise CheckpointError(f"config.json: rope_parameters[{layer_type!r}] must be an object (got {p!r})")
+        per_type[layer_type] = dict(p)
+    scaling = cfg.get("rope_scaling")
+    if scaling is not None:
+        if not isinstance(scaling, dict):
+            raise CheckpointError(f"config.json: rope_scaling must be an object (got {scaling!r})")
+        per_type["full_attention"].update(scaling)
+    full = _rope_params(per_type["full_attention"], cfg, max_positions, cfg.get("rope_theta", 1_000_000.0),
+                        "config.json rope_parameters['full_attention']")
+    local = _rope_params(per_type["sliding_attention"], cfg, max_positions, cfg.get("rope_local_base_freq", 10_000.0),
+                         "config.json rope_parameters['sliding_attention']")
+    return full, local
+
+
+def _parse_gemma(cfg: dict, model_type: str) -> ModelConfig:
+    """A Gemma / Gemma 2 / Gemma 3 text config.json -> ModelConfig, read as transformers 5.24 reads it."""
+    defaults = GEMMA_DEFAULTS[model_type]
+    d = int_field(cfg, "hidden_size")
+    nh = int_field(cfg, "num_attention_heads")
+    nkv = int_field(cfg, "num_key_value_heads", defaults["num_key_value_heads"])
+    n_layer = int_field(cfg, "num_hidden_layers")
+    if nh % nkv:
+        raise CheckpointError(f"config.json: {nh} attention heads are not a multiple of {nkv} key/value heads")
+    head_dim = int_field(cfg, "head_dim", 256)
+    if head_dim % 2:
+        raise CheckpointError(f"config.json: head_dim {head_dim} must be even for rotary embeddings")
+    if cfg.get("use_bidirectional_attention"):
+        raise CheckpointError("config.json: use_bidirectional_attention true (attention to every token, not "
+                              "causal) is not supported")
+    if model_type == "gemma":
+        act = act_field(cfg, "hidden_act", "gelu_pytorch_tanh")
+        act = "gelu_pytorch_tanh" if act == "gelu" else act  # as GemmaConfig: the legacy name meant the tanh form
+    else:
+        act = act_field(cfg, "hidden_activation", "gelu_pytorch_tanh")
+    max_pos = int_field(cfg, "max_position_embeddings", defaults["max_position_embeddings"])
+    eps = float_field(cfg, "rms_norm_eps", 1e-6)
+    if not 0 < eps < 1:
+        raise CheckpointError(f"config.json: rms_norm_eps must be in (0, 1) (got {eps})")
+    bias = bool_field(cfg, "attention_bias", False)
+    rope, rope_local = _gemma_rope(cfg, max_pos)
+    extra: dict = {}
+    if model_type != "gemma":
+        w, types, pattern = _gemma_layers(cfg, model_type, n_layer)
+        qpas = float_field(cfg, "query_pre_attn_scalar", 256)
+        if not qpas > 0:
+            raise CheckpointError(f"config.json: 'query_pre_attn_scalar' must be positive (got {qpas!r})")
+        extra = dict(
+            sandwich_norm=True, query_pre_attn_scalar=qpas, sliding_window=w, layer_types=types, window_pattern=pattern,
+            # Gemma 3's attention ignores attn_logit_softcapping in transformers 5.24 (its eager call passes none)
+            attn_softcap=(_softcap(cfg, "attn_logit_softcapping", defaults["attn_logit_softcapping"])
+                          if model_type == "gemma2" else None),
+            final_softcap=_softcap(cfg, "final_logit_softcapping", defaults["final_logit_softcapping"]),
+            rope_local=rope_local,
+        )
+    spec = DecoderSpec(
+        n_kv_head=nkv, head_dim=head_dim, qkv_bias=bias, o_bias=bias, mlp_bias=False,
+        qk_norm=DECODER_TYPES[model_type][1], tied=bool_field(cfg, "tie_word_embeddings", True),
+        sliding_window=extra.pop("sliding_window", 0), window_from=0, layer_types=extra.pop("layer_types", None),
+        rope=rope, n_head=nh, norm_plus_one=True, embed_scale=True, **extra,
+    )
+    return ModelConfig(
+        kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
+        d_ff=int_field(cfg, "intermediate_size"), act=act, ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
+        max_positions=max_pos, decoder=spec,
+    )
+
+
+def _describe_rope(r: RopeSpec) -> str:
+    return "rope" if r.rope_type == "default" else f"rope {r.rope_type} x{r.factor:g}"
+
+
 def describe_decoder(c: ModelConfig) -> str:
-    """The decoder's attention in a phrase: 'GQA 8 q / 2 kv heads, hs 64, rope llama3 x8'."""
+    """The decoder's attention in a phrase: 'GQA 8 q / 2 kv heads, hs 64, rope llama3 x8'; Gemma 2's
+    'GQA 8 q / 4 kv heads, hs 256, rope, window 4096 on alternate layers, softcap 50'."""
     s = c.decoder
     att = (f"GQA {c.n_head} q / {s.n_kv_head} kv head{'s' if s.n_kv_head > 1 else ''}" if s.n_kv_head < c.n_head else f"{c.n_head} heads")
-    rope = "rope" if s.rope.rope_type == "default" else f"rope {s.rope.rope_type} x{s.rope.factor:g}"
+    rope = _describe_rope(s.rope)
+    if s.rope_local is not None:
+        rope = (f"{_describe_rope(s.rope_local)} base {s.rope_local.theta:g} on sliding layers, "
+                f"{_describe_rope(s.rope)} base {s.rope.theta:g} on global layers")
     extra = ", q/k norm" if s.qk_norm else ""
     extra += ", q/k/v bias" if s.qkv_bias else ""
     extra += f", window {s.sliding_window}" if s.sliding_window else ""
+    if s.sliding_window and s.layer_types is None and s.window_pattern:
+        p = s.window_pattern
+        extra += " on alternate layers" if p == 2 else (f" on {p - 1} of every {p} layers" if p > 2 else "")
+    elif s.sliding_window and s.layer_types is not None and c.model_type in GEMMA_TYPES:
+        extra += f" on {sum(t == 'sliding_attention' for t in s.layer_types)} of {c.n_layer} layers"
+    if s.query_pre_attn_scalar and s.query_pre_attn_scalar != s.head_dim:
+        extra += f", scale 1/√{s.query_pre_attn_scalar:g}"
+    extra += f", softcap {s.attn_softcap:g}" if s.attn_softcap else ""
     return f"{att}, hs {s.head_dim}, {rope}{extra}"
-

@@ -3,6 +3,7 @@
 Long inputs keep only q, k and the log-sum-exp per layer (mode "qk"; "auto" keeps every map while
 they fit in :data:`WEIGHTS_BUDGET`), so :class:`DecoderAttention` recomputes maps, overviews and
 per-head summaries band by band and never holds a T x T matrix; either mode answers the same questions.
+A soft-capped family (Gemma 2) recomputes its maps with the same cap.
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ class DecoderAttention:
     windows: tuple[int, ...]  # per layer sliding window, 0 = full causal
     scale: float
     attentions: np.ndarray | None = None  # (L, nh, T, T) when kept whole (mode "weights")
+    softcap: float | None = None  # c of the scores' soft cap c tanh(s / c) (Gemma 2), None without one
     trace: DecoderTrace | None = None  # q, k, lse per layer (mode "qk")
     limit_note: str = ""  # how long inputs may be, and why
     band_bytes: int = BAND_BYTES  # bytes of weights recomputed at once for summaries and thumbnails
@@ -141,7 +143,7 @@ class DecoderAttention:
         if self.attentions is not None:
             return self.attentions[layer, head]
         q, k, lse, tm = self._qk(layer, head)
-        return recompute_weights(q, k, lse, tm, scale=self.scale)
+        return recompute_weights(q, k, lse, tm, scale=self.scale, softcap=self.softcap)
 
     def cells(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
         """(r1-r0, c1-c0) weights of a region (a zoom to cells)."""
@@ -150,7 +152,8 @@ class DecoderAttention:
         if self.attentions is not None:
             return self.attentions[layer, head, r0:r1, c0:c1]
         q, k, lse, tm = self._qk(layer, head)
-        return recompute_weights(q, k, lse, tm, scale=self.scale, rows=slice(r0, r1))[:, c0:c1]
+        w = recompute_weights(q, k, lse, tm, scale=self.scale, rows=slice(r0, r1), softcap=self.softcap)  # (R, T)
+        return w[:, c0:c1]
 
     def overview(self, layer: int, head: int, out_shape, rows=None, cols=None, reduce: str = "max") -> np.ndarray:
         """(H, W) picture of a region: each pixel the max (or mean) of the weights it covers."""
@@ -159,7 +162,7 @@ class DecoderAttention:
             return _dense_overview(self.attentions[layer, head], out_shape, rows, cols, reduce)
         q, k, lse, tm = self._qk(layer, head)
         return attention_overview(q, k, lse, tm, scale=self.scale, out_shape=out_shape, rows=rows, cols=cols,
-                                  reduce=reduce)
+                                  reduce=reduce, softcap=self.softcap)
 
     def _bands(self, layer: int):
         """(r0, r1, w (nh, r1-r0, T)) bands of every head's weights in ``layer``."""
@@ -173,7 +176,7 @@ class DecoderAttention:
         for r0 in range(0, T, step):
             r1 = min(T, r0 + step)
             yield r0, r1, recompute_weights(tr.q[layer], k, tr.lse[layer], tr.masks[self.windows[layer]],
-                                            scale=self.scale, rows=slice(r0, r1))
+                                            scale=self.scale, rows=slice(r0, r1), softcap=self.softcap)
 
     def summaries(self) -> HeadSummaries:
         """Per (layer, head), averaged over query rows: entropy, attention to special tokens, to self,
@@ -228,7 +231,9 @@ def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "reference",
                 band_bytes: int = BAND_BYTES) -> DecoderAttention:
     """Tokenise ``text`` with the checkpoint's tokenizer (BOS as configured; with ``chat``, in its chat
     template) and run the decoder.  ``weights_budget``: bytes of maps mode "auto" keeps whole (default
-    :data:`WEIGHTS_BUDGET`); ``band_bytes``: bytes of weights the summaries recompute at once."""
+    :data:`WEIGHTS_BUDGET`); ``band_bytes``: bytes of weights the summaries recompute at once.  A
+    soft-capped family (Gemma 2) runs mode "qk" on the naive kernel (flash has no soft-capping), and
+    refuses kernel "flash" in mode "weights" with a CheckpointError naming the kernels that work."""
     if ckpt.kind != "decoder":
         raise CheckpointError(f"{ckpt.name} is a {ckpt.config.model_type} model, not a decoder LLM")
     if mode not in ("auto", "weights", "qk"):
@@ -258,7 +263,7 @@ def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "reference",
     return DecoderAttention(
         model=ckpt.name, tokens=list(toks.pieces), labels=toks.labels(), special=np.asarray(toks.special, dtype=bool),
         ids=toks.ids, spans=list(toks.spans), hidden=hidden, n_layer=c.n_layer, n_head=c.n_head, group=s.group,
-        windows=tuple(s.window(i) for i in range(c.n_layer)), scale=float(s.head_dim) ** -0.5,
+        windows=tuple(s.window(i) for i in range(c.n_layer)), scale=s.scale, softcap=s.attn_softcap,
         attentions=res if mode == "weights" else None, trace=res if mode == "qk" else None, limit_note=why,
         band_bytes=int(band_bytes), chat=bool(chat),
     )

@@ -18,7 +18,9 @@ from attnviz.checkpoints.errors import CheckpointError
 from attnviz.sources.errors import SourceError
 from attnviz.sources.text import BpeTokenizer, TextTokens
 
-ADD_BOS_DEFAULT = {"llama": True, "mistral": True}  # model_type -> transformers' default add_bos_token
+# model_type -> transformers' default add_bos_token (Gemma's tokenizer_config.json, as 5.x saves it, leaves the
+# flag out and tokenizer.json's post-processor adds <bos>)
+ADD_BOS_DEFAULT = {"llama": True, "mistral": True, "gemma": True, "gemma2": True, "gemma3_text": True}
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def read_special(folder: Path, tok: BpeTokenizer, model_type: str) -> SpecialTok
     for role in ("bos", "eos"):
         text = _token_text(cfg.get(f"{role}_token"))
         if text is None and role == "bos" and "bos_token" not in cfg and model_type in ADD_BOS_DEFAULT:
-            text = "<s>"
+            text = "<bos>" if model_type.startswith("gemma") else "<s>"
         ids[role] = None if text is None else tok.token_to_id(text)
         if text is not None and ids[role] is None:
             raise CheckpointError(f"{path.name}: {role}_token {text!r} is not in tokenizer.json")
