@@ -28,6 +28,7 @@ from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
 
 THUMB = 48  # pixels per side of a head's thumbnail in the layers x heads grid
 DEFAULT_QUESTION = "What is in the picture?"  # the prompt of a family whose hint gives no example
+DEFAULT_TASK = "pick up the cup"  # a robot policy's task instruction when its hint gives no example
 
 
 class RunOutcome:
@@ -101,10 +102,29 @@ TEXT_GROUP = "text"  # segments named "text", "text 1" ... are drawn as one line
 
 
 def default_prompt(ckpt) -> str:
-    """The example prompt of the family's hint (e.g. "USER: <image>\nWhat is in the picture? ASSISTANT:"),
-    else :data:`DEFAULT_QUESTION`."""
-    m = re.search(r"e\.g\. '(.*)'", getattr(ckpt, "prompt_hint", "") or "")
-    return m.group(1).replace("\\n", "\n") if m else DEFAULT_QUESTION
+    """The (first) example prompt of the family's hint (e.g. "USER: <image>\nWhat is in the picture? ASSISTANT:"),
+    else a task for a robot policy (:data:`DEFAULT_TASK`) or :data:`DEFAULT_QUESTION`."""
+    m = re.search(r"e\.g\. '(.*?)'", getattr(ckpt, "prompt_hint", "") or "")  # the first example of several
+    if m:
+        return m.group(1).replace("\\n", "\n")
+    return DEFAULT_TASK if "state" in getattr(ckpt, "options", ()) else DEFAULT_QUESTION
+
+
+def default_options(ckpt) -> dict[str, str]:
+    """Field texts the family's options start with: a robot state of zeros of the policy's size (when its
+    configuration says it), noise seed 0, flow time 1; other options empty (the family's default)."""
+    out: dict[str, str] = {}
+    for name in getattr(ckpt, "options", ()):
+        if name == "state":
+            n = getattr(getattr(ckpt, "spec", None), "state_dim", None)
+            out[name] = ",".join(["0"] * int(n)) if isinstance(n, int) and 0 < n <= 64 else ""
+        elif name == "noise_seed":
+            out[name] = "0"
+        elif name == "time":
+            out[name] = "1.0"
+        elif name in OPTION_LABELS:
+            out[name] = ""
+    return out
 
 
 def prompt_to_field(prompt: str) -> str:

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--self-test", action="store_true",
                    help="open no window: check every engine kernel against the float64 reference, print the "
                         "result as one JSON line, exit 0 when all agree")
+    from attnviz.ui.model_view.cli_options import add_arguments
+
+    add_arguments(p)  # --model, --image, --prompt, --option: a checkpoint in the Pretrained workspace
     return p
 
 
@@ -381,7 +384,9 @@ def _check_window_options(args) -> str | None:
                 raise ValueError("--screenshot cannot be combined with --smoke-test or --startup-report")
     except ValueError as exc:
         return str(exc)
-    return None
+    from attnviz.ui.model_view.cli_options import check
+
+    return check(args)
 
 
 def main(argv: list[str] | None = None, on_shown=None) -> int:
@@ -453,6 +458,10 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
         window.reset_layout()  # the default layout at this size
     if args.workspace is not None:
         window.show_workspace(args.workspace)
+    if args.model is not None:
+        from attnviz.ui.model_view.cli_options import apply
+
+        apply(window, args)
     window.show()
     result = {"code": 0}
 

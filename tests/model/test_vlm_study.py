@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from attnviz.checkpoints import CheckpointError, attention_rollout, head_summaries
-from attnviz.checkpoints.study import (CheckpointStudy, VlmOutcome, action_span, default_prompt, default_query,
+from attnviz.checkpoints.study import (DEFAULT_TASK, CheckpointStudy, VlmOutcome, action_span, default_options,
+                                       default_prompt, default_query,
                                        head_title, map_levels, mask_segments, parse_options, patch_maps,
                                        prompt_from_field, prompt_to_field, query_rows, query_values, row_rollout,
                                        run_vlm_outcome, share_curves, token_patch, vlm_summaries)
@@ -19,9 +20,26 @@ from vlm_samples import LLAVA_PROMPT, fake_checkpoint, llava_run, paligemma_run,
 def test_the_example_prompt_comes_from_the_familys_hint():
     assert default_prompt(fake_checkpoint("llava")) == LLAVA_PROMPT
     assert default_prompt(fake_checkpoint("idefics3")) == "What is in the picture?"  # no example in the hint
+    several = fake_checkpoint("paligemma")
+    object.__setattr__(several, "prompt_hint", "a task prefix, e.g. 'caption en', 'answer en what is it?' or "
+                                                "'detect cube'; '\\n' after it")
+    assert default_prompt(several) == "caption en"  # the first example of several
+    policy = fake_checkpoint("pi0")
+    object.__setattr__(policy, "prompt_hint", "the task instruction; the robot state (4 numbers)")
+    assert default_prompt(policy) == DEFAULT_TASK
     field = prompt_to_field(LLAVA_PROMPT)
     assert field == "USER: <image>\\nWhat is in the picture? ASSISTANT:" and "\n" not in field
     assert prompt_from_field(field) == LLAVA_PROMPT
+
+
+def test_options_start_from_the_familys_defaults():
+    policy = fake_checkpoint("pi0")
+    assert default_options(policy) == {"state": "", "noise_seed": "0", "time": "1.0"}
+    object.__setattr__(policy, "spec", type("Spec", (), {"state_dim": 3})())
+    assert default_options(policy)["state"] == "0,0,0"
+    flagged = fake_checkpoint("idefics3")
+    object.__setattr__(flagged, "options", ("vision_attentions",))  # a computation flag: no field for it
+    assert default_options(flagged) == {}
 
 
 def test_options_are_parsed_or_refused_by_name():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
-                               QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
+                               QSizePolicy, QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from attnviz.checkpoints.study import CheckpointStudy, head_title, prompt_to_field
 from attnviz.ui import colormaps
@@ -38,6 +38,26 @@ TAB_HEADS, TAB_IMAGE = 0, 1
 PAGE_TEXT, PAGE_IMAGE, PAGE_VLM = 0, 1, 2  # input rows: a sentence, an image, an image and a prompt
 
 
+def only_current_sizes(stack) -> None:
+    """Let only the page shown of a stacked or tabbed widget set its minimum size (Qt takes the largest
+    page's otherwise, so a page not shown — the image tab's rows of controls — could widen the window)."""
+    policies = {}
+
+    def follow(_index=None) -> None:
+        current = stack.currentWidget()
+        for i in range(stack.count()):
+            w = stack.widget(i)
+            policies.setdefault(id(w), w.sizePolicy())
+            if w is current:
+                w.setSizePolicy(policies[id(w)])
+            else:
+                w.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+        stack.updateGeometry()
+
+    stack.currentChanged.connect(follow)
+    follow()
+
+
 class ModelViewPanel(QWidget):
     """Pretrained checkpoint: choose, run on text or an image, look at every layer and head."""
 
@@ -57,6 +77,7 @@ class ModelViewPanel(QWidget):
         # stops its thread itself when destroyed
         self.jobs = LatestJob("attnviz-pretrained", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
         self._job_kind = ""  # "load" or "run": what the newest job does (only the newest one answers)
+        self._pending_input: tuple[str | None, dict] = (None, {})  # (prompt, options) for the model being loaded
 
         # -- model row
         self.model_combo = QComboBox(self)
@@ -75,6 +96,8 @@ class ModelViewPanel(QWidget):
         self.busy.setVisible(False)
         self.describe = QLabel("No model loaded.", self)
         self.describe.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # a long description (a vision-language model's parts) is cut at the window's edge, never widens it
+        self.describe.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         top = QHBoxLayout()
         top.setContentsMargins(6, 4, 6, 0)
         top.addWidget(QLabel("model", self))
@@ -167,6 +190,8 @@ class ModelViewPanel(QWidget):
         ctx.session.events.view.connect(self._on_view_changed)
         self._sync_input_page()
         self.corpus = install_corpus_view(self)  # "Corpus" tab: a STATS.parquet beside this input
+        for stack in (self.pages, self.inputs, self.tabs, self.vlm.tabs):
+            only_current_sizes(stack)
 
     @staticmethod
     def default_shares(key: str) -> list[float] | None:
@@ -193,10 +218,14 @@ class ModelViewPanel(QWidget):
         return self.study.outcome
 
     # ------------------------------------------------------------------ public API
-    def load_model(self, folder, name: str | None = None) -> int:
-        """Load the checkpoint in ``folder`` on the worker, then run it on the current input.
+    def load_model(self, folder, name: str | None = None, *, prompt: str | None = None,
+                   options: dict | None = None) -> int:
+        """Load the checkpoint in ``folder`` on the worker, then run it on the current input — with ``prompt``
+        (the text of a text model, the prompt of a vision-language model, line breaks as typed) and, for the
+        latter, ``options`` (field texts by option name) instead of its family's example when given.
 
         Returns the job id; ``model_loaded`` then ``attention_ready`` follow, or ``failed``."""
+        self._pending_input = (prompt, dict(options or {}))
         folder = str(folder)
         name = self.study.model_name(folder, name)
         added = self._show_choice(folder, name or Path(folder).name)
@@ -437,8 +466,21 @@ class ModelViewPanel(QWidget):
             self._sync_input_page()
             if not self._text_edited:
                 self._offer_session_text()
+            prompt, options = self._pending_input
+            self._pending_input = (None, {})
+            problem = None
+            try:
+                if vlm and (prompt is not None or options):
+                    self.set_prompt(self.vlm_inputs.prompt() if prompt is None else prompt, **options)
+                elif prompt is not None and not vlm:
+                    self.set_text(prompt)
+            except ValueError as exc:  # an option this model does not take: it runs without it
+                problem = str(exc)
             self.model_loaded.emit(result)
             self.run_input()
+            if problem is not None:
+                self._show_message(problem)
+                self.ctx.report(problem, "warning")
         else:
             self._show_outcome(result)
 
@@ -469,9 +511,10 @@ class ModelViewPanel(QWidget):
             layer, head = self.selected
             self.selected = (layer if layer < L else 0, head if head < nh else 0)
             self.vlm.set_outcome(outcome, *self.selected)
-            notes = "; ".join(getattr(r, "notes", ()))
-            if self.ckpt is not None:
-                self.describe.setText(self.ckpt.describe() + (f" — {notes}" if notes else ""))
+            if self.ckpt is not None:  # the run's notes (feature layer, flow time ...) under the description
+                self.describe.setText(self.ckpt.describe())
+                self.describe.setToolTip("\n".join((self.ckpt.describe(), *getattr(r, "notes", ()),
+                                                    str(self.ckpt.folder))))
             self.head_selected.emit(*self.selected)
             self.attention_ready.emit(r)
             return

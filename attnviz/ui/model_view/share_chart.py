@@ -88,7 +88,8 @@ class ShareChart(QWidget):
             sym = SYMBOLS[i % len(SYMBOLS)]
             pi.plot(x, np.asarray(values, dtype=float), name=label, pen=pg.mkPen(c, width=2),
                     symbol=sym, symbolBrush=c, symbolPen=pg.mkPen(c), symbolSize=7)
-            keys.append(f'<span style="color:{c}">{GLYPHS[sym]}&#8213;</span>&nbsp;to {html.escape(label)}')
+            name = html.escape(f"to {label}").replace(" ", "&nbsp;")  # an entry never breaks across lines
+            keys.append(f'<span style="color:{c}">{GLYPHS[sym]}&#8213;</span>&nbsp;{name}')
             self.labels.append(label)
             top = max(top, float(np.max(values)) if len(values) else 0.0)
         pi.setXRange(-0.3, max(L - 1, 0) + 0.3, padding=0)
@@ -96,7 +97,7 @@ class ShareChart(QWidget):
         pi.getAxis("bottom").setTicks([[(i, str(i)) for i in range(L)]] if L <= 24 else None)
         self.legend.setText("&nbsp;&nbsp;&nbsp;".join(keys))
         n = len(sh.queries)
-        self.title.setText(f"Share of attention per layer: mean over the {n} {sh.what} and over heads")
+        self.title.setText(f"Share of attention per layer, mean over heads and the {n} {sh.what}")
 
     def on_theme_changed(self, theme: Theme) -> None:
         self._theme = theme

@@ -27,6 +27,9 @@ class HeadSummaryView(QWidget):
         for key, (_field, label, _short) in SUMMARY_METRICS.items():
             self.metric_combo.addItem(label, key)
         self.metric_combo.setToolTip("which per-head statistic colours the grid (averaged over query tokens)")
+        # long statistic names are cut in the closed combo rather than widening the panel
+        self.metric_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.metric_combo.setMinimumContentsLength(14)
         self.heatmap = AttentionHeatmap(self)
         self.heatmap.setMinimumHeight(140)
         self.line = QLabel(" ", self)

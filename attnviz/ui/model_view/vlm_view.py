@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTabWidget, QVBoxLayout,
+                               QWidget)
 
 from attnviz.checkpoints.study import (MODE_LABELS, QUERY_MODES, default_query, head_title, map_levels, patch_maps,
                                        query_rows, query_values, token_patch)
@@ -53,10 +54,19 @@ class VlmView(QWidget):
             self.mode_combo.addItem(MODE_LABELS[key], key)
         self.mode_combo.setToolTip("the selected head's weights, the mean over the heads of its layer, or the "
                                    "query's row of the attention rollout through every layer")
+        for combo in (self.mode_combo,):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(12)
         self.page_combo = QComboBox(self)
+        self.page_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.page_combo.setMinimumContentsLength(9)
         self.page_combo.setToolTip("which patch groups are drawn: the tiles of the picture, or its global image")
         self.page_label = QLabel("picture", self)
+        self.page_combo.setVisible(False)  # shown for a run with tiles, or several pictures
+        self.page_label.setVisible(False)
         self.mask_button = QPushButton("Open mask in Mask workspace", self)
+        self.mask_button.setMinimumWidth(60)  # the text is cut before the window widens
+        self.mask_button.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.mask_button.setToolTip("a new session of the model's segments whose mask design is the model's own "
                                     "mask, to compare with the presets and export as code")
         top = QHBoxLayout()
@@ -66,7 +76,6 @@ class VlmView(QWidget):
         top.addWidget(self.page_label)
         top.addWidget(self.page_combo)
         top.addStretch(1)
-        top.addWidget(self.mask_button)
         self.caption = QLabel(" ", self)
         self.caption.setWordWrap(True)
         self.caption.setContentsMargins(6, 0, 6, 0)
@@ -74,6 +83,11 @@ class VlmView(QWidget):
         self.picture = PatchGroupsView(self)
         self.strip_label = QLabel("query token (click one; or a patch of the picture)", self)
         self.strip_label.setContentsMargins(6, 0, 6, 0)
+        self.strip_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        strip_bar = QHBoxLayout()
+        strip_bar.setContentsMargins(0, 0, 6, 0)
+        strip_bar.addWidget(self.strip_label, 1)
+        strip_bar.addWidget(self.mask_button)
         self.chips = TokenChips(self, style=ChipStyle(max_chars=16))
         row_h = self.chips._row_h + self.chips.chip_style.gap
         self.chips.setFixedHeight(self.chips.chip_style.gap + STRIP_ROWS * row_h + 2)
@@ -84,7 +98,7 @@ class VlmView(QWidget):
         lv.addLayout(top)
         lv.addWidget(self.caption)
         lv.addWidget(self.picture, 1)
-        lv.addWidget(self.strip_label)
+        lv.addLayout(strip_bar)
         lv.addWidget(self.chips)
 
         self.grid = HeadGrid(self)

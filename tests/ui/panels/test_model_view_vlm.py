@@ -120,7 +120,7 @@ def test_the_share_chart_has_one_point_per_layer(qtbot):
         x, y = pts[label]
         np.testing.assert_array_equal(x, np.arange(2))
         np.testing.assert_allclose(y, values)
-    assert "to image" in chart.legend.text() and "9 text tokens" in chart.title.text()
+    assert "to&nbsp;first&nbsp;token" in chart.legend.text() and "9 text tokens" in chart.title.text()
     assert LIGHT_COLOURS[0] in chart.legend.text()
     try:
         apply_theme(QApplication.instance(), "dark")
@@ -151,7 +151,7 @@ def test_a_policys_options_and_action_tokens(qtbot):
     assert calls[-1][1:] == ("pick up the cup", {"state": [0.1, 0.2], "noise_seed": 0, "time": 0.5})
     view = panel.vlm
     assert view.result.labels[view.query] == "<act 0>"
-    assert view.chart.title.text().startswith("Share of attention per layer: mean over the 4 action tokens")
+    assert view.chart.title.text().startswith("Share of attention per layer, mean over heads and the 4 action tokens")
     view.set_mode("rollout")
     assert view.overlay_maps is None and "action expert" in view.caption.text()
 
