@@ -55,7 +55,12 @@ SHOTS = (  # the list the docs refer to
     Shot("flash-check", "Diagnostics > Flash vs reference", "vla-mask", "diagnostics"),
     Shot("alignment", "Diagnostics > Alignment on the translation demo", "translation", "diagnostics"),
     Shot("pretrained", "the pretrained workspace on all-MiniLM-L6-v2", "river-bank", "pretrained"),
+    Shot("vision-language", "the pretrained workspace on tiny LLaVA: a prompt's last token over the picture's "
+                            "patches, the layers x heads grid and the share of attention per layer", "river-bank",
+         "pretrained"),
 )
+TINY_LLAVA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "checkpoints",
+                          "tiny_llava")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -212,6 +217,15 @@ def prepare_pretrained(window, ctx):
     panel.load_model(models["all-MiniLM-L6-v2"])
 
 
+def prepare_vision_language(window, ctx):
+    """tiny_llava on its own picture with the family's example prompt; layer 1, head 2 selected."""
+    panel = window.panel("pretrained")
+    panel.auto_load = False
+    panel.attention_ready.connect(lambda *_a: panel.select_head(1, 2))
+    panel.set_image_file(os.path.join(TINY_LLAVA, "image.png"))
+    panel.load_model(TINY_LLAVA)
+
+
 # ------------------------------------------------------------------------------------------------
 
 
@@ -264,6 +278,9 @@ def launch(argv: list[str]) -> int:
             if shot.name == "pretrained" and not _minilm():
                 print("skipped pretrained: all-MiniLM-L6-v2 is not installed (make setup installs it)", flush=True)
                 continue
+            if shot.name == "vision-language" and not _tiny_llava_runs():
+                print("skipped vision-language: tests/data/checkpoints/tiny_llava does not run here", flush=True)
+                continue
             out = str((args.out / f"{shot.name}.png").resolve())
             size = ["--size", args.size] if args.size is not None else []
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), *size, "--shoot", shot.name, out], env=env,
@@ -283,6 +300,18 @@ def _minilm() -> bool:
     from attnviz.checkpoints import ready_models
 
     return "all-MiniLM-L6-v2" in dict(ready_models())
+
+
+def _tiny_llava_runs() -> bool:
+    from attnviz.checkpoints import CheckpointError, load_checkpoint
+    from attnviz.sources.image import load_image
+
+    try:
+        ckpt = load_checkpoint(TINY_LLAVA)
+        ckpt.run([load_image(os.path.join(TINY_LLAVA, "image.png"), alpha="drop")], "USER: <image>\nHi ASSISTANT:")
+    except (CheckpointError, OSError, AttributeError, ImportError):
+        return False
+    return True
 
 
 if __name__ == "__main__":
