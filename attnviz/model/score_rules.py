@@ -1,9 +1,9 @@
 """Score rules: how a query and a key make a score, and how scores become weights.
 
 The dot-product family (scaled_dot, dot, uniform) is softmax(q k^T * scale) with scale 1/sqrt(hs), 1
-or 0, so it runs on the engine's kernels; additive, multiplicative and linear materialise the
-(nh, Tq, Tk) scores on the float64 numpy path here. The formulas are in
-:mod:`attnviz.model.diagnostics.variants`.
+or 0, so it runs on the engine's kernels; additive, multiplicative, linear and softcap (the scaled dot
+product soft-capped at c tanh(s / c), as Gemma 2) materialise the (nh, Tq, Tk) scores on the float64
+numpy path here. The formulas are in :mod:`attnviz.model.diagnostics.variants`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import numpy as np
 
 from attnviz.model.diagnostics.variants import RULE_FORMULAS
 
-RULES = ("scaled_dot", "dot", "uniform", "additive", "multiplicative", "linear")
+RULES = ("scaled_dot", "dot", "uniform", "additive", "multiplicative", "linear", "softcap")
 DOT_FAMILY = ("scaled_dot", "dot", "uniform")
+DEFAULT_CAP = 50.0  # the softcap rule's c, as Gemma 2's attn_logit_softcapping
+MAX_CAP = 1e6  # beyond this the cap changes no score a session can make
 
 #: the formula of each rule as one line of text (tooltips, notes); the text itself lives with the
 #: other descriptions of each rule in :mod:`attnviz.model.diagnostics.variants`
@@ -30,6 +32,7 @@ class ScoreRuleConfig:
     name: str = "scaled_dot"  # one of RULES
     seed: int = 0  # seed of the additive / multiplicative parameters
     hidden: int | None = None  # additive attention's hidden width da; None: the head size
+    cap: float = DEFAULT_CAP  # the softcap rule's c: scaled scores s become c tanh(s / c)
 
     def __post_init__(self):
         if self.name not in RULES:
@@ -39,6 +42,10 @@ class ScoreRuleConfig:
         if self.hidden is not None and (isinstance(self.hidden, bool) or not isinstance(self.hidden, (int, np.integer))
                                         or not 1 <= self.hidden <= 4096):
             raise ValueError(f"additive hidden width must be an integer in 1..4096, got {self.hidden!r}")
+        if (isinstance(self.cap, bool) or not isinstance(self.cap, (int, float, np.integer, np.floating))
+                or not 0 < float(self.cap) <= MAX_CAP):
+            raise ValueError(f"soft cap c must be a number in (0, {MAX_CAP:g}], got {self.cap!r}")
+        object.__setattr__(self, "cap", float(self.cap))
 
     @property
     def engine(self) -> bool:
@@ -85,7 +92,8 @@ def rule_scores(config: ScoreRuleConfig, q: np.ndarray, k: np.ndarray, params: d
 
     ``head`` selects one head's parameters (drawn for all heads with :func:`rule_params`) when q and k
     hold that head only (nh = 1).
-    For ``linear`` the "scores" are the positive kernel values phi(q_i) . phi(k_j).
+    For ``linear`` the "scores" are the positive kernel values phi(q_i) . phi(k_j); for ``softcap`` they are
+    c tanh(s / c) of the scaled dot products s = q . k / sqrt(hs).
     """
     q = np.asarray(q, dtype=np.float64)  # (nh, Tq, hs)
     k = np.asarray(k, dtype=np.float64)  # (nh, Tk, hs)
@@ -101,6 +109,8 @@ def rule_scores(config: ScoreRuleConfig, q: np.ndarray, k: np.ndarray, params: d
         return (q @ W) @ k.transpose(0, 2, 1)  # (nh, Tq, Tk)
     if config.name == "linear":
         return _elu1(q) @ _elu1(k).transpose(0, 2, 1)  # (nh, Tq, Tk)
+    if config.name == "softcap":
+        return softcap_scores(q @ k.transpose(0, 2, 1) / math.sqrt(hs), config.cap)  # (nh, Tq, Tk)
     if config.name == "additive":
         W1, W2, v = params["W1"][sel], params["W2"][sel], params["v"][sel]
         a = q @ W1  # (nh, Tq, da)
@@ -114,6 +124,12 @@ def rule_scores(config: ScoreRuleConfig, q: np.ndarray, k: np.ndarray, params: d
                 s[h, i0:i0 + rows] = t @ v[h]  # (rows, Tk)
         return s
     raise ValueError(f"score rule {config.name!r} runs on the engine, not on the numpy path")
+
+
+def softcap_scores(scaled, cap: float) -> np.ndarray:
+    """c tanh(s / c) of scaled scores s, float64: about s while |s| << c, never beyond +-c."""
+    c = float(cap)
+    return c * np.tanh(np.asarray(scaled, dtype=np.float64) / c)
 
 
 def masked_softmax(scores, mask) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ import numpy as np
 from attnviz.model.frozen import FrozenArray
 from attnviz.model.mask.design import MaskDesign
 from attnviz.model.positional import PositionalConfig
-from attnviz.model.score_rules import ScoreRuleConfig
+from attnviz.model.score_rules import DEFAULT_CAP, ScoreRuleConfig
 from attnviz.model.sequence import MAX_TOKENS
 from attnviz.model.state import (MAX_HEADS, CrossConfig, CustomSource, ImageSource, KernelConfig, ModelConfig,
                                  QKOverride, SessionState, TextSource, TokenizerSpec, ToySource,
@@ -77,6 +77,8 @@ def dump_state(state: SessionState) -> tuple[dict, dict[str, np.ndarray], dict[s
     tree["positional"] = state.positional.to_dict()
     r = state.score_rule
     tree["score_rule"] = {"name": r.name, "seed": int(r.seed), "hidden": r.hidden}
+    if r.name == "softcap" or r.cap != DEFAULT_CAP:  # other rules' files stay as older versions wrote (and read) them
+        tree["score_rule"]["cap"] = r.cap
     k = state.kernel
     tree["kernel"] = {"name": k.name, "block_m": k.block_m, "block_n": k.block_n}
     payload, mask_arrays = state.mask.to_payload()
@@ -263,9 +265,10 @@ def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
     positional = PositionalConfig(R.str_(p["kind"], "positional.kind"), R.num(p["base"], "positional.base"),
                                   R.int_(p["seed"], "positional.seed"), R.num(p["scale"], "positional.scale"))
 
-    s = R.keys(tree["score_rule"], "score_rule", ("name", "seed", "hidden"))
+    s = R.keys(tree["score_rule"], "score_rule", ("name", "seed", "hidden"), ("cap",))
     score_rule = ScoreRuleConfig(R.str_(s["name"], "score_rule.name"), R.int_(s["seed"], "score_rule.seed"),
-                                 R.int_(s["hidden"], "score_rule.hidden", True))
+                                 R.int_(s["hidden"], "score_rule.hidden", True),
+                                 R.num(s.get("cap", DEFAULT_CAP), "score_rule.cap"))
 
     k = R.keys(tree["kernel"], "kernel", ("name", "block_m", "block_n"))
     kernel = KernelConfig(R.str_(k["name"], "kernel.name"), R.int_(k["block_m"], "kernel.block_m"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 class RuleFormula:
     """How one score rule turns a query and keys into weights, in words and symbols."""
 
-    name: str  # the rule's key: scaled_dot, dot, uniform, additive, multiplicative, linear
+    name: str  # the rule's key: scaled_dot, dot, uniform, additive, multiplicative, linear, softcap
     title: str  # a human name for the selector
     unicode: str  # the formula with unicode symbols (ᵀ, √, φ, Σ, subscripts)
     plain: str  # the same in plain ASCII
@@ -57,6 +57,13 @@ RULE_FORMULAS: dict[str, RuleFormula] = {
         "out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / phi(q_i)^T sum_j phi(k_j),  phi(x) = elu(x) + 1",
         "wᵢⱼ = φ(qᵢ)·φ(kⱼ) / Σⱼ' φ(qᵢ)·φ(kⱼ') over allowed keys",
         "A positive feature map replaces the softmax, so Σ φ(k) vᵀ is summed once and the cost is linear in T."),
+    "softcap": RuleFormula(
+        "softcap", "Soft-capped scaled dot (Gemma 2)",
+        "score(q, k) = c·tanh((q·k / √dₖ) / c)",
+        "score(q, k) = c tanh((q.k / sqrt(d_k)) / c)",
+        "w = softmax over allowed keys of score(qᵢ, kⱼ)",
+        "Scores pass almost unchanged while |s| ≪ c and never beyond ±c, so no key can take a row's whole weight "
+        "(Gemma 2 caps at c = 50)."),
 }
 
 

@@ -1,7 +1,8 @@
 """BreakdownView: one (query i, key j) cell of one head, step by step, as seed 002 walks it: q_i, k_j
-and their product per dimension, the scale and the scaled score, the row's softmax weights, and
-v_j's share of the output o_i. In a hand-set session q_i and k_j are editable; an edit is only
-reported (``component_edited``) and the owner turns it into a session command.
+and their product per dimension, the scale and the scaled score (soft-capped to c·tanh(s/c) under the
+softcap rule), the row's softmax weights, and v_j's share of the output o_i. In a hand-set session q_i
+and k_j are editable; an edit is only reported (``component_edited``) and the owner turns it into a
+session command.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from attnviz.ui.theme import current_theme
 PAIR_ROWS = ("q", "k", "product")
 #: the rows of the per-key table
 ROW_ROWS = ("dot", "score", "weight")
+#: ... under the softcap rule: the scaled score, then its soft cap
+SOFTCAP_ROWS = ("dot", "scaled", "capped", "weight")
 #: key columns of the per-key table at most (a window around the selected key beyond)
 ROW_KEYS = 128
 #: the rows of the per-value-dimension table
@@ -38,6 +41,7 @@ class BreakdownView(QWidget):
         super().__init__(parent)
         self._filling = False
         self._editable = False
+        self._softcap: float | None = None  # the softcap rule's c while its breakdown shows
         self._q = np.zeros(0)  # (hs,) q_i as shown
         self._k = np.zeros(0)  # (hs,) k_j as shown
         self._overridden: set[tuple[str, int]] = set()
@@ -115,9 +119,11 @@ class BreakdownView(QWidget):
         self.formula.setText(message)
 
     def show_breakdown(self, bd, q_label: str, k_label: str, key_labels, v=None, *, rule_note: str = "",
-                       overridden=frozenset(), decimals: int = 2) -> None:
-        """Fill the tables from a ``PairBreakdown`` ``bd``; ``v`` (Tk, hv) the head's values."""
+                       overridden=frozenset(), decimals: int = 2, softcap: float | None = None) -> None:
+        """Fill the tables from a ``PairBreakdown`` ``bd``; ``v`` (Tk, hv) the head's values; ``softcap``:
+        the cap c of the softcap rule, whose steps (q·k, × 1/√dₖ, c·tanh(s/c)) are then shown."""
         self.decimals = int(decimals)
+        self._softcap = None if softcap is None else float(softcap)
         d = self.decimals
         self._q, self._k = np.asarray(bd.q, float), np.asarray(bd.k, float)
         self._overridden = set(overridden)
@@ -140,7 +146,8 @@ class BreakdownView(QWidget):
         part = "" if len(keys) == bd.row_weights.shape[0] else \
             f" (keys {keys.start}–{keys.stop - 1} of {bd.row_weights.shape[0]})"
         self.row_box.setTitle(f"row of query {bd.i} {q_label!r}: scores and weights over the keys{part}")
-        self.formula.setText(self._formula(bd, d, rule_note))
+        self.formula.setText(self._softcap_formula(bd, d) if self._softcap is not None else
+                             self._formula(bd, d, rule_note))
 
     # -- filling -----------------------------------------------------------------------------
     def _fill_pair(self, bd, q_label, k_label, d):
@@ -168,6 +175,16 @@ class BreakdownView(QWidget):
         start = min(max(0, j - ROW_KEYS // 2), Tk - ROW_KEYS)
         return range(start, start + ROW_KEYS)
 
+    def capped_row(self, bd) -> tuple[np.ndarray, np.ndarray]:
+        """(s, c·tanh(s/c)) (Tk,) of the row under the softcap rule, s = q·k/√dₖ; -inf where the mask
+        denies a key (known from the response's scores when it holds them)."""
+        hs = bd.q.shape[0]
+        s = np.asarray(bd.row_dots, dtype=np.float64) / math.sqrt(hs)  # (Tk,)
+        c = self._softcap
+        capped = c * np.tanh(s / c)  # (Tk,)
+        denied = np.isneginf(np.asarray(bd.row_scores, dtype=np.float64))  # (Tk,)
+        return np.where(denied, -np.inf, s), np.where(denied, -np.inf, capped)
+
     def _fill_row(self, bd, key_labels, d):
         t = self.row_table
         Tk = bd.row_weights.shape[0]
@@ -175,14 +192,24 @@ class BreakdownView(QWidget):
         self._row_keys = keys
         t.setColumnCount(len(keys))
         t.setHorizontalHeaderLabels([f"{j} {key_labels[j]}" for j in keys])
-        score_name = "score × scale" if bd.mode in ("scaled", "unscaled", "uniform") else "score"
-        t.setVerticalHeaderLabels([f"q_{bd.i} · k", score_name, "weight"])
+        if self._softcap is not None:
+            scaled, capped = self.capped_row(bd)
+            t.setRowCount(len(SOFTCAP_ROWS))
+            t.setVerticalHeaderLabels([f"q_{bd.i} · k", "s = q·k / √dₖ", f"{self._softcap:g}·tanh(s/{self._softcap:g})",
+                                       "weight"])
+            rows = (bd.row_dots, scaled, capped, bd.row_weights)
+        else:
+            score_name = "score × scale" if bd.mode in ("scaled", "unscaled", "uniform") else "score"
+            t.setRowCount(len(ROW_ROWS))
+            t.setVerticalHeaderLabels([f"q_{bd.i} · k", score_name, "weight"])
+            rows = (bd.row_dots, bd.row_scores, bd.row_weights)
+        last = len(rows) - 1
         hl = QColor(current_theme().highlight)
         hl.setAlpha(60)
         for c, j in enumerate(keys):
-            vals = (bd.row_dots[j], bd.row_scores[j], bd.row_weights[j])
+            vals = tuple(r[j] for r in rows)
             for r, x in enumerate(vals):
-                masked = r == 1 and not np.isfinite(x)
+                masked = 0 < r < last and not np.isfinite(x)
                 it = cell("masked" if masked else fmt(x, d), tooltip=repr(float(x)), bold=j == bd.j)
                 if j == bd.j:
                     it.setBackground(hl)
@@ -202,6 +229,19 @@ class BreakdownView(QWidget):
         for c in range(hv):
             for r, vec in enumerate((v[bd.j], bd.contribution, bd.output)):
                 t.setItem(r, c, cell(fmt(vec[c], d), tooltip=repr(float(vec[c])), bold=r == 2))
+
+    def _softcap_formula(self, bd, d) -> str:
+        """q·k, × 1/√dₖ, then c·tanh(s/c), then the weight: the softcap rule's steps for cell (i, j)."""
+        dot = f"q_{bd.i} · k_{bd.j} = Σ = {fmt(bd.dot, d)}"
+        if not bd.allowed:
+            return f"{dot};  the mask forbids key {bd.j} for query {bd.i}: weight 0"
+        hs = bd.q.shape[0]
+        c = self._softcap
+        s = bd.dot / math.sqrt(hs)
+        capped = c * math.tanh(s / c)
+        return (f"{dot}   × 1/√{hs} → s = {fmt(s, d)}   → {c:g}·tanh(s/{c:g}) = {fmt(capped, d)}   "
+                f"→ weight {fmt(bd.weight, d)} (softmax over the row)   ·   soft cap c = {c:g}: about s while "
+                f"|s| ≪ c, never beyond ±c")
 
     @staticmethod
     def _formula(bd, d, rule_note: str) -> str:

@@ -306,8 +306,11 @@ class InspectorPanel(QWidget):
         editable = hand_set(state)
         self.breakdown.set_editable(editable, "" if editable else
                                     "components are editable in hand-set (toy) sessions such as river-bank")
+        capped = state.score_rule.name == "softcap" and state.positional.kind != "alibi"  # ALiBi: scores as given
+        cap = state.score_rule.cap if capped else None
         self.breakdown.show_breakdown(bd, resp.query_labels[i], resp.key_labels[j], resp.key_labels, vh,
-                                      rule_note=rule_note, overridden=overridden, decimals=self.decimals.value())
+                                      rule_note=rule_note, overridden=overridden, decimals=self.decimals.value(),
+                                      softcap=cap)
         self.note.setText("  ·  ".join(n for n in notes if n))
         self.q_map.set_selected_row(i)
         self.k_map.set_selected_row(j)

@@ -1,5 +1,5 @@
-"""The model settings dock: sizes, seeds, positional encoding, score rule, engine kernel and flash tile
-sizes. Every change is one undoable command; a change the model refuses is reported and the control
+"""The model settings dock: sizes, seeds, positional encoding, score rule (and the soft cap c of the
+softcap rule), engine kernel and flash tile sizes. Every change is one undoable command; a change the model refuses is reported and the control
 returns to the session's value. Hand-set weights (the seeds' worked examples) survive a seed change;
 a size change drops them, says so, and Undo brings them back.
 """
@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from attnviz.model.commands import SetKernel, SetPositional, SetScoreRule, set_model
 from attnviz.model.positional import KINDS as POSITIONAL_KINDS
-from attnviz.model.score_rules import FORMULAS, RULES
+from attnviz.model.score_rules import FORMULAS, MAX_CAP, RULES
 from attnviz.model.state import KERNEL_NAMES
 from attnviz.ui.panels import PanelSpec
 
@@ -79,6 +79,8 @@ class SettingsPanel(QWidget):
         self.score_rule.addItems(list(RULES))
         for i, name in enumerate(RULES):
             self.score_rule.setItemData(i, FORMULAS.get(name, name), Qt.ItemDataRole.ToolTipRole)
+        self.cap = _double(0.01, MAX_CAP, 2, 5.0, "soft cap c of the softcap rule: scaled scores s become "
+                           "c·tanh(s/c), about s while |s| ≪ c and never beyond ±c (Gemma 2 uses 50)")
         self.kernel = QComboBox(self)
         self.kernel.addItems(list(KERNEL_NAMES))
         self.kernel.setToolTip("flash: tiled online softmax with block-sparse tile skipping · naive: full "
@@ -124,6 +126,7 @@ class SettingsPanel(QWidget):
         g.addRow(self.scale_label, self.learned_row)
         self._att_form = g  # rows of the positional parameters show for the encodings that have them
         g.addRow("score rule", self.score_rule)
+        g.addRow("soft cap c", self.cap)
         g.addRow("kernel", self.kernel)
         tiles = QHBoxLayout()
         tiles.addWidget(self.block_m)
@@ -149,6 +152,7 @@ class SettingsPanel(QWidget):
         self.embed_seed.valueChanged.connect(lambda v: self._set_model(embed_seed=v))
         self.positional.activated.connect(self._on_positional)
         self.score_rule.activated.connect(self._on_score_rule)
+        self.cap.valueChanged.connect(self._on_cap)
         self.kernel.activated.connect(lambda i: self._run(SetKernel(name=KERNEL_NAMES[i])))
         self.block_m.valueChanged.connect(lambda v: self._run(SetKernel(block_m=v)))
         self.block_n.valueChanged.connect(lambda v: self._run(SetKernel(block_n=v)))
@@ -203,6 +207,11 @@ class SettingsPanel(QWidget):
         rule = self.ctx.session.state.score_rule
         self._run(SetScoreRule(replace(rule, name=RULES[index])))
 
+    def _on_cap(self, value: float) -> None:
+        rule = self.ctx.session.state.score_rule
+        if float(value) != rule.cap:
+            self._run(SetScoreRule(replace(rule, cap=float(value))))
+
     # ------------------------------------------------------------------ view
     def sync(self) -> None:
         """Show the session's values (without emitting edits)."""
@@ -210,8 +219,8 @@ class SettingsPanel(QWidget):
         m, k = state.model, state.kernel
         pos = state.positional
         widgets = (self.d_model, self.nh, self.hs, self.hs_auto, self.hv, self.hv_auto, self.seed, self.embed_seed,
-                   self.positional, self.pos_base, self.pos_scale, self.pos_seed, self.score_rule, self.kernel,
-                   self.block_m, self.block_n)
+                   self.positional, self.pos_base, self.pos_scale, self.pos_seed, self.score_rule, self.cap,
+                   self.kernel, self.block_m, self.block_n)
         for w in widgets:
             w.blockSignals(True)
         self.d_model.setValue(m.d_model)
@@ -236,6 +245,8 @@ class SettingsPanel(QWidget):
         self._att_form.setRowVisible(self.learned_row, pos.kind in LEARNED_KINDS)
         self.score_rule.setCurrentIndex(RULES.index(state.score_rule.name))
         self.score_rule.setToolTip(FORMULAS.get(state.score_rule.name, ""))
+        self.cap.setValue(state.score_rule.cap)
+        self._att_form.setRowVisible(self.cap, state.score_rule.name == "softcap")
         self.kernel.setCurrentIndex(KERNEL_NAMES.index(k.name))
         self.block_m.setValue(k.block_m)
         self.block_n.setValue(k.block_n)
