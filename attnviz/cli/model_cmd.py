@@ -35,7 +35,8 @@ def register(subparsers) -> None:
     ins.add_argument("model_dir", metavar="MODEL",
                      help="checkpoint folder, a ready model's name, or a cached repo id ORG/NAME (see 'model list')")
     ins.add_argument("--text", help="text for a text checkpoint (BERT family, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, "
-                          "Llama, Mistral, Qwen2, Qwen3), or the prompt of a vision-language model (with --image)")
+                          "Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3), or the prompt of a vision-language "
+                          "model (with --image)")
     ins.add_argument("--image", type=Path, action="append",
                      help="image file for an image checkpoint (ViT, DeiT, CLIP, SigLIP, DINOv2) or a vision-language model "
                           "(repeat it for models that take several); transparency is ignored as in transformers")
@@ -165,12 +166,9 @@ def _cmd_inspect(args) -> int:
 
 
 def _write(path: Path, out: dict) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as fh:
-            np.savez(fh, **out)
-    except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc}") from None
+    from attnviz.cli.npz_out import write_npz
+
+    write_npz(path, out)
 
 
 def _inspect_decoder(ckpt, args) -> int:

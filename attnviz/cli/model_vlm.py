@@ -45,7 +45,7 @@ def _options(ckpt, args) -> dict:
 def inspect_multimodal(ckpt, args, read_image) -> int:
     """Run ``ckpt`` on --image(s) and --text and write the .npz; prints what was written."""
     from attnviz.checkpoints import CheckpointError
-    from attnviz.cli.model_cmd import _write
+    from attnviz.cli.npz_out import write_npz
 
     if args.layer is not None or args.chat:
         raise CliError(f"--layer/--head and --chat are for decoder LLMs; {ckpt.name} is a {ckpt.family} model")
@@ -68,7 +68,7 @@ def inspect_multimodal(ckpt, args, read_image) -> int:
         out["action_mask"] = res.action_mask
     for key, val in getattr(res, "extra", {}).items():
         out[key] = val
-    _write(args.npz, out)
+    write_npz(args.npz, out)
     L, nh, T, _ = res.attentions.shape
     print(ckpt.describe())
     seg = ", ".join(f"{s.name} {s.start}..{s.stop - 1}" for s in res.segments)
