@@ -28,7 +28,8 @@ KIND_OF_MODEL_TYPE |= {"roberta": "bert", "xlm-roberta": "bert", "electra": "ber
 SUPPORTED = ("BERT-family encoders (model_type 'bert', e.g. MiniLM; 'roberta', 'xlm-roberta', 'electra', 'distilbert'), "
              "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'clip_vision_model', 'clip', "
              "'siglip_vision_model', 'siglip')")
-SUPPORTED += "; decoder LLMs Llama, Mistral, Qwen2, Qwen3 ('llama', 'mistral', 'qwen2', 'qwen3')"
+SUPPORTED += ("; decoder LLMs Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 ('llama', 'mistral', 'qwen2', "
+              "'qwen3', 'gemma', 'gemma2', 'gemma3_text')")
 
 # PIL resampling codes a preprocessor config may name (transformers stores PIL's integer enum).
 RESAMPLE_NAMES = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}

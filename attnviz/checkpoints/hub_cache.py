@@ -20,7 +20,7 @@ from attnviz.checkpoints.safetensors_file import read_header, weight_files
 FAMILIES = {"bert": "BERT", "gpt2": "GPT-2", "vit": "ViT", "deit": "DeiT", "llama": "Llama", "mistral": "Mistral",
             "qwen2": "Qwen2", "qwen3": "Qwen3", "roberta": "RoBERTa", "xlm-roberta": "XLM-RoBERTa",
             "electra": "ELECTRA", "distilbert": "DistilBERT", "clip": "CLIP", "clip_vision_model": "CLIP vision",
-            "dinov2": "DINOv2"}
+            "dinov2": "DINOv2", "gemma": "Gemma", "gemma2": "Gemma 2", "gemma3_text": "Gemma 3"}
 
 
 def cache_dir() -> Path:
