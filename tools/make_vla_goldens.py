@@ -16,7 +16,8 @@ Runs only in a throw-away venv outside the repository, never in attnviz's own (a
 download a CUDA build of several GB, so torch comes first and lerobot without its dependencies, then the
 ones its policy code imports.)
 
-It writes ``tests/data/checkpoints/tiny_smolvla``: the policy as lerobot saves it (``config.json``,
+It writes ``tests/data/checkpoints/tiny_smolvla`` (and ``tiny_smolvla_markers``, a second layout on the same
+SmolVLM, see :func:`main`): the policy as lerobot saves it (``config.json``,
 ``model.safetensors`` in bf16 and the preprocessor with the state's mean / std), the tiny SmolVLM it names
 in ``vlm_model_name`` (a folder ``vlm`` beside them: SmolVLM's config.json, tokenizer and processor files,
 no weights, as ``load_vlm_weights: false`` reads it), two camera PNGs and ``golden.npz``: the prefix ids,
@@ -101,19 +102,20 @@ def make_vlm(folder: Path) -> None:
     SmolVLMProcessor(image_processor=image, tokenizer=tok, video_processor=video, image_seq_len=9).save_pretrained(folder)
 
 
-def build_policy():
+def build_policy(cameras: dict, state_dim: int, **overrides):
     from lerobot.configs.types import FeatureType, PolicyFeature
     from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
     from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
 
-    feats = {k: PolicyFeature(type=FeatureType.VISUAL, shape=(3, h, w)) for k, (h, w) in CAMERAS.items()}
-    feats["observation.state"] = PolicyFeature(type=FeatureType.STATE, shape=(len(STATE),))
-    cfg = SmolVLAConfig(
-        vlm_model_name="vlm", load_vlm_weights=False, device="cpu", chunk_size=5, n_action_steps=5,
-        max_state_dim=6, max_action_dim=6, resize_imgs_with_padding=(24, 24), tokenizer_max_length=16,
-        num_vlm_layers=4, num_expert_layers=-1, self_attn_every_n_layers=2, expert_width_multiplier=0.75,
-        input_features=feats, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(3,))},
-        push_to_hub=False)
+    feats = {k: PolicyFeature(type=FeatureType.VISUAL, shape=(3, h, w)) for k, (h, w) in cameras.items()}
+    feats["observation.state"] = PolicyFeature(type=FeatureType.STATE, shape=(state_dim,))
+    kw = dict(vlm_model_name="vlm", load_vlm_weights=False, device="cpu", chunk_size=5, n_action_steps=5,
+              max_state_dim=6, max_action_dim=6, resize_imgs_with_padding=(24, 24), tokenizer_max_length=16,
+              num_vlm_layers=4, num_expert_layers=-1, self_attn_every_n_layers=2, expert_width_multiplier=0.75,
+              input_features=feats, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(3,))},
+              push_to_hub=False)
+    kw.update(overrides)
+    cfg = SmolVLAConfig(**kw)
     torch.manual_seed(0)
     policy = SmolVLAPolicy(cfg)
     g = torch.Generator().manual_seed(1)
@@ -154,60 +156,64 @@ class Recorder:
         return out.reshape(batch_size, -1, nh * head_dim)
 
 
-def main() -> None:
+def make(out: Path, cameras: dict, state: list, instruction: str, *, vlm: str = "vlm", long_text: str | None = None,
+         **overrides) -> None:
+    """One tiny policy folder and its golden.npz (``vlm`` names the SmolVLM folder, relative to ``out``)."""
     from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy, make_att_2d_masks
     from lerobot.policies.smolvla.processor_smolvla import make_smolvla_pre_post_processors
 
-    if OUT.exists():
-        shutil.rmtree(OUT)
-    OUT.mkdir(parents=True)
-    os.chdir(OUT)  # vlm_model_name "vlm" is read from here, as from a policy folder
-    make_vlm(OUT / "vlm")
-    policy = build_policy()
-    stats = {"observation.state": {"mean": torch.tensor(STATE_MEAN), "std": torch.tensor(STATE_STD)},
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    os.chdir(out)  # vlm_model_name is read from here, as from a policy folder
+    if vlm == "vlm":
+        make_vlm(out / "vlm")
+    policy = build_policy(cameras, len(state), vlm_model_name=vlm, **overrides)
+    n = len(state)
+    stats = {"observation.state": {"mean": torch.tensor(STATE_MEAN[:n]), "std": torch.tensor(STATE_STD[:n])},
              "action": {"mean": torch.zeros(3), "std": torch.ones(3)}}
     pre, _post = make_smolvla_pre_post_processors(policy.config, dataset_stats=stats)
-    policy.to(torch.bfloat16).save_pretrained(OUT)
-    pre.save_pretrained(OUT)
+    policy.to(torch.bfloat16).save_pretrained(out)
+    pre.save_pretrained(out)
 
-    policy = SmolVLAPolicy.from_pretrained(OUT)  # what lerobot reads back (bf16 weights into a float32 model)
+    policy = SmolVLAPolicy.from_pretrained(out)  # what lerobot reads back (bf16 weights into a float32 model)
     policy.eval()
-    vlm = policy.model.vlm_with_expert
-    vlm.vlm.config.vision_config._attn_implementation = "eager"
-    rec = Recorder(vlm)
-    vlm.eager_attention_forward = rec
+    vlm_model = policy.model.vlm_with_expert
+    vlm_model.vlm.config.vision_config._attn_implementation = "eager"
+    rec = Recorder(vlm_model)
+    vlm_model.eager_attention_forward = rec
 
     rng = np.random.default_rng(11)
     obs = {}
-    pictures = []
-    for i, (key, (h, w)) in enumerate(CAMERAS.items()):
+    for i, (key, (h, w)) in enumerate(cameras.items()):
         yy, xx = np.mgrid[0:h, 0:w]
         img = np.stack([(xx * 255 // max(w - 1, 1)), (yy * 255 // max(h - 1, 1)),
                         rng.integers(0, 256, (h, w))], axis=-1).astype(np.uint8)  # (h, w, 3)
-        Image.fromarray(img).save(OUT / f"camera{i}.png")
-        pictures.append(img)
+        Image.fromarray(img).save(out / f"camera{i}.png")
         obs[key] = torch.from_numpy(img).permute(2, 0, 1).float() / 255.0  # (3, h, w) as a dataset gives it
-    obs["observation.state"] = torch.tensor(STATE)
-    obs["task"] = INSTRUCTION
-    batch = pre(obs)
+    obs["observation.state"] = torch.tensor(state)
+    m = policy.model
+    chunk, adim = policy.config.chunk_size, policy.config.max_action_dim
+
+    def prefix_of(task: str):
+        batch = pre({**obs, "task": task})
+        images, img_masks = policy.prepare_images(batch)
+        lang, lang_mask = batch["observation.language.tokens"], batch["observation.language.attention_mask"]
+        embs, pad, att = m.embed_prefix(images, img_masks, lang, lang_mask, state=policy.prepare_state(batch))
+        return batch, images, lang, lang_mask, embs, pad, att
 
     with torch.no_grad():
-        images, img_masks = policy.prepare_images(batch)
-        state = policy.prepare_state(batch)
-        lang, lang_mask = batch["observation.language.tokens"], batch["observation.language.attention_mask"]
-        m = policy.model
+        batch, images, lang, lang_mask, prefix, prefix_pad, prefix_att = prefix_of(instruction)
         vis = []
         for img in images:
-            out = vlm.get_vlm_model().vision_model(pixel_values=img, output_attentions=True)
-            vis.append(np.stack([a[0].numpy() for a in out.attentions]))  # (L_v, nh_v, P, P)
-        prefix, prefix_pad, prefix_att = m.embed_prefix(images, img_masks, lang, lang_mask, state=state)
+            o = vlm_model.get_vlm_model().vision_model(pixel_values=img, output_attentions=True)
+            vis.append(np.stack([a[0].numpy() for a in o.attentions]))  # (L_v, nh_v, P, P)
         mask2d = make_att_2d_masks(prefix_pad, prefix_att)
         pos = torch.cumsum(prefix_pad, dim=1) - 1
-        _, kv = vlm.forward(attention_mask=mask2d, position_ids=pos, past_key_values=None,
-                            inputs_embeds=[prefix, None], use_cache=True, fill_kv_cache=True)
-        prefix_calls = rec.calls
         rec.calls = []
-        chunk, adim = policy.config.chunk_size, policy.config.max_action_dim
+        _, kv = vlm_model.forward(attention_mask=mask2d, position_ids=pos, past_key_values=None,
+                                  inputs_embeds=[prefix, None], use_cache=True, fill_kv_cache=True)
+        prefix_calls = rec.calls
         velocities = []
         for seed, t in VELOCITY_CASES:
             x = torch.from_numpy(noise(seed, (chunk, adim)))[None]
@@ -217,6 +223,16 @@ def main() -> None:
             if (seed, t) == (NOISE_SEED, TIME):
                 expert_calls = rec.calls
                 x_maps = x[0].numpy()
+        extra = {}
+        if long_text is not None:  # an instruction longer than tokenizer_max_length: its ids and one velocity
+            _, _, l_ids, l_mask, l_prefix, l_pad, l_att = prefix_of(long_text)
+            _, l_kv = vlm_model.forward(attention_mask=make_att_2d_masks(l_pad, l_att),
+                                        position_ids=torch.cumsum(l_pad, dim=1) - 1, past_key_values=None,
+                                        inputs_embeds=[l_prefix, None], use_cache=True, fill_kv_cache=True)
+            x = torch.from_numpy(noise(NOISE_SEED, (chunk, adim)))[None]
+            lv = m.denoise_step(l_pad, l_kv, x, torch.tensor([TIME], dtype=torch.float32))
+            extra = {"long_instruction": np.array(long_text), "long_lang_ids": l_ids[0].numpy().astype(np.int64),
+                     "long_velocity": lv[0].numpy()}
     Tp = prefix.shape[1]
     Ta = chunk
     expert_maps = np.zeros((len(expert_calls), expert_calls[0][1].shape[0], Ta, Tp + Ta), np.float32)
@@ -225,25 +241,37 @@ def main() -> None:
         expert_maps[i, :, :, : pr.shape[-1]] = pr
         expert_masks[i, :, : mk.shape[-1]] = mk
     np.savez_compressed(
-        OUT / "golden.npz",
+        out / "golden.npz",
         lang_ids=lang[0].numpy().astype(np.int64), lang_mask=lang_mask[0].numpy().astype(bool),
-        state_normalized=batch["observation.state"][0].numpy(), instruction=np.array(INSTRUCTION),
-        state=np.array(STATE, np.float32),
+        state_normalized=batch["observation.state"][0].numpy(), instruction=np.array(instruction),
+        state=np.array(state, np.float32),
+        prefix_valid=prefix_pad[0].numpy().astype(bool),  # (Tp,) False: padding lerobot masks for every query
         prefix_mask=mask2d[0].numpy(), prefix_ar=prefix_att[0].numpy().astype(np.int64),
         prefix_attentions=np.stack([c[1] for c in prefix_calls]),  # (L, nh, Tp, Tp)
-        prefix_call_masks=np.stack([c[0] for c in prefix_calls]),  # (L, Tp, Tp)
-        expert_attentions=expert_maps, expert_masks=expert_masks,  # (L, nh, Ta, Tp+Ta), (L, Ta, Tp+Ta)
-        pixels=np.stack([img[0].numpy() for img in images]),  # (N, 3, 24, 24)
+        expert_attentions=expert_maps, expert_masks=expert_masks,  # (L_e, nh, Ta, Tp+Ta), (L_e, Ta, Tp+Ta)
+        pixels=np.stack([img[0].numpy() for img in images]),  # (N, 3, 24, 24), padded cameras included
         vision_attentions=np.stack(vis),  # (N, L_v, nh_v, P, P)
         noise_seed=np.int64(NOISE_SEED), time=np.float32(TIME), noise=x_maps,
         velocity_cases=np.array(VELOCITY_CASES, np.float64), velocities=np.stack(velocities),  # (C, Ta, A)
+        **extra,
     )
-    meta = json.loads((OUT / "config.json").read_text())
-    print(f"wrote {OUT}: prefix {Tp} tokens, {len(prefix_calls)} VLM layers, {len(expert_calls)} expert layers, "
-          f"type {meta.get('type')}")
-    for f in sorted(OUT.rglob("*")):
+    print(f"wrote {out}: prefix {Tp} tokens ({int(prefix_pad.sum())} valid), {len(prefix_calls)} VLM layers, "
+          f"{len(expert_calls)} expert layers")
+    for f in sorted(out.rglob("*")):
         if f.is_file():
-            print(f"  {f.relative_to(OUT)}  {f.stat().st_size:,} B")
+            print(f"  {f.relative_to(out)}  {f.stat().st_size:,} B")
+
+
+def main() -> None:
+    make(OUT, CAMERAS, STATE, INSTRUCTION)
+    # markers around each image, fewer expert layers than VLM layers (beside VLM layers 0 and 2, both
+    # self-attention: lerobot 0.4.4 runs such a layout only when the expert's width equals the VLM's key width,
+    # its cross-attention k/v projections then fitting self-attention too), a padded empty camera, the instruction
+    # padded to max_length (and a long one truncated), chunk 4, a 3-number state; the same tiny SmolVLM
+    make(OUT.parent / "tiny_smolvla_markers", {"observation.images.front": (24, 24)}, STATE[:3], "open the drawer",
+         vlm="../tiny_smolvla/vlm", long_text="stack the blue cup on the yellow plate then fold the towel in half",
+         add_image_special_tokens=True, num_expert_layers=2, expert_width_multiplier=0.5, empty_cameras=1,
+         pad_language_to="max_length", chunk_size=4, n_action_steps=4)
 
 
 if __name__ == "__main__":

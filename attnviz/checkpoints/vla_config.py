@@ -79,7 +79,7 @@ class SmolVLASpec:
     vision: VisionSpec
     scale_factor: int  # pixel-shuffle factor of the connector
     cameras: tuple[str, ...]  # image feature keys the user gives pictures for, in config order
-    n_empty: int  # empty cameras lerobot adds as padded (masked) images: invisible, so left out here
+    n_empty: int  # empty cameras lerobot adds as padded images: their image tokens are masked for every query
     state_dim: int  # length of the robot state the policy reads (observation.state)
     action_dim: int  # the action feature's length (the velocity keeps all max_action_dim columns)
     max_state_dim: int  # the state is zero-padded to this before state_proj

@@ -125,6 +125,9 @@ def load(folder: Path, cfg: dict, name: str | None) -> MultimodalCheckpoint:
     cross_mode = "cross" in mode
     s = spec.text.decoder
     for i, j in enumerate(spec.expert_at):
+        if j < 0 and not spec.cross[i]:
+            raise CheckpointError(f"config.json: VLM layer {i} is a self-attention layer with no expert layer beside it "
+                                  "(num_expert_layers, self_attn_every_n_layers): lerobot's denoising step cannot run it")
         if j >= 0 and _replaced_kv(spec, cross_mode, every, j) != spec.cross[i] and s.n_kv_head * s.head_dim != spec.expert.d_model:
             raise CheckpointError(f"config.json: expert layer {j} runs beside VLM layer {i} as "
                                   f"{'cross' if spec.cross[i] else 'self'}-attention but has the other kind's k/v "
@@ -274,6 +277,9 @@ def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32
                                  grid=(gh, gw), box=tuple(float(b) for b in box)))
         if spec.image_special_tokens:
             markers([fake], short)
+    for n in range(spec.n_empty):  # lerobot's padded cameras: image tokens masked (left out), markers visible
+        if spec.image_special_tokens:
+            markers([fake, glob, fake], f"empty{n}")
     lang = T_.rows("embed_tokens.weight", ids) * dtype(math.sqrt(d))  # (n_lang, d)
     embs.append(lang.astype(dtype, copy=False))
     for p, i, sp in zip(pieces, ids, lang_special):
@@ -353,7 +359,8 @@ def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32
              f"rotary base {10_000} as lerobot's apply_rope (the VLM's rope_theta {c.decoder.rope.theta:g} is not read)",
              f"velocity v_t ({Ta}, {spec.max_action_dim}); its first {spec.action_dim} columns are the action"]
     if spec.n_empty:
-        notes.append(f"{spec.n_empty} empty camera(s) lerobot pads are masked for every query: left out")
+        notes.append(f"{spec.n_empty} empty camera(s) lerobot pads: their image tokens are masked for every query, "
+                     "so left out" + ("; their markers are seen and kept" if spec.image_special_tokens else ""))
     return MultimodalAttention(
         model=ckpt.name, family="smolvla", tokens=tokens, labels=labels, special=np.asarray(special, dtype=bool),
         ids=np.asarray(tok_ids, dtype=np.int64), attentions=atts, mask=mask, segments=segments,
