@@ -96,7 +96,7 @@ def test_gemma2_soft_cap_bites(decoders):
     for layer in range(c.n_layer):
         k = np.repeat(trace.k[layer], c.decoder.group, axis=0)  # (nh, T, hd)
         s = np.einsum("hqd,hkd->hqk", trace.q[layer], k) * c.decoder.scale  # (nh, T, T)
-        assert (np.abs(s[:, causal]) > 50).mean() > 0.5
+        assert (np.abs(s[:, causal]) > 50).mean() > 0.3
     uncapped = replace(c, decoder=replace(c.decoder, attn_softcap=None))
     atts, _ = forward_decoder(uncapped, ck.weights, ids)
     assert np.abs(atts - g["attentions"]).max() > 0.5
@@ -176,12 +176,10 @@ def test_prefix_masks_as_transformers_builds_them_from_block_ids(decoders):
     assert np.array_equal(masks["full_attention"], g["mask_full"])
     assert np.array_equal(masks["sliding_attention"], g["mask_sliding"])
     assert not np.array_equal(windowed(g["mask_full"], 4), g["mask_sliding"])  # the block outlives the window
-    # float64 against transformers' float32: at its sharpest, a pair of keys with capped scores still in the
-    # steep part of tanh, the golden's own rounding reaches 1.5e-5
-    for dtype, atol in ((np.float32, 1e-5), (np.float64, 3e-5)):
+    for dtype in (np.float32, np.float64):
         atts, hidden = forward_decoder(ck.config, ck.weights, g["input_ids"], mask=masks, positions=g["position_ids"],
                                        dtype=dtype)
-        np.testing.assert_allclose(atts, g["attentions"], atol=atol, rtol=0)
+        np.testing.assert_allclose(atts, g["attentions"], atol=1e-5, rtol=0)
         np.testing.assert_allclose(hidden, g["last_hidden_state"], atol=1e-4, rtol=1e-4)
 
 
