@@ -252,12 +252,11 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
         ids = _check_ids(c, ids)
         T = int(ids.shape[0])
     else:
-        e = np.asarray(embeds)
-        T = int(e.shape[0]) if e.ndim == 2 else -1
-        n = T if ids is None else int(np.size(ids))
-        if e.ndim != 2 or e.shape != (n, c.d_model):
-            raise CheckpointError(f"embeds must be (tokens, d_model) = ({n if n >= 0 else 'T'}, {c.d_model}), "
-                                  f"one row per token (got {e.shape})")
+        e = np.asarray(embeds)  # ids, when given, only set the length (a caller's image ids need no table row)
+        if e.ndim != 2 or e.shape[1] != c.d_model or (ids is not None and e.shape[0] != np.size(ids)):
+            n = "T" if ids is None else np.size(ids)
+            raise CheckpointError(f"embeds must be ({n}, {c.d_model}): one row of d_model per token (got {e.shape})")
+        T = int(e.shape[0])
         if e.dtype.kind not in "fiu" or not np.isfinite(e).all():
             raise CheckpointError("embeds must be finite real numbers")
     hd, nh, nkv, g = s.head_dim, c.n_head, s.n_kv_head, s.group

@@ -201,7 +201,7 @@ def test_bad_embeds_masks_and_positions_are_refused_in_one_line(decoders):
     c, ids = ck.config, golden(DATA / "tiny_gemma" / "golden.npz")["input_ids"]
     T = ids.size
     cases = [
-        (dict(embeds=np.zeros((T, 5))), "embeds must be .tokens, d_model."),
+        (dict(embeds=np.zeros((T, 5))), f"embeds must be \\({T}, 32\\): one row of d_model per token"),
         (dict(embeds=np.full((T, 32), np.nan)), "embeds must be finite"),
         (dict(mask=np.ones((T, T))), "mask must be a bool"),
         (dict(mask={"global": np.ones((T, T), bool)}), "unknown layer type"),
