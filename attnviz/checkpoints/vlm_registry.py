@@ -8,12 +8,15 @@ import importlib
 # config.json model_type -> module with load(folder: Path, cfg: dict, name: str | None) -> MultimodalCheckpoint
 FAMILIES: dict[str, str] = {
     "llava": "attnviz.checkpoints.llava",
+    "idefics3": "attnviz.checkpoints.idefics3",
+    "smolvlm": "attnviz.checkpoints.idefics3",
     "paligemma": "attnviz.checkpoints.paligemma",
 }
 FAMILIES["smolvla"] = "attnviz.checkpoints.vla_smolvla"  # lerobot's config.json says "type": "smolvla"
 NAMES = {"llava": "LLaVA-1.5"}  # model_type -> family name in lists and messages
 NAMES["paligemma"] = "PaliGemma"
 NAMES["smolvla"] = "SmolVLA"
+NAMES |= {"idefics3": "Idefics3", "smolvlm": "SmolVLM"}
 
 
 def is_multimodal(model_type) -> bool:
