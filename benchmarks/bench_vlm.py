@@ -83,7 +83,9 @@ def make(folder: Path) -> None:
     with torch.device("meta"):
         model = PaliGemmaForConditionalGeneration(cfg)
     cfg.save_pretrained(folder)
-    proc = PaliGemmaProcessor(image_processor=SiglipImageProcessorPil(size={"height": 224, "width": 224}), tokenizer=gtok)
+    ip = SiglipImageProcessorPil(size={"height": 224, "width": 224})
+    ip.image_seq_length = 256  # (224 / 14)^2: PaliGemmaProcessor reads it off its image processor
+    proc = PaliGemmaProcessor(image_processor=ip, tokenizer=gtok)
     proc.save_pretrained(folder)
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.endswith("lm_head.weight")}
     rng = np.random.default_rng(0)

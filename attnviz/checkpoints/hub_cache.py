@@ -68,7 +68,7 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
     family, note, supported = "?", "", False
     try:
         cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        mt = cfg.get("model_type") if isinstance(cfg, dict) else None
+        mt = (cfg.get("model_type") or cfg.get("type")) if isinstance(cfg, dict) else None  # "type": lerobot policies
         if isinstance(mt, str):
             supported = mt in KIND_OF_MODEL_TYPE or mt in DECODER_TYPES or mt in MULTIMODAL
             family = FAMILIES.get(mt) or MULTIMODAL_NAMES.get(mt, mt)

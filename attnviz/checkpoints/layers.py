@@ -29,7 +29,18 @@ def _gelu_erf(x):
 
 
 def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place on one temporary (x * x, not x ** 3: pow is
+    several times slower and this runs over every MLP activation of Gemma and SigLIP)."""
+    c = math.sqrt(2.0 / math.pi)
+    t = x * x  # (..., ff)
+    t *= 0.044715 * c
+    t += c
+    t *= x  # sqrt(2/pi) (x + 0.044715 x^3)
+    np.tanh(t, out=t)
+    t += 1.0
+    t *= x
+    t *= 0.5
+    return t
 
 
 def _gelu_fast(x):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.engine.convert import bf16_to_f32
 
 # safetensors dtype -> (numpy dtype of the stored bits, bytes per element)
 STORED = {"F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
@@ -181,7 +182,7 @@ class StoredTensors(Mapping):
     @staticmethod
     def _convert(raw: np.ndarray, dtype: str) -> np.ndarray:
         if dtype == "BF16":  # exact: BF16 bits are the top half of a float32
-            return (raw.astype(np.uint32) << 16).view(np.float32)
+            return bf16_to_f32(raw)
         if dtype == "F64":
             return np.asarray(raw, dtype=np.float64)
         return np.asarray(raw, dtype=np.float32)  # F32: the mapped bytes themselves; F16: converted
@@ -201,6 +202,10 @@ class StoredTensors(Mapping):
     def dtype_of(self, name: str) -> str:
         """The stored dtype ("BF16", "F16", "F32", "F64") of a canonical tensor."""
         return self._entries[self._name(name)].dtype
+
+    def __contains__(self, name) -> bool:
+        """Whether a canonical name is exposed, without reading (Mapping's default would convert the tensor)."""
+        return name in (self._keep if self._keep is not None else self._entries)
 
     def __iter__(self):
         return iter(self._keep if self._keep is not None else self._entries)
