@@ -91,7 +91,7 @@ def _resolve(model_dir: str) -> tuple[Path, str | None]:
         raise CliError(str(exc)) from None
 
 
-def _read_image(path: Path) -> np.ndarray:
+def _read_image(path: Path, alpha: str = "drop") -> np.ndarray:
     """(H, W, 3) uint8 through the sources layer's hardened reader: EXIF orientation applied, transparency
     ignored as transformers' ``convert("RGB")`` ignores it, so the checkpoint sees the pixels it would there."""
     from attnviz.sources.errors import SourceError
@@ -100,7 +100,7 @@ def _read_image(path: Path) -> np.ndarray:
     if not path.is_file():
         raise CliError(f"image not found: {path}")
     try:
-        return load_image(path, alpha="drop")
+        return load_image(path, alpha=alpha)
     except SourceError as exc:
         raise CliError(f"cannot read image {path}: {exc}") from None
 
@@ -118,7 +118,9 @@ def _cmd_inspect(args) -> int:
         if ckpt.kind == "vlm":
             from attnviz.cli.model_vlm import inspect_multimodal
 
-            return inspect_multimodal(ckpt, args, _read_image)
+            # the vision-language processors convert to RGB by compositing transparency over white (5.24's
+            # do_convert_rgb); plain vision checkpoints see convert("RGB"), alpha ignored
+            return inspect_multimodal(ckpt, args, lambda p: _read_image(p, alpha="white"))
         for flag in ("suffix", "state"):
             if getattr(args, flag) is not None:
                 raise CliError(f"--{flag} is for vision-language models and robot policies; {ckpt.name} is a "
