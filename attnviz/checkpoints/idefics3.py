@@ -40,8 +40,7 @@ from attnviz.checkpoints.multimodal import (MultimodalAttention, MultimodalCheck
                                             segments_from_runs)
 from attnviz.checkpoints.parts import Part, PartView, load_parts
 from attnviz.checkpoints.vision import patch_mask_from_pixels, post_norm, vision_hidden_states
-from attnviz.checkpoints.vlm_common import read_processor, sub_config, token_id
-from attnviz.sources.errors import SourceError
+from attnviz.checkpoints.vlm_common import read_bpe, read_processor, sub_config, token_id
 from attnviz.sources.text import BpeTokenizer
 
 FAMILY = {"idefics3": "Idefics3", "smolvlm": "SmolVLM"}
@@ -190,13 +189,7 @@ def load(folder: Path, cfg: dict, name: str | None) -> MultimodalCheckpoint:
         raise CheckpointError(f"config.json: model_type {family!r} is not Idefics3 or SmolVLM")
     name = name or folder.name
     proc, image_pp = read_processor(folder)
-    path = folder / "tokenizer.json"
-    if not path.is_file():
-        raise CheckpointError(f"the tokenizer is missing: {path} not found ({FAMILY[family]} needs tokenizer.json)")
-    try:
-        tok = BpeTokenizer.from_file(path, name=name)
-    except SourceError as exc:
-        raise CheckpointError(str(exc)) from None
+    tok = read_bpe(folder, name, FAMILY[family])
     special = read_bos(folder, tok)
     spec = parse_spec(family, cfg, proc, image_pp, tok, folder)
     if tok.vocab_size > spec.text.vocab_size:

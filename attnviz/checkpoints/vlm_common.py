@@ -45,15 +45,20 @@ def read_processor(folder: Path) -> tuple[dict, dict]:
     return proc, image
 
 
-def read_tokenizer(folder: Path, name: str, text_model_type: str) -> tuple[BpeTokenizer, SpecialTokens]:
-    """The language model's tokenizer.json and its BOS/EOS settings."""
+def read_bpe(folder: Path, name: str, what: str = "a vision-language model") -> BpeTokenizer:
+    """The folder's tokenizer.json; ``what`` names the model in the message when it is missing."""
     path = folder / "tokenizer.json"
     if not path.is_file():
-        raise CheckpointError(f"the tokenizer is missing: {path} not found (a vision-language model needs tokenizer.json)")
+        raise CheckpointError(f"the tokenizer is missing: {path} not found ({what} needs tokenizer.json)")
     try:
-        tok = BpeTokenizer.from_file(path, name=name)
+        return BpeTokenizer.from_file(path, name=name)
     except SourceError as exc:
         raise CheckpointError(str(exc)) from None
+
+
+def read_tokenizer(folder: Path, name: str, text_model_type: str) -> tuple[BpeTokenizer, SpecialTokens]:
+    """The language model's tokenizer.json and its BOS/EOS settings."""
+    tok = read_bpe(folder, name)
     return tok, read_special(folder, tok, text_model_type)
 
 
