@@ -4,7 +4,7 @@ Nothing is downloaded. Matches transformers' eager attention to 1e-5 for every f
 (tests/checkpoints); precision rules in :mod:`.forward`. Public API::
 
     load_checkpoint(folder, name=None) -> Checkpoint; CheckpointError(ValueError) for every problem
-    run_text / run_image(ckpt, input, *, dtype=np.float32, kernel="reference") -> ModelAttention
+    run_text / run_image(ckpt, input, *, dtype=np.float32, kernel="auto") -> ModelAttention
     run_decoder(ckpt, text, *, mode="auto") -> DecoderAttention   # Llama/Mistral/Qwen, memory-mapped
     head_summaries / attention_rollout / cls_attention_maps      # see :mod:`.analysis`
     ready_models() / find_checkpoints(folders) / resolve(text)   # ready models, folders, HF cache

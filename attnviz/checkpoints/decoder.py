@@ -16,7 +16,7 @@ import numpy as np
 
 from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.layers import activation, linear, merge_heads, split_heads
+from attnviz.checkpoints.layers import activation, linear, merge_heads, pick_kernel, split_heads
 from attnviz.checkpoints.rope import cos_sin, inverse_frequencies, rotate
 from attnviz.engine import TiledMask, attention
 
@@ -223,7 +223,7 @@ class DecoderTrace:
         self.masks: dict[int, TiledMask] = {}  # window -> tiled mask of the layers with that window
 
 
-def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np.float32, kernel: str = "reference",
+def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np.float32, kernel: str = "auto",
                     keep: str = "weights", embeds=None, mask=None, positions=None):
     """Decoder on token ids (T,). Returns (attentions (L, nh, T, T), hidden) for ``keep="weights"``,
     (DecoderTrace, hidden) for ``keep="qk"`` (flash kernel, causal TiledMask; a soft-capped family runs
@@ -264,6 +264,7 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
     rot: dict = {}  # RopeSpec -> (cos, sin) (T, hd) each
     scale = s.scale
     softcap = s.attn_softcap
+    kernel = pick_kernel(kernel, softcap)
     if softcap and keep == "weights" and kernel == "flash":
         raise CheckpointError(f"{c.model_type} soft-caps its attention scores (attn_logit_softcapping {softcap:g}); "
                               "the flash kernel cannot: use the reference or naive kernel")

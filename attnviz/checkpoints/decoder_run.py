@@ -226,7 +226,7 @@ def count_tokens(ckpt, text: str, *, chat: bool = False) -> int:
         raise CheckpointError(f"{ckpt.name}: {exc} (the limit is {why})") from None
 
 
-def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "reference", mode: str = "auto",
+def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "auto", mode: str = "auto",
                 max_tokens: int | None = None, chat: bool = False, weights_budget: int | None = None,
                 band_bytes: int = BAND_BYTES) -> DecoderAttention:
     """Tokenise ``text`` with the checkpoint's tokenizer (BOS as configured; with ``chat``, in its chat

@@ -23,7 +23,7 @@ def position_ids(c: ModelConfig, ids: np.ndarray) -> np.ndarray:
     return np.cumsum(real) * real + c.padding_idx  # (T,) pad + 1 + i as fairseq made them; padding gets row pad
 
 
-def forward_encoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
+def forward_encoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
     """RoBERTa, XLM-RoBERTa, ELECTRA or DistilBERT on token ids (T,), no padding."""
     W = _Cast(weights, dtype)
     if c.model_type == "distilbert":

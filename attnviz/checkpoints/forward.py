@@ -3,7 +3,7 @@
 Each returns ``(attentions (L, nh, T, T), hidden (T, C))``, rows = queries, as the Hugging Face base
 model does. Precision: arithmetic in the dtype asked for (float32 by default: the stored precision
 and what transformers computes in; float64 for a closer look); attention goes through
-:func:`attnviz.engine.attention` (float64 reference kernel unless another kernel is chosen).
+:func:`attnviz.engine.attention` (kernel "auto": flash, naive for soft-capped scores; see layers.pick_kernel).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class _Cast:
 
 
 def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray | None = None,
-                 key_mask: np.ndarray | None = None, *, dtype=np.float32, kernel: str = "reference"):
+                 key_mask: np.ndarray | None = None, *, dtype=np.float32, kernel: str = "auto"):
     """BERT-family encoder (post-LN blocks) on token ids (T,); ``key_mask`` (T,) bool, False for padding keys."""
     W = _Cast(weights, dtype)
     T = ids.shape[0]
@@ -67,7 +67,7 @@ def bert_blocks(c: ModelConfig, W, x: np.ndarray, key_mask: np.ndarray | None, d
     return atts, x
 
 
-def forward_gpt2(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
+def forward_gpt2(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
     """GPT-2 (pre-LN blocks, Conv1D weights stored (in, out)) on token ids (T,), causal; hidden is after ``ln_f``."""
     W = _Cast(weights, dtype)
     T = ids.shape[0]
@@ -99,7 +99,7 @@ def patchify(pixels: np.ndarray, patch_size: tuple[int, int]) -> np.ndarray:
     return x.reshape(gh * gw, C * ph * pw)  # (N, C*ph*pw)
 
 
-def forward_vit(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
+def forward_vit(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
     """ViT / DeiT on preprocessed pixels (C, H, W) of the model's image size; hidden is after the final LayerNorm."""
     W = _Cast(weights, dtype)
     d = c.d_model

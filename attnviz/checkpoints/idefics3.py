@@ -274,7 +274,7 @@ def _segment_names(pt: PromptTokens, n_images: int) -> list[str]:
     return names
 
 
-def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32, kernel: str = "reference",
+def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32, kernel: str = "auto",
         vision_attentions: bool = False) -> MultimodalAttention:
     """Pictures (PIL images or uint8 arrays) and a prompt with one ``<image>`` per picture -> every map of the
     language model over the expanded sequence."""

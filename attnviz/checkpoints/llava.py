@@ -183,7 +183,7 @@ def expand_prompt(spec: LlavaSpec, text: str, n_images: int) -> str:
 
 
 def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32,
-        kernel: str = "reference") -> MultimodalAttention:
+        kernel: str = "auto") -> MultimodalAttention:
     """One image (or none) and a prompt carrying the placeholder -> every map of the language model."""
     spec: LlavaSpec = ckpt.spec
     dtype = np.dtype(dtype).type

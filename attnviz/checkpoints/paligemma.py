@@ -146,7 +146,7 @@ def _check_size(spec: PaliGemmaSpec, T: int) -> None:
 
 
 def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, suffix: str | None = None, dtype=np.float32,
-        kernel: str = "reference") -> MultimodalAttention:
+        kernel: str = "auto") -> MultimodalAttention:
     """One picture, a prompt (and a suffix) -> every map of the language model under its prefix-LM mask."""
     spec: PaliGemmaSpec = ckpt.spec
     dtype = np.dtype(dtype).type

@@ -18,13 +18,13 @@ from attnviz.checkpoints.encoders import forward_encoder
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.families import ENCODER_TYPES
 from attnviz.checkpoints.forward import forward_bert, forward_gpt2
+from attnviz.checkpoints.layers import AUTO, KERNEL_CHOICES
 from attnviz.checkpoints.loader import Checkpoint
 from attnviz.checkpoints.preprocess import preprocess_image
 from attnviz.checkpoints.vision import forward_vision
-from attnviz.engine import KERNELS
 from attnviz.sources.errors import SourceError
 
-DEFAULT_KERNEL = "reference"  # exists in every build and returns exact float64 softmax weights
+DEFAULT_KERNEL = AUTO  # flash, or naive for soft-capped scores (layers.pick_kernel)
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,8 +62,8 @@ def _dtype(dtype):
 
 
 def _kernel(kernel: str) -> str:
-    if kernel not in KERNELS:
-        raise CheckpointError(f"attention kernel {kernel!r} is not available (available: {', '.join(KERNELS)})")
+    if kernel not in KERNEL_CHOICES:
+        raise CheckpointError(f"attention kernel {kernel!r} is not available (available: {', '.join(KERNEL_CHOICES)})")
     return kernel
 
 

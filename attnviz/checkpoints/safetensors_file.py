@@ -2,6 +2,10 @@
 
 A file is an 8-byte little-endian header length, a JSON header (name -> dtype, shape, byte offsets)
 and the raw data, mapped read-only so a tensor costs nothing until used; F32 is used in place.
+A BF16 or F16 tensor is widened to float32 when read and, while the copies leave at least half of the
+memory the system had available at the first one, kept: a model run again (every edit of a prompt in
+the window) then reads its float32 weights instead of widening billions of values again, and the mapped
+16-bit pages of a kept tensor are handed back to the system.
 Shards are listed in ``model.safetensors.index.json`` (``weight_map``). Every problem is a
 CheckpointError ("not a readable safetensors file" and what is wrong).
 """
@@ -10,7 +14,9 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import struct
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,6 +24,7 @@ import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.engine.convert import bf16_to_f32
+from attnviz.engine.runtime import available_memory
 
 # safetensors dtype -> (numpy dtype of the stored bits, bytes per element)
 STORED = {"F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
@@ -26,6 +33,7 @@ NON_FLOAT = {"BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "U16": 2, "I32": 4, "U32": 4
 MAX_HEADER = 100 * 2**20  # bytes of JSON header accepted (the real ones are a few MB at most)
 INDEX = "model.safetensors.index.json"
 BF16_EXP = 0x7F80  # exponent bits of a bfloat16: all ones = inf or NaN
+KEEP_FRACTION = 0.5  # of the available memory, for float32 copies of 16-bit tensors (see StoredTensors.keep)
 
 
 class _Entry:
@@ -124,6 +132,69 @@ class StoredTensors(Mapping):
         self._maps: dict[Path, np.memmap] = {}
         self._keep: set[str] | None = None  # names visible through the Mapping (None: all)
         self._alias: dict[str, str] = {}  # canonical name -> stored name
+        self._kept: dict[str, np.ndarray] = {}  # stored name -> read-only float32 copy of a 16-bit tensor
+        self._kept_bytes = 0
+        self._budget: int | None = None  # bytes of float32 copies to keep (None: by the available memory)
+        self._floor: int | None = None  # available bytes the copies leave (None: set at the first copy)
+        self._refused = False  # a copy did not fit: stop asking
+        self._lock = threading.Lock()
+
+    # ---- float32 copies of 16-bit tensors ---------------------------------------------------------
+    def keep(self, budget: int | None) -> None:
+        """Keep float32 copies of widened 16-bit tensors up to ``budget`` bytes (0: keep none, every read
+        widens again). None (the default): keep copies while the memory still available stays above
+        1 - KEEP_FRACTION of what was available at the first widening, so the copies never take the half
+        a pass plans with (decoder_run.MEMORY_SHARE). Copies beyond a smaller budget are dropped."""
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+            raise ValueError(f"budget must be a number of bytes >= 0 or None, got {budget!r}")
+        with self._lock:
+            self._budget, self._floor, self._refused = budget, None, False
+            if budget is not None and self._kept_bytes > budget:
+                self._kept.clear()
+                self._kept_bytes = 0
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of float32 copies held now."""
+        return self._kept_bytes
+
+    def _fits(self, nbytes: int) -> bool:
+        if self._budget is not None:
+            return self._kept_bytes + nbytes <= self._budget
+        avail = available_memory()
+        if avail is None:
+            return False
+        if self._floor is None:
+            self._floor = int(avail * (1 - KEEP_FRACTION))
+        return avail - nbytes >= self._floor
+
+    def _remember(self, stored: str, arr: np.ndarray) -> None:
+        with self._lock:
+            if self._refused or stored in self._kept:
+                return
+            if not self._fits(arr.nbytes):
+                self._refused = True  # full: later reads widen without asking again (keep() resets)
+                return
+            arr.flags.writeable = False  # shared by every later read
+            self._kept[stored] = arr
+            self._kept_bytes += arr.nbytes
+        self._release_pages(stored)
+
+    def _release_pages(self, stored: str) -> None:
+        """Hand the mapped pages of a kept tensor back (they are read again from the file if ever needed)."""
+        e = self._entries[stored]
+        mm = self._maps.get(e.file)
+        raw = getattr(mm, "_mmap", None)
+        if raw is None or not hasattr(raw, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        page = mmap.PAGESIZE
+        a = -(-e.start // page) * page  # whole pages inside the tensor only: neighbours stay mapped
+        b = e.stop // page * page
+        if b > a:
+            try:
+                raw.madvise(mmap.MADV_DONTNEED, a, b - a)
+            except (OSError, ValueError):
+                pass
 
     # ---- the file's view ------------------------------------------------------------------------
     def stored_names(self) -> set[str]:
@@ -189,7 +260,14 @@ class StoredTensors(Mapping):
 
     def __getitem__(self, name: str) -> np.ndarray:
         stored = self._name(name)
-        return self._convert(self._raw(stored), self._entries[stored].dtype)
+        kept = self._kept.get(stored)
+        if kept is not None:
+            return kept
+        dtype = self._entries[stored].dtype
+        arr = self._convert(self._raw(stored), dtype)
+        if dtype in ("BF16", "F16") and arr.size:
+            self._remember(stored, arr)
+        return arr
 
     def rows(self, name: str, index) -> np.ndarray:
         """``self[name][index]`` converting only the rows indexed (a 150k-row embedding table never whole)."""

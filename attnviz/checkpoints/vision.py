@@ -24,9 +24,8 @@ from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.families import CLIP_TYPES, SIGLIP_TYPES, TOWER_TYPES
 from attnviz.checkpoints.forward import _Cast, forward_vit, patchify
 from attnviz.checkpoints.interpolate import interpolate_positions
-from attnviz.checkpoints.layers import activation, layer_norm, linear, self_attention
+from attnviz.checkpoints.layers import KERNEL_CHOICES, activation, layer_norm, linear, self_attention
 from attnviz.checkpoints.model_config import ModelConfig
-from attnviz.engine import KERNELS
 
 # model_type -> name of its position table, and whether the table has a leading batch axis
 POSITIONS = {"vit": ("embeddings.position_embeddings", True), "deit": ("embeddings.position_embeddings", True),
@@ -54,7 +53,7 @@ def positions_for(c: ModelConfig, weights, grid: tuple[int, int]) -> np.ndarray:
     return interpolate_positions(table, c.n_extra, grid)
 
 
-def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "reference"):
+def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
     """(attentions (L, nh, T, T), hidden (T, d), grid (gh, gw)) of a vision model on pixels (C, H, W).
 
     ``hidden`` is the base model's ``last_hidden_state``: after the final LayerNorm for ViT, DeiT,
@@ -89,7 +88,7 @@ def _patches(c: ModelConfig, W: _Cast, pixels: np.ndarray, weight: str, bias: st
 # ---- CLIP and SigLIP towers: per-layer hidden states ---------------------------------------------------
 
 
-def vision_hidden_states(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "reference",
+def vision_hidden_states(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
                          upto: int | None = None, patch_mask: np.ndarray | None = None):
     """(attentions (L', nh, T, T), hidden_states [L' + 1 arrays (T, d)]) of a CLIP or SigLIP tower on pixels (C, H, W).
 
@@ -114,8 +113,8 @@ def vision_hidden_states(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=n
     mask when none is given), as their embeddings do.
     """
     dt = _float_dtype(dtype)
-    if kernel not in KERNELS:
-        raise CheckpointError(f"attention kernel {kernel!r} is not available (available: {', '.join(KERNELS)})")
+    if kernel not in KERNEL_CHOICES:
+        raise CheckpointError(f"attention kernel {kernel!r} is not available (available: {', '.join(KERNEL_CHOICES)})")
     if c.model_type not in HIDDEN_STATE_TYPES:
         raise CheckpointError(f"vision_hidden_states runs CLIP and SigLIP towers, not model_type {c.model_type!r}")
     pixels = np.asarray(pixels)

@@ -24,7 +24,8 @@ import numpy as np
 from attnviz.checkpoints.decoder import rms_norm
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.forward import patchify
-from attnviz.checkpoints.layers import activation, layer_norm, linear, merge_heads, self_attention, split_heads
+from attnviz.checkpoints.layers import (activation, layer_norm, linear, merge_heads, pick_kernel, self_attention,
+                                       split_heads)
 from attnviz.engine import attention
 
 ROPE_BASE = 10_000  # lerobot's apply_rope max_wavelength (fixed in its code)
@@ -143,7 +144,7 @@ def _attend(q, k, v, mask, group: int, hd: int, kernel: str):
     vx = np.repeat(v, group, axis=0) if group > 1 else v  # (nh, Tk, hd)
     try:
         res = attention(np.ascontiguousarray(q), np.ascontiguousarray(kx), np.ascontiguousarray(vx), mask,
-                        scale=hd ** -0.5, kernel=kernel, return_weights=True)
+                        scale=hd ** -0.5, kernel=pick_kernel(kernel), return_weights=True)
     except ValueError as exc:
         raise CheckpointError(str(exc)) from None
     if res.weights is None:

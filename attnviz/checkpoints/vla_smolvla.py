@@ -208,7 +208,7 @@ def action_noise(seed: int, chunk: int, width: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((chunk, width)).astype(np.float32)  # (Ta, A)
 
 
-def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32, kernel: str = "reference",
+def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32, kernel: str = "auto",
         state=None, noise_seed: int = 0, time: float = 1.0) -> MultimodalAttention:
     """One forward pass of the VLM over the prefix and of the action expert at flow time ``time``."""
     spec: SmolVLASpec = ckpt.spec

@@ -52,7 +52,9 @@ def register(subparsers) -> None:
                           "f16 and bf16 weights converted to float32 exactly; float64 for a closer look)")
     ins.add_argument("--layer", type=int, help="decoder LLMs: write only this layer's map (with --head)")
     ins.add_argument("--head", type=int, help="decoder LLMs: write only this head's map (with --layer)")
-    ins.add_argument("--kernel", default="reference", help="attention kernel of the engine (default reference)")
+    ins.add_argument("--kernel", choices=("auto", "reference", "naive", "flash"), default="auto",
+                     help="attention kernel of the engine (default auto: flash, naive where a family soft-caps "
+                          "its scores; reference: the float64 kernel)")
     ins.add_argument("--chat", action="store_true",
                      help="decoder LLMs with a chat template: read the text as one user message in the template, "
                           "with the assistant's turn opened (as transformers' apply_chat_template)")

@@ -97,3 +97,69 @@ def test_shard_missing_a_tensor_is_named(tmp_path):
     (d / "model.safetensors.index.json").write_text(json.dumps(idx))
     with pytest.raises(CheckpointError, match=r"2 shards lacks tensors the llama config.json implies"):
         load_checkpoint(d)
+
+
+def _bf16_file(tmp_path, shapes=((300, 64), (64, 300)), seed=0):
+    rng = np.random.default_rng(seed)
+    tensors, values = {}, {}
+    for i, shape in enumerate(shapes):
+        x = rng.standard_normal(shape).astype(np.float32)
+        bits = (x.view(np.uint32) >> 16).astype(np.uint16)
+        tensors[f"w{i}"] = ("BF16", bits)
+        values[f"w{i}"] = (bits.astype(np.uint32) << 16).view(np.float32)
+    _write(tmp_path / "w.safetensors", tensors)
+    return StoredTensors([tmp_path / "w.safetensors"]), values
+
+
+def test_widened_bf16_tensors_are_kept_read_only_and_exact(tmp_path):
+    st, values = _bf16_file(tmp_path)
+    st.keep(1 << 30)
+    first = st["w0"]
+    assert st["w0"] is first and not first.flags.writeable  # the second read is the kept copy itself
+    np.testing.assert_array_equal(first, values["w0"])
+    np.testing.assert_array_equal(st["w1"], values["w1"])
+    assert st.kept_bytes == (300 * 64 + 64 * 300) * 4
+    with pytest.raises(ValueError):
+        first[0, 0] = 1.0  # a caller cannot change what every later pass reads
+
+
+def test_mapped_pages_of_a_kept_tensor_read_back_the_same(tmp_path):
+    """The 16-bit pages of a kept tensor are handed back; the file's bits are still what a fresh read sees."""
+    st, values = _bf16_file(tmp_path, shapes=((4096, 8), (3000, 8)))
+    st.keep(1 << 30)
+    st["w0"]
+    np.testing.assert_array_equal(st.rows("w0", np.array([0, 2047, 4095])), values["w0"][[0, 2047, 4095]])
+    assert st.check_finite("w0") and st.check_finite("w1")
+    np.testing.assert_array_equal(st["w1"], values["w1"])
+
+
+def test_keep_budget_limits_the_copies(tmp_path):
+    st, values = _bf16_file(tmp_path, shapes=((100, 10), (100, 10), (100, 10)))
+    st.keep(2 * 100 * 10 * 4)  # room for two
+    for n in ("w0", "w1", "w2"):
+        np.testing.assert_array_equal(st[n], values[n])
+    assert st.kept_bytes == 2 * 4000
+    assert st["w2"] is not st["w2"]  # the third is widened on every read
+    st.keep(0)  # a smaller budget drops what no longer fits
+    assert st.kept_bytes == 0 and st["w0"] is not st["w0"]
+    with pytest.raises(ValueError):
+        st.keep(-1)
+
+
+def test_automatic_keeping_leaves_half_the_available_memory(tmp_path, monkeypatch):
+    """Copies are kept while the memory available stays above half of what it was at the first copy."""
+    import attnviz.checkpoints.safetensors_file as sf
+
+    st, _ = _bf16_file(tmp_path, shapes=((100, 10), (100, 10), (100, 10)))
+    avail = [10_000]  # bytes "available": each kept 4,000-byte copy takes them
+
+    monkeypatch.setattr(sf, "available_memory", lambda: avail[0])
+    for n in ("w0", "w1", "w2"):
+        st[n]
+        if st.kept_bytes and n in st._kept:
+            avail[0] -= 4000
+    assert st.kept_bytes == 4000  # the second copy would leave 2,000 < 5,000 bytes
+    monkeypatch.setattr(sf, "available_memory", lambda: None)
+    st.keep(None)
+    st["w1"]
+    assert st.kept_bytes == 4000  # a system that cannot say how much memory is free keeps nothing more
