@@ -207,6 +207,12 @@ class _W:
     def get(self, name):
         return self[name] if name in self._w else None
 
+    def matrix(self, name):
+        """A weight matrix for :func:`linear`: the store's block-by-block bf16 matrix in a float32 pass."""
+        if self._dt == np.float32 and hasattr(self._w, "matrix"):
+            return self._w.matrix(name)
+        return self[name]
+
     def rows(self, name, index):
         w = self._w
         raw = w.rows(name, index) if hasattr(w, "rows") else w[name][index]
@@ -290,9 +296,9 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
             rot[rope] = cos.astype(dtype, copy=False), sin.astype(dtype, copy=False)
         cos, sin = rot[rope]
         h = norm(x, W[p + "input_layernorm.weight"], c.ln_eps)  # (T, C)
-        q = split_heads(linear(h, W[a + "q_proj.weight"], W.get(a + "q_proj.bias")), nh)  # (nh, T, hd)
-        k = split_heads(linear(h, W[a + "k_proj.weight"], W.get(a + "k_proj.bias")), nkv)  # (nkv, T, hd)
-        v = split_heads(linear(h, W[a + "v_proj.weight"], W.get(a + "v_proj.bias")), nkv)  # (nkv, T, hd)
+        q = split_heads(linear(h, W.matrix(a + "q_proj.weight"), W.get(a + "q_proj.bias")), nh)  # (nh, T, hd)
+        k = split_heads(linear(h, W.matrix(a + "k_proj.weight"), W.get(a + "k_proj.bias")), nkv)  # (nkv, T, hd)
+        v = split_heads(linear(h, W.matrix(a + "v_proj.weight"), W.get(a + "v_proj.bias")), nkv)  # (nkv, T, hd)
         del h
         if s.qk_norm:
             q = norm(q, W[a + "q_norm.weight"], c.ln_eps)
@@ -331,7 +337,7 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
             raise CheckpointError(f"layer {i}: {exc}") from None
         del kx, vx
         ctx = merge_heads(out.astype(dtype, copy=False))  # (T, nh*hd)
-        o = linear(ctx, W[a + "o_proj.weight"], W.get(a + "o_proj.bias"))  # (T, C)
+        o = linear(ctx, W.matrix(a + "o_proj.weight"), W.get(a + "o_proj.bias"))  # (T, C)
         if s.sandwich_norm:
             o = norm(o, W[p + "post_attention_layernorm.weight"], c.ln_eps)  # (T, C)
             x = x + o  # (T, C)
@@ -341,9 +347,9 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
             h = norm(x, W[p + "post_attention_layernorm.weight"], c.ln_eps)  # (T, C)
         del o
         m = p + "mlp."
-        gate = activation(c.act, linear(h, W[m + "gate_proj.weight"], W.get(m + "gate_proj.bias")))  # (T, ff)
-        gate *= linear(h, W[m + "up_proj.weight"], W.get(m + "up_proj.bias"))
-        f = linear(gate, W[m + "down_proj.weight"], W.get(m + "down_proj.bias"))  # (T, C)
+        gate = activation(c.act, linear(h, W.matrix(m + "gate_proj.weight"), W.get(m + "gate_proj.bias")))  # (T, ff)
+        gate *= linear(h, W.matrix(m + "up_proj.weight"), W.get(m + "up_proj.bias"))
+        f = linear(gate, W.matrix(m + "down_proj.weight"), W.get(m + "down_proj.bias"))  # (T, C)
         if s.sandwich_norm:
             f = norm(f, W[p + "post_feedforward_layernorm.weight"], c.ln_eps)  # (T, C)
         x = x + f  # (T, C)

@@ -29,6 +29,12 @@ class _Cast:
     def get(self, name: str):
         return self[name] if name in self._w else None
 
+    def matrix(self, name: str):
+        """A weight matrix for :func:`linear`: the store's block-by-block bf16 matrix in a float32 pass."""
+        if self._dt == np.float32 and hasattr(self._w, "matrix"):
+            return self._w.matrix(name)
+        return self[name]
+
     def rows(self, name: str, index) -> np.ndarray:
         """``weights[name][index]`` converted after indexing (a few rows of a large table)."""
         return self._w[name][index].astype(self._dt, copy=False)

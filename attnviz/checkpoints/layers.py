@@ -81,9 +81,13 @@ def activation(name: str, x: np.ndarray) -> np.ndarray:
     return ACT[name](x).astype(x.dtype, copy=False)
 
 
-def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
-    """torch.nn.Linear: ``x @ w.T + b`` with ``w`` of shape (out, in)."""
-    y = x @ w.T  # (T, out)
+def linear(x: np.ndarray, w, b: np.ndarray | None) -> np.ndarray:
+    """torch.nn.Linear: ``x @ w.T + b`` with ``w`` of shape (out, in): an array, or a stored bf16 matrix
+    (:meth:`StoredTensors.matrix`) multiplied block by block when x is float32."""
+    if hasattr(w, "matmul_t"):
+        y = w.matmul_t(x) if x.dtype == np.float32 else x @ np.asarray(w, dtype=x.dtype).T  # (T, out)
+    else:
+        y = x @ w.T  # (T, out)
     return y if b is None else y + b
 
 

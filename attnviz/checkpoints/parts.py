@@ -112,3 +112,10 @@ class PartView(Mapping):
 
     def rows(self, name: str, index):
         return self._s.rows(self._full(name), index)
+
+    def matrix(self, name: str):
+        """The store's :meth:`StoredTensors.matrix` of a part's weight (plain ``self[name]`` for other stores)."""
+        if name not in self:
+            raise KeyError(name)
+        full = self._full(name)
+        return self._s.matrix(full) if hasattr(self._s, "matrix") else self._s[full]

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.engine.convert import bf16_to_f32
+from attnviz.engine.convert import bf16_matmul_t, bf16_to_f32
 from attnviz.engine.runtime import available_memory
 
 # safetensors dtype -> (numpy dtype of the stored bits, bytes per element)
@@ -34,6 +34,31 @@ MAX_HEADER = 100 * 2**20  # bytes of JSON header accepted (the real ones are a f
 INDEX = "model.safetensors.index.json"
 BF16_EXP = 0x7F80  # exponent bits of a bfloat16: all ones = inf or NaN
 KEEP_FRACTION = 0.5  # of the available memory, for float32 copies of 16-bit tensors (see StoredTensors.keep)
+
+
+class Bf16Matrix:
+    """A stored bfloat16 matrix (out, in) read as float32 without widening it whole: :func:`linear
+    <attnviz.checkpoints.layers.linear>` multiplies by it block by block (:func:`bf16_matmul_t`); any
+    other use (``np.asarray``) widens it."""
+
+    __slots__ = ("bits",)
+    dtype = np.dtype(np.float32)
+    ndim = 2
+
+    def __init__(self, bits: np.ndarray):
+        self.bits = bits  # (out, in) uint16, a view of the mapped file
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.bits.shape
+
+    def __array__(self, dtype=None, copy=None):
+        a = bf16_to_f32(self.bits)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def matmul_t(self, x: np.ndarray) -> np.ndarray:
+        """``x @ W.T`` (T, out) for float32 x (T, in)."""
+        return bf16_matmul_t(x, self.bits)
 
 
 class _Entry:
@@ -268,6 +293,19 @@ class StoredTensors(Mapping):
         if dtype in ("BF16", "F16") and arr.size:
             self._remember(stored, arr)
         return arr
+
+    def matrix(self, name: str):
+        """A weight matrix for :func:`linear <attnviz.checkpoints.layers.linear>` in float32: the kept
+        float32 copy, else a stored BF16 matrix as a :class:`Bf16Matrix` (multiplied block by block, never
+        widened whole), else ``self[name]``."""
+        stored = self._name(name)
+        kept = self._kept.get(stored)
+        if kept is not None:
+            return kept
+        e = self._entries[stored]
+        if e.dtype == "BF16" and len(e.shape) == 2 and math.prod(e.shape):
+            return Bf16Matrix(self._raw(stored))
+        return self[name]
 
     def rows(self, name: str, index) -> np.ndarray:
         """``self[name][index]`` converting only the rows indexed (a 150k-row embedding table never whole)."""

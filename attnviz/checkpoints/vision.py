@@ -179,13 +179,13 @@ def _pre_ln_layers(c: ModelConfig, W: _Cast, x: np.ndarray, n_run: int, key_mask
     for i in range(n_run):
         p = f"encoder.layers.{i}."
         h = layer_norm(x, W[p + "layer_norm1.weight"], W[p + "layer_norm1.bias"], c.ln_eps)  # (T, d)
-        q, k, v = (linear(h, W[p + f"self_attn.{n}_proj.weight"], W[p + f"self_attn.{n}_proj.bias"])
+        q, k, v = (linear(h, W.matrix(p + f"self_attn.{n}_proj.weight"), W[p + f"self_attn.{n}_proj.bias"])
                    for n in ("q", "k", "v"))  # 3 x (T, d)
         ctx, atts[i] = self_attention(q, k, v, c.n_head, mask, scale, kernel)  # (T, d), (nh, T, T)
-        x = x + linear(ctx, W[p + "self_attn.out_proj.weight"], W[p + "self_attn.out_proj.bias"])  # (T, d)
+        x = x + linear(ctx, W.matrix(p + "self_attn.out_proj.weight"), W[p + "self_attn.out_proj.bias"])  # (T, d)
         h = layer_norm(x, W[p + "layer_norm2.weight"], W[p + "layer_norm2.bias"], c.ln_eps)  # (T, d)
-        h = activation(c.act, linear(h, W[p + "mlp.fc1.weight"], W[p + "mlp.fc1.bias"]))  # (T, ff)
-        x = x + linear(h, W[p + "mlp.fc2.weight"], W[p + "mlp.fc2.bias"])  # (T, d)
+        h = activation(c.act, linear(h, W.matrix(p + "mlp.fc1.weight"), W[p + "mlp.fc1.bias"]))  # (T, ff)
+        x = x + linear(h, W.matrix(p + "mlp.fc2.weight"), W[p + "mlp.fc2.bias"])  # (T, d)
         states.append(x)
     return atts, states
 

@@ -1,12 +1,19 @@
-"""bfloat16 weights -> float32 in one parallel pass.
+"""bfloat16 weights -> float32: a whole tensor in one parallel pass, or a matrix product that widens a
+block at a time.
 
 A bf16 value is the top half of a float32, so the conversion is exact: each 16-bit word shifted into the
 high half of a 32-bit one. numpy does it in two passes over two fresh arrays (``astype(uint32)`` then the
-shift), which on a 3-billion-weight checkpoint read once per forward pass cost more than every matrix
-product together; this kernel reads each word once and writes each float once, on every core.
+shift); :func:`bf16_to_f32` reads each word once and writes each float once, on every core.
+
+:func:`bf16_matmul_t` never widens a whole matrix: it widens BLOCK values at a time into one scratch
+buffer per thread (on one core, between BLAS calls: a parallel launch there fights BLAS's spinning
+threads and ran 2-3x slower) and multiplies each block at once. A 3-billion-weight model then runs from
+its memory-mapped bf16 file without a float32 copy, and without the fresh memory a copy needs.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from numba import njit, prange
@@ -15,6 +22,8 @@ from attnviz.engine.runtime import parallel_section
 
 CHUNKS = 256  # contiguous pieces handed to the threads
 SMALL = 1 << 16  # below this many values numpy's two passes are cheaper than a parallel launch
+BLOCK = 1 << 22  # float32 values widened at once by bf16_matmul_t: 16 MiB (1 << 20 and 1 << 21 measured slower)
+_scratch = threading.local()
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -35,3 +44,51 @@ def bf16_to_f32(raw: np.ndarray) -> np.ndarray:
     with parallel_section():
         _widen(src, out)
     return out.view(np.float32).reshape(raw.shape)
+
+
+@njit(nogil=True, cache=True)
+def _widen_block(src, dst):
+    """dst (r, c) uint32 <- src (r, c) uint16 << 16, any strides of src; one thread."""
+    r, c = src.shape
+    for i in range(r):
+        for j in range(c):
+            dst[i, j] = np.uint32(src[i, j]) << np.uint32(16)
+
+
+def _buffer(n: int) -> np.ndarray:
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or buf.size < n:
+        buf = _scratch.buf = np.empty(max(n, BLOCK), dtype=np.uint32)
+    return buf[:n]
+
+
+def bf16_matmul_t(x: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """``x @ W.T`` in float32 for W (out, k) the float32 values of bfloat16 ``bits`` (uint16), x (T, k)
+    float32. Wide matrices (out >= k) go by blocks of rows of W, each giving a block of output columns;
+    deep ones (k > out) by blocks of columns of W, each adding its share of every output. Returns (T, out)."""
+    out_n, k = bits.shape
+    T = x.shape[0]
+    if x.shape[1] != k:
+        raise ValueError(f"x has {x.shape[1]} columns, the matrix {k}")
+    if out_n >= k:
+        rows = max(1, BLOCK // max(k, 1))
+        yt = np.empty((out_n, T), dtype=np.float32)  # (out, T): each block of rows fills contiguous rows
+        xt = x.T  # (k, T)
+        for r0 in range(0, out_n, rows):
+            r1 = min(out_n, r0 + rows)
+            buf = _buffer((r1 - r0) * k).reshape(r1 - r0, k)
+            _widen_block(bits[r0:r1], buf)
+            np.matmul(buf.view(np.float32), xt, out=yt[r0:r1])
+        return yt.T  # (T, out), column-major
+    cols = max(1, BLOCK // out_n)
+    y = None
+    for c0 in range(0, k, cols):
+        c1 = min(k, c0 + cols)
+        buf = _buffer(out_n * (c1 - c0)).reshape(out_n, c1 - c0)
+        _widen_block(bits[:, c0:c1], buf)
+        part = x[:, c0:c1] @ buf.view(np.float32).T  # (T, out)
+        if y is None:
+            y = part
+        else:
+            y += part
+    return y

@@ -11,6 +11,7 @@ import numpy as np
 
 from attnviz.engine.api import KERNELS, attention
 from attnviz.engine.blockmask import tile_counts
+from attnviz.engine.convert import bf16_matmul_t, bf16_to_f32
 from attnviz.engine.display import display_matrices
 from attnviz.engine.overview import attention_overview
 from attnviz.engine.scan import scan
@@ -21,6 +22,7 @@ def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: 
     """Run every kernel once per dtype on tiny inputs, with and without a mask, with weights, display
     matrices and (``overview``) overviews; ``kernels``: the attention kernels to run ("naive", "flash")."""
     rng = np.random.default_rng(0)
+    _bf16_weights(rng)
     for name in dtypes:
         dt = np.dtype(name)
         if dt not in (np.float32, np.float64):
@@ -51,3 +53,16 @@ def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: 
         res = attention(q, k, v, mask, kernel="flash", block_m=4, block_n=4)
         for reduce in ("max", "mean"):
             attention_overview(q[0], k[0], res.lse[0], mask, out_shape=(3, 2), reduce=reduce)
+
+
+def _bf16_weights(rng) -> None:
+    """The bf16 widening kernels as a checkpoint pass calls them: on read-only bits (a mapped file), wide
+    and deep matrices (row and column blocks), whole tensors above and below the parallel threshold."""
+    x = rng.standard_normal((3, 8)).astype(np.float32)  # (T, k)
+    for shape in ((16, 8), (4, 8)):  # out >= k: row blocks; out < k: column blocks (a strided view)
+        bits = np.full(shape, 0x3F80, dtype=np.uint16)  # 1.0
+        bits.flags.writeable = False
+        bf16_matmul_t(x, bits)
+    big = np.zeros(1 << 16, dtype=np.uint16)
+    big.flags.writeable = False
+    bf16_to_f32(big)

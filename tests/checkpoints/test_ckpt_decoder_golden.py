@@ -218,3 +218,21 @@ def test_bad_embeds_masks_and_positions_are_refused_in_one_line(decoders):
         embed_tokens(c, ck.weights, np.array([c.vocab_size]))
     with pytest.raises(CheckpointError, match="give token ids or input embeddings"):
         forward_decoder(c, ck.weights, None)
+
+
+def test_bf16_matrices_are_multiplied_block_by_block_never_kept_whole():
+    """A bf16 checkpoint's weight matrices go to the matrix products as stored bits (no float32 copy of
+    them is made or kept); the pass equals one on the widened float32 weights."""
+    from attnviz.checkpoints.safetensors_file import Bf16Matrix
+
+    ck = load_checkpoint(DATA / "tiny_llama_bf16_sharded")  # its own: nothing read whole before
+    w = ck.weights
+    assert isinstance(w.matrix("layers.0.mlp.down_proj.weight"), Bf16Matrix)
+    ids = np.array([1, 7, 3, 11, 2])
+    atts, hidden = forward_decoder(ck.config, w, ids)
+    matrices = sum(4 * int(np.prod(w.shape(n))) for n in w if n.startswith("layers.") and n.endswith("proj.weight"))
+    assert w.kept_bytes < matrices / 4  # the norms and the embedding rows' table at most, not the matrices
+    plain = {n: np.array(w[n]) for n in w}  # every tensor widened once, as plain float32 arrays
+    atts2, hidden2 = forward_decoder(ck.config, plain, ids)
+    np.testing.assert_allclose(atts, atts2, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(hidden, hidden2, atol=1e-5, rtol=1e-5)

@@ -1,0 +1,52 @@
+"""bf16 -> float32: the whole-tensor widening and the block-by-block matrix product, exact against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import attnviz.engine.convert as convert
+from attnviz.engine.convert import bf16_matmul_t, bf16_to_f32
+
+
+def _bits(rng, shape) -> np.ndarray:
+    x = rng.standard_normal(shape).astype(np.float32)
+    return (x.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _widened(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (300, 257), (1 << 17,)])
+def test_bf16_to_f32_is_exact(shape):
+    bits = _bits(np.random.default_rng(1), shape)
+    out = bf16_to_f32(bits)
+    assert out.dtype == np.float32 and out.shape == bits.shape
+    np.testing.assert_array_equal(out, _widened(bits))
+
+
+@pytest.mark.parametrize("out_n,k", [(40, 24), (24, 40), (1, 7), (7, 1), (33, 33)])
+@pytest.mark.parametrize("block", [16, 100, 1 << 22])  # blocks that split rows or columns unevenly, and one
+def test_block_by_block_product_matches_the_widened_matrix(monkeypatch, out_n, k, block):
+    """Wide matrices go by row blocks, deep ones by column blocks; every block size gives x @ W.T."""
+    monkeypatch.setattr(convert, "BLOCK", block)
+    rng = np.random.default_rng(out_n * 100 + k)
+    bits = _bits(rng, (out_n, k))
+    bits.flags.writeable = False  # as a mapped file gives them
+    x = rng.standard_normal((5, k)).astype(np.float32)
+    y = bf16_matmul_t(x, bits)
+    ref = x.astype(np.float64) @ _widened(bits).astype(np.float64).T
+    assert y.shape == (5, out_n) and y.dtype == np.float32
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_block_product_takes_any_layout_of_x(monkeypatch):
+    monkeypatch.setattr(convert, "BLOCK", 64)
+    rng = np.random.default_rng(3)
+    bits = _bits(rng, (20, 30))
+    x = np.asfortranarray(rng.standard_normal((6, 30)).astype(np.float32))
+    np.testing.assert_allclose(bf16_matmul_t(x, bits), np.ascontiguousarray(x) @ _widened(bits).T, rtol=1e-5,
+                               atol=1e-5)
+    with pytest.raises(ValueError, match="columns"):
+        bf16_matmul_t(x[:, :29], bits)
