@@ -14,7 +14,8 @@ from attnviz.engine.blockmask import tile_counts
 from attnviz.engine.convert import bf16_matmul_t, bf16_to_f32
 from attnviz.engine.display import display_matrices
 from attnviz.engine.overview import attention_overview
-from attnviz.engine.scan import scan
+from attnviz.engine.runtime import PARALLEL_LOCK
+from attnviz.engine.scan import scan, scan_rows
 from attnviz.engine.weights import recompute_weights
 
 
@@ -31,7 +32,9 @@ def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: 
         k = rng.standard_normal((2, 7, 8)).astype(dt)  # (nh, Tk, hs)
         v = rng.standard_normal((2, 7, 4)).astype(dt)  # (nh, Tk, hv)
         mask = np.tri(9, 7, dtype=bool)  # (Tq, Tk) partial and full tiles
-        scan(q)  # large inputs are checked by it (smaller ones by numpy)
+        scan(q)  # mid-sized inputs are checked by it on one thread (smaller ones by numpy)
+        with PARALLEL_LOCK:
+            scan_rows(q.reshape(-1, q.shape[-1]))  # and large ones on every thread
         for serial in (True, False):
             tile_counts(mask[None], 4, 4, serial=serial)  # byte by byte (Tk = 7)
             tile_counts(np.tri(9, 16, dtype=bool)[None], 4, 8, serial=serial)  # 8 cells per word
