@@ -21,6 +21,7 @@ from attnviz.checkpoints.safetensors_file import StoredTensors, weight_files
 # Prefixes a task model (BertForMaskedLM, GPT2LMHeadModel, ViTForImageClassification ...) puts in
 # front of the base model's tensor names.
 PREFIXES = ("", "bert.", "transformer.", "vit.", "deit.", "model.")
+HEAD = "lm_head.weight"  # an untied language-model head, exposed when a checkpoint stores one
 # ... and the encoder / vision families' (RobertaForMaskedLM, ElectraForPreTraining, a whole CLIPModel ...)
 PREFIXES += ("roberta.", "electra.", "distilbert.", "dinov2.", "vision_model.")
 # safetensors dtypes read as floating-point weights (BF16 and F16 are computed in float32).
@@ -171,7 +172,9 @@ def load_weights(path: Path, c: ModelConfig, *, lazy: bool = False):
             )
         if not store.check_finite(stored):
             raise CheckpointError(f"tensor {stored!r} contains NaN or infinite values")
+    if HEAD in keys and HEAD not in alias and store.stored_shape(HEAD) == (c.vocab_size, c.d_model):
+        alias[HEAD] = HEAD  # a causal LM's own head: generation reads it (tied models use the embedding)
     store.select(alias)
     if lazy:
         return store
-    return {name: np.ascontiguousarray(store[name]) for name in expected}
+    return {name: np.ascontiguousarray(store[name]) for name in alias}
