@@ -60,6 +60,10 @@ def register(subparsers) -> None:
                           "with the assistant's turn opened (as transformers' apply_chat_template)")
     ins.set_defaults(func=_cmd_inspect)
 
+    from attnviz.cli.model_generate import register as register_generate
+
+    register_generate(sub)
+
 
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help()

@@ -1,0 +1,94 @@
+"""``attnviz-cli model generate``: a decoder LLM continues a text, greedy or sampled over a key/value
+cache, and every step's attention rows are written with the ids.
+
+The .npz holds ``ids`` (prompt and generated), ``generated`` (the new tokens only), ``attentions``
+(layers, heads, T, T) of the whole final sequence as the cached steps computed them, ``tokens`` (the
+pieces), ``top_ids`` / ``top_probs`` (new tokens, 10): the most probable next tokens at every step.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from attnviz.cli import CliError
+
+
+def register(sub) -> None:
+    """Add ``model generate`` to the ``model`` sub-commands."""
+    gen = sub.add_parser("generate", help="continue a text with a decoder LLM and save every step's attention",
+                         description="Generate with a decoder LLM (greedy, or seeded sampling) over a key/value "
+                                     "cache; write ids, the new tokens and every attention row to a .npz file.")
+    gen.add_argument("model_dir", metavar="MODEL", help="checkpoint folder, a ready model's name, or a cached repo id")
+    gen.add_argument("--text", required=True, help="the prompt")
+    gen.add_argument("--max-new-tokens", type=int, default=32, metavar="N", help="stop after N new tokens (default 32)")
+    gen.add_argument("--sample", action="store_true", help="draw each token (default: the most probable one)")
+    gen.add_argument("--seed", type=int, default=0, help="seed of the draws (with --sample; default 0)")
+    gen.add_argument("--temperature", type=float, default=1.0, help="with --sample: logits divided by it (default 1)")
+    gen.add_argument("--top-k", type=int, default=0, help="with --sample: keep the K most probable tokens (0: all)")
+    gen.add_argument("--top-p", type=float, default=1.0,
+                     help="with --sample: keep the most probable tokens whose probabilities sum to P (1: all)")
+    gen.add_argument("--chat", action="store_true", help="read the text as one user message in the chat template")
+    gen.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
+    gen.set_defaults(func=_cmd_generate)
+
+
+def eos_ids(ckpt) -> list[int]:
+    """End-of-sequence ids: generation_config.json's (a number or a list), else config.json's, else the
+    tokenizer's EOS."""
+    for name in ("generation_config.json", "config.json"):
+        try:
+            cfg = json.loads((Path(ckpt.folder) / name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            continue
+        val = cfg.get("eos_token_id") if isinstance(cfg, dict) else None
+        vals = val if isinstance(val, list) else [val]
+        ids = [int(v) for v in vals if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+        if ids:
+            return ids
+    eos = getattr(ckpt.special_tokens, "eos_id", None)
+    return [] if eos is None else [int(eos)]
+
+
+def _cmd_generate(args) -> int:
+    from attnviz.checkpoints import CheckpointError, load_checkpoint
+    from attnviz.checkpoints.decoder_text import encode
+    from attnviz.checkpoints.generate import Sampling, generate
+    from attnviz.cli.model_cmd import _resolve
+    from attnviz.cli.npz_out import write_npz
+    from attnviz.sources.errors import SourceError
+
+    folder, name = _resolve(args.model_dir)
+    if not args.sample and (args.temperature != 1.0 or args.top_k or args.top_p != 1.0 or args.seed):
+        raise CliError("--temperature, --top-k, --top-p and --seed shape sampling: add --sample")
+    try:
+        ckpt = load_checkpoint(folder, name=name)
+        if ckpt.kind != "decoder":
+            raise CliError(f"{ckpt.name} is a {ckpt.config.model_type} model; generate runs decoder LLMs "
+                           "(Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3)")
+        how = Sampling(sample=args.sample, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                       seed=args.seed)
+        c = ckpt.config
+        try:  # the prompt within the context; generate() says when the new tokens do not fit after it
+            toks = encode(ckpt.tokenizer, ckpt.special_tokens, args.text, c.max_positions or 1 << 20, chat=args.chat,
+                          model=ckpt.name)
+        except SourceError as exc:
+            raise CliError(f"{ckpt.name}: {exc}") from None
+        if len(toks) == 0:
+            raise CliError("the prompt gives no tokens; give some text")
+        res = generate(c, ckpt.weights, toks.ids, max_new_tokens=args.max_new_tokens, how=how, eos_ids=eos_ids(ckpt))
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    tok = ckpt.tokenizer
+    pieces = list(toks.pieces) + [tok.id_to_piece(int(t)) for t in res.generated]
+    write_npz(args.npz, {"ids": res.ids, "generated": res.generated, "attentions": res.attentions,
+                         "tokens": np.array(pieces, dtype=str), "top_ids": res.top_ids, "top_probs": res.top_probs})
+    text = tok.tokenizer.decode([int(t) for t in res.generated], skip_special_tokens=True)
+    L, nh, T, _ = res.attentions.shape
+    print(ckpt.describe())
+    print(f"{res.n_prompt} prompt tokens + {len(res.generated)} new ({res.stopped}; "
+          f"{'sampled, seed ' + str(args.seed) if args.sample else 'greedy'}): {text!r}")
+    print(f"attentions ({L}, {nh}, {T}, {T}) -> {args.npz}")
+    return 0

@@ -1,0 +1,79 @@
+"""attnviz-cli model generate: the ids, the new tokens and every step's attention written; sampling
+flags and bad requests reported in one line, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from ckpt_helpers import DATA
+
+from attnviz.checkpoints import load_checkpoint
+from attnviz.checkpoints.decoder_text import encode
+from attnviz.checkpoints.generate import Sampling, generate
+from attnviz.cli import main
+from attnviz.cli.model_generate import eos_ids
+
+
+def test_greedy_generation_is_written(tmp_path, capsys):
+    out = tmp_path / "g.npz"
+    folder = DATA / "tiny_llama_lm"
+    assert main(["model", "generate", str(folder), "--text", "hello world", "--max-new-tokens", "5",
+                 "--npz", str(out)]) == 0
+    ck = load_checkpoint(folder)
+    ids = encode(ck.tokenizer, ck.special_tokens, "hello world", 64).ids
+    want = generate(ck.config, ck.weights, ids, max_new_tokens=5, eos_ids=eos_ids(ck))
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["ids"], want.ids)
+        np.testing.assert_array_equal(z["generated"], want.generated)
+        assert z["ids"][:len(ids)].tolist() == ids.tolist() and len(z["tokens"]) == len(z["ids"])
+        np.testing.assert_allclose(z["attentions"], want.attentions, atol=0)
+        assert z["top_ids"].shape == (len(want.generated), 10)
+    text = capsys.readouterr().out
+    assert "prompt tokens + " in text and "greedy" in text
+
+
+def test_sampling_flags_reach_the_sampler(tmp_path):
+    out = tmp_path / "s.npz"
+    folder = DATA / "tiny_qwen2"
+    args = ["model", "generate", str(folder), "--text", "hello", "--max-new-tokens", "6", "--sample", "--seed", "7",
+            "--temperature", "1.3", "--top-k", "30", "--top-p", "0.95", "--npz", str(out)]
+    assert main(args) == 0
+    ck = load_checkpoint(folder)
+    ids = encode(ck.tokenizer, ck.special_tokens, "hello", 64).ids
+    want = generate(ck.config, ck.weights, ids, max_new_tokens=6, eos_ids=eos_ids(ck),
+                    how=Sampling(sample=True, seed=7, temperature=1.3, top_k=30, top_p=0.95))
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["ids"], want.ids)
+
+
+def test_end_of_sequence_ids_come_from_the_generation_config(tmp_path):
+    folder = tmp_path / "m"
+    shutil.copytree(DATA / "tiny_llama_lm", folder)
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [5, 9]}))
+    assert eos_ids(load_checkpoint(folder)) == [5, 9]
+    (folder / "generation_config.json").write_text("{broken")
+    assert eos_ids(load_checkpoint(folder)) == [2]  # config.json's
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--top-k", "3"], "add --sample"),
+    (["--sample", "--top-p", "2"], "top-p"),
+    (["--sample", "--temperature", "0"], "temperature"),
+    (["--max-new-tokens", "1000"], "positions"),
+])
+def test_bad_requests_get_one_line(tmp_path, capsys, extra, message):
+    args = ["model", "generate", str(DATA / "tiny_llama_lm"), "--text", "hi", "--npz", str(tmp_path / "x.npz")]
+    assert main(args + extra) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_not_a_decoder_or_no_text(tmp_path, capsys):
+    bert = DATA / "tiny_roberta"
+    assert main(["model", "generate", str(bert), "--text", "hi", "--npz", str(tmp_path / "x.npz")]) == 1
+    assert "decoder LLMs" in capsys.readouterr().err
+    assert main(["model", "generate", str(DATA / "tiny_llama_lm"), "--text", "", "--npz", str(tmp_path / "x.npz")]) == 1
+    assert "empty" in capsys.readouterr().err
