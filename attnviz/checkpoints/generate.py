@@ -24,6 +24,7 @@ from attnviz.engine import attention
 
 HEAD = "lm_head.weight"
 TOP = 10  # next-token candidates kept per step
+FEW_QUERIES = 8  # chunks of at most this many new tokens attend on the naive kernel
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,13 @@ def warp(z: np.ndarray, how: Sampling) -> np.ndarray:
     return _softmax(z)
 
 
+def _top(prob: np.ndarray) -> np.ndarray:
+    """The TOP most probable ids, most probable first (ties: lower id first)."""
+    k = min(TOP, prob.size)
+    part = np.argpartition(-prob, k - 1)[:k] if k < prob.size else np.arange(prob.size)
+    return part[np.lexsort((part, -prob[part]))]
+
+
 def _softmax(z: np.ndarray) -> np.ndarray:
     p = np.exp(z - z.max())
     return p / p.sum()
@@ -125,6 +133,8 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str) -> tupl
     dtype = x.dtype
     norm = rms_norm_plus_one if s.norm_plus_one else rms_norm
     kernel = pick_kernel(kernel, s.attn_softcap)
+    if kernel == "flash" and n <= FEW_QUERIES:
+        kernel = "naive"  # a step's one query row: flash's tiles cost more than they save
     pos = np.arange(start, T)
     rows = np.empty((c.n_layer, nh, n, T), dtype=dtype)
     rot: dict = {}
@@ -222,7 +232,7 @@ def generate(c, weights, prompt_ids, *, max_new_tokens: int = 32, how: Sampling 
             stopped = "cancelled"
             break
         prob = warp(logits(c, W._w, hidden[-1:])[0], how) if how.sample else _softmax(logits(c, W._w, hidden[-1:])[0])
-        top = np.argsort(-prob, kind="stable")[:TOP]
+        top = _top(prob)
         tops_i.append(top)
         tops_p.append(prob[top])
         token = int(rng.choice(prob.size, p=prob)) if how.sample else int(np.argmax(prob))

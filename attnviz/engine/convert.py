@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import threading
 
+import numba
 import numpy as np
 from numba import njit, prange
 
-from attnviz.engine.runtime import parallel_section
+from attnviz.engine.runtime import PARALLEL_LOCK, get_num_threads, parallel_section
 
 CHUNKS = 256  # contiguous pieces handed to the threads
 SMALL = 1 << 16  # below this many values numpy's two passes are cheaper than a parallel launch
 BLOCK = 1 << 22  # float32 values widened at once by bf16_matmul_t: 16 MiB (1 << 20 and 1 << 21 measured slower)
 _scratch = threading.local()
+FEW_ROWS = 8  # x with at most this many rows (a generation step) goes through _rows_dot: no BLAS at all
+ROW_CHUNK = 64  # matrix rows per parallel work item of _rows_dot
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -62,14 +65,43 @@ def _buffer(n: int) -> np.ndarray:
     return buf[:n]
 
 
+@njit(parallel=True, nogil=True, cache=True, fastmath={"reassoc", "contract"})
+def _rows_dot(bits, x, out):
+    """out (T, n) <- x (T, k) . widened bits (n, k) rows: each row widened once into a thread's buffer,
+    then dotted with every row of x (float32 sums, as a BLAS sgemv)."""
+    n, k = bits.shape
+    T = x.shape[0]
+    for c in prange((n + ROW_CHUNK - 1) // ROW_CHUNK):
+        buf = np.empty(k, dtype=np.uint32)
+        row = buf.view(np.float32)
+        for r in range(c * ROW_CHUNK, min(n, (c + 1) * ROW_CHUNK)):
+            for j in range(k):
+                buf[j] = np.uint32(bits[r, j]) << np.uint32(16)
+            for t in range(T):
+                s = np.float32(0.0)
+                for j in range(k):
+                    s += row[j] * x[t, j]
+                out[t, r] = s
+
+
 def bf16_matmul_t(x: np.ndarray, bits: np.ndarray) -> np.ndarray:
     """``x @ W.T`` in float32 for W (out, k) the float32 values of bfloat16 ``bits`` (uint16), x (T, k)
-    float32. Wide matrices (out >= k) go by blocks of rows of W, each giving a block of output columns;
+    float32. A few rows of x (FEW_ROWS: one generated token) are dotted with each widened row of W on every
+    core, reading the 16-bit matrix once (half the bytes of a float32 product, which a step is bound by).
+    Otherwise wide matrices (out >= k) go by blocks of rows of W, each giving a block of output columns;
     deep ones (k > out) by blocks of columns of W, each adding its share of every output. Returns (T, out)."""
     out_n, k = bits.shape
     T = x.shape[0]
     if x.shape[1] != k:
         raise ValueError(f"x has {x.shape[1]} columns, the matrix {k}")
+    if T <= FEW_ROWS:
+        y = np.empty((T, out_n), dtype=np.float32)
+        xc = np.ascontiguousarray(x, dtype=np.float32)
+        if T and out_n:
+            with PARALLEL_LOCK:
+                numba.set_num_threads(get_num_threads())
+                _rows_dot(bits if bits.strides[1] == 2 else np.ascontiguousarray(bits), xc, y)
+        return y
     if out_n >= k:
         rows = max(1, BLOCK // max(k, 1))
         yt = np.empty((out_n, T), dtype=np.float32)  # (out, T): each block of rows fills contiguous rows

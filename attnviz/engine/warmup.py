@@ -61,11 +61,12 @@ def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: 
 def _bf16_weights(rng) -> None:
     """The bf16 widening kernels as a checkpoint pass calls them: on read-only bits (a mapped file), wide
     and deep matrices (row and column blocks), whole tensors above and below the parallel threshold."""
-    x = rng.standard_normal((3, 8)).astype(np.float32)  # (T, k)
-    for shape in ((16, 8), (4, 8)):  # out >= k: row blocks; out < k: column blocks (a strided view)
-        bits = np.full(shape, 0x3F80, dtype=np.uint16)  # 1.0
-        bits.flags.writeable = False
-        bf16_matmul_t(x, bits)
+    for rows in (3, 12):  # a generation step's few rows (the dot kernel), a pass's many (blocks and BLAS)
+        x = rng.standard_normal((rows, 8)).astype(np.float32)  # (T, k)
+        for shape in ((16, 8), (4, 8)):  # out >= k: row blocks; out < k: column blocks (a strided view)
+            bits = np.full(shape, 0x3F80, dtype=np.uint16)  # 1.0
+            bits.flags.writeable = False
+            bf16_matmul_t(x, bits)
     big = np.zeros(1 << 16, dtype=np.uint16)
     big.flags.writeable = False
     bf16_to_f32(big)

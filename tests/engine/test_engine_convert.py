@@ -34,19 +34,27 @@ def test_block_by_block_product_matches_the_widened_matrix(monkeypatch, out_n, k
     rng = np.random.default_rng(out_n * 100 + k)
     bits = _bits(rng, (out_n, k))
     bits.flags.writeable = False  # as a mapped file gives them
-    x = rng.standard_normal((5, k)).astype(np.float32)
-    y = bf16_matmul_t(x, bits)
-    ref = x.astype(np.float64) @ _widened(bits).astype(np.float64).T
-    assert y.shape == (5, out_n) and y.dtype == np.float32
-    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    for rows in (1, 5, 9):  # one generated token and a few (the dot kernel), more (blocks and BLAS)
+        x = rng.standard_normal((rows, k)).astype(np.float32)
+        y = bf16_matmul_t(x, bits)
+        ref = x.astype(np.float64) @ _widened(bits).astype(np.float64).T
+        assert y.shape == (rows, out_n) and y.dtype == np.float32
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
 def test_block_product_takes_any_layout_of_x(monkeypatch):
     monkeypatch.setattr(convert, "BLOCK", 64)
     rng = np.random.default_rng(3)
     bits = _bits(rng, (20, 30))
-    x = np.asfortranarray(rng.standard_normal((6, 30)).astype(np.float32))
+    x = np.asfortranarray(rng.standard_normal((12, 30)).astype(np.float32))
     np.testing.assert_allclose(bf16_matmul_t(x, bits), np.ascontiguousarray(x) @ _widened(bits).T, rtol=1e-5,
                                atol=1e-5)
     with pytest.raises(ValueError, match="columns"):
         bf16_matmul_t(x[:, :29], bits)
+
+
+def test_a_strided_matrix_view_is_read_right():
+    rng = np.random.default_rng(5)
+    bits = _bits(rng, (20, 40))[:, ::2]  # (20, 20) with a column stride of 2 elements
+    x = rng.standard_normal((2, 20)).astype(np.float32)
+    np.testing.assert_allclose(bf16_matmul_t(x, bits), x @ _widened(bits).T, rtol=1e-5, atol=1e-5)
