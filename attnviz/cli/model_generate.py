@@ -56,11 +56,14 @@ def _cmd_generate(args) -> int:
     from attnviz.checkpoints import CheckpointError, load_checkpoint
     from attnviz.checkpoints.decoder_text import encode
     from attnviz.checkpoints.generate import Sampling, generate
-    from attnviz.cli.model_cmd import _resolve
+    from attnviz.checkpoints.hub_cache import resolve
     from attnviz.cli.npz_out import write_npz
     from attnviz.sources.errors import SourceError
 
-    folder, name = _resolve(args.model_dir)
+    try:
+        folder, name = resolve(args.model_dir)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
     if not args.sample and (args.temperature != 1.0 or args.top_k or args.top_p != 1.0 or args.seed):
         raise CliError("--temperature, --top-k, --top-p and --seed shape sampling: add --sample")
     try:
