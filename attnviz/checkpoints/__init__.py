@@ -6,6 +6,7 @@ Nothing is downloaded. Matches transformers' eager attention to 1e-5 for every f
     load_checkpoint(folder, name=None) -> Checkpoint; CheckpointError(ValueError) for every problem
     run_text / run_image(ckpt, input, *, dtype=np.float32, kernel="auto") -> ModelAttention
     run_decoder(ckpt, text, *, mode="auto") -> DecoderAttention   # Llama/Mistral/Qwen, memory-mapped
+    run_seq2seq(ckpt, source, target) -> Seq2SeqAttention         # MarianMT, BART, mBART, T5, teacher-forced
     head_summaries / attention_rollout / cls_attention_maps      # see :mod:`.analysis`
     ready_models() / find_checkpoints(folders) / resolve(text)   # ready models, folders, HF cache
 """
@@ -24,6 +25,7 @@ from attnviz.checkpoints.loader import Checkpoint, load_checkpoint, ready_models
 from attnviz.checkpoints.run import ModelAttention, run_image, run_text
 from attnviz.checkpoints.decoder_run import DecoderAttention, run_decoder  # noqa: E402  (after run: it imports loader)
 from attnviz.checkpoints.hub_cache import find_checkpoints, resolve  # noqa: E402
+from attnviz.checkpoints.seq2seq_run import Seq2SeqAttention, Seq2SeqCheckpoint, run_seq2seq  # noqa: E402
 
 __all__ = [
     "Checkpoint",
@@ -34,6 +36,8 @@ __all__ = [
     "ModelAttention",
     "ModelConfig",
     "Rollout",
+    "Seq2SeqAttention",
+    "Seq2SeqCheckpoint",
     "attention_rollout",
     "cls_attention_maps",
     "find_checkpoints",
@@ -43,5 +47,6 @@ __all__ = [
     "resolve",
     "run_decoder",
     "run_image",
+    "run_seq2seq",
     "run_text",
 ]

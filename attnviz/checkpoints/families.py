@@ -39,8 +39,6 @@ UNSUPPORTED = {
     "swin": "windowed attention over shifted windows and patch merging",
     "dinov2_with_registers": "register tokens between [CLS] and the patches",
     "gpt_neox": "rotary embeddings and parallel attention / MLP blocks",
-    "t5": "an encoder-decoder with relative position buckets",
-    "bart": "an encoder-decoder with cross-attention",
 }
 
 

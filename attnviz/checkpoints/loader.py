@@ -81,7 +81,8 @@ class Checkpoint:
 
 def load_checkpoint(folder, name: str | None = None):
     """Load and check a checkpoint folder -> a :class:`Checkpoint` (or, for a vision-language model, a
-    :class:`~attnviz.checkpoints.multimodal.MultimodalCheckpoint`); any problem is a CheckpointError naming it."""
+    :class:`~attnviz.checkpoints.multimodal.MultimodalCheckpoint`, for an encoder-decoder a
+    :class:`~attnviz.checkpoints.seq2seq_run.Seq2SeqCheckpoint`); any problem is a CheckpointError naming it."""
     folder = Path(folder)
     if not folder.exists():
         raise CheckpointError(f"checkpoint folder not found: {folder}")
@@ -95,6 +96,12 @@ def load_checkpoint(folder, name: str | None = None):
         family = raw["type"]
     if is_multimodal(family):
         return loader(family)(folder, raw, name)
+    from attnviz.checkpoints.seq2seq_config import SEQ2SEQ_TYPES
+
+    if family in SEQ2SEQ_TYPES:  # MarianMT, BART, mBART, T5: a Seq2SeqCheckpoint
+        from attnviz.checkpoints.seq2seq_run import load_seq2seq
+
+        return load_seq2seq(folder, raw, name)
     config = parse_model_config(raw)
     weights = load_weights(folder / "model.safetensors", config, lazy=config.kind == "decoder")
     tokenizer = image = special = None
