@@ -25,6 +25,8 @@ The folders:
 * ``tiny_marian``    — MarianMT: separate source / target SentencePiece models (source.spm, target.spm)
                        over one vocab.json, post-LN, sinusoidal positions, embeddings times sqrt(d_model),
                        swish, 4 encoder heads and 2 decoder heads, 2 encoder and 3 decoder layers;
+* ``tiny_marian_separate`` — MarianMT with separate vocabularies (vocab.json and target_vocab.json) and
+                       token tables for the encoder and the decoder;
 * ``tiny_bart``      — BART: byte-level BPE (tokenizer.json), learned positions offset by 2,
                        layernorm_embedding, post-LN, GELU;
 * ``tiny_mbart``     — mBART: a Unigram tokenizer.json with the fairseq language codes, src_lang en_XX and
@@ -194,6 +196,49 @@ def make_marian() -> None:
     golden(out, model, tok, shift_right(pad, pad))
 
 
+def make_marian_separate() -> None:
+    """Marian with separate source and target vocabularies (vocab.json, target_vocab.json) and token tables."""
+    import sentencepiece as spm
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    out = fresh("tiny_marian_separate")
+    tmp = out / "_spm"
+    tmp.mkdir()
+    vocabs = []
+    for name, corpus, size in (("source.spm", SRC_CORPUS, 80), ("target.spm", TGT_CORPUS, 100)):
+        blob = train_spm(corpus, size)
+        (tmp / name).write_bytes(blob)
+        sp = spm.SentencePieceProcessor(model_proto=blob)
+        vocab = {"</s>": 0, "<unk>": 1}
+        for i in range(sp.get_piece_size()):
+            if not (sp.is_control(i) or sp.is_unknown(i)):
+                vocab.setdefault(sp.id_to_piece(i), len(vocab))
+        vocabs.append(vocab)
+    n = max(len(v) for v in vocabs) + 1  # <pad> at the same id in both, the shorter one filled up
+    for v in vocabs:
+        for k in range(n - 1 - len(v)):
+            v[f"<fill_{k}>"] = len(v)
+        v["<pad>"] = n - 1
+    (tmp / "vocab.json").write_text(json.dumps(vocabs[0], ensure_ascii=False), encoding="utf-8")
+    (tmp / "target_vocab.json").write_text(json.dumps(vocabs[1], ensure_ascii=False), encoding="utf-8")
+    tok = MarianTokenizer(source_spm=str(tmp / "source.spm"), target_spm=str(tmp / "target.spm"),
+                          vocab=str(tmp / "vocab.json"), target_vocab_file=str(tmp / "target_vocab.json"),
+                          separate_vocabs=True, source_lang="en", target_lang="fr")
+    pad = n - 1
+    cfg = MarianConfig(vocab_size=n, decoder_vocab_size=n, share_encoder_decoder_embeddings=False, d_model=16,
+                       encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=4,
+                       encoder_ffn_dim=32, decoder_ffn_dim=24, max_position_embeddings=48, activation_function="swish",
+                       scale_embedding=True, pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad,
+                       forced_eos_token_id=0, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = MarianMTModel(cfg).eval()
+    randomise(model, 6)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    shutil.rmtree(tmp)
+    golden(out, model, tok, shift_right(pad, pad))
+
+
 # ---- BART / mBART ------------------------------------------------------------------------------------
 
 def make_bart() -> None:
@@ -283,7 +328,7 @@ def make_t5_gated() -> None:
         tie_word_embeddings=False, layer_norm_epsilon=1e-6)  # (transformers 5 ties the head all the same)
 
 
-MAKERS = {"tiny_marian": make_marian, "tiny_bart": make_bart, "tiny_mbart": make_mbart, "tiny_t5": make_t5,
+MAKERS = {"tiny_marian": make_marian, "tiny_marian_separate": make_marian_separate, "tiny_bart": make_bart, "tiny_mbart": make_mbart, "tiny_t5": make_t5,
           "tiny_t5_gated": make_t5_gated}
 
 

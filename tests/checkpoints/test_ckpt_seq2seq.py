@@ -15,7 +15,7 @@ from ckpt_helpers import golden
 from attnviz.checkpoints import CheckpointError, Seq2SeqCheckpoint, load_checkpoint, run_seq2seq
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-NAMES = ["tiny_marian", "tiny_bart", "tiny_mbart", "tiny_t5", "tiny_t5_gated"]
+NAMES = ["tiny_marian", "tiny_marian_separate", "tiny_bart", "tiny_mbart", "tiny_t5", "tiny_t5_gated"]
 MAPS = ("encoder_attentions", "decoder_attentions", "cross_attentions")
 
 
