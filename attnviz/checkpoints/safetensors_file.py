@@ -87,11 +87,17 @@ def read_header(path: Path) -> tuple[dict[str, _Entry], int]:
     except OSError as exc:
         raise CheckpointError(f"cannot read {path}: {exc}") from None
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except _Duplicate as exc:
+        raise _bad(path, f"header names {exc.args[0]!r} twice") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise _bad(path, f"header is not JSON: {type(exc).__name__}") from None
     if not isinstance(header, dict):
         raise _bad(path, "header is not a JSON object")
+    meta = header.get("__metadata__")
+    if meta is not None and (not isinstance(meta, dict) or
+                             not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items())):
+        raise _bad(path, "__metadata__ is not an object of strings")
     base, data_len = 8 + n, size - 8 - n
     entries = {}
     for name, spec in header.items():
@@ -114,7 +120,45 @@ def read_header(path: Path) -> tuple[dict[str, _Entry], int]:
             raise _bad(path, f"tensor {name!r} at bytes {a}..{b} does not fit its shape {shape} or the "
                              f"file's {data_len:,} data bytes")
         entries[name] = _Entry(dtype, tuple(shape), path, base + a, base + b)
+    _check_layout(path, entries, base, data_len)
     return entries, base
+
+
+def _stamp(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _no_duplicates(pairs):
+    seen = {}
+    for k, v in pairs:
+        if k in seen:
+            raise _Duplicate(k)
+        seen[k] = v
+    return seen
+
+
+def _check_layout(path: Path, entries: dict[str, _Entry], base: int, data_len: int) -> None:
+    """The tensors tile the data exactly, as the format's specification and the safetensors library
+    require: in offset order each starts where the one before ends, from byte 0 to the file's end (no
+    two on the same bytes, no bytes no tensor covers)."""
+    at = 0
+    for name, e in sorted(entries.items(), key=lambda kv: (kv[1].start, kv[1].stop)):
+        a, b = e.start - base, e.stop - base
+        if a < at:
+            raise _bad(path, f"tensor {name!r} at bytes {a}..{b} overlaps the tensor before it (which ends at {at})")
+        if a > at:
+            raise _bad(path, f"bytes {at}..{a} before tensor {name!r} belong to no tensor")
+        at = b
+    if at != data_len:
+        raise _bad(path, f"the last {data_len - at:,} data bytes belong to no tensor")
 
 
 def weight_files(folder: Path) -> list[Path]:
@@ -150,8 +194,10 @@ class StoredTensors(Mapping):
     def __init__(self, files: list[Path]):
         self.files = list(files)
         self._entries: dict[str, _Entry] = {}
+        self._stamps: dict[Path, tuple] = {}  # file -> (size, mtime, inode) when its header was read
         for f in self.files:
             entries, _ = read_header(f)
+            self._stamps[f] = _stamp(f)
             for name, e in entries.items():
                 self._entries.setdefault(name, e)
         self._maps: dict[Path, np.memmap] = {}
@@ -236,6 +282,10 @@ class StoredTensors(Mapping):
 
     def _raw(self, stored: str) -> np.ndarray:
         e = self._entries[stored]
+        if _stamp(e.file) != self._stamps.get(e.file):
+            # reading a mapped file that shrank kills the process (SIGBUS): never touch a changed one
+            raise CheckpointError(f"{e.file} changed on disk since the model was opened (it was replaced, "
+                                  "truncated or rewritten); open the model again")
         mm = self._maps.get(e.file)
         if mm is None:
             try:

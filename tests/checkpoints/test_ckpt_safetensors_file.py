@@ -163,3 +163,65 @@ def test_automatic_keeping_leaves_half_the_available_memory(tmp_path, monkeypatc
     st.keep(None)
     st["w1"]
     assert st.kept_bytes == 4000  # a system that cannot say how much memory is free keeps nothing more
+
+
+def _raw_file(path, header: bytes, data: bytes):
+    path.write_bytes(struct.pack("<Q", len(header)) + header + data)
+
+
+@pytest.mark.parametrize("header, data, expected", [
+    # two tensors on the same bytes
+    (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+     bytes(8), "overlaps"),
+    # partially overlapping offsets
+    (b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}',
+     bytes(12), "overlaps"),
+    # a duplicate key: the second entry would silently win
+    (b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+     bytes(8), "twice"),
+    # bytes no tensor covers: a gap, and a tail
+    (b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', bytes(8), "belong to no tensor"),
+    (b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', bytes(12), "belong to no tensor"),
+    # __metadata__ that is not an object of strings
+    (b'{"__metadata__":["x"],"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', bytes(4), "__metadata__"),
+    (b'{"__metadata__":{"format":1},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', bytes(4), "__metadata__"),
+])
+def test_layouts_the_format_refuses_are_refused(tmp_path, header, data, expected):
+    """What the safetensors library refuses is refused here too, with the reason, before any tensor is read."""
+    f = tmp_path / "model.safetensors"
+    _raw_file(f, header, data)
+    with pytest.raises(CheckpointError, match=expected):
+        StoredTensors([f])
+
+
+def test_a_valid_layout_with_metadata_and_empty_tensors_is_read(tmp_path):
+    f = tmp_path / "model.safetensors"
+    header = (b'{"__metadata__":{"format":"pt"},"e":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},'
+              b'"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}')
+    _raw_file(f, header, np.array([1.5, -2.0], np.float32).tobytes())
+    st = StoredTensors([f])
+    np.testing.assert_array_equal(st["a"], [1.5, -2.0])
+    assert st["e"].shape == (0,)
+
+
+@pytest.mark.parametrize("change", ["truncate", "replace", "remove"])
+def test_a_file_changed_on_disk_while_mapped_is_an_error_not_a_signal(tmp_path, change):
+    """A mapped file that shrank would kill the process with SIGBUS on the next read: it is refused."""
+    import os
+
+    x = np.arange(4096, dtype=np.float32).reshape(64, 64)
+    f = tmp_path / "model.safetensors"
+    _write(f, {"a": ("F32", x), "b": ("F32", x)})
+    st = StoredTensors([f])
+    np.testing.assert_array_equal(st["a"], x)  # mapped now
+    if change == "truncate":
+        with open(f, "r+b") as fh:
+            fh.truncate(100)
+    elif change == "replace":
+        other = tmp_path / "other.safetensors"
+        _write(other, {"a": ("F32", x[:1]), "b": ("F32", x[:1])})
+        os.replace(other, f)
+    else:
+        f.unlink()
+    with pytest.raises(CheckpointError, match="changed on disk|open the model again"):
+        st["b"]
