@@ -29,11 +29,19 @@ The folders:
                        token tables for the encoder and the decoder;
 * ``tiny_bart``      — BART: byte-level BPE (tokenizer.json), learned positions offset by 2,
                        layernorm_embedding, post-LN, GELU;
+* ``tiny_bart_bf16`` — tiny_bart's weights stored as bfloat16 (the golden runs them in float32, as attnviz
+                       computes them);
 * ``tiny_mbart``     — mBART: a Unigram tokenizer.json with the fairseq language codes, src_lang en_XX and
                        tgt_lang ro_RO, pre-LN with final layer norms, embeddings times sqrt(d_model);
+* ``tiny_mbart50``    — mBART-50's tokenizer (the language code first, ``</s>`` last), the decoder starting with
+                       ``</s>``, ReLU;
 * ``tiny_t5``        — T5 (v1.0 style): relative position buckets in the first layer of each stack, no score
                        scaling, ReLU MLP, RMSNorm without mean, d_kv * heads != d_model, tied embeddings;
-* ``tiny_t5_gated``  — T5 v1.1 style: gated-GELU MLP, other bucket settings, 3 encoder and 2 decoder layers.
+* ``tiny_t5_gated``  — T5 v1.1 style: gated-GELU MLP, other bucket settings, 3 encoder and 2 decoder layers;
+* ``tiny_t5_mt5``    — mT5 (model_type mt5, its gated-GELU default), d_kv 12 with 2 heads over d_model 16.
+
+The Unigram tokenizers (mBART, T5) are trained afresh on each run and their scores may differ in the last
+digits from one run to the next: rewrite a folder only together with its golden.
 
 Weights are drawn wider than the library's initialiser (std 0.25, norm gains around 1) so the maps are
 far from uniform and a wrong layer shows; tiny_t5_gated's std 0.18, as T5 does not scale its scores and
@@ -96,26 +104,29 @@ def stack(atts) -> np.ndarray:
 
 @contextlib.contextmanager
 def wide_norms():
-    """T5LayerNorm takes its variance in float32 whatever the input: for the float64 goldens it is taken in
+    """T5LayerNorm (and mT5's copy) takes its variance in float32 whatever the input: for the float64 goldens it is taken in
     the input's own dtype, so they are the formula in float64 throughout."""
+    from transformers.models.mt5.modeling_mt5 import MT5LayerNorm
     from transformers.models.t5.modeling_t5 import T5LayerNorm
 
-    narrow = T5LayerNorm.forward
+    narrow = {cls: cls.forward for cls in (T5LayerNorm, MT5LayerNorm)}
 
     def forward(self, x):
         return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
 
-    T5LayerNorm.forward = forward
+    for cls in narrow:
+        cls.forward = forward
     try:
         yield
     finally:
-        T5LayerNorm.forward = narrow
+        for cls, f in narrow.items():
+            cls.forward = f
 
 
 def golden(out: Path, model, tok, shift, source: str = SOURCE, target: str = TARGET) -> None:
     """Reload the saved folder (what transformers gives on it: Marian's sinusoidal positions are not saved
     but rebuilt), run it eagerly on (source, target) teacher-forced and write golden.npz and cases.json."""
-    model = type(model).from_pretrained(out, attn_implementation="eager").eval()
+    model = type(model).from_pretrained(out, attn_implementation="eager", dtype=torch.float32).eval()
     tok = type(tok).from_pretrained(out)
     enc = tok(source, return_tensors="pt")["input_ids"]
     labels = tok(text_target=target, return_tensors="pt")["input_ids"]
@@ -241,11 +252,11 @@ def make_marian_separate() -> None:
 
 # ---- BART / mBART ------------------------------------------------------------------------------------
 
-def make_bart() -> None:
+def make_bart(name: str = "tiny_bart", bf16: bool = False) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import BartConfig, BartForConditionalGeneration, BartTokenizer
 
-    out = fresh("tiny_bart")
+    out = fresh(name)
     t = Tokenizer(models.BPE())
     t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(vocab_size=300, min_frequency=1, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
@@ -262,9 +273,16 @@ def make_bart() -> None:
     torch.manual_seed(0)
     model = BartForConditionalGeneration(cfg).eval()
     randomise(model, 2)
+    if bf16:
+        model = model.to(torch.bfloat16)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     golden(out, model, tok, shift_right(cfg.decoder_start_token_id, cfg.pad_token_id))
+
+
+def make_bart_bf16() -> None:
+    """tiny_bart's weights stored as bfloat16; the golden runs them in float32, as attnviz computes them."""
+    make_bart("tiny_bart_bf16", bf16=True)
 
 
 def unigram_vocab(corpus: list[str], special: list[str], size: int) -> list[tuple[str, float]]:
@@ -298,18 +316,42 @@ def make_mbart() -> None:
     golden(out, model, tok, lambda labels: shift_tokens_right(labels, cfg.pad_token_id))
 
 
+def make_mbart50() -> None:
+    """mBART-50's tokenizer (MBart50Tokenizer: the language code first, ``</s>`` last) on an mBART model whose
+    decoder starts with ``</s>``, as mbart-large-50 checkpoints do."""
+    from transformers import MBart50Tokenizer, MBartConfig, MBartForConditionalGeneration
+    from transformers.models.mbart.modeling_mbart import shift_tokens_right
+
+    out = fresh("tiny_mbart50")
+    vocab = unigram_vocab(SRC_CORPUS + TGT_CORPUS, ["<unk>", "<s>", "</s>"], 140)
+    tok = MBart50Tokenizer(vocab=vocab, src_lang="en_XX", tgt_lang="ro_RO")
+    cfg = MBartConfig(vocab_size=len(tok), d_model=24, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                      decoder_attention_heads=2, encoder_ffn_dim=40, decoder_ffn_dim=32, max_position_embeddings=40,
+                      activation_function="relu", scale_embedding=True, pad_token_id=tok.pad_token_id,
+                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                      decoder_start_token_id=tok.eos_token_id)
+    torch.manual_seed(0)
+    model = MBartForConditionalGeneration(cfg).eval()
+    randomise(model, 7)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    golden(out, model, tok, lambda labels: shift_tokens_right(labels, cfg.pad_token_id))
+
+
 # ---- T5 ----------------------------------------------------------------------------------------------
 
-def _t5(name: str, seed: int, std: float, **kw) -> None:
-    from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
+def _t5(name: str, seed: int, std: float, mt5: bool = False, **kw) -> None:
+    from transformers import (MT5Config, MT5ForConditionalGeneration, T5Config, T5ForConditionalGeneration,
+                              T5Tokenizer)
 
     out = fresh(name)
     vocab = unigram_vocab(SRC_CORPUS + TGT_CORPUS, ["<pad>", "</s>", "<unk>"], 150)
     tok = T5Tokenizer(vocab=vocab, extra_ids=4)
-    cfg = T5Config(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                   decoder_start_token_id=tok.pad_token_id, **kw)
+    config, cls = (MT5Config, MT5ForConditionalGeneration) if mt5 else (T5Config, T5ForConditionalGeneration)
+    cfg = config(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                 decoder_start_token_id=tok.pad_token_id, **kw)
     torch.manual_seed(0)
-    model = T5ForConditionalGeneration(cfg).eval()
+    model = cls(cfg).eval()
     randomise(model, seed, std)
     model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -328,8 +370,13 @@ def make_t5_gated() -> None:
         tie_word_embeddings=False, layer_norm_epsilon=1e-6)  # (transformers 5 ties the head all the same)
 
 
-MAKERS = {"tiny_marian": make_marian, "tiny_marian_separate": make_marian_separate, "tiny_bart": make_bart, "tiny_mbart": make_mbart, "tiny_t5": make_t5,
-          "tiny_t5_gated": make_t5_gated}
+def make_mt5() -> None:
+    _t5("tiny_t5_mt5", 8, 0.2, mt5=True, d_model=16, d_kv=12, d_ff=40, num_layers=2, num_decoder_layers=2,
+        num_heads=2, relative_attention_num_buckets=10, relative_attention_max_distance=16)
+
+
+MAKERS = {"tiny_marian": make_marian, "tiny_marian_separate": make_marian_separate, "tiny_bart": make_bart, "tiny_bart_bf16": make_bart_bf16, "tiny_mbart": make_mbart, "tiny_mbart50": make_mbart50, "tiny_t5": make_t5,
+          "tiny_t5_gated": make_t5_gated, "tiny_t5_mt5": make_mt5}
 
 
 def main() -> None:

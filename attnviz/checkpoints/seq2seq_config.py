@@ -1,4 +1,4 @@
-"""``config.json`` of the encoder-decoder families (MarianMT, BART, mBART, T5) -> a checked
+"""``config.json`` of the encoder-decoder families (MarianMT, BART, mBART, T5, mT5) -> a checked
 :class:`Seq2SeqSpec`, and the tensors each family's forward pass reads.
 
 Names are the base model's as transformers saves them (``encoder.layers.0.self_attn.q_proj.weight``
@@ -14,8 +14,10 @@ from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.model_config import ACTIVATIONS, bool_field, eps_field, int_field
 
 BART_TYPES = ("marian", "bart", "mbart")  # one block layout: q/k/v/out_proj, fc1/fc2, LayerNorms
-SEQ2SEQ_TYPES = BART_TYPES + ("t5",)
-NAMES = {"marian": "MarianMT", "bart": "BART", "mbart": "mBART", "t5": "T5"}
+T5_TYPES = ("t5", "mt5")  # mT5: T5 v1.1's layout under its own model_type
+SEQ2SEQ_TYPES = BART_TYPES + T5_TYPES
+NAMES = {"marian": "MarianMT", "bart": "BART", "mbart": "mBART", "t5": "T5", "mt5": "mT5"}
+T5_PROJ_DEFAULT = {"t5": "relu", "mt5": "gated-gelu"}  # feed_forward_proj when config.json leaves it out
 PREFIXES = ("model.", "")  # MarianMTModel / BartForConditionalGeneration keep the base model under "model."
 POSITION_OFFSET = 2  # BART / mBART: learned position table rows start 2 after position 0 (fairseq's padding rows)
 T5_MAX_TOKENS = 4096  # T5 has no position table: the longest text one pass takes (every map is kept)
@@ -26,7 +28,7 @@ T5_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "silu"
 class Seq2SeqSpec:
     """The numbers of an encoder-decoder's two stacks and how their tokens start."""
 
-    family: str  # "marian" | "bart" | "mbart" | "t5"
+    family: str  # "marian" | "bart" | "mbart" | "t5" | "mt5"
     d_model: int  # residual stream width of both stacks
     enc_layers: int  # L_enc of encoder_attentions (L_enc, nh_enc, T_enc, T_enc)
     dec_layers: int  # L_dec of decoder_attentions and cross_attentions
@@ -57,7 +59,12 @@ class Seq2SeqSpec:
     @property
     def dec_head_dim(self) -> int:
         """Per-head width of the decoder's self- and cross-attention (BART-likes: d_model / decoder heads)."""
-        return self.head_dim if self.family == "t5" else self.d_model // self.dec_heads
+        return self.head_dim if self.t5_like else self.d_model // self.dec_heads
+
+    @property
+    def t5_like(self) -> bool:
+        """T5's layout (relative-position buckets, RMSNorm, unscaled scores): T5 and mT5."""
+        return self.family in T5_TYPES
 
 
 def _token_id(cfg: dict, key: str, default, vocab: int) -> int:
@@ -73,8 +80,8 @@ def parse_seq2seq_config(cfg: dict) -> Seq2SeqSpec:
     if family not in SEQ2SEQ_TYPES:
         raise CheckpointError(f"config.json: model_type {family!r} is not an encoder-decoder family "
                               f"({', '.join(SEQ2SEQ_TYPES)})")
-    if family == "t5":
-        return _parse_t5(cfg)
+    if family in T5_TYPES:
+        return _parse_t5(cfg, family)
     d = int_field(cfg, "d_model", 1024)
     eh, dh = int_field(cfg, "encoder_attention_heads", 16), int_field(cfg, "decoder_attention_heads", 16)
     for key, nh in (("encoder_attention_heads", eh), ("decoder_attention_heads", dh)):
@@ -105,8 +112,8 @@ def parse_seq2seq_config(cfg: dict) -> Seq2SeqSpec:
         scale_embedding=bool_field(cfg, "scale_embedding", False), pre_norm=family == "mbart")
 
 
-def _parse_t5(cfg: dict) -> Seq2SeqSpec:
-    proj = cfg.get("feed_forward_proj", "relu")
+def _parse_t5(cfg: dict, family: str) -> Seq2SeqSpec:
+    proj = cfg.get("feed_forward_proj", T5_PROJ_DEFAULT[family])
     parts = proj.split("-") if isinstance(proj, str) else []
     gated = len(parts) == 2 and parts[0] == "gated"
     name = parts[-1] if parts and (len(parts) == 1 or gated) else None
@@ -125,7 +132,7 @@ def _parse_t5(cfg: dict) -> Seq2SeqSpec:
                               "buckets (the distances the decoder's buckets hold exactly)")
     d_ff = int_field(cfg, "d_ff", 2048)
     return Seq2SeqSpec(
-        family="t5", d_model=int_field(cfg, "d_model", 512), enc_layers=layers, dec_layers=dec_layers, enc_heads=nh,
+        family=family, d_model=int_field(cfg, "d_model", 512), enc_layers=layers, dec_layers=dec_layers, enc_heads=nh,
         dec_heads=nh, head_dim=int_field(cfg, "d_kv", 64), enc_ff=d_ff, dec_ff=d_ff, act=act,
         ln_eps=eps_field(cfg, "layer_norm_epsilon", 1e-6), vocab_size=vocab, dec_vocab_size=vocab,
         shared_embeddings=True, max_positions=T5_MAX_TOKENS,
@@ -157,7 +164,7 @@ def embedding_names(s: Seq2SeqSpec) -> dict[str, tuple[int, ...]]:
 def seq2seq_tensors(s: Seq2SeqSpec) -> dict[str, tuple[int, ...]]:
     """Canonical name -> shape of every tensor the family's forward pass reads (layers first, so the file's
     prefix is found from a tensor every layout has)."""
-    if s.family == "t5":
+    if s.t5_like:
         return _t5_tensors(s)
     d, shapes = s.d_model, {}
     for stack, n, ff in (("encoder", s.enc_layers, s.enc_ff), ("decoder", s.dec_layers, s.dec_ff)):

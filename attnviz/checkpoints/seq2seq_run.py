@@ -1,4 +1,4 @@
-"""Encoder-decoder checkpoints (MarianMT, BART, mBART, T5): a folder -> :class:`Seq2SeqCheckpoint`, and a
+"""Encoder-decoder checkpoints (MarianMT, BART, mBART, T5, mT5): a folder -> :class:`Seq2SeqCheckpoint`, and a
 teacher-forced pass over a source and a target text -> :class:`Seq2SeqAttention` with every layer's and
 head's encoder self-attention, decoder self-attention and cross-attention.
 
@@ -110,7 +110,7 @@ def _shift(spec: Seq2SeqSpec, labels: np.ndarray) -> np.ndarray:
 def _check_length(spec: Seq2SeqSpec, toks: TextTokens, side: str, ckpt: str) -> None:
     n = len(toks.ids)
     if n > spec.max_positions:
-        what = "its position table holds" if spec.family != "t5" else "one pass takes"
+        what = "its position table holds" if not spec.t5_like else "one pass takes"
         raise CheckpointError(f"{ckpt}: the {side} text gives {n:,} tokens, more than the {spec.max_positions:,} "
                               f"{what}; shorten it")
 
@@ -138,7 +138,7 @@ def run_seq2seq(ckpt: Seq2SeqCheckpoint, source: str, target: str = "", *, dtype
     for ids, rows, side in ((src.ids, spec.vocab_size, "source"), (dec_ids, spec.dec_vocab_size, "target")):
         if ids.size and (ids.min() < 0 or ids.max() >= rows):
             raise CheckpointError(f"the {side} tokenizer gave id {int(ids.max())}, outside the {rows}-row token table")
-    fwd = seq2seq_t5 if spec.family == "t5" else seq2seq
+    fwd = seq2seq_t5 if spec.t5_like else seq2seq
     W = PartView(ckpt.weights, "s2s")
     enc_atts, enc_hidden = fwd.encode(spec, W, src.ids, dtype=dtype, kernel=kernel)
     dec_atts, cross, dec_hidden = fwd.decode(spec, W, dec_ids, enc_hidden, dtype=dtype, kernel=kernel)

@@ -1,4 +1,4 @@
-"""The numpy forward pass of T5 (v1.0 and v1.1 layouts), every layer and head of the encoder's
+"""The numpy forward pass of T5 (v1.0 and v1.1 layouts, mT5), every layer and head of the encoder's
 self-attention, the decoder's causal self-attention and its cross-attention.
 
 As transformers' eager implementation: token rows unscaled, pre-norm blocks with RMSNorm (no mean, no

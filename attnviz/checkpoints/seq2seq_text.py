@@ -5,8 +5,9 @@
   MarianTokenizer is slow-only (no tokenizer.json), so the ``sentencepiece`` package tokenises, as it does
   there: a leading ``>>xx<<`` language code kept whole, the special tokens typed in the text kept whole,
   pieces missing from the vocabulary read as ``<unk>``, ``</s>`` appended.
-* BART, mBART and T5 ship ``tokenizer.json``: BART adds ``<s> ... </s>`` and T5 ``... </s>`` by its
-  post-processor; mBART appends ``</s>`` and the language code, ``src_lang`` for the source and
+* BART, mBART, T5 and mT5 ship ``tokenizer.json``: BART adds ``<s> ... </s>`` and T5 ``... </s>`` by its
+  post-processor; mBART appends ``</s>`` and the language code (mBART-50's tokenizer, ``MBart50Tokenizer``
+  in ``tokenizer_config.json``, puts the code first and ``</s>`` last), ``src_lang`` for the source and
   ``tgt_lang`` for the target as ``tokenizer_config.json`` names them (transformers resets the file's
   post-processor from them).
 """
@@ -181,29 +182,31 @@ class JsonText(SeqTokenizer):
         if self.tok.vocab_size > vocab_size:
             raise CheckpointError(f"tokenizer.json has {self.tok.vocab_size} tokens but the model's token table only "
                                   f"{vocab_size} rows: tokenizer and weights do not belong together")
+        self.prefix: dict[str, list[int]] = {}
         self.suffix: dict[str, list[int]] = {}
         if family == "mbart":
             cfg = _tokenizer_config(folder)
             src = _text(cfg.get("src_lang"), "en_XX")
             tgt = _text(cfg.get("tgt_lang"), src)
             eos = self.tok.token_to_id(_text(cfg.get("eos_token"), "</s>"))
+            fifty = str(cfg.get("tokenizer_class", "")).startswith("MBart50")  # mBART-50: the code first
             for side, lang in (("source", src), ("target", tgt)):
                 code = self.tok.token_to_id(lang)
                 if code is None or eos is None:
                     raise CheckpointError(f"tokenizer.json has no {lang!r} language code (tokenizer_config.json's "
                                           f"{'src' if side == 'source' else 'tgt'}_lang) or no </s>")
-                self.suffix[side] = [eos, code]
+                self.prefix[side], self.suffix[side] = ([code], [eos]) if fifty else ([], [eos, code])
         super().__init__(family=family, vocab_size=vocab_size, eos_id=eos_id)
 
     def encode(self, text: str, side: str) -> TextTokens:
+        head, tail = self.prefix.get(side, []), self.suffix.get(side, [])
         if not text:
-            return self._specials_only(text, self.suffix.get(side))
+            return self._specials_only(text, head + tail)
         body = self.tok.encode(text, add_special_tokens=self.family != "mbart")
-        tail = self.suffix.get(side, [])
-        ids = list(body.ids) + tail
-        pieces = list(body.pieces) + [self.tok.id_to_piece(i) for i in tail]
-        spans = list(body.spans) + [(len(text), len(text))] * len(tail)
-        special = list(body.special) + [True] * len(tail)
+        ids = head + list(body.ids) + tail
+        pieces = [self.tok.id_to_piece(i) for i in head] + list(body.pieces) + [self.tok.id_to_piece(i) for i in tail]
+        spans = [(0, 0)] * len(head) + list(body.spans) + [(len(text), len(text))] * len(tail)
+        special = [True] * len(head) + list(body.special) + [True] * len(tail)
         if not self.tok.byte_level:  # the word marker a Metaspace pre-tokeniser prepends is not in the text
             for t, (a, b) in enumerate(spans):
                 if pieces[t].startswith(" ") and not text[a:b].startswith(" ") and not special[t]:

@@ -15,7 +15,8 @@ from ckpt_helpers import golden
 from attnviz.checkpoints import CheckpointError, Seq2SeqCheckpoint, load_checkpoint, run_seq2seq
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-NAMES = ["tiny_marian", "tiny_marian_separate", "tiny_bart", "tiny_mbart", "tiny_t5", "tiny_t5_gated"]
+NAMES = ["tiny_marian", "tiny_marian_separate", "tiny_bart", "tiny_bart_bf16", "tiny_mbart", "tiny_mbart50", "tiny_t5",
+         "tiny_t5_gated", "tiny_t5_mt5"]
 MAPS = ("encoder_attentions", "decoder_attentions", "cross_attentions")
 
 
@@ -33,7 +34,7 @@ def test_ids_and_every_map_match_transformers(models, name):
     np.testing.assert_array_equal(res.encoder_ids, g["input_ids"])
     np.testing.assert_array_equal(res.target_ids, g["labels"])
     np.testing.assert_array_equal(res.decoder_ids, g["decoder_input_ids"])
-    assert res.decoder_ids[0] == (g["labels"][-1] if name == "tiny_mbart" else ck.spec.decoder_start_token_id)
+    assert res.decoder_ids[0] == (g["labels"][-1] if name.startswith("tiny_mbart") else ck.spec.decoder_start_token_id)
     for key in MAPS:
         got = getattr(res, key)
         assert got.shape == g[key].shape and got.dtype == np.float32, key
