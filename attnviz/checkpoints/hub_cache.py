@@ -7,16 +7,18 @@ Only files already present are read, and of the weights only the safetensors hea
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnviz.checkpoints.config import read_json
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.loader import ready_models
 from attnviz.checkpoints.safetensors_file import read_header, weight_files
 
+REVISION = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}")  # a commit hash or a branch name: never a path
 FAMILIES = {"bert": "BERT", "gpt2": "GPT-2", "vit": "ViT", "deit": "DeiT", "llama": "Llama", "mistral": "Mistral",
             "qwen2": "Qwen2", "qwen3": "Qwen3", "roberta": "RoBERTa", "xlm-roberta": "XLM-RoBERTa",
             "electra": "ELECTRA", "distilbert": "DistilBERT", "clip": "CLIP", "clip_vision_model": "CLIP vision",
@@ -66,15 +68,15 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
     folder = Path(folder)
     name = name or folder.name
     family, note, supported = "?", "", False
-    try:
-        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        mt = (cfg.get("model_type") or cfg.get("type")) if isinstance(cfg, dict) else None  # "type": lerobot policies
+    try:  # read_json: a regular file of bounded size only (never /dev/zero, a FIFO or a huge file)
+        cfg = read_json(folder / "config.json", "config.json")
+        mt = cfg.get("model_type") or cfg.get("type")  # "type": lerobot policies
         if isinstance(mt, str):
             supported = mt in KIND_OF_MODEL_TYPE or mt in DECODER_TYPES or mt in MULTIMODAL
             family = FAMILIES.get(mt) or MULTIMODAL_NAMES.get(mt, mt)
         else:
             note = "config.json has no model_type"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (CheckpointError, OSError):
         note = "no readable config.json"
     n, count = 0, {}
     try:
@@ -86,6 +88,8 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
                 count[e.dtype] = count.get(e.dtype, 0) + k
     except CheckpointError as exc:
         note = note or ("no model.safetensors" if "missing" in str(exc) else "unreadable weights")
+    except OSError:  # a folder that cannot be read (permissions) is listed as such, not a failure of the list
+        note = note or "unreadable folder"
     dtype = "+".join(d.lower() for d in sorted(count, key=lambda d: -count[d]) if count[d] * 100 >= n)
     return FoundCheckpoint(name=name, folder=folder, origin=origin, family=family, supported=supported,
                            n_params=n, dtype=dtype, note=note)
@@ -93,20 +97,38 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
 
 def _snapshot(repo_dir: Path) -> Path | None:
     """``snapshots/REV/`` of a cached ``models--ORG--NAME`` repo: REV as ``refs/main`` names it, else the
-    newest snapshot with a config.json."""
+    newest snapshot with a config.json. Only a folder inside ``snapshots/`` counts: a ref holding a path
+    (``../../elsewhere``, ``/abs``) or a snapshot linked outside is ignored, and one that cannot be read
+    is skipped."""
     snaps = repo_dir / "snapshots"
     ref = repo_dir / "refs" / "main"
     try:
-        rev = ref.read_text(encoding="ascii").strip() if ref.is_file() else ""
+        rev = ref.read_text(encoding="ascii").strip() if ref.is_file() and ref.stat().st_size < 4096 else ""
     except (OSError, UnicodeDecodeError):
         rev = ""
-    if rev and (snaps / rev / "config.json").is_file():
+    if rev and REVISION.fullmatch(rev) and _usable(snaps, snaps / rev):
         return snaps / rev
     try:
-        cands = [p for p in snaps.iterdir() if (p / "config.json").is_file()]
+        cands = [p for p in snaps.iterdir() if _usable(snaps, p)]
     except OSError:
         return None
-    return max(cands, key=lambda p: p.stat().st_mtime) if cands else None
+
+    def mtime(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return max(cands, key=mtime) if cands else None
+
+
+def _usable(snaps: Path, snap: Path) -> bool:
+    """A readable snapshot folder directly inside ``snaps`` (after links) with a config.json file."""
+    try:
+        inside = snap.resolve().parent == snaps.resolve()
+        return inside and snap.is_dir() and (snap / "config.json").is_file()
+    except (OSError, RuntimeError):  # unreadable, or a link loop
+        return False
 
 
 def cached_models(cache: Path | None = None) -> list[tuple[str, Path]]:
@@ -119,7 +141,10 @@ def cached_models(cache: Path | None = None) -> list[tuple[str, Path]]:
         return []
     for d in entries:
         parts = d.name.split("--")
-        if len(parts) < 3 or parts[0] != "models" or not d.is_dir():
+        try:
+            if len(parts) < 3 or parts[0] != "models" or not d.is_dir():
+                continue
+        except OSError:
             continue
         snap = _snapshot(d)
         if snap is not None:

@@ -114,3 +114,56 @@ def test_dtype_help_says_what_is_computed(capsys):
     with pytest.raises(SystemExit):
         main(["model", "inspect", "--help"])
     assert "bf16 weights converted to float32" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("ref", ["../../../elsewhere", "ABSOLUTE", "abc123/../../../../elsewhere"])
+def test_a_ref_holding_a_path_never_leaves_the_cache(hub, tmp_path, ref):
+    """refs/main naming a path (relative or absolute) is ignored: the repo id loads its own snapshot only."""
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(DATA / "tiny_qwen3", outside)
+    repo = hub / "models--acme--tiny-llama"
+    (repo / "refs" / "main").write_text(str(outside) if ref == "ABSOLUTE" else ref)
+    rid, snap = cached_models()[0]
+    assert rid == "acme/tiny-llama" and snap.parent == repo / "snapshots"
+    folder, _ = resolve("acme/tiny-llama")
+    assert folder.parent == repo / "snapshots" and folder.resolve() != outside.resolve()
+
+
+def test_a_snapshot_linked_outside_the_cache_is_ignored(hub, tmp_path):
+    repo = hub / "models--acme--linked"
+    (repo / "snapshots").mkdir(parents=True)
+    (repo / "snapshots" / "r1").symlink_to(DATA / "tiny_qwen3", target_is_directory=True)
+    assert "acme/linked" not in dict(cached_models())
+
+
+def test_an_unreadable_snapshot_does_not_fail_the_listing(hub, monkeypatch, capsys):
+    from pathlib import Path
+
+    bad = hub / "models--acme--tiny-llama" / "snapshots" / "abc123"
+    real = Path.is_file
+
+    def is_file(self):
+        if bad in (self, self.parent):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    assert main(["model", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "Errno" not in out and "acme/tiny-llama" in out  # the readable old revision is listed instead
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_listing_a_folder_never_reads_a_device_or_a_fifo(tmp_path, kind):
+    import os
+    import time
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    if kind == "fifo":
+        os.mkfifo(folder / "config.json")
+    else:
+        (folder / "config.json").symlink_to("/dev/zero")
+    t0 = time.monotonic()
+    d = describe_folder(folder)
+    assert d.note == "no readable config.json" and time.monotonic() - t0 < 5
