@@ -78,6 +78,8 @@ def parse_model_config(cfg: dict) -> ModelConfig:
     model_type = cfg.get("model_type")
     if model_type is None:
         raise CheckpointError(f"config.json has no 'model_type', so the architecture is unknown; supported are {SUPPORTED}")
+    if not isinstance(model_type, str):
+        raise CheckpointError(f"config.json: 'model_type' must be a name such as \"llama\" (got {model_type!r})")
     if model_type in DECODER_TYPES:
         return parse_decoder_config(cfg)
     if model_type not in KIND_OF_MODEL_TYPE:

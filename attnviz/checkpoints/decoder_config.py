@@ -119,8 +119,11 @@ def _rope_params(params: dict, cfg: dict, max_positions: int, theta_default, whe
     rtype = params.get("rope_type", params.get("type", "default"))
     if rtype not in ROPE_TYPES:
         raise CheckpointError(f"config.json: rope type {rtype!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
-    if float(params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)) or 1.0) != 1.0:
-        raise CheckpointError("config.json: partial_rotary_factor other than 1 is not supported")
+    held, src = (params, where) if "partial_rotary_factor" in params else (cfg, "config.json")
+    partial = held.get("partial_rotary_factor")
+    if partial is not None and float_field(held, "partial_rotary_factor", None, src) not in (0.0, 1.0):
+        raise CheckpointError(f"{src}: partial_rotary_factor {partial!r} is not supported (rotary embeddings on "
+                              "every feature only: 1)")
     if not theta > 1:
         raise CheckpointError(f"config.json: rope_theta must be > 1 (got {theta})")
     kw = {"theta": theta, "rope_type": rtype}

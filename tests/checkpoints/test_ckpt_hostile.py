@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from ckpt_helpers import DATA
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from attnviz.checkpoints import CheckpointError, head_summaries, load_checkpoint, run_text
@@ -145,3 +146,28 @@ def test_attention_to_special_tokens_leaves_out_unk(minilm):
     np.testing.assert_allclose(s.to_special, a[..., marker].sum(axis=-1).mean(axis=-1), rtol=1e-12)
     with_unk = a[..., marker | unk].sum(axis=-1).mean(axis=-1)
     assert (with_unk > s.to_special).all()  # [UNK] takes some weight, and none of it is counted
+
+
+@pytest.mark.parametrize("patch, match", [
+    ({"model_type": ["llama"]}, "'model_type' must be a name"),
+    ({"partial_rotary_factor": [0.5]}, "config.json: 'partial_rotary_factor' must be a number"),
+    ({"partial_rotary_factor": "half"}, "config.json: 'partial_rotary_factor' must be a number"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": [0.5]}},
+     "rope_scaling: 'partial_rotary_factor' must be a number"),
+    ({"partial_rotary_factor": 0.5}, "partial_rotary_factor 0.5 is not supported"),
+])
+def test_config_fields_of_the_wrong_type_name_the_field(tmp_path, capsys, patch, match):
+    """A list or string where a name or a number belongs is one line naming the file and the field."""
+    import json
+    import shutil
+
+    from attnviz.cli import main
+
+    folder = tmp_path / "m"
+    shutil.copytree(DATA / "tiny_llama", folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(patch)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    assert main(["model", "inspect", str(folder), "--text", "hi", "--npz", str(tmp_path / "o.npz")]) == 1
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err and err.count("\n") == 1
