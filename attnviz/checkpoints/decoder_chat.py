@@ -3,14 +3,21 @@
 Templates are untrusted input: on top of :class:`jinja2.sandbox.ImmutableSandboxedEnvironment` a
 render is bounded in executed lines (:data:`STEP_BUDGET`; the sandbox does not bound nested loops),
 in output and in the size of every value it builds (:func:`output_cap`), and an unsafe attribute is an
-error, not an empty value. Every failure is a :class:`CheckpointError` naming checkpoint and template.
+error, not an empty value. Where the system can fork, the render runs in a child process with its CPU
+time and memory capped (RENDER_SECONDS, RENDER_MEMORY) and a wall-clock deadline: what the checks above
+cannot see (big-integer arithmetic, a width passed as a string to ``format``) is stopped there as a
+whole. Every failure is a :class:`CheckpointError` naming checkpoint and template.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
+import signal
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +27,8 @@ from attnviz.checkpoints.errors import CheckpointError
 TEMPLATE_MAX_BYTES = 1 << 20  # a template file (real ones are a few KiB)
 STEP_BUDGET = 250_000  # executed lines per render (one message in a ChatML template takes about 200)
 OUTPUT_EXTRA = 1 << 20  # characters a render may add to twice the user's text
+RENDER_SECONDS = 5  # CPU seconds a render may use (its child process is stopped past them)
+RENDER_MEMORY = 512 << 20  # bytes of memory a render may add to the process it was forked from
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 DEFAULT_SPECIAL = {"llama": {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
                    "mistral": {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}}
@@ -105,6 +114,12 @@ def find_template(folder: Path, cfg: dict, model_type: str) -> ChatTemplate | No
         if value is None:
             return None
         where = "tokenizer_config.json chat_template"
+        texts = [value] if isinstance(value, str) else [t.get("template") for t in value if isinstance(t, dict)] \
+            if isinstance(value, list) else []
+        big = max((len(t.encode("utf-8", "surrogatepass")) for t in texts if isinstance(t, str)), default=0)
+        if big > TEMPLATE_MAX_BYTES:
+            return ChatTemplate(source=where, text=None, problem=f"{where} is {big:,} bytes, more than the "
+                                                                 f"{TEMPLATE_MAX_BYTES:,} a chat template may have")
         if isinstance(value, str):
             return ChatTemplate(source=where, text=value, variables=variables)
         if not isinstance(value, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str)
@@ -292,9 +307,88 @@ def render_chat(template: ChatTemplate, text: str, model: str) -> str:
     if template.text is None:
         raise CheckpointError(f"{where} cannot be used: {template.problem}")
     try:
-        from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError
+        import jinja2.sandbox  # noqa: F401  (imported here, before any fork)
     except ImportError:
         raise CheckpointError("chat templates need the jinja2 package (pip install 'jinja2>=3.1.6')") from None
+
+    if hasattr(os, "fork") and hasattr(os, "waitpid"):
+        return _render_isolated(template, text, where)
+    return _render(template, text, where)
+
+
+def _render_isolated(template: ChatTemplate, text: str, where: str) -> str:
+    """:func:`_render` in a forked child under CPU, memory and wall-clock limits; its answer comes back
+    through a pipe as JSON (["ok", text] or ["error", message])."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: render, answer, and leave without running the parent's exit handlers
+        code = 0
+        try:
+            os.close(r)
+            _limit_child()
+            try:
+                answer = ["ok", _render(template, text, where)]
+            except CheckpointError as exc:
+                answer = ["error", str(exc)]
+            except MemoryError:
+                answer = ["error", f"{where} was stopped: it needed more than {RENDER_MEMORY >> 20} MiB"]
+            data = json.dumps(answer).encode("utf-8", "surrogatepass")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+        except BaseException:  # noqa: BLE001  (nothing may escape a forked child)
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    chunks, deadline = [], time.monotonic() + RENDER_SECONDS + 5
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                os.kill(pid, signal.SIGKILL)
+                raise CheckpointError(f"{where} was stopped: it ran longer than {RENDER_SECONDS + 5} s")
+            ready, _, _ = select.select([r], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(r)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    try:
+        status, value = json.loads(b"".join(chunks).decode("utf-8", "surrogatepass"))
+    except (ValueError, TypeError):
+        raise CheckpointError(f"{where} was stopped: it used more than {RENDER_SECONDS} s of CPU time or "
+                              f"{RENDER_MEMORY >> 20} MiB of memory") from None
+    if status != "ok":
+        raise CheckpointError(value)
+    return value
+
+
+def _limit_child() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CPU, (RENDER_SECONDS, RENDER_SECONDS + 1))
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            size = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmSize:"))
+        limit = size + RENDER_MEMORY
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard == resource.RLIM_INFINITY or limit < hard:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (OSError, ValueError, StopIteration):
+        pass  # no /proc: the CPU limit and the deadline still hold
+
+
+def _render(template: ChatTemplate, text: str, where: str) -> str:
+    """The sandboxed render itself (see :func:`render_chat`)."""
+    from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError
 
     cap = output_cap(text)
     env = _environment(cap)
@@ -302,6 +396,8 @@ def render_chat(template: ChatTemplate, text: str, model: str) -> str:
         compiled = env.from_string(template.text)
     except TemplateSyntaxError as exc:
         raise CheckpointError(f"{where} has a syntax error on line {exc.lineno}: {exc.message}") from None
+    except SyntaxError as exc:  # Python's own limits on the code jinja2 generates (e.g. 20 nested blocks)
+        raise CheckpointError(f"{where} does not compile: {exc.msg} (nested too deeply)") from None
     except (TemplateError, RecursionError, MemoryError, ValueError) as exc:
         raise CheckpointError(f"{where} does not compile: {exc} ({type(exc).__name__})") from None
     args = dict(template.variables)
@@ -323,6 +419,8 @@ def render_chat(template: ChatTemplate, text: str, model: str) -> str:
         raise CheckpointError(f"{where} was refused by the sandbox: {exc}") from None
     except TemplateError as exc:
         raise CheckpointError(f"{where} refused the input: {exc}") from None
+    except MemoryError:
+        raise CheckpointError(f"{where} was stopped: it needed more than {RENDER_MEMORY >> 20} MiB") from None
     except Exception as exc:  # noqa: BLE001  (untrusted code: any failure is the template's, reported as such)
         raise CheckpointError(f"{where} failed to render: {exc} ({type(exc).__name__})") from None
     finally:

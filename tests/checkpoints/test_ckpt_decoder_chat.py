@@ -221,3 +221,43 @@ def test_template_files_of_a_folder_as_transformers_reads_them(tmp_path):
     (d / "chat_template.jinja").write_text("<|endoftext|>{{ messages[0]['content'] }}")
     res = run_decoder(load_checkpoint(d), "the rain", chat=True)
     assert res.tokens[0] == "<|endoftext|>" and res.special[0] and res.chat
+
+
+@pytest.mark.parametrize("template, expected", [
+    # a width passed as a string to format / format_map: the allocation fails inside the capped child
+    ("{{ '{:{}}'.format('', '1500000000') | length }}", r"was stopped: it needed more than 512 MiB"),
+    ("{{ '{x:{w}}'.format_map({'x': '', 'w': '1500000000'}) | length }}", r"was stopped: it needed more than"),
+    # big-integer work the step budget cannot see: stopped by the CPU limit
+    ("{% set ns = namespace(x=3) %}{% for i in range(40) %}{% set ns.x = ns.x * ns.x %}{% endfor %}{{ 1 }}",
+     r"was stopped: it used more than 5 s of CPU time"),
+    # deeper nesting than Python compiles: a message, not a raw SyntaxError
+    ("".join("{%% for a%d in [1] %%}" % i for i in range(25)) + "x" + "{% endfor %}" * 25,
+     r"does not compile: too many statically nested blocks"),
+])
+def test_templates_the_sandbox_cannot_bound_are_stopped_as_a_whole(tmp_path, template, expected):
+    import time
+
+    ck = _with_template(tmp_path, template)
+    t0 = time.monotonic()
+    with pytest.raises(CheckpointError, match=expected):
+        run_decoder(ck, "the rain", chat=True)
+    assert time.monotonic() - t0 < decoder_chat.RENDER_SECONDS + 6
+
+
+def test_a_huge_template_inside_tokenizer_config_is_refused_unrendered(tmp_path):
+    d = tmp_path / "ck"
+    shutil.copytree(DATA / "tiny_qwen2", d)
+    (d / "chat_template.jinja").unlink(missing_ok=True)
+    cfg = json.loads((d / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = "{{ messages[0].content }}" + " " * (decoder_chat.TEMPLATE_MAX_BYTES + 1)
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
+    ck = load_checkpoint(d)
+    with pytest.raises(CheckpointError, match=r"bytes, more than the 1,048,576 a chat template may have"):
+        run_decoder(ck, "the rain", chat=True)
+
+
+def test_without_fork_the_render_runs_in_process_with_the_same_answers(monkeypatch):
+    ck = load_checkpoint(DATA / "tiny_qwen2")
+    forked = decoder_chat.render_chat(ck.special_tokens.chat, "the rain", "tiny_qwen2")
+    monkeypatch.delattr(decoder_chat.os, "fork")
+    assert decoder_chat.render_chat(ck.special_tokens.chat, "the rain", "tiny_qwen2") == forked
