@@ -8,7 +8,9 @@ For each tiny decoder of tests/data/checkpoints (tied heads) it writes ``golden_
 ``prompt_ids``; ``greedy_ids`` (prompt and new tokens) from ``generate(do_sample=False,
 max_new_tokens=NEW)``; ``attentions`` (L, nh, T, T) of the eager forward over that whole sequence; and for
 the sampling warpers (temperature TEMP, top-k TOPK, top-p TOPP, in transformers' order) ``probs``
-(NEW, vocab): the next-token distribution after each prefix of the greedy sequence.
+(NEW, vocab): the next-token distribution after each prefix of the greedy sequence; ``lens_probs``
+(L + 1, vocab): the logit lens at the prompt's last token, each of ``output_hidden_states`` through the
+final norm and the head (the last one is normed by transformers already: its logits are the model's).
 It also writes ``tiny_llama_lm``: the Llama of ``tiny_llama`` with an untied ``lm_head.weight`` (saved from
 LlamaForCausalLM), with the same golden.
 """
@@ -44,7 +46,14 @@ def golden(model, folder: Path) -> None:
             prefix = seq[None, :t]
             z = model(prefix).logits[:, -1].double()
             probs.append(torch.softmax(warpers(prefix, z), dim=-1)[0].numpy())
+        hs = model(prompt, output_hidden_states=True).hidden_states
+        lens = [model.lm_head(model.model.norm(h[:, -1])) for h in hs[:-1]] + [model.lm_head(hs[-1][:, -1])]
+        cap = getattr(model.config, "final_logit_softcapping", None)
+        if cap:
+            lens = [cap * torch.tanh(z / cap) for z in lens]
+        lens_probs = torch.softmax(torch.cat(lens).double(), dim=-1).numpy()
     np.savez_compressed(folder / "golden_generate.npz", prompt_ids=np.array(PROMPT, dtype=np.int64),
+                        lens_probs=lens_probs,
                         greedy_ids=seq.numpy().astype(np.int64),
                         attentions=torch.stack(full.attentions)[:, 0].float().numpy(),
                         probs=np.array(probs, dtype=np.float64), temperature=TEMP, top_k=TOPK, top_p=TOPP)

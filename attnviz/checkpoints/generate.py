@@ -123,9 +123,11 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
-def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str) -> tuple[np.ndarray, np.ndarray]:
+def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
+           stream: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The decoder over n new input rows x (n, C) at positions start.. start + n - 1, reading and extending
-    the cache; returns (final-normed hidden (n, C), attention rows (L, nh, n, start + n))."""
+    the cache; returns (final-normed hidden (n, C), attention rows (L, nh, n, start + n)). ``stream``, when
+    given, receives the residual stream (n, C) entering each layer and leaving the last (L + 1 arrays)."""
     s = c.decoder
     n = x.shape[0]
     T = start + n
@@ -140,6 +142,8 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str) -> tupl
     rot: dict = {}
     masks: dict[int, np.ndarray] = {}
     for i in range(c.n_layer):
+        if stream is not None:
+            stream.append(x)
         p, a, m = f"layers.{i}.", f"layers.{i}.self_attn.", f"layers.{i}.mlp."
         rope = s.rope_for(i)
         if rope not in rot:
@@ -184,6 +188,8 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str) -> tupl
         if s.sandwich_norm:
             f = norm(f, W[p + "post_feedforward_layernorm.weight"], c.ln_eps)
         x = x + f
+    if stream is not None:
+        stream.append(x)
     return norm(x, W["norm.weight"], c.ln_eps), rows
 
 
@@ -264,3 +270,42 @@ def next_distribution(c, weights, ids, how: Sampling = Sampling()) -> np.ndarray
     hidden, _ = _chunk(c, W, np.ascontiguousarray(x, dtype=np.float32), 0, cache, "auto")
     z = logits(c, weights, hidden[-1:])[0]
     return warp(z, how) if how.sample else _softmax(z)
+
+
+@dataclass(frozen=True, eq=False)
+class LogitLens:
+    """What each layer's residual stream at one position would predict through the final norm and the
+    unembedding: row 0 is the embedding, row L the model's own output."""
+
+    position: int
+    top_ids: np.ndarray  # (L + 1, k)
+    top_probs: np.ndarray  # (L + 1, k)
+    probs: np.ndarray  # (L + 1, vocab) float64
+
+
+def logit_lens(c, weights, ids, position: int = -1, k: int = TOP) -> LogitLens:
+    """The logit lens of ``ids`` (T,) at ``position`` (negative: from the end): every layer's hidden state
+    there through the final norm (Gemma's (1 + w) one included) and the head, softmax, the top ``k``."""
+    if np.size(ids) == 0:
+        raise CheckpointError("the logit lens needs at least one token")
+    ids = _check_ids(c, ids)
+    T = ids.size
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not -T <= position < T:
+        raise CheckpointError(f"position {position!r} is outside the {T} tokens")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise CheckpointError(f"k must be a whole number >= 1 (got {k!r})")
+    pos = int(position) % T
+    W = _W(weights, np.float32)
+    x = W.rows("embed_tokens.weight", ids)
+    scale = embed_scale(c, np.float32)
+    if scale is not None:
+        x = x * scale
+    stream: list = []
+    _chunk(c, W, np.ascontiguousarray(x, dtype=np.float32), 0, KVCache([None] * c.n_layer, [None] * c.n_layer),
+           "auto", stream)
+    norm = rms_norm_plus_one if c.decoder.norm_plus_one else rms_norm
+    rows = np.stack([h[pos] for h in stream])  # (L + 1, C)
+    probs = np.array([_softmax(z) for z in logits(c, weights, norm(rows, W["norm.weight"], c.ln_eps))])
+    kk = min(int(k), probs.shape[1])
+    top = np.argsort(-probs, axis=1, kind="stable")[:, :kk]
+    return LogitLens(position=pos, top_ids=top, top_probs=np.take_along_axis(probs, top, axis=1), probs=probs)

@@ -30,6 +30,9 @@ def register(sub) -> None:
     gen.add_argument("--top-k", type=int, default=0, help="with --sample: keep the K most probable tokens (0: all)")
     gen.add_argument("--top-p", type=float, default=1.0,
                      help="with --sample: keep the most probable tokens whose probabilities sum to P (1: all)")
+    gen.add_argument("--lens", type=int, metavar="POSITION",
+                     help="also write the logit lens at this position of the final sequence (negative: from the "
+                          "end): each layer's top 10 next tokens as lens_top_ids / lens_top_probs (layers + 1, 10)")
     gen.add_argument("--chat", action="store_true", help="read the text as one user message in the chat template")
     gen.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     gen.set_defaults(func=_cmd_generate)
@@ -55,7 +58,7 @@ def eos_ids(ckpt) -> list[int]:
 def _cmd_generate(args) -> int:
     from attnviz.checkpoints import CheckpointError, load_checkpoint
     from attnviz.checkpoints.decoder_text import encode
-    from attnviz.checkpoints.generate import Sampling, generate
+    from attnviz.checkpoints.generate import Sampling, generate, logit_lens
     from attnviz.checkpoints.hub_cache import resolve
     from attnviz.cli.npz_out import write_npz
     from attnviz.sources.errors import SourceError
@@ -82,16 +85,23 @@ def _cmd_generate(args) -> int:
         if len(toks) == 0:
             raise CliError("the prompt gives no tokens; give some text")
         res = generate(c, ckpt.weights, toks.ids, max_new_tokens=args.max_new_tokens, how=how, eos_ids=eos_ids(ckpt))
+        lens = None if args.lens is None else logit_lens(c, ckpt.weights, res.ids, args.lens)
     except CheckpointError as exc:
         raise CliError(str(exc)) from None
     tok = ckpt.tokenizer
     pieces = list(toks.pieces) + [tok.id_to_piece(int(t)) for t in res.generated]
-    write_npz(args.npz, {"ids": res.ids, "generated": res.generated, "attentions": res.attentions,
-                         "tokens": np.array(pieces, dtype=str), "top_ids": res.top_ids, "top_probs": res.top_probs})
+    out = {"ids": res.ids, "generated": res.generated, "attentions": res.attentions,
+           "tokens": np.array(pieces, dtype=str), "top_ids": res.top_ids, "top_probs": res.top_probs}
+    if lens is not None:
+        out.update(lens_top_ids=lens.top_ids, lens_top_probs=lens.top_probs, lens_position=np.int64(lens.position))
+    write_npz(args.npz, out)
     text = tok.tokenizer.decode([int(t) for t in res.generated], skip_special_tokens=True)
     L, nh, T, _ = res.attentions.shape
     print(ckpt.describe())
     print(f"{res.n_prompt} prompt tokens + {len(res.generated)} new ({res.stopped}; "
           f"{'sampled, seed ' + str(args.seed) if args.sample else 'greedy'}): {text!r}")
     print(f"attentions ({L}, {nh}, {T}, {T}) -> {args.npz}")
+    if lens is not None:
+        words = [repr(tok.id_to_piece(int(t))) for t in lens.top_ids[:, 0]]
+        print(f"logit lens at token {lens.position} (embedding, then each layer): {' '.join(words)}")
     return 0

@@ -77,3 +77,20 @@ def test_not_a_decoder_or_no_text(tmp_path, capsys):
     assert "decoder LLMs" in capsys.readouterr().err
     assert main(["model", "generate", str(DATA / "tiny_llama_lm"), "--text", "", "--npz", str(tmp_path / "x.npz")]) == 1
     assert "empty" in capsys.readouterr().err
+
+
+def test_the_logit_lens_is_written_on_request(tmp_path, capsys):
+    from attnviz.checkpoints.generate import logit_lens
+
+    out = tmp_path / "l.npz"
+    folder = DATA / "tiny_llama_lm"
+    assert main(["model", "generate", str(folder), "--text", "hello", "--max-new-tokens", "3", "--lens", "-2",
+                 "--npz", str(out)]) == 0
+    ck = load_checkpoint(folder)
+    with np.load(out) as z:
+        want = logit_lens(ck.config, ck.weights, z["ids"], -2)
+        np.testing.assert_array_equal(z["lens_top_ids"], want.top_ids)
+        assert z["lens_top_probs"].shape == (3, 10) and int(z["lens_position"]) == len(z["ids"]) - 2
+    assert "logit lens at token" in capsys.readouterr().out
+    assert main(["model", "generate", str(folder), "--text", "hello", "--lens", "99", "--npz", str(out)]) == 1
+    assert "outside" in capsys.readouterr().err

@@ -105,3 +105,26 @@ def test_a_base_model_without_a_head_cannot_generate(models, tmp_path):
     ck = load_checkpoint(dst)
     with pytest.raises(CheckpointError, match="no language-model head"):
         generate(ck.config, ck.weights, [1, 2], max_new_tokens=2)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_logit_lens_matches_transformers_hidden_states_through_norm_and_head(models, name):
+    from attnviz.checkpoints.generate import logit_lens
+
+    g = golden(DATA / name / "golden_generate.npz")
+    ck = models[name]
+    lens = logit_lens(ck.config, ck.weights, g["prompt_ids"], position=-1, k=5)
+    assert lens.probs.shape == (ck.config.n_layer + 1, ck.config.vocab_size) and lens.position == len(g["prompt_ids"]) - 1
+    np.testing.assert_allclose(lens.probs, g["lens_probs"], atol=1e-5, rtol=0)
+    # the last row is the model's own next-token distribution: its top token is the greedy choice
+    assert lens.top_ids[-1, 0] == g["greedy_ids"][len(g["prompt_ids"])]
+    assert np.all(np.diff(lens.top_probs, axis=1) <= 0)
+
+
+def test_logit_lens_refuses_a_position_outside(models):
+    from attnviz.checkpoints.generate import logit_lens
+
+    ck = models["tiny_llama"]
+    for bad in (3, -4, 1.5):
+        with pytest.raises(CheckpointError, match="outside"):
+            logit_lens(ck.config, ck.weights, [1, 2, 3], position=bad)
