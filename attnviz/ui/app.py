@@ -51,8 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", help="a session (.attnviz), an image or a text file to open")
     p.add_argument("--demo", choices=[n for n, _ in list_demos()], default=DEFAULT_DEMO,
                    help=f"bundled demo opened when no file is given (default {DEFAULT_DEMO})")
-    p.add_argument("--workspace", metavar="NAME", help="start on this workspace: attention, qkv, image, diagnostics, "
-                                                       "mask or pretrained")
+    p.add_argument("--workspace", metavar="NAME[/TAB]",
+                   help="start on this workspace: attention, qkv, image, diagnostics, mask or pretrained; /TAB "
+                        "brings one of its tabs forward (the tab's title in lower case, spaces as hyphens), "
+                        "e.g. diagnostics/softmax-jacobian or pretrained/corpus")
     p.add_argument("--size", metavar="WxH", help="window size in pixels, e.g. 1280x800")
     p.add_argument("--screenshot", metavar="OUT.png",
                    help="write the window as a PNG once every view shows its final result, then exit")
@@ -457,7 +459,12 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
         window.resize(*args.size)
         window.reset_layout()  # the default layout at this size
     if args.workspace is not None:
-        window.show_workspace(args.workspace)
+        try:
+            window.show_workspace(args.workspace)
+        except ValueError as exc:  # NAME/TAB with a tab the workspace does not have
+            sys.stderr.write(f"attnviz: --workspace {args.workspace}: {exc}\n")
+            window.stop_workers()
+            return 1
     if args.model is not None:
         from attnviz.ui.model_view.cli_options import apply
 

@@ -28,6 +28,7 @@ from attnviz.ui.workspaces.area import WorkspaceArea
 from attnviz.ui.workspaces.hint import HintBar
 from attnviz.ui.workspaces.sidebar import DEFAULT_WIDTH as SIDEBAR_WIDTH
 from attnviz.ui.workspaces.sidebar import Sidebar, placeholder
+from attnviz.ui.workspaces.tabs import show_tab, split_target
 
 PANELS_FALLBACK_MS = 1500  # shown panels are built after the first result, or this long after the first paint
 DEFAULT_SIZE = (1600, 1000)  # a new window, at most 92 % of the screen
@@ -325,8 +326,14 @@ class MainWindow(QMainWindow):
         return self.area.current
 
     def show_workspace(self, name: str) -> None:
-        """Show a workspace (ValueError for an unknown name); showing the current one changes nothing."""
+        """Show a workspace (ValueError for an unknown name); showing the current one changes nothing.
+        ``NAME/TAB`` also brings that tab of the workspace's main panel forward (built now), e.g.
+        ``diagnostics/softmax-jacobian`` (:mod:`attnviz.ui.workspaces.tabs`)."""
+        name, tab = split_target(name)
         self.area.show_workspace(name)
+        if tab:
+            panel = self.panel(self.area.page(name).workspace.main)
+            show_tab(panel, tab)
 
     def _workspace_key(self, name: str) -> str:
         names = self.area.names()

@@ -49,10 +49,12 @@ def check_output(path: str) -> str:
 
 
 def check_workspace(name: str) -> str:
+    """``NAME`` or ``NAME/TAB`` with a known workspace NAME (the tab is checked once its panel is built)."""
     from attnviz.ui.workspaces import workspace_names
 
-    if name not in workspace_names():
-        raise ValueError(f"--workspace {name!r}: no such workspace; choose one of {', '.join(workspace_names())}")
+    ws = name.partition("/")[0]
+    if ws not in workspace_names():
+        raise ValueError(f"--workspace {ws!r}: no such workspace; choose one of {', '.join(workspace_names())}")
     return name
 
 

@@ -12,11 +12,12 @@ import math
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QGroupBox, QHBoxLayout, QLabel, QPushButton,
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QGroupBox, QLabel, QPushButton, QSizePolicy,
                                QSpinBox, QTableWidget, QVBoxLayout, QWidget)
 
 from attnviz.ui.diagnostics.common import cell, fit_height, fmt, new_table
 from attnviz.ui.theme import current_theme
+from attnviz.ui.widgets.flow_layout import flow_row, labelled
 
 #: the rows of the per-dimension table
 PAIR_ROWS = ("q", "k", "product")
@@ -28,6 +29,20 @@ SOFTCAP_ROWS = ("dot", "scaled", "capped", "weight")
 ROW_KEYS = 128
 #: the rows of the per-value-dimension table
 OUTPUT_ROWS = ("v", "contribution", "output")
+
+
+def _caption(parent) -> QLabel:
+    """A wrapped line under a box's title; it never widens the box (breaks anywhere when it must)."""
+    label = QLabel(" ", parent)
+    label.setWordWrap(True)
+    label.setMinimumWidth(60)
+    label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    return label
+
+
+def dot_text(bd, d: int) -> str:
+    """``q_3 · k_2 = Σ q⊙k = 4.6``: the dot product as the sum of the table's last row."""
+    return f"q_{bd.i} · k_{bd.j} = Σ q⊙k = {fmt(bd.dot, d)}"
 
 
 class BreakdownView(QWidget):
@@ -74,22 +89,27 @@ class BreakdownView(QWidget):
         self.dim.valueChanged.connect(self._sync_spin)
         self.value.valueChanged.connect(self._on_spin_value)
         self.reset.clicked.connect(self._on_reset)
-        edit = QHBoxLayout()
-        edit.addWidget(QLabel("Edit", self))
-        for w in (self.which, self.dim, self.value, self.reset):
-            edit.addWidget(w)
-        edit.addWidget(self.edit_hint, 1)
+        edit = flow_row((labelled("&Edit", self.which, self), self.dim, self.value, self.reset))
+        self.edit_hint.setWordWrap(True)  # under the controls, wrapped: never wider than the view
 
+        # the boxes' titles stay short (a group box is never narrower than its title): what they show
+        # of which tokens, long labels and all, goes in a wrapped caption inside each
+        self.pair_caption = _caption(self.pair_box)
         pl = QVBoxLayout(self.pair_box)
+        pl.addWidget(self.pair_caption)
         pl.addWidget(self.pair_table)
         pl.addWidget(self.formula)
         pl.addLayout(edit)
+        pl.addWidget(self.edit_hint)
 
-        self.row_box = QGroupBox("the query's row", self)
+        self.row_box = QGroupBox("the query's row over the keys", self)
+        self.row_caption = _caption(self.row_box)
         self.row_table = new_table(len(ROW_ROWS), 1)
         self._row_keys = range(0)
         self.row_table.cellClicked.connect(lambda _r, c: self.key_clicked.emit(self._row_keys[c]))
-        QVBoxLayout(self.row_box).addWidget(self.row_table)
+        rl = QVBoxLayout(self.row_box)
+        rl.addWidget(self.row_caption)
+        rl.addWidget(self.row_table)
 
         self.output_box = QGroupBox("output of the query", self)
         self.output_table = new_table(len(OUTPUT_ROWS), 1)
@@ -141,11 +161,11 @@ class BreakdownView(QWidget):
         self.dim.setRange(0, max(hs - 1, 0))
         self.dim.blockSignals(False)
         self._sync_spin()
-        self.pair_box.setTitle(f"q_i · k_j for query {bd.i} {q_label!r} and key {bd.j} {k_label!r}")
+        self.pair_caption.setText(f"query {bd.i} {q_label!r} and key {bd.j} {k_label!r}")
         keys = self._row_keys
         part = "" if len(keys) == bd.row_weights.shape[0] else \
             f" (keys {keys.start}–{keys.stop - 1} of {bd.row_weights.shape[0]})"
-        self.row_box.setTitle(f"row of query {bd.i} {q_label!r}: scores and weights over the keys{part}")
+        self.row_caption.setText(f"query {bd.i} {q_label!r}{part}")
         self.formula.setText(self._softcap_formula(bd, d) if self._softcap is not None else
                              self._formula(bd, d, rule_note))
 
@@ -232,20 +252,20 @@ class BreakdownView(QWidget):
 
     def _softcap_formula(self, bd, d) -> str:
         """q·k, × 1/√dₖ, then c·tanh(s/c), then the weight: the softcap rule's steps for cell (i, j)."""
-        dot = f"q_{bd.i} · k_{bd.j} = Σ = {fmt(bd.dot, d)}"
+        dot = dot_text(bd, d)
         if not bd.allowed:
             return f"{dot};  the mask forbids key {bd.j} for query {bd.i}: weight 0"
         hs = bd.q.shape[0]
         c = self._softcap
         s = bd.dot / math.sqrt(hs)
         capped = c * math.tanh(s / c)
-        return (f"{dot}   × 1/√{hs} → s = {fmt(s, d)}   → {c:g}·tanh(s/{c:g}) = {fmt(capped, d)}   "
+        return (f"{dot}   → s = {fmt(bd.dot, d)} × 1/√{hs} = {fmt(s, d)}   → {c:g}·tanh(s/{c:g}) = {fmt(capped, d)}   "
                 f"→ weight {fmt(bd.weight, d)} (softmax over the row)   ·   soft cap c = {c:g}: about s while "
                 f"|s| ≪ c, never beyond ±c")
 
     @staticmethod
     def _formula(bd, d, rule_note: str) -> str:
-        dot = f"q_{bd.i} · k_{bd.j} = Σ = {fmt(bd.dot, d)}"
+        dot = dot_text(bd, d)
         if not bd.allowed:
             return f"{dot};  the mask forbids key {bd.j} for query {bd.i}: weight 0"
         if bd.mode == "uniform":
@@ -253,13 +273,13 @@ class BreakdownView(QWidget):
             return f"{dot};  uniform: scores are ignored, weight = 1/{n} = {fmt(bd.weight, d)}"
         if bd.mode == "scaled":
             hs = bd.q.shape[0]
-            scale = f"× 1/√{hs} = {fmt(bd.scale, 4)}"
+            # each "=" closes one step: q·k, then the score it scales to (1/√dₖ's value after it)
+            score = f"score = {fmt(bd.dot, d)} × 1/√{hs} = {fmt(bd.score, d)}   (1/√{hs} = {fmt(bd.scale, 4)})"
         elif bd.mode == "unscaled":
-            scale = "× 1 (No √dₖ)"
+            score = f"score = {fmt(bd.dot, d)} × 1 = {fmt(bd.score, d)}   (No √dₖ)"
         else:
             return f"{dot} (for reference);  {rule_note}  score {fmt(bd.score, d)} → weight {fmt(bd.weight, d)}"
-        text = (f"{dot}   {scale}   → score {fmt(bd.score, d)}   → weight {fmt(bd.weight, d)} "
-                f"(softmax over the row)")
+        text = f"{dot}   → {score}   → weight {fmt(bd.weight, d)} (softmax over the row)"
         return text + (f"   ·   {rule_note}" if rule_note else "")
 
     # -- editing -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget
 from PySide6.QtCore import Qt
 
 from attnviz.model.diagnostics.flash_check import flash_check
@@ -21,6 +21,7 @@ from attnviz.model.score_rules import DOT_FAMILY, dot_scale
 from attnviz.ui.diagnostics.common import cell, fit_height, fmt_bytes, fmt_sci, new_table
 from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
 from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 COLUMNS = ("kernel", "max |out error|", "max |lse error|", "lse ±inf mismatches", "median time", "largest buffer",
@@ -77,10 +78,8 @@ class FlashCheckTab(DiagnosticTab):
         self.repeats.setValue(3)
         self.repeats.setPrefix("timed calls ")
         self.busy = QLabel("press Run check to compare the kernels on the current session", self)
-        bar = QHBoxLayout()
-        for w in (self.run_button, QLabel("precision", self), self.precision, self.repeats, self.busy):
-            bar.addWidget(w)
-        bar.addStretch(1)
+        self.busy.setWordWrap(True)  # under the controls: a long line wraps instead of widening the tab
+        bar = flow_row((self.run_button, labelled("&precision", self.precision, self), self.repeats))
         self.heatmap = AttentionHeatmap()
         self.table = new_table(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -112,6 +111,7 @@ class FlashCheckTab(DiagnosticTab):
         split.setStretchFactor(1, 3)
         split.setSizes([480, 720])
         self.outer.addLayout(bar)
+        self.outer.addWidget(self.busy)
         self.outer.addWidget(split, 1)
         self.outer.addWidget(self.status)
         self.check = None  # the last FlashCheck drawn

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSpinBox, QSplitter
+from PySide6.QtWidgets import QLabel, QPushButton, QSpinBox, QSplitter
 
 from PySide6.QtCore import Qt
 
@@ -18,6 +18,7 @@ from attnviz.model.diagnostics.jacobian import jacobian_norm_study, row_jacobian
 from attnviz.ui.diagnostics.common import KEY_COLOUR, QUERY_COLOUR, fmt, head_mask, make_plot, selected_head
 from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
 from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.widgets.flow_layout import flow_row
 
 UNSCALED_COLOUR = "#d62728"  # the seed's red scatter
 SCALED_COLOUR = KEY_COLOUR
@@ -46,10 +47,8 @@ class JacobianTab(DiagnosticTab):
         self.seed.setPrefix("seed ")
         self.run_button = QPushButton("Run study", self)
         self.busy = QLabel(" ", self)
-        bar = QHBoxLayout()
-        for w in (QLabel("Simulation:", self), self.samples, self.size, self.seed, self.run_button, self.busy):
-            bar.addWidget(w)
-        bar.addStretch(1)
+        self.busy.setWordWrap(True)  # under the controls: a long line wraps instead of widening the tab
+        bar = flow_row((QLabel("Simulation:", self), self.samples, self.size, self.seed, self.run_button))
 
         self.study_plot = make_plot("mean ‖J‖_F of softmax(z) against d_k", "d_k", "mean Frobenius norm",
                                     log_x=True, log_y=True)
@@ -68,6 +67,7 @@ class JacobianTab(DiagnosticTab):
         self.summary = QLabel(" ", self)
         self.summary.setWordWrap(True)
         self.outer.addLayout(bar)
+        self.outer.addWidget(self.busy)
         self.outer.addWidget(split, 1)
         self.outer.addWidget(self.summary)
         self.outer.addWidget(self.status)

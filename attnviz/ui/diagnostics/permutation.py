@@ -19,6 +19,7 @@ from attnviz.model.sequence import assemble
 from attnviz.ui.diagnostics.common import fmt_sci, selected_head
 from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
 from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 ENCODINGS = ("sinusoidal", "learned", "rope", "alibi")
@@ -93,12 +94,8 @@ class PermutationTab(DiagnosticTab):
         self.use_mask = QCheckBox("apply the session's mask (it stays with the slots)", self)
         self.busy = QLabel(" ", self)
         self.busy.setWordWrap(True)  # a long result line wraps instead of widening the window
-        bar = QHBoxLayout()
-        bar.addWidget(self.shuffle)
-        bar.addWidget(QLabel("compare with positional encoding", self))
-        bar.addWidget(self.encoding)
-        bar.addWidget(self.use_mask)
-        bar.addWidget(self.busy, 1)
+        bar = flow_row((self.shuffle, labelled("compare with positional &encoding", self.encoding, self),
+                        self.use_mask))
         self.order = QLabel(" ", self)
         self.order.setWordWrap(True)
         self.plain_box = QGroupBox("without a positional encoding", self)
@@ -119,6 +116,7 @@ class PermutationTab(DiagnosticTab):
         for m in (self.expected, self.plain_map, self.encoded_map):
             maps.addWidget(m, 1)
         self.outer.addLayout(bar)
+        self.outer.addWidget(self.busy)
         self.outer.addWidget(self.order)
         self.outer.addLayout(boxes)
         self.outer.addLayout(maps, 1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import (QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSpinBox,
+from PySide6.QtWidgets import (QDoubleSpinBox, QGridLayout, QLabel, QPushButton, QSpinBox,
                                QTabWidget, QVBoxLayout, QWidget)
 
 from attnviz.model.diagnostics.positional_study import rope_study, sinusoidal_study
@@ -16,6 +16,7 @@ from attnviz.model.positional import apply_rope
 from attnviz.ui.diagnostics.common import KEY_COLOUR, QUERY_COLOUR, connect_event, fmt_sci, make_plot
 from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
 from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 DEFAULT_POSITIONS = 64  # enough positions to see the slow dimensions move
@@ -73,6 +74,8 @@ class _Page(QWidget):
         col.addWidget(self.error)
         grid.addLayout(col, 1, 1)
         grid.addWidget(self.wavelengths, 1, 2)
+        for plot in (self.profile, self.error_plot, self.wavelengths):
+            plot.setMinimumWidth(190)  # three columns fit beside the sidebar in a 1024-pixel window
         for c in range(3):
             grid.setColumnStretch(c, 1)
         for r in range(2):
@@ -132,19 +135,16 @@ class PositionalTab(DiagnosticTab):
         self.from_session.setToolTip("Set d_model, head size and base back to the session's")
         self.busy = QLabel(" ", self)
         self.busy.setWordWrap(True)  # a long result line wraps instead of widening the window
-        bar = QHBoxLayout()
-        for text, w in (("positions", self.positions), ("d_model", self.d_model), ("RoPE head size", self.hs),
-                        ("base", self.base), ("shift k", self.k)):
-            bar.addWidget(QLabel(text, self))
-            bar.addWidget(w)
-        bar.addWidget(self.from_session)
-        bar.addWidget(self.busy, 1)
+        bar = flow_row([labelled(text, w, self) for text, w in (
+            ("&positions", self.positions), ("&d_model", self.d_model), ("RoPE &head size", self.hs),
+            ("&base", self.base), ("shift &k", self.k))] + [self.from_session])
         self.pages = QTabWidget(self)
         self.sin_page = _Page(self, "PE[pos, dim]", "PE(t)·PE(s)")
         self.rope_page = _Page(self, "RoPE of (1, 0, 1, 0, …)", "rope(q, t)·rope(k, s)")
         self.pages.addTab(self.sin_page, "Sinusoidal")
         self.pages.addTab(self.rope_page, "RoPE")
         self.outer.addLayout(bar)
+        self.outer.addWidget(self.busy)
         self.outer.addWidget(self.pages, 1)
         self.outer.addWidget(self.status)
 

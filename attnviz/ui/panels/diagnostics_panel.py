@@ -1,6 +1,8 @@
 """The Diagnostics panel: one tab per study the seeds describe, each drawn by its own module under
 :mod:`attnviz.ui.diagnostics` from the newest response and the session state. Only the visible tab
-redraws, and slow studies run off the GUI thread.
+redraws, and slow studies run off the GUI thread. Each tab sits in its own
+:class:`~attnviz.ui.widgets.fit_scroll.FitScroll`: a tab that needs more room than the window gives
+scrolls there, and no tab raises the window's minimum size.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from attnviz.ui.diagnostics.permutation import PermutationTab
 from attnviz.ui.diagnostics.positional import PositionalTab
 from attnviz.ui.diagnostics.variants import VariantsTab
 from attnviz.ui.panels import PanelSpec
+from attnviz.ui.widgets.fit_scroll import FitScroll
 
 TAB_TYPES = (NormalisationTab, JacobianTab, PositionalTab, PermutationTab, FlashCheckTab, AlignmentTab,
              VariantsTab)
@@ -29,10 +32,15 @@ class DiagnosticsPanel(QWidget):
         self.tabs = QTabWidget(self)
         self.tabs.setDocumentMode(True)
         self.by_type = {}
+        self._pages: list[FitScroll] = []
         for cls in TAB_TYPES:
-            tab = cls(ctx, self.tabs)
+            page = FitScroll(self.tabs)
+            page.setObjectName(f"diagnostics_page_{cls.__name__}")
+            tab = cls(ctx, page)
+            page.setWidget(tab)
             self.by_type[cls] = tab
-            self.tabs.addTab(tab, cls.title)
+            self._pages.append(page)
+            self.tabs.addTab(page, cls.title)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.tabs)
@@ -40,6 +48,13 @@ class DiagnosticsPanel(QWidget):
     def tab(self, cls):
         """The tab of type ``cls`` (e.g. ``panel.tab(AlignmentTab)``)."""
         return self.by_type[cls]
+
+    def tab_at(self, index: int):
+        """The diagnostic tab shown by the tab bar's ``index`` (its page is the scroll area around it)."""
+        return self._pages[index].widget()
+
+    def current_tab(self):
+        return self.tab_at(self.tabs.currentIndex())
 
     def shutdown(self) -> None:
         """Stop the tabs' worker threads (the window calls this when it closes)."""
@@ -51,7 +66,7 @@ class DiagnosticsPanel(QWidget):
     def show_tab(self, cls):
         """Bring the tab of type ``cls`` to the front and return it."""
         tab = self.by_type[cls]
-        self.tabs.setCurrentWidget(tab)
+        self.tabs.setCurrentIndex(list(self.by_type).index(cls))
         return tab
 
 

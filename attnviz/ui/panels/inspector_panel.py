@@ -23,8 +23,10 @@ from attnviz.ui.diagnostics.breakdown_view import BreakdownView
 from attnviz.ui.diagnostics.common import connect_event, head_mask, selected_head
 from attnviz.ui.diagnostics.qk_scatter import QKScatter
 from attnviz.ui.panels import PanelSpec
+from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.workspaces.area import ShareSplitter
+from attnviz.ui.workspaces.sidebar import VerticalScroll
 
 #: above this many labels an axis shows indices instead of names (the token axis thins them anyway)
 LABEL_LIMIT = 4096
@@ -76,12 +78,8 @@ class InspectorPanel(QWidget):
         self.note = QLabel(" ", self)
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: palette(mid);")
-        bar = QHBoxLayout()
-        for text, w in (("", self.head), ("query", self.query), ("key", self.key), ("", self.decimals)):
-            if text:
-                bar.addWidget(QLabel(text, self))
-            bar.addWidget(w)
-        bar.addWidget(self.note, 1)
+        bar = flow_row((self.head, labelled("&query", self.query, self), labelled("&key", self.key, self),
+                        self.decimals, self.note))  # wraps when the workspace is narrow
 
         # matrices
         self.q_map, self.k_map, self.v_map = AttentionHeatmap(), AttentionHeatmap(), AttentionHeatmap()
@@ -105,15 +103,21 @@ class InspectorPanel(QWidget):
         self.matrices.addTab(qkv, "Q · K · V")
         self.matrices.addTab(ws, "W^Q · W^K · W^V · W^O")
         self.scatter = QKScatter(self)
-        self.matrices.addTab(self.scatter, "Q-K embedding (PCA)")
+        self.matrices.addTab(self.scatter, "Q-K PCA")  # short: the three tabs fit a 1024-pixel window
+        self.matrices.setTabToolTip(2, "queries and keys in one PCA embedding")
 
         self.breakdown = BreakdownView(self)
         self.breakdown.edit_hint.setWordWrap(True)  # a long hint must not widen the panel
         self.breakdown.edit_hint.setMinimumWidth(80)  # wraps between words, never inside one
         self.breakdown.value.setMaximumWidth(100)
+        # the breakdown scrolls up and down in its own area: its wrapped lines (the formula, the edit
+        # hint) get the height they need at its width instead of being drawn over the tables
+        self.breakdown_scroll = VerticalScroll(self)
+        self.breakdown_scroll.setObjectName("breakdown_scroll")
+        self.breakdown_scroll.setWidget(self.breakdown)
         split = ShareSplitter(Qt.Orientation.Horizontal, self)  # the qkv workspace remembers its shares
         split.addWidget(self.matrices)
-        split.addWidget(self.breakdown)
+        split.addWidget(self.breakdown_scroll)
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 1)
         split.set_shares(self.default_shares("panel"))
@@ -253,9 +257,9 @@ class InspectorPanel(QWidget):
         hs, hv = resp.q.shape[2], resp.v.shape[2]
         cmap = state.view.colormap
         for m, data, rows, segs, cols, title in (
-                (self.q_map, resp.q[h], ql, resp.query_segments, _dims("d", hs), f"Q, head {h}"),
-                (self.k_map, resp.k[h], kl, resp.key_segments, _dims("d", hs), f"K, head {h}"),
-                (self.v_map, resp.v[h], kl, resp.key_segments, _dims("v", hv), f"V, head {h}")):  # short: three maps share the width
+                (self.q_map, resp.q[h], ql, resp.query_segments, _dims("d", hs), "Q"),
+                (self.k_map, resp.k[h], kl, resp.key_segments, _dims("d", hs), "K"),
+                (self.v_map, resp.v[h], kl, resp.key_segments, _dims("v", hv), "V")):  # the head is in the bar above
             m.set_matrix(data, row_labels=rows, col_labels=cols, row_segments=segs, title=title, value_label="")
         W = resp.projections
         d_model = W.W_q.shape[1]

@@ -98,3 +98,28 @@ class FlowLayout(QLayout):
                 x += w + self._spacing
             y += height + self._spacing
         return y - self._spacing - rect.y() + m.bottom() if lines else m.top() + m.bottom()
+
+
+def labelled(text: str, widget, parent=None):
+    """``text`` and ``widget`` side by side in one widget, so a wrapping row never parts a control from
+    its label. The label is the widget's buddy (an ``&`` in ``text`` gives it an access key)."""
+    from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+
+    box = QWidget(parent)
+    lay = QHBoxLayout(box)
+    lay.setContentsMargins(0, 0, 0, 0)
+    lay.setSpacing(4)
+    label = QLabel(text, box)
+    label.setBuddy(widget)
+    lay.addWidget(label)
+    lay.addWidget(widget)
+    box.label = label
+    return box
+
+
+def flow_row(widgets, spacing: int = 6) -> FlowLayout:
+    """A FlowLayout holding ``widgets`` (left to right, wrapping when the width runs out)."""
+    row = FlowLayout(spacing=spacing)
+    for w in widgets:
+        row.addWidget(w)
+    return row

@@ -13,6 +13,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QSplitter, QStackedWidget, QTabBar, QVBoxLayout, QWidget
 
+from attnviz.ui.widgets.fit_scroll import FitScroll
 from attnviz.ui.workspaces import Workspace
 
 MIN_SHARE = 0.05  # a saved pane narrower than this share of its splitter is a broken layout
@@ -82,25 +83,26 @@ class ShareSplitter(QSplitter):
 
 
 class PanelSlot(QWidget):
-    """The place of one panel in one workspace (empty while the panel is elsewhere or not built)."""
+    """The place of one panel in one workspace (empty while the panel is elsewhere or not built). The
+    panel sits in a :class:`FitScroll`: one that needs more room than the window gives it scrolls
+    there, and never raises the window's minimum size."""
 
     def __init__(self, panel_id: str, parent=None):
         super().__init__(parent)
         self.panel_id = panel_id
         self.setObjectName(f"slot_{panel_id}")
+        self.scroll = FitScroll(self)
+        self.scroll.setObjectName(f"fit_{panel_id}")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
+        layout.addWidget(self.scroll)
 
     def widget(self) -> QWidget | None:
-        item = self.layout().itemAt(0)
-        return item.widget() if item is not None else None
+        return self.scroll.widget()
 
     def put(self, widget: QWidget) -> None:
-        if self.widget() is widget:
-            return
-        self.layout().addWidget(widget)
-        widget.show()
+        self.scroll.put(widget)
 
 
 class WorkspacePage(QWidget):

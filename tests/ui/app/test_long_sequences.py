@@ -119,7 +119,7 @@ def test_every_diagnostic_works_on_a_mask_kept_per_tile(qtbot, lowered):
         ctx.recompute(now=True)
     assert ctx.response.mask is None
     for i in range(panel.tabs.count()):
-        tab = panel.tabs.widget(i)
+        tab = panel.tab_at(i)
         panel.tabs.setCurrentIndex(i)
         job = getattr(tab, "job", None)
         if isinstance(tab, FlashCheckTab):

@@ -37,3 +37,33 @@ def test_the_options_are_checked(tmp_path):
     assert check_output(str(tmp_path / "a.png")) == str(tmp_path / "a.png")
     with pytest.raises(ValueError, match="ending in .png"):
         check_output(str(tmp_path / "a.gif"))
+
+
+def test_workspace_slash_tab_is_checked_by_its_workspace_name():
+    assert check_workspace("diagnostics/softmax-jacobian") == "diagnostics/softmax-jacobian"
+    with pytest.raises(ValueError, match="no such workspace"):
+        check_workspace("diagnostic/softmax-jacobian")
+
+
+@pytest.mark.slow
+def test_workspace_slash_tab_brings_the_inner_tab_forward(make_window, qtbot):
+    """``attnviz --workspace diagnostics/softmax-jacobian`` (and pretrained/corpus, the positional
+    encodings' RoPE page) for --screenshot: the tab's title in lower case, spaces as hyphens."""
+    from attnviz.ui.diagnostics.jacobian import JacobianTab
+    from attnviz.ui.diagnostics.positional import PositionalTab
+    from attnviz.ui.workspaces.tabs import split_target, tab_slug
+
+    assert tab_slug("Softmax Jacobian") == "softmax-jacobian" and tab_slug("Q · K · V") == "q-k-v"
+    assert split_target("Diagnostics/Flash vs reference") == ("diagnostics", "flash-vs-reference")
+    w = make_window("river-bank", all_panels=True)
+    w.show_workspace("diagnostics/softmax-jacobian")
+    panel = w.panel("diagnostics")
+    assert w.workspace == "diagnostics" and panel.current_tab() is panel.tab(JacobianTab)
+    w.show_workspace("diagnostics/rope")  # a page inside the Positional encodings tab
+    pos = panel.tab(PositionalTab)
+    assert panel.current_tab() is pos and pos.pages.currentWidget() is pos.rope_page
+    w.show_workspace("pretrained/corpus")
+    tabs = w.panel("pretrained").tabs
+    assert w.workspace == "pretrained" and tabs.tabText(tabs.currentIndex()).lower() == "corpus"
+    with pytest.raises(ValueError, match="no tab 'nothing-here'; choose one of"):
+        w.show_workspace("qkv/nothing-here")

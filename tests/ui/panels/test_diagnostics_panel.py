@@ -66,7 +66,7 @@ def translation(qtbot):
 
 def show(qtbot, panel, cls, wait_job=True):
     """Bring a tab to the front; wait for the background study it starts."""
-    tab = panel.tabs.widget(panel.tabs.indexOf(panel.tab(cls)))
+    tab = panel.tab(cls)
     if wait_job and hasattr(tab, "job") and cls is not FlashCheckTab:
         with qtbot.waitSignal(tab.job.done, timeout=TIMEOUT):
             panel.show_tab(cls)

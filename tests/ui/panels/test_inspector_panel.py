@@ -66,7 +66,10 @@ def test_river_bank_breakdown_shows_seed_002_numbers(river):
     assert row[2] == ["0.11", "0.07", "0.69", "0.14"]  # softmax
     assert rows(bd.output_table)[2] == ["1.43", "0.06", "0.14", "0"]
     text = bd.formula.text()
-    assert "4.6" in text and "1/√4 = 0.5" in text and "score 2.3" in text and "weight 0.69" in text
+    # each "=" closes one step: q·k = 4.6, then the score 4.6 × 1/√4 = 2.3 (never "4.6 × 1/√4 = 0.5")
+    assert "q_3 · k_2 = Σ q⊙k = 4.6" in text and "score = 4.6 × 1/√4 = 2.3" in text, text
+    assert "(1/√4 = 0.5" in text and "weight 0.69" in text, text
+    assert "= Σ =" not in text and "4.6 × 1/√4 = 0.5" not in text.replace("   ", " "), text
     assert bd.which.isEnabled()  # a hand-set session: components are editable
 
 
@@ -214,10 +217,26 @@ def test_long_row_shows_a_window_around_the_key(qtbot):
         ctx.set_view(query=0, key=Tk - 3)
         bd = panel.breakdown
         assert bd.row_table.columnCount() == 128
-        assert f"keys {Tk - 128}–{Tk - 1} of {Tk}" in bd.row_box.title()
+        assert f"keys {Tk - 128}–{Tk - 1} of {Tk}" in bd.row_caption.text()
         assert bd.row_table.horizontalHeaderItem(125).text().startswith(f"{Tk - 3} ")
         bd.row_table.cellClicked.emit(0, 0)  # the first shown column is key Tk - 128
         assert ctx.session.state.view.key == Tk - 128
         assert panel.scatter.selected.getData()[0].shape == (2,)  # the selected query and key outlined
+    finally:
+        close(ctx, panel)
+
+
+def test_long_token_labels_never_widen_the_breakdown(qtbot):
+    """The breakdown's boxes keep short titles: "row of query 0 'a long label': ... (keys 0–127 of 200)"
+    as a group box title once made the Q · K · V workspace 779 px wide at least, too wide for 1024 x 700."""
+    words = " ".join(f"extraordinarily_long_word_{n}" for n in range(200))
+    ctx, panel = open_panel(qtbot, SessionState(sources=(TextSource("t", text=words),),
+                                                model=ModelConfig(d_model=8, nh=1)))
+    try:
+        ctx.set_view(query=150, key=140)
+        bd = panel.breakdown
+        assert "of " in bd.row_caption.text() and "query 150" in bd.row_caption.text()
+        assert bd.minimumSizeHint().width() <= 320, bd.minimumSizeHint()
+        assert panel.minimumSizeHint().width() <= 660, panel.minimumSizeHint()  # beside a 330 px sidebar
     finally:
         close(ctx, panel)

@@ -45,7 +45,7 @@ def test_breakdown_shows_the_scale_then_the_cap(capped):
     assert panel.selection() == (0, 3, 2)  # bank's row, river's key
     text = bd.formula.text()
     capped_score = 2.0 * math.tanh(2.3 / 2.0)
-    assert "q_3 · k_2 = Σ = 4.6" in text and "× 1/√4 → s = 2.3" in text
+    assert "q_3 · k_2 = Σ q⊙k = 4.6" in text and "s = 4.6 × 1/√4 = 2.3" in text, text
     assert f"2·tanh(s/2) = {capped_score:.2f}" in text and "soft cap c = 2" in text
     row = table_texts(bd.row_table)
     assert len(row) == 4
