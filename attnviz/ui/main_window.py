@@ -147,6 +147,7 @@ class ShortcutsDialog(QDialog):
         table.setHorizontalHeaderLabels(["menu", "action", "shortcut"])
         table.verticalHeader().setVisible(False)
         table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        table.setTabKeyNavigation(False)  # Tab leaves the table; arrows move between cells
         for i, row in enumerate(rows):
             for j, text in enumerate(row):
                 table.setItem(i, j, QTableWidgetItem(text))
@@ -335,6 +336,48 @@ class MainWindow(QMainWindow):
             panel = self.panel(self.area.page(name).workspace.main)
             show_tab(panel, tab)
 
+    def enter_workspace(self, name: str) -> None:
+        """Show a workspace and move the keyboard focus into it (View ▸ ... workspace, Ctrl+1..6)."""
+        self.show_workspace(name)
+        page = self.area.page(self.workspace)
+        self.panel(page.workspace.main)  # built now: the focus goes into it
+        if self.focus_area_widget(page) is None:
+            self.area.bar.setFocus(Qt.FocusReason.ShortcutFocusReason)  # the mode bar, at least
+
+    # ------------------------------------------------------------------ keyboard focus
+    def focus_areas(self) -> list[QWidget]:
+        """The window's areas in F6 order: the sidebar (when shown), the workspace shown."""
+        areas = [self.sidebar] if self.sidebar.isVisible() else []
+        return areas + [self.area.page(self.workspace)]
+
+    def focus_area(self, step: int = 1) -> QWidget | None:
+        """Move the focus to the next (``step`` 1) or previous (-1) area (F6, Ctrl+Tab); returns the
+        widget that took it."""
+        areas = self.focus_areas()
+        focused = QApplication.focusWidget()
+        here = next((i for i, a in enumerate(areas) if focused is not None and a.isAncestorOf(focused)), None)
+        start = 0 if here is None and step > 0 else (len(areas) - 1 if here is None else here + step)
+        for k in range(len(areas)):
+            target = self.focus_area_widget(areas[(start + k * step) % len(areas)])
+            if target is not None:
+                return target
+        return None
+
+    @staticmethod
+    def focus_area_widget(area: QWidget) -> QWidget | None:
+        """Give the focus to the first widget of ``area`` that takes it by Tab; returns it."""
+        w = area
+        for _ in range(5000):  # the window's focus chain, from the area on
+            w = w.nextInFocusChain()
+            if w is None or w is area:
+                break
+            if (area.isAncestorOf(w) and w.isVisible() and w.isEnabled()
+                    and w.focusPolicy() & Qt.FocusPolicy.TabFocus == Qt.FocusPolicy.TabFocus
+                    and w.focusProxy() is None):
+                w.setFocus(Qt.FocusReason.TabFocusReason)
+                return w
+        return None
+
     def _workspace_key(self, name: str) -> str:
         names = self.area.names()
         return f"Ctrl+{names.index(name) + 1}" if name in names and names.index(name) < 9 else ""
@@ -494,7 +537,7 @@ class MainWindow(QMainWindow):
         self.workspace_actions: dict[str, QAction] = {}
         for ws in self.area.workspaces:
             key = self._workspace_key(ws.name)
-            act = self._action(v, f"{ws.title} workspace", lambda n=ws.name: self.show_workspace(n), key or None,
+            act = self._action(v, f"{ws.title} workspace", lambda n=ws.name: self.enter_workspace(n), key or None,
                                ws.tip)
             act.setCheckable(True)
             spaces.addAction(act)
@@ -508,6 +551,12 @@ class MainWindow(QMainWindow):
         self.sidebar_action.setChecked(True)
         self.sidebar_action.toggled.connect(self.set_sidebar_visible)
         self._action(v, "Reset &layout", self.reset_layout)
+        v.addSeparator()
+        self.next_area_action = self._action(v, "&Next area", lambda: self.focus_area(+1), "F6",
+                                             "move the keyboard focus between the sidebar and the workspace")
+        self.next_area_action.setShortcuts([QKeySequence("F6"), QKeySequence("Ctrl+Tab")])
+        self.previous_area_action = self._action(v, "Pre&vious area", lambda: self.focus_area(-1), "Shift+F6")
+        self.previous_area_action.setShortcuts([QKeySequence("Shift+F6"), QKeySequence("Ctrl+Shift+Tab")])
         v.addSeparator()
         group = QActionGroup(self)
         self.theme_actions = {}

@@ -149,6 +149,7 @@ def new_table(rows: int = 0, cols: int = 0) -> QTableWidget:
     """A compact read-only table whose size follows its contents."""
     t = QTableWidget(rows, cols)
     t.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+    t.setTabKeyNavigation(False)  # Tab moves on to the next control; arrows move between cells
     t.verticalHeader().setDefaultSectionSize(22)
     t.horizontalHeader().setDefaultSectionSize(62)
     t.setAlternatingRowColors(False)

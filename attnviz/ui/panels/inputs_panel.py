@@ -68,6 +68,7 @@ class _TextEdit(QPlainTextEdit):
         super().__init__(parent)
         self._stack, self._commit = undo_stack, commit
         self.setUndoRedoEnabled(False)
+        self.setTabChangesFocus(True)  # Tab moves on to the next control (a token text needs no tab character)
 
     def event(self, ev):
         if ev.type() == QEvent.Type.ShortcutOverride and (ev.matches(QKeySequence.StandardKey.Undo)
@@ -515,6 +516,7 @@ class ToyEditor(QWidget):
         super().__init__(panel)
         self.table = QTableWidget(self)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setTabKeyNavigation(False)  # Tab leaves the table (it cycled its cells for ever)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         note = QLabel("Hand-set tokens of a worked example: each row is the token's embedding.", self)
         note.setWordWrap(True)
