@@ -24,12 +24,14 @@ def register(subparsers) -> None:
                     "per-(layer, head) statistics (entropy, to_first, to_self, to_prev, distance) to Parquet.")
     p.add_argument("model", metavar="MODEL", help="checkpoint folder, or a ready model's name (see 'model list')")
     p.add_argument("texts", metavar="TEXTS", type=Path,
-                   help="a text file (one document per line), a folder of .txt files, or a .parquet/.jsonl file with a 'text' column")
+                   help="a text file (one document per line), a folder of .txt files, or a .parquet/.jsonl file with a "
+                        "'text' column; a document over 1 MiB, or a line that is not UTF-8, fails unread")
     p.add_argument("--out", type=Path, required=True, metavar="STATS.parquet", help="output: one row per (layer, head)")
     p.add_argument("--scheduler", default="processes", metavar="SCHED",
                    help="threads, processes (a local cluster on this machine; default) or tcp://HOST:PORT of a running dask scheduler")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="local cluster size: worker processes (processes) or threads (threads); default: the usable cores")
+                   help="local cluster size: worker processes (processes) or threads (threads); default: the usable "
+                        "cores, at most 4 per usable core")
     p.add_argument("--batch", type=int, default=16, metavar="N", help="documents per partition (default 16)")
     p.add_argument("--max-tokens", type=int, default=None, metavar="T",
                    help="documents with more tokens fail instead of running (default: the model's limit)")
@@ -106,13 +108,19 @@ def _terminate_as_interrupt():
 def _cmd_corpus(args) -> int:
     from attnviz.cli.model_cmd import _resolve
     from attnviz.corpus.run import CorpusRunError, run_corpus
+    from attnviz.persist import SessionError, check_save_target
 
+    try:  # as a session save does: a folder, a device or a FIFO named as output is refused, not replaced
+        out = check_save_target(args.out)
+        per_document = None if args.per_document is None else check_save_target(args.per_document)
+    except SessionError as exc:
+        raise CliError(str(exc)) from None
     folder, name = _resolve(args.model)
     bar = ProgressBar()
     try:
         with _terminate_as_interrupt():
-            result = run_corpus(folder, name, args.texts, args.out, scheduler=args.scheduler, workers=args.workers,
-                                batch=args.batch, max_tokens=args.max_tokens, per_document=args.per_document,
+            result = run_corpus(folder, name, args.texts, out, scheduler=args.scheduler, workers=args.workers,
+                                batch=args.batch, max_tokens=args.max_tokens, per_document=per_document,
                                 progress=bar)
     except KeyboardInterrupt:
         bar.end()

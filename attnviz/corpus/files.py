@@ -3,14 +3,23 @@
 STATS has one row per (layer, head) with the float64 means of every statistic, ``rows`` and
 ``documents``; its schema metadata names the model, the corpus and how many documents failed. The
 per-document file has one row per (document, layer, head). Both are renamed into place only when
-complete (:class:`AtomicParquet`), so an interrupted run leaves no half-written file.
+complete (:class:`AtomicParquet`), so an interrupted run leaves no half-written file; the temporary
+of a run that was killed (``.NAME.PID.part``) is removed by the next run writing the same file.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 import numpy as np
 
@@ -18,6 +27,9 @@ from attnviz.corpus.stats import STATISTICS, HeadSums
 
 META_PREFIX = "attnviz."
 SCHEMA_VERSION = "1"
+STALE_AFTER_S = 60.0  # an unlocked temporary untouched this long is stale even if its PID runs again
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
 
 
 class StatsFileError(ValueError):
@@ -37,31 +49,140 @@ def temporary_path(target: Path) -> Path:
     return target.with_name(f".{target.name}.{os.getpid()}.part")
 
 
+def output_target(path) -> Path:
+    """The real file an output ``path`` names (symlinks followed); StatsFileError when something other
+    than a regular file is there (a folder, a device, a FIFO, a socket): it is never replaced."""
+    given = os.fspath(path)
+    target = Path(os.path.realpath(given))
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise StatsFileError(f"cannot write {given}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        hint = "; give a file name such as stats.parquet" if stat.S_ISDIR(st.st_mode) else ", so it is left as it is"
+        raise StatsFileError(f"cannot write {given}: it is {kind}, not a regular file{hint}")
+    return target
+
+
+def _pid_running(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would terminate a process on Windows: assume it runs
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except OSError:  # PermissionError: it exists and belongs to someone else
+        return True
+    return True
+
+
+def _lock_free(path: Path) -> bool:
+    """True when nobody holds ``path``'s flock (taken and released here); False when held or unopenable."""
+    if fcntl is None:
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def remove_stale_parts(target: Path) -> list[Path]:
+    """Remove ``.NAME.PID.part`` temporaries of killed runs writing ``target``; returns those removed.
+
+    One is stale when its flock is free (a live writer holds it) and its PID does not run or it was
+    untouched for :data:`STALE_AFTER_S`; only regular files are touched.
+    """
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.(\d{{1,10}})\.part")
+    removed = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m is None:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        path = Path(entry.path)
+        if (now - st.st_mtime > STALE_AFTER_S or not _pid_running(int(m.group(1)))) and _lock_free(path):
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            removed.append(path)
+    return removed
+
+
 class AtomicParquet:
-    """A Parquet file written in pieces to a temporary path and renamed into place by :meth:`commit`."""
+    """A Parquet file written in pieces to a temporary path and renamed into place by :meth:`commit`.
+
+    The temporary is flock-ed while it is written, so another run never takes it for a killed one's."""
 
     def __init__(self, target, schema):
         pa, pq = _pa()
-        self.target = Path(target)
+        self.given = Path(target)
+        self.target = output_target(target)  # a link stays a link: its file is replaced
         self.tmp = temporary_path(self.target)
+        self._fd = None
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_parts(self.target)
+            self._fd = os.open(self.tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+            if fcntl is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
             self._writer = pq.ParquetWriter(self.tmp, schema)
         except OSError as exc:
-            raise StatsFileError(f"cannot write {self.target}: {exc}") from None
+            self._release()
+            self.tmp.unlink(missing_ok=True)
+            raise StatsFileError(f"cannot write {self.given}: {exc}") from None
         self._pa = pa
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # drops the lock
+            self._fd = None
 
     def write(self, columns: dict) -> None:
         self._writer.write_table(self._pa.table(columns, schema=self._writer.schema))
 
     def commit(self) -> None:
-        self._writer.close()
-        os.replace(self.tmp, self.target)
+        """Close and rename into place; StatsFileError (temporary removed) when that fails."""
+        try:
+            self._writer.close()
+            output_target(self.given)  # nothing that is not a regular file appeared there meanwhile
+            os.replace(self.tmp, self.target)
+        except OSError as exc:
+            self.discard()
+            raise StatsFileError(f"cannot write {self.given}: {exc}") from None
+        except StatsFileError:
+            self.discard()
+            raise
+        finally:
+            self._release()
 
     def discard(self) -> None:
         try:
             self._writer.close()
         finally:
+            self._release()
             self.tmp.unlink(missing_ok=True)
 
 

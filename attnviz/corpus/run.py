@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Callable
 
 from attnviz.checkpoints import CheckpointError, load_checkpoint
-from attnviz.corpus.files import (AtomicParquet, StatsFileError, per_document_columns, per_document_schema,
-                                  stats_columns, stats_schema, temporary_path)
+from attnviz.corpus.files import (AtomicParquet, StatsFileError, output_target, per_document_columns,
+                                  per_document_schema, remove_stale_parts, stats_columns, stats_schema,
+                                  temporary_path)
 from attnviz.corpus.stats import HeadSums
 from attnviz.corpus.texts import CorpusError, count_documents, partitions
 from attnviz.corpus.worker import ModelUnavailable, PartitionJob, model_limit, run_partition
 
 LOCAL_SCHEDULERS = ("threads", "processes")
-CONNECT_TIMEOUT_S = 5.0  # how long a scheduler address may take to answer
+CONNECT_TIMEOUT_S = 5.0  # how long a scheduler address may take to answer (connection and handshake)
+WORKERS_PER_CORE = 4  # a local cluster has at most this many workers per usable core
 WORKERS_TIMEOUT_S = 10.0  # how long a scheduler may take to show its first worker
 IN_FLIGHT_PER_THREAD = 2  # partitions queued per worker thread: enough to keep it busy, little memory
 
@@ -57,6 +59,78 @@ class CorpusResult:
 
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def max_local_workers() -> int:
+    return WORKERS_PER_CORE * default_workers()
+
+
+def check_scheduler(scheduler: str, workers: int | None) -> None:
+    """CorpusRunError for a scheduler or worker count that cannot work, before anything starts."""
+    if workers is not None and workers < 1:
+        raise CorpusRunError(f"--workers must be at least 1 (got {workers})")
+    if scheduler in LOCAL_SCHEDULERS:
+        bound = max_local_workers()
+        if workers is not None and workers > bound:
+            raise CorpusRunError(f"--workers {workers:,} is more than a local cluster takes here: at most {bound} "
+                                 f"({WORKERS_PER_CORE} per usable core)")
+        return
+    if not scheduler.startswith(("tcp://", "tls://")) or ":" not in scheduler.split("://", 1)[1]:
+        raise CorpusRunError(f"--scheduler {scheduler!r}: give threads, processes or a scheduler address tcp://HOST:PORT")
+    if workers is not None:
+        raise CorpusRunError(f"--workers sizes a local cluster; the workers of {scheduler} are the ones started "
+                             "with 'dask worker'")
+
+
+def probe_scheduler(address: str, timeout: float | None = None) -> None:
+    """Connect to ``address`` and exchange Dask's handshake, all within ``timeout`` seconds; CorpusRunError
+    when nothing answers, something that is not a Dask scheduler answers, or TLS is not configured.
+
+    ``Client(address, timeout=...)`` bounds the connection but not the handshake that follows, so a
+    server that accepts and never answers would hold it for ever; this runs on its own event loop in
+    its own thread and is given up at the deadline."""
+    import asyncio
+    import threading
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
+    outcome: list = []
+
+    async def handshake():
+        comm = await asyncio.wait_for(connect(address, timeout=timeout, **Security().get_connection_args("client")),
+                                      timeout)
+        comm.abort()
+
+    def run():
+        try:
+            asyncio.run(handshake())
+            outcome.append(None)
+        except BaseException as exc:  # reported by the caller
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, name="attnviz-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 2.0)
+    if not outcome:
+        exc: BaseException = TimeoutError()
+    else:
+        exc = outcome[0]
+    if exc is None:
+        return
+    if isinstance(exc, TypeError) and address.startswith("tls://"):
+        raise CorpusRunError(f"--scheduler {address}: TLS needs certificates, and none are configured (set "
+                             "distributed.comm.tls.ca-file, .client.cert and .client.key in the Dask "
+                             "configuration)") from None
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        raise CorpusRunError(f"no Dask scheduler answers at {address} (waited {timeout:.0f} s)") from None
+    from distributed.comm.core import CommClosedError
+
+    if isinstance(exc, OSError) and not isinstance(exc, CommClosedError):
+        raise CorpusRunError(f"no Dask scheduler answers at {address} ({exc.strerror or exc})") from None
+    raise CorpusRunError(f"{address} did not answer as a Dask scheduler does; is it the address of one? "
+                         f"({type(exc).__name__})") from None
 
 
 @contextmanager
@@ -97,9 +171,8 @@ def open_client(scheduler: str, workers: int | None = None):
 
 @contextmanager
 def _client(Client, LocalCluster, scheduler: str, workers: int | None):
+    check_scheduler(scheduler, workers)
     n = default_workers() if workers is None else workers
-    if n < 1:
-        raise CorpusRunError(f"--workers must be at least 1 (got {n})")
     if scheduler in LOCAL_SCHEDULERS:
         processes = scheduler == "processes"
         where = {"host": "127.0.0.1"} if processes else {}  # threads: in-process, no network at all
@@ -118,14 +191,10 @@ def _client(Client, LocalCluster, scheduler: str, workers: int | None):
         finally:
             cluster.close()
         return
-    if not scheduler.startswith(("tcp://", "tls://")) or ":" not in scheduler.split("://", 1)[1]:
-        raise CorpusRunError(f"--scheduler {scheduler!r}: give threads, processes or a scheduler address tcp://HOST:PORT")
-    if workers is not None:
-        raise CorpusRunError(f"--workers sizes a local cluster; the workers of {scheduler} are the ones started "
-                             "with 'dask worker'")
+    probe_scheduler(scheduler)
     try:
         client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, ValueError) as exc:
+    except (OSError, TimeoutError, ValueError, TypeError, MemoryError) as exc:
         raise CorpusRunError(f"no Dask scheduler answers at {scheduler} (waited {CONNECT_TIMEOUT_S:.0f} s: {exc})") from None
     try:
         try:
@@ -153,12 +222,14 @@ def check_model(folder, name: str | None, max_tokens: int | None):
 
 
 def check_writable(path: Path) -> None:
-    """StatsFileError now rather than after the run when ``path`` cannot be written."""
-    if path.is_dir():
-        raise StatsFileError(f"cannot write {path}: it is a folder; give a file name such as stats.parquet")
-    probe = temporary_path(path)
+    """StatsFileError now rather than after the run when ``path`` cannot be written: not a regular file
+    (a folder, a device, a FIFO: never replaced) or a folder that refuses files. Removes the temporaries
+    that killed runs left beside it."""
+    target = output_target(path)
+    probe = temporary_path(target)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_parts(target)
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
@@ -174,23 +245,33 @@ def run_corpus(folder, name: str | None, texts, out, *, scheduler: str = "proces
     CorpusRunError when it cannot start or no document ran.
     """
     texts, out = Path(texts), Path(out)
+    # arguments and outputs first: nothing is read or computed for a run that could not be written
+    if batch < 1:
+        raise CorpusRunError(f"--batch must be at least 1 document (got {batch})")
+    check_scheduler(scheduler, workers)
+    if per_document is not None and Path(per_document).resolve() == out.resolve():
+        raise CorpusRunError(f"--per-document {per_document} is the --out file; give it another name")
+    for option, path in (("--out", out), ("--per-document", per_document)):
+        if path is not None and Path(path).resolve() == texts.resolve():
+            raise CorpusRunError(f"{option} {path} is the corpus; give it another name")
+    try:
+        check_writable(out)
+        if per_document is not None:
+            check_writable(Path(per_document))
+    except StatsFileError as exc:
+        raise CorpusRunError(str(exc)) from None
     try:
         total = count_documents(texts)
     except CorpusError as exc:
         raise CorpusRunError(str(exc)) from None
     if total == 0:
         raise CorpusRunError(f"the corpus {texts} holds no documents")
-    if batch < 1:
-        raise CorpusRunError(f"--batch must be at least 1 document (got {batch})")
-    if per_document is not None and Path(per_document).resolve() == out.resolve():
-        raise CorpusRunError(f"--per-document {per_document} is the --out file; give it another name")
     ckpt = check_model(folder, name, max_tokens)
     meta = {"model": ckpt.name, "model_folder": str(Path(folder).resolve()), "layers": ckpt.config.n_layer,
             "heads": ckpt.config.n_head, "corpus": str(texts), "scheduler": scheduler}
     del ckpt  # the workers load their own copy
     files: list[AtomicParquet] = []
     try:
-        check_writable(out)  # an unwritable path fails before any work
         doc_file = None
         if per_document is not None:
             doc_file = AtomicParquet(per_document, per_document_schema(meta))
@@ -199,16 +280,21 @@ def run_corpus(folder, name: str | None, texts, out, *, scheduler: str = "proces
             result = _drive(client, str(Path(folder).resolve()), name, texts, total, batch, max_tokens,
                             doc_file, progress)
         if result.sums.documents == 0:
+            if not result.failed:  # the corpus changed between counting and reading
+                raise CorpusRunError(f"no document of {texts} was read (it held {total:,} when counted)")
             first = result.failed[0]
             raise CorpusRunError(f"no document of {texts} could be run ({len(result.failed)} failed; "
                                  f"first {first[1]}: {first[2]})")
         meta.update(documents=result.sums.documents, failed=len(result.failed), rows=result.sums.rows)
         stats_file = AtomicParquet(out, stats_schema(meta))
-        files.append(stats_file)
         stats_file.write(stats_columns(result.sums))
-        for f in files:
-            f.commit()
-        files.clear()
+        stats_file.commit()  # the statistics first: they stay even if the per-document file fails
+        if doc_file is not None:
+            files.remove(doc_file)
+            try:
+                doc_file.commit()
+            except StatsFileError as exc:
+                raise CorpusRunError(f"statistics written to {out}, but not the per-document file: {exc}") from None
         return result
     except StatsFileError as exc:
         raise CorpusRunError(str(exc)) from None
@@ -271,7 +357,7 @@ def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_t
                     doc_file.write(per_document_columns(r.per_document))
             submit_more()
             if progress is not None:
-                progress(Progress(done=done, total=total, failed=n_failed, elapsed=time.perf_counter() - t0))
+                progress(Progress(done=done, total=max(total, done), failed=n_failed, elapsed=time.perf_counter() - t0))
     except CorpusError as exc:
         raise CorpusRunError(str(exc)) from None
     finally:
@@ -281,7 +367,7 @@ def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_t
         sums = HeadSums.zeros(1, 1)
     elapsed = time.perf_counter() - t0
     worker_cpu = _worker_cpu(client, cpu0)
-    return CorpusResult(sums=sums, total=total, failed=failed, elapsed=elapsed, workers=n_threads,
+    return CorpusResult(sums=sums, total=max(total, done), failed=failed, elapsed=elapsed, workers=n_threads,
                         worker_cpu=worker_cpu, driver_cpu=time.process_time() - driver0)
 
 

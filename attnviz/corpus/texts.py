@@ -3,12 +3,21 @@
 A corpus is a text file (a document per line, named ``notes.txt:12``), a folder of .txt files, a
 .parquet file with a ``text`` column (``data.parquet:row 7``) or a .jsonl file of ``{"text": ...}``.
 Every line / row / file is a document, blank or malformed ones too: they fail on the worker and are
-named there, so the summary accounts for every document of the input.
+named there, so the summary accounts for every document of the input. A line ends at ``\\n``, ``\\r\\n``
+or a lone ``\\r``, the same for counting and for reading.
+
+Text is read in pieces of at most :data:`MAX_DOCUMENT_BYTES` per document: a longer document, or a
+line that is not UTF-8, becomes a failing document with its reason (its text is never held whole
+nor sent to a worker). A corpus must be a regular file or a folder: it is read twice (counted, then
+run), so a pipe, a device or a socket is refused before anything is read.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -16,6 +25,10 @@ from typing import Iterator
 
 TEXT_COLUMN = "text"
 _CHUNK = 1 << 20
+MAX_DOCUMENT_BYTES = 1 << 20  # a longer document fails unread (tokenising 1 MiB takes about a second)
+_EOL = re.compile(rb"\r\n|\r|\n")
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
 
 
 class CorpusError(ValueError):
@@ -30,12 +43,21 @@ class Document:
 
 
 def corpus_kind(path) -> str:
-    """"folder" | "parquet" | "jsonl" | "lines", or CorpusError when ``path`` does not exist."""
+    """"folder" | "parquet" | "jsonl" | "lines", or CorpusError when ``path`` does not exist or is
+    neither a regular file nor a folder."""
     p = Path(path)
-    if not p.exists():
-        raise CorpusError(f"corpus not found: {p}")
-    if p.is_dir():
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise CorpusError(f"corpus not found: {p}") from None
+    except OSError as exc:
+        raise CorpusError(f"cannot read {p}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
         return "folder"
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise CorpusError(f"the corpus {p} is {kind}, not a file or a folder; a corpus is read twice "
+                          "(counted, then run): save it to a file first")
     suffix = p.suffix.lower()
     if suffix == ".parquet":
         return "parquet"
@@ -64,12 +86,16 @@ def _parquet(p: Path):
 
 
 def _count_lines(p: Path) -> int:
-    n, last = 0, b"\n"
+    """Lines as :func:`_raw_lines` splits them, counted without splitting."""
+    n, last, prev_cr = 0, b"\n", False
     with open(p, "rb") as fh:
         while chunk := fh.read(_CHUNK):
-            n += chunk.count(b"\n")
+            n += chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
+            if prev_cr and chunk[:1] == b"\n":
+                n -= 1  # a "\r\n" across two chunks ends one line, not two
+            prev_cr = chunk[-1:] == b"\r"
             last = chunk[-1:]
-    return n + (last != b"\n")  # a last line without a newline still counts
+    return n + (last not in (b"\n", b"\r"))  # a last line without an end still counts
 
 
 def count_documents(path) -> int:
@@ -86,14 +112,61 @@ def count_documents(path) -> int:
         raise CorpusError(f"cannot read {p}: {exc}") from None
 
 
+def _too_long(size: int, limit: int) -> ValueError:
+    return ValueError(f"{size:,} bytes, over the limit of {limit:,} bytes for one document; it was not read "
+                      "(split it into shorter documents)")
+
+
+def _raw_lines(p: Path, limit: int) -> Iterator[tuple[bytes | None, int]]:
+    """(the line's bytes without its end, or None when it is longer than ``limit``; its size in bytes),
+    reading ``_CHUNK`` bytes at a time and keeping at most ``limit`` bytes of a line."""
+    buf: bytearray | None = bytearray()
+    size = 0
+    skip_lf = False  # the previous chunk ended in "\r": a "\n" starting this one belongs to it
+    with open(p, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            pos = 1 if skip_lf and chunk[:1] == b"\n" else 0
+            skip_lf = False
+            for m in _EOL.finditer(chunk, pos):
+                piece = chunk[pos:m.start()]
+                size += len(piece)
+                if buf is not None and size <= limit:
+                    buf += piece
+                else:
+                    buf = None
+                yield (bytes(buf) if buf is not None else None), size
+                buf, size, pos = bytearray(), 0, m.end()
+                skip_lf = m.group() == b"\r" and pos == len(chunk)
+            piece = chunk[pos:]
+            size += len(piece)
+            if buf is not None and size <= limit:
+                buf += piece
+            else:
+                buf = None
+            if piece:
+                skip_lf = False
+    if size or buf is None:
+        yield (bytes(buf) if buf is not None else None), size
+
+
 def _lines(p: Path) -> Iterator[tuple[str, object]]:
-    with open(p, "r", encoding="utf-8", newline="") as fh:
-        for i, line in enumerate(fh, start=1):
-            yield f"{p.name}:{i}", line.rstrip("\r\n")
+    limit = MAX_DOCUMENT_BYTES
+    for i, (raw, size) in enumerate(_raw_lines(p, limit), start=1):
+        name = f"{p.name}:{i}"
+        if raw is None:
+            yield name, _too_long(size, limit)
+            continue
+        try:
+            yield name, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield name, ValueError(f"line {i} is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)")
 
 
 def _jsonl(p: Path) -> Iterator[tuple[str, object]]:
     for name, line in _lines(p):
+        if isinstance(line, Exception):
+            yield name, line
+            continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -106,20 +179,43 @@ def _jsonl(p: Path) -> Iterator[tuple[str, object]]:
 
 
 def _parquet_rows(p: Path, batch: int) -> Iterator[tuple[str, object]]:
+    import pyarrow.compute as pc
+
+    limit = MAX_DOCUMENT_BYTES
     i = 0
     for rb in _parquet(p).iter_batches(batch_size=max(batch, 64), columns=[TEXT_COLUMN]):
-        for text in rb.column(0).to_pylist():
+        col = rb.column(0)
+        try:
+            sizes = pc.binary_length(col).to_pylist()  # bytes of each text, None for null
+        except Exception:  # not a string column: every row fails on the worker as "not text"
+            sizes = [None] * len(col)
+        for k, size in enumerate(sizes):
+            text = _too_long(size, limit) if size is not None and size > limit else col[k].as_py()
             yield f"{p.name}:row {i}", text
             i += 1
 
 
+def _read_file(f: Path, limit: int) -> object:
+    try:
+        with open(f, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                return _too_long(size, limit)
+            raw = fh.read(limit + 1)
+    except OSError as exc:
+        return ValueError(f"cannot read it ({exc})")
+    if len(raw) > limit:  # grew since it was measured
+        return _too_long(len(raw), limit)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+
+
 def _folder(p: Path) -> Iterator[tuple[str, object]]:
+    limit = MAX_DOCUMENT_BYTES
     for f in _folder_files(p):
-        name = f.relative_to(p).as_posix()
-        try:
-            yield name, f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            yield name, ValueError(f"cannot read it ({exc})")
+        yield f.relative_to(p).as_posix(), _read_file(f, limit)
 
 
 def iter_documents(path, batch: int = 64) -> Iterator[Document]:
@@ -131,8 +227,6 @@ def iter_documents(path, batch: int = 64) -> Iterator[Document]:
     try:
         for index, (name, text) in enumerate(rows):
             yield Document(index, name, text)
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"{p} is not UTF-8 text ({exc.reason} at byte {exc.start} of a line)") from None
     except OSError as exc:
         raise CorpusError(f"cannot read {p}: {exc}") from None
 

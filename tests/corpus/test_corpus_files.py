@@ -69,11 +69,14 @@ def test_missing_corpus(tmp_path, name):
         count_documents(tmp_path / name)
 
 
-def test_not_utf8(tmp_path):
+def test_not_utf8_is_a_failing_document_named_by_its_line(tmp_path):
     p = tmp_path / "c.txt"
-    p.write_bytes(b"fine\n\xff\xfe broken\n")
-    with pytest.raises(CorpusError, match="not UTF-8"):
-        _docs(p)
+    p.write_bytes(b"fine\n\xff\xfe broken\nafter\n")
+    docs = _docs(p)
+    assert [d[:2] for d in docs] == [(0, "c.txt:1"), (1, "c.txt:2"), (2, "c.txt:3")]
+    assert docs[0][2] == "fine" and docs[2][2] == "after"
+    assert isinstance(docs[1][2], ValueError)
+    assert str(docs[1][2]) == "line 2 is not UTF-8 text (invalid start byte at byte 0 of the line)"
 
 
 def _sums():
