@@ -86,11 +86,57 @@ def palette(theme: Theme) -> QPalette:
     return pal
 
 
+def _colour_map(old: Theme, new: Theme) -> dict[str, str]:
+    """``#rrggbb`` of the old theme's text colours -> the new theme's (what a chart drew in the old
+    theme's foreground follows the new one; a colour of its own, a query's orange, stays)."""
+    out = {}
+    for field in ("muted_text", "text", "plot_foreground"):
+        out[QColor(getattr(old, field)).name()] = getattr(new, field)
+    return out
+
+
+def _mapped(colour, mapping: dict[str, str]):
+    """The new theme's colour for ``colour`` (None: pyqtgraph's default, the old foreground), or None
+    when ``colour`` is one of its own."""
+    if colour is None:
+        return mapping.get("default")
+    return mapping.get(pg.mkColor(colour).name())
+
+
+def restyle_plot(view, old: Theme, new: Theme) -> None:
+    """Recolour what a pyqtgraph view drew in ``old``'s text colours: axes, their ticks and labels,
+    titles and other labels, legends (a chart built in one theme would keep that theme's dark grey
+    on the other's black)."""
+    mapping = _colour_map(old, new)
+    mapping["default"] = new.plot_foreground
+    scene = view.scene()
+    if scene is None:
+        return
+    for item in scene.items():
+        if isinstance(item, pg.AxisItem):
+            pen = _mapped(None if item._pen is None else item._pen.color(), mapping)
+            if pen is not None:
+                item.setPen(pen)
+            text = _mapped(None if item._textPen is None else item._textPen.color(), mapping)
+            if text is not None:
+                item.setTextPen(text)
+        elif isinstance(item, pg.LegendItem):
+            colour = _mapped(item.opts.get("labelTextColor"), mapping)
+            if colour is not None:
+                item.setLabelTextColor(colour)
+        elif isinstance(item, pg.LabelItem):
+            colour = _mapped(item.opts.get("color"), mapping)
+            if colour is not None:
+                item.setText(item.text, color=colour)
+
+
 def apply_theme(app: QApplication, name: str) -> Theme:
     """Switch ``app`` to the Fusion style with the ``name`` palette, set pyqtgraph's default
-    colours, and restyle live widgets: pyqtgraph views get the new background and any widget with
-    an ``on_theme_changed(theme)`` method is told."""
+    colours, and restyle live widgets: pyqtgraph views get the new background and their axes, titles
+    and legends the new foreground, style sheets that name palette colours are applied again, and any
+    widget with an ``on_theme_changed(theme)`` method is told."""
     global _current
+    old = _current
     theme = get_theme(name)
     _current = theme
     app.setStyle("Fusion")
@@ -99,6 +145,11 @@ def apply_theme(app: QApplication, name: str) -> Theme:
     for w in app.allWidgets():
         if isinstance(w, pg.GraphicsView):
             w.setBackground(theme.plot_background)
+            restyle_plot(w, old, theme)
+        sheet = w.styleSheet()
+        if "palette(" in sheet:  # "color: palette(mid)" is resolved once, when the sheet is set
+            w.setStyleSheet("")
+            w.setStyleSheet(sheet)
         hook = getattr(w, "on_theme_changed", None)
         if callable(hook):
             hook(theme)
