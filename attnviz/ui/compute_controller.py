@@ -42,6 +42,7 @@ class ComputeController(QObject):
     finished = Signal(object)  # ComputeResponse of the newest request
     previewed = Signal(object)  # HeadPreview of the newest request, before its response
     busy_changed = Signal(bool)
+    cancelled = Signal(int)  # request id the person cancelled: the views keep the previous result
 
     def __init__(self, parent=None, throttle_ms: int = 12, compute=None, stale_grace_s: float = 0.15):
         super().__init__(parent)
@@ -104,8 +105,10 @@ class ComputeController(QObject):
     def cancel(self):
         """Cancel the running computation (the person pressed Cancel); nothing is delivered for it."""
         self._user_cancelled = self._latest_id
+        self._timer.stop()  # an edit waiting to be sent is cancelled with the run
         self._job.cancel()
         self._set_busy(False)
+        self.cancelled.emit(self._latest_id)
 
     def shutdown(self, timeout: float = 5.0):
         self._job.shutdown(timeout)

@@ -8,6 +8,10 @@ import numpy as np
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QToolButton
 
+from attnviz.ui.widgets.busy_overlay import STALE_TEXT
+
+
+
 
 class StatusBar(QStatusBar):
     """Shows the state of the shared AppContext's computation."""
@@ -43,6 +47,7 @@ class StatusBar(QStatusBar):
         self._busy_timer.timeout.connect(lambda: self._show_busy(self.ctx.compute.busy))
         ctx.compute.busy_changed.connect(self._on_busy_changed)
         ctx.compute.progress.connect(self._on_progress)
+        ctx.compute.cancelled.connect(self._on_cancelled)
         ctx.response_changed.connect(self._on_response)
         ctx.session.events.kernel.connect(self._on_kernel_changed)
         self._on_kernel_changed(ctx.session.state.kernel)
@@ -76,10 +81,14 @@ class StatusBar(QStatusBar):
         self.progress.setFormat(f"{stage} %p%")
 
     def _on_cancel(self) -> None:
-        self.ctx.compute.cancel()
-        self.showMessage("computation cancelled: the heatmaps show the previous result", 5000)
+        self.ctx.compute.cancel()  # -> _on_cancelled
+
+    def _on_cancelled(self, _rid: int) -> None:
+        self.showMessage(STALE_TEXT)  # until the next result arrives
 
     def _on_response(self, resp) -> None:
+        if self.currentMessage() == STALE_TEXT and not getattr(resp, "cancelled", False):
+            self.clearMessage()  # the views show the result the controls ask for again
         if not resp.ok:
             self._compute_error = resp.error or ""
             return

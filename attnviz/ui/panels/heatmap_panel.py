@@ -18,7 +18,7 @@ from attnviz.model.display.response_views import (MATRICES, check_head, cell_val
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.panels import PanelSpec
-from attnviz.ui.widgets.busy_overlay import LIVE_DELAY_MS, BusyOverlay
+from attnviz.ui.widgets.busy_overlay import LIVE_DELAY_MS, STALE_TEXT, BusyOverlay
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
@@ -111,6 +111,7 @@ class HeatmapPanel(QWidget):
         # a bound method, not a lambda: the connection goes with the panel (a lambda outlived a closed
         # window and drew on its deleted overlay when the next window computed)
         ctx.compute.busy_changed.connect(self._update_busy)
+        ctx.compute.cancelled.connect(self._on_cancelled)
         self.grid_job = LatestJob("attnviz-head-grid", self)
         self.grid_job.done.connect(self._on_grid_pooled)
         self.grid_job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
@@ -211,8 +212,13 @@ class HeatmapPanel(QWidget):
                             delay_ms=None if self._mode in ("empty", "message") else LIVE_DELAY_MS)
         elif self.job.busy and self._overview_text:
             self.busy.start(self._overview_text)
-        else:
+        elif not self.busy.is_stale():  # a cancelled run's veil stays until the next result
             self.busy.stop()
+
+    def _on_cancelled(self, _rid: int) -> None:
+        """The person cancelled: the picture is the previous result, not what the controls show."""
+        if self._mode in ("dense", "overview"):
+            self.busy.show_stale(STALE_TEXT)
 
     def _on_preview(self, p) -> None:
         """Draw the first computed head of a long run (attnviz.model.preview) when it is the head and
@@ -234,7 +240,9 @@ class HeatmapPanel(QWidget):
 
     def _on_response(self, resp) -> None:
         if resp is None or resp.cancelled:
-            return  # a cancelled run: the last picture stays (the status bar says so)
+            return  # a cancelled run: the last picture stays, veiled (the status bar says so)
+        if self.busy.is_stale():
+            self.busy.stop()  # the result the controls ask for
         if not resp.ok:
             self._show_nothing(resp.error or "the attention could not be computed")
             return

@@ -16,6 +16,8 @@ from attnviz.ui.theme import current_theme
 
 SHOW_DELAY_MS = 250  # work shorter than this never shows the overlay
 LIVE_DELAY_MS = 1000  # over a picture that is still useful (live edits), wait longer before veiling it
+#: what a veiled view and the status bar say after Cancel, until the next result
+STALE_TEXT = "cancelled — showing the previous result"
 
 
 class BusyOverlay(QWidget):
@@ -32,6 +34,7 @@ class BusyOverlay(QWidget):
         self.setObjectName("busy_overlay")
         self._target = target
         self._active = False
+        self._stale = False  # show_stale's veil: an older picture than the controls ask for
         self.label = QLabel("", self)
         self.label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.bar = QProgressBar(self)
@@ -69,12 +72,33 @@ class BusyOverlay(QWidget):
         overlay's own — unless stopped before)."""
         self.label.setText(text)
         self.cancel_button.setVisible(cancellable)
-        if not self._active:
+        self.bar.setVisible(True)
+        if self._stale:  # the veil is up already: it says at once what is computed now
+            self._stale = False
+            self._active = True
+            self._appear()
+        elif not self._active:
             self._active = True
             self._timer.start(self._delay if delay_ms is None else int(delay_ms))
 
+    def show_stale(self, text: str) -> None:
+        """Veil the picture at once, without progress or Cancel: it is an older result than the
+        controls ask for (``text`` says why) until :meth:`start` or :meth:`stop`."""
+        self._timer.stop()
+        self._active = True
+        self._stale = True
+        self.label.setText(text)
+        self.bar.setVisible(False)
+        self.cancel_button.setVisible(False)
+        self._appear()
+
+    def is_stale(self) -> bool:
+        """True while :meth:`show_stale`'s veil is up."""
+        return self._stale
+
     def stop(self) -> None:
         self._active = False
+        self._stale = False
         self._timer.stop()
         self.setVisible(False)
 
