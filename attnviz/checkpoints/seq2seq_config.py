@@ -49,6 +49,8 @@ class Seq2SeqSpec:
     scale_embedding: bool  # token rows times sqrt(d_model) (Marian, mBART as configured)
     pre_norm: bool  # norms before each sublayer (mBART, T5) instead of after the residual sum (Marian, BART)
     gated: bool = False  # T5 v1.1: wo(act(wi_0 x) * wi_1 x)
+    tied_head: bool = True  # the LM head is the decoder's token table (config tie_word_embeddings)
+    scale_logits: bool = False  # T5: the decoder's output times d_model^-0.5 before its (shared) head
     buckets: int = 0  # T5: relative_attention_num_buckets
     max_distance: int = 0  # T5: relative_attention_max_distance
 
@@ -109,7 +111,8 @@ def parse_seq2seq_config(cfg: dict) -> Seq2SeqSpec:
         decoder_start_token_id=_token_id({"s": start}, "s", None, dec_vocab),
         pad_token_id=_token_id(cfg, "pad_token_id", defaults[1], vocab),
         eos_token_id=_token_id(cfg, "eos_token_id", defaults[2], dec_vocab),
-        scale_embedding=bool_field(cfg, "scale_embedding", False), pre_norm=family == "mbart")
+        scale_embedding=bool_field(cfg, "scale_embedding", False), pre_norm=family == "mbart",
+        tied_head=bool_field(cfg, "tie_word_embeddings", True))
 
 
 def _parse_t5(cfg: dict, family: str) -> Seq2SeqSpec:
@@ -138,7 +141,17 @@ def _parse_t5(cfg: dict, family: str) -> Seq2SeqSpec:
         shared_embeddings=True, max_positions=T5_MAX_TOKENS,
         decoder_start_token_id=_token_id(cfg, "decoder_start_token_id", 0, vocab),
         pad_token_id=_token_id(cfg, "pad_token_id", 0, vocab), eos_token_id=_token_id(cfg, "eos_token_id", 1, vocab),
-        scale_embedding=False, pre_norm=True, gated=gated, buckets=buckets, max_distance=dist)
+        scale_embedding=False, pre_norm=True, gated=gated, buckets=buckets, max_distance=dist,
+        scale_logits=family == "t5" and _t5_scales(cfg))
+
+
+def _t5_scales(cfg: dict) -> bool:
+    """Whether T5 multiplies the decoder's output by d_model^-0.5 before its head: config.json's
+    scale_decoder_outputs as transformers 5 writes it, else unless tie_word_embeddings is false (older files:
+    T5 v1.0 scales, v1.1 does not)."""
+    if "scale_decoder_outputs" in cfg:
+        return bool_field(cfg, "scale_decoder_outputs", True)
+    return cfg.get("tie_word_embeddings", True) is not False
 
 
 def _lin(shapes: dict, name: str, n_out: int, n_in: int, bias: bool = True) -> None:

@@ -19,6 +19,7 @@ from attnviz.checkpoints import seq2seq, seq2seq_t5
 from attnviz.checkpoints.decoder import causal_mask
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.parts import Part, PartView, load_parts
+from attnviz.checkpoints.seq2seq_head import head_part, next_token_logits
 from attnviz.checkpoints.seq2seq_config import (PREFIXES, SEQ2SEQ_TYPES, Seq2SeqSpec, parse_seq2seq_config,
                                                 seq2seq_tensors)
 from attnviz.checkpoints.seq2seq_text import SeqTokenizer, encode_side, read_seq_tokenizer
@@ -60,6 +61,10 @@ class Seq2SeqCheckpoint:
     def run(self, source: str, target: str = "", **options) -> "Seq2SeqAttention":
         return run_seq2seq(self, source, target, **options)
 
+    def logits(self, decoder_hidden: np.ndarray) -> np.ndarray:
+        """(T_dec, V) next-token logits of each decoder row (see :mod:`.seq2seq_head`)."""
+        return next_token_logits(self, decoder_hidden)
+
 
 @dataclass(eq=False)
 class Seq2SeqAttention:
@@ -97,7 +102,7 @@ def load_seq2seq(folder, cfg: dict, name: str | None = None) -> Seq2SeqCheckpoin
     name = name or folder.name
     spec = parse_seq2seq_config(cfg)
     tok = read_seq_tokenizer(folder, spec, name)
-    store = load_parts(folder, [Part("s2s", seq2seq_tensors(spec), PREFIXES)], spec.name)
+    store = load_parts(folder, [Part("s2s", seq2seq_tensors(spec), PREFIXES), head_part(spec)], spec.name)
     return Seq2SeqCheckpoint(folder=folder, name=name, spec=spec, weights=store, tokenizer=tok)
 
 

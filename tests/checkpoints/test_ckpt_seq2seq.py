@@ -140,3 +140,22 @@ def test_folder_problems_are_refused(tmp_path):
     (bart / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="no decoder_start_token_id"):
         load_checkpoint(bart)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_next_token_logits_match_transformers(models, name):
+    """The LM head on the decoder's last hidden states: tied or not, Marian's final_logits_bias, T5's scaling."""
+    g = golden(DATA / name / "golden.npz")
+    ck = models[name]
+    res = run_seq2seq(ck, str(g["source"]), str(g["target"]))
+    logits = ck.logits(res.decoder_hidden)
+    assert logits.shape == g["logits"].shape
+    np.testing.assert_allclose(logits, g["logits"], atol=1e-4, rtol=1e-4)
+
+    def softmax(a):
+        e = np.exp(a - a.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    np.testing.assert_allclose(softmax(logits), softmax(g["logits"]), atol=1e-5, rtol=0)
+    with pytest.raises(CheckpointError, match="hidden must be"):
+        ck.logits(res.decoder_hidden[:, :3])
