@@ -77,6 +77,12 @@ def check_scheduler(scheduler: str, workers: int | None) -> None:
         return
     if not scheduler.startswith(("tcp://", "tls://")) or ":" not in scheduler.split("://", 1)[1]:
         raise CorpusRunError(f"--scheduler {scheduler!r}: give threads, processes or a scheduler address tcp://HOST:PORT")
+    host, _, port = scheduler.split("://", 1)[1].rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]") and len(host) > 2  # an IPv6 address: [::1]
+    if not host or (":" in host and not bracketed) or "[" in host.strip("[]") or not port.isdigit() \
+            or not 1 <= int(port) <= 65535:
+        raise CorpusRunError(f"--scheduler {scheduler!r}: not an address tcp://HOST:PORT (a host name or address, "
+                             "a port 1..65535)")
     if workers is not None:
         raise CorpusRunError(f"--workers sizes a local cluster; the workers of {scheduler} are the ones started "
                              "with 'dask worker'")

@@ -281,6 +281,16 @@ def test_a_tcp_address_that_is_not_a_dask_scheduler(tmp_path, capsys, monkeypatc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
 
 
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:abc", "tcp://127.0.0.1:99999", "tcp://:8786", "tcp://[::1:1",
+                                     "tls://127.0.0.1:0", "tcp://::1:8786"])
+def test_a_malformed_scheduler_address_is_refused_at_once(tmp_path, capsys, no_work, address):
+    corpus = write_lines(tmp_path / "c.txt", GOOD)
+    t = time.monotonic()
+    rc, err = _run(capsys, TINY_GPT2, corpus, "--out", tmp_path / "s.parquet", "--scheduler", address)
+    assert rc == 1 and f"--scheduler {address!r}: not an address tcp://HOST:PORT" in _one_line(err)
+    assert time.monotonic() - t < 2
+
+
 def test_tls_without_certificates_is_one_clear_line(tmp_path, capsys):
     corpus = write_lines(tmp_path / "c.txt", GOOD)
     rc, err = _run(capsys, TINY_GPT2, corpus, "--out", tmp_path / "s.parquet", "--scheduler", "tls://127.0.0.1:1")
@@ -390,3 +400,40 @@ def test_counting_and_reading_split_lines_alike(tmp_path, monkeypatch, chunk):
         got = [d.text for d in iter_documents(p)]
         assert got == [w.decode() for w in want], (trial, data)
         assert count_documents(p) == len(want), (trial, data)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_run_killed_midway_leaves_a_temporary_the_next_run_removes(tmp_path):
+    import signal
+
+    from corpus_helpers import sentences
+
+    big = write_lines(tmp_path / "big.txt", sentences(20000, seed=9))
+    out, docs = tmp_path / "out" / "s.parquet", tmp_path / "out" / "perdoc.parquet"
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "attnviz.cli", "corpus", str(TINY_GPT2), str(big), "--out",
+                                 str(out), "--per-document", str(docs), "--scheduler", "threads", "--batch", "1"],
+                                stdout=subprocess.DEVNULL, stderr=err, env=_env(), cwd=tmp_path,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "documents" not in log.read_text():  # the first progress line: the run is under way
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "no progress within 120 s"
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    left = sorted(p.name for p in out.parent.iterdir())
+    assert left == [f".perdoc.parquet.{proc.pid}.part"], left
+    small = write_lines(tmp_path / "small.txt", GOOD)
+    r = subprocess.run([sys.executable, "-m", "attnviz.cli", "corpus", str(TINY_GPT2), str(small), "--out", str(out),
+                        "--per-document", str(docs), "--scheduler", "threads"], capture_output=True, text=True,
+                       timeout=120, env=_env(), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.parent.iterdir()) == ["perdoc.parquet", "s.parquet"]
