@@ -124,10 +124,13 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 
 def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
-           stream: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+           stream: list | None = None, edit=None) -> tuple[np.ndarray, np.ndarray]:
     """The decoder over n new input rows x (n, C) at positions start.. start + n - 1, reading and extending
     the cache; returns (final-normed hidden (n, C), attention rows (L, nh, n, start + n)). ``stream``, when
-    given, receives the residual stream (n, C) entering each layer and leaving the last (L + 1 arrays)."""
+    given, receives the residual stream (n, C) entering each layer and leaving the last (L + 1 arrays).
+    ``edit`` (an :class:`attnviz.checkpoints.interventions.Edit`) may change, per layer, the residual
+    stream entering it (``edit.residual(i, x)``), the mask (``edit.mask(i, m)``: (n, T) -> (n, T) or
+    (nh, n, T)) and the heads' outputs before the output projection (``edit.heads(i, out)``, (nh, n, hd))."""
     s = c.decoder
     n = x.shape[0]
     T = start + n
@@ -142,6 +145,8 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
     rot: dict = {}
     masks: dict[int, np.ndarray] = {}
     for i in range(c.n_layer):
+        if edit is not None:
+            x = edit.residual(i, x)
         if stream is not None:
             stream.append(x)
         p, a, m = f"layers.{i}.", f"layers.{i}.self_attn.", f"layers.{i}.mlp."
@@ -169,13 +174,17 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
         window = s.window(i)
         if window not in masks:
             masks[window] = causal_band(window)(start, T, T)  # (n, T) the chunk's rows of the causal mask
+        mask = masks[window] if edit is None else edit.mask(i, masks[window])
         try:
-            res = attention(q, kx, vx, masks[window], scale=s.scale, kernel=kernel, return_weights=True,
+            res = attention(q, kx, vx, mask, scale=s.scale, kernel=kernel, return_weights=True,
                             softcap=s.attn_softcap)
         except ValueError as exc:
             raise CheckpointError(f"layer {i}: {exc}") from None
         rows[i] = res.weights
-        o = linear(merge_heads(res.out.astype(dtype, copy=False)), W.matrix(a + "o_proj.weight"), W.get(a + "o_proj.bias"))
+        out = res.out.astype(dtype, copy=False)  # (nh, n, hd) each head's output
+        if edit is not None:
+            out = edit.heads(i, out)
+        o = linear(merge_heads(out), W.matrix(a + "o_proj.weight"), W.get(a + "o_proj.bias"))
         if s.sandwich_norm:
             x = x + norm(o, W[p + "post_attention_layernorm.weight"], c.ln_eps)
             h = norm(x, W[p + "pre_feedforward_layernorm.weight"], c.ln_eps)
