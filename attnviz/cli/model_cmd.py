@@ -61,8 +61,10 @@ def register(subparsers) -> None:
     ins.set_defaults(func=_cmd_inspect)
 
     from attnviz.cli.model_generate import register as register_generate
+    from attnviz.cli.model_intervene import register as register_interventions
 
     register_generate(sub)
+    register_interventions(sub)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

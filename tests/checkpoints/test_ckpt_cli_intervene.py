@@ -1,0 +1,59 @@
+"""attnviz-cli model ablate / model patch: the logits written equal the library's interventions; bad
+heads and unequal lengths are one line."""
+
+from __future__ import annotations
+
+import numpy as np
+from ckpt_helpers import DATA
+
+from attnviz.checkpoints import load_checkpoint
+from attnviz.checkpoints.decoder_text import encode
+from attnviz.checkpoints.interventions import ablate, patch_head
+from attnviz.cli import main
+
+MODEL = DATA / "tiny_llama_lm"
+
+
+def _ids(ck, text):
+    return encode(ck.tokenizer, ck.special_tokens, text, 64).ids
+
+
+def test_ablate_writes_logits_before_and_after(tmp_path, capsys):
+    out = tmp_path / "a.npz"
+    assert main(["model", "ablate", str(MODEL), "--text", "the river bank", "--heads", "0.1,1.3", "--mode", "mean",
+                 "--npz", str(out)]) == 0
+    ck = load_checkpoint(MODEL)
+    before, after = ablate(ck.config, ck.weights, _ids(ck, "the river bank"), [(0, 1), (1, 3)], "mean")
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["logits_before"], before.logits)
+        np.testing.assert_array_equal(z["logits_after"], after.logits)
+        assert z["attentions_after"].shape == after.attentions.shape and float(z["kl"]) > 0
+        assert z["logits_after"].shape == (ck.config.vocab_size,)
+    assert "mean-ablated 0.1, 1.3" in capsys.readouterr().out
+
+
+def test_patch_writes_the_three_passes(tmp_path):
+    out = tmp_path / "p.npz"
+    assert main(["model", "patch", str(MODEL), "--clean", "the river bank", "--corrupted", "a river bank",
+                 "--layer", "1", "--head", "2", "--npz", str(out)]) == 0
+    ck = load_checkpoint(MODEL)
+    a, b = _ids(ck, "the river bank"), _ids(ck, "a river bank")
+    assert a.size == b.size and not np.array_equal(a, b)
+    clean, corrupted, patched = patch_head(ck.config, ck.weights, a, b, 1, 2)
+    with np.load(out) as z:
+        for k, p in (("logits_clean", clean), ("logits_corrupted", corrupted), ("logits_patched", patched)):
+            np.testing.assert_array_equal(z[k], p.logits)
+
+
+def test_bad_requests_are_one_line(tmp_path, capsys):
+    npz = str(tmp_path / "x.npz")
+    for argv, message in (
+        (["model", "ablate", str(MODEL), "--text", "hi", "--heads", "5.0", "--npz", npz], "layer 5 is out of range"),
+        (["model", "ablate", str(MODEL), "--text", "hi", "--heads", "0-1", "--npz", npz], "not a head"),
+        (["model", "patch", str(MODEL), "--clean", "the river bank", "--corrupted", "the money bank", "--layer", "0", "--head", "0",
+          "--npz", npz], "same length"),
+        (["model", "ablate", str(DATA / "tiny_roberta"), "--text", "hi", "--heads", "0.0", "--npz", npz], "decoder LLMs"),
+    ):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and err.count("\n") == 1
