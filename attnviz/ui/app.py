@@ -398,8 +398,12 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
     the window's size); tools/make_screenshots.py makes the docs' pictures this way."""
     clock = StartupClock()
     clock.mark("main")
-    if "--self-test" in (sys.argv[1:] if argv is None else argv):
+    given = sys.argv[1:] if argv is None else list(argv)
+    if "--self-test" in given:
         return run_self_test()  # no window, so no Qt platform needed (works over ssh)
+    if "-h" in given or "--help" in given:
+        build_parser().print_help()  # before Qt: the help needs no display
+        return 0
     app = QApplication.instance()
     if app is None:
         app = QApplication([sys.argv[0]] + list(argv) if argv is not None else sys.argv)

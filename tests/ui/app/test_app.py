@@ -231,3 +231,17 @@ def test_garbage_is_collected_on_the_gui_thread_only(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert rep["enabled"] is False
     assert rep["n"] == 50 and rep["threads"] == ["MainThread"]
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_needs_no_display(flag, tmp_path):
+    """``attnviz --help`` over ssh, with no display: the help, exit status 0 (it once aborted inside Qt,
+    which found no display to open)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["QT_QPA_PLATFORM"] = "xcb"  # a real window system, and none to connect to
+    env["XDG_RUNTIME_DIR"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", "import sys; from attnviz.ui.app import main; sys.exit(main())",
+                           flag], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("usage: attnviz") and "--workspace NAME[/TAB]" in proc.stdout
+    assert "--screenshot" in proc.stdout
