@@ -74,7 +74,8 @@ TGT_CORPUS = [
 ]
 SOURCE, TARGET = "I love you, and the cat sat on the mat.", "je t' aime, et le chat est assis sur le tapis."
 CASES = [("where is the station?", "où est la gare ?"), ("Zebra quizzed 42 jugs!", "zèbre 42 !"), ("the cat </s> sat", ""),
-         ("the book. the river.", "le livre. la pluie."), ("a", "b")]
+         ("the book. the river.", "le livre. la pluie."), ("a", "b"),
+         (">><<the cat", "</s>"), ("the >>fr<< cat", ">>fr<<\n>>de<< chat"), ("cat <unk> <pad>mat", "  le  chat  ")]
 
 
 def randomise(model: torch.nn.Module, seed: int, std: float = 0.25) -> None:

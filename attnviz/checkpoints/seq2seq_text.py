@@ -26,7 +26,7 @@ from attnviz.sources.errors import SourceError
 from attnviz.sources.text import BpeTokenizer, TextTokens
 
 WORD = "▁"  # SentencePiece's word marker
-LANG_CODE = re.compile(r">>.+?<<")  # Marian's target-language prefix (">>fr<<")
+LANG_CODE = re.compile(r">>.*?<<", re.DOTALL)  # Marian's target-language prefix (">>fr<<")
 
 
 def read_json_file(path: Path, what: str):
