@@ -15,6 +15,7 @@ KO_FROM on may not see key KO_KEY in any layer, passed as a 4-D additive attenti
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,31 @@ ABLATE = [(0, 1), (1, 3)]
 SCALE_HEAD, SCALE = (1, 0), 0.5
 PATCH = (1, 2)
 KO_FROM, KO_KEY = 3, 1
+ROOT = Path(__file__).resolve().parents[1]
+SNIPPET_MODEL = "tests/data/checkpoints/tiny_llama_lm"  # as the exported script names it (run from ROOT)
+
+
+def exported_scripts() -> dict:
+    """Run attnviz's exported PyTorch hook script (attnviz/checkpoints/intervention_code.py, loaded by path:
+    it needs only the standard library) as written, and keep its text's digest and its logits."""
+    import hashlib
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("intervention_code", ROOT / "attnviz/checkpoints/intervention_code.py")
+    code = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(code)
+    T = len(CLEAN)
+    ko = np.zeros((T, T), bool)
+    ko[KO_FROM:, KO_KEY] = True
+    script = code.pytorch_script(SNIPPET_MODEL, CLEAN, ablate={h: "zero" for h in ABLATE},
+                                 scale={SCALE_HEAD: SCALE}, knockout={0: ko, 1: ko}, n_layer=2)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env=dict(os.environ, TRANSFORMERS_VERBOSITY="error"))
+    logits = np.array(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {"script_sha256": hashlib.sha256(script.encode()).hexdigest(), "script_logits": logits}
 
 
 def head_hook(model, layer: int, fn):
@@ -90,6 +116,8 @@ def main() -> None:
             mask = torch.zeros(1, 1, T, T)
             mask[0, 0][~allowed] = torch.finfo(torch.float32).min
             out["knockout"] = last_logits(model, CLEAN, mask=mask)
+        if name == "tiny_llama_lm":
+            out.update(exported_scripts())
         np.savez_compressed(folder / "golden_interventions.npz", **out)
         print(name, sorted(out))
 

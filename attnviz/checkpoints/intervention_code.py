@@ -1,0 +1,128 @@
+"""Interventions exported as code that reproduces them outside attnviz: a PyTorch forward-hook script for
+transformers (a pre-hook on each layer's ``o_proj``: a head's output is its slice of that input) and the
+same edits as TransformerLens hooks on ``blocks.L.attn.hook_z``. Plain text generation, no imports beyond
+the standard library, so any interpreter can make the scripts.
+
+Exported: zero and mean ablation, scaling, and knockout masks applied to every layer (as a 4-D attention
+mask in the PyTorch script). A knockout on some layers only, and patching, have no one-line hook form and
+are refused by name.
+"""
+
+from __future__ import annotations
+
+def _literal(layers: dict) -> str:
+    """A Python literal of {layer: [(head, how, factor), ...]}."""
+    return repr({int(k): [(int(h), str(how), None if f is None else float(f)) for h, how, f in v]
+                 for k, v in layers.items()})
+
+
+def _heads_by_layer(ablate: dict, scale: dict) -> dict[int, list]:
+    out: dict[int, list] = {}
+    for (layer, head), how in sorted(ablate.items()):
+        if not isinstance(how, str):
+            raise ValueError("ablation by given means is not exported; use zero or mean")
+        out.setdefault(int(layer), []).append((int(head), how, None))
+    for (layer, head), f in sorted(scale.items()):
+        out.setdefault(int(layer), []).append((int(head), "scale", float(f)))
+    return out
+
+
+def pytorch_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n_layer: int | None = None) -> str:
+    """A runnable script: ``model`` (a folder or repo id) loaded by transformers in float32 with eager
+    attention, run on token ``ids`` with the edits, printing the last position's logits as JSON."""
+    layers = _heads_by_layer(ablate or {}, scale or {})
+    ids = [int(t) for t in ids]
+    lines = [
+        "import json",
+        "",
+        "import torch",
+        "from transformers import AutoModelForCausalLM",
+        "",
+        f"model = AutoModelForCausalLM.from_pretrained({model!r}, dtype=torch.float32, attn_implementation=\"eager\").eval()",
+        "cfg = model.config",
+        "head_dim = getattr(cfg, \"head_dim\", None) or cfg.hidden_size // cfg.num_attention_heads",
+        f"ids = torch.tensor([{ids}])",
+        "",
+        "",
+        "def edit(heads):",
+        "    \"\"\"A pre-hook on o_proj: its input is every head's output side by side.\"\"\"",
+        "    def pre(module, args):",
+        "        x = args[0].clone()",
+        "        b, t, _ = x.shape",
+        "        h = x.view(b, t, -1, head_dim)",
+        "        for head, how, factor in heads:",
+        "            if how == \"zero\":",
+        "                h[:, :, head] = 0",
+        "            elif how == \"mean\":",
+        "                h[:, :, head] = h[:, :, head].mean(dim=1, keepdim=True)",
+        "            else:",
+        "                h[:, :, head] *= factor",
+        "        return (h.view(b, t, -1),) + tuple(args[1:])",
+        "    return pre",
+        "",
+        "",
+        f"edits = {_literal(layers)}  # layer -> [(head, how, factor)]",
+        "hooks = [model.model.layers[int(layer)].self_attn.o_proj.register_forward_pre_hook(edit(heads))",
+        "         for layer, heads in edits.items()]",
+    ]
+    kw = ""
+    if knockout is not None:
+        if n_layer is not None and set(knockout) != set(range(n_layer)):
+            raise ValueError("a knockout on some layers only has no hook form; export one applied to every layer")
+        masks = list(knockout.values())
+        first = masks[0]
+        if any((m != first).any() for m in masks[1:]) or getattr(first, "ndim", 2) != 2:
+            raise ValueError("only one (T, T) knockout mask for every layer and head is exported")
+        removed = [[int(i), int(j)] for i, j in zip(*first.nonzero())]
+        lines += [
+            "T = ids.shape[1]",
+            "allowed = torch.tril(torch.ones(T, T, dtype=torch.bool))",
+            f"for i, j in {removed}:",
+            "    allowed[i, j] = False  # the knocked-out edges: query i may not see key j",
+            "mask = torch.zeros(1, 1, T, T)",
+            "mask[0, 0][~allowed] = torch.finfo(torch.float32).min",
+        ]
+        kw = ", attention_mask=mask"
+    lines += [
+        "with torch.no_grad():",
+        f"    logits = model(ids{kw}).logits[0, -1]",
+        "for hook in hooks:",
+        "    hook.remove()",
+        "print(json.dumps(logits.double().tolist()))",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
+    """The same head edits as TransformerLens hooks on ``blocks.L.attn.hook_z`` (batch, pos, head, d_head)."""
+    layers = _heads_by_layer(ablate or {}, scale or {})
+    ids = [int(t) for t in ids]
+    lines = [
+        "import torch",
+        "from transformer_lens import HookedTransformer",
+        "",
+        f"model = HookedTransformer.from_pretrained({model!r})",
+        f"ids = torch.tensor([{ids}])",
+        "",
+        "",
+        "def edit(heads):",
+        "    def hook(z, hook):",
+        "        for head, how, factor in heads:",
+        "            if how == \"zero\":",
+        "                z[:, :, head] = 0",
+        "            elif how == \"mean\":",
+        "                z[:, :, head] = z[:, :, head].mean(dim=1, keepdim=True)",
+        "            else:",
+        "                z[:, :, head] *= factor",
+        "        return z",
+        "    return hook",
+        "",
+        "",
+        f"edits = {_literal(layers)}  # layer -> [(head, how, factor)]",
+        "hooks = [(f\"blocks.{layer}.attn.hook_z\", edit(heads)) for layer, heads in edits.items()]",
+        "logits = model.run_with_hooks(ids, fwd_hooks=hooks)[0, -1]",
+        "print(logits)",
+        "",
+    ]
+    return "\n".join(lines)
