@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from dataclasses import dataclass
 from itertools import islice
@@ -26,7 +25,6 @@ from typing import Iterator
 TEXT_COLUMN = "text"
 _CHUNK = 1 << 20
 MAX_DOCUMENT_BYTES = 1 << 20  # a longer document fails unread (tokenising 1 MiB takes about a second)
-_EOL = re.compile(rb"\r\n|\r|\n")
 _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
 
@@ -120,33 +118,36 @@ def _too_long(size: int, limit: int) -> ValueError:
 def _raw_lines(p: Path, limit: int) -> Iterator[tuple[bytes | None, int]]:
     """(the line's bytes without its end, or None when it is longer than ``limit``; its size in bytes),
     reading ``_CHUNK`` bytes at a time and keeping at most ``limit`` bytes of a line."""
-    buf: bytearray | None = bytearray()
-    size = 0
+    carry: bytearray | None = bytearray()  # the line under way; None once it is over the limit
+    size = 0  # its bytes so far
     skip_lf = False  # the previous chunk ended in "\r": a "\n" starting this one belongs to it
     with open(p, "rb") as fh:
         while chunk := fh.read(_CHUNK):
-            pos = 1 if skip_lf and chunk[:1] == b"\n" else 0
+            if skip_lf and chunk[:1] == b"\n":
+                chunk = chunk[1:]
             skip_lf = False
-            for m in _EOL.finditer(chunk, pos):
-                piece = chunk[pos:m.start()]
-                size += len(piece)
-                if buf is not None and size <= limit:
-                    buf += piece
+            cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))  # the last line end in this chunk
+            head, tail = (chunk[:cut + 1], chunk[cut + 1:]) if cut >= 0 else (b"", chunk)
+            if head:
+                skip_lf = not tail and head[-1:] == b"\r"  # the chunk ends in "\r"
+                lines = head.splitlines()  # bytes split at \n, \r\n and \r only: one per line end
+                first = lines[0]
+                size += len(first)
+                if carry is not None and size <= limit:
+                    carry += first
+                    yield bytes(carry), size
                 else:
-                    buf = None
-                yield (bytes(buf) if buf is not None else None), size
-                buf, size, pos = bytearray(), 0, m.end()
-                skip_lf = m.group() == b"\r" and pos == len(chunk)
-            piece = chunk[pos:]
-            size += len(piece)
-            if buf is not None and size <= limit:
-                buf += piece
+                    yield None, size
+                for line in islice(lines, 1, None):
+                    yield (line if len(line) <= limit else None), len(line)
+                carry, size = bytearray(), 0
+            size += len(tail)
+            if carry is not None and size <= limit:
+                carry += tail
             else:
-                buf = None
-            if piece:
-                skip_lf = False
-    if size or buf is None:
-        yield (bytes(buf) if buf is not None else None), size
+                carry = None
+    if size or carry is None:
+        yield (bytes(carry) if carry is not None else None), size
 
 
 def _lines(p: Path) -> Iterator[tuple[str, object]]:
