@@ -40,6 +40,8 @@ def register(subparsers) -> None:
     ins.add_argument("--image", type=Path, action="append",
                      help="image file for an image checkpoint (ViT, DeiT, CLIP, SigLIP, DINOv2) or a vision-language model "
                           "(repeat it for models that take several); transparency is ignored as in transformers")
+    ins.add_argument("--target", help="encoder-decoders (MarianMT, BART, mBART, T5): the target text, teacher-forced "
+                                      "through the decoder after its start token (default: none, the start token only)")
     ins.add_argument("--suffix", help="vision-language models with a prefix-LM mask (PaliGemma): the suffix "
                                       "(the answer) after the prompt, attended causally")
     ins.add_argument("--state", help="robot policies: the robot state as comma-separated numbers x,y,...")
@@ -129,6 +131,12 @@ def _cmd_inspect(args) -> int:
             # the vision-language processors convert to RGB by compositing transparency over white (5.24's
             # do_convert_rgb); plain vision checkpoints see convert("RGB"), alpha ignored
             return inspect_multimodal(ckpt, args, lambda p: _read_image(p, alpha="white"))
+        if ckpt.kind == "seq2seq":
+            from attnviz.cli.model_seq2seq import inspect_seq2seq
+
+            return inspect_seq2seq(ckpt, args)
+        if args.target is not None:
+            raise CliError(f"--target is for encoder-decoders; {ckpt.name} is a {ckpt.config.model_type} model")
         for flag in ("suffix", "state"):
             if getattr(args, flag) is not None:
                 raise CliError(f"--{flag} is for vision-language models and robot policies; {ckpt.name} is a "
