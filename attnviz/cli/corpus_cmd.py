@@ -140,6 +140,11 @@ def _cmd_corpus(args) -> int:
     print(f"statistics of {s.shape[0]} layers x {s.shape[1]} heads -> {args.out}")
     if args.per_document is not None:
         print(f"per-document statistics -> {args.per_document}")
+    if result.changed:  # the statistics of what was read are written; the run is still not the corpus counted
+        print(f"error: {args.texts} changed during the run: it held {result.counted:,} documents when counted "
+              f"and {result.total:,} when read", file=sys.stderr)
+        if not result.failed:
+            return 1
     if result.failed:
         print(f"{len(result.failed):,} document(s) failed:", file=sys.stderr)
         for _index, doc, message in result.failed[:MAX_NAMED_FAILURES]:

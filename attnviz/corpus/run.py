@@ -49,12 +49,18 @@ class Progress:
 @dataclass
 class CorpusResult:
     sums: HeadSums
-    total: int  # documents in the corpus
+    total: int  # documents in the corpus (those read: more or fewer than counted if it changed meanwhile)
     failed: list[tuple[int, str, str]] = field(default_factory=list)  # (index, name, message), corpus order
     elapsed: float = 0.0  # seconds of computing (cluster start not included)
     workers: int = 0  # worker threads the cluster had
     worker_cpu: float = float("nan")  # CPU seconds the worker processes spent during the run (all of them)
     driver_cpu: float = float("nan")  # CPU seconds of this process during the run (streaming, folding, files)
+    counted: int = -1  # documents the corpus held when it was counted, before the run (-1: as ``total``)
+
+    @property
+    def changed(self) -> bool:
+        """The corpus did not hold as many documents when read as when counted (it changed meanwhile)."""
+        return self.counted >= 0 and self.counted != self.total
 
 
 def default_workers() -> int:
@@ -373,7 +379,7 @@ def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_t
         sums = HeadSums.zeros(1, 1)
     elapsed = time.perf_counter() - t0
     worker_cpu = _worker_cpu(client, cpu0)
-    return CorpusResult(sums=sums, total=max(total, done), failed=failed, elapsed=elapsed, workers=n_threads,
+    return CorpusResult(sums=sums, total=done, counted=total, failed=failed, elapsed=elapsed, workers=n_threads,
                         worker_cpu=worker_cpu, driver_cpu=time.process_time() - driver0)
 
 

@@ -343,6 +343,18 @@ def test_no_document_read_is_a_clear_error_not_an_index_error(tmp_path, monkeypa
         run_corpus(TINY_GPT2, None, corpus, tmp_path / "s.parquet", scheduler="threads")
 
 
+@pytest.mark.parametrize("counted", [2, 5])
+def test_a_corpus_that_changes_during_the_run_is_reported(tmp_path, capsys, monkeypatch, counted):
+    corpus = write_lines(tmp_path / "c.txt", GOOD)
+    monkeypatch.setattr(corpus_run, "count_documents", lambda _p: counted)  # as if lines came or went meanwhile
+    out = tmp_path / "s.parquet"
+    rc, err = _run(capsys, TINY_GPT2, corpus, "--out", out, "--scheduler", "threads")
+    line = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert rc == 1 and line == [f"error: {corpus} changed during the run: it held {counted} documents when counted "
+                                "and 3 when read"], err
+    assert read_stats(out).documents == 3  # what was read is kept
+
+
 # 11. temporaries of killed runs; CR-only line endings
 
 def _dead_pid() -> int:
