@@ -239,6 +239,7 @@ def check_writable(path: Path) -> None:
     that killed runs left beside it."""
     target = output_target(path)
     probe = temporary_path(target)
+    missing = [d for d in target.parents if not d.exists()]  # folders the run will create, made here only to try
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_parts(target)
@@ -246,6 +247,12 @@ def check_writable(path: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise StatsFileError(f"cannot write {path}: {exc}") from None
+    finally:
+        for d in missing:  # innermost first: a run refused later leaves no empty folder behind
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
 
 def run_corpus(folder, name: str | None, texts, out, *, scheduler: str = "processes", workers: int | None = None,

@@ -343,6 +343,14 @@ def test_no_document_read_is_a_clear_error_not_an_index_error(tmp_path, monkeypa
         run_corpus(TINY_GPT2, None, corpus, tmp_path / "s.parquet", scheduler="threads")
 
 
+def test_a_run_refused_after_the_output_check_creates_no_folder(tmp_path, capsys):
+    out = tmp_path / "new" / "deeper" / "s.parquet"
+    rc, err = _run(capsys, TINY_GPT2, tmp_path / "missing.txt", "--out", out, "--per-document",
+                   tmp_path / "other" / "d.parquet")
+    assert rc == 1 and "corpus not found" in _one_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("counted", [2, 5])
 def test_a_corpus_that_changes_during_the_run_is_reported(tmp_path, capsys, monkeypatch, counted):
     corpus = write_lines(tmp_path / "c.txt", GOOD)
