@@ -1,8 +1,11 @@
-"""Text -> token ids of a decoder LLM, with the BOS/EOS its ``tokenizer_config.json`` asks for.
+"""Text -> token ids of a decoder LLM, with the BOS/EOS its tokenizer puts around every text.
 
-transformers builds a Llama-family post-processor from ``add_bos_token`` / ``add_eos_token``
-whatever ``tokenizer.json`` says (Llama and Mistral add ``<s>``, Qwen nothing), so :func:`encode`
-tokenises without the file's post-processor and adds the markers itself; a chat template writes its own.
+The rule is transformers 5's: what ``tokenizer.json``'s own post-processor adds, whatever
+``add_bos_token`` / ``add_eos_token`` in ``tokenizer_config.json`` say (measured with 5.24: a Llama file
+whose post-processor adds ``<s>`` gets it with ``add_bos_token: false``, and ``add_eos_token: true`` adds
+nothing the post-processor does not). :func:`read_special` finds the markers by encoding a probe with and
+without special tokens; :func:`encode` tokenises without the post-processor and adds them itself, so every
+piece keeps its span. A chat template writes its own markers.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ def _token_text(value) -> str | None:
 
 
 def read_special(folder: Path, tok: BpeTokenizer, model_type: str) -> SpecialTokens:
-    """BOS/EOS settings from ``tokenizer_config.json`` (absent: transformers' defaults for the family)."""
+    """BOS/EOS of a decoder folder: the tokens named in ``tokenizer_config.json`` (absent: the family's
+    defaults), added where ``tokenizer.json``'s post-processor adds them (see the module doc)."""
     path = folder / "tokenizer_config.json"
     cfg: dict = {}
     if path.is_file():
@@ -68,17 +72,31 @@ def read_special(folder: Path, tok: BpeTokenizer, model_type: str) -> SpecialTok
         ids[role] = None if text is None else tok.token_to_id(text)
         if text is not None and ids[role] is None:
             raise CheckpointError(f"{path.name}: {role}_token {text!r} is not in tokenizer.json")
-    add_bos = cfg.get("add_bos_token", ADD_BOS_DEFAULT.get(model_type, False))
-    add_eos = cfg.get("add_eos_token", False)
-    for key, val in (("add_bos_token", add_bos), ("add_eos_token", add_eos)):
-        if not isinstance(val, bool):
-            raise CheckpointError(f"{path.name}: {key} must be true or false (got {val!r})")
+    before, after = post_processor_markers(tok)
+    if len(before) > 1 or len(after) > 1:
+        raise CheckpointError(f"tokenizer.json's post-processor puts {len(before)} tokens before and {len(after)} "
+                              "after every text; only a single BOS and EOS are supported")
+    if before:
+        ids["bos"] = before[0]
+    if after:
+        ids["eos"] = after[0]
+    add_bos, add_eos = bool(before), bool(after)
     chat = find_template(folder, cfg, model_type)
-    return SpecialTokens(
-        bos_id=ids["bos"], eos_id=ids["eos"], add_bos=add_bos and ids["bos"] is not None,
-        add_eos=add_eos and ids["eos"] is not None,
-        has_chat_template=chat is not None, chat=chat,
-    )
+    return SpecialTokens(bos_id=ids["bos"], eos_id=ids["eos"], add_bos=add_bos, add_eos=add_eos,
+                         has_chat_template=chat is not None, chat=chat)
+
+
+def post_processor_markers(tok: BpeTokenizer) -> tuple[list[int], list[int]]:
+    """(ids before, ids after) the text that ``tokenizer.json``'s post-processor adds to a single text."""
+    for probe in ("a", "0", "the", "x"):
+        plain = tok.tokenizer.encode(probe, add_special_tokens=False).ids
+        if plain:
+            break
+    else:
+        return [], []
+    full = tok.tokenizer.encode(probe, add_special_tokens=True).ids
+    at = next((i for i in range(len(full) - len(plain) + 1) if full[i:i + len(plain)] == plain), None)
+    return (list(full), []) if at is None else (list(full[:at]), list(full[at + len(plain):]))
 
 
 def encode(tok: BpeTokenizer, special: SpecialTokens, text: str, max_tokens: int, *, chat: bool = False,

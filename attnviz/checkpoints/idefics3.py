@@ -113,24 +113,8 @@ def _tokenizer_config(folder: Path) -> dict:
 
 def read_bos(folder: Path, tok: BpeTokenizer) -> SpecialTokens:
     """BOS / EOS as transformers 5's tokenizer puts them around a text for this folder: whatever tokenizer.json's
-    own post-processor adds (AutoTokenizer keeps the file's post-processor whatever ``add_bos_token`` and the
-    tokenizer class say, and adds nothing when the file has none); bos/eos tokens and the chat template from
-    tokenizer_config.json as decoder_text reads them."""
-    special = read_special(folder, tok, "idefics3")
-    for probe in ("a", "0", "the"):
-        plain = tok.tokenizer.encode(probe, add_special_tokens=False).ids
-        if plain:
-            break
-    else:
-        return special
-    full = tok.tokenizer.encode(probe, add_special_tokens=True).ids
-    at = next((i for i in range(len(full) - len(plain) + 1) if full[i:i + len(plain)] == plain), None)
-    before, after = (full, []) if at is None else (full[:at], full[at + len(plain):])
-    if len(before) > 1 or len(after) > 1:
-        raise CheckpointError(f"tokenizer.json's post-processor puts {len(before)} tokens before and {len(after)} after "
-                              "every text; only a single BOS and EOS are supported")
-    return replace(special, bos_id=before[0] if before else special.bos_id, add_bos=bool(before),
-                   eos_id=after[0] if after else special.eos_id, add_eos=bool(after))
+    own post-processor adds (decoder_text.read_special's rule, the same for every decoder)."""
+    return read_special(folder, tok, "idefics3")
 
 
 def parse_spec(family: str, cfg: dict, proc: dict, image_pp: dict, tok: BpeTokenizer, folder: Path) -> Idefics3Spec:

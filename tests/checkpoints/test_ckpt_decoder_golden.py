@@ -236,3 +236,28 @@ def test_bf16_matrices_are_multiplied_block_by_block_never_kept_whole():
     atts2, hidden2 = forward_decoder(ck.config, plain, ids)
     np.testing.assert_allclose(atts, atts2, atol=1e-6, rtol=0)
     np.testing.assert_allclose(hidden, hidden2, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name, flags, want", [
+    # transformers 5.24 (measured): the post-processor of tokenizer.json decides, whatever the flags say
+    ("tiny_llama", {"add_bos_token": False}, (True, False)),
+    ("tiny_llama", {"add_eos_token": True}, (True, False)),
+    ("tiny_gemma", {"add_bos_token": False}, (True, False)),
+    ("tiny_qwen2", {"add_bos_token": True, "add_eos_token": True}, (False, False)),
+])
+def test_bos_and_eos_follow_the_post_processor_not_the_flags(tmp_path, name, flags, want):
+    import json
+    import shutil
+
+    from attnviz.checkpoints.decoder_text import encode
+
+    d = tmp_path / name
+    shutil.copytree(DATA / name, d)
+    cfg = json.loads((d / "tokenizer_config.json").read_text())
+    cfg.update(flags)
+    (d / "tokenizer_config.json").write_text(json.dumps(cfg))
+    ck = load_checkpoint(d)
+    sp = ck.special_tokens
+    assert (sp.add_bos, sp.add_eos) == want
+    ids = encode(ck.tokenizer, sp, "hello world", 64).ids
+    assert ids.tolist() == ck.tokenizer.tokenizer.encode("hello world", add_special_tokens=True).ids
