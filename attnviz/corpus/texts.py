@@ -173,6 +173,9 @@ def _jsonl(p: Path) -> Iterator[tuple[str, object]]:
         except json.JSONDecodeError as exc:
             yield name, ValueError(f"not a JSON object ({exc.msg})")
             continue
+        except RecursionError:
+            yield name, ValueError("not a JSON object (nested too deeply)")
+            continue
         if not isinstance(obj, dict) or TEXT_COLUMN not in obj:
             yield name, ValueError(f"no '{TEXT_COLUMN}' field")
             continue

@@ -167,6 +167,14 @@ def test_parquet_texts_over_the_limit_fail(tmp_path, monkeypatch):
     assert docs[0].text == "ok" and "80 bytes, over the limit of 50" in str(docs[1].text) and docs[2].text is None
 
 
+def test_a_jsonl_line_nested_too_deeply_is_one_failed_document(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text('{"text": "ok"}\n' + "[" * 200_000 + "\n" + '{"text": "after"}\n')
+    docs = list(iter_documents(p))
+    assert [d.text for d in docs][::2] == ["ok", "after"]
+    assert str(docs[1].text) == "not a JSON object (nested too deeply)"
+
+
 # 7. outputs checked before the run; a bad line is one failed document named by its line
 
 def test_per_document_onto_a_folder_is_refused_before_the_run(tmp_path, capsys, no_work):
