@@ -17,6 +17,11 @@ family ships them) and
   hidden states of the two stacks, after their final norms) and ``logits``; the three kinds of maps once
   more from the model in float64 (``encoder_attentions_f64`` ...; T5's norms then take their variance in
   float64 too, not in float32 as transformers does), which a float64 pass must meet closely;
+* ``golden_generate.npz``: transformers' greedy ``generate`` (``do_sample=False, num_beams=1``,
+  ``max_new_tokens``) on a few sources, ``source_<i>`` and ``sequences_<i>`` (the decoder start token first),
+  under the folder's generation_config.json, and ``sequences_rules`` for the first source with ``rules`` (JSON:
+  no_repeat_ngram_size, repetition_penalty, min_new_tokens, bad_words_ids) added (``--generate-only`` writes
+  just these);
 * ``cases.json``: more source / target pairs with the ids the tokenizer gives them (language codes,
   unknown characters, several sentences), for the tokenizer tests.
 
@@ -376,6 +381,42 @@ def make_mt5() -> None:
         num_heads=2, relative_attention_num_buckets=10, relative_attention_max_distance=16)
 
 
+GENERATE_SOURCES = (SOURCE, "where is the railway station ?", "the cat")
+CLASSES = {"marian": ("MarianMTModel", "MarianTokenizer"), "bart": ("BartForConditionalGeneration", "AutoTokenizer"),
+           "mbart": ("MBartForConditionalGeneration", "AutoTokenizer"), "t5": ("T5ForConditionalGeneration", "AutoTokenizer"),
+           "mt5": ("MT5ForConditionalGeneration", "AutoTokenizer")}
+
+
+def generate_golden(out: Path, max_new_tokens: int = 10) -> None:
+    """golden_generate.npz of a saved folder: transformers' greedy generate (do_sample=False, num_beams=1) on a few
+    sources, ``source_<i>`` and ``sequences_<i>`` (the decoder start token first), with the folder's
+    generation_config.json."""
+    import transformers
+
+    kind = json.loads((out / "config.json").read_text())["model_type"]
+    model_cls, tok_cls = (getattr(transformers, n) for n in CLASSES[kind])
+    model = model_cls.from_pretrained(out, attn_implementation="eager", dtype=torch.float32).eval()
+    tok = tok_cls.from_pretrained(out)
+    arrays = {}
+    for i, text in enumerate(GENERATE_SOURCES):
+        enc = tok(text, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            # use_cache=False: transformers 5.24 sizes T5's cache by num_layers, which fails when the decoder
+            # has more layers (tiny_t5); greedy search gives the same tokens either way
+            seq = model.generate(input_ids=enc, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
+                                 use_cache=False)
+        arrays[f"source_{i}"], arrays[f"sequences_{i}"] = text, seq[0].numpy()
+    first = arrays["sequences_0"]  # the rules: ban the token greedy search wrote most, forbid repeats
+    rules = {"no_repeat_ngram_size": 2, "repetition_penalty": 1.5, "min_new_tokens": 4,
+             "bad_words_ids": [[int(np.bincount(first[1:]).argmax())]]}
+    enc = tok(GENERATE_SOURCES[0], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        seq = model.generate(input_ids=enc, do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
+                             use_cache=False, **rules)
+    arrays["rules"], arrays["sequences_rules"] = json.dumps(rules), seq[0].numpy()
+    np.savez_compressed(out / "golden_generate.npz", max_new_tokens=max_new_tokens, **arrays)
+
+
 MAKERS = {"tiny_marian": make_marian, "tiny_marian_separate": make_marian_separate, "tiny_bart": make_bart, "tiny_bart_bf16": make_bart_bf16, "tiny_mbart": make_mbart, "tiny_mbart50": make_mbart50, "tiny_t5": make_t5,
           "tiny_t5_gated": make_t5_gated, "tiny_t5_mt5": make_mt5}
 
@@ -383,9 +424,13 @@ MAKERS = {"tiny_marian": make_marian, "tiny_marian_separate": make_marian_separa
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", choices=sorted(MAKERS), help="write only these folders")
+    ap.add_argument("--generate-only", action="store_true",
+                    help="write only golden_generate.npz of the folders already there")
     args = ap.parse_args()
     for name in args.only or MAKERS:
-        MAKERS[name]()
+        if not args.generate_only:
+            MAKERS[name]()
+        generate_golden(OUT / name)
         print("wrote", OUT / name)
 
 

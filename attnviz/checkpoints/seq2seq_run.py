@@ -120,40 +120,61 @@ def _check_length(spec: Seq2SeqSpec, toks: TextTokens, side: str, ckpt: str) -> 
                               f"{what}; shorten it")
 
 
-def run_seq2seq(ckpt: Seq2SeqCheckpoint, source: str, target: str = "", *, dtype=np.float32,
-                kernel: str = "auto") -> Seq2SeqAttention:
-    """The source through the encoder, the target teacher-forced through the decoder -> every map of both."""
+def encode_source(ckpt: Seq2SeqCheckpoint, source, dtype) -> tuple[TextTokens, type]:
+    """The checked source tokens and dtype of a pass (every bad input a CheckpointError)."""
     if not isinstance(ckpt, Seq2SeqCheckpoint):
         raise CheckpointError(f"{getattr(ckpt, 'name', ckpt)!r} is not an encoder-decoder checkpoint "
                               f"({', '.join(SEQ2SEQ_TYPES)})")
-    spec, tok = ckpt.spec, ckpt.tokenizer
     dtype = np.dtype(dtype).type
     if dtype not in (np.float32, np.float64):
         raise CheckpointError(f"dtype must be float32 or float64 (got {np.dtype(dtype).name})")
     if not isinstance(source, str) or not source.strip():
         raise CheckpointError("the source text is empty; write the sentence to translate")
-    if target is None:
-        target = ""
-    src = encode_side(tok, source, "source")
-    tgt = encode_side(tok, target, "target")
-    _check_length(spec, src, "source", ckpt.name)
+    src = encode_side(ckpt.tokenizer, source, "source")
+    _check_length(ckpt.spec, src, "source", ckpt.name)
+    _check_ids(src.ids, ckpt.spec.vocab_size, "source")
+    return src, dtype
+
+
+def _check_ids(ids: np.ndarray, rows: int, side: str) -> None:
+    if ids.size and (ids.min() < 0 or ids.max() >= rows):
+        raise CheckpointError(f"the {side} tokenizer gave id {int(ids.max())}, outside the {rows}-row token table")
+
+
+def attention_result(ckpt: Seq2SeqCheckpoint, src: TextTokens, enc_atts, enc_hidden, dec_ids: np.ndarray,
+                     labels: np.ndarray, dtype, kernel: str, *, source: str = "", target: str = "",
+                     dec_pieces: list[str] | None = None, dec_special=None) -> Seq2SeqAttention:
+    """The decoder run on ``dec_ids`` over the encoded source -> the whole result."""
+    spec, tok = ckpt.spec, ckpt.tokenizer
+    fwd = seq2seq_t5 if spec.t5_like else seq2seq
+    dec_atts, cross, dec_hidden = fwd.decode(spec, PartView(ckpt.weights, "s2s"), dec_ids, enc_hidden, dtype=dtype,
+                                             kernel=kernel)
+    start_piece = tok.piece(dec_ids[0], "target")
+    if dec_pieces is None:
+        dec_pieces = [start_piece] + [tok.piece(i, "target") for i in dec_ids[1:]]
+        dec_special = [True] + [False] * (len(dec_ids) - 1)
+    return Seq2SeqAttention(
+        model=ckpt.name, family=spec.family, encoder_tokens=list(src.pieces), encoder_ids=src.ids,
+        decoder_tokens=list(dec_pieces), decoder_ids=dec_ids, target_ids=labels, encoder_attentions=enc_atts,
+        decoder_attentions=dec_atts, cross_attentions=cross, encoder_hidden=enc_hidden, decoder_hidden=dec_hidden,
+        source=source, target=target, encoder_special=np.asarray(src.special, dtype=bool),
+        decoder_special=np.asarray(dec_special, dtype=bool),
+        notes=(f"decoder starts with {start_piece!r} (id {int(dec_ids[0])})",))
+
+
+def run_seq2seq(ckpt: Seq2SeqCheckpoint, source: str, target: str = "", *, dtype=np.float32,
+                kernel: str = "auto") -> Seq2SeqAttention:
+    """The source through the encoder, the target teacher-forced through the decoder -> every map of both."""
+    src, dtype = encode_source(ckpt, source, dtype)
+    spec = ckpt.spec
+    tgt = encode_side(ckpt.tokenizer, "" if target is None else target, "target")
     _check_length(spec, tgt, "target", ckpt.name)
     labels = tgt.ids  # (T_dec,)
     dec_ids = _shift(spec, labels)  # (T_dec,)
-    for ids, rows, side in ((src.ids, spec.vocab_size, "source"), (dec_ids, spec.dec_vocab_size, "target")):
-        if ids.size and (ids.min() < 0 or ids.max() >= rows):
-            raise CheckpointError(f"the {side} tokenizer gave id {int(ids.max())}, outside the {rows}-row token table")
+    _check_ids(dec_ids, spec.dec_vocab_size, "target")
     fwd = seq2seq_t5 if spec.t5_like else seq2seq
-    W = PartView(ckpt.weights, "s2s")
-    enc_atts, enc_hidden = fwd.encode(spec, W, src.ids, dtype=dtype, kernel=kernel)
-    dec_atts, cross, dec_hidden = fwd.decode(spec, W, dec_ids, enc_hidden, dtype=dtype, kernel=kernel)
-    start_piece = tok.piece(dec_ids[0], "target")
-    dec_tokens = [start_piece] + list(tgt.pieces[:-1])
-    dec_special = np.asarray([True] + list(tgt.special[:-1]), dtype=bool)
-    notes = [f"decoder starts with {start_piece!r} (id {int(dec_ids[0])})"]
-    return Seq2SeqAttention(
-        model=ckpt.name, family=spec.family, encoder_tokens=list(src.pieces), encoder_ids=src.ids,
-        decoder_tokens=dec_tokens, decoder_ids=dec_ids, target_ids=labels, encoder_attentions=enc_atts,
-        decoder_attentions=dec_atts, cross_attentions=cross, encoder_hidden=enc_hidden, decoder_hidden=dec_hidden,
-        source=source, target=target, encoder_special=np.asarray(src.special, dtype=bool),
-        decoder_special=dec_special, notes=tuple(notes))
+    enc_atts, enc_hidden = fwd.encode(spec, PartView(ckpt.weights, "s2s"), src.ids, dtype=dtype, kernel=kernel)
+    start_piece = ckpt.tokenizer.piece(dec_ids[0], "target")
+    return attention_result(ckpt, src, enc_atts, enc_hidden, dec_ids, labels, dtype, kernel, source=source,
+                            target=target or "", dec_pieces=[start_piece] + list(tgt.pieces[:-1]),
+                            dec_special=[True] + list(tgt.special[:-1]))

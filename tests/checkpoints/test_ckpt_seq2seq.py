@@ -159,3 +159,50 @@ def test_next_token_logits_match_transformers(models, name):
     np.testing.assert_allclose(softmax(logits), softmax(g["logits"]), atol=1e-5, rtol=0)
     with pytest.raises(CheckpointError, match="hidden must be"):
         ck.logits(res.decoder_hidden[:, :3])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_greedy_translation_matches_transformers_generate(models, name):
+    """generate(do_sample=False, num_beams=1) under the folder's generation_config.json: forced EOS at the
+    length limit (the BART-likes), end of sequence before it (tiny_t5_gated's second source)."""
+    from attnviz.checkpoints.seq2seq_generate import generate_seq2seq
+
+    g = golden(DATA / name / "golden_generate.npz")
+    ck = models[name]
+    for i in range(3):
+        want = g[f"sequences_{i}"]
+        out = generate_seq2seq(ck, str(g[f"source_{i}"]), max_new_tokens=int(g["max_new_tokens"]))
+        np.testing.assert_array_equal(out.generated, want[1:], err_msg=f"source {i}")
+        att = out.attention
+        np.testing.assert_array_equal(att.decoder_ids, want[:-1])
+        np.testing.assert_array_equal(att.target_ids, want[1:])
+        assert att.cross_attentions.shape[2:] == (len(want) - 1, len(att.encoder_ids))
+        assert out.finished == (want[-1] == ck.spec.eos_token_id)
+
+
+def test_generation_inputs_and_cancel(models):
+    from attnviz.checkpoints.seq2seq_generate import generate_seq2seq
+
+    ck = models["tiny_t5"]
+    with pytest.raises(CheckpointError, match="max_new_tokens must be a whole number from 1 to 512"):
+        generate_seq2seq(ck, "a", max_new_tokens=0)
+    with pytest.raises(CheckpointError, match="the source text is empty"):
+        generate_seq2seq(ck, " ", max_new_tokens=3)
+    steps = []
+    out = generate_seq2seq(ck, "the cat", max_new_tokens=8, cancel=lambda: steps.append(1) or len(steps) > 3)
+    assert len(out.generated) == 3 and not out.finished
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_greedy_rules_of_generation_config(tmp_path, name):
+    """no_repeat_ngram_size, repetition_penalty, min_new_tokens and a banned token in generation_config.json
+    change the translation as they change transformers'."""
+    from attnviz.checkpoints.seq2seq_generate import generate_seq2seq
+
+    g = golden(DATA / name / "golden_generate.npz")
+    folder = tmp_path / name
+    shutil.copytree(DATA / name, folder)
+    cfg = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps(cfg | json.loads(str(g["rules"]))))
+    out = generate_seq2seq(load_checkpoint(folder), str(g["source_0"]), max_new_tokens=int(g["max_new_tokens"]))
+    np.testing.assert_array_equal(out.generated, g["sequences_rules"][1:])
