@@ -105,6 +105,7 @@ class InspectorPanel(QWidget):
         self.scatter = QKScatter(self)
         self.matrices.addTab(self.scatter, "Q-K PCA")  # short: the three tabs fit a 1024-pixel window
         self.matrices.setTabToolTip(2, "queries and keys in one PCA embedding")
+        self.matrices.currentChanged.connect(lambda _i: self.scatter.isVisible() and self._redraw_breakdown())
 
         self.breakdown = BreakdownView(self)
         self.breakdown.edit_hint.setWordWrap(True)  # a long hint must not widen the panel
@@ -148,9 +149,23 @@ class InspectorPanel(QWidget):
         tables scroll sideways."""
         return [0.56, 0.44] if key == "panel" else None
 
+    _hidden_change = False  # a response or view change skipped while another workspace was shown
+
+    def _hidden(self) -> bool:
+        """True while the window shows another workspace: redraws wait until this one shows (three
+        maps of thousands of rows and a PCA of as many points would hold up the window for nobody)."""
+        if self.window().isVisible() and not self.isVisible():
+            self._hidden_change = True
+            return True
+        return False
+
     def showEvent(self, ev):  # noqa: N802 - Qt's name
         super().showEvent(ev)
-        QTimer.singleShot(0, self, self._redraw_breakdown)  # tables fit their rows once they have a real size
+        if self._hidden_change:
+            self._hidden_change = False
+            QTimer.singleShot(0, self, lambda: self._on_response_changed(self.ctx.response))
+        else:
+            QTimer.singleShot(0, self, self._redraw_breakdown)  # tables fit their rows once they have a real size
 
     # -- selection -----------------------------------------------------------------------------
     def selection(self) -> tuple[int, int, int] | None:
@@ -207,6 +222,8 @@ class InspectorPanel(QWidget):
 
     # -- redraw --------------------------------------------------------------------------------
     def _on_response_changed(self, resp):
+        if self._hidden():
+            return
         if resp is None or not resp.ok or resp.q is None:
             self.note.setText(f"nothing to show: {getattr(resp, 'error', None) or 'no computation yet'}")
             self.breakdown.clear(" ")
@@ -217,6 +234,8 @@ class InspectorPanel(QWidget):
         self._redraw_breakdown()
 
     def _on_view_changed(self, view):
+        if self._hidden():
+            return
         resp = self.ctx.response
         if resp is None or not resp.ok or resp.q is None:
             return
@@ -337,6 +356,8 @@ class InspectorPanel(QWidget):
     _scatter_of = None  # (response, head) the scatter was drawn for
 
     def _redraw_scatter(self, resp, h, i, j):
+        if self.window().isVisible() and not self.scatter.isVisible():
+            return  # another matrix tab is shown: drawn when the PCA tab comes forward
         if self._scatter_of == (id(resp), h):
             self.scatter.set_selection(i, j)  # same points: only the outline moves
             return

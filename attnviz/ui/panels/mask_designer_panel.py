@@ -103,7 +103,8 @@ class MaskDesignerPanel(QWidget):
         self.timer = QTimer(self)
         self.timer.setSingleShot(True)
         self.timer.setInterval(0)
-        self.timer.timeout.connect(self.refresh)
+        self.timer.timeout.connect(self._on_timer)
+        self._hidden_change = False  # a redraw skipped while another workspace is shown
         self.timing_job = LatestJob("attnviz-flash-timing", self)
 
         blocks = QGroupBox("Blocks: queries (rows) → keys (columns)", self)
@@ -347,6 +348,20 @@ class MaskDesignerPanel(QWidget):
         QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
         if self._fitted:
             self.fit_square()
+
+    def _on_timer(self) -> None:
+        if self.window().isVisible() and not self.isVisible():
+            # another workspace is shown: compiling the design for thousands of tokens here would
+            # hold up the window for what nobody sees; it is drawn when the mask workspace shows
+            self._hidden_change = True
+            return
+        self.refresh()
+
+    def showEvent(self, ev):  # noqa: N802 - Qt's name
+        super().showEvent(ev)
+        if self._hidden_change:
+            self._hidden_change = False
+            self.schedule()
 
     def refresh(self) -> None:
         """Recompile the edited design for the current axes and redraw everything."""

@@ -170,6 +170,7 @@ def test_matrices_and_projections_are_drawn_for_the_head(river):
 def test_scatter_names_tokens_and_colours_by_side_or_segment(river):
     ctx, panel = river
     sc = panel.scatter
+    panel.matrices.setCurrentWidget(sc)  # drawn once its tab is shown
     assert "query 3 'bank'" in sc.describe("q", 3)
     assert "[by the river bank]" in sc.describe("k", 2) and "'river'" in sc.describe("k", 2)
     assert set(sc.brushes("q")) != set(sc.brushes("k"))
@@ -214,6 +215,7 @@ def test_long_row_shows_a_window_around_the_key(qtbot):
     try:
         Tk = ctx.response.Tk
         assert Tk > 128
+        panel.matrices.setCurrentWidget(panel.scatter)  # the PCA is drawn while its tab is shown
         ctx.set_view(query=0, key=Tk - 3)
         bd = panel.breakdown
         assert bd.row_table.columnCount() == 128
