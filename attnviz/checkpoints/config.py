@@ -48,7 +48,8 @@ class ImageConfig:
     image_std: tuple[float, ...]  # per-channel std divided by after subtracting the mean
     do_normalize: bool  # False: mean/std are not applied
     shortest_edge: int = 0  # CLIP / DINOv2 processors: resize the short side to this (aspect kept), then crop
-    crop_size: tuple[int, int] = (0, 0)  # (H, W) of the centre crop after a shortest-edge resize ((0, 0): none)
+    crop_size: tuple[int, int] = (0, 0)  # (H, W) of the centre crop after the resize ((0, 0): none)
+    resize_to: tuple[int, int] = (0, 0)  # DeiT-style: a fixed (H, W) resize before the centre crop ((0, 0): none)
 
 
 MAX_JSON_BYTES = 16 * 2**20  # config files are a few kB; larger ones are not read
@@ -151,6 +152,16 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
         )
     else:
         hw = (int_field(size, "height", where=where), int_field(size, "width", where=where))
+    resize_to = (0, 0)
+    if not short and bool_field(pp, "do_center_crop", False, where) and pp.get("crop_size") is not None:
+        # a fixed resize then a centre crop (DeiT's processors: 256 x 256, then 224 x 224), as transformers
+        # applies do_center_crop whatever form size takes
+        c = pp["crop_size"]
+        c = {"height": c, "width": c} if isinstance(c, int) and not isinstance(c, bool) else c
+        if not isinstance(c, dict):
+            raise CheckpointError(f"{where}: crop_size must be a number or {{'height': H, 'width': W}} (got {c!r})")
+        resize_to, hw = hw, (int_field(c, "height", where=where), int_field(c, "width", where=where))
+        crop = hw
     resample = pp.get("resample", 2)
     if resample not in RESAMPLE_NAMES:
         raise CheckpointError(f"{where}: resample {resample!r} is not a PIL resampling code (supported: {RESAMPLE_NAMES})")
@@ -175,6 +186,7 @@ def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
         rescale_factor=float_field(pp, "rescale_factor", 1 / 255, where), do_rescale=bool_field(pp, "do_rescale", True, where),
         image_mean=tuple(float(m) for m in mean), image_std=tuple(float(s) for s in std),
         do_normalize=bool_field(pp, "do_normalize", True, where), shortest_edge=short, crop_size=crop,
+        resize_to=resize_to,
     )
     gh, gw = model.grid
     if ic.size != model.image_size and gh != gw:

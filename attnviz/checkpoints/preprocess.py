@@ -36,6 +36,11 @@ def preprocess_image(image, ic: ImageConfig) -> np.ndarray:
     H, W = ic.size
     if ic.shortest_edge:
         rgb = center_crop(resize_shortest_edge(rgb, ic.shortest_edge, ic.resample) if ic.do_resize else rgb, ic.crop_size)
+    elif ic.resize_to != (0, 0):  # a fixed resize, then the centre crop (DeiT)
+        rh, rw = ic.resize_to
+        if ic.do_resize and rgb.shape[:2] != (rh, rw):
+            rgb = np.asarray(Image.fromarray(rgb).resize((rw, rh), resample=ic.resample, reducing_gap=None))
+        rgb = center_crop(rgb, ic.crop_size)
     elif ic.do_resize:
         if rgb.shape[:2] != (H, W):
             rgb = np.asarray(Image.fromarray(rgb).resize((W, H), resample=ic.resample, reducing_gap=None))  # (H', W', 3)
@@ -103,9 +108,12 @@ def seen_region(hw: tuple[int, int], ic: ImageConfig, grid: tuple[int, int], pat
         rh, rw = shortest_edge_size((H, W), ic.shortest_edge)
     elif ic.shortest_edge:
         rh, rw = H, W
+    elif ic.resize_to != (0, 0):
+        rh, rw = ic.resize_to if ic.do_resize else (H, W)
     else:
         rh, rw = ic.size if ic.do_resize else (H, W)
     sy, sx = H / rh, W / rw  # original pixels per resized pixel
-    top, left = crop_box((rh, rw), ic.crop_size) if ic.shortest_edge else (0, 0)
+    cropped = ic.shortest_edge or ic.resize_to != (0, 0)
+    top, left = crop_box((rh, rw), ic.crop_size) if cropped else (0, 0)
     bottom, right = top + grid[0] * patch_size[0], left + grid[1] * patch_size[1]
     return (max(0.0, top * sy), max(0.0, left * sx), min(float(H), bottom * sy), min(float(W), right * sx))

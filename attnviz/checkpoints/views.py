@@ -201,7 +201,8 @@ def grid_label(result: ModelAttention, ic: ImageConfig, patch_size: tuple[int, i
     extra = ", ".join(result.tokens[: result.n_extra_tokens])
     extra = f" + {result.n_extra_tokens} extra ({extra})" if result.n_extra_tokens else " (no class token)"
     side = f"{ph} px" if ph == pw else f"{ph}x{pw} px"
-    crop = f", short side resized to {ic.shortest_edge} px and centre-cropped" if ic.shortest_edge else ""
+    crop = (f", short side resized to {ic.shortest_edge} px and centre-cropped" if ic.shortest_edge else
+            f", resized to {ic.resize_to[0]}x{ic.resize_to[1]} px and centre-cropped" if ic.resize_to != (0, 0) else "")
     interp = (f"; position embeddings interpolated from {trained_grid[0]}x{trained_grid[1]}"
               if trained_grid is not None and tuple(trained_grid) != tuple(result.grid) else "")
     return (f"model input {H}x{W} px (height x width{crop}) → grid {gh}x{gw} of {side} patches = {gh * gw} tokens"

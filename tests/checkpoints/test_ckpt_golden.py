@@ -60,3 +60,28 @@ def test_tiny_vision_matches_transformers(tiny, kind, dtype):
     assert res.attentions.shape[-1] == n_extra + 15 == len(res.tokens) == len(res.labels)
     assert res.tokens[n_extra] == "0,0" and res.tokens[-1] == "2,4"
     assert res.special.sum() == n_extra
+
+
+def test_a_fixed_resize_then_centre_crop_is_applied_as_transformers_does():
+    """DeiT's processors resize to a fixed size and then crop the centre (256 -> 224): the pixels and every
+    map equal transformers' (tools/make_crop_golden.py), on the crop's own grid, not an interpolated one."""
+    from attnviz.checkpoints import load_checkpoint, run_image
+
+    d = DATA / "tiny_deit_crop"
+    g = golden(d / "golden.npz")
+    ck = load_checkpoint(d)
+    assert ck.image.size == (24, 40) and ck.image.resize_to == (32, 48) and ck.image.crop_size == (24, 40)
+    res = run_image(ck, g["image"])
+    np.testing.assert_allclose(res.pixels, g["pixel_values"], atol=1e-6, rtol=0)
+    assert res.attentions.shape == g["attentions"].shape and tuple(res.grid) == (3, 5)
+    np.testing.assert_allclose(res.attentions, g["attentions"], atol=1e-5, rtol=0)
+
+
+def test_the_seen_region_of_a_centre_crop_after_a_fixed_resize():
+    from attnviz.checkpoints import load_checkpoint
+    from attnviz.checkpoints.preprocess import seen_region
+
+    ic = load_checkpoint(DATA / "tiny_deit_crop").image
+    top, left, bottom, right = seen_region((64, 96), ic, (3, 5), (8, 8))
+    # resized to 32 x 48 (2 original pixels each), crop 24 x 40 from (4, 4): original rows 8..56, columns 8..88
+    assert (top, left, bottom, right) == (8.0, 8.0, 56.0, 88.0)
