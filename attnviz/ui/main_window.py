@@ -190,7 +190,7 @@ class MainWindow(QMainWindow):
         self.hint.dismissed.connect(self._on_hint_dismissed)
         self._build_panels()
         self.hint.set_key(self._workspace_key("mask"))
-        self.hint.workspace_requested.connect(lambda name: name in self.area.pages and self.show_workspace(name))
+        self.hint.workspace_requested.connect(self._on_hint_link)
         self.status = StatusBar(ctx, self)
         self.setStatusBar(self.status)
         self._build_menus()
@@ -390,6 +390,14 @@ class MainWindow(QMainWindow):
             if pid in self.panels:
                 continue
             self._build_later(pid)
+
+    def _on_hint_link(self, name: str) -> None:
+        if name == "text":
+            inputs = self.panel("inputs")
+            if inputs is not None and hasattr(inputs, "write_own_text"):
+                inputs.write_own_text()
+        elif name in self.area.pages:
+            self.show_workspace(name)
 
     def _on_hint_dismissed(self) -> None:
         self.settings.set_hint_dismissed(True)

@@ -716,6 +716,18 @@ class InputsPanel(QWidget):
         fn(name)
 
     # ------------------------------------------------------------------ edits
+    def write_own_text(self) -> bool:
+        """The first step of a new session: the session's first text source selected with all its text,
+        so what is typed replaces it; a new, empty text source when there is none."""
+        text = next((s for s in self.ctx.session.state.sources if isinstance(s, TextSource)), None)
+        if text is None:
+            return self.add_text()
+        self.select_source(text.name)
+        edit = self.text_editor.edit
+        edit.selectAll()
+        edit.setFocus(Qt.FocusReason.OtherFocusReason)
+        return True
+
     def add_text(self, text: str = "") -> bool:
         state = self.ctx.session.state
         src = TextSource(unique_name(state, "text"), next_colour(state), text)

@@ -1,12 +1,13 @@
 """The first-start hint: one line above the workspace naming three first steps, dismissed for good
-with its close button (the dismissal is kept in the settings)."""
+with its close button (the dismissal is kept in the settings). Its links ask for a workspace by name,
+or for ``text``: the session's text to type over (a new text source when it has none)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton
 
-HINT_HTML = ("<b>Start here:</b> &nbsp;1. type your own text in <i>Inputs</i> &nbsp;·&nbsp; "
+HINT_HTML = ("<b>Start here:</b> &nbsp;1. <a href=\"text\">type your own sentence</a> &nbsp;·&nbsp; "
              "2. add an image (<i>File ▸ Open</i> or drop one here) &nbsp;·&nbsp; "
              "3. open the <a href=\"mask\">mask workspace</a>{key}")
 

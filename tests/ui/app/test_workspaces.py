@@ -199,3 +199,30 @@ def test_the_qkv_and_pretrained_workspaces_remember_their_panels_splitters(make_
     assert [round(x, 2) for x in i2.splitter.shares()] == [round(x, 2) for x in mine]
     w2.reset_layout()
     assert i2.splitter.shares() == i2.default_shares("panel")
+
+
+@pytest.mark.parametrize("demo", ["savings-bank", "river-bank"])
+def test_the_hints_first_step_is_one_click_to_type_a_sentence(make_window, qtbot, demo):
+    """"type your own sentence" is a link (the hint once sent people to a control called Inputs that
+    no label names): it selects the session's text for typing over, or adds a text source to type in."""
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    from attnviz.model.state import TextSource
+
+    w = make_window(demo)
+    assert 'href="text"' in w.hint.label.text() and "Inputs" not in w.hint.label.text()
+    texts_before = [s for s in w.ctx.session.state.sources if isinstance(s, TextSource)]
+    w.activateWindow()
+    w.hint.label.linkActivated.emit("text")
+    inputs = w.panel("inputs")
+    edit = inputs.text_editor.edit
+    qtbot.waitUntil(edit.hasFocus, timeout=2000)
+    texts = [s for s in w.ctx.session.state.sources if isinstance(s, TextSource)]
+    if texts_before:  # the demo's sentence, all selected: typing replaces it
+        assert texts == texts_before and inputs.current_name() == texts[0].name
+        assert edit.textCursor().selectedText() == texts[0].text != ""
+        QTest.keyClicks(QApplication.focusWidget(), "my own words")
+        assert edit.toPlainText() == "my own words"
+    else:  # a hand-set demo: a new text source to type in
+        assert len(texts) == 1 and inputs.current_name() == texts[0].name and edit.toPlainText() == ""
