@@ -25,7 +25,8 @@ class StatusBar(QStatusBar):
         self.kernel_label = self._label("kernel", "engine kernel or numpy path that computed the heatmaps")
         self.tokens_label = self._label("T", "number of query (and key) tokens")
         self.heads_label = self._label("heads", "number of attention heads")
-        self.time_label = self._label("time", "wall time of the last computation")
+        self.time_label = self._label("time", "wall time of the last computation of the attention (tokens, Q, K, V, "
+                                              "the kernel and the outputs), from the edit to its result")
         self.masked_label = self._label("", "query rows with no allowed key: weights and output are 0")
         self.masked_label.setStyleSheet("color: #d0202a; font-weight: bold;")
         self.masked_label.setVisible(False)
@@ -104,7 +105,7 @@ class StatusBar(QStatusBar):
         self.tokens_label.setText(f"T = {resp.Tq:,}" if not resp.cross else f"Tq = {resp.Tq:,} · Tk = {resp.Tk:,}")
         self.heads_label.setText(f"heads: {0 if resp.q is None else resp.q.shape[0]}")
         ms = 1000.0 * self.ctx.compute.last_seconds
-        self.time_label.setText(f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms")
+        self.time_label.setText(f"computed in {ms:,.0f} ms" if ms >= 10 else f"computed in {ms:.1f} ms")
         n = 0 if resp.fully_masked is None else int(np.count_nonzero(resp.fully_masked))
         self.masked_label.setVisible(n > 0)
         where = "rows" if resp.fully_masked is None or resp.fully_masked.ndim == 1 else "(head, row) pairs"
