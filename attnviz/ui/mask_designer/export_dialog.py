@@ -11,6 +11,7 @@ import os
 from typing import Callable
 
 import numpy as np
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (QComboBox, QDialog, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
                                QPushButton, QVBoxLayout)
@@ -51,8 +52,9 @@ class MaskCodeDialog(QDialog):
         self.ctx = ctx
         self._context = context
         self.format = QComboBox(self)
-        for key, text, _ in FORMATS:
-            self.format.addItem(text, key)
+        for i, (key, text, _) in enumerate(FORMATS):
+            self.format.addItem(f"{text}  ({key})", key)  # the name attnviz-cli mask-export --format takes
+            self.format.setItemData(i, f"attnviz-cli mask-export SESSION --format {key}", Qt.ItemDataRole.ToolTipRole)
         self.code = QPlainTextEdit(self)
         self.code.setReadOnly(True)
         self.code.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
@@ -61,13 +63,15 @@ class MaskCodeDialog(QDialog):
         self.code.setFont(font)
         self.message = QLabel("", self)
         self.message.setWordWrap(True)
-        self.copy_button = QPushButton("Copy", self)
-        self.save_button = QPushButton("Save…", self)
-        self.import_button = QPushButton("Import…", self)
+        self.copy_button = QPushButton("&Copy", self)
+        self.save_button = QPushButton("&Save…", self)
+        self.import_button = QPushButton("&Import…", self)
         self.import_button.setToolTip("read a mask from .npy, the design JSON or an ar_mask file (JSON / .npz)")
-        self.close_button = QPushButton("Close", self)
+        self.close_button = QPushButton("Clos&e", self)
         top = QHBoxLayout()
-        top.addWidget(QLabel("Format:", self))
+        label = QLabel("&Format:", self)
+        label.setBuddy(self.format)
+        top.addWidget(label)
         top.addWidget(self.format, 1)
         buttons = QHBoxLayout()
         buttons.addWidget(self.import_button)
@@ -143,17 +147,24 @@ class MaskCodeDialog(QDialog):
             why = _WHY.get(fmt, "Cannot show the mask in this format")
             self.code.setPlainText(f"# {why}:\n# {exc}\n")
             self._say(f"{why}: {exc}", error=True)
-            self._ok = False
+            self._set_ok(False)
             return False
         except RuntimeError as exc:  # the generated source failed its own check: a bug, said plainly
             self.code.setPlainText("")
             self._say(f"could not generate the source: {exc}", error=True)
-            self._ok = False
+            self._set_ok(False)
             return False
         self.code.setPlainText(text)
         self._say("")
-        self._ok = True
+        self._set_ok(True)
         return True
+
+    def _set_ok(self, ok: bool) -> None:
+        """Copy and Save… only for a mask this format expresses (Save… once wrote nothing, silently)."""
+        self._ok = bool(ok)
+        for b in (self.copy_button, self.save_button):
+            b.setEnabled(self._ok)
+            b.setToolTip("" if self._ok else "this format cannot express the mask: see the message above")
 
     def copy(self) -> bool:
         if not self._ok:
@@ -216,7 +227,9 @@ class MaskCodeDialog(QDialog):
     def _ask_save(self) -> None:
         fmt = self.current_format()
         filt = next(f for k, _, f in FORMATS if k == fmt)
-        path, _ = QFileDialog.getSaveFileName(self, "Save mask", "", filt)
+        suggested = {"flex": "mask_mod.py", "json": "mask.json", "ar-mask": "ar_mask.json",
+                     "seqlens": "seqlens.json", "npy": "mask.npy"}.get(fmt, "")
+        path, _ = QFileDialog.getSaveFileName(self, "Save mask", suggested, filt)
         if path:
             self.save_to(path, fmt)
 

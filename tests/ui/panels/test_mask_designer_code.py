@@ -91,6 +91,14 @@ def test_ar_mask_of_a_painted_mask_is_a_message(qtbot, tmp_path):
     assert "cannot be written as openpi ar_mask + valid" in dialog.message_text
     assert "Traceback" not in dialog.code.toPlainText()
     assert not dialog.copy()
+    # Save… and Copy are disabled for it (Save… once stayed enabled and then wrote nothing)
+    assert not dialog.save_button.isEnabled() and not dialog.copy_button.isEnabled()
+    assert "cannot express" in dialog.save_button.toolTip()
+    # the window names the format as attnviz-cli mask-export does
+    assert "(ar-mask)" in dialog.format.currentText() and "openpi" in dialog.format.currentText()
+    dialog.set_format("flex")
+    assert dialog.save_button.isEnabled() and dialog.copy_button.isEnabled()
+    dialog.set_format("ar-mask")
     path = tmp_path / "ar.json"
     assert not dialog.save_to(path, "ar-mask")
     assert not path.exists()
@@ -131,3 +139,15 @@ def test_imports_that_cannot_work_are_messages(qtbot, tmp_path):
     assert not dialog.import_from(bad)
     assert "0/1" in dialog.message_text
     assert ctx.session.state.mask == before
+
+
+def test_the_mask_code_dialog_has_access_keys(qtbot):
+    ctx, panel = make_panel(qtbot)
+    dialog = panel.open_code_dialog()
+    texts = [b.text() for b in (dialog.copy_button, dialog.save_button, dialog.import_button, dialog.close_button)]
+    keys = [t[t.index("&") + 1].lower() for t in texts if "&" in t]
+    assert len(keys) == 4 and len(set(keys)) == 4, texts
+    from PySide6.QtWidgets import QLabel
+
+    buddies = [lab for lab in dialog.findChildren(QLabel) if lab.buddy() is dialog.format]
+    assert buddies and "&" in buddies[0].text()
