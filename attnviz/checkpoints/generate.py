@@ -17,6 +17,7 @@ import numpy as np
 
 from attnviz.checkpoints.decoder import (_W, _check_ids, causal_band, embed_scale, rms_norm,
                                          rms_norm_plus_one)
+from attnviz.checkpoints.decoder_run import MEMORY_SHARE, available_memory
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.layers import activation, linear, merge_heads, pick_kernel, split_heads
 from attnviz.checkpoints.rope import cos_sin, inverse_frequencies, rotate
@@ -216,14 +217,19 @@ def generate(c, weights, prompt_ids, *, max_new_tokens: int = 32, how: Sampling 
     if ids.size + max_new_tokens > limit:
         raise CheckpointError(f"{ids.size:,} prompt tokens + {max_new_tokens:,} new ones exceed the model's "
                               f"{limit:,} positions")
+    L, nh = c.n_layer, c.n_head
+    T_max = ids.size + max_new_tokens
+    need = L * nh * T_max * T_max * 4
+    if need > available_memory() * MEMORY_SHARE:
+        raise CheckpointError(f"keeping every step's attention over {T_max:,} tokens needs {need / 2**30:.1f} GiB "
+                              f"({L} layers x {nh} heads x {T_max:,}^2), more than half the available memory; "
+                              "shorten the prompt or generate fewer tokens")
     W = _W(weights, np.float32)
     head_matrix(c, W._w)  # a base model without a head is refused before any work
     eos = {int(e) for e in eos_ids}
     rng = np.random.default_rng(how.seed)
     cache = KVCache([None] * c.n_layer, [None] * c.n_layer)
     scale = embed_scale(c, np.float32)
-    L, nh = c.n_layer, c.n_head
-    T_max = ids.size + max_new_tokens
     atts = np.zeros((L, nh, T_max, T_max), dtype=np.float32)
     out = list(int(t) for t in ids)
     tops_i, tops_p = [], []

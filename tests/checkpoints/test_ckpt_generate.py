@@ -128,3 +128,12 @@ def test_logit_lens_refuses_a_position_outside(models):
     for bad in (3, -4, 1.5):
         with pytest.raises(CheckpointError, match="outside"):
             logit_lens(ck.config, ck.weights, [1, 2, 3], position=bad)
+
+
+def test_maps_that_would_not_fit_in_memory_are_refused_before_any_work(models, monkeypatch):
+    import attnviz.checkpoints.generate as gen
+
+    ck = models["tiny_llama"]
+    monkeypatch.setattr(gen, "available_memory", lambda: 10_000)  # 2 x 4 x 13^2 x 4 bytes = 5,408 > 5,000
+    with pytest.raises(CheckpointError, match="more than half the available memory"):
+        generate(ck.config, ck.weights, [1, 2, 3], max_new_tokens=10)
