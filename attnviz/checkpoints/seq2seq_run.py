@@ -87,6 +87,9 @@ class Seq2SeqAttention:
     encoder_special: np.ndarray | None = None  # (T_enc,) bool: EOS, language codes ...
     decoder_special: np.ndarray | None = None  # (T_dec,) bool
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # T5: the relative-position term added to the self-attention scores of every layer, before the softmax:
+    # {"encoder": (nh, T_enc, T_enc), "decoder": (nh, T_dec, T_dec)}; None for the other families
+    position_bias: dict | None = None
 
     kind = "seq2seq"
 
@@ -159,7 +162,17 @@ def attention_result(ckpt: Seq2SeqCheckpoint, src: TextTokens, enc_atts, enc_hid
         decoder_attentions=dec_atts, cross_attentions=cross, encoder_hidden=enc_hidden, decoder_hidden=dec_hidden,
         source=source, target=target, encoder_special=np.asarray(src.special, dtype=bool),
         decoder_special=np.asarray(dec_special, dtype=bool),
-        notes=(f"decoder starts with {start_piece!r} (id {int(dec_ids[0])})",))
+        notes=(f"decoder starts with {start_piece!r} (id {int(dec_ids[0])})",),
+        position_bias=_position_bias(ckpt, len(src.ids), len(dec_ids), dtype) if spec.t5_like else None)
+
+
+def _position_bias(ckpt: Seq2SeqCheckpoint, T_enc: int, T_dec: int, dtype) -> dict[str, np.ndarray]:
+    W = PartView(ckpt.weights, "s2s")
+    out = {}
+    for stack, T, both in (("encoder", T_enc, True), ("decoder", T_dec, False)):
+        table = np.asarray(W[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]).astype(dtype)
+        out[stack] = seq2seq_t5.position_bias(ckpt.spec, table, T, both)  # (nh, T, T)
+    return out
 
 
 def run_seq2seq(ckpt: Seq2SeqCheckpoint, source: str, target: str = "", *, dtype=np.float32,

@@ -206,3 +206,23 @@ def test_greedy_rules_of_generation_config(tmp_path, name):
     (folder / "generation_config.json").write_text(json.dumps(cfg | json.loads(str(g["rules"]))))
     out = generate_seq2seq(load_checkpoint(folder), str(g["source_0"]), max_new_tokens=int(g["max_new_tokens"]))
     np.testing.assert_array_equal(out.generated, g["sequences_rules"][1:])
+
+
+def test_t5_position_bias_is_the_term_added_to_the_scores(models):
+    """softmax(q k^T + bias) of layer 0 rebuilt from the returned bias reproduces the map (q, k recomputed here)."""
+    from attnviz.checkpoints.decoder import rms_norm
+
+    ck = models["tiny_t5"]
+    res = run_seq2seq(ck, "the cat sat on the mat.", "le chat")
+    assert run_seq2seq(models["tiny_bart"], "a", "b").position_bias is None
+    enc, dec = res.position_bias["encoder"], res.position_bias["decoder"]
+    assert enc.shape == (4, len(res.encoder_ids), len(res.encoder_ids)) and dec.shape[1:] == (len(res.decoder_ids),) * 2
+    W = ck.weights
+    p = "s2s/encoder.block.0.layer.0."
+    x = np.asarray(W["s2s/shared.weight"])[res.encoder_ids]
+    h = rms_norm(x, np.asarray(W[p + "layer_norm.weight"]), ck.spec.ln_eps)
+    q = (h @ np.asarray(W[p + "SelfAttention.q.weight"]).T).reshape(len(x), 4, 8).transpose(1, 0, 2)
+    k = (h @ np.asarray(W[p + "SelfAttention.k.weight"]).T).reshape(len(x), 4, 8).transpose(1, 0, 2)
+    s = q @ k.transpose(0, 2, 1) + enc
+    w = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(w / w.sum(-1, keepdims=True), res.encoder_attentions[0], atol=1e-5)
