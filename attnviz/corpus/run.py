@@ -225,6 +225,10 @@ def check_model(folder, name: str | None, max_tokens: int | None):
         ckpt = load_checkpoint(folder, name=name)
     except CheckpointError as exc:
         raise CorpusRunError(str(exc)) from None
+    if getattr(ckpt, "kind", None) == "vlm" or getattr(ckpt, "config", None) is None:
+        family = getattr(ckpt, "family", "")
+        raise CorpusRunError(f"{ckpt.name} is a {family + ' ' if family else ''}vision-language model; the corpus "
+                             "command runs text checkpoints")
     if getattr(ckpt, "tokenizer", None) is None:
         raise CorpusRunError(f"{ckpt.name} is a {ckpt.config.model_type} image model; the corpus command reads text")
     limit = model_limit(ckpt)

@@ -1,7 +1,7 @@
 """What runs on a Dask worker: one partition of documents through a checkpoint, as exact sums.
 
 Each process loads the checkpoint once (:func:`cached_checkpoint`). A failing document is returned
-named with its message and does not stop the partition; a checkpoint that does not load raises
+named with its message (whatever it raised) and does not stop the partition; a checkpoint that does not load raises
 :class:`ModelUnavailable`, which stops the run.
 """
 
@@ -126,6 +126,9 @@ def run_partition(job: PartitionJob) -> PartitionResult:
             d = document_sums(_document_attentions(ckpt, doc, job.max_tokens))
         except (CheckpointError, ValueError, MemoryError) as exc:
             result.failed.append((doc.index, doc.name, str(exc) or type(exc).__name__))
+            continue
+        except Exception as exc:  # anything else one document provokes fails that document, not the run
+            result.failed.append((doc.index, doc.name, f"{type(exc).__name__}: {exc}"))
             continue
         result.sums = d if result.sums is None else result.sums + d
         if job.per_document:

@@ -228,6 +228,32 @@ def test_a_line_that_is_not_utf8_is_one_failed_document(tmp_path, capsys):
     assert (st.rows, st.documents) == ref[1:]
 
 
+@pytest.mark.parametrize("family", ["tiny_llava", "tiny_smolvlm"])
+def test_a_vision_language_model_is_refused_in_one_line(tmp_path, capsys, family):
+    corpus = write_lines(tmp_path / "c.txt", GOOD)
+    rc, err = _run(capsys, TINY_GPT2.parent / family, corpus, "--out", tmp_path / "s.parquet", "--scheduler", "threads")
+    assert rc == 1 and "vision-language model; the corpus command runs text checkpoints" in _one_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
+def test_a_document_that_crashes_the_forward_pass_fails_alone(tmp_path, capsys, monkeypatch):
+    import attnviz.corpus.worker as corpus_worker
+
+    real = corpus_worker.run_text
+
+    def run_text(ckpt, text):
+        if "steep" in text:
+            raise IndexError("index 7 is out of bounds")  # a bug one input provokes
+        return real(ckpt, text)
+
+    monkeypatch.setattr(corpus_worker, "run_text", run_text)
+    corpus = write_lines(tmp_path / "c.txt", GOOD)
+    out = tmp_path / "s.parquet"
+    rc, err = _run(capsys, TINY_GPT2, corpus, "--out", out, "--scheduler", "threads", "--batch", 3)
+    assert rc == 1 and "c.txt:2: IndexError: index 7 is out of bounds" in err and "Traceback" not in err, err
+    assert read_stats(out).documents == 2
+
+
 # 8. unbounded or silent arguments
 
 def test_a_huge_worker_count_is_refused_with_its_bound(tmp_path, capsys, no_work):
