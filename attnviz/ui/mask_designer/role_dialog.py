@@ -108,12 +108,13 @@ def remembered_roles(design) -> dict[str, str]:
 
 
 def choose_vla_roles(parent, state, q_segments, k_segments, design,
-                     ask: Callable[[object, list[RoleRow]], dict | None] = ask_in_dialog) -> dict[str, str] | None:
-    """Every segment's VLA role, asking the person (``ask``) only for the ones nothing else places;
-    None when they cancel."""
+                     ask: Callable[[object, list[RoleRow]], dict | None] = ask_in_dialog,
+                     always_ask: bool = False) -> dict[str, str] | None:
+    """Every segment's VLA role, asking the person (``ask``) only for the ones nothing else places
+    (for every segment, the inferred roles preselected, with ``always_ask``); None when they cancel."""
     segments = list(q_segments) + list(k_segments or ())
     roles, unsure = infer_vla_roles(segments, state.sources, remembered_roles(design))
-    if not unsure:
+    if not unsure and not always_ask:
         return roles
     kinds = {s.name: s.kind for s in state.sources}
     rows, seen = [], set()

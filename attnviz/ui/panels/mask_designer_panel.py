@@ -61,6 +61,11 @@ def too_long_to_draw(axes) -> bool:
     return axes.Tq * axes.Tk > DENSE_MASK_CELLS
 
 
+#: the message's link to the roles dialog (for every segment, whatever was inferred)
+ROLES_LINK = '<a href="roles">choose the roles…</a>'
+ROLE_WORDS = {"I": "image", "P": "prompt or state", "A": "FAST actions", "E": "action expert"}
+
+
 class MaskDesignerPanel(QWidget):
     """Block rules, painted cells, presets, tiles and masks as code for the session's mask."""
 
@@ -100,6 +105,9 @@ class MaskDesignerPanel(QWidget):
                                     "import .npy, JSON or ar_mask")
         self.message = QLabel("", self)
         self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
+                                             | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
+        self.message.linkActivated.connect(self._on_message_link)
         self.timer = QTimer(self)
         self.timer.setSingleShot(True)
         self.timer.setInterval(0)
@@ -440,8 +448,8 @@ class MaskDesignerPanel(QWidget):
         finally:
             self._executing = False
         if ok:
-            if self.message.property("error"):
-                self._say("")
+            if self.message.text():
+                self._say("")  # what the last edit was told no longer holds
         else:
             self._say(self._last_error or "the edit was refused", error=True)
         return ok
@@ -466,8 +474,11 @@ class MaskDesignerPanel(QWidget):
         if name == "vla" and not params.get("roles"):  # every segment's role, asked for only when unsure
             roles = choose_vla_roles(self, self.ctx.session.state, self.axes.q_segments,
                                      self.axes.k_segments_arg,
-                                     self.target.design(self.ctx.session.state.mask), self.ask_vla_roles)
+                                     self.target.design(self.ctx.session.state.mask), self.ask_vla_roles,
+                                     always_ask=bool(params.pop("ask_roles", False)))
             if roles is None:
+                self._say("The VLA preset was not applied: it needs every segment's role (image, prompt or "
+                          f"state, FAST actions, action expert). {ROLES_LINK}", error=True)
                 return False
             params["roles"] = roles
         try:
@@ -478,7 +489,18 @@ class MaskDesignerPanel(QWidget):
         except ValueError as exc:
             self._say(str(exc), error=True)
             return False
-        return self.execute(self.target.lift(inner))
+        ok = self.execute(self.target.lift(inner))
+        if ok and name == "vla" and not set(params["roles"].values()) - {"I", "P"}:
+            # no action tokens: every image and prompt token sees every other, as with no mask at all
+            shown = ", ".join(f"'{seg}' as {ROLE_WORDS.get(role, role)}" for seg, role in params["roles"].items())
+            self._say(f"The VLA mask only changes something where there are action tokens; this session has none "
+                      f"({shown}), so every token sees every other. Add the state and actions as custom blocks "
+                      f"(Add ▸ Custom block), or {ROLES_LINK}")
+        return ok
+
+    def _on_message_link(self, link: str) -> None:
+        if link == "roles":
+            self.apply_preset("vla", params={"ask_roles": True})
 
     def _on_remove_term(self) -> None:
         if self.snapshot is not None and self.snapshot.design.presets:
