@@ -4,6 +4,9 @@ cache, and every step's attention rows are written with the ids.
 The .npz holds ``ids`` (prompt and generated), ``generated`` (the new tokens only), ``attentions``
 (layers, heads, T, T) of the whole final sequence as the cached steps computed them, ``tokens`` (the
 pieces), ``top_ids`` / ``top_probs`` (new tokens, 10): the most probable next tokens at every step.
+An encoder-decoder (MarianMT, BART, mBART, T5) translates greedily instead: ``generated``, ``encoder_ids``,
+``decoder_ids`` (the decoder start token first), ``encoder_attentions``, ``decoder_attentions`` and
+``cross_attentions`` (layers, heads, T_dec, T_enc) of the final sequence.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ def _cmd_generate(args) -> int:
         raise CliError("--temperature, --top-k, --top-p and --seed shape sampling: add --sample")
     try:
         ckpt = load_checkpoint(folder, name=name)
+        if ckpt.kind == "seq2seq":
+            return _generate_seq2seq(ckpt, args)
         if ckpt.kind != "decoder":
             raise CliError(f"{ckpt.name} is a {ckpt.config.model_type} model; generate runs decoder LLMs "
                            "(Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3)")
@@ -104,4 +109,25 @@ def _cmd_generate(args) -> int:
     if lens is not None:
         words = [repr(tok.id_to_piece(int(t))) for t in lens.top_ids[:, 0]]
         print(f"logit lens at token {lens.position} (embedding, then each layer): {' '.join(words)}")
+    return 0
+
+
+def _generate_seq2seq(ckpt, args) -> int:
+    from attnviz.checkpoints.seq2seq_generate import generate_seq2seq
+    from attnviz.cli.npz_out import write_npz
+
+    if args.sample or args.lens is not None or args.chat:
+        raise CliError(f"{ckpt.name} is an encoder-decoder: it translates greedily (no --sample, --lens or --chat)")
+    res = generate_seq2seq(ckpt, args.text, max_new_tokens=args.max_new_tokens)
+    a = res.attention
+    write_npz(args.npz, {"generated": res.generated, "encoder_ids": a.encoder_ids, "decoder_ids": a.decoder_ids,
+                         "encoder_attentions": a.encoder_attentions, "decoder_attentions": a.decoder_attentions,
+                         "cross_attentions": a.cross_attentions,
+                         "encoder_tokens": np.array(a.encoder_tokens, dtype=str),
+                         "decoder_tokens": np.array(a.decoder_tokens, dtype=str)})
+    print(ckpt.describe() if hasattr(ckpt, "describe") else ckpt.name)
+    print(f"{len(a.encoder_ids)} source tokens -> {len(res.generated)} new ({'end of sequence' if res.finished else 'length'}; "
+          f"greedy): {res.text!r}")
+    L, nh, Td, Te = a.cross_attentions.shape
+    print(f"cross_attentions ({L}, {nh}, {Td}, {Te}) -> {args.npz}")
     return 0

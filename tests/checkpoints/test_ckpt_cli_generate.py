@@ -94,3 +94,22 @@ def test_the_logit_lens_is_written_on_request(tmp_path, capsys):
     assert "logit lens at token" in capsys.readouterr().out
     assert main(["model", "generate", str(folder), "--text", "hello", "--lens", "99", "--npz", str(out)]) == 1
     assert "outside" in capsys.readouterr().err
+
+
+def test_an_encoder_decoder_translates_greedily(tmp_path, capsys):
+    from pathlib import Path
+
+    from attnviz.checkpoints.seq2seq_generate import generate_seq2seq
+
+    folder = Path(__file__).resolve().parents[1] / "data" / "tiny_marian"
+    out = tmp_path / "t.npz"
+    assert main(["model", "generate", str(folder), "--text", "I love you", "--max-new-tokens", "5",
+                 "--npz", str(out)]) == 0
+    want = generate_seq2seq(load_checkpoint(folder), "I love you", max_new_tokens=5)
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["generated"], want.generated)
+        for key in ("encoder_ids", "decoder_ids", "cross_attentions", "decoder_attentions", "encoder_attentions"):
+            np.testing.assert_array_equal(z[key], getattr(want.attention, key))
+        assert z["cross_attentions"].shape[2:] == (len(z["decoder_ids"]), len(z["encoder_ids"]))
+    assert main(["model", "generate", str(folder), "--text", "hi", "--sample", "--npz", str(out)]) == 1
+    assert "translates greedily" in capsys.readouterr().err
