@@ -111,16 +111,17 @@ def _cmd_corpus(args) -> int:
     from attnviz.persist import SessionError, check_save_target
 
     try:  # as a session save does: a folder, a device or a FIFO named as output is refused, not replaced
-        out = check_save_target(args.out)
-        per_document = None if args.per_document is None else check_save_target(args.per_document)
+        for path in (args.out, args.per_document):
+            if path is not None:
+                check_save_target(path)  # (the files are then written where a symlink points, the link kept)
     except SessionError as exc:
         raise CliError(str(exc)) from None
     folder, name = _resolve(args.model)
     bar = ProgressBar()
     try:
         with _terminate_as_interrupt():
-            result = run_corpus(folder, name, args.texts, out, scheduler=args.scheduler, workers=args.workers,
-                                batch=args.batch, max_tokens=args.max_tokens, per_document=per_document,
+            result = run_corpus(folder, name, args.texts, args.out, scheduler=args.scheduler, workers=args.workers,
+                                batch=args.batch, max_tokens=args.max_tokens, per_document=args.per_document,
                                 progress=bar)
     except KeyboardInterrupt:
         bar.end()
