@@ -56,12 +56,18 @@ def embed(s: Seq2SeqSpec, W, stack: str, ids: np.ndarray, dtype) -> np.ndarray:
     return layer_norm(x, W[f"{stack}.layernorm_embedding.weight"], W[f"{stack}.layernorm_embedding.bias"], s.ln_eps)
 
 
-def _attend(s: Seq2SeqSpec, W, p: str, x, memory, nh: int, mask, kernel: str):
+def _attend(s: Seq2SeqSpec, W, p: str, x, memory, nh: int, mask, kernel: str, kv_cache: dict | None = None):
     """One attention sublayer ``p`` (self_attn / encoder_attn): queries from x (Tq, C), keys and values from
-    memory (Tk, C) -> (projected output (Tq, C), weights (nh, Tq, Tk))."""
+    memory (Tk, C) -> (projected output (Tq, C), weights (nh, Tq, Tk)). ``kv_cache`` keeps the keys and values
+    of the memory per sublayer (the encoder's, the same at every generation step)."""
     q = linear(x, W.matrix(p + "q_proj.weight"), W[p + "q_proj.bias"])  # (Tq, C)
-    k = linear(memory, W.matrix(p + "k_proj.weight"), W[p + "k_proj.bias"])  # (Tk, C)
-    v = linear(memory, W.matrix(p + "v_proj.weight"), W[p + "v_proj.bias"])  # (Tk, C)
+    if kv_cache is not None and p in kv_cache:
+        k, v = kv_cache[p]
+    else:
+        k = linear(memory, W.matrix(p + "k_proj.weight"), W[p + "k_proj.bias"])  # (Tk, C)
+        v = linear(memory, W.matrix(p + "v_proj.weight"), W[p + "v_proj.bias"])  # (Tk, C)
+        if kv_cache is not None:
+            kv_cache[p] = k, v
     ctx, w = multi_head(q, k, v, nh, mask, 1.0 / math.sqrt(s.d_model // nh), kernel)
     return linear(ctx, W.matrix(p + "out_proj.weight"), W[p + "out_proj.bias"]), w
 
@@ -101,9 +107,11 @@ def encode(s: Seq2SeqSpec, weights, ids: np.ndarray, *, dtype=np.float32, kernel
     return atts, x
 
 
-def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
+def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
+           cross_cache: dict | None = None):
     """Decoder on target ids (T,) over the encoder's hidden states memory (S, C), teacher-forced ->
-    (self-attentions (L_dec, nh, T, T) causal, cross-attentions (L_dec, nh, T, S), hidden (T, C))."""
+    (self-attentions (L_dec, nh, T, T) causal, cross-attentions (L_dec, nh, T, S), hidden (T, C)).
+    ``cross_cache``: a dict kept across calls over the same memory (the cross-attention's keys and values)."""
     W = _W(weights, dtype)
     x = embed(s, W, "decoder", ids, dtype)  # (T, C)
     T, S = ids.shape[0], memory.shape[0]
@@ -117,7 +125,7 @@ def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtyp
                                     lambda h, p=p: _attend(s, W, p + "self_attn.", h, h, s.dec_heads, causal, kernel))
         x, cross[i] = _sublayer(s, W, p + "encoder_attn_layer_norm", x,
                                 lambda h, p=p: _attend(s, W, p + "encoder_attn.", h, memory, s.dec_heads, None,
-                                                       kernel))
+                                                       kernel, cross_cache))
         x, _ = _sublayer(s, W, p + "final_layer_norm", x, _mlp(s, W, p))
     if s.pre_norm:
         x = layer_norm(x, W["decoder.layer_norm.weight"], W["decoder.layer_norm.bias"], s.ln_eps)

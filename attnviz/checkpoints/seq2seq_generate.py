@@ -7,8 +7,9 @@ As transformers' ``generate(do_sample=False, num_beams=1)`` with the rules of th
 ``generation_config.json`` that apply to greedy search: ``forced_bos_token_id`` (the first written token),
 ``forced_eos_token_id`` (the last one at the length limit), ``bad_words_ids`` of one token (Marian's
 ``<pad>``), ``min_length`` / ``min_new_tokens`` (end of sequence held back), ``no_repeat_ngram_size`` and
-``repetition_penalty``. Each step recomputes the decoder over the written tokens (no key/value cache):
-the maps of the last pass are those of every earlier step, the decoder being causal.
+``repetition_penalty``. Each step recomputes the decoder over the written tokens (no self-attention key/value
+cache; the cross-attention's keys and values of the source are computed once): the maps of the last pass
+are those of every earlier step, the decoder being causal.
 """
 
 from __future__ import annotations
@@ -135,8 +136,10 @@ def generate_seq2seq(ckpt, source: str, *, max_new_tokens: int = 64, dtype=np.fl
     seq = [spec.decoder_start_token_id]
     limit = min(1 + max_new_tokens, spec.max_positions)
     finished = False
+    cross: dict = {}  # the cross-attention's keys and values, computed at the first step
     while len(seq) < limit and not (cancel is not None and cancel()):
-        _, _, hidden = fwd.decode(spec, W, np.asarray(seq, dtype=np.int64), memory, dtype=dtype, kernel=kernel)
+        _, _, hidden = fwd.decode(spec, W, np.asarray(seq, dtype=np.int64), memory, dtype=dtype, kernel=kernel,
+                                  cross_cache=cross)
         nxt = choose(rules, seq, next_token_logits(ckpt, hidden[-1:])[0], limit, 1)
         seq.append(nxt)
         if nxt in rules.eos_ids:

@@ -102,9 +102,11 @@ def encode(s: Seq2SeqSpec, weights, ids: np.ndarray, *, dtype=np.float32, kernel
     return atts, rms_norm(x, W["encoder.final_layer_norm.weight"], s.ln_eps)
 
 
-def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
+def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
+           cross_cache: dict | None = None):
     """Decoder on target ids (T,) over the encoder's hidden states memory (S, C) -> (self-attentions
-    (L_dec, nh, T, T) causal, cross-attentions (L_dec, nh, T, S), hidden (T, C) after the final norm)."""
+    (L_dec, nh, T, T) causal, cross-attentions (L_dec, nh, T, S), hidden (T, C) after the final norm).
+    ``cross_cache``: a dict kept across calls over the same memory (the cross-attention's keys and values)."""
     W = _W(weights, dtype)
     x = W.rows("shared.weight", ids)  # (T, C)
     T, S = ids.shape[0], memory.shape[0]
@@ -120,7 +122,13 @@ def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtyp
         ctx, self_atts[i] = biased_attention(q, k, v, s.dec_heads, bias, causal, kernel)
         x = x + linear(ctx, W.matrix(p + "0.SelfAttention.o.weight"), None)
         h = rms_norm(x, W[p + "1.layer_norm.weight"], s.ln_eps)
-        q, k, v = _qkv(W, p + "1.EncDecAttention.", h, memory)
+        c = p + "1.EncDecAttention."
+        if cross_cache is not None and c in cross_cache:
+            q, (k, v) = linear(h, W.matrix(c + "q.weight"), None), cross_cache[c]
+        else:
+            q, k, v = _qkv(W, c, h, memory)
+            if cross_cache is not None:
+                cross_cache[c] = k, v
         ctx, cross[i] = multi_head(q, k, v, s.dec_heads, None, 1.0, kernel)
         x = x + linear(ctx, W.matrix(p + "1.EncDecAttention.o.weight"), None)
         x = x + _mlp(s, W, p + "2.", rms_norm(x, W[p + "2.layer_norm.weight"], s.ln_eps))
