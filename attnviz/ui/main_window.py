@@ -119,6 +119,32 @@ class NoticeBar(QFrame):
         self._timer.timeout.connect(self.dismiss)
         self.setVisible(False)
 
+    MARGIN = 8  # from the edges of the area it floats over
+
+    def float_over(self, host: QWidget) -> None:
+        """Float at the bottom of ``host`` instead of taking a line of its layout: a notice coming or
+        going never moves what is under the mouse (the mask workspace's presets once jumped 29 px)."""
+        self.setParent(host)
+        self._host = host
+        host.installEventFilter(self)
+        self.setAutoFillBackground(True)
+
+    def eventFilter(self, obj, ev):  # noqa: N802 - Qt's name
+        if obj is getattr(self, "_host", None) and ev.type() == QEvent.Type.Resize and self.isVisible():
+            self._place()
+        return False
+
+    def _place(self) -> None:
+        host = getattr(self, "_host", None)
+        if host is None:
+            return
+        width = max(120, host.width() - 2 * self.MARGIN)
+        lay = self.layout()
+        height = lay.totalHeightForWidth(width) if lay.hasHeightForWidth() else self.sizeHint().height()
+        height = min(max(height, self.minimumSizeHint().height()), max(40, host.height() // 3))
+        self.setGeometry(self.MARGIN, host.height() - height - self.MARGIN, width, height)
+        self.raise_()
+
     def show_notice(self, level: str, text: str, from_compute: bool = False) -> None:
         border, bg, fg = NOTICE_COLOURS.get(level, NOTICE_COLOURS["info"])
         self.setStyleSheet(f"QFrame#notice {{ background: {bg}; border: 1px solid {border}; border-radius: 3px; }}"
@@ -126,6 +152,7 @@ class NoticeBar(QFrame):
         self.level, self.from_compute = level, from_compute
         self.label.setText(text)
         self.setVisible(True)
+        self._place()
         if level == "info":
             self._timer.start(self.INFO_MS)
         else:
@@ -292,7 +319,7 @@ class MainWindow(QMainWindow):
         self.sidebar = Sidebar(left, self)
         self.area = WorkspaceArea(workspaces_for(rest), self)
         self.area.layout().insertWidget(1, self.hint)
-        self.area.layout().insertWidget(2, self.notice)
+        self.notice.float_over(self.area)
         self.area.panel_wanted.connect(self._build_later)
         self.area.workspace_changed.connect(self._on_workspace_changed)
         self.body = QSplitter(Qt.Orientation.Horizontal, self)
