@@ -64,6 +64,23 @@ def corpus_kind(path) -> str:
     return "lines"
 
 
+def _open_regular(p: Path):
+    """``p`` opened for reading in binary, without blocking on a FIFO put there since it was checked;
+    OSError when it is not a regular file any more."""
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise OSError(f"it is now {kind}, not a file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _folder_files(p: Path) -> list[Path]:
     return sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() == ".txt")
 
@@ -86,7 +103,7 @@ def _parquet(p: Path):
 def _count_lines(p: Path) -> int:
     """Lines as :func:`_raw_lines` splits them, counted without splitting."""
     n, last, prev_cr = 0, b"\n", False
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         while chunk := fh.read(_CHUNK):
             n += chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
             if prev_cr and chunk[:1] == b"\n":
@@ -121,7 +138,7 @@ def _raw_lines(p: Path, limit: int) -> Iterator[tuple[bytes | None, int]]:
     carry: bytearray | None = bytearray()  # the line under way; None once it is over the limit
     size = 0  # its bytes so far
     skip_lf = False  # the previous chunk ended in "\r": a "\n" starting this one belongs to it
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         while chunk := fh.read(_CHUNK):
             if skip_lf and chunk[:1] == b"\n":
                 chunk = chunk[1:]
@@ -201,7 +218,7 @@ def _parquet_rows(p: Path, batch: int) -> Iterator[tuple[str, object]]:
 
 def _read_file(f: Path, limit: int) -> object:
     try:
-        with open(f, "rb") as fh:
+        with _open_regular(f) as fh:
             size = os.fstat(fh.fileno()).st_size
             if size > limit:
                 return _too_long(size, limit)

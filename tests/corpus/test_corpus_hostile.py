@@ -352,6 +352,22 @@ def test_a_corpus_that_is_not_a_file_is_refused_at_once(tmp_path, capsys, kind):
     assert time.monotonic() - t < 10 and not (tmp_path / "s.parquet").exists()
 
 
+@pytest.mark.timeout(60)
+def test_a_file_that_becomes_a_fifo_after_the_check_does_not_hang(tmp_path, monkeypatch):
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "a.txt").write_text("first")
+    os.mkfifo(tmp_path / "f" / "b.txt")
+    monkeypatch.setattr(corpus_texts, "_folder_files", lambda p: sorted(p.glob("*.txt")))  # listed as a file
+    docs = list(iter_documents(tmp_path / "f"))
+    assert docs[0].text == "first" and "it is now a named pipe (FIFO), not a file" in str(docs[1].text)
+    os.mkfifo(tmp_path / "c.txt")
+    monkeypatch.setattr(corpus_texts, "corpus_kind", lambda p: "lines")  # checked when it was still a file
+    with pytest.raises(corpus_texts.CorpusError, match="it is now a named pipe"):
+        count_documents(tmp_path / "c.txt")
+    with pytest.raises(corpus_texts.CorpusError, match="it is now a named pipe"):
+        list(iter_documents(tmp_path / "c.txt"))
+
+
 # 9. the corpus from /dev/stdin
 
 def _env() -> dict:
