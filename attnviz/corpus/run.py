@@ -29,6 +29,7 @@ LOCAL_SCHEDULERS = ("threads", "processes")
 CONNECT_TIMEOUT_S = 5.0  # how long a scheduler address may take to answer (connection and handshake)
 WORKERS_PER_CORE = 4  # a local cluster has at most this many workers per usable core
 WORKERS_TIMEOUT_S = 10.0  # how long a scheduler may take to show its first worker
+MAX_BATCH = 10_000  # documents per partition: a partition is held whole, here and on its worker
 IN_FLIGHT_PER_THREAD = 2  # partitions queued per worker thread: enough to keep it busy, little memory
 
 
@@ -271,6 +272,9 @@ def run_corpus(folder, name: str | None, texts, out, *, scheduler: str = "proces
     # arguments and outputs first: nothing is read or computed for a run that could not be written
     if batch < 1:
         raise CorpusRunError(f"--batch must be at least 1 document (got {batch})")
+    if batch > MAX_BATCH:
+        raise CorpusRunError(f"--batch {batch:,} is more than {MAX_BATCH:,} documents per partition (each partition "
+                             "is held whole in memory, here and on its worker)")
     check_scheduler(scheduler, workers)
     if per_document is not None and Path(per_document).resolve() == out.resolve():
         raise CorpusRunError(f"--per-document {per_document} is the --out file; give it another name")

@@ -266,6 +266,12 @@ def test_a_huge_worker_count_is_refused_with_its_bound(tmp_path, capsys, no_work
     assert time.monotonic() - t < 5
 
 
+def test_a_huge_batch_is_refused_with_its_bound(tmp_path, capsys, no_work):
+    corpus = write_lines(tmp_path / "c.txt", GOOD)
+    rc, err = _run(capsys, TINY_GPT2, corpus, "--out", tmp_path / "s.parquet", "--batch", 1_000_000_000)
+    assert rc == 1 and "--batch 1,000,000,000 is more than 10,000 documents per partition" in _one_line(err)
+
+
 def _server(answer: bytes | None):
     """A TCP server on 127.0.0.1 that accepts and then says nothing (None) or answers ``answer``."""
     srv = socket.socket()
