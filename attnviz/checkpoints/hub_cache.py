@@ -62,6 +62,8 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
     """Family, size and dtype of a checkpoint folder from config.json and the safetensors headers."""
     from attnviz.checkpoints.config import KIND_OF_MODEL_TYPE
     from attnviz.checkpoints.decoder_config import DECODER_TYPES
+    from attnviz.checkpoints.seq2seq_config import NAMES as SEQ2SEQ_NAMES
+    from attnviz.checkpoints.seq2seq_config import SEQ2SEQ_TYPES
     from attnviz.checkpoints.vlm_registry import FAMILIES as MULTIMODAL
     from attnviz.checkpoints.vlm_registry import NAMES as MULTIMODAL_NAMES
 
@@ -72,8 +74,8 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
         cfg = read_json(folder / "config.json", "config.json")
         mt = cfg.get("model_type") or cfg.get("type")  # "type": lerobot policies
         if isinstance(mt, str):
-            supported = mt in KIND_OF_MODEL_TYPE or mt in DECODER_TYPES or mt in MULTIMODAL
-            family = FAMILIES.get(mt) or MULTIMODAL_NAMES.get(mt, mt)
+            supported = mt in KIND_OF_MODEL_TYPE or mt in DECODER_TYPES or mt in MULTIMODAL or mt in SEQ2SEQ_TYPES
+            family = FAMILIES.get(mt) or MULTIMODAL_NAMES.get(mt) or SEQ2SEQ_NAMES.get(mt, mt)
         else:
             note = "config.json has no model_type"
     except (CheckpointError, OSError):

@@ -40,3 +40,9 @@ def test_flags_of_other_families_are_refused(tmp_path, capsys):
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
+
+
+def test_model_list_names_the_encoder_decoders_as_supported(capsys):
+    assert main(["model", "list", str(DATA / "tiny_marian"), str(DATA / "tiny_t5")]) == 0
+    out = capsys.readouterr().out
+    assert "tiny_marian\tMarianMT" in out and "tiny_t5\tT5" in out and "(not supported)" not in out
