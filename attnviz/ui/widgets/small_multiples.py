@@ -113,6 +113,7 @@ class HeadGrid(QWidget):
         layout.setSpacing(2)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.readout)
+        layout.addStretch(0)  # what the maps do not need (see _fit_height) stays under them
         self._cmap = colormaps.DEFAULT
         self._maps: Optional[np.ndarray] = None
         self._allowed: Optional[np.ndarray] = None
@@ -204,7 +205,28 @@ class HeadGrid(QWidget):
         pi.getAxis("left").setTicks([[(r * (th + g) + th / 2, t) for r, t in enumerate(self._titles[0])]])
         pi.getAxis("top").setTicks([[(c * (tw + g) + tw / 2, t) for c, t in enumerate(self._titles[1])]])
         self.view.enableAutoRange()  # refit on every resize: the grid is always seen whole
+        self._fit_height()
         self._draw_selection()
+
+    def _fit_height(self) -> None:
+        """As tall as the maps need at this width: in a tall narrow column they sit at the top, not
+        small in the middle of an empty frame."""
+        if self._maps is None:
+            return
+        rows, cols = self._maps.shape[:2]
+        th, tw = self._tile
+        g = self.config.gap_px
+        mh, mw = rows * (th + g) - g, cols * (tw + g) - g
+        pi = self.plot.getPlotItem()
+        left = pi.getAxis("left").width() if pi.getAxis("left").isVisible() else 0
+        top = pi.getAxis("top").height() if pi.getAxis("top").isVisible() else 0
+        width = max(1, self.width() - left - 12)
+        need = int(np.ceil(width * mh / max(mw, 1))) + top + 16
+        self.plot.setMaximumHeight(max(80, need))
+
+    def resizeEvent(self, ev):  # noqa: N802 - Qt's name
+        super().resizeEvent(ev)
+        self._fit_height()
 
     def _draw_selection(self) -> None:
         if self.selected is None or self._maps is None:
@@ -231,8 +253,9 @@ class HeadGrid(QWidget):
         self.selection.setPen(pen)
         self.plot.setBackground(theme.plot_background)
         for name in ("left", "top"):
-            self.plot.getPlotItem().getAxis(name).setTextPen(theme.plot_foreground)
-            self.plot.getPlotItem().getAxis(name).setPen(theme.plot_foreground)
+            axis = self.plot.getPlotItem().getAxis(name)
+            axis.setPen(pg.mkPen(None))  # titles only: axis lines ran on past the maps like a frame cut off
+            axis.setTextPen(theme.plot_foreground)
         self._render()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication
 
@@ -37,7 +38,8 @@ def chart_texts(window):
             name = f"{type(view).__name__}({view.objectName()}) {type(item).__name__}"
             if isinstance(item, pg.AxisItem) and item.isVisible():
                 out.append((f"{name} text", item.textPen().color()))
-                out.append((f"{name} line", item.pen().color()))
+                if item.pen().style() != Qt.PenStyle.NoPen:  # an axis drawn without its line shows none
+                    out.append((f"{name} line", item.pen().color()))
             elif isinstance(item, pg.LegendItem):
                 out.append((name, pg.mkColor(item.opts.get("labelTextColor") or pg.getConfigOption("foreground"))))
             elif isinstance(item, pg.LabelItem) and str(item.text).strip():
