@@ -1,7 +1,9 @@
 """``attnviz-cli corpus MODEL TEXTS --out STATS.parquet``: per-head attention statistics over a corpus, on Dask.
 
 A progress bar runs on stderr; Ctrl+C stops and leaves no file behind; documents that fail are
-named in the summary and give exit status 1, the statistics of the others still written.
+named in the summary and give exit status 1, the statistics of the others still written. Outputs
+that are not regular files (a folder, a device, a FIFO), a corpus that is not a file or a folder,
+and arguments out of bounds are refused in one line before anything is read or computed.
 """
 
 from __future__ import annotations
