@@ -29,7 +29,9 @@ SUPPORTED = ("BERT-family encoders (model_type 'bert', e.g. MiniLM; 'roberta', '
              "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'clip_vision_model', 'clip', "
              "'siglip_vision_model', 'siglip')")
 SUPPORTED += ("; decoder LLMs Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 ('llama', 'mistral', 'qwen2', "
-              "'qwen3', 'gemma', 'gemma2', 'gemma3_text')")
+              "'qwen3', 'gemma', 'gemma2', 'gemma3_text'); encoder-decoders MarianMT, BART, mBART, T5, mT5 ('marian', "
+              "'bart', 'mbart', 't5', 'mt5'); vision-language models LLaVA, PaliGemma, Idefics3 / SmolVLM and SmolVLA "
+              "policies ('llava', 'paligemma', 'idefics3', 'smolvlm', 'smolvla')")
 
 # PIL resampling codes a preprocessor config may name (transformers stores PIL's integer enum).
 RESAMPLE_NAMES = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
@@ -86,7 +88,10 @@ def parse_model_config(cfg: dict) -> ModelConfig:
     if model_type not in KIND_OF_MODEL_TYPE:
         arch = cfg.get("architectures")
         named = f"model_type {model_type!r}" + (f" (architectures {arch})" if arch else "")
-        raise CheckpointError(f"config.json: {named} is not supported{unsupported_reason(model_type)}; supported are {SUPPORTED}")
+        why = unsupported_reason(model_type)
+        if why:  # one short line: what is missing (the whole list is what `attnviz-cli model list` is for)
+            raise CheckpointError(f"config.json: {named} is not supported: {why.removeprefix('; ')}")
+        raise CheckpointError(f"config.json: {named} is not supported; supported are {SUPPORTED}")
     kind = KIND_OF_MODEL_TYPE[model_type]
     if model_type in FAMILY_KIND:
         c = parse_family(cfg, model_type)

@@ -99,7 +99,8 @@ def test_missing_preprocessor_config(tiny_copy):
 
 
 @pytest.mark.parametrize("changes, expected", [
-    ({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]}, r"'gpt_neox'.*GPTNeoXForCausalLM.*supported are BERT"),
+    ({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]}, r"'gpt_neox'.*GPTNeoXForCausalLM.*not supported: it needs rotary"),
+    ({"model_type": "no_such_model"}, r"'no_such_model'.* is not supported; supported are BERT.*'marian'"),
     ({"model_type": None}, "has no 'model_type'.*supported are"),
     ({"n_head": 3}, "not divisible by 3 heads"),
     ({"n_embd": 32}, r"has shape \(300, 16\), but config.json implies \(300, 32\)"),
