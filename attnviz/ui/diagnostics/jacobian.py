@@ -18,13 +18,13 @@ from attnviz.model.diagnostics.jacobian import jacobian_norm_study, row_jacobian
 from attnviz.ui.diagnostics.common import KEY_COLOUR, QUERY_COLOUR, fmt, head_mask, make_plot, selected_head
 from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
 from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.widgets.label_ticks import clear_label_ticks, label_ticks
 from attnviz.ui.widgets.flow_layout import flow_row
 
 UNSCALED_COLOUR = "#d62728"  # the seed's red scatter
 SCALED_COLOUR = KEY_COLOUR
 MAX_ROWS = 512  # query rows in the per-row plot at most
 BAR_LIMIT = 64  # bars (with token ticks) up to this many rows, a line beyond
-TICK_LABELS = 14  # token names under the bars at most
 
 
 class JacobianTab(DiagnosticTab):
@@ -128,13 +128,11 @@ class JacobianTab(DiagnosticTab):
                 bars = pg.BarGraphItem(x=x + off, height=vals, width=w, brush=colour, pen=None, name=name)
                 plot.addItem(bars)
                 self.row_items.append(bars)
-            step = max(1, math.ceil(rows / TICK_LABELS))  # labels that do not overlap
-            ticks = [(float(i), str(resp.query_labels[i])[:10]) for i in range(0, rows, step)]
-            plot.getAxis("bottom").setTicks([ticks])
+            label_ticks(plot, [resp.query_labels[i] for i in range(rows)])  # as many as fit, never overlapping
         else:
             for vals, colour, name in ((un, UNSCALED_COLOUR, "unscaled q·k"), (sc, SCALED_COLOUR, "scaled")):
                 self.row_items.append(plot.plot(x, vals, pen=pg.mkPen(colour, width=1), name=name))
-            plot.getAxis("bottom").setTicks(None)
+            clear_label_ticks(plot)
         plot.setTitle(f"‖J‖_F per query row, head {h} (d_k = {hs})" + (f" — {note}" if note else ""))
         plot.enableAutoRange()
         self.status.setText(f"mean over rows: unscaled {fmt(un.mean(), 3)}, scaled {fmt(sc.mean(), 3)}"

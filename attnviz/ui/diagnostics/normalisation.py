@@ -19,6 +19,7 @@ from attnviz.ui.diagnostics.common import (KEY_COLOUR, QUERY_COLOUR, cell, conne
                                          make_plot, new_table, selected_head)
 from attnviz.ui.diagnostics.tab import DiagnosticTab
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.widgets.label_ticks import label_ticks
 
 MODE_TITLES = {"scaled": "Scaled  softmax(q·k / √dₖ)", "unscaled": "No √dₖ  softmax(q·k)",
                "uniform": "Uniform  1 / n"}
@@ -187,8 +188,7 @@ class NormalisationTab(DiagnosticTab):
             else:
                 item = plot.plot(x, e, pen=pg.mkPen(colour, width=2 if m == selected else 1), name=name)
             self.entropy_items.append(item)
-        step = max(1, int(np.ceil(rows / 14)))
-        plot.getAxis("bottom").setTicks([[(float(i), str(labels[i])[:10]) for i in range(0, rows, step)]])
+        label_ticks(plot, [labels[i] for i in range(rows)])  # as many as fit, never overlapping
         # the legend is one row along the top, over empty headroom above the bars and lines
         legend = plot.legend
         if legend is not None:
