@@ -43,6 +43,21 @@ def process_start_time() -> float:
         return _IMPORTED_AT
 
 
+AUTOSAVE_RANGE = (0.05, 86_400.0)  # seconds: from every edit to once a day
+
+
+def _autosave_seconds(text: str) -> float:
+    """--autosave-interval: a finite number of seconds in AUTOSAVE_RANGE (1e308 overflowed the timer)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    lo, hi = AUTOSAVE_RANGE
+    if not lo <= value <= hi:  # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"{text} seconds: give {lo:g} to {hi:g}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from attnviz.model.demos import list_demos
 
@@ -59,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--screenshot", metavar="OUT.png",
                    help="write the window as a PNG once every view shows its final result, then exit")
     p.add_argument("--theme", choices=("light", "dark"), help="colour theme for this run (default: the saved one)")
-    p.add_argument("--autosave-interval", type=float, default=30.0, metavar="SECONDS",
-                   help="seconds between autosaves of an unsaved session (default 30)")
+    p.add_argument("--autosave-interval", type=_autosave_seconds, default=30.0, metavar="SECONDS",
+                   help=f"seconds between autosaves of an unsaved session, {AUTOSAVE_RANGE[0]:g} to "
+                        f"{AUTOSAVE_RANGE[1]:g} (default 30)")
     p.add_argument("--smoke-test", action="store_true",
                    help="open the session, wait for the first computed result and exit (0 = it worked)")
     p.add_argument("--startup-report", action="store_true",
