@@ -125,6 +125,9 @@ def open_file_argument(window, path: str) -> bool:
     if not os.path.exists(path):
         files.ctx.report(f"cannot open {path}: no such file; showing the {DEFAULT_DEMO!r} demo", "error")
         return False
+    if not os.path.isfile(path):  # a folder, a FIFO or a device: never read (a FIFO would block the window)
+        files.ctx.report(f"cannot open {path}: not a regular file; showing the {DEFAULT_DEMO!r} demo", "error")
+        return False
     kind = classify(path)
     if kind == "session":
         return files.open_session(path)
@@ -469,7 +472,17 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
     reporter = _ExceptionReporter(window)
     reporter.install()
     if args.file:
-        open_file_argument(window, args.file)
+        errors: list[str] = []
+        keep = lambda level, text: errors.append(text) if level == "error" else None  # noqa: E731
+        ctx.message.connect(keep)
+        opened = open_file_argument(window, args.file)
+        ctx.message.disconnect(keep)
+        if not opened and (checking or rendering):
+            # a picture or a check of a file that did not open would be of the demo: say why and fail
+            why = errors[-1] if errors else f"cannot open {args.file}"
+            sys.stderr.write(f"attnviz: {why.split('; showing the')[0]}; nothing written\n")
+            window.stop_workers()
+            return 1
     # until the kernels are compiled (a first start), results come from the numpy path at once; the
     # smoke test checks the engine itself
     ctx.engine_mode = "always" if args.smoke_test or rendering else "when-compiled"

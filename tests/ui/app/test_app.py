@@ -245,3 +245,18 @@ def test_help_needs_no_display(flag, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("usage: attnviz") and "--workspace NAME[/TAB]" in proc.stdout
     assert "--screenshot" in proc.stdout
+
+
+def test_a_screenshot_of_a_file_that_cannot_be_opened_exits_1_without_a_picture(tmp_path):
+    """The README promises exit 1: a missing path, a folder, a FIFO or random bytes are one line naming
+    why, and no picture of the fallback demo is written."""
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "pipe.attnviz")
+    (tmp_path / "noise.attnviz").write_bytes(bytes(range(256)) * 8)
+    cases = [(tmp_path / "missing.attnviz", "no such file"), (tmp_path / "folder", "not a regular file"),
+             (tmp_path / "pipe.attnviz", "not a regular file"), (tmp_path / "noise.attnviz", "not an attnviz session")]
+    for path, message in cases:
+        out = tmp_path / "x.png"
+        proc, _ = _run(tmp_path, [path, "--screenshot", out], timeout=120)
+        assert proc.returncode == 1, (path, proc.stderr)
+        assert message in proc.stderr and "Traceback" not in proc.stderr and not out.exists(), proc.stderr
