@@ -14,13 +14,13 @@ are those of every earlier step, the decoder being causal.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from attnviz.checkpoints import seq2seq, seq2seq_t5
+from attnviz.checkpoints.config import read_json
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.parts import PartView
 from attnviz.checkpoints.seq2seq_head import next_token_logits
@@ -53,14 +53,7 @@ def _ids(value, what: str) -> tuple[int, ...]:
 def read_rules(folder: Path, eos_default: int) -> GreedyRules:
     """The greedy-search settings of ``generation_config.json`` (absent: end of sequence only)."""
     path = Path(folder) / "generation_config.json"
-    cfg = {}
-    if path.is_file():
-        try:
-            cfg = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise CheckpointError(f"{path} is not readable JSON ({type(exc).__name__})") from None
-        if not isinstance(cfg, dict):
-            raise CheckpointError(f"{path} must hold a JSON object")
+    cfg = read_json(path, "generation_config.json") if path.is_file() else {}  # bounded, a JSON object
     eos = _ids(cfg["eos_token_id"], "eos_token_id") if cfg.get("eos_token_id") is not None else (eos_default,)
     bad = []
     for seq in cfg.get("bad_words_ids") or []:

@@ -11,7 +11,6 @@ An encoder-decoder (MarianMT, BART, mBART, T5) translates greedily instead: ``ge
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -44,12 +43,15 @@ def register(sub) -> None:
 def eos_ids(ckpt) -> list[int]:
     """End-of-sequence ids: generation_config.json's (a number or a list), else config.json's, else the
     tokenizer's EOS."""
+    from attnviz.checkpoints import CheckpointError
+    from attnviz.checkpoints.config import read_json
+
     for name in ("generation_config.json", "config.json"):
-        try:
-            cfg = json.loads((Path(ckpt.folder) / name).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        try:  # read_json: a bounded regular file holding a JSON object (never a FIFO or /dev/zero)
+            cfg = read_json(Path(ckpt.folder) / name, name)
+        except CheckpointError:
             continue
-        val = cfg.get("eos_token_id") if isinstance(cfg, dict) else None
+        val = cfg.get("eos_token_id")
         vals = val if isinstance(val, list) else [val]
         ids = [int(v) for v in vals if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
         if ids:
