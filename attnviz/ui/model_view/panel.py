@@ -24,6 +24,7 @@ from attnviz.ui.model_view.decoder_view import LongMapView
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.model_view.mask_handoff import open_model_mask
 from attnviz.ui.model_view.model_list import add_cached_models
+from attnviz.ui.model_view.more_views import install_more
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
 from attnviz.ui.model_view.vlm_inputs import NO_IMAGE, VlmInputs
@@ -190,6 +191,7 @@ class ModelViewPanel(QWidget):
         ctx.session.events.view.connect(self._on_view_changed)
         self._sync_input_page()
         self.corpus = install_corpus_view(self)  # "Corpus" tab: a STATS.parquet beside this input
+        install_more(self)  # the further tabs (more_views.VIEWS)
         for stack in (self.pages, self.inputs, self.tabs, self.vlm.tabs):
             only_current_sizes(stack)
 

@@ -1,0 +1,14 @@
+"""The Pretrained panel's further tabs beside "Layers × heads", "Image" and "Corpus": each module listed here
+adds its tab through an ``install(panel)`` function and follows the panel's signals (``model_loaded``,
+``attention_ready``, ``head_selected``), so the panel itself stays unaware of what they show.
+"""
+
+from __future__ import annotations
+
+
+def install_more(panel) -> None:
+    """Install each further view on ``panel`` as ``panel.<attribute>`` (imports stay static: the bundle's
+    analysis follows them)."""
+    views = ()
+    for attribute, install in views:
+        setattr(panel, attribute, install(panel))
