@@ -11,6 +11,7 @@ same warpers in the same order as transformers' ``generate``: temperature, top-k
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,13 +126,17 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 
 def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
-           stream: list | None = None, edit=None) -> tuple[np.ndarray, np.ndarray]:
+           stream: list | None = None, edit=None, masks: dict | None = None,
+           offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The decoder over n new input rows x (n, C) at positions start.. start + n - 1, reading and extending
     the cache; returns (final-normed hidden (n, C), attention rows (L, nh, n, start + n)). ``stream``, when
     given, receives the residual stream (n, C) entering each layer and leaving the last (L + 1 arrays).
     ``edit`` (an :class:`attnviz.checkpoints.interventions.Edit`) may change, per layer, the residual
     stream entering it (``edit.residual(i, x)``), the mask (``edit.mask(i, m)``: (n, T) -> (n, T) or
-    (nh, n, T)) and the heads' outputs before the output projection (``edit.heads(i, out)``, (nh, n, hd))."""
+    (nh, n, T)) and the heads' outputs before the output projection (``edit.heads(i, out)``, (nh, n, hd)).
+    ``masks`` {window: (n, T) bool} replaces the causal rows for the layers with that window (a
+    vision-language prefix that sees itself both ways); ``offset`` is added to the rotary positions
+    (PaliGemma counts them from 1)."""
     s = c.decoder
     n = x.shape[0]
     T = start + n
@@ -141,10 +146,10 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
     kernel = pick_kernel(kernel, s.attn_softcap)
     if kernel == "flash" and n <= FEW_QUERIES:
         kernel = "naive"  # a step's one query row: flash's tiles cost more than they save
-    pos = np.arange(start, T)
+    pos = np.arange(start, T) + int(offset)
     rows = np.empty((c.n_layer, nh, n, T), dtype=dtype)
     rot: dict = {}
-    masks: dict[int, np.ndarray] = {}
+    masks = dict(masks or {})
     for i in range(c.n_layer):
         if edit is not None:
             x = edit.residual(i, x)
@@ -203,29 +208,65 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
     return norm(x, W["norm.weight"], c.ln_eps), rows
 
 
-def generate(c, weights, prompt_ids, *, max_new_tokens: int = 32, how: Sampling = Sampling(),
-             eos_ids=(), kernel: str = "auto", cancelled=None, on_step=None) -> Generation:
-    """Continue ``prompt_ids`` (T0,) by up to ``max_new_tokens`` tokens, stopping after one of ``eos_ids``.
-    ``cancelled()`` is asked before every step (True: stop and return what was written); ``on_step(i,
-    token)`` is told each new token. float32 throughout, as the checked single pass."""
-    if np.size(prompt_ids) == 0:
-        raise CheckpointError("generation needs at least one prompt token")
-    ids = _check_ids(c, prompt_ids)
+@dataclass(frozen=True, eq=False)
+class Progress:
+    """One chunk as a generation computes it, handed to ``on_progress``: the prompt (``top_ids`` None) or
+    one new token with the distribution it was chosen from."""
+
+    start: int  # sequence position of the chunk's first token
+    ids: np.ndarray  # (n,) the chunk's token ids (the expanded prompt, or the one new token)
+    rows: np.ndarray  # (L, nh, n, start + n) float32: the chunk's attention rows over everything so far
+    stream: np.ndarray  # (L + 1, n, C) float32: the residual stream entering each layer and leaving the last
+    top_ids: np.ndarray | None = None  # (TOP,) the most probable next tokens of the step that chose it
+    top_probs: np.ndarray | None = None  # (TOP,) their probabilities (after the warpers when sampling)
+
+    @property
+    def stop(self) -> int:
+        return self.start + int(self.ids.size)
+
+
+def _check_request(c, n_prompt: int, max_new_tokens) -> None:
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
         raise CheckpointError(f"max new tokens must be a whole number >= 0 (got {max_new_tokens!r})")
-    limit = c.max_positions or (ids.size + max_new_tokens)
-    if ids.size + max_new_tokens > limit:
-        raise CheckpointError(f"{ids.size:,} prompt tokens + {max_new_tokens:,} new ones exceed the model's "
+    limit = c.max_positions or (n_prompt + max_new_tokens)
+    if n_prompt + max_new_tokens > limit:
+        raise CheckpointError(f"{n_prompt:,} prompt tokens + {max_new_tokens:,} new ones exceed the model's "
                               f"{limit:,} positions")
     L, nh = c.n_layer, c.n_head
-    T_max = ids.size + max_new_tokens
+    T_max = n_prompt + max_new_tokens
     need = L * nh * T_max * T_max * 4
     if need > available_memory() * MEMORY_SHARE:
         raise CheckpointError(f"keeping every step's attention over {T_max:,} tokens needs {need / 2**30:.1f} GiB "
                               f"({L} layers x {nh} heads x {T_max:,}^2), more than half the available memory; "
                               "shorten the prompt or generate fewer tokens")
+
+
+def generate(c, weights, prompt_ids, *, max_new_tokens: int = 32, how: Sampling = Sampling(),
+             eos_ids=(), kernel: str = "auto", cancelled=None, on_step=None, on_progress=None) -> Generation:
+    """Continue ``prompt_ids`` (T0,) by up to ``max_new_tokens`` tokens, stopping after one of ``eos_ids``.
+    ``cancelled()`` is asked before every step (True: stop and return what was written); ``on_step(i,
+    token)`` is told each new token; ``on_progress(Progress)`` gets the prompt's chunk and then every new
+    token's once its own attention rows are in. float32 throughout, as the checked single pass."""
+    if np.size(prompt_ids) == 0:
+        raise CheckpointError("generation needs at least one prompt token")
+    ids = _check_ids(c, prompt_ids)
+    _check_request(c, ids.size, max_new_tokens)
     W = _W(weights, np.float32)
     head_matrix(c, W._w)  # a base model without a head is refused before any work
+    x = W.rows("embed_tokens.weight", ids)  # (T0, C)
+    scale = embed_scale(c, np.float32)
+    if scale is not None:
+        x = x * scale
+    return _decode(c, W, ids, x, max_new_tokens=max_new_tokens, how=how, eos_ids=eos_ids, kernel=kernel,
+                   cancelled=cancelled, on_step=on_step, on_progress=on_progress)
+
+
+def _decode(c, W, ids: np.ndarray, x0: np.ndarray, *, max_new_tokens: int, how: Sampling, eos_ids, kernel: str,
+            cancelled, on_step, on_progress, masks: dict | None = None, offset: int = 0) -> Generation:
+    """The prompt's rows x0 (T0, C) (scaled as the first layer takes them; ``masks`` {window: (T0, T0)} their
+    own mask when not causal) in one chunk, then one chunk per new token over the cache."""
+    L, nh = c.n_layer, c.n_head
+    T_max = ids.size + max_new_tokens
     eos = {int(e) for e in eos_ids}
     rng = np.random.default_rng(how.seed)
     cache = KVCache([None] * c.n_layer, [None] * c.n_layer)
@@ -236,13 +277,17 @@ def generate(c, weights, prompt_ids, *, max_new_tokens: int = 32, how: Sampling 
     stopped = None
     start = 0
     new_ids = ids
+    x = x0
     while True:
-        x = W.rows("embed_tokens.weight", new_ids)  # (n, C)
-        if scale is not None:
-            x = x * scale
-        hidden, rows = _chunk(c, W, np.ascontiguousarray(x, dtype=np.float32), start, cache, kernel)
+        stream: list | None = [] if on_progress is not None else None
+        hidden, rows = _chunk(c, W, np.ascontiguousarray(x, dtype=np.float32), start, cache, kernel, stream,
+                              masks=masks if start == 0 else None, offset=offset)
         n = new_ids.size
         atts[:, :, start:start + n, :start + n] = rows
+        if on_progress is not None:
+            top = (tops_i[-1], tops_p[-1]) if start else (None, None)
+            on_progress(Progress(start=start, ids=np.array(new_ids, dtype=np.int64), rows=rows,
+                                 stream=np.stack(stream), top_ids=top[0], top_probs=top[1]))
         start += n
         if stopped is not None:  # the last token's own rows are in: done
             break
@@ -252,7 +297,8 @@ def generate(c, weights, prompt_ids, *, max_new_tokens: int = 32, how: Sampling 
         if cancelled is not None and cancelled():
             stopped = "cancelled"
             break
-        prob = warp(logits(c, W._w, hidden[-1:])[0], how) if how.sample else _softmax(logits(c, W._w, hidden[-1:])[0])
+        z = logits(c, W._w, hidden[-1:])[0]
+        prob = warp(z, how) if how.sample else _softmax(z)
         top = _top(prob)
         tops_i.append(top)
         tops_p.append(prob[top])
@@ -263,12 +309,200 @@ def generate(c, weights, prompt_ids, *, max_new_tokens: int = 32, how: Sampling 
         if token in eos:
             stopped = "eos"
         new_ids = np.array([token], dtype=np.int64)
+        x = W.rows("embed_tokens.weight", new_ids)  # (1, C)
+        if scale is not None:
+            x = x * scale
     T = start
     k = min(TOP, c.vocab_size)
     return Generation(ids=np.array(out[:T], dtype=np.int64), n_prompt=int(ids.size),
                       attentions=np.ascontiguousarray(atts[:, :, :T, :T]),
                       top_ids=np.array(tops_i, dtype=np.int64).reshape(-1, k),
                       top_probs=np.array(tops_p, dtype=np.float64).reshape(-1, k), stopped=stopped)
+
+
+# ---- vision-language models: the image+prompt prefix once, then the cache ------------------------------
+VLM_HEADS = ("lm_head.weight", "language_model.lm_head.weight", "model.lm_head.weight")  # where a VLM keeps its head
+
+
+@dataclass(frozen=True, eq=False)
+class VlmPrefix:
+    """A vision-language model's prompt as its language model reads it: the expanded ids (image tokens
+    included), the rows entering the first layer (scaled; the projected image features in place of the
+    image tokens), the prefix's own mask where it is not causal, the rotary offset and each token's piece."""
+
+    ids: np.ndarray  # (T0,) int64 as the processor expands them
+    x: np.ndarray  # (T0, C) float32
+    masks: dict | None  # {window: (T0, T0) bool} or None (causal)
+    offset: int  # added to the rotary positions (PaliGemma: 1)
+    pieces: list  # (T0,) token text (an image token as the processor writes it)
+    is_image: np.ndarray  # (T0,) bool
+
+
+class _WithHead(Mapping):
+    """A language model's tensors (a PartView) plus its untied head, read from the checkpoint's own files."""
+
+    def __init__(self, view, head):
+        self._v, self._head = view, head
+
+    def __getitem__(self, name):
+        return np.asarray(self._head) if name == HEAD else self._v[name]
+
+    def __contains__(self, name) -> bool:
+        return name == HEAD or name in self._v
+
+    def __iter__(self):
+        yield from self._v
+        yield HEAD
+
+    def __len__(self) -> int:
+        return len(self._v) + 1
+
+    def rows(self, name, index):
+        return self._v.rows(name, index)
+
+    def matrix(self, name):
+        return self._head if name == HEAD else self._v.matrix(name)
+
+
+def vlm_text_weights(ckpt):
+    """The language model's weights of a vision-language checkpoint with its head: the embedding where the
+    text model ties them, else the untied ``lm_head.weight`` the family loaders leave unread, found in the
+    checkpoint's files and checked (floating point, (vocab, d_model), finite)."""
+    from attnviz.checkpoints.parts import PartView
+    from attnviz.checkpoints.safetensors_file import StoredTensors
+    from attnviz.checkpoints.weights import FLOAT_DTYPES
+
+    c = ckpt.spec.text
+    view = PartView(ckpt.weights, "text")
+    if c.decoder.tied:
+        return view
+    files = getattr(ckpt.weights, "files", None)
+    store = StoredTensors(files) if files else None
+    stored = next((n for n in VLM_HEADS if store is not None and n in store.stored_names()), None)
+    if stored is None:
+        raise CheckpointError(f"{ckpt.name}: the checkpoint has no language-model head (none of "
+                              f"{', '.join(VLM_HEADS)}) and does not tie it to the embedding: it cannot generate")
+    want = (c.vocab_size, c.d_model)
+    if store.stored_dtype(stored) not in FLOAT_DTYPES or tuple(store.stored_shape(stored)) != want:
+        raise CheckpointError(f"tensor {stored!r} is {store.stored_dtype(stored)} {tuple(store.stored_shape(stored))}, "
+                              f"not a floating-point {want} head of this language model")
+    if not store.check_finite(stored):
+        raise CheckpointError(f"tensor {stored!r} contains NaN or infinite values")
+    store.select({HEAD: stored})
+    return _WithHead(view, store.matrix(HEAD))
+
+
+def vlm_prefix(ckpt, images, text: str, kernel: str = "auto") -> VlmPrefix:
+    """The family's processor and vision tower on ``images`` and ``text``, as its forward pass runs them."""
+    from attnviz.checkpoints import decoder as dec
+    from attnviz.checkpoints.parts import PartView
+
+    images = list(images) if images is not None else []
+    if len(images) > ckpt.n_images:
+        raise CheckpointError(f"{ckpt.name} takes {ckpt.n_images} image{'s' if ckpt.n_images > 1 else ''} per "
+                              f"prompt; {len(images)} were given")
+    if not isinstance(text, str):
+        raise CheckpointError(f"the prompt must be text (got {type(text).__name__})")
+    spec, f32 = ckpt.spec, np.float32
+    c = spec.text
+    tw = PartView(ckpt.weights, "text")
+    masks, offset = None, 0
+    if ckpt.family == "paligemma":
+        from attnviz.checkpoints import paligemma as pg
+        from attnviz.checkpoints.paligemma_processor import process
+
+        if len(images) != 1:
+            raise CheckpointError(f"{ckpt.name} reads one picture with every prompt; {len(images)} were given")
+        px = process(ckpt.tokenizer, spec.processor, images[0], text, None, image_token_id=spec.image_token_id,
+                     max_tokens=pg.MAX_TOKENS)
+        ids, is_image, pieces = px.ids, px.is_image, list(px.pieces)
+        text_ids = ids[~is_image]
+        if text_ids.size and int(text_ids.max()) >= c.vocab_size:
+            raise CheckpointError(f"token id {int(text_ids.max())} is outside the language model's {c.vocab_size}-row "
+                                  "embedding table")
+        _, feats = pg.image_features(spec, ckpt.weights, px.pixels, f32, kernel)  # (P, d)
+        lookup = np.where(is_image, 0, ids) if spec.image_token_id >= c.vocab_size else ids
+        embeds = dec.embed_tokens(c, tw, lookup, f32)  # (T0, C)
+        embeds[is_image] = feats / dec.embed_scale(c, f32)  # the scale below gives back the projector's rows
+        both = dec.block_sequence_masks(c, np.where(px.token_type_ids == 0, 0, -1))
+        masks = {w: both["sliding_attention" if w else "full_attention"] for w in {c.decoder.window(i)
+                                                                                    for i in range(c.n_layer)}}
+        offset = 1  # PaliGemma counts positions from 1
+    elif ckpt.family == "llava":
+        from attnviz.checkpoints import llava
+        from attnviz.checkpoints.decoder_text import encode
+        from attnviz.checkpoints.preprocess import preprocess_image
+        from attnviz.checkpoints.vlm_common import check_ids
+        from attnviz.sources.errors import SourceError
+
+        if not text.strip():
+            raise CheckpointError("the prompt is empty; write a question about the picture")
+        prompt = llava.expand_prompt(spec, text, len(images))
+        try:
+            toks = encode(ckpt.tokenizer, ckpt.special_tokens, prompt, llava.MAX_TOKENS, model=ckpt.name)
+        except SourceError as exc:
+            raise CheckpointError(f"{ckpt.name}: {exc}") from None
+        ids, pieces = toks.ids, list(toks.pieces)
+        check_ids(ids, c.vocab_size)
+        is_image = ids == spec.image_token_id
+        if int(is_image.sum()) != spec.n_image_tokens * len(images):
+            raise CheckpointError(f"the prompt's text itself contains {spec.image_token!r}; it may appear only as the "
+                                  "placeholder")
+        embeds = dec.embed_tokens(c, tw, ids, f32)
+        if images:
+            _, feats = llava._features(spec, ckpt.weights, preprocess_image(images[0], spec.image), f32, kernel)
+            embeds[is_image] = feats
+    elif ckpt.family in ("idefics3", "smolvlm"):
+        from attnviz.checkpoints import idefics3
+        from attnviz.checkpoints.idefics3_processor import IMAGE, check_placeholders, process_images, tokenise
+
+        check_placeholders(spec.prompt, text, len(images))
+        processed = process_images(images, spec.steps)
+        pt = tokenise(spec.prompt, ckpt.tokenizer, ckpt.special_tokens, text, processed, idefics3.MAX_TOKENS,
+                      model=ckpt.name)
+        ids, pieces = pt.tokens.ids, list(pt.tokens.pieces)
+        if ids.size and int(ids.max()) >= c.vocab_size:
+            raise CheckpointError(f"token id {int(ids.max())} is outside the language model's {c.vocab_size}-row "
+                                  "embedding table: tokenizer and weights do not belong together")
+        is_image = ids == spec.image_token_id
+        role_image = np.array([r == IMAGE for r in pt.role], dtype=bool)
+        if (not np.array_equal(is_image, role_image)
+                or int(is_image.sum()) != processed.pixel_values.shape[0] * spec.prompt.image_seq_len):
+            raise CheckpointError(f"the prompt's text itself contains {spec.prompt.image_token!r} tokens; it may "
+                                  "appear only as the placeholder, once per picture")
+        embeds = dec.embed_tokens(c, tw, ids, f32)
+        if processed.frames:
+            feats, _ = idefics3.image_features(spec, ckpt.weights, processed, f32, kernel, False)
+            embeds[is_image] = feats
+    else:
+        raise CheckpointError(f"{ckpt.name} is a {ckpt.family} model; generation with a picture runs PaliGemma, "
+                              "LLaVA, Idefics3 and SmolVLM")
+    scale = dec.embed_scale(c, f32)
+    x = embeds if scale is None else embeds * scale
+    if not np.isfinite(x).all():
+        raise CheckpointError("the image features are not finite numbers")
+    return VlmPrefix(ids=np.asarray(ids, dtype=np.int64), x=np.ascontiguousarray(x, dtype=f32), masks=masks,
+                     offset=offset, pieces=pieces, is_image=np.asarray(is_image, dtype=bool))
+
+
+def generate_vlm(ckpt, images, text: str, *, max_new_tokens: int = 32, how: Sampling = Sampling(), eos_ids=(),
+                 kernel: str = "auto", cancelled=None, on_step=None, on_progress=None,
+                 prefix: VlmPrefix | None = None) -> Generation:
+    """A vision-language model (PaliGemma, LLaVA, Idefics3, SmolVLM) continues ``text`` about ``images``: the
+    image and prompt prefix computed once (PaliGemma's seeing itself both ways), then each new token over
+    the cache. ``prefix`` (from :func:`vlm_prefix`) skips the processor and vision tower when given."""
+    if getattr(ckpt, "kind", None) != "vlm":
+        raise CheckpointError(f"{getattr(ckpt, 'name', ckpt)!r} is not a vision-language model")
+    c = ckpt.spec.text
+    if prefix is None:
+        prefix = vlm_prefix(ckpt, images, text, kernel)
+    if prefix.ids.size == 0:
+        raise CheckpointError("generation needs at least one prompt token")
+    _check_request(c, prefix.ids.size, max_new_tokens)
+    W = _W(vlm_text_weights(ckpt), np.float32)
+    return _decode(c, W, prefix.ids, prefix.x, max_new_tokens=max_new_tokens, how=how, eos_ids=eos_ids,
+                   kernel=kernel, cancelled=cancelled, on_step=on_step, on_progress=on_progress,
+                   masks=prefix.masks, offset=prefix.offset)
 
 
 def next_distribution(c, weights, ids, how: Sampling = Sampling()) -> np.ndarray:

@@ -4,6 +4,9 @@ cache, and every step's attention rows are written with the ids.
 The .npz holds ``ids`` (prompt and generated), ``generated`` (the new tokens only), ``attentions``
 (layers, heads, T, T) of the whole final sequence as the cached steps computed them, ``tokens`` (the
 pieces), ``top_ids`` / ``top_probs`` (new tokens, 10): the most probable next tokens at every step.
+A vision-language model (PaliGemma, LLaVA, Idefics3, SmolVLM) reads ``--image`` (once per picture) with the
+prompt: the image and prompt prefix is computed once, then each new token over the cache; ``ids`` and
+``attentions`` then hold the image tokens as the processor expands them, and ``is_image`` marks them.
 An encoder-decoder (MarianMT, BART, mBART, T5) translates greedily instead: ``generated``, ``encoder_ids``,
 ``decoder_ids`` (the decoder start token first), ``encoder_attentions``, ``decoder_attentions`` and
 ``cross_attentions`` (layers, heads, T_dec, T_enc) of the final sequence.
@@ -25,6 +28,8 @@ def register(sub) -> None:
                                      "cache; write ids, the new tokens and every attention row to a .npz file.")
     gen.add_argument("model_dir", metavar="MODEL", help="checkpoint folder, a ready model's name, or a cached repo id")
     gen.add_argument("--text", required=True, help="the prompt")
+    gen.add_argument("--image", type=Path, action="append", metavar="IMAGE",
+                     help="a picture for a vision-language model to read with the prompt (repeat for several)")
     gen.add_argument("--max-new-tokens", type=int, default=32, metavar="N", help="stop after N new tokens (default 32)")
     gen.add_argument("--sample", action="store_true", help="draw each token (default: the most probable one)")
     gen.add_argument("--seed", type=int, default=0, help="seed of the draws (with --sample; default 0)")
@@ -77,7 +82,14 @@ def _cmd_generate(args) -> int:
     try:
         ckpt = load_checkpoint(folder, name=name)
         if ckpt.kind == "seq2seq":
+            if args.image:
+                raise CliError(f"{ckpt.name} is an encoder-decoder of text; --image needs a vision-language model")
             return _generate_seq2seq(ckpt, args)
+        if ckpt.kind == "vlm":
+            return _generate_vlm(ckpt, args)
+        if args.image:
+            raise CliError(f"{ckpt.name} is a {ckpt.config.model_type} model of text only; --image needs a "
+                           "vision-language model (PaliGemma, LLaVA, Idefics3, SmolVLM)")
         if ckpt.kind != "decoder":
             raise CliError(f"{ckpt.name} is a {ckpt.config.model_type} model; generate runs decoder LLMs "
                            "(Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3)")
@@ -111,6 +123,53 @@ def _cmd_generate(args) -> int:
     if lens is not None:
         words = [repr(tok.id_to_piece(int(t))) for t in lens.top_ids[:, 0]]
         print(f"logit lens at token {lens.position} (embedding, then each layer): {' '.join(words)}")
+    return 0
+
+
+def read_picture(path: Path) -> np.ndarray:
+    """(H, W, 3) uint8 of an image file through the sources layer's hardened reader, transparency over white
+    as ``model inspect`` reads a vision-language model's picture."""
+    from attnviz.sources.errors import SourceError
+    from attnviz.sources.image import load_image
+
+    if not path.is_file():
+        raise CliError(f"image not found: {path}")
+    try:
+        return load_image(path, alpha="white")
+    except SourceError as exc:
+        raise CliError(f"cannot read image {path}: {exc}") from None
+
+
+def _generate_vlm(ckpt, args) -> int:
+    from attnviz.checkpoints import CheckpointError
+    from attnviz.checkpoints.generate import Sampling, generate_vlm, vlm_prefix
+    from attnviz.cli.npz_out import write_npz
+
+    if args.lens is not None or args.chat:
+        raise CliError(f"{ckpt.name} is a vision-language model: its prompt is written as the family says "
+                       "(no --chat), and --lens runs on text decoders")
+    images = [read_picture(p) for p in args.image or ()]
+    how = Sampling(sample=args.sample, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                   seed=args.seed)
+    try:
+        prefix = vlm_prefix(ckpt, images, args.text)
+        res = generate_vlm(ckpt, images, args.text, max_new_tokens=args.max_new_tokens, how=how,
+                           eos_ids=eos_ids(ckpt), prefix=prefix)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    tok = ckpt.tokenizer
+    pieces = list(prefix.pieces) + [tok.id_to_piece(int(t)) for t in res.generated]
+    is_image = np.concatenate([prefix.is_image, np.zeros(len(res.generated), dtype=bool)])
+    write_npz(args.npz, {"ids": res.ids, "generated": res.generated, "attentions": res.attentions,
+                         "tokens": np.array(pieces, dtype=str), "is_image": is_image, "top_ids": res.top_ids,
+                         "top_probs": res.top_probs})
+    text = tok.tokenizer.decode([int(t) for t in res.generated], skip_special_tokens=True)
+    L, nh, T, _ = res.attentions.shape
+    print(ckpt.describe())
+    print(f"{res.n_prompt} prompt tokens ({int(prefix.is_image.sum())} of them image tokens) + "
+          f"{len(res.generated)} new ({res.stopped}; {'sampled, seed ' + str(args.seed) if args.sample else 'greedy'}): "
+          f"{text!r}")
+    print(f"attentions ({L}, {nh}, {T}, {T}) -> {args.npz}")
     return 0
 
 
