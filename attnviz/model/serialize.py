@@ -15,11 +15,15 @@ from attnviz.model.mask.design import MaskDesign
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import DEFAULT_CAP, ScoreRuleConfig
 from attnviz.model.sequence import MAX_TOKENS
-from attnviz.model.state import (MAX_HEADS, CrossConfig, CustomSource, ImageSource, KernelConfig, ModelConfig,
-                                 QKOverride, SessionState, TextSource, TokenizerSpec, ToySource,
-                                 ViewState, WEIGHT_NAMES)
+from attnviz.model.state import (MAX_HEADS, MAX_LAYERS, CrossConfig, CustomSource, ImageSource, Interventions,
+                                 KernelConfig, ModelConfig, QKOverride, SessionState, TextSource, TokenizerSpec,
+                                 ToySource, ViewState, WEIGHT_NAMES)
 
 TOP_KEYS = ("sources", "tokenizer", "cross", "model", "positional", "score_rule", "kernel", "mask", "view")
+OPTIONAL_KEYS = ("interventions",)  # written only when set, so other files read as older versions wrote them
+INTERVENTIONS_VERSION = 1  # the version of the "interventions" tree (its own "version" key)
+INTERVENTION_KEYS = ("heads", "mode", "factor", "knockout_layers", "knockout_heads", "patch", "patch_layer",
+                     "patch_head", "patch_positions", "clean")
 TOKENIZER_BLOB = "tokenizer/tokenizer.json"
 
 
@@ -92,7 +96,52 @@ def dump_state(state: SessionState) -> tuple[dict, dict[str, np.ndarray], dict[s
     tree["view"] = {"head": v.head, "query": v.query, "key": v.key, "colormap": v.colormap,
                     "log_scale": v.log_scale, "normalisation": v.normalisation, "matrix": v.matrix,
                     "overlay_opacity": v.overlay_opacity, "layout": v.layout}
+    if state.interventions != Interventions():  # a session without interventions is written as before
+        tree["interventions"] = _interventions_tree(state.interventions)
     return tree, arrays, blobs
+
+
+def _interventions_tree(iv: Interventions) -> dict:
+    return {"version": INTERVENTIONS_VERSION, "heads": [list(h) for h in iv.heads], "mode": iv.mode,
+            "factor": iv.factor, "knockout_layers": list(iv.knockout_layers),
+            "knockout_heads": list(iv.knockout_heads), "patch": iv.patch, "patch_layer": iv.patch_layer,
+            "patch_head": iv.patch_head, "patch_positions": list(iv.patch_positions), "clean": iv.clean}
+
+
+def _load_interventions(R: "_Reader", d) -> Interventions:
+    d = R.keys(d, "interventions", ("version",) + INTERVENTION_KEYS)
+    version = R.int_(d["version"], "interventions.version")
+    if version > INTERVENTIONS_VERSION:
+        raise ValueError(f"interventions.version is {version}: written by a newer attnviz (this one reads up to "
+                         f"{INTERVENTIONS_VERSION}); update attnviz to open it")
+    if version < 1:
+        raise ValueError(f"interventions.version is {version}; versions start at 1")
+    heads = []
+    for j, pair in enumerate(R.list_(d["heads"], "interventions.heads")):
+        where = f"interventions.heads[{j}]"
+        pair = R.list_(pair, where)
+        if len(pair) != 2:
+            raise ValueError(f"{where} must be [layer, head]")
+        heads.append((R.index(pair[0], f"{where}.layer", MAX_LAYERS, f"the layers an intervention names "
+                                                                      f"(at most {MAX_LAYERS})"),
+                      R.index(pair[1], f"{where}.head", MAX_HEADS, f"the heads a session can have (at most {MAX_HEADS})")))
+
+    def indices(key: str, stop: int, what: str) -> tuple[int, ...]:
+        return tuple(R.index(v, f"interventions.{key}[{j}]", stop, what)
+                     for j, v in enumerate(R.list_(d[key], f"interventions.{key}")))
+
+    return Interventions(
+        heads=tuple(heads), mode=R.str_(d["mode"], "interventions.mode"),
+        factor=R.num(d["factor"], "interventions.factor"),
+        knockout_layers=indices("knockout_layers", MAX_LAYERS, f"the layers an intervention names (at most {MAX_LAYERS})"),
+        knockout_heads=indices("knockout_heads", MAX_HEADS, f"the heads a session can have (at most {MAX_HEADS})"),
+        patch=R.str_(d["patch"], "interventions.patch"),
+        patch_layer=R.index(d["patch_layer"], "interventions.patch_layer", MAX_LAYERS,
+                            f"the layers an intervention names (at most {MAX_LAYERS})"),
+        patch_head=R.index(d["patch_head"], "interventions.patch_head", MAX_HEADS,
+                           f"the heads a session can have (at most {MAX_HEADS})"),
+        patch_positions=indices("patch_positions", MAX_TOKENS, "the token positions a sequence can have"),
+        clean=R.str_(d["clean"], "interventions.clean"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -221,7 +270,7 @@ def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
     missing keys, wrong types, shapes or dtypes, non-finite numbers, and arrays or blobs that the tree
     does not refer to."""
     R = _Reader(arrays, blobs)
-    R.keys(tree, "session", TOP_KEYS)
+    R.keys(tree, "session", TOP_KEYS, OPTIONAL_KEYS)
     sources = tuple(_load_source(R, d, i) for i, d in enumerate(R.list_(tree["sources"], "sources")))
 
     t = R.keys(tree["tokenizer"], "tokenizer", ("name", "json"))
@@ -311,4 +360,5 @@ def load_state(tree: dict, arrays: dict, blobs: dict) -> SessionState:
     extra_b = sorted(set(blobs) - R.used_blobs)
     if extra_a or extra_b:
         raise ValueError(f"arrays or blobs not referred to by the session: {', '.join(extra_a + extra_b)}")
-    return SessionState(sources, tokenizer, cross, model, positional, score_rule, kernel, mask, view)
+    interventions = Interventions() if "interventions" not in tree else _load_interventions(R, tree["interventions"])
+    return SessionState(sources, tokenizer, cross, model, positional, score_rule, kernel, mask, view, interventions)

@@ -27,6 +27,7 @@ class SessionEvents(SignalGroup):
     kernel = Signal(object)
     mask = Signal(object)
     view = Signal(object)
+    interventions = Signal(object)
     state = Signal(object)
     dirty = Signal(bool)
 

@@ -362,6 +362,76 @@ class ViewState:
             raise ValueError("layout reference must be a string")
 
 
+INTERVENTION_MODES = ("zero", "mean", "scale")  # what happens to the chosen heads' outputs
+PATCH_KINDS = ("none", "head", "residual")  # what is copied from the clean prompt's pass
+MAX_LAYERS = 1024  # the most layers an intervention names (a pretrained decoder has far fewer)
+MAX_CLEAN_CHARS = 100_000  # the longest clean prompt kept in a session
+
+
+def _index_tuple(name: str, values, stop: int) -> tuple[int, ...]:
+    out = tuple(sorted({_int(name, v, lo=0) for v in values}))
+    if out and out[-1] >= stop:
+        raise ValueError(f"{name} {out[-1]} is out of range (0 .. {stop - 1})")
+    return out
+
+
+@dataclass(frozen=True)
+class Interventions:
+    """Edits of a pretrained decoder's forward pass, made in the Pretrained workspace's Intervene tab:
+    the chosen heads' outputs zeroed, set to their mean over the positions or scaled; the session's mask
+    knocking out attention edges in chosen layers (and heads); one head's output or the residual stream
+    entering a layer copied from a clean prompt of the same length. The default is no intervention."""
+
+    heads: tuple[tuple[int, int], ...] = ()  # (layer, head) pairs edited, sorted, each once
+    mode: str = "zero"  # one of INTERVENTION_MODES
+    factor: float = 0.0  # the scale of the heads' outputs (mode "scale")
+    knockout_layers: tuple[int, ...] = ()  # layers whose attention the session's mask restricts; () none
+    knockout_heads: tuple[int, ...] = ()  # heads of those layers restricted; () every head
+    patch: str = "none"  # one of PATCH_KINDS
+    patch_layer: int = 0  # the layer patched (a head's output, or the stream entering it)
+    patch_head: int = 0  # the head patched (patch "head")
+    patch_positions: tuple[int, ...] = ()  # token positions of the residual patch; () every position
+    clean: str = ""  # the clean prompt the patch is taken from
+
+    def __post_init__(self):
+        heads = set()
+        for pair in self.heads:
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise ValueError(f"an intervention head is (layer, head), got {pair!r}")
+            layer, head = _int("intervention layer", pair[0], lo=0), _int("intervention head", pair[1], lo=0)
+            if layer >= MAX_LAYERS or head >= MAX_HEADS:
+                raise ValueError(f"intervention head {layer}.{head} is out of range (layers below {MAX_LAYERS}, "
+                                 f"heads below {MAX_HEADS})")
+            heads.add((layer, head))
+        object.__setattr__(self, "heads", tuple(sorted(heads)))
+        if self.mode not in INTERVENTION_MODES:
+            raise ValueError(f"intervention mode must be one of {INTERVENTION_MODES}, got {self.mode!r}")
+        if isinstance(self.factor, bool) or not isinstance(self.factor, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(self.factor)):
+            raise ValueError(f"the scale factor must be a finite number, got {self.factor!r}")
+        object.__setattr__(self, "factor", float(self.factor))
+        object.__setattr__(self, "knockout_layers", _index_tuple("knockout layer", self.knockout_layers, MAX_LAYERS))
+        object.__setattr__(self, "knockout_heads", _index_tuple("knockout head", self.knockout_heads, MAX_HEADS))
+        if self.patch not in PATCH_KINDS:
+            raise ValueError(f"patch must be one of {PATCH_KINDS}, got {self.patch!r}")
+        if _int("patch layer", self.patch_layer, lo=0) >= MAX_LAYERS:
+            raise ValueError(f"patch layer {self.patch_layer} is out of range (0 .. {MAX_LAYERS - 1})")
+        if _int("patch head", self.patch_head, lo=0) >= MAX_HEADS:
+            raise ValueError(f"patch head {self.patch_head} is out of range (0 .. {MAX_HEADS - 1})")
+        object.__setattr__(self, "patch_layer", int(self.patch_layer))
+        object.__setattr__(self, "patch_head", int(self.patch_head))
+        object.__setattr__(self, "patch_positions", _index_tuple("patch position", self.patch_positions, 1 << 16))
+        if not isinstance(self.clean, str):
+            raise ValueError("the clean prompt must be a string")
+        if len(self.clean) > MAX_CLEAN_CHARS:
+            raise ValueError(f"the clean prompt has {len(self.clean):,} characters; at most {MAX_CLEAN_CHARS:,}")
+
+    @property
+    def active(self) -> bool:
+        """True when anything is changed in the pass (heads edited, edges knocked out or a patch)."""
+        return bool(self.heads) or bool(self.knockout_layers) or self.patch != "none"
+
+
 def _default_mask():
     return MaskDesign.default()
 
@@ -383,6 +453,7 @@ class SessionState:
     kernel: KernelConfig = field(default_factory=KernelConfig)  # engine kernel and tile sizes
     mask: object = field(default_factory=_default_mask)  # MaskDesign
     view: ViewState = field(default_factory=ViewState)  # what the panels show
+    interventions: Interventions = field(default_factory=Interventions)  # edits of a pretrained decoder's pass
 
     def __post_init__(self):
         srcs = tuple(self.sources)
@@ -404,7 +475,8 @@ class SessionState:
             if missing:
                 raise ValueError(f"cross-attention names unknown sources: {', '.join(map(repr, missing))}")
         for name, typ in (("tokenizer", TokenizerSpec), ("model", ModelConfig), ("positional", PositionalConfig),
-                          ("score_rule", ScoreRuleConfig), ("kernel", KernelConfig), ("view", ViewState)):
+                          ("score_rule", ScoreRuleConfig), ("kernel", KernelConfig), ("view", ViewState),
+                          ("interventions", Interventions)):
             if not isinstance(getattr(self, name), typ):
                 raise ValueError(f"{name} must be a {typ.__name__}")
 

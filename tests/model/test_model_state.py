@@ -11,7 +11,8 @@ from attnviz.model.state import (FIELDS, CrossConfig, CustomSource, ImageSource,
 
 
 def test_top_level_field_names_are_fixed():
-    assert FIELDS == ("sources", "tokenizer", "cross", "model", "positional", "score_rule", "kernel", "mask", "view")
+    assert FIELDS == ("sources", "tokenizer", "cross", "model", "positional", "score_rule", "kernel", "mask", "view",
+                      "interventions")
 
 
 def test_d_model_not_divisible_by_nh_names_both():

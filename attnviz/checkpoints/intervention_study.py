@@ -1,0 +1,317 @@
+"""What the window's Intervene tab computes, without Qt: a session's interventions (an object with the fields of
+``attnviz.model.state.Interventions``: heads, mode, factor, knockout layers and heads, patch kind, layer,
+head and positions, the clean prompt) turned into one :class:`~attnviz.checkpoints.interventions.Edit` of a
+decoder LLM's pass, the pass before and after it, and what changed: the next-token top-k with
+probabilities, the KL divergence, the logit difference of two tokens, every layer's attention before,
+after and their difference, and the residual stream's change entering each layer. The head-importance
+sweep ablates every head in turn and ranks them. Every problem a person can cause is one
+:class:`CheckpointError` line.
+
+Knockout: the session's mask (bool, True = query i may see key j, as the Mask workspace designs it) must be
+(T, T) for the T tokens of the prompt; the edges it forbids are removed before the softmax in the chosen
+layers (and heads), on top of the model's own causal mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.interventions import Edit, Pass, check_head, kl_divergence, run, softmax
+
+TOP_K = 5
+MAPS_BUDGET = 768 << 20  # bytes of (L, nh, T, T) float32 maps one study may hold (before, after, clean)
+METRICS = ("kl", "logit_diff")  # the sweep's effect measures: KL(before || after), drop of logit(a) - logit(b)
+
+
+@dataclass(frozen=True, eq=False)
+class Effects:
+    """One intervention's passes and what changed."""
+
+    ids: np.ndarray  # (T,) the corrupted (intervened) input
+    before: Pass  # the plain pass
+    after: Pass  # the pass with the edit
+    clean: Pass | None  # the clean prompt's pass (a patch), else None
+    kl: float  # KL(before || after) of the next-token distributions, nats
+    residual_change: np.ndarray  # (L + 1,) ||after - before|| / ||before|| of the stream entering each layer (and leaving the last)
+    applied: tuple[str, ...]  # what was changed, one short phrase each
+
+    def top(self, which: str = "before", k: int = TOP_K) -> list[tuple[int, float]]:
+        """The ``k`` most likely next tokens (id, probability) of the pass ``which`` ("before" / "after" / "clean")."""
+        return top_k(getattr(self, which).logits, k)
+
+    def logit_difference(self, a: int, b: int) -> tuple[float, float]:
+        """(before, after) of logit(a) - logit(b) at the last position."""
+        return logit_difference(self.before.logits, a, b), logit_difference(self.after.logits, a, b)
+
+    def attention(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(before, after, after - before) of one head's (T, T) weights."""
+        b = self.before.attentions[layer, head].astype(np.float64)
+        a = self.after.attentions[layer, head].astype(np.float64)
+        return b, a, a - b
+
+    def attention_change(self) -> np.ndarray:
+        """(L, nh): the largest absolute change of a weight in each head's map."""
+        return np.abs(self.after.attentions.astype(np.float64) - self.before.attentions).max(axis=(2, 3))
+
+
+@dataclass(frozen=True, eq=False)
+class Sweep:
+    """A head-importance sweep: the metric of each head ablated alone, NaN for heads not reached (cancelled)."""
+
+    grid: np.ndarray  # (L, nh)
+    metric: str  # "kl" or "logit_diff"
+    mode: str  # how each head was ablated: "zero", "mean" or "scale"
+
+    @property
+    def done(self) -> int:
+        return int(np.isfinite(self.grid).sum())
+
+    @property
+    def complete(self) -> bool:
+        return self.done == self.grid.size
+
+    def ranking(self) -> list[tuple[int, int, float]]:
+        """(layer, head, value) of every head reached, the largest effect first (by absolute value)."""
+        L, nh = self.grid.shape
+        cells = [(layer, h, float(self.grid[layer, h])) for layer in range(L) for h in range(nh)
+                 if np.isfinite(self.grid[layer, h])]
+        return sorted(cells, key=lambda t: (-abs(t[2]), t[0], t[1]))
+
+    def ranks(self) -> np.ndarray:
+        """(L, nh) rank of each head (1 = largest effect), 0 where not reached."""
+        out = np.zeros(self.grid.shape, dtype=np.int64)
+        for r, (layer, h, _v) in enumerate(self.ranking(), start=1):
+            out[layer, h] = r
+        return out
+
+
+def top_k(logits: np.ndarray, k: int = TOP_K) -> list[tuple[int, float]]:
+    """(token id, probability) of the ``k`` largest probabilities, most likely first (ties: lower id first)."""
+    p = softmax(np.asarray(logits, dtype=np.float64))
+    order = np.argsort(-p, kind="stable")[:k]
+    return [(int(t), float(p[t])) for t in order]
+
+
+def logit_difference(logits: np.ndarray, a: int, b: int) -> float:
+    return float(np.float64(logits[a]) - np.float64(logits[b]))
+
+
+def token_id(ckpt, text: str) -> int:
+    """The vocabulary id a person means by ``text``: ``#123`` an id; else a piece of the vocabulary as written
+    (``Ġbank``), or a text the tokenizer makes into exactly one token (`` bank``)."""
+    text = str(text)
+    vocab = int(ckpt.config.vocab_size)
+    if text.strip().startswith("#") and text.strip()[1:].isdigit():
+        i = int(text.strip()[1:])
+        if not 0 <= i < vocab:
+            raise CheckpointError(f"token id {i} is out of range: the vocabulary has {vocab:,} tokens (0 to {vocab - 1:,})")
+        return i
+    if not text:
+        raise CheckpointError("name a token: a piece of the vocabulary, a word that is one token, or #ID")
+    tok = ckpt.tokenizer
+    direct = tok.token_to_id(text)
+    if direct is not None and 0 <= direct < vocab:
+        return int(direct)
+    ids = tok.encode(text, add_special_tokens=False).ids
+    if len(ids) != 1:
+        raise CheckpointError(f"{text!r} is {len(ids)} tokens for this tokenizer, not one: write a piece of the "
+                              "vocabulary, a word with its leading space, or #ID")
+    return int(ids[0])
+
+
+def check_size(c, T: int, passes: int = 3) -> None:
+    """Refuse an input whose every (L, nh, T, T) map, ``passes`` times, would not fit :data:`MAPS_BUDGET`."""
+    need = passes * c.n_layer * c.n_head * T * T * 4
+    if need > MAPS_BUDGET:
+        most = int((MAPS_BUDGET / (passes * c.n_layer * c.n_head * 4)) ** 0.5)
+        raise CheckpointError(f"{T:,} tokens are too many for an intervention on this model: every map of every pass "
+                              f"is held (at most about {most:,} tokens); shorten the text")
+
+
+def knockout(c, allowed, T: int, layers, heads=()) -> dict:
+    """{layer: removed edges} from the mask ``allowed`` (bool (T, T), or (nh, T, T) per head), restricted to
+    ``heads`` of the model (() every head). A mask of another size is one line saying both sizes."""
+    if allowed is None:
+        raise CheckpointError("there is no mask to knock out edges with: design one in the Mask workspace")
+    m = np.asarray(allowed)
+    if m.dtype != bool or m.ndim not in (2, 3):
+        raise CheckpointError(f"the knockout mask must be a bool (T, T) matrix, got {m.dtype} {m.shape}")
+    if m.shape[-2:] != (T, T):
+        raise CheckpointError(f"the mask is {m.shape[-2]} x {m.shape[-1]} tokens, the prompt has {T}: design a "
+                              f"{T} x {T} mask in the Mask workspace (the same text as a source) or change the prompt")
+    if m.ndim == 3:
+        if m.shape[0] != c.n_head:
+            raise CheckpointError(f"the mask has per-head designs for {m.shape[0]} heads, the model has {c.n_head}")
+        removed = ~m  # (nh, T, T)
+    else:
+        removed = np.broadcast_to(~m, (c.n_head, T, T))
+    heads = tuple(int(h) for h in heads)
+    for h in heads:
+        check_head(c, 0, h)
+    if heads:
+        keep = np.zeros(c.n_head, dtype=bool)
+        keep[list(heads)] = True
+        removed = removed & keep[:, None, None]
+    removed = np.ascontiguousarray(removed)
+    out = {}
+    for layer in layers:
+        layer, _ = check_head(c, int(layer), 0)
+        out[layer] = removed if (heads or m.ndim == 3) else np.ascontiguousarray(~m)
+    return out
+
+
+def build_edit(c, spec, T: int, *, allowed=None, clean: Pass | None = None) -> tuple[Edit, tuple[str, ...]]:
+    """The core edit of ``spec`` for T tokens, and a phrase per part of it. ``clean`` is the clean prompt's
+    recorded pass, needed by a patch."""
+    e = Edit()
+    said = []
+    heads = [check_head(c, layer, h) for layer, h in spec.heads]
+    if heads:
+        names = ", ".join(f"{layer}.{h}" for layer, h in heads)
+        if spec.mode == "scale":
+            e.scale.update({lh: float(spec.factor) for lh in heads})
+            said.append(f"{names} scaled by {spec.factor:g}")
+        elif spec.mode in ("zero", "mean"):
+            e.ablate.update({lh: spec.mode for lh in heads})
+            said.append(f"{names} {spec.mode}-ablated")
+        else:
+            raise CheckpointError(f"intervention mode {spec.mode!r}: choose zero, mean or scale")
+    if spec.knockout_layers:
+        e.knockout.update(knockout(c, allowed, T, spec.knockout_layers, spec.knockout_heads))
+        which = "every head" if not spec.knockout_heads else "heads " + ", ".join(map(str, spec.knockout_heads))
+        said.append(f"the mask's edges knocked out in layers {', '.join(map(str, spec.knockout_layers))} ({which})")
+    if spec.patch != "none":
+        if clean is None:
+            raise CheckpointError("a patch needs the clean prompt: type it in the clean prompt field")
+        if clean.stream.shape[1] != T:
+            raise CheckpointError(f"the clean prompt has {clean.stream.shape[1]} tokens and the corrupted one {T}: "
+                                  "patching needs the same length")
+        if spec.patch == "head":
+            layer, h = check_head(c, spec.patch_layer, spec.patch_head)
+            e.patch_heads[(layer, h)] = clean.heads[layer][h]
+            said.append(f"head {layer}.{h} patched from the clean prompt")
+        elif spec.patch == "residual":
+            layer, _ = check_head(c, spec.patch_layer, 0)
+            pos = np.arange(T) if not spec.patch_positions else np.asarray(spec.patch_positions, dtype=np.int64)
+            if pos.size and pos.max() >= T:
+                raise CheckpointError(f"patch position {int(pos.max())} is out of range: the prompt has {T} tokens "
+                                      f"(0 to {T - 1})")
+            e.patch_residual[layer] = (pos, clean.stream[layer][pos])
+            where = "every position" if not spec.patch_positions else "positions " + ", ".join(map(str, pos.tolist()))
+            said.append(f"the residual stream entering layer {layer} patched from the clean prompt at {where}")
+        else:
+            raise CheckpointError(f"patch {spec.patch!r}: choose none, head or residual")
+    return e, tuple(said)
+
+
+def residual_change(before: Pass, after: Pass) -> np.ndarray:
+    """(L + 1,) relative change ||after - before||_F / ||before||_F of the stream entering each layer."""
+    b = before.stream.astype(np.float64)
+    d = after.stream.astype(np.float64) - b
+    den = np.sqrt((b * b).sum(axis=(1, 2)))
+    return np.sqrt((d * d).sum(axis=(1, 2))) / np.maximum(den, np.finfo(np.float64).tiny)
+
+
+def study(c, weights, ids, spec, *, allowed=None, clean_ids=None) -> Effects:
+    """The plain pass over ``ids``, the pass with ``spec`` applied, and what changed."""
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if ids.size == 0:
+        raise CheckpointError("an intervention needs at least one token")
+    T = int(ids.size)
+    patching = spec.patch != "none"
+    check_size(c, T, 3 if patching else 2)
+    clean = None
+    if patching:
+        if clean_ids is None or np.size(clean_ids) == 0:
+            raise CheckpointError("a patch needs the clean prompt: type it in the clean prompt field")
+        if np.size(clean_ids) != T:
+            raise CheckpointError(f"the clean prompt has {np.size(clean_ids)} tokens and the corrupted one {T}: "
+                                  "patching needs the same length")
+        clean = run(c, weights, clean_ids, Edit(record={}))
+    edit, applied = build_edit(c, spec, T, allowed=allowed, clean=clean)
+    before = run(c, weights, ids)
+    after = run(c, weights, ids, edit)
+    return Effects(ids=ids, before=before, after=after, clean=clean,
+                   kl=kl_divergence(before.logits, after.logits),
+                   residual_change=residual_change(before, after), applied=applied)
+
+
+def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: str = "kl", tokens=None,
+          cancelled=None, progress=None) -> Sweep:
+    """Every head ablated alone (``mode`` zero or mean; or scaled by ``factor``): ``metric`` "kl" (KL of the
+    next-token distributions, nats) or "logit_diff" (how much logit(a) - logit(b), ``tokens`` = (a, b), drops).
+    ``cancelled()`` stops between heads (the rest stay NaN); ``progress(done, total)`` after each head."""
+    if metric not in METRICS:
+        raise CheckpointError(f"metric {metric!r}: choose {' or '.join(METRICS)}")
+    if mode not in ("zero", "mean", "scale"):
+        raise CheckpointError(f"ablation mode {mode!r}: choose zero, mean or scale")
+    if mode == "scale" and not np.isfinite(factor):
+        raise CheckpointError(f"the scale factor must be a finite number (got {factor!r})")
+    if metric == "logit_diff":
+        if tokens is None or len(tokens) != 2:
+            raise CheckpointError("the logit difference needs two tokens")
+        a, b = (int(t) for t in tokens)
+        for t in (a, b):
+            if not 0 <= t < c.vocab_size:
+                raise CheckpointError(f"token id {t} is out of range: the vocabulary has {c.vocab_size:,} tokens")
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    check_size(c, int(ids.size), 2)
+    before = run(c, weights, ids)
+    grid = np.full((c.n_layer, c.n_head), np.nan)
+    total = c.n_layer * c.n_head
+    for layer in range(c.n_layer):
+        for head in range(c.n_head):
+            if cancelled is not None and cancelled():
+                return Sweep(grid, metric, mode)
+            e = Edit(scale={(layer, head): float(factor)}) if mode == "scale" else Edit(ablate={(layer, head): mode})
+            after = run(c, weights, ids, e)
+            if metric == "kl":
+                grid[layer, head] = kl_divergence(before.logits, after.logits)
+            else:
+                grid[layer, head] = logit_difference(before.logits, a, b) - logit_difference(after.logits, a, b)
+            if progress is not None:
+                progress(layer * c.n_head + head + 1, total)
+    return Sweep(grid, metric, mode)
+
+
+def export_code(folder: str, ids, spec, c, *, allowed=None) -> dict[str, str]:
+    """{"pytorch": script or "", "lens": script or "", "pytorch_problem": why not or "", "lens_problem": ...}: the
+    forward-hook scripts of attnviz.checkpoints.intervention_code reproducing ``spec`` on ``ids``. What a
+    snippet cannot express (a patch; for TransformerLens, a knockout; a knockout on some layers or heads only)
+    is said instead of a script that would compute something else."""
+    from attnviz.checkpoints.intervention_code import lens_script, pytorch_script
+
+    ids = [int(t) for t in np.asarray(ids).reshape(-1)]
+    T = len(ids)
+    heads = [check_head(c, layer, h) for layer, h in spec.heads]
+    ablate = {lh: spec.mode for lh in heads} if spec.mode in ("zero", "mean") else {}
+    scale = {lh: float(spec.factor) for lh in heads} if spec.mode == "scale" else {}
+    out = {"pytorch": "", "lens": "", "pytorch_problem": "", "lens_problem": ""}
+    if spec.patch != "none":
+        what = "a head's output" if spec.patch == "head" else "the residual stream"
+        problem = (f"patching {what} from a clean prompt needs two passes and has no one-hook form here; "
+                   "the ablation and knockout parts export once the patch is off")
+        out["pytorch_problem"] = out["lens_problem"] = problem
+        return out
+    ko = None
+    if spec.knockout_layers:
+        if spec.knockout_heads:
+            out["pytorch_problem"] = ("a knockout on some heads only has no attention-mask form; choose every head "
+                                      "to export it")
+        else:
+            ko = knockout(c, allowed, T, spec.knockout_layers)
+    if not out["pytorch_problem"]:
+        try:
+            out["pytorch"] = pytorch_script(str(folder), ids, ablate=ablate, scale=scale, knockout=ko,
+                                            n_layer=c.n_layer)
+        except ValueError as exc:
+            out["pytorch_problem"] = str(exc)
+    if spec.knockout_layers:
+        out["lens_problem"] = ("a knockout is exported as a transformers attention mask only (TransformerLens has no "
+                               "attention-mask argument); the PyTorch script holds it")
+    else:
+        out["lens"] = lens_script(str(folder), ids, ablate=ablate, scale=scale)
+    return out
