@@ -219,6 +219,7 @@ class Progress:
     stream: np.ndarray  # (L + 1, n, C) float32: the residual stream entering each layer and leaving the last
     top_ids: np.ndarray | None = None  # (TOP,) the most probable next tokens of the step that chose it
     top_probs: np.ndarray | None = None  # (TOP,) their probabilities (after the warpers when sampling)
+    chosen_prob: float | None = None  # the probability of the token drawn (it may be outside the top)
 
     @property
     def stop(self) -> int:
@@ -274,6 +275,7 @@ def _decode(c, W, ids: np.ndarray, x0: np.ndarray, *, max_new_tokens: int, how: 
     atts = np.zeros((L, nh, T_max, T_max), dtype=np.float32)
     out = list(int(t) for t in ids)
     tops_i, tops_p = [], []
+    chosen = None
     stopped = None
     start = 0
     new_ids = ids
@@ -287,7 +289,7 @@ def _decode(c, W, ids: np.ndarray, x0: np.ndarray, *, max_new_tokens: int, how: 
         if on_progress is not None:
             top = (tops_i[-1], tops_p[-1]) if start else (None, None)
             on_progress(Progress(start=start, ids=np.array(new_ids, dtype=np.int64), rows=rows,
-                                 stream=np.stack(stream), top_ids=top[0], top_probs=top[1]))
+                                 stream=np.stack(stream), top_ids=top[0], top_probs=top[1], chosen_prob=chosen))
         start += n
         if stopped is not None:  # the last token's own rows are in: done
             break
@@ -303,6 +305,7 @@ def _decode(c, W, ids: np.ndarray, x0: np.ndarray, *, max_new_tokens: int, how: 
         tops_i.append(top)
         tops_p.append(prob[top])
         token = int(rng.choice(prob.size, p=prob)) if how.sample else int(np.argmax(prob))
+        chosen = float(prob[token])
         out.append(token)
         if on_step is not None:
             on_step(len(out) - ids.size - 1, token)

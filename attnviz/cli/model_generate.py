@@ -47,22 +47,10 @@ def register(sub) -> None:
 
 def eos_ids(ckpt) -> list[int]:
     """End-of-sequence ids: generation_config.json's (a number or a list), else config.json's, else the
-    tokenizer's EOS."""
-    from attnviz.checkpoints import CheckpointError
-    from attnviz.checkpoints.config import read_json
+    tokenizer's EOS (:func:`attnviz.checkpoints.generation_study.eos_ids`, which the window uses too)."""
+    from attnviz.checkpoints.generation_study import eos_ids as read
 
-    for name in ("generation_config.json", "config.json"):
-        try:  # read_json: a bounded regular file holding a JSON object (never a FIFO or /dev/zero)
-            cfg = read_json(Path(ckpt.folder) / name, name)
-        except CheckpointError:
-            continue
-        val = cfg.get("eos_token_id")
-        vals = val if isinstance(val, list) else [val]
-        ids = [int(v) for v in vals if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
-        if ids:
-            return ids
-    eos = getattr(ckpt.special_tokens, "eos_id", None)
-    return [] if eos is None else [int(eos)]
+    return read(ckpt)
 
 
 def _cmd_generate(args) -> int:
