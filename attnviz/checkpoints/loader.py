@@ -82,7 +82,8 @@ class Checkpoint:
 def load_checkpoint(folder, name: str | None = None):
     """Load and check a checkpoint folder -> a :class:`Checkpoint` (or, for a vision-language model, a
     :class:`~attnviz.checkpoints.multimodal.MultimodalCheckpoint`, for an encoder-decoder a
-    :class:`~attnviz.checkpoints.seq2seq_run.Seq2SeqCheckpoint`); any problem is a CheckpointError naming it."""
+    :class:`~attnviz.checkpoints.seq2seq_run.Seq2SeqCheckpoint`, for Whisper a
+    :class:`~attnviz.checkpoints.whisper.WhisperCheckpoint`); any problem is a CheckpointError naming it."""
     folder = Path(folder)
     if not folder.exists():
         raise CheckpointError(f"checkpoint folder not found: {folder}")
@@ -102,6 +103,10 @@ def load_checkpoint(folder, name: str | None = None):
         from attnviz.checkpoints.seq2seq_run import load_seq2seq
 
         return load_seq2seq(folder, raw, name)
+    if family == "whisper":  # speech: a WhisperCheckpoint (log-mel features, encoder frames, transcript)
+        from attnviz.checkpoints.whisper import load_whisper
+
+        return load_whisper(folder, raw, name)
     config = parse_model_config(raw)
     weights = load_weights(folder / "model.safetensors", config, lazy=config.kind == "decoder")
     tokenizer = image = special = None

@@ -64,7 +64,7 @@ def _attend(s: Seq2SeqSpec, W, p: str, x, memory, nh: int, mask, kernel: str, kv
     if kv_cache is not None and p in kv_cache:
         k, v = kv_cache[p]
     else:
-        k = linear(memory, W.matrix(p + "k_proj.weight"), W[p + "k_proj.bias"])  # (Tk, C)
+        k = linear(memory, W.matrix(p + "k_proj.weight"), W.get(p + "k_proj.bias"))  # (Tk, C); Whisper: no bias
         v = linear(memory, W.matrix(p + "v_proj.weight"), W[p + "v_proj.bias"])  # (Tk, C)
         if kv_cache is not None:
             kv_cache[p] = k, v
@@ -90,12 +90,14 @@ def _mlp(s: Seq2SeqSpec, W, p: str):
     return f
 
 
-def encode(s: Seq2SeqSpec, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
+def encode(s: Seq2SeqSpec, weights, ids: np.ndarray | None, *, dtype=np.float32, kernel: str = "auto",
+           embedded: np.ndarray | None = None):
     """Encoder on source ids (T,) -> (attentions (L_enc, nh_enc, T, T), hidden (T, C)), every source token
-    visible to every other."""
+    visible to every other. ``embedded``: the (T, C) input rows made elsewhere (Whisper's audio frames), then
+    ``ids`` is not read."""
     W = _W(weights, dtype)
-    x = embed(s, W, "encoder", ids, dtype)  # (T, C)
-    T = ids.shape[0]
+    x = embed(s, W, "encoder", ids, dtype) if embedded is None else embedded.astype(dtype, copy=False)  # (T, C)
+    T = x.shape[0]
     atts = np.empty((s.enc_layers, s.enc_heads, T, T), dtype=dtype)  # (L, nh, T, T)
     for i in range(s.enc_layers):
         p = f"encoder.layers.{i}."
@@ -108,12 +110,13 @@ def encode(s: Seq2SeqSpec, weights, ids: np.ndarray, *, dtype=np.float32, kernel
 
 
 def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
-           cross_cache: dict | None = None):
+           cross_cache: dict | None = None, embedded: np.ndarray | None = None):
     """Decoder on target ids (T,) over the encoder's hidden states memory (S, C), teacher-forced ->
     (self-attentions (L_dec, nh, T, T) causal, cross-attentions (L_dec, nh, T, S), hidden (T, C)).
-    ``cross_cache``: a dict kept across calls over the same memory (the cross-attention's keys and values)."""
+    ``cross_cache``: a dict kept across calls over the same memory (the cross-attention's keys and values);
+    ``embedded``: the (T, C) input rows made elsewhere (Whisper's token rows plus its learned positions)."""
     W = _W(weights, dtype)
-    x = embed(s, W, "decoder", ids, dtype)  # (T, C)
+    x = embed(s, W, "decoder", ids, dtype) if embedded is None else embedded.astype(dtype, copy=False)  # (T, C)
     T, S = ids.shape[0], memory.shape[0]
     causal = causal_mask(T)  # (T, T)
     memory = memory.astype(dtype, copy=False)
