@@ -8,6 +8,10 @@ Vision-language(-action) models get a :class:`VlmOutcome`: the run over image an
 its head summaries, each layer's mean over heads (for the rollout of one query row) and the per-layer
 shares of attention the text (or action) tokens give to the image, the text and the first token;
 :func:`query_values` and :func:`patch_maps` are what the picture draws for a selected query.
+
+Encoder-decoders get a :class:`~attnviz.checkpoints.seq2seq_study.Seq2SeqOutcome` (teacher-forced on a
+target, or the model's own greedy translation) and the study keeps which of its three stacks — encoder
+self-attention, decoder self-attention, cross-attention — the grid and the detail map show.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from attnviz.checkpoints.decoder_run import DecoderAttention, run_decoder
 from attnviz.checkpoints.hub_cache import FoundCheckpoint, cache_dir, cached_models, describe_folder
 from attnviz.checkpoints.loader import Checkpoint, load_checkpoint, ready_models
 from attnviz.checkpoints.run import ModelAttention, run_image, run_text
+from attnviz.checkpoints import seq2seq_study
+from attnviz.checkpoints.seq2seq_study import Seq2SeqOutcome
 from attnviz.checkpoints.views import DEFAULT_SENTENCE, head_matrix, session_text
 from attnviz.sources.errors import SourceError
 from attnviz.sources.image import BUNDLED_IMAGES, bundled_image, load_image
@@ -438,7 +444,9 @@ class CheckpointStudy:
 
     def __init__(self):
         self.ckpt: Checkpoint | None = None
-        self.outcome: RunOutcome | LongOutcome | VlmOutcome | None = None
+        self.outcome: RunOutcome | LongOutcome | VlmOutcome | Seq2SeqOutcome | None = None
+        self.stack = "cross"  # the encoder-decoder stack shown: "encoder", "decoder" or "cross"
+        self.term = "weights"  # what the detail map shows of it: "weights", or T5's position-bias term
         self._images: dict[str, tuple[str, object]] = {}  # key -> (display name, () -> rgb)
 
     # -- the model
@@ -480,6 +488,12 @@ class CheckpointStudy:
         all; then the default sentence stands in and the note says why."""
         text = session_text(state)
         ckpt = self.ckpt
+        if ckpt is not None and ckpt.kind == "seq2seq":
+            problem = seq2seq_study.offered_source(ckpt, text) if text != DEFAULT_SENTENCE else None
+            if problem is not None:
+                return DEFAULT_SENTENCE, (f"The session's text cannot be this model's source ({problem}): it "
+                                          "translates the sentence above instead.")
+            return text, None
         if ckpt is not None and ckpt.kind != "vlm" and ckpt.tokenizer is not None and text != DEFAULT_SENTENCE:
             limit = ckpt.config.max_positions
             try:
@@ -551,6 +565,34 @@ class CheckpointStudy:
         name, read = self._images[key]
         return lambda: run_image_outcome(ckpt, read, name)
 
+    def seq2seq_job(self, source: str, target: str, max_new_tokens: int, cancel=None):
+        """The job that runs the loaded encoder-decoder on ``source``: teacher-forced on ``target``, or its own
+        greedy translation (at most ``max_new_tokens``; ``cancel`` () -> bool stops it) when ``target`` is empty."""
+        ckpt = self.ckpt
+        return lambda: seq2seq_study.run_outcome(ckpt, source, target, max_new_tokens=max_new_tokens, cancel=cancel)
+
+    @property
+    def seq2seq(self) -> bool:
+        """True when the run shown is an encoder-decoder's."""
+        return isinstance(self.outcome, Seq2SeqOutcome)
+
+    def set_stack(self, stack: str, term: str | None = None) -> None:
+        """Show the encoder-decoder ``stack`` (and ``term``: "weights" or "bias"); ValueError for another name."""
+        if stack not in seq2seq_study.STACKS:
+            raise ValueError(f"unknown stack {stack!r}; choose one of {', '.join(seq2seq_study.STACKS)}")
+        if term is not None and term not in seq2seq_study.TERMS:
+            raise ValueError(f"unknown term {term!r}; choose one of {', '.join(seq2seq_study.TERMS)}")
+        self.stack = stack
+        if term is not None:
+            self.term = term
+
+    def seq2seq_view(self, layer: int, head: int):
+        """(values, mask, row labels, column labels, title, value label) of one head of the stack shown; the
+        weights when the bias term does not apply to it (cross-attention, or not T5)."""
+        out = self.outcome
+        term = self.term if (out.t5_bias and self.stack != "cross") else "weights"
+        return seq2seq_study.head_view(out, self.stack, layer, head, term)
+
     @property
     def vlm(self) -> bool:
         """True when the run shown is a vision-language(-action) model's."""
@@ -576,8 +618,15 @@ class CheckpointStudy:
         return f"{self.ckpt.describe()} — {describe_run(dec)}"
 
     def grid_maps(self) -> np.ndarray:
-        """(L, nh, ...) maps of the layers x heads grid: every map, or max thumbnails of a long input."""
+        """(L, nh, ...) maps of the layers x heads grid: every map, max thumbnails of a long input, or the
+        encoder-decoder stack shown."""
+        if self.seq2seq:
+            return seq2seq_study.stack_maps(self.outcome.result, self.stack)
         return self.outcome.thumbs if self.long else self.outcome.result.attentions
+
+    def grid_summaries(self):
+        """The head summaries beside the grid (an encoder-decoder's: those of the stack shown)."""
+        return self.outcome.summaries[self.stack] if self.seq2seq else self.outcome.summaries
 
     def shows_image(self) -> bool:
         """True when the run shown is an image model's, drawn over its image."""
@@ -587,7 +636,7 @@ class CheckpointStudy:
     def check_head(self, layer: int, head: int) -> None:
         """ValueError unless the run shown has head ``head`` in layer ``layer``."""
         r = self.outcome.result
-        L, nh = (r.n_layer, r.n_head) if self.long else r.attentions.shape[:2]
+        L, nh = (r.n_layer, r.n_head) if self.long else self.grid_maps().shape[:2]
         if not (0 <= layer < L and 0 <= head < nh):
             raise ValueError(f"no head ({layer}, {head}) in a {L} x {nh} model")
 
@@ -609,4 +658,6 @@ class CheckpointStudy:
         """(T, T) weights of one head of the run shown; None when they are not held (long inputs)."""
         if self.outcome is None or self.long:
             return None
+        if self.seq2seq:
+            return self.seq2seq_view(layer, head)[0]
         return head_matrix(self.outcome.result, layer, head)

@@ -2,18 +2,24 @@
 alignment table (query tokens as rows, key tokens as columns, shaded white to black, each row's
 strongest key in bold). It works for any session up to ``MAX_CELLS`` rows and columns; the
 translation demo reproduces the article's numbers.
+
+Once an encoder-decoder has run in the Pretrained workspace, the tab also offers that model's real
+cross-attention (:class:`~attnviz.ui.diagnostics.model_alignment.ModelAlignmentView`): the choice above the
+view switches between the session's table and the model's map.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QSpinBox, QHBoxLayout
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QStackedWidget, QVBoxLayout, QWidget
 
 from attnviz.model.diagnostics.alignment import alignment_table
-from attnviz.ui.diagnostics.common import cell, fit_height, fmt, new_table, selected_head, shade
+from attnviz.ui.diagnostics.common import cell, connect_event, fit_height, fmt, new_table, selected_head, shade
+from attnviz.ui.diagnostics.model_alignment import ModelAlignmentView, feed_for
 from attnviz.ui.diagnostics.tab import DiagnosticTab
 
 MAX_CELLS = 40  # rows and columns shown at most: beyond that the heatmap is the better view
+SESSION, MODEL = "session", "model"  # what the tab aligns: the session's selected head, or a real model's
 
 
 class AlignmentTab(DiagnosticTab):
@@ -23,6 +29,24 @@ class AlignmentTab(DiagnosticTab):
 
     def __init__(self, ctx, parent=None):
         super().__init__(ctx, parent)
+        self.source = QComboBox(self)
+        self.source.setToolTip("align the session's selected head, or the cross-attention of the translation "
+                               "model last run in the Pretrained workspace")
+        self.source.addItem("the session's selected head", SESSION)
+        self.source.addItem("a translation model (run one in Pretrained)", MODEL)
+        self.source.model().item(1).setEnabled(False)
+        pick = QHBoxLayout()
+        pick.addWidget(QLabel("align", self))
+        pick.addWidget(self.source)
+        pick.addStretch(1)
+        self.outer.addLayout(pick)
+        self.toy = QWidget(self)
+        toy = QVBoxLayout(self.toy)
+        toy.setContentsMargins(0, 0, 0, 0)
+        self.model_view = ModelAlignmentView(self)
+        self.pages = QStackedWidget(self)
+        self.pages.addWidget(self.toy)
+        self.pages.addWidget(self.model_view)
         self.decimals = QSpinBox(self)
         self.decimals.setRange(1, 6)
         self.decimals.setValue(2)
@@ -39,12 +63,46 @@ class AlignmentTab(DiagnosticTab):
         self.lines = QLabel(" ", self)
         self.lines.setWordWrap(True)
         self.lines.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.outer.addLayout(bar)
-        self.outer.addWidget(self.table)
-        self.outer.addWidget(self.lines)
-        self.outer.addStretch(1)
-        self.outer.addWidget(self.status)
+        toy.addLayout(bar)
+        toy.addWidget(self.table)
+        toy.addWidget(self.lines)
+        toy.addStretch(1)
+        toy.addWidget(self.status)
+        self.outer.addWidget(self.pages, 1)
         self.aligned = None  # the AlignmentTable drawn last
+        self.feed = feed_for(ctx)
+        self.feed.changed.connect(self._on_model_run)
+        self.source.currentIndexChanged.connect(self._on_source_chosen)
+        connect_event(self, ctx.session.events.view, lambda view: self.model_view.set_colormap(view.colormap))
+        self.model_view.set_colormap(ctx.session.state.view.colormap)
+        if self.feed.outcome is not None:
+            self._on_model_run(self.feed.outcome)
+
+    # -- the real model ------------------------------------------------------------------------
+    def _on_model_run(self, outcome) -> None:
+        item = self.source.model().item(1)
+        item.setEnabled(outcome is not None)
+        self.source.setItemText(1, f"{outcome.model}: cross-attention" if outcome is not None
+                                else "a translation model (run one in Pretrained)")
+        self.model_view.set_outcome(outcome)
+        if outcome is None and self.showing_model():
+            self.show_session()
+
+    def showing_model(self) -> bool:
+        return self.source.currentData() == MODEL
+
+    def show_model(self) -> bool:
+        """Show the translation model's alignment; False when none has run."""
+        if self.feed.outcome is None:
+            return False
+        self.source.setCurrentIndex(1)
+        return True
+
+    def show_session(self) -> None:
+        self.source.setCurrentIndex(0)
+
+    def _on_source_chosen(self, _index: int) -> None:
+        self.pages.setCurrentWidget(self.model_view if self.showing_model() else self.toy)
 
     def redraw(self, resp, state):
         self.table.clear()

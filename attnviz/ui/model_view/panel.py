@@ -5,19 +5,30 @@ vision-language(-action) model reads an image and a prompt together and gets a p
 loaded and shown is held by a :class:`~attnviz.checkpoints.study.CheckpointStudy`, run on a worker
 thread (newest request wins). Nothing here is part of the session: the panel reads the session's
 first text / image source as a default input and never edits it.
+
+An encoder-decoder (MarianMT, BART, mBART, T5) reads the text field as its source and gets a row of its own
+(:class:`~attnviz.ui.model_view.seq2seq_view.Seq2SeqControls`): a target to teacher-force, or none for the
+model's own greedy translation (stoppable), and which stack — encoder, decoder or cross-attention — the grid
+and the detail map show. Its runs go to the Diagnostics alignment view through the window's
+:class:`~attnviz.ui.diagnostics.model_alignment.AlignmentFeed`; ``attention_ready`` then carries None (no
+single-stack ModelAttention is shown) and ``seq2seq_ready`` the run.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import threading
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
                                QSizePolicy, QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
+from attnviz.checkpoints import seq2seq_study
 from attnviz.checkpoints.study import CheckpointStudy, head_title, prompt_to_field
 from attnviz.ui import colormaps
-from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.diagnostics.model_alignment import feed_for
+from attnviz.ui.latest_job import Cancelled, LatestJob
 from attnviz.ui.model_view.chat_option import ChatTemplateBox
 from attnviz.ui.model_view.corpus_view import install as install_corpus_view
 from attnviz.ui.model_view.decoder_view import LongMapView
@@ -25,6 +36,7 @@ from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.model_view.mask_handoff import open_model_mask
 from attnviz.ui.model_view.model_list import add_cached_models
 from attnviz.ui.model_view.more_views import install_more
+from attnviz.ui.model_view.seq2seq_view import Seq2SeqControls
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
 from attnviz.ui.model_view.vlm_inputs import NO_IMAGE, VlmInputs
@@ -66,6 +78,7 @@ class ModelViewPanel(QWidget):
     attention_ready = Signal(object)  # ModelAttention, after a forward pass is shown
     failed = Signal(str)  # the message shown for a problem
     head_selected = Signal(int, int)  # (layer, head) shown in the detail heatmap
+    seq2seq_ready = Signal(object)  # Seq2SeqOutcome, after an encoder-decoder run is shown
 
     def __init__(self, ctx, parent=None, *, auto_load: bool = True):
         super().__init__(parent)
@@ -79,6 +92,7 @@ class ModelViewPanel(QWidget):
         self.jobs = LatestJob("attnviz-pretrained", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
         self._job_kind = ""  # "load" or "run": what the newest job does (only the newest one answers)
         self._pending_input: tuple[str | None, dict] = (None, {})  # (prompt, options) for the model being loaded
+        self._stop = threading.Event()  # set to stop the greedy translation being written
 
         # -- model row
         self.model_combo = QComboBox(self)
@@ -114,7 +128,8 @@ class ModelViewPanel(QWidget):
         self.run_button = QPushButton("Run", self)
         self.run_button.setToolTip("run the model on this input")
         self.inputs = QStackedWidget(self)
-        self.inputs.addWidget(self._row(QLabel("text", self), self.text_edit))
+        self.text_label = QLabel("text", self)  # "source" for an encoder-decoder
+        self.inputs.addWidget(self._row(self.text_label, self.text_edit))
         self.inputs.addWidget(self._row(QLabel("image", self), self.image_combo))
         self.vlm_inputs = VlmInputs(self)  # vision-language models: image(s), prompt, the family's options
         self.inputs.addWidget(self.vlm_inputs)
@@ -129,6 +144,7 @@ class ModelViewPanel(QWidget):
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message.setStyleSheet("QLabel { color: #c62828; padding: 2px 6px; }")
         self.message.setVisible(False)
+        self.seq2seq = Seq2SeqControls(self)  # encoder-decoders: target, token limit, stack, alignment
         self.hint = QLabel("", self)  # a quiet note on the input (not a problem)
         self.hint.setWordWrap(True)
         self.hint.setStyleSheet("QLabel { font-style: italic; padding: 0px 6px; }")
@@ -164,6 +180,7 @@ class ModelViewPanel(QWidget):
         layout.setSpacing(3)
         layout.addLayout(top)
         layout.addLayout(mid)
+        layout.addWidget(self.seq2seq)
         layout.addWidget(self.message)
         layout.addWidget(self.hint)
         layout.addWidget(self.pages, 1)
@@ -185,6 +202,13 @@ class ModelViewPanel(QWidget):
         self.jobs.done.connect(self._on_job_finished)
         self.jobs.failed.connect(self._on_job_failed)
         self.jobs.busy_changed.connect(self.busy.setVisible)
+        self.jobs.busy_changed.connect(lambda busy: busy or self.seq2seq.set_running(False))
+        self.seq2seq.set_stack(self.study.stack)
+        self.seq2seq.run_requested.connect(self.run_input)
+        self.seq2seq.stop_requested.connect(self.stop_translation)
+        self.seq2seq.stack_changed.connect(lambda stack: self.set_stack(stack))
+        self.seq2seq.term_changed.connect(lambda term: self.set_stack(self.study.stack, term))
+        self.seq2seq.alignment_requested.connect(self.show_alignment)
         self.grid.head_clicked.connect(self.select_head)
         self.summary.head_clicked.connect(self.select_head)
         ctx.session.events.sources.connect(self._on_sources_changed)
@@ -249,6 +273,8 @@ class ModelViewPanel(QWidget):
                 self._show_message("Choose an image for the model to see.")
                 return None
             return self._submit("run", job)
+        if self.study.kind == "seq2seq":
+            return self._run_seq2seq()
         if self.study.kind == "vit":
             job = self.study.image_job(self.image_combo.currentData())
             if job is None:
@@ -256,6 +282,66 @@ class ModelViewPanel(QWidget):
                 return None
             return self._submit("run", job)
         return self._submit("run", self.study.text_job(self.text_edit.text(), self.chat_box.wanted()))
+
+    def _run_seq2seq(self) -> int:
+        """Submit the encoder-decoder run of the source and target fields (greedy when the target is empty)."""
+        stop = threading.Event()
+        target = self.seq2seq.target_edit.text()
+        inner = self.study.seq2seq_job(self.text_edit.text(), target, self.seq2seq.max_new.value(), stop.is_set)
+
+        def job():
+            try:
+                return inner()
+            except seq2seq_study.Cancelled:
+                raise Cancelled() from None
+
+        jid = self._submit("run", job)
+        self._stop = stop  # after _submit: it stops the run this one replaces
+        self.seq2seq.set_running(not target.strip())
+        return jid
+
+    def stop_translation(self) -> None:
+        """Stop the greedy translation being written (Stop); nothing of it is shown."""
+        self._stop.set()
+        self.jobs.cancel()
+        self.seq2seq.set_running(False)
+        self._show_message("Stopped: the translation was not finished, so nothing new is shown.")
+
+    def set_target(self, text: str, run: bool = False) -> None:
+        """An encoder-decoder's target (empty: its own greedy translation); ``run`` runs it."""
+        self.seq2seq.target_edit.setText(text)
+        if run:
+            self.run_input()
+
+    def set_stack(self, stack: str, term: str | None = None) -> None:
+        """Show the encoder-decoder's ``stack`` ("encoder", "decoder", "cross") in the grid and the detail map,
+        and ``term`` ("weights", or "bias": T5's position term) in the detail map."""
+        self.study.set_stack(stack, term)
+        for control, value, setter in ((self.seq2seq.stack(), stack, self.seq2seq.set_stack),
+                                       (self.seq2seq.term(), term, self.seq2seq.set_term)):
+            if value is not None and control != value:
+                blocked = self.seq2seq.blockSignals(True)
+                setter(value)
+                self.seq2seq.blockSignals(blocked)
+        self.seq2seq._sync_term()
+        if self.study.seq2seq:
+            self._show_grid()
+
+    def show_alignment(self) -> bool:
+        """Show the encoder-decoder run's cross-attention in the Diagnostics alignment view (in the window: its
+        workspace brought forward); False before such a run."""
+        if not self.study.seq2seq:
+            self._show_message("Run an encoder-decoder (MarianMT, BART, mBART, T5) first: its cross-attention "
+                               "is what the alignment shows.")
+            return False
+        feed = feed_for(self.ctx)
+        if feed.outcome is not self.outcome:
+            feed.publish(self.outcome)
+        win = self.window()
+        if hasattr(win, "show_workspace"):
+            win.show_workspace("diagnostics/alignment")
+        feed.request_show()
+        return True
 
     def set_text(self, text: str, run: bool = False) -> None:
         """Set the sentence (as if typed); ``run`` runs the model on it."""
@@ -319,6 +405,7 @@ class ModelViewPanel(QWidget):
 
     def shutdown(self) -> None:
         """Stop the loading/forward-pass thread (the window calls this when it closes)."""
+        self._stop.set()
         self.jobs.shutdown()
         self.long_map.shutdown()
 
@@ -334,7 +421,11 @@ class ModelViewPanel(QWidget):
             self.vlm.select_head(layer, head)
             self.head_selected.emit(int(layer), int(head))
             return
-        if study.long:
+        if study.seq2seq:
+            self.long_map.clear()
+            m, mask, rows, cols, title, value = study.seq2seq_view(layer, head)
+            self.detail.set_matrix(m, mask=mask, row_labels=rows, col_labels=cols, title=title, value_label=value)
+        elif study.long:
             self.long_map.show(study.outcome, layer, head)
         else:
             self.long_map.clear()
@@ -452,6 +543,7 @@ class ModelViewPanel(QWidget):
 
     # ------------------------------------------------------------------ results
     def _submit(self, kind: str, fn) -> int:
+        self._stop.set()  # a translation being written is not wanted any more
         self._job_kind = kind
         return self.jobs.submit(fn)
 
@@ -463,6 +555,8 @@ class ModelViewPanel(QWidget):
             self.describe.setToolTip(str(result.folder))
             vlm = self.study.kind == "vlm"
             self.chat_box.show_for(None if vlm else result)  # a vision-language prompt is written as the family says
+            self.seq2seq.show_for(result)
+            self.text_label.setText("source" if self.study.kind == "seq2seq" else "text")
             if vlm:
                 self.vlm_inputs.configure(result, self.study.offered_prompt())
             self._sync_input_page()
@@ -507,6 +601,20 @@ class ModelViewPanel(QWidget):
         study = self.study
         new_model = study.show(outcome)
         r = outcome.result
+        if study.seq2seq:
+            self.pages.setCurrentWidget(self.body)
+            self.vit.set_result(None, None, None)
+            self.tabs.setTabEnabled(TAB_IMAGE, False)
+            self.tabs.setCurrentIndex(TAB_HEADS)
+            if self.ckpt is not None:
+                self.describe.setText(f"{self.ckpt.describe()} — {outcome.describe()}")
+                self.describe.setToolTip("\n".join((self.ckpt.describe(), outcome.describe(), *r.notes,
+                                                    str(self.ckpt.folder))))
+            self._show_grid()
+            feed_for(self.ctx).publish(outcome)
+            self.attention_ready.emit(None)
+            self.seq2seq_ready.emit(outcome)
+            return
         if study.vlm:
             self.pages.setCurrentWidget(self.vlm)
             L, nh = r.attentions.shape[:2]
@@ -541,6 +649,16 @@ class ModelViewPanel(QWidget):
         layer, head = self.selected
         self.select_head(layer if layer < L else 0, head if head < nh else 0)
         self.attention_ready.emit(r)
+
+    def _show_grid(self) -> None:
+        """An encoder-decoder's stack shown: its maps in the grid, its summaries, the selected head large."""
+        study = self.study
+        maps = study.grid_maps()  # (L, nh, Tq, Tk)
+        L, nh = maps.shape[:2]
+        self.grid.set_matrices(maps, [f"L{i}" for i in range(L)], [f"h{j}" for j in range(nh)])
+        self.summary.set_summaries(study.grid_summaries())
+        layer, head = self.selected
+        self.select_head(layer if layer < L else 0, head if head < nh else 0)
 
     def _show_message(self, text: str) -> None:
         self.message.setText(text)

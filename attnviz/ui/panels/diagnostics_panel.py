@@ -2,7 +2,8 @@
 :mod:`attnviz.ui.diagnostics` from the newest response and the session state. Only the visible tab
 redraws, and slow studies run off the GUI thread. Each tab sits in its own
 :class:`~attnviz.ui.widgets.fit_scroll.FitScroll`: a tab that needs more room than the window gives
-scrolls there, and no tab raises the window's minimum size.
+scrolls there, and no tab raises the window's minimum size. The Pretrained panel's "Show alignment in
+Diagnostics" brings the Alignment tab forward on the translation model's cross-attention.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 from attnviz.ui.diagnostics.alignment import AlignmentTab
 from attnviz.ui.diagnostics.flash_check import FlashCheckTab
 from attnviz.ui.diagnostics.jacobian import JacobianTab
+from attnviz.ui.diagnostics.model_alignment import feed_for
 from attnviz.ui.diagnostics.normalisation import NormalisationTab
 from attnviz.ui.diagnostics.permutation import PermutationTab
 from attnviz.ui.diagnostics.positional import PositionalTab
@@ -44,6 +46,7 @@ class DiagnosticsPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.tabs)
+        feed_for(ctx).show_requested.connect(self.show_model_alignment)
 
     def tab(self, cls):
         """The tab of type ``cls`` (e.g. ``panel.tab(AlignmentTab)``)."""
@@ -62,6 +65,10 @@ class DiagnosticsPanel(QWidget):
             job = getattr(tab, "job", None)
             if job is not None:
                 job.shutdown()
+
+    def show_model_alignment(self) -> bool:
+        """Bring the Alignment tab forward on the translation model's cross-attention (False: none has run)."""
+        return self.show_tab(AlignmentTab).show_model()
 
     def show_tab(self, cls):
         """Bring the tab of type ``cls`` to the front and return it."""
