@@ -1,0 +1,851 @@
+"""InterveneView: the Pretrained panel's "Intervene" tab for decoder LLMs. The session's interventions
+(``SessionState.interventions``: heads zeroed, mean-ablated or scaled; the Mask workspace's mask knocking out
+attention edges in chosen layers and heads; a head's output or the residual stream patched from a clean
+prompt of the same length) are edited here, each edit one undoable step, and run on the panel's input off
+the GUI thread: the next-token top-k before and after, the KL divergence, the logit difference of two tokens,
+the selected head's attention before | after | difference, the largest change of every head's map and the
+residual stream's change per layer. The head-importance sweep ablates every head in turn (progress, Cancel)
+and ranks them in a layers x heads grid. "Code…" shows the PyTorch forward-hook and TransformerLens scripts
+that reproduce the interventions. What is computed is :mod:`attnviz.checkpoints.intervention_study`.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from dataclasses import replace
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDoubleSpinBox, QFileDialog, QFrame, QGridLayout,
+                               QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton, QScrollArea,
+                               QSizePolicy, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
+
+from attnviz.checkpoints import CheckpointError
+from attnviz.checkpoints.decoder_text import encode
+from attnviz.checkpoints.intervention_study import export_code, study, sweep, token_id
+from attnviz.model.commands import SetFields
+from attnviz.model.sequence import assemble
+from attnviz.model.state import Interventions
+from attnviz.sources.errors import SourceError
+from attnviz.ui import colormaps
+from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
+from attnviz.ui.theme import Theme, current_theme
+from attnviz.ui.widgets.heatmap import AttentionHeatmap
+
+MODES = (("zero", "zero"), ("mean", "mean over positions"), ("scale", "scale by"))
+PATCHES = (("none", "no patch"), ("head", "a head's output"), ("residual", "the residual stream"))
+METRIC_NAMES = (("kl", "KL divergence"), ("logit_diff", "logit difference drop"))
+
+
+def parse_indices(text: str, stop: int, what: str) -> tuple[int, ...]:
+    """``"0, 2-4"`` -> (0, 2, 3, 4), each below ``stop``; "" or "all" -> (). ValueError names the bad part."""
+    text = str(text).strip()
+    if text.lower() in ("", "all"):
+        return ()
+    out = set()
+    for part in (p.strip() for p in text.replace(";", ",").split(",")):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        if not lo.strip().isdigit() or (sep and not hi.strip().isdigit()):
+            raise ValueError(f"{part!r} is not a {what}: write numbers and ranges, e.g. 0, 2-3 (or all)")
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if a > b:
+            a, b = b, a
+        if b >= stop:
+            raise ValueError(f"{what} {b} is out of range: there are {stop} (0 to {stop - 1})")
+        out.update(range(a, b + 1))
+    return tuple(sorted(out))
+
+
+def format_indices(values) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def session_mask(state) -> np.ndarray:
+    """The session's mask (the Mask workspace's design over the session's tokens) as a bool (T, T) matrix."""
+    q, k = assemble(state)
+    if q is not k:
+        raise ValueError("the session is a cross-attention (queries and keys from different sources): its mask "
+                         "cannot knock out a decoder's self-attention")
+    return np.asarray(state.mask.compile(list(q.segments), None, q.T), dtype=bool)
+
+
+class _Progress(QObject):
+    """Carries the sweep's progress from the worker thread to the GUI thread (a queued signal)."""
+
+    moved = Signal(int, int, int)  # (sweep number, heads done, heads in all)
+
+
+class CodeDialog(QDialog):
+    """The interventions as code: a PyTorch forward-hook script and a TransformerLens script, Copy and Save."""
+
+    def __init__(self, code: dict, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Interventions as code")
+        self.tabs = QTabWidget(self)
+        self.editors = {}
+        font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        font.setStyleHint(QFont.StyleHint.Monospace)
+        for key, title in (("pytorch", "PyTorch forward hooks"), ("lens", "TransformerLens")):
+            edit = QPlainTextEdit(self)
+            edit.setReadOnly(True)
+            edit.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+            edit.setFont(font)
+            problem = code.get(f"{key}_problem", "")
+            edit.setPlainText(code.get(key) or f"# {problem}")
+            self.editors[key] = edit
+            self.tabs.addTab(edit, title)
+        self.code = code
+        self.message = QLabel(" ", self)
+        self.message.setWordWrap(True)
+        self.copy_button = QPushButton("&Copy", self)
+        self.save_button = QPushButton("&Save…", self)
+        self.close_button = QPushButton("Clos&e", self)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.message, 1)
+        buttons.addWidget(self.copy_button)
+        buttons.addWidget(self.save_button)
+        buttons.addWidget(self.close_button)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.tabs, 1)
+        layout.addLayout(buttons)
+        self.resize(760, 540)
+        self.copy_button.clicked.connect(self.copy)
+        self.save_button.clicked.connect(self._ask_save)
+        self.close_button.clicked.connect(self.close)
+        self.tabs.currentChanged.connect(lambda _i: self._sync())
+        self._sync()
+
+    def current(self) -> str:
+        return ("pytorch", "lens")[self.tabs.currentIndex()]
+
+    def text(self, key: str | None = None) -> str:
+        """The script shown for ``key`` ("pytorch" / "lens"; default the tab shown), "" when it cannot be written."""
+        return self.code.get(key or self.current()) or ""
+
+    def _sync(self) -> None:
+        key = self.current()
+        ok = bool(self.text(key))
+        self.copy_button.setEnabled(ok)
+        self.save_button.setEnabled(ok)
+        self.message.setText(self.code.get(f"{key}_problem", "") or " ")
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.text())
+        self.message.setText("copied to the clipboard")
+
+    def save(self, path) -> bool:
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(self.text())
+        except OSError as exc:
+            self.message.setText(f"could not save {path}: {exc.strerror or exc}")
+            return False
+        self.message.setText(f"saved {path}")
+        return True
+
+    def _ask_save(self) -> None:
+        name = "interventions_hooks.py" if self.current() == "pytorch" else "interventions_lens.py"
+        path, _ = QFileDialog.getSaveFileName(self, "Save the script", name, "Python source (*.py)")
+        if path:
+            self.save(path)
+
+
+class ResidualChart(QWidget):
+    """Bars: the residual stream's relative change entering each layer (and leaving the last)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.plot = pg.PlotWidget(self)
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.setMouseEnabled(False, False)
+        self.plot.setMinimumHeight(130)
+        pi = self.plot.getPlotItem()
+        pi.setLabel("bottom", "residual stream entering layer")
+        pi.setLabel("left", "‖Δ‖ / ‖x‖")
+        pi.showGrid(x=False, y=True, alpha=0.25)
+        pi.getAxis("left").enableAutoSIPrefix(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+        self.values: np.ndarray | None = None
+        self._theme = current_theme()
+        self.on_theme_changed(self._theme)
+
+    def set_values(self, values) -> None:
+        self.values = None if values is None else np.asarray(values, dtype=float)
+        self._draw()
+
+    def _draw(self) -> None:
+        pi = self.plot.getPlotItem()
+        pi.clear()
+        v = self.values
+        if v is None or not v.size:
+            return
+        colour = "#5cb8f0" if self._theme.name == "dark" else "#0072b2"
+        x = np.arange(v.size)
+        pi.addItem(pg.BarGraphItem(x=x, height=v, width=0.7, brush=colour, pen=pg.mkPen(colour)))
+        L = v.size - 1
+        ticks = [(i, str(i) if i < L else "out") for i in range(v.size)]
+        pi.getAxis("bottom").setTicks([ticks] if v.size <= 33 else None)
+        pi.setXRange(-0.6, v.size - 0.4, padding=0)
+        top = float(v.max())
+        pi.setYRange(0.0, top * 1.1 if top > 0 else 1.0, padding=0)
+
+    def on_theme_changed(self, theme: Theme) -> None:
+        self._theme = theme
+        self.plot.setBackground(theme.plot_background)
+        pi = self.plot.getPlotItem()
+        for name in ("bottom", "left"):
+            axis = pi.getAxis(name)
+            axis.setPen(theme.plot_foreground)
+            axis.setTextPen(theme.plot_foreground)
+        self._draw()
+
+
+def _title(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setStyleSheet("QLabel { font-weight: bold; padding: 4px 2px 0px 2px; }")
+    return label
+
+
+class InterveneView(QWidget):
+    """The Intervene tab (see the module doc); ``panel`` is the ModelViewPanel it belongs to."""
+
+    effects_ready = Signal(object)  # the Effects drawn
+    sweep_ready = Signal(object)  # the Sweep drawn (complete or cancelled)
+    failed = Signal(str)
+
+    def __init__(self, panel, parent=None):
+        super().__init__(parent)
+        self.panel = panel
+        self.ctx = panel.ctx
+        self.effects = None  # the Effects drawn
+        self.sweep_result = None  # the Sweep drawn
+        self.selected: tuple[int, int] = (0, 0)
+        self._syncing = False
+        self._stop = threading.Event()  # the running sweep's cancel flag
+        self._sweep_no = 0
+        self.job = LatestJob("attnviz-intervene", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
+        self.sweep_job = LatestJob("attnviz-intervene-sweep", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
+        self._progress = _Progress(self)
+
+        # -- what is changed
+        self.mode_combo = QComboBox(self)
+        for key, text in MODES:
+            self.mode_combo.addItem(text, key)
+        self.mode_combo.setToolTip("what happens to the chosen heads' outputs (before the output projection)")
+        self.factor_spin = QDoubleSpinBox(self)
+        self.factor_spin.setRange(-100.0, 100.0)
+        self.factor_spin.setDecimals(3)
+        self.factor_spin.setSingleStep(0.1)
+        self.factor_spin.setToolTip("the factor the chosen heads' outputs are multiplied by")
+        self.clear_button = QPushButton("Clear", self)
+        self.clear_button.setToolTip("remove every intervention (one undo step)")
+        self.code_button = QPushButton("Code…", self)
+        self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script")
+        self.busy = QProgressBar(self)
+        self.busy.setRange(0, 0)
+        self.busy.setMaximumWidth(60)
+        self.busy.setTextVisible(False)
+        self.busy.setVisible(False)
+        self.heads_line = QLabel("", self)
+        self.heads_line.setWordWrap(True)
+        self.heads_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.knockout_check = QCheckBox("knock out the mask's edges in layers", self)
+        self.knockout_check.setToolTip("edges the Mask workspace's mask forbids are removed before the softmax "
+                                       "(each row renormalises), on top of the model's causal mask")
+        self.ko_layers = QLineEdit(self)
+        self.ko_layers.setPlaceholderText("all")
+        self.ko_layers.setToolTip("layers, e.g. 0, 2-3 (empty or all: every layer)")
+        self.ko_heads = QLineEdit(self)
+        self.ko_heads.setPlaceholderText("all")
+        self.ko_heads.setToolTip("heads of those layers, e.g. 1, 3 (empty or all: every head)")
+        for e in (self.ko_layers, self.ko_heads):
+            e.setMaximumWidth(90)
+
+        self.patch_combo = QComboBox(self)
+        for key, text in PATCHES:
+            self.patch_combo.addItem(text, key)
+        self.patch_combo.setToolTip("copy from the clean prompt's pass into this input's pass")
+        self.patch_layer = QSpinBox(self)
+        self.patch_layer.setToolTip("the layer: its head's output, or the residual stream entering it")
+        self.patch_head = QSpinBox(self)
+        self.patch_head.setToolTip("the head whose output is patched")
+        self.patch_positions = QLineEdit(self)
+        self.patch_positions.setPlaceholderText("all")
+        self.patch_positions.setToolTip("token positions of the residual patch, e.g. 3, 5-6 (empty or all: every one)")
+        self.patch_positions.setMaximumWidth(90)
+        self.clean_edit = QLineEdit(self)
+        self.clean_edit.setPlaceholderText("the clean prompt (as many tokens as the input)")
+        self.clean_edit.setToolTip("the clean prompt the patch is taken from; Enter applies it")
+
+        self.token_a = QLineEdit(self)
+        self.token_b = QLineEdit(self)
+        for e, tip in ((self.token_a, "first token (a piece, a one-token word with its space, or #ID)"),
+                       (self.token_b, "second token")):
+            e.setToolTip(tip)
+            e.setMaximumWidth(110)
+
+        self.message = QLabel("", self)
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.message.setStyleSheet("QLabel { color: #e05050; padding: 2px 2px; }")
+        self.message.setVisible(False)
+
+        # -- heads and effects
+        self.heads_map = AttentionHeatmap(self)  # (L, nh): |Δ| of each map; edited heads hatched; click toggles
+        self.heads_map.setMinimumSize(220, 190)
+        self.results = QLabel("", self)
+        self.results.setTextFormat(Qt.TextFormat.RichText)
+        self.results.setWordWrap(True)
+        self.results.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.results.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.results.setMinimumWidth(230)
+        self.maps_title = QLabel(" ", self)
+        self.maps = [AttentionHeatmap(self) for _ in range(3)]  # before | after | difference
+        for m in self.maps:
+            m.setMinimumSize(150, 230)
+        self.residual = ResidualChart(self)
+
+        # -- importance sweep
+        self.metric_combo = QComboBox(self)
+        for key, text in METRIC_NAMES:
+            self.metric_combo.addItem(text, key)
+        self.metric_combo.setToolTip("the effect measured for each head ablated alone (the logit difference of "
+                                     "the two tokens above: how much it drops)")
+        self.sweep_button = QPushButton("Sweep every head", self)
+        self.sweep_button.setToolTip("ablate every head in turn (with the mode above) and rank the heads")
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.setEnabled(False)
+        self.sweep_bar = QProgressBar(self)
+        self.sweep_bar.setRange(0, 1)
+        self.sweep_bar.setValue(0)
+        self.sweep_bar.setFormat("%v / %m heads")
+        self.importance_map = AttentionHeatmap(self)
+        self.importance_map.setMinimumSize(220, 190)
+        self.ranking = QLabel(" ", self)
+        self.ranking.setWordWrap(True)
+        self.ranking.setTextFormat(Qt.TextFormat.RichText)
+        self.ranking.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.ranking.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.ranking.setMinimumWidth(200)
+
+        self._build_layout()
+        self._connect()
+        self.set_colormap(self.ctx.session.state.view.colormap)
+        self._sync_controls(self.ctx.session.state.interventions)
+        self._show_idle("Load a decoder LLM and run it on a text: its interventions are computed here.")
+
+    # ------------------------------------------------------------------ layout
+    def _build_layout(self) -> None:
+        body = QWidget(self)
+        col = QVBoxLayout(body)
+        col.setContentsMargins(6, 4, 6, 6)
+        col.setSpacing(4)
+        row1 = QHBoxLayout()
+        row1.addWidget(QLabel("heads:", body))
+        row1.addWidget(self.mode_combo)
+        row1.addWidget(self.factor_spin)
+        row1.addStretch(1)
+        row1.addWidget(self.busy)
+        row1.addWidget(self.clear_button)
+        row1.addWidget(self.code_button)
+        col.addLayout(row1)
+        col.addWidget(self.heads_line)
+        row2 = QHBoxLayout()
+        row2.addWidget(self.knockout_check)
+        row2.addWidget(self.ko_layers)
+        row2.addWidget(QLabel("heads", body))
+        row2.addWidget(self.ko_heads)
+        row2.addStretch(1)
+        col.addLayout(row2)
+        row3 = QHBoxLayout()
+        row3.addWidget(QLabel("patch", body))
+        row3.addWidget(self.patch_combo)
+        row3.addWidget(QLabel("layer", body))
+        row3.addWidget(self.patch_layer)
+        row3.addWidget(QLabel("head", body))
+        row3.addWidget(self.patch_head)
+        row3.addWidget(QLabel("positions", body))
+        row3.addWidget(self.patch_positions)
+        row3.addStretch(1)
+        col.addLayout(row3)
+        row4 = QHBoxLayout()
+        row4.addWidget(QLabel("clean prompt", body))
+        row4.addWidget(self.clean_edit, 1)
+        col.addLayout(row4)
+        row5 = QHBoxLayout()
+        row5.addWidget(QLabel("logit difference of", body))
+        row5.addWidget(self.token_a)
+        row5.addWidget(QLabel("−", body))
+        row5.addWidget(self.token_b)
+        row5.addStretch(1)
+        col.addLayout(row5)
+        col.addWidget(self.message)
+
+        col.addWidget(_title("Heads (click to edit a head) and the effect"))
+        top = QHBoxLayout()
+        top.addWidget(self.heads_map, 3)
+        top.addWidget(self.results, 2)
+        col.addLayout(top)
+        col.addWidget(self.maps_title)
+        maps = QHBoxLayout()
+        for m in self.maps:
+            maps.addWidget(m, 1)
+        col.addLayout(maps)
+        col.addWidget(_title("Residual stream change per layer"))
+        col.addWidget(self.residual)
+        col.addWidget(_title("Head importance: every head ablated in turn"))
+        row6 = QHBoxLayout()
+        row6.addWidget(self.metric_combo)
+        row6.addWidget(self.sweep_button)
+        row6.addWidget(self.sweep_bar, 1)
+        row6.addWidget(self.cancel_button)
+        col.addLayout(row6)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.importance_map, 3)
+        bottom.addWidget(self.ranking, 2)
+        col.addLayout(bottom)
+        col.addStretch(1)
+
+        self.scroll = QScrollArea(self)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(body)
+        body.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.scroll)
+        self.body = body
+
+    def _connect(self) -> None:
+        self.mode_combo.activated.connect(lambda _i: self._edit_from_controls("Change the intervention mode"))
+        self.factor_spin.editingFinished.connect(lambda: self._edit_from_controls("Change the scale factor"))
+        self.knockout_check.toggled.connect(lambda _on: self._edit_from_controls("Knock out the mask's edges"))
+        self.ko_layers.editingFinished.connect(lambda: self._edit_from_controls("Change the knockout layers"))
+        self.ko_heads.editingFinished.connect(lambda: self._edit_from_controls("Change the knockout heads"))
+        self.patch_combo.activated.connect(lambda _i: self._edit_from_controls("Change the patch"))
+        self.patch_layer.editingFinished.connect(lambda: self._edit_from_controls("Change the patched layer"))
+        self.patch_head.editingFinished.connect(lambda: self._edit_from_controls("Change the patched head"))
+        self.patch_positions.editingFinished.connect(lambda: self._edit_from_controls("Change the patch positions"))
+        self.clean_edit.editingFinished.connect(lambda: self._edit_from_controls("Change the clean prompt"))
+        self.token_a.editingFinished.connect(self._draw_results)
+        self.token_b.editingFinished.connect(self._draw_results)
+        self.clear_button.clicked.connect(self.clear_interventions)
+        self.code_button.clicked.connect(self.show_code)
+        self.heads_map.cell_clicked.connect(self.toggle_head)
+        self.importance_map.cell_clicked.connect(lambda r, c: self.panel.select_head(r, c))
+        self.sweep_button.clicked.connect(self.run_sweep)
+        self.cancel_button.clicked.connect(self.cancel_sweep)
+        self.job.done.connect(self._on_done)
+        self.job.failed.connect(self._on_failed)
+        self.job.busy_changed.connect(self.busy.setVisible)
+        self.sweep_job.done.connect(self._on_sweep_done)
+        self.sweep_job.failed.connect(self._on_sweep_failed)
+        self._progress.moved.connect(self._on_progress)
+        self.ctx.session.events.interventions.connect(self._on_interventions_changed)
+        self.ctx.session.events.mask.connect(self._on_mask_changed)
+        self.ctx.session.events.sources.connect(self._on_mask_changed)
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def spec(self) -> Interventions:
+        return self.ctx.session.state.interventions
+
+    def ready(self) -> bool:
+        """A decoder LLM is loaded and its run on an input is shown (with every map held)."""
+        ck, out = self.panel.ckpt, self.panel.outcome
+        return (ck is not None and ck.kind == "decoder" and out is not None and not self.panel.study.long
+                and getattr(out.result, "decoder", None) is not None)
+
+    def set_interventions(self, spec: Interventions, label: str = "Edit the interventions") -> bool:
+        """Replace the session's interventions (one undo step); False when nothing changed or it was refused."""
+        if spec == self.spec:
+            return False
+        return self.ctx.execute(SetFields((("interventions", spec),), label=label))
+
+    def toggle_head(self, layer: int, head: int) -> bool:
+        """Add (layer, head) to the edited heads, or remove it; one undo step."""
+        heads = set(self.spec.heads)
+        key = (int(layer), int(head))
+        verb = "Restore" if key in heads else ("Scale" if self.spec.mode == "scale" else "Ablate")
+        heads ^= {key}
+        return self.set_interventions(replace(self.spec, heads=tuple(sorted(heads))), f"{verb} head {layer}.{head}")
+
+    def clear_interventions(self) -> bool:
+        return self.set_interventions(Interventions(), "Remove the interventions")
+
+    def refresh(self) -> int | None:
+        """Run the session's interventions on the panel's input (off the GUI thread); returns the job id."""
+        if not self.ready():
+            self.effects = None
+            self._show_idle(self._why_not_ready())
+            return None
+        ck = self.panel.ckpt
+        dec = self.panel.outcome.result.decoder
+        ids = np.asarray(dec.ids, dtype=np.int64)
+        spec = self.spec
+        allowed = None
+        if spec.knockout_layers:
+            try:
+                allowed = session_mask(self.ctx.session.state)
+            except (ValueError, SourceError) as exc:
+                self._fail(f"The session's mask cannot be used: {exc}")
+                return None
+        chat = bool(getattr(dec, "chat", False))
+
+        def job():
+            clean_ids = None
+            if spec.patch != "none" and spec.clean:
+                limit = ck.config.max_positions or (1 << 20)
+                clean_ids = encode(ck.tokenizer, ck.special_tokens, spec.clean, limit, chat=chat, model=ck.name).ids
+            return study(ck.config, ck.weights, ids, spec, allowed=allowed, clean_ids=clean_ids)
+
+        self._clear_message()
+        return self.job.submit(job)
+
+    def run_sweep(self) -> int | None:
+        """Start the head-importance sweep over the panel's input; returns the job id (None: nothing to sweep)."""
+        if not self.ready():
+            self._fail(self._why_not_ready())
+            return None
+        ck = self.panel.ckpt
+        ids = np.asarray(self.panel.outcome.result.decoder.ids, dtype=np.int64)
+        metric = self.metric_combo.currentData()
+        tokens = None
+        if metric == "logit_diff":
+            try:
+                tokens = self._tokens()
+            except CheckpointError as exc:
+                self._fail(str(exc))
+                return None
+            if tokens is None:
+                self._fail("The logit difference needs two tokens: fill in both fields above.")
+                return None
+        spec = self.spec
+        self._stop.set()  # a sweep still running stops at its next head
+        stop = self._stop = threading.Event()
+        self._sweep_no += 1
+        number, signal = self._sweep_no, self._progress.moved
+        total = ck.config.n_layer * ck.config.n_head
+        self.sweep_bar.setRange(0, total)
+        self.sweep_bar.setValue(0)
+        self.cancel_button.setEnabled(True)
+        self.sweep_button.setEnabled(False)
+        self._clear_message()
+        return self.sweep_job.submit(lambda: sweep(ck.config, ck.weights, ids, mode=spec.mode, factor=spec.factor,
+                                                   metric=metric, tokens=tokens, cancelled=stop.is_set,
+                                                   progress=lambda i, n: signal.emit(number, i, n)))
+
+    def cancel_sweep(self) -> None:
+        """Stop the sweep at the next head; the heads done so far are shown."""
+        self._stop.set()
+        self.cancel_button.setEnabled(False)
+
+    def code(self) -> dict:
+        """The export of :func:`intervention_study.export_code` for the session's interventions on this input."""
+        if not self.ready():
+            raise CheckpointError(self._why_not_ready())
+        ck = self.panel.ckpt
+        ids = self.panel.outcome.result.decoder.ids
+        allowed = None
+        if self.spec.knockout_layers:
+            try:
+                allowed = session_mask(self.ctx.session.state)
+            except (ValueError, SourceError) as exc:
+                raise CheckpointError(f"the session's mask cannot be used: {exc}") from None
+        return export_code(str(ck.folder), ids, self.spec, ck.config, allowed=allowed)
+
+    def show_code(self) -> CodeDialog | None:
+        try:
+            code = self.code()
+        except CheckpointError as exc:
+            self._fail(str(exc))
+            return None
+        dialog = CodeDialog(code, self)
+        dialog.setModal(False)
+        dialog.show()
+        self.code_dialog = dialog
+        return dialog
+
+    def set_selected(self, layer: int, head: int) -> None:
+        self.selected = (int(layer), int(head))
+        self._draw_maps()
+
+    def set_colormap(self, name: str) -> None:
+        if name in colormaps.NAMES:
+            for m in (self.heads_map, self.importance_map, *self.maps):
+                m.set_colormap(name)
+
+    def message_text(self) -> str:
+        return self.message.text() if self.message.isVisible() else ""
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self.job.shutdown()
+        self.sweep_job.shutdown()
+
+    # ------------------------------------------------------------------ the panel's signals
+    def on_model_loaded(self, ckpt) -> None:
+        decoder = ckpt.kind == "decoder"
+        index = self.panel.tabs.indexOf(self)
+        if index >= 0:
+            self.panel.tabs.setTabEnabled(index, decoder)
+            self.panel.tabs.setTabToolTip(index, "" if decoder else
+                                          "interventions run on decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma)")
+        self.sweep_result = None
+        self.importance_map.clear("no sweep yet")
+        self.ranking.setText(" ")
+        if decoder:
+            c = ckpt.config
+            self.patch_layer.setRange(0, c.n_layer - 1)
+            self.patch_head.setRange(0, c.n_head - 1)
+
+    def on_attention_ready(self, _result) -> None:
+        self.refresh()
+
+    # ------------------------------------------------------------------ edits
+    def _on_interventions_changed(self, spec) -> None:
+        self._sync_controls(spec)
+        self.refresh()
+
+    def _on_mask_changed(self, _value) -> None:
+        if self.spec.knockout_layers:
+            self.refresh()
+
+    def _sync_controls(self, spec: Interventions) -> None:
+        self._syncing = True
+        try:
+            self.mode_combo.setCurrentIndex(self.mode_combo.findData(spec.mode))
+            self.factor_spin.setValue(spec.factor)
+            self.factor_spin.setVisible(spec.mode == "scale")
+            self.knockout_check.setChecked(bool(spec.knockout_layers))
+            n_layer = self._n_layer()
+            every = n_layer is not None and spec.knockout_layers == tuple(range(n_layer))
+            self.ko_layers.setText("" if every or not spec.knockout_layers else format_indices(spec.knockout_layers))
+            self.ko_heads.setText(format_indices(spec.knockout_heads))
+            self.patch_combo.setCurrentIndex(self.patch_combo.findData(spec.patch))
+            self.patch_layer.setValue(spec.patch_layer)
+            self.patch_head.setValue(spec.patch_head)
+            self.patch_positions.setText(format_indices(spec.patch_positions))
+            if self.clean_edit.text() != spec.clean:
+                self.clean_edit.setText(spec.clean)
+            for w in (self.patch_layer, self.patch_head, self.patch_positions, self.clean_edit):
+                w.setEnabled(spec.patch != "none")
+            self.patch_head.setEnabled(spec.patch == "head")
+            self.patch_positions.setEnabled(spec.patch == "residual")
+            names = ", ".join(f"{a}.{b}" for a, b in spec.heads)
+            what = {"zero": "zeroed", "mean": "set to their mean over the positions",
+                    "scale": f"scaled by {spec.factor:g}"}[spec.mode]
+            self.heads_line.setText(f"heads {what}: {names}" if names else
+                                    "no head edited: click heads in the grid below")
+        finally:
+            self._syncing = False
+
+    def _n_layer(self) -> int | None:
+        ck = self.panel.ckpt
+        return ck.config.n_layer if ck is not None and ck.kind == "decoder" else None
+
+    def _edit_from_controls(self, label: str) -> None:
+        if self._syncing:
+            return
+        try:
+            spec = self._spec_from_controls()
+        except ValueError as exc:
+            self._fail(str(exc))
+            return
+        if not self.set_interventions(spec, label):
+            self._sync_controls(self.spec)  # nothing changed, or refused (the app said why)
+
+    def _spec_from_controls(self) -> Interventions:
+        ck = self.panel.ckpt
+        n_layer = ck.config.n_layer if ck is not None and ck.kind == "decoder" else 1024
+        n_head = ck.config.n_head if ck is not None and ck.kind == "decoder" else 256
+        layers = ()
+        if self.knockout_check.isChecked():
+            layers = parse_indices(self.ko_layers.text(), n_layer, "layer") or tuple(range(n_layer))
+        return replace(self.spec, mode=self.mode_combo.currentData(), factor=float(self.factor_spin.value()),
+                       knockout_layers=layers, knockout_heads=parse_indices(self.ko_heads.text(), n_head, "head"),
+                       patch=self.patch_combo.currentData(), patch_layer=int(self.patch_layer.value()),
+                       patch_head=int(self.patch_head.value()),
+                       patch_positions=parse_indices(self.patch_positions.text(), 1 << 16, "position"),
+                       clean=self.clean_edit.text())
+
+    # ------------------------------------------------------------------ results
+    def _on_done(self, _jid: int, effects) -> None:
+        self.effects = effects
+        self._clear_message()
+        self._draw_results()
+        self._draw_heads()
+        self._draw_maps()
+        self.residual.set_values(effects.residual_change)
+        self.effects_ready.emit(effects)
+
+    def _on_failed(self, _jid: int, message: str) -> None:
+        self._fail(f"The intervention cannot run: {message}")
+
+    def _fail(self, text: str) -> None:
+        self.message.setText(text)
+        self.message.setVisible(True)
+        self.failed.emit(text)
+
+    def _clear_message(self) -> None:
+        self.message.setText("")
+        self.message.setVisible(False)
+
+    def _why_not_ready(self) -> str:
+        ck = self.panel.ckpt
+        if ck is None:
+            return "Load a decoder LLM and run it on a text: its interventions are computed here."
+        if ck.kind != "decoder":
+            return f"{ck.name} is not a decoder LLM: interventions run on Llama, Mistral, Qwen2, Qwen3 and Gemma models."
+        if self.panel.outcome is None:
+            return "Run the model on a text first."
+        return ("This input is too long for every map to be held; interventions need them: shorten the text.")
+
+    def _show_idle(self, text: str) -> None:
+        self.results.setText(html.escape(text))
+        self.heads_map.clear()
+        for m in self.maps:
+            m.clear()
+        self.maps_title.setText(" ")
+        self.residual.set_values(None)
+
+    def _piece(self, t: int) -> str:
+        tok = self.panel.ckpt.tokenizer if self.panel.ckpt is not None else None
+        piece = tok.id_to_piece(int(t)) if tok is not None else f"#{t}"
+        return html.escape(repr(piece)[1:-1] if piece.strip() == piece else repr(piece))
+
+    def _tokens(self) -> tuple[int, int] | None:
+        a, b = self.token_a.text(), self.token_b.text()
+        if not a and not b:
+            return None
+        ck = self.panel.ckpt
+        return token_id(ck, a), token_id(ck, b)
+
+    def _draw_results(self) -> None:
+        eff = self.effects
+        if eff is None:
+            return
+        before, after = eff.top("before"), eff.top("after")
+        rows = []
+        for (tb, pb), (ta, pa) in zip(before, after):
+            rows.append(f"<tr><td>{self._piece(tb)}</td><td align='right'>{pb:.3f}</td><td>&nbsp;&nbsp;</td>"
+                        f"<td>{self._piece(ta)}</td><td align='right'>{pa:.3f}</td></tr>")
+        applied = "; ".join(eff.applied) or "nothing changed (no intervention)"
+        text = (f"<table cellspacing='2'><tr><th align='left'>before</th><th></th><th></th>"
+                f"<th align='left'>after</th><th></th></tr>{''.join(rows)}</table>"
+                f"<p>KL(before ‖ after) = <b>{eff.kl:.4g}</b> nats</p>")
+        try:
+            tokens = self._tokens()
+        except CheckpointError as exc:
+            tokens = None
+            text += f"<p style='color:#e05050'>{html.escape(str(exc))}</p>"
+        if tokens is not None:
+            a, b = tokens
+            lb, la = eff.logit_difference(a, b)
+            text += (f"<p>logit({self._piece(a)}) − logit({self._piece(b)}): {lb:+.4f} → <b>{la:+.4f}</b> "
+                     f"(Δ {la - lb:+.4f})</p>")
+        text += f"<p><i>{html.escape(applied)}</i></p>"
+        self.results.setText(text)
+
+    def _draw_heads(self) -> None:
+        eff = self.effects
+        if eff is None:
+            return
+        change = eff.attention_change()  # (L, nh)
+        L, nh = change.shape
+        allowed = np.ones((L, nh), dtype=bool)
+        for layer, h in self.spec.heads:
+            if layer < L and h < nh:
+                allowed[layer, h] = False  # an edited head is drawn hatched
+        self.heads_map.set_matrix(change, mask=allowed, row_labels=[f"L{i}" for i in range(L)],
+                                  col_labels=[f"h{j}" for j in range(nh)], levels=(0.0, max(float(change.max()), 1e-6)),
+                                  title="|Δ weight| per head · edited: hatched", value_label="|Δ|")
+        layer, head = self.selected
+        if layer < L:
+            self.heads_map.set_selected_row(layer)
+
+    def _draw_maps(self) -> None:
+        eff = self.effects
+        if eff is None:
+            return
+        L, nh = eff.before.attentions.shape[:2]
+        layer, head = self.selected
+        if not (layer < L and head < nh):
+            layer, head = 0, 0
+        b, a, d = eff.attention(layer, head)
+        labels = list(self.panel.outcome.result.labels) if self.panel.outcome is not None else None
+        if labels is not None and len(labels) != b.shape[0]:
+            labels = None
+        causal = np.tril(np.ones(b.shape, dtype=bool))
+        top = max(float(b.max()), float(a.max()), 1e-6)
+        span = max(float(np.abs(d).max()), 1e-6)
+        for m, values, title, levels, what in ((self.maps[0], b, "before", (0.0, top), "weight"),
+                                               (self.maps[1], a, "after", (0.0, top), "weight"),
+                                               (self.maps[2], d, "after − before", (-span, span), "Δ weight")):
+            m.set_matrix(values, mask=causal, row_labels=labels, col_labels=labels, levels=levels, title=title,
+                         value_label=what)
+        self.maps_title.setText(f"layer {layer} · head {head}: attention before | after | difference "
+                                f"(largest change {span:.3g})")
+
+    # ------------------------------------------------------------------ sweep
+    def _on_progress(self, number: int, done: int, total: int) -> None:
+        if number == self._sweep_no:
+            self.sweep_bar.setRange(0, total)
+            self.sweep_bar.setValue(done)
+
+    def _on_sweep_done(self, _jid: int, result) -> None:
+        self.cancel_button.setEnabled(False)
+        self.sweep_button.setEnabled(True)
+        self.sweep_result = result
+        grid = result.grid
+        L, nh = grid.shape
+        drawn = np.where(np.isfinite(grid), grid, -np.inf)  # heads not reached: hatched
+        short = "KL" if result.metric == "kl" else "logit diff drop"
+        state = "" if result.complete else f" · cancelled after {result.done} of {grid.size}"
+        finite = grid[np.isfinite(grid)]
+        lo = min(0.0, float(finite.min())) if finite.size else 0.0
+        hi = float(finite.max()) if finite.size and finite.max() > lo else lo + 1e-6
+        self.importance_map.set_matrix(drawn, row_labels=[f"L{i}" for i in range(L)],
+                                       col_labels=[f"h{j}" for j in range(nh)], levels=(lo, hi),
+                                       title=f"{short} · each head {result.mode}-ablated{state}",
+                                       value_label="nats" if result.metric == "kl" else "Δ logit")
+        ranks = result.ranks()
+        self.importance_map.set_readout_provider(
+            lambda r, c: (f"head {r}.{c}: {grid[r, c]:.4g}, rank {ranks[r, c]} of {result.done}"
+                          if np.isfinite(grid[r, c]) else f"head {r}.{c}: not reached"))
+        lines = [f"{i}. head <b>{layer}.{h}</b> &nbsp;{v:.4g}" for i, (layer, h, v) in
+                 enumerate(result.ranking()[:10], start=1)]
+        self.ranking.setText("<br>".join(lines) or " ")
+        self.sweep_ready.emit(result)
+
+    def _on_sweep_failed(self, _jid: int, message: str) -> None:
+        self.cancel_button.setEnabled(False)
+        self.sweep_button.setEnabled(True)
+        self._fail(f"The sweep cannot run: {message}")
+
+    def _on_view_changed(self, view) -> None:
+        self.set_colormap(view.colormap)
+
+
+def install(panel) -> InterveneView:
+    """Add the view as an "Intervene" tab of a ModelViewPanel (enabled for decoder LLMs), following its model,
+    its runs, its selected head and the session's colours."""
+    view = InterveneView(panel)
+    index = panel.tabs.addTab(view, "Intervene")
+    panel.tabs.setTabEnabled(index, False)
+    panel.model_loaded.connect(view.on_model_loaded)
+    panel.attention_ready.connect(view.on_attention_ready)
+    panel.head_selected.connect(view.set_selected)
+    panel.ctx.session.events.view.connect(view._on_view_changed)
+    return view
