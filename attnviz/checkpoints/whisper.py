@@ -122,16 +122,21 @@ def load_whisper(folder, cfg: dict, name: str | None = None) -> WhisperCheckpoin
 # ------------------------------------------------------------------------------------------------ audio
 
 
-def read_audio(path, ckpt: WhisperCheckpoint | None = None) -> np.ndarray:
-    """Mono float32 samples of an audio file at the model's rate (16 kHz); every problem a CheckpointError."""
-    from attnviz.sources.audio import load_audio
+def read_clip(path, ckpt: WhisperCheckpoint | None = None):
+    """An audio file at the model's rate (16 kHz) as a :class:`~attnviz.sources.audio.AudioClip`; every
+    problem a CheckpointError."""
+    from attnviz.sources.audio import load_audio_clip
 
     rate = ckpt.features.rate if ckpt is not None else 16_000
     try:
-        samples, _native = load_audio(path, rate)
+        return load_audio_clip(path, rate)
     except SourceError as exc:
         raise CheckpointError(str(exc)) from None
-    return samples
+
+
+def read_audio(path, ckpt: WhisperCheckpoint | None = None) -> np.ndarray:
+    """Mono float32 samples of an audio file at the model's rate (16 kHz); every problem a CheckpointError."""
+    return read_clip(path, ckpt).samples
 
 
 def input_features(ckpt: WhisperCheckpoint, samples) -> np.ndarray:

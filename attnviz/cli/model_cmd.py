@@ -1,8 +1,9 @@
 """``attnviz-cli model``: real pretrained checkpoints without the window; nothing is downloaded.
 
 ``model list [FOLDER ...]`` describes ready models, folders and the local Hugging Face cache from
-config files and safetensors headers only; ``model inspect MODEL (--text | --image) --npz OUT`` runs
-one forward pass and writes tokens, attentions (layers, heads, T, T) and the rest of the result.
+config files and safetensors headers only; ``model inspect MODEL (--text | --image | --audio) --npz OUT``
+runs one forward pass and writes tokens, attentions (layers, heads, T, T) and the rest of the result
+(Whisper's audio: :mod:`attnviz.cli.model_audio`).
 A decoder whose maps do not fit in memory writes one map (``--layer/--head``) recomputed from q, k, lse.
 """
 
@@ -41,7 +42,9 @@ def register(subparsers) -> None:
                      help="image file for an image checkpoint (ViT, DeiT, CLIP, SigLIP, DINOv2) or a vision-language model "
                           "(repeat it for models that take several); transparency is ignored as in transformers")
     ins.add_argument("--target", help="encoder-decoders (MarianMT, BART, mBART, T5): the target text, teacher-forced "
-                                      "through the decoder after its start token (default: none, the start token only)")
+                                      "through the decoder after its start token (default: none, the start token only); "
+                                      "Whisper: the transcript to force after its decoder prompt (default: the "
+                                      "model's own greedy transcript)")
     ins.add_argument("--suffix", help="vision-language models with a prefix-LM mask (PaliGemma): the suffix "
                                       "(the answer) after the prompt, attended causally")
     ins.add_argument("--state", help="robot policies: the robot state as comma-separated numbers x,y,...")
@@ -60,6 +63,9 @@ def register(subparsers) -> None:
     ins.add_argument("--chat", action="store_true",
                      help="decoder LLMs with a chat template: read the text as one user message in the template, "
                           "with the assistant's turn opened (as transformers' apply_chat_template)")
+    from attnviz.cli.model_audio import add_audio_argument
+
+    add_audio_argument(ins)
     ins.set_defaults(func=_cmd_inspect)
 
     from attnviz.cli.model_generate import register as register_generate
@@ -121,10 +127,18 @@ def _cmd_inspect(args) -> int:
     folder, name = _resolve(args.model_dir)
     if (args.layer is None) != (args.head is None):
         raise CliError("give --layer and --head together")
-    if args.text is None and not args.image:
-        raise CliError("give --text, --image, or both (a vision-language model's prompt and picture)")
+    if args.text is None and not args.image and args.audio is None:
+        raise CliError("give --text, --image, or both (a vision-language model's prompt and picture), or --audio "
+                       "(Whisper)")
     try:
         ckpt = load_checkpoint(folder, name=name)
+        if ckpt.kind == "whisper":
+            from attnviz.cli.model_audio import inspect_audio
+
+            return inspect_audio(ckpt, args)
+        if args.audio is not None:
+            raise CliError(f"--audio is for Whisper speech models; {ckpt.name} reads "
+                           f"{'text' if ckpt.kind != 'vit' else 'images'}")
         if ckpt.kind == "vlm":
             from attnviz.cli.model_vlm import inspect_multimodal
 

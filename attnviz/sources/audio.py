@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +23,35 @@ MAX_CHANNELS = 64
 BLOCK_FRAMES = 1 << 18  # frames read at once (a huge file never becomes one array before it is checked)
 
 
+@dataclass(frozen=True)
+class AudioClip:
+    """An audio file read for a speech model."""
+
+    samples: np.ndarray  # (n,) float32 mono at ``rate`` Hz
+    rate: int
+    native_rate: int  # the file's own sample rate
+    channels: int  # the file's channels (averaged into the samples)
+
+    @property
+    def seconds(self) -> float:
+        return self.samples.size / self.rate
+
+    def describe(self) -> str:
+        """One line: length, the file's rate and channels, and what was done to them."""
+        how = [] if self.channels == 1 else [f"{self.channels} channels averaged to mono"]
+        if self.native_rate != self.rate:
+            how.append(f"resampled from {self.native_rate:,} Hz")
+        return f"{self.seconds:.2f} s at {self.rate:,} Hz" + (f" ({', '.join(how)})" if how else "")
+
+
 def load_audio(path, rate: int = 16_000) -> tuple[np.ndarray, int]:
     """(samples (n,) float32 mono at ``rate`` Hz, the file's own rate)."""
+    clip = load_audio_clip(path, rate)
+    return clip.samples, clip.native_rate
+
+
+def load_audio_clip(path, rate: int = 16_000) -> AudioClip:
+    """The file ``path`` as an :class:`AudioClip` at ``rate`` Hz (every problem a SourceError)."""
     import soundfile as sf
 
     path = Path(path)
@@ -64,7 +92,7 @@ def load_audio(path, rate: int = 16_000) -> tuple[np.ndarray, int]:
         raise SourceError(f"{path} holds no samples")
     if not np.isfinite(samples).all():
         raise SourceError(f"{path} holds NaN or infinite samples")
-    return resample(samples, native, rate), native
+    return AudioClip(samples=resample(samples, native, rate), rate=rate, native_rate=native, channels=channels)
 
 
 def resample(samples: np.ndarray, native: int, rate: int) -> np.ndarray:
