@@ -1,0 +1,243 @@
+"""Translation models in the window: the Pretrained panel on tiny MarianMT and T5 checkpoints (teacher-forced
+on a target, or writing their own greedy translation), the three stacks of maps against transformers'
+goldens and attnviz's own pass, T5's position-bias term, and the Diagnostics alignment view fed by the model's
+cross-attention (the mean of chosen heads, the argmax path) beside the toy session's table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PySide6")
+
+from attnviz.checkpoints import generate_seq2seq, load_checkpoint, run_seq2seq  # noqa: E402
+from attnviz.model.demos import build_demo  # noqa: E402
+from attnviz.model.session import Session  # noqa: E402
+from attnviz.ui.context import AppContext  # noqa: E402
+from attnviz.ui.diagnostics.alignment import AlignmentTab  # noqa: E402
+from attnviz.ui.model_view.panel import ModelViewPanel  # noqa: E402
+from attnviz.ui.panels.diagnostics_panel import DiagnosticsPanel  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+MARIAN, T5 = DATA / "tiny_marian", DATA / "tiny_t5"
+WAIT_MS = 60000
+
+
+@pytest.fixture
+def golden():
+    return np.load(MARIAN / "golden.npz")
+
+
+@pytest.fixture
+def window(qtbot):
+    """A Pretrained panel and a Diagnostics panel sharing one context (the translation demo's session)."""
+    ctx = AppContext(Session(build_demo("translation")))
+    panel = ModelViewPanel(ctx, auto_load=False)
+    diag = DiagnosticsPanel(ctx)
+    for w in (panel, diag):
+        qtbot.addWidget(w)
+        w.resize(1000, 700)
+        w.show()
+    qtbot.waitExposed(panel)
+    with qtbot.waitSignal(ctx.response_changed, timeout=WAIT_MS):
+        ctx.recompute(now=True)  # the toy session's attention, for the toy alignment table
+    yield ctx, panel, diag
+    panel.shutdown()
+    diag.shutdown()
+
+
+def _load(qtbot, panel, folder, source, target=""):
+    panel.set_target(target)
+    with qtbot.waitSignal(panel.seq2seq_ready, timeout=WAIT_MS) as blocker:
+        panel.load_model(folder, prompt=source)
+    return blocker.args[0]
+
+
+def _run(qtbot, panel, target):
+    with qtbot.waitSignal(panel.seq2seq_ready, timeout=WAIT_MS) as blocker:
+        panel.set_target(target, run=True)
+    return blocker.args[0]
+
+
+def _failure(qtbot, panel, source):
+    with qtbot.waitSignal(panel.failed, timeout=WAIT_MS) as blocker:
+        panel.set_text(source, run=True)
+    return blocker.args[0]
+
+
+def test_teacher_forced_maps_are_transformers_and_run_seq2seq(qtbot, window, golden):
+    _ctx, panel, _diag = window
+    source, target = str(golden["source"]), str(golden["target"])
+    out = _load(qtbot, panel, MARIAN, source, target)
+    assert not out.generated and panel.seq2seq.isVisible() and panel.text_label.text() == "source"
+    np.testing.assert_array_equal(out.result.decoder_ids, golden["decoder_input_ids"])
+    ref = run_seq2seq(load_checkpoint(MARIAN), source, target)
+    assert panel.study.stack == "cross" and panel.seq2seq.stack() == "cross"
+    assert panel.grid.grid_shape() == (3, 2)  # decoder layers x heads
+    for layer in range(3):
+        for head in range(2):
+            panel.select_head(layer, head)
+            shown = panel.shown_matrix()  # (T_dec, T_enc): decoder rows over the source tokens
+            np.testing.assert_array_equal(shown, ref.cross_attentions[layer, head])
+            np.testing.assert_allclose(shown, golden["cross_attentions"][layer, head], atol=1e-5)
+    assert panel.detail._col_labels == ref.encoder_tokens  # source tokens on the key axis
+    assert panel.detail._row_labels == ref.decoder_tokens
+    panel.set_stack("encoder")
+    assert panel.seq2seq.stack() == "encoder" and panel.grid.grid_shape() == (2, 4)
+    panel.select_head(1, 3)
+    np.testing.assert_allclose(panel.shown_matrix(), golden["encoder_attentions"][1, 3], atol=1e-5)
+    assert panel.summary.metric_combo.findData("self") >= 0  # a square stack has attention to self
+    panel.set_stack("decoder")
+    panel.select_head(2, 1)
+    np.testing.assert_allclose(panel.shown_matrix(), golden["decoder_attentions"][2, 1], atol=1e-5)
+    assert not panel.detail._allowed[0, 1] and panel.detail._allowed[1, 0]  # causal: later keys hatched
+    panel.seq2seq.set_stack("cross")  # the combo, as a person picks it
+    assert panel.study.stack == "cross" and panel.summary.metric_combo.findData("self") < 0
+    np.testing.assert_allclose(panel.summary.shown_matrix(),
+                               _entropy(ref.cross_attentions), atol=1e-9)  # the summaries follow the stack
+
+
+def _entropy(maps):
+    p = np.asarray(maps, dtype=np.float64)
+    return -(p * np.log(np.where(p > 0, p, 1.0))).sum(-1).mean(-1)
+
+
+def test_empty_target_writes_the_models_greedy_translation(qtbot, window):
+    _ctx, panel, _diag = window
+    g = np.load(MARIAN / "golden_generate.npz")
+    source, n = str(g["source_0"]), int(g["max_new_tokens"])
+    panel.seq2seq.max_new.setValue(n)
+    out = _load(qtbot, panel, MARIAN, source, "")
+    assert out.generated and "greedy translation" in panel.describe.text()
+    np.testing.assert_array_equal(out.result.decoder_ids, g["sequences_0"][:-1])  # transformers' generate
+    np.testing.assert_array_equal(out.result.target_ids, g["sequences_0"][1:])
+    want = generate_seq2seq(load_checkpoint(MARIAN), source, max_new_tokens=n)
+    panel.select_head(2, 0)
+    np.testing.assert_array_equal(panel.shown_matrix(), want.attention.cross_attentions[2, 0])
+    assert out.text == want.text
+    again = _run(qtbot, panel, "   ")  # only spaces: no target either
+    assert again.generated
+
+
+def test_alignment_view_shows_the_models_mean_cross_attention(qtbot, window, golden):
+    ctx, panel, diag = window
+    tab = diag.show_tab(AlignmentTab)
+    assert not tab.showing_model() and tab.table.rowCount() == 3  # the toy session's table first
+    assert not tab.source.model().item(1).isEnabled()  # no translation model has run yet
+    assert not tab.show_model()
+    source, target = str(golden["source"]), str(golden["target"])
+    out = _load(qtbot, panel, MARIAN, source, target)
+    assert tab.source.model().item(1).isEnabled() and not tab.showing_model()  # offered, not forced
+    assert panel.show_alignment()
+    assert diag.current_tab() is tab and tab.showing_model()
+    view = tab.model_view
+    a = view.aligned
+    mean = np.asarray(golden["cross_attentions_f64"], dtype=np.float64).mean(axis=(0, 1))  # (T_dec, T_enc)
+    np.testing.assert_allclose(a.weights, mean, atol=1e-5)
+    np.testing.assert_allclose(a.weights, out.result.cross_attentions.astype(np.float64).mean(axis=(0, 1)),
+                               atol=1e-12)
+    np.testing.assert_array_equal(a.path, np.argmax(a.weights, axis=1))
+    xs, ys = view.path_item.getData()
+    np.testing.assert_array_equal(xs, a.path + 0.5)  # one marker per target row, on its strongest source token
+    np.testing.assert_array_equal(ys, np.arange(len(a.path)) + 0.5)
+    tok = load_checkpoint(MARIAN).tokenizer
+    assert list(a.target_labels) == [tok.piece(int(i), "target") for i in golden["labels"]]  # what each step writes
+    assert list(a.source_labels) == out.result.encoder_tokens
+    assert view.map._values.shape == (len(golden["labels"]), len(golden["input_ids"]))
+    first = a.target_labels[0]
+    assert view.lines.text().splitlines()[0].startswith(f"{first!r} → {a.source_labels[a.path[0]]!r}")
+    view.set_heads([(1, 0)])  # one head: that head's map alone
+    np.testing.assert_allclose(view.aligned.weights, golden["cross_attentions"][1, 0], atol=1e-5)
+    assert "layer 1 · head 0" in view.picked_line.text()
+    view.last_button.click()
+    np.testing.assert_allclose(view.aligned.weights, out.result.cross_attentions[2].astype(np.float64).mean(0),
+                               atol=1e-12)
+    view.set_heads([])  # nothing ticked: one message, nothing drawn
+    assert view.aligned is None and "at least one head" in view.picked_line.text()
+    view.all_button.click()
+    assert len(view.aligned.heads) == 6
+    tab.show_session()  # the toy table is still there
+    assert tab.pages.currentWidget() is tab.toy and tab.table.rowCount() == 3
+
+
+def test_alignment_of_the_models_own_translation(qtbot, window):
+    ctx, panel, diag = window
+    panel.seq2seq.max_new.setValue(6)
+    out = _load(qtbot, panel, MARIAN, "the cat sat", "")
+    assert panel.show_alignment()
+    a = diag.tab(AlignmentTab).model_view.aligned
+    assert a.weights.shape == (len(out.result.target_ids), len(out.result.encoder_ids)) and out.generated
+    np.testing.assert_allclose(a.weights, out.result.cross_attentions.astype(np.float64).mean(axis=(0, 1)))
+    assert "greedy translation" in diag.tab(AlignmentTab).model_view.heading.text()
+
+
+def test_a_diagnostics_panel_built_later_reads_the_last_run(qtbot, window):
+    ctx, panel, _diag = window
+    out = _load(qtbot, panel, MARIAN, "where is it?", "où ?")
+    late = DiagnosticsPanel(ctx)
+    qtbot.addWidget(late)
+    assert late.show_model_alignment()
+    assert late.tab(AlignmentTab).model_view.outcome is out
+
+
+def test_bad_sources_are_one_clear_message(qtbot, window):
+    _ctx, panel, _diag = window
+    out = _load(qtbot, panel, MARIAN, "the cat", "le chat")
+    text = _failure(qtbot, panel, "   ")
+    assert "source text is empty" in text and "Traceback" not in text and "\n" not in text
+    assert panel.outcome is out  # the last run stays shown
+    text = _failure(qtbot, panel, "the cat sat on the mat " * 20)
+    assert "reads at most 64" in text and "shorten it" in text and "Traceback" not in text
+    assert panel.message_text() == text and panel.outcome is out
+    assert np.isfinite(panel.shown_matrix()).all()
+
+
+def test_stop_leaves_the_last_run_shown(qtbot, window):
+    _ctx, panel, _diag = window
+    out = _load(qtbot, panel, MARIAN, "the cat", "le chat")
+    panel.seq2seq.max_new.setValue(60)
+    panel.set_target("", run=True)
+    assert panel.seq2seq.stop_button.isVisibleTo(panel)
+    stop = panel._stop
+    panel.seq2seq.stop_button.click()
+    assert stop.is_set() and not panel.seq2seq.stop_button.isVisibleTo(panel)
+    assert panel.jobs.wait_idle(30)
+    qtbot.wait(50)
+    assert panel.outcome is out and "Stopped" in panel.message_text()
+
+
+def test_t5_shows_its_position_bias_term(qtbot, window):
+    _ctx, panel, _diag = window
+    source, target = "translate English to German: the house", "das Haus"
+    out = _load(qtbot, panel, T5, source, target)
+    ref = run_seq2seq(load_checkpoint(T5), source, target)
+    assert out.t5_bias and not panel.seq2seq.term_box.isVisibleTo(panel)  # cross-attention has no bias
+    panel.set_stack("encoder")
+    assert panel.seq2seq.term_box.isVisibleTo(panel)
+    panel.seq2seq.set_term("bias")
+    panel.select_head(1, 2)
+    np.testing.assert_array_equal(panel.shown_matrix(), ref.position_bias["encoder"][2])  # the same in every layer
+    assert "position bias" in panel.detail.frame.title.text
+    panel.set_stack("decoder")
+    panel.select_head(0, 3)
+    np.testing.assert_array_equal(panel.shown_matrix(), ref.position_bias["decoder"][3])
+    panel.set_stack("cross")  # no bias here: the weights again
+    np.testing.assert_array_equal(panel.shown_matrix(), ref.cross_attentions[0, 3])
+    panel.set_stack("encoder", "weights")
+    np.testing.assert_array_equal(panel.shown_matrix(), ref.encoder_attentions[0, 3])
+    marian = _load(qtbot, panel, MARIAN, "the cat", "le chat")
+    assert not marian.t5_bias and panel.seq2seq.term() == "weights"
+    panel.set_stack("encoder")
+    assert not panel.seq2seq.term_box.isVisibleTo(panel)
+
+
+def test_other_models_hide_the_translation_row(qtbot, window):
+    _ctx, panel, _diag = window
+    _load(qtbot, panel, MARIAN, "the cat", "le chat")
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS) as blocker:
+        panel.load_model(DATA / "checkpoints" / "tiny_roberta")
+    assert blocker.args[0] is not None and blocker.args[0].kind != "seq2seq"
+    assert not panel.seq2seq.isVisible() and panel.text_label.text() == "text"
+    assert not panel.show_alignment() and "encoder-decoder" in panel.message_text()
