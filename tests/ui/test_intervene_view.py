@@ -1,0 +1,229 @@
+"""The Pretrained panel's Intervene tab on a tiny decoder: a head ablated by a click in the grid gives the
+after-logits of interventions.ablate, undo restores the pass, the interventions travel in the session file,
+a mask of the wrong size is one message, the sweep shows progress and stops on Cancel, and the code dialog
+holds the scripts the core writes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PySide6")
+
+from attnviz.checkpoints import intervention_study, load_checkpoint  # noqa: E402
+from attnviz.checkpoints.interventions import ablate, run  # noqa: E402
+from attnviz.model.demos import build_demo  # noqa: E402
+from attnviz.model.session import Session  # noqa: E402
+from attnviz.model.state import Interventions  # noqa: E402
+from attnviz.persist import load_session, save_session  # noqa: E402
+from attnviz.ui.context import AppContext  # noqa: E402
+from attnviz.ui.model_view.intervene_view import InterveneView, parse_indices  # noqa: E402
+from attnviz.ui.model_view.panel import ModelViewPanel  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "checkpoints"
+LLAMA = DATA / "tiny_llama_lm"
+TEXT = "the river bank flooded after the rain"
+CLEAN = "the river bank flooded after the k"  # as many tokens as TEXT for the tiny tokenizer (5), the last one differs
+WAIT_MS = 30000
+
+
+@pytest.fixture
+def panel(qtbot):
+    ctx = AppContext(Session(build_demo("river-bank")))
+    p = ModelViewPanel(ctx, auto_load=False)
+    qtbot.addWidget(p)
+    p.resize(1024, 700)
+    p.show()
+    qtbot.waitExposed(p)
+    p.set_text(TEXT)
+    view = p.intervention
+    with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
+        p.load_model(LLAMA)
+    p.tabs.setCurrentWidget(view)
+    yield p
+    view.shutdown()
+    p.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ckpt():
+    return load_checkpoint(LLAMA)
+
+
+def changed(qtbot, view, action):
+    with qtbot.assertNotEmitted(view.failed, wait=0), qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS) as blocker:
+        action()
+    return blocker.args[0]
+
+
+def test_the_tab_is_installed_and_enabled_for_decoders_only(panel, qtbot):
+    view = panel.intervention
+    assert isinstance(view, InterveneView)
+    index = panel.tabs.indexOf(view)
+    assert panel.tabs.tabText(index) == "Intervene" and panel.tabs.isTabEnabled(index)
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
+        panel.load_model(DATA / "tiny_gpt2")
+    assert not panel.tabs.isTabEnabled(index) and not view.ready()
+
+
+def test_a_click_in_the_grid_ablates_the_head_like_the_core_and_undo_restores(panel, qtbot, mouse, ckpt):
+    view = panel.intervention
+    ids = panel.outcome.result.ids
+    plain = run(ckpt.config, ckpt.weights, ids)
+    view.scroll.ensureWidgetVisible(view.heads_map)
+    qtbot.wait(50)
+    frame = view.heads_map.frame
+    eff = changed(qtbot, view, lambda: mouse.click(frame.viewport(), frame.cell_to_widget(0, 2)))
+    assert panel.ctx.session.state.interventions.heads == ((0, 2),)
+    before, after = ablate(ckpt.config, ckpt.weights, ids, [(0, 2)], "zero")
+    np.testing.assert_array_equal(eff.after.logits, after.logits)
+    np.testing.assert_array_equal(eff.before.logits, before.logits)
+    assert eff.kl > 0 and f"{eff.kl:.4g}" in view.results.text()
+    assert "heads zeroed: 0.2" in view.heads_line.text()
+    assert eff.attention_change()[1].max() > 0  # the later layer's maps changed
+    # the mode applies to the chosen heads: mean over positions, one more undo step
+    view.mode_combo.setCurrentIndex(view.mode_combo.findData("mean"))
+    eff = changed(qtbot, view, lambda: view.mode_combo.activated.emit(view.mode_combo.currentIndex()))
+    np.testing.assert_array_equal(eff.after.logits, ablate(ckpt.config, ckpt.weights, ids, [(0, 2)], "mean")[1].logits)
+    stack = panel.ctx.undo_stack
+    assert stack.undoText() == "Change the intervention mode"
+    eff = changed(qtbot, view, stack.undo)
+    np.testing.assert_array_equal(eff.after.logits, after.logits)
+    eff = changed(qtbot, view, stack.undo)
+    assert panel.ctx.session.state.interventions == Interventions()
+    np.testing.assert_array_equal(eff.after.logits, plain.logits)
+    assert eff.kl == 0.0 and "no head edited" in view.heads_line.text()
+    eff = changed(qtbot, view, stack.redo)
+    np.testing.assert_array_equal(eff.after.logits, after.logits)
+
+
+def test_the_selected_head_shows_before_after_and_difference(panel, qtbot):
+    view = panel.intervention
+    eff = changed(qtbot, view, lambda: view.toggle_head(0, 1))
+    panel.select_head(1, 3)
+    b, a, d = eff.attention(1, 3)
+    assert view.selected == (1, 3) and "layer 1 · head 3" in view.maps_title.text()
+    np.testing.assert_allclose(view.maps[2]._values, d.astype(np.float32))
+    np.testing.assert_allclose(view.maps[0]._values, b.astype(np.float32))
+    np.testing.assert_allclose(view.residual.values, eff.residual_change)
+    view.token_a.setText("#5")
+    view.token_b.setText("#9")
+    view.token_a.editingFinished.emit()
+    lb, la = eff.logit_difference(5, 9)
+    assert f"{la:+.4f}" in view.results.text() and f"{lb:+.4f}" in view.results.text()
+
+
+def test_interventions_round_trip_through_the_session_file(panel, qtbot, tmp_path):
+    view = panel.intervention
+    spec = Interventions(heads=((1, 0), (0, 3)), mode="scale", factor=0.25, patch="head", patch_layer=1,
+                         patch_head=2, clean=CLEAN)
+    changed(qtbot, view, lambda: view.set_interventions(spec))
+    path = save_session(tmp_path / "iv.attnviz", panel.ctx.session.state)
+    panel.ctx.session.replace_state(build_demo("river-bank"))
+    assert view.spec == Interventions() and not view.factor_spin.isVisible()
+    eff = changed(qtbot, view, lambda: panel.ctx.session.replace_state(load_session(path)))
+    assert view.spec == spec and view.factor_spin.value() == 0.25 and view.factor_spin.isVisible()
+    assert view.clean_edit.text() == spec.clean and view.patch_combo.currentData() == "head"
+    assert any("patched from the clean prompt" in a for a in eff.applied)
+
+
+def test_a_knockout_mask_of_the_wrong_size_is_one_message(panel, qtbot):
+    view = panel.intervention
+    T = len(panel.outcome.result.ids)
+    with qtbot.waitSignal(view.failed, timeout=WAIT_MS) as blocker:
+        view.knockout_check.setChecked(True)
+    text = view.message_text()
+    assert blocker.args[0] == text and "the prompt has" in text and f"{T}" in text and "\n" not in text
+    assert "Traceback" not in text and view.message.isVisible()
+
+
+def test_a_knockout_with_a_mask_of_the_right_size_removes_its_edges(panel, qtbot):
+    from attnviz.model.state import TextSource
+
+    view = panel.intervention
+    ids = panel.outcome.result.ids
+    T = len(ids)
+    ctx = panel.ctx
+    state = ctx.session.state
+    # a session of T tokens under the default (full) mask: a knockout that removes nothing
+    from dataclasses import replace
+
+    from attnviz.model.sequence import assemble
+    words = []
+    for n in range(1, 200):
+        s = replace(state, sources=(TextSource("t", text=" ".join(["a"] * n)),), cross=None)
+        if assemble(s)[0].T == T:
+            words = s
+            break
+    assert words, "no session text of the prompt's length"
+    ctx.session.replace_state(words)
+    eff = changed(qtbot, view, lambda: view.knockout_check.setChecked(True))
+    assert view.message_text() == ""
+    allowed = np.asarray(words.mask.compile(list(assemble(words)[0].segments), None, T))
+    assert eff.applied and "knocked out in layers 0, 1" in eff.applied[0]
+    ko_edges = ~allowed & np.tril(np.ones((T, T), bool))
+    assert np.all(eff.after.attentions[:, :, ko_edges] == 0)
+
+
+def test_the_sweep_reports_progress_and_stops_on_cancel(panel, qtbot, monkeypatch):
+    view = panel.intervention
+    real = intervention_study.run
+
+    def slow(*a, **k):
+        time.sleep(0.15)
+        return real(*a, **k)
+
+    monkeypatch.setattr(intervention_study, "run", slow)
+    seen = []
+    view._progress.moved.connect(lambda n, i, total: seen.append((i, total)))
+    with qtbot.waitSignal(view.sweep_ready, timeout=WAIT_MS) as blocker:
+        assert view.run_sweep() is not None
+        qtbot.waitUntil(lambda: len(seen) >= 2, timeout=WAIT_MS)
+        assert view.cancel_button.isEnabled() and not view.sweep_button.isEnabled()
+        view.cancel_sweep()
+    result = blocker.args[0]
+    assert 2 <= result.done < result.grid.size and not result.complete
+    assert view.sweep_bar.value() == seen[-1][0] and seen[-1][1] == 8
+    assert "cancelled after" in view.importance_map.frame._title[0]
+    assert view.sweep_button.isEnabled() and not view.cancel_button.isEnabled()
+    monkeypatch.setattr(intervention_study, "run", real)
+    with qtbot.waitSignal(view.sweep_ready, timeout=WAIT_MS) as blocker:
+        view.run_sweep()
+    full = blocker.args[0]
+    assert full.complete
+    layer, head, value = full.ranking()[0]
+    assert f"head <b>{layer}.{head}</b>" in view.ranking.text().split("<br>")[0]
+
+
+def test_the_code_dialog_holds_the_core_scripts_with_copy_and_save(panel, qtbot, tmp_path, ckpt):
+    from PySide6.QtGui import QGuiApplication
+
+    from attnviz.checkpoints.intervention_code import pytorch_script
+
+    view = panel.intervention
+    changed(qtbot, view, lambda: view.set_interventions(Interventions(heads=((0, 1), (1, 3)))))
+    dialog = view.show_code()
+    qtbot.addWidget(dialog)
+    ids = panel.outcome.result.ids
+    assert dialog.text("pytorch") == pytorch_script(str(ckpt.folder), ids, ablate={(0, 1): "zero", (1, 3): "zero"},
+                                                    scale={}, knockout=None, n_layer=ckpt.config.n_layer)
+    dialog.copy()
+    assert QGuiApplication.clipboard().text() == dialog.text("pytorch")
+    assert dialog.save(tmp_path / "hooks.py") and (tmp_path / "hooks.py").read_text() == dialog.text("pytorch")
+    dialog.tabs.setCurrentIndex(1)
+    assert "hook_z" in dialog.text() and dialog.copy_button.isEnabled()
+    changed(qtbot, view, lambda: view.set_interventions(Interventions(patch="head", clean=TEXT)))
+    dialog = view.show_code()
+    qtbot.addWidget(dialog)
+    assert not dialog.copy_button.isEnabled() and "patching" in dialog.message.text()
+
+
+def test_index_lists_are_parsed_or_refused_in_one_line():
+    assert parse_indices("0, 2-3", 4, "layer") == (0, 2, 3) and parse_indices("all", 4, "layer") == ()
+    with pytest.raises(ValueError, match="layer 7 is out of range"):
+        parse_indices("7", 4, "layer")
+    with pytest.raises(ValueError, match="not a head"):
+        parse_indices("x", 4, "head")
