@@ -147,7 +147,8 @@ def test_alignment_view_shows_the_models_mean_cross_attention(qtbot, window, gol
     assert list(a.source_labels) == out.result.encoder_tokens
     assert view.map._values.shape == (len(golden["labels"]), len(golden["input_ids"]))
     first = a.target_labels[0]
-    assert view.lines.text().splitlines()[0].startswith(f"{first!r} → {a.source_labels[a.path[0]]!r}")
+    pairs = view.lines.text().removeprefix("argmax path:  ").split("   ·   ")
+    assert len(pairs) == len(a.path) and pairs[0].startswith(f"{first!r} → {a.source_labels[a.path[0]]!r} ")
     view.set_heads([(1, 0)])  # one head: that head's map alone
     np.testing.assert_allclose(view.aligned.weights, golden["cross_attentions"][1, 0], atol=1e-5)
     assert "layer 1 · head 0" in view.picked_line.text()

@@ -24,7 +24,7 @@ from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 FEED_NAME = "attnviz-alignment-feed"
-MAX_LINES = 14  # "target → source" lines listed under the map at most
+MAX_LINES = 40  # "target → source" pairs listed under the map at most
 
 
 class AlignmentFeed(QObject):
@@ -156,7 +156,7 @@ class ModelAlignmentView(QWidget):
         self.path_item = pg.PlotDataItem(symbol="o", symbolSize=7)
         self.path_item.setZValue(50)
         self.map.frame.view.addItem(self.path_item)
-        self.lines = QLabel(" ", self)  # one short line per row, never wrapped (a wrapped label's height is guessed)
+        self.lines = WrapLabel(" ", self)
         self.lines.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -227,8 +227,9 @@ class ModelAlignmentView(QWidget):
         t = alignment_table(a.weights, a.target_labels, a.source_labels)
         shown = t.rows[:MAX_LINES]
         more = len(t.rows) - len(shown)
-        self.lines.setText("\n".join(f"{row.label!r} → {row.best_label!r} ({fmt(100 * row.best_weight, 0)}%)"
-                                     for row in shown) + (f"\n… {more} more rows" if more > 0 else ""))
+        self.lines.setText("argmax path:  " + "   ·   ".join(
+            f"{row.label!r} → {row.best_label!r} {fmt(100 * row.best_weight, 0)}%" for row in shown)
+            + (f"   … {more} more rows" if more > 0 else ""))
 
     def on_theme_changed(self, theme: Theme) -> None:
         pen = pg.mkPen(theme.hover, width=2)
