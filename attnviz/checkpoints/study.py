@@ -79,6 +79,9 @@ def run_text_outcome(ckpt: Checkpoint, text: str, chat: bool = False) -> RunOutc
     """``ckpt`` run on ``text`` (decoders: in the chat template with ``chat``)."""
     if ckpt.kind == "decoder":
         return decoder_outcome(ckpt, text, chat=chat)
+    if ckpt.kind == "whisper":  # speech: the Audio tab (ui/model_view/audio_view.py) runs it on a clip
+        raise ValueError(f"{ckpt.name} is a Whisper speech model: it hears audio; choose a clip (and a text to "
+                         "align, or none to transcribe) in the Audio tab")
     if not text.strip():
         raise ValueError("type a sentence for the model to read")
     return RunOutcome(run_text(ckpt, text))
@@ -592,6 +595,12 @@ class CheckpointStudy:
         out = self.outcome
         term = self.term if (out.t5_bias and self.stack != "cross") else "weights"
         return seq2seq_study.head_view(out, self.stack, layer, head, term)
+
+    def seq2seq_note(self, layer: int, head: int, row: int, col: int) -> str:
+        """The readout's extra for one cell of the encoder-decoder map shown (T5: its position-bias term)."""
+        out = self.outcome
+        term = self.term if (out.t5_bias and self.stack != "cross") else "weights"
+        return seq2seq_study.cell_note(out, self.stack, layer, head, row, col, term)
 
     @property
     def vlm(self) -> bool:
