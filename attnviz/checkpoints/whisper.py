@@ -240,6 +240,12 @@ class WhisperAttention:
         return causal_mask(len(self.decoder_ids))
 
     @property
+    def written(self) -> np.ndarray:
+        """(N,) int64 the text's tokens after the prompt, each predicted by decoder row prompt_length - 1 + k
+        (its cross-attention row is that token's alignment over the audio, as Whisper's word timing reads it)."""
+        return self.target_ids[self.prompt_length - 1:]
+
+    @property
     def audio_frames(self) -> int:
         """Encoder frames that hold the given audio (the others hold the padding's silence)."""
         return int(min(len(self.frame_times), np.ceil(self.duration / self.frame_seconds - 1e-9)))
@@ -316,9 +322,11 @@ def decoder_prompt(rules: WhisperRules, detect) -> list[int]:
 
 
 def _result(ckpt, features, samples_n, enc_atts, memory, dec_ids, prompt_len, dtype, kernel, target="",
-            cross=None, notes=()) -> WhisperAttention:
+            cross=None, notes=(), last: int | None = None) -> WhisperAttention:
+    """The decoder over ``dec_ids``; ``last``: what the last row predicts (default: end of text)."""
     dec_atts, cross_atts, hidden = decode(ckpt, dec_ids, memory, dtype=dtype, kernel=kernel, cross_cache=cross)
     eos = ckpt.rules.eos_ids[0] if ckpt.rules.eos_ids else ckpt.spec.eos_token_id
+    eos = eos if last is None else last
     P = memory.shape[0]
     return WhisperAttention(
         model=ckpt.name, decoder_tokens=[ckpt.piece(i) for i in dec_ids], decoder_ids=dec_ids,
@@ -420,7 +428,7 @@ def generate_whisper(ckpt: WhisperCheckpoint, audio, *, max_new_tokens: int | No
     gen = np.asarray(seq[len(prompt):], dtype=np.int64)
     dec_ids = np.asarray(seq[:-1] if gen.size else seq, dtype=np.int64)
     res = _result(ckpt, feats, x.size, enc_atts, memory, dec_ids, len(prompt), dtype, kernel, cross=cross,
-                  notes=[_prompt_note(ckpt, prompt), *notes])
+                  notes=[_prompt_note(ckpt, prompt), *notes], last=int(gen[-1]) if gen.size else None)
     body = [int(i) for i in gen if i not in rules.eos_ids]
     text = ckpt.text.tokenizer.decode(body, skip_special_tokens=True)
     return WhisperTranscription(generated=gen, attention=res, finished=finished, text=text)
