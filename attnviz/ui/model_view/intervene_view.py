@@ -19,7 +19,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDoubleSpinBox, QFileDialog, QFrame, QGridLayout,
+from PySide6.QtWidgets import (QBoxLayout, QCheckBox, QComboBox, QDialog, QDoubleSpinBox, QFileDialog, QFrame, QGridLayout,
                                QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton, QScrollArea,
                                QSizePolicy, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
@@ -38,6 +38,7 @@ from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 MODES = (("zero", "zero"), ("mean", "mean over positions"), ("scale", "scale by"))
 PATCHES = (("none", "no patch"), ("head", "a head's output"), ("residual", "the residual stream"))
+PIECE_CHARS = 16  # a token longer than this is cut in the top-k table (the tooltip-free table stays narrow)
 METRIC_NAMES = (("kl", "KL divergence"), ("logit_diff", "logit difference drop"))
 
 
@@ -209,6 +210,21 @@ class ResidualChart(QWidget):
         self._draw()
 
 
+class _Body(QWidget):
+    """The tab's scrolled content: its side-by-side rows stack when the tab is narrow."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.reflow: list[tuple[QBoxLayout, int]] = []  # (row, narrowest width it stays side by side at)
+
+    def resizeEvent(self, ev):  # noqa: N802 - Qt's name
+        super().resizeEvent(ev)
+        for row, width in self.reflow:
+            want = QBoxLayout.Direction.LeftToRight if self.width() >= width else QBoxLayout.Direction.TopToBottom
+            if row.direction() != want:
+                row.setDirection(want)
+
+
 def _title(text: str) -> QLabel:
     label = QLabel(text)
     label.setStyleSheet("QLabel { font-weight: bold; padding: 4px 2px 0px 2px; }")
@@ -310,6 +326,7 @@ class InterveneView(QWidget):
         self.results.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.results.setMinimumWidth(230)
         self.maps_title = QLabel(" ", self)
+        self.maps_title.setWordWrap(True)
         self.maps = [AttentionHeatmap(self) for _ in range(3)]  # before | after | difference
         for m in self.maps:
             m.setMinimumSize(150, 230)
@@ -346,7 +363,7 @@ class InterveneView(QWidget):
 
     # ------------------------------------------------------------------ layout
     def _build_layout(self) -> None:
-        body = QWidget(self)
+        body = _Body(self)
         col = QVBoxLayout(body)
         col.setContentsMargins(6, 4, 6, 6)
         col.setSpacing(4)
@@ -403,7 +420,8 @@ class InterveneView(QWidget):
         col.addLayout(maps)
         col.addWidget(_title("Residual stream change per layer"))
         col.addWidget(self.residual)
-        col.addWidget(_title("Head importance: every head ablated in turn"))
+        self.sweep_title = _title("Head importance: every head ablated in turn")
+        col.addWidget(self.sweep_title)
         row6 = QHBoxLayout()
         row6.addWidget(self.metric_combo)
         row6.addWidget(self.sweep_button)
@@ -414,6 +432,7 @@ class InterveneView(QWidget):
         bottom.addWidget(self.importance_map, 3)
         bottom.addWidget(self.ranking, 2)
         col.addLayout(bottom)
+        body.reflow = [(top, 560), (bottom, 520), (maps, 460)]
         col.addStretch(1)
 
         self.scroll = QScrollArea(self)
@@ -723,7 +742,8 @@ class InterveneView(QWidget):
     def _piece(self, t: int) -> str:
         tok = self.panel.ckpt.tokenizer if self.panel.ckpt is not None else None
         piece = tok.id_to_piece(int(t)) if tok is not None else f"#{t}"
-        return html.escape(repr(piece)[1:-1] if piece.strip() == piece else repr(piece))
+        shown = repr(piece)[1:-1] if piece.strip() == piece else repr(piece)
+        return html.escape(shown if len(shown) <= PIECE_CHARS else shown[:PIECE_CHARS - 1] + "…")
 
     def _tokens(self) -> tuple[int, int] | None:
         a, b = self.token_a.text(), self.token_b.text()
@@ -792,7 +812,7 @@ class InterveneView(QWidget):
         span = max(float(np.abs(d).max()), 1e-6)
         for m, values, title, levels, what in ((self.maps[0], b, "before", (0.0, top), "weight"),
                                                (self.maps[1], a, "after", (0.0, top), "weight"),
-                                               (self.maps[2], d, "after − before", (-span, span), "Δ weight")):
+                                               (self.maps[2], d, "difference", (-span, span), "Δ weight")):
             m.set_matrix(values, mask=causal, row_labels=labels, col_labels=labels, levels=levels, title=title,
                          value_label=what)
         self.maps_title.setText(f"layer {layer} · head {head}: attention before | after | difference "
