@@ -23,6 +23,7 @@ from attnviz.checkpoints.decoder import causal_mask
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.seq2seq_generate import MAX_NEW_TOKENS, generate_seq2seq
 from attnviz.checkpoints.seq2seq_run import Seq2SeqAttention, run_seq2seq
+from attnviz.checkpoints.seq2seq_t5 import relative_buckets
 from attnviz.checkpoints.seq2seq_text import encode_side
 from attnviz.engine.softmax import row_entropy
 
@@ -49,6 +50,9 @@ class Seq2SeqOutcome:
     finished: bool  # a greedy translation reached end of sequence (teacher forcing: True)
     written: list[str]  # (T_dec,) the target token each decoder step writes (what the alignment's rows are)
     summaries: dict[str, HeadSummaries]  # per stack
+    # T5: the relative-position bucket of each (query, key) of the two self-attention stacks, whose learned bias
+    # per head is what position_bias holds: {"encoder": (T_enc, T_enc), "decoder": (T_dec, T_dec)} int64
+    buckets: dict | None = None
 
     kind = "seq2seq"
 
@@ -125,9 +129,17 @@ def written_tokens(ckpt, result: Seq2SeqAttention) -> list[str]:
     return [ckpt.tokenizer.piece(int(i), "target") for i in result.target_ids]
 
 
+def position_buckets(spec, T_enc: int, T_dec: int) -> dict[str, np.ndarray]:
+    """T5's relative-position buckets of both self-attention stacks (encoder both ways, decoder backwards)."""
+    return {"encoder": relative_buckets(T_enc, T_enc, True, spec.buckets, spec.max_distance),
+            "decoder": relative_buckets(T_dec, T_dec, False, spec.buckets, spec.max_distance)}
+
+
 def outcome_of(ckpt, result: Seq2SeqAttention, *, generated: bool, text: str, finished: bool) -> Seq2SeqOutcome:
+    buckets = (position_buckets(ckpt.spec, len(result.encoder_ids), len(result.decoder_ids))
+               if result.position_bias is not None else None)
     return Seq2SeqOutcome(result=result, generated=generated, text=text, finished=finished,
-                          written=written_tokens(ckpt, result), summaries=summaries_of(result))
+                          written=written_tokens(ckpt, result), summaries=summaries_of(result), buckets=buckets)
 
 
 def check_source(ckpt, source) -> None:
@@ -192,6 +204,20 @@ def head_view(outcome: Seq2SeqOutcome, stack: str, layer: int, head: int, term: 
         bias = np.asarray(r.position_bias[stack][head], dtype=np.float64)  # (T, T)
         return bias, mask, rows, cols, f"{STACK_SHORT[stack]} · h{head} · position bias, every layer", "bias"
     return np.asarray(maps[layer, head]), mask, rows, cols, title, "weight"
+
+
+def cell_note(outcome: Seq2SeqOutcome, stack: str, layer: int, head: int, row: int, col: int,
+              term: str = "weights") -> str:
+    """What the hover readout adds for one cell of a T5 self-attention map: the position-bias term of its
+    score (or, when the bias is drawn, the weight), with its relative position and bucket; "" elsewhere."""
+    if outcome.buckets is None or stack == "cross":
+        return ""
+    r = outcome.result
+    b = outcome.buckets[stack][row, col]
+    rel = f"j − i = {col - row:+d}, bucket {int(b)}"
+    if term == "bias":
+        return f"weight {float(stack_maps(r, stack)[layer, head, row, col]):.4g} (layer {layer}) · {rel}"
+    return f"position bias {float(r.position_bias[stack][head, row, col]):.4g} added to the score · {rel}"
 
 
 def all_heads(result: Seq2SeqAttention) -> list[tuple[int, int]]:

@@ -11,6 +11,7 @@ import pytest
 
 from attnviz.checkpoints import CheckpointError, generate_seq2seq, load_checkpoint, run_seq2seq
 from attnviz.checkpoints import seq2seq_study as S
+from attnviz.checkpoints.seq2seq_t5 import relative_buckets
 from attnviz.checkpoints.study import CheckpointStudy
 from attnviz.checkpoints.views import DEFAULT_SENTENCE
 from attnviz.model.state import SessionState, TextSource
@@ -129,6 +130,14 @@ def test_head_view_and_the_bias_term(forced):
     assert label == "bias" and "position bias" in title
     with pytest.raises(ValueError, match="cross-attention has none"):
         S.head_view(out, "cross", 0, 0, "bias")
+    T = len(out.result.decoder_ids)
+    np.testing.assert_array_equal(out.buckets["decoder"], relative_buckets(T, T, False, 8, 20))
+    assert (t5.spec.buckets, t5.spec.max_distance) == (8, 20)  # tiny_t5's config.json
+    assert out.buckets["decoder"][3, 1] == 2 and out.buckets["decoder"][1, 3] == 0  # two back; ahead: bucket 0
+    note = S.cell_note(out, "decoder", 2, 1, 3, 1)
+    assert note == (f"position bias {out.result.position_bias['decoder'][1, 3, 1]:.4g} added to the score · "
+                    "j − i = -2, bucket 2")
+    assert S.cell_note(out, "cross", 0, 0, 1, 1) == "" and S.cell_note(forced, "encoder", 0, 0, 1, 1) == ""
 
 
 def test_study_holds_the_stack_and_offers_a_readable_source(marian, forced):

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from attnviz.checkpoints import generate_seq2seq, load_checkpoint, run_seq2seq  # noqa: E402
+from attnviz.checkpoints.seq2seq_t5 import relative_buckets  # noqa: E402
 from attnviz.model.demos import build_demo  # noqa: E402
 from attnviz.model.session import Session  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
@@ -213,7 +214,8 @@ def test_t5_shows_its_position_bias_term(qtbot, window):
     _ctx, panel, _diag = window
     source, target = "translate English to German: the house", "das Haus"
     out = _load(qtbot, panel, T5, source, target)
-    ref = run_seq2seq(load_checkpoint(T5), source, target)
+    t5 = load_checkpoint(T5)
+    ref = run_seq2seq(t5, source, target)
     assert out.t5_bias and not panel.seq2seq.term_box.isVisibleTo(panel)  # cross-attention has no bias
     panel.set_stack("encoder")
     assert panel.seq2seq.term_box.isVisibleTo(panel)
@@ -221,13 +223,21 @@ def test_t5_shows_its_position_bias_term(qtbot, window):
     panel.select_head(1, 2)
     np.testing.assert_array_equal(panel.shown_matrix(), ref.position_bias["encoder"][2])  # the same in every layer
     assert "position bias" in panel.detail.frame.title.text
+    bucket = relative_buckets(len(ref.encoder_ids), len(ref.encoder_ids), True, t5.spec.buckets,
+                              t5.spec.max_distance)[1, 4]
+    readout = panel.detail.readout_text(1, 4)  # the weight of layer 1 beside the bias drawn
+    assert f"weight {ref.encoder_attentions[1, 2, 1, 4]:.4g} (layer 1)" in readout
+    assert f"j − i = +3, bucket {bucket}" in readout
     panel.set_stack("decoder")
     panel.select_head(0, 3)
     np.testing.assert_array_equal(panel.shown_matrix(), ref.position_bias["decoder"][3])
     panel.set_stack("cross")  # no bias here: the weights again
     np.testing.assert_array_equal(panel.shown_matrix(), ref.cross_attentions[0, 3])
+    assert "position bias" not in panel.detail.readout_text(2, 1)
     panel.set_stack("encoder", "weights")
     np.testing.assert_array_equal(panel.shown_matrix(), ref.encoder_attentions[0, 3])
+    assert f"position bias {ref.position_bias['encoder'][3, 2, 0]:.4g} added to the score" in \
+        panel.detail.readout_text(2, 0)
     marian = _load(qtbot, panel, MARIAN, "the cat", "le chat")
     assert not marian.t5_bias and panel.seq2seq.term() == "weights"
     panel.set_stack("encoder")

@@ -421,10 +421,12 @@ class ModelViewPanel(QWidget):
             self.vlm.select_head(layer, head)
             self.head_selected.emit(int(layer), int(head))
             return
+        self.detail.set_readout_provider(None)
         if study.seq2seq:
             self.long_map.clear()
             m, mask, rows, cols, title, value = study.seq2seq_view(layer, head)
             self.detail.set_matrix(m, mask=mask, row_labels=rows, col_labels=cols, title=title, value_label=value)
+            self.detail.set_readout_provider(lambda i, j, at=(layer, head): study.seq2seq_note(*at, i, j))
         elif study.long:
             self.long_map.show(study.outcome, layer, head)
         else:
