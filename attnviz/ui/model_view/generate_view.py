@@ -396,6 +396,11 @@ class GenerateView(QWidget):
         if name in colormaps.NAMES:
             self.strip.set_colormap(name)
 
+    def on_theme_changed(self, _theme) -> None:
+        """The text and the tables draw their own colours from the theme: redrawn in the new one."""
+        if self.study is not None and self.position is not None:
+            self.select_position(self.position)
+
     # ------------------------------------------------------------------ arriving steps
     def _on_progress(self, run: int, progress) -> None:
         if run != self._run or self.study is None:
@@ -487,7 +492,10 @@ class GenerateView(QWidget):
             colour = t.muted_text if i < s.n_prompt else t.text
             style = [f"color:{colour}", "text-decoration:none"]
             if row is not None and i < row.size:
-                style.append(f"background-color:{_blend(t.base, t.highlight, row[i] / peak)}")
+                share = float(row[i] / peak)
+                style.append(f"background-color:{_blend(t.base, t.highlight, share)}")
+                if share > 0.55:  # on a dark fill the text turns light, whatever its own colour
+                    style[0] = f"color:{t.highlight_text}"
             if i == self.position:
                 style += ["font-weight:bold", "text-decoration:underline", f"color:{t.hover}"]
             tip = f"token {i}: {piece!r}" + (f" · weight {row[i]:.4f}" if row is not None and i < row.size else "")
