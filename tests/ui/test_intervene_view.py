@@ -98,6 +98,10 @@ def test_a_click_in_the_grid_ablates_the_head_like_the_core_and_undo_restores(pa
     assert eff.kl == 0.0 and "no head edited" in view.heads_line.text()
     eff = changed(qtbot, view, stack.redo)
     np.testing.assert_array_equal(eff.after.logits, after.logits)
+    # a second click on the (hatched) edited head restores it
+    eff = changed(qtbot, view, lambda: mouse.click(frame.viewport(), frame.cell_to_widget(0, 2)))
+    assert panel.ctx.session.state.interventions.heads == () and eff.kl == 0.0
+    assert stack.undoText() == "Restore head 0.2"
 
 
 def test_the_selected_head_shows_before_after_and_difference(panel, qtbot):
@@ -133,8 +137,10 @@ def test_interventions_round_trip_through_the_session_file(panel, qtbot, tmp_pat
 def test_a_knockout_mask_of_the_wrong_size_is_one_message(panel, qtbot):
     view = panel.intervention
     T = len(panel.outcome.result.ids)
+    view.ko_layers.setText("1")  # typing the layers turns the knockout on
     with qtbot.waitSignal(view.failed, timeout=WAIT_MS) as blocker:
-        view.knockout_check.setChecked(True)
+        view.ko_layers.editingFinished.emit()
+    assert view.spec.knockout_layers == (1,) and view.knockout_check.isChecked()
     text = view.message_text()
     assert blocker.args[0] == text and "the prompt has" in text and f"{T}" in text and "\n" not in text
     assert "Traceback" not in text and view.message.isVisible()

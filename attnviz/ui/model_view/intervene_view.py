@@ -450,8 +450,8 @@ class InterveneView(QWidget):
         self.mode_combo.activated.connect(lambda _i: self._edit_from_controls("Change the intervention mode"))
         self.factor_spin.editingFinished.connect(lambda: self._edit_from_controls("Change the scale factor"))
         self.knockout_check.toggled.connect(lambda _on: self._edit_from_controls("Knock out the mask's edges"))
-        self.ko_layers.editingFinished.connect(lambda: self._edit_from_controls("Change the knockout layers"))
-        self.ko_heads.editingFinished.connect(lambda: self._edit_from_controls("Change the knockout heads"))
+        self.ko_layers.editingFinished.connect(lambda: self._on_knockout_typed("Change the knockout layers"))
+        self.ko_heads.editingFinished.connect(lambda: self._on_knockout_typed("Change the knockout heads"))
         self.patch_combo.activated.connect(lambda _i: self._edit_from_controls("Change the patch"))
         self.patch_layer.editingFinished.connect(lambda: self._edit_from_controls("Change the patched layer"))
         self.patch_head.editingFinished.connect(lambda: self._edit_from_controls("Change the patched head"))
@@ -658,7 +658,7 @@ class InterveneView(QWidget):
             self.patch_positions.setText(format_indices(spec.patch_positions))
             if self.clean_edit.text() != spec.clean:
                 self.clean_edit.setText(spec.clean)
-            for w in (self.patch_layer, self.patch_head, self.patch_positions, self.clean_edit):
+            for w in (self.patch_layer, self.patch_head, self.patch_positions):
                 w.setEnabled(spec.patch != "none")
             self.patch_head.setEnabled(spec.patch == "head")
             self.patch_positions.setEnabled(spec.patch == "residual")
@@ -669,6 +669,15 @@ class InterveneView(QWidget):
                                     "no head edited: click heads in the grid below")
         finally:
             self._syncing = False
+
+    def _on_knockout_typed(self, label: str) -> None:
+        """Layers or heads typed while the knockout is off turn it on (what was typed is what is meant)."""
+        if self._syncing:
+            return
+        if not self.knockout_check.isChecked() and (self.ko_layers.text().strip() or self.ko_heads.text().strip()):
+            self.knockout_check.setChecked(True)  # its toggled signal makes the edit, with the typed lists
+            return
+        self._edit_from_controls(label)
 
     def _n_layer(self) -> int | None:
         ck = self.panel.ckpt
