@@ -286,9 +286,10 @@ def _decode(c, W, ids: np.ndarray, x0: np.ndarray, *, max_new_tokens: int, how: 
                               masks=masks if start == 0 else None, offset=offset)
         n = new_ids.size
         atts[:, :, start:start + n, :start + n] = rows
-        if on_progress is not None:
+        if on_progress is not None:  # the rows as a view of the maps kept: a listener holds no second copy
             top = (tops_i[-1], tops_p[-1]) if start else (None, None)
-            on_progress(Progress(start=start, ids=np.array(new_ids, dtype=np.int64), rows=rows,
+            on_progress(Progress(start=start, ids=np.array(new_ids, dtype=np.int64),
+                                 rows=atts[:, :, start:start + n, :start + n],
                                  stream=np.stack(stream), top_ids=top[0], top_probs=top[1], chosen_prob=chosen))
         start += n
         if stopped is not None:  # the last token's own rows are in: done
@@ -318,7 +319,7 @@ def _decode(c, W, ids: np.ndarray, x0: np.ndarray, *, max_new_tokens: int, how: 
     T = start
     k = min(TOP, c.vocab_size)
     return Generation(ids=np.array(out[:T], dtype=np.int64), n_prompt=int(ids.size),
-                      attentions=np.ascontiguousarray(atts[:, :, :T, :T]),
+                      attentions=atts if T == T_max else np.ascontiguousarray(atts[:, :, :T, :T]),
                       top_ids=np.array(tops_i, dtype=np.int64).reshape(-1, k),
                       top_probs=np.array(tops_p, dtype=np.float64).reshape(-1, k), stopped=stopped)
 

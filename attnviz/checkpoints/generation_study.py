@@ -102,7 +102,6 @@ class GenerationStudy:
         self.prompt_pieces = list(prompt_pieces) if prompt_pieces is not None else [self._piece(int(t)) for t in ids]
         self.chunks: list[Progress] = []
         self.stopped: str | None = None  # "eos", "length", "cancelled" once finished
-        self.generation: Generation | None = None
 
     @classmethod
     def for_text(cls, ckpt, text: str, *, chat: bool = False) -> "GenerationStudy":
@@ -150,8 +149,10 @@ class GenerationStudy:
         self.chunks.append(progress)
 
     def finish(self, generation: Generation) -> None:
-        """The generation's own result: how it stopped (its ids are the chunks')."""
-        self.generation = generation
+        """The generation's own result: how it stopped (its ids and rows are the chunks'; its maps are not
+        kept, the chunks' rows already show them)."""
+        if not np.array_equal(generation.ids, self.ids):
+            raise CheckpointError("the generation's tokens are not the steps that arrived")
         self.stopped = generation.stopped
 
     @property

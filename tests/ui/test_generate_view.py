@@ -203,3 +203,18 @@ def test_the_text_follows_the_theme(qtbot):
         assert LIGHT.text in view.text_view.toHtml().lower() and DARK.text not in view.text_view.toHtml().lower()
     finally:
         apply_theme(QApplication.instance(), before)
+
+
+def test_the_panels_chat_box_puts_the_prompt_in_the_template(qtbot):
+    with np.load(DATA / "tiny_qwen2" / "golden_chat.npz") as z:
+        text, want_ids = str(z["text"]), z["input_ids"]
+    panel = make_panel(qtbot, DATA / "tiny_qwen2")
+    view = panel.generation
+    view.set_prompt(text)
+    run(qtbot, view, max_new_tokens=3)
+    assert view.study.n_prompt < len(want_ids)  # plain text
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
+        panel.chat_box.setChecked(True)
+    run(qtbot, view, max_new_tokens=3)
+    np.testing.assert_array_equal(view.study.prompt_ids, want_ids)
+    assert view.study.pieces()[0] == "<|im_start|>"

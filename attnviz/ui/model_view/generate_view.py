@@ -78,6 +78,7 @@ class GenerateView(QWidget):
         self._cancel = threading.Event()
         self._follow = True  # the slider follows the newest step while generating
         self._prompt_edited = False
+        self.chat = lambda: False  # whether the prompt goes through the chat template (the panel's box)
         self.job = LatestJob("attnviz-generate", self, expected=EXPECTED + (CheckpointError,),
                              memory_message=MEMORY_MESSAGE)
         self.lens_job = LatestJob("attnviz-generate-lens", self, expected=EXPECTED + (CheckpointError,),
@@ -296,7 +297,7 @@ class GenerateView(QWidget):
         n = self.max_new.value() if max_new_tokens is None else max_new_tokens
         try:
             how = parse_sampling(**fields)
-            study = GenerationStudy.for_text(self.ckpt, text) if self.ckpt is not None else None
+            study = GenerationStudy.for_text(self.ckpt, text, chat=bool(self.chat())) if self.ckpt is not None else None
             if study is None:
                 raise CheckpointError(can_generate(None))
             eos = eos_ids(self.ckpt)
@@ -438,7 +439,10 @@ class GenerateView(QWidget):
         s = self.study
         if s is None:
             return
-        s.finish(generation)
+        try:
+            s.finish(generation)
+        except CheckpointError as exc:
+            self._show_message(f"internal error: {exc}")
         self._refresh()
         self.finished.emit(generation.stopped)
 
@@ -658,6 +662,7 @@ def install(panel) -> GenerateView:
     panel.head_selected.connect(view.set_head)
     view.head_clicked.connect(lambda layer, head: panel.select_head(layer, head) if panel.outcome is not None
                               else None)
+    view.chat = panel.chat_box.wanted  # a chat model's prompt as the panel's "chat template" box says
     view.offer_prompt(panel.text_edit.text())
     panel.text_edit.textChanged.connect(view.offer_prompt)
     view.set_colormap(panel.ctx.session.state.view.colormap)
