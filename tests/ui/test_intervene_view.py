@@ -202,6 +202,9 @@ def test_the_sweep_reports_progress_and_stops_on_cancel(panel, qtbot, monkeypatc
     assert full.complete
     layer, head, value = full.ranking()[0]
     assert f"head <b>{layer}.{head}</b>" in view.ranking.text().split("<br>")[0]
+    with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
+        panel.set_text(CLEAN, run=True)  # another input: the sweep shown is of the old one
+    assert view.sweep_result is None and "sweep again" in view.importance_map.frame._title[0]
 
 
 def test_the_code_dialog_holds_the_core_scripts_with_copy_and_save(panel, qtbot, tmp_path, ckpt):

@@ -248,6 +248,7 @@ class InterveneView(QWidget):
         self._syncing = False
         self._stop = threading.Event()  # the running sweep's cancel flag
         self._sweep_no = 0
+        self._sweep_ids: np.ndarray | None = None  # the input the sweep shown was run on
         self.job = LatestJob("attnviz-intervene", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
         self.sweep_job = LatestJob("attnviz-intervene-sweep", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
         self._progress = _Progress(self)
@@ -551,6 +552,7 @@ class InterveneView(QWidget):
                 self._fail("The logit difference needs two tokens: fill in both fields above.")
                 return None
         spec = self.spec
+        self._sweep_ids = ids
         self._stop.set()  # a sweep still running stops at its next head
         stop = self._stop = threading.Event()
         self._sweep_no += 1
@@ -621,6 +623,7 @@ class InterveneView(QWidget):
             self.panel.tabs.setTabEnabled(index, decoder)
             self.panel.tabs.setTabToolTip(index, "" if decoder else
                                           "interventions run on decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma)")
+        self._stop.set()  # a sweep of the previous model is not wanted
         self.sweep_result = None
         self.importance_map.clear("no sweep yet")
         self.ranking.setText(" ")
@@ -630,7 +633,19 @@ class InterveneView(QWidget):
             self.patch_head.setRange(0, c.n_head - 1)
 
     def on_attention_ready(self, _result) -> None:
+        ids = self._ids()
+        if self.sweep_result is not None and (ids is None or not np.array_equal(ids, self._sweep_ids)):
+            self._stop.set()
+            self.sweep_result = None
+            self.importance_map.clear("the input changed: sweep again")
+            self.ranking.setText(" ")
         self.refresh()
+
+    def _ids(self) -> np.ndarray | None:
+        """The token ids of the panel's decoder run, None without one."""
+        if not self.ready():
+            return None
+        return np.asarray(self.panel.outcome.result.decoder.ids, dtype=np.int64)
 
     # ------------------------------------------------------------------ edits
     def _on_interventions_changed(self, spec) -> None:
