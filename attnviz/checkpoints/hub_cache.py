@@ -74,7 +74,8 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
         cfg = read_json(folder / "config.json", "config.json")
         mt = cfg.get("model_type") or cfg.get("type")  # "type": lerobot policies
         if isinstance(mt, str):
-            supported = mt in KIND_OF_MODEL_TYPE or mt in DECODER_TYPES or mt in MULTIMODAL or mt in SEQ2SEQ_TYPES
+            supported = (mt in KIND_OF_MODEL_TYPE or mt in DECODER_TYPES or mt in MULTIMODAL or mt in SEQ2SEQ_TYPES
+                         or mt == "whisper")
             family = FAMILIES.get(mt) or MULTIMODAL_NAMES.get(mt) or SEQ2SEQ_NAMES.get(mt, mt)
         else:
             note = "config.json has no model_type"

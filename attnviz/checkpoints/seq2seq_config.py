@@ -16,7 +16,8 @@ from attnviz.checkpoints.model_config import ACTIVATIONS, bool_field, eps_field,
 BART_TYPES = ("marian", "bart", "mbart")  # one block layout: q/k/v/out_proj, fc1/fc2, LayerNorms
 T5_TYPES = ("t5", "mt5")  # mT5: T5 v1.1's layout under its own model_type
 SEQ2SEQ_TYPES = BART_TYPES + T5_TYPES
-NAMES = {"marian": "MarianMT", "bart": "BART", "mbart": "mBART", "t5": "T5", "mt5": "mT5"}
+NAMES = {"marian": "MarianMT", "bart": "BART", "mbart": "mBART", "t5": "T5", "mt5": "mT5",
+         "whisper": "Whisper"}  # Whisper: its own spec (whisper_config), on these blocks; named here for lists
 T5_PROJ_DEFAULT = {"t5": "relu", "mt5": "gated-gelu"}  # feed_forward_proj when config.json leaves it out
 PREFIXES = ("model.", "")  # MarianMTModel / BartForConditionalGeneration keep the base model under "model."
 POSITION_OFFSET = 2  # BART / mBART: learned position table rows start 2 after position 0 (fairseq's padding rows)

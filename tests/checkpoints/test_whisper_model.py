@@ -188,3 +188,10 @@ def test_cancel_stops_before_a_step(models):
     ck = models["tiny_whisper"]
     out = generate_whisper(ck, DATA / "tiny_whisper" / "clip.wav", cancel=lambda: True)
     assert out.generated.size == 0 and not out.finished
+
+
+def test_model_list_names_whisper_supported():
+    from attnviz.checkpoints.hub_cache import describe_folder
+
+    item = describe_folder(DATA / "tiny_whisper")
+    assert item.supported and item.family == "Whisper" and item.n_params == 42_104
