@@ -35,6 +35,7 @@ from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.widgets.small_multiples import HeadGrid
 
 MODES = (("zero", "zero"), ("mean", "mean over positions"), ("scale", "scale by"))
 PATCHES = (("none", "no patch"), ("head", "a head's output"), ("residual", "the residual stream"))
@@ -331,6 +332,11 @@ class InterveneView(QWidget):
         self.maps = [AttentionHeatmap(self) for _ in range(3)]  # before | after | difference
         for m in self.maps:
             m.setMinimumSize(150, 230)
+        self.later_title = QLabel(" ", self)
+        self.later_title.setWordWrap(True)
+        self.later = HeadGrid(self)  # the selected head in the first edited layer and every later one
+        self.later.setMinimumHeight(150)
+        self._later_first = 0
         self.residual = ResidualChart(self)
 
         # -- importance sweep
@@ -419,6 +425,8 @@ class InterveneView(QWidget):
         for m in self.maps:
             maps.addWidget(m, 1)
         col.addLayout(maps)
+        col.addWidget(self.later_title)
+        col.addWidget(self.later)
         col.addWidget(_title("Residual stream change per layer"))
         col.addWidget(self.residual)
         self.sweep_title = _title("Head importance: every head ablated in turn")
@@ -464,6 +472,7 @@ class InterveneView(QWidget):
         self.code_button.clicked.connect(self.show_code)
         self.heads_map.cell_clicked.connect(self.toggle_head)
         self.importance_map.cell_clicked.connect(lambda r, c: self.panel.select_head(r, c))
+        self.later.head_clicked.connect(lambda r, _c: self.panel.select_head(self._later_first + r, self.selected[1]))
         self.sweep_button.clicked.connect(self.run_sweep)
         self.cancel_button.clicked.connect(self.cancel_sweep)
         self.job.done.connect(self._on_done)
@@ -604,7 +613,7 @@ class InterveneView(QWidget):
 
     def set_colormap(self, name: str) -> None:
         if name in colormaps.NAMES:
-            for m in (self.heads_map, self.importance_map, *self.maps):
+            for m in (self.heads_map, self.importance_map, *self.maps, self.later):
                 m.set_colormap(name)
 
     def message_text(self) -> str:
@@ -841,6 +850,31 @@ class InterveneView(QWidget):
                          value_label=what)
         self.maps_title.setText(f"layer {layer} · head {head}: attention before | after | difference "
                                 f"(largest change {span:.3g})")
+        first = self._first_edited_layer()
+        self._later_first = first
+        stack = []
+        for i in range(first, L):
+            bi, ai, di = eff.attention(i, head)
+            stack.append([bi, ai, di])
+        self.later.setMinimumHeight(min(640, 60 + 80 * len(stack)))  # a few layers: large enough tiles
+        self.later.set_matrices(np.asarray(stack), [f"L{i}" for i in range(first, L)],
+                                ["before", "after", "difference"], mask=causal)
+        if first <= layer:
+            self.later.set_selected(layer - first, 1)
+        else:
+            self.later.set_selected(None)
+        self.later_title.setText(f"head {head} in layer {first} (the first edited) and every later layer: "
+                                 "before | after | difference, each map on its own colour scale (click one to "
+                                 "show it large)")
+
+    def _first_edited_layer(self) -> int:
+        """The earliest layer the interventions touch (0 when none): no map before it changes."""
+        spec = self.spec
+        layers = [layer for layer, _h in spec.heads] + list(spec.knockout_layers)
+        if spec.patch != "none":
+            layers.append(spec.patch_layer)
+        n = self._n_layer() or 1
+        return min([min(layers), n - 1]) if layers else 0
 
     # ------------------------------------------------------------------ sweep
     def _on_progress(self, number: int, done: int, total: int) -> None:
