@@ -7,6 +7,11 @@ full pass's maps (:func:`attnviz.checkpoints.decoder.forward_decoder`) that the 
 next token comes from the logits of the last position: the final norm, the head (``lm_head.weight``, or
 the embedding table where the model ties them), Gemma 2's final soft-capping; then, when sampling, the
 same warpers in the same order as transformers' ``generate``: temperature, top-k, top-p.
+
+A vision-language model (:func:`generate_vlm`: PaliGemma, LLaVA, Idefics3, SmolVLM) reads its picture and
+prompt as its own single pass does (:func:`vlm_prefix`: the processor's expanded ids, the projected image
+features in place of the image tokens, PaliGemma's prefix seeing itself both ways and its positions from
+1) in the first chunk; its language model then decodes over the same cache.
 """
 
 from __future__ import annotations

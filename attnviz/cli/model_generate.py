@@ -24,8 +24,9 @@ from attnviz.cli import CliError
 def register(sub) -> None:
     """Add ``model generate`` to the ``model`` sub-commands."""
     gen = sub.add_parser("generate", help="continue a text with a decoder LLM and save every step's attention",
-                         description="Generate with a decoder LLM (greedy, or seeded sampling) over a key/value "
-                                     "cache; write ids, the new tokens and every attention row to a .npz file.")
+                         description="Generate with a decoder LLM, or a vision-language model reading --image "
+                                     "(greedy, or seeded sampling) over a key/value cache; write ids, the new tokens "
+                                     "and every attention row to a .npz file.")
     gen.add_argument("model_dir", metavar="MODEL", help="checkpoint folder, a ready model's name, or a cached repo id")
     gen.add_argument("--text", required=True, help="the prompt")
     gen.add_argument("--image", type=Path, action="append", metavar="IMAGE",
