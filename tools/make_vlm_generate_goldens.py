@@ -8,7 +8,9 @@ For each tiny vision-language checkpoint of tests/data/checkpoints it reads the 
 ``input_ids`` and ``pixel_values`` kept in that folder's ``golden.npz`` (made by make_vlm_goldens.py) and
 writes ``golden_generate.npz``: ``prompt_ids`` (the expanded prompt), ``greedy_ids`` (prompt and new
 tokens) from ``generate(do_sample=False, max_new_tokens=NEW)`` with no end-of-sequence stop; ``probs``
-(NEW, vocab) the softmax of the logits ``generate`` scored at each step; and ``attentions`` (L, nh, T, T)
+(NEW, vocab) the softmax of the logits ``generate`` scored at each step; ``warped`` (NEW, vocab) the same
+logits through transformers' temperature, top-k and top-p warpers (TEMP, TOPK, TOPP, in that order) then
+the softmax, as a sampled step draws from them; and ``attentions`` (L, nh, T, T)
 of the eager forward over the whole final sequence with the same pixels (for PaliGemma the new tokens as
 suffix, token type 1: causal, unseen by the prefix, as the cached steps see them).
 """
@@ -20,10 +22,13 @@ from pathlib import Path
 import numpy as np
 import torch
 from transformers import AutoModelForImageTextToText
+from transformers.generation.logits_process import (LogitsProcessorList, TemperatureLogitsWarper,
+                                                    TopKLogitsWarper, TopPLogitsWarper)
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "checkpoints"
 FOLDERS = ["tiny_paligemma", "tiny_paligemma2", "tiny_llava", "tiny_llava_full", "tiny_idefics3", "tiny_smolvlm"]
 NEW = 6
+TEMP, TOPK, TOPP = 0.7, 20, 0.9
 
 
 def inputs(folder: Path) -> dict[str, torch.Tensor]:
@@ -47,7 +52,11 @@ def golden(folder: Path) -> None:
         out = model.generate(**batch, do_sample=False, max_new_tokens=NEW, min_new_tokens=NEW, eos_token_id=None,
                              pad_token_id=0, output_scores=True, return_dict_in_generate=True)
         seq = out.sequences[0]
-        probs = torch.softmax(torch.stack(out.scores)[:, 0].double(), dim=-1).numpy()  # (NEW, vocab)
+        scores = torch.stack(out.scores)[:, 0].double()  # (NEW, vocab) the logits of each step
+        probs = torch.softmax(scores, dim=-1).numpy()
+        warpers = LogitsProcessorList([TemperatureLogitsWarper(TEMP), TopKLogitsWarper(TOPK), TopPLogitsWarper(TOPP)])
+        warped = np.stack([torch.softmax(warpers(seq[None, :n0 + i], scores[i:i + 1]), dim=-1)[0].numpy()
+                           for i in range(len(scores))])  # (NEW, vocab)
         full = dict(batch)
         full["input_ids"] = seq[None]
         full["attention_mask"] = torch.ones_like(seq)[None]
@@ -56,7 +65,8 @@ def golden(folder: Path) -> None:
         res = model(**full, output_attentions=True)
         atts = torch.stack(res.attentions)[:, 0].float().numpy()  # (L, nh, T, T)
     np.savez_compressed(folder / "golden_generate.npz", prompt_ids=batch["input_ids"][0].numpy(),
-                        greedy_ids=seq.numpy().astype(np.int64), probs=probs, attentions=atts)
+                        greedy_ids=seq.numpy().astype(np.int64), probs=probs, warped=warped, attentions=atts,
+                        temperature=TEMP, top_k=TOPK, top_p=TOPP)
     print(folder.name, n0, seq[n0:].tolist(), atts.shape)
 
 

@@ -134,3 +134,26 @@ def test_command_line_refuses_an_image_for_a_text_model(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code != 0 and "vision-language model" in err and "Traceback" not in err
     assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_sampled_steps_draw_from_transformers_warped_distribution(models, name):
+    """Along the greedy path, each step's logits (from the cached step's last hidden state) through
+    temperature, top-k and top-p: within 1e-5 of transformers' warpers on its own logits."""
+    from attnviz.checkpoints.decoder import rms_norm, rms_norm_plus_one
+    from attnviz.checkpoints.generate import logits, vlm_text_weights, warp
+
+    g = golden(DATA / name / "golden_generate.npz")
+    ck = models[name]
+    c = ck.spec.text
+    seen = []
+    n_new = len(g["greedy_ids"]) - len(g["prompt_ids"])
+    generate_vlm(ck, pictures(name), prompt(name), max_new_tokens=n_new, on_progress=seen.append)
+    how = Sampling(sample=True, temperature=float(g["temperature"]), top_k=int(g["top_k"]), top_p=float(g["top_p"]))
+    W = vlm_text_weights(ck)
+    norm = rms_norm_plus_one if c.decoder.norm_plus_one else rms_norm
+    for step, chunk in enumerate(seen[:-1]):
+        h = norm(chunk.stream[-1][-1:], np.asarray(W["norm.weight"], dtype=np.float32), c.ln_eps)
+        got = warp(logits(c, W, h)[0], how)
+        np.testing.assert_allclose(got, g["warped"][step], atol=1e-5, rtol=0)
+        assert set(np.flatnonzero(got > 0)) == set(np.flatnonzero(g["warped"][step] > 0))
