@@ -34,6 +34,7 @@ STACK_SHORT = {"encoder": "encoder self", "decoder": "decoder self", "cross": "c
 TERMS = ("weights", "bias")  # what the detail map shows: softmax weights, or T5's relative-position score term
 TERM_LABELS = {"weights": "weights", "bias": "position-bias term of the scores"}
 DEFAULT_MAX_NEW = 64  # tokens the model's own translation writes at most, unless told
+SHOWN_CHARS = 100  # characters of a target or translation quoted in a run's one-line description
 
 
 class Cancelled(Exception):
@@ -66,14 +67,15 @@ class Seq2SeqOutcome:
         return self.result.position_bias is not None
 
     def describe(self) -> str:
-        """One line: how the decoder side was obtained."""
+        """One line: how the decoder side was obtained (a long text cut to :data:`SHOWN_CHARS`)."""
         r = self.result
+        text = self.text if len(self.text) <= SHOWN_CHARS else self.text[:SHOWN_CHARS - 1] + "…"
         n_src, n_dec = len(r.encoder_ids), len(r.decoder_ids)
         if self.generated:
             end = "reached end of sequence" if self.finished else "stopped at the token limit"
-            return (f"the model's own greedy translation ({len(r.target_ids)} tokens, {end}): {self.text!r} · "
+            return (f"the model's own greedy translation ({len(r.target_ids)} tokens, {end}): {text!r} · "
                     f"source {n_src} tokens")
-        return f"teacher-forced on the target {self.text!r} · source {n_src} tokens, decoder {n_dec} tokens"
+        return f"teacher-forced on the target {text!r} · source {n_src} tokens, decoder {n_dec} tokens"
 
 
 def _check_stack(stack: str) -> None:
@@ -202,7 +204,7 @@ def head_view(outcome: Seq2SeqOutcome, stack: str, layer: int, head: int, term: 
             raise ValueError("only T5's self-attention adds a relative-position term to its scores "
                              "(its cross-attention has none; other families add positions to the embeddings)")
         bias = np.asarray(r.position_bias[stack][head], dtype=np.float64)  # (T, T)
-        return bias, mask, rows, cols, f"{STACK_SHORT[stack]} · h{head} · position bias, every layer", "bias"
+        return bias, mask, rows, cols, f"{STACK_SHORT[stack]} · h{head} · position bias", "bias"
     return np.asarray(maps[layer, head]), mask, rows, cols, title, "weight"
 
 

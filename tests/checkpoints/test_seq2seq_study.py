@@ -4,6 +4,7 @@ summaries, the alignment of chosen heads against a float64 reference, and every 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,8 @@ def test_empty_target_is_generate_seq2seq(marian):
     np.testing.assert_array_equal(out.result.target_ids, want.generated)
     np.testing.assert_array_equal(out.result.cross_attentions, want.attention.cross_attentions)
     assert "greedy translation" in out.describe()
+    long = dataclasses.replace(out, text="ab" * 300)  # a long translation is quoted cut
+    assert f"'{'ab' * 49}a…'" in long.describe() and "ab" * 60 not in long.describe()
 
 
 def test_cancel_stops_the_translation(marian):
