@@ -69,6 +69,17 @@ def test_the_tab_is_installed_and_enabled_for_decoders_only(panel, qtbot):
     assert not panel.tabs.isTabEnabled(index) and not view.ready()
 
 
+def test_the_tab_scrolls_instead_of_widening_or_lengthening_the_window(panel, qtbot):
+    view = panel.intervention
+    changed(qtbot, view, lambda: view.toggle_head(0, 1))
+    hint = view.minimumSizeHint()
+    assert hint.width() <= 360 and hint.height() <= 300  # the Pretrained workspace at 1024 x 700 holds it
+    panel.resize(700, 600)
+    qtbot.wait(50)
+    assert panel.tabs.currentWidget() is view and view.scroll.verticalScrollBar().maximum() > 0
+    assert view.body.width() <= view.scroll.viewport().width()  # never a horizontal scroll
+
+
 def test_a_click_in_the_grid_ablates_the_head_like_the_core_and_undo_restores(panel, qtbot, mouse, ckpt):
     view = panel.intervention
     ids = panel.outcome.result.ids
