@@ -139,9 +139,13 @@ def test_stop_ends_the_generation_and_keeps_what_was_written(qtbot, monkeypatch)
         view.generate(max_new_tokens=40)
         assert view.stop_button.isEnabled()
         qtbot.waitUntil(lambda: view.study.n_steps >= 3, timeout=WAIT_MS)
+        # following the newest step, the lens waits: the cores are the model's while it writes
+        qtbot.waitUntil(lambda: "when the model stops" in view.lens_title.text(), timeout=WAIT_MS)
+        assert view.lens_table.rowCount() == 0
         view.stop_button.click()
     assert blocker.args[0] == "cancelled" and 3 <= view.study.n_steps < 40
     assert view.status.text().endswith("(stopped)") and not view.stop_button.isEnabled()
+    qtbot.waitUntil(lambda: view.lens_table.rowCount() == 3, timeout=WAIT_MS)  # stopped: the lens is drawn
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -360,8 +360,9 @@ class GenerateView(QWidget):
         else:
             self.select_position(self.study.position(step))
 
-    def select_position(self, position: int) -> None:
-        """Select the token at ``position`` (a prompt token too): its row, top-k (generated tokens) and lens."""
+    def select_position(self, position: int, lens: bool = True) -> None:
+        """Select the token at ``position`` (a prompt token too): its row, top-k (generated tokens) and lens
+        (``lens`` False: not yet — the newest step followed while the model writes leaves the cores to it)."""
         s = self.study
         if s is None or not 0 <= position < s.T:
             return
@@ -373,7 +374,11 @@ class GenerateView(QWidget):
             self.slider.blockSignals(False)
         self._draw_selection()
         self._draw_top(step)
-        self._request_lens()
+        if lens:
+            self._request_lens()
+        else:
+            self.lens_table.setRowCount(0)
+            self.lens_title.setText("logit lens: shown when the model stops, or for a token you pick")
         if step is not None:
             self.step_shown.emit(step)
 
@@ -429,7 +434,7 @@ class GenerateView(QWidget):
         self.slider.setEnabled(True)
         self.slider.blockSignals(False)
         if self._follow or self.position is None:
-            self.select_position(s.position(n - 1))
+            self.select_position(s.position(n - 1), lens=not self.job.busy)
         else:
             self._draw_text()
             self._update_step_label()
