@@ -115,6 +115,9 @@ def load_whisper(folder, cfg: dict, name: str | None = None) -> WhisperCheckpoin
     head = Part("head", {"proj_out.weight": (spec.vocab_size, spec.d_model)}, HEAD_PREFIXES,
                 optional=frozenset({"proj_out.weight"}))
     store = load_parts(folder, [Part("whisper", whisper_tensors(spec), PREFIXES), head], "Whisper")
+    if not spec.tied_head and "proj_out.weight" not in PartView(store, "head"):
+        raise CheckpointError("config.json unties the output head (tie_word_embeddings false) but the weights "
+                              "hold no proj_out.weight")
     return WhisperCheckpoint(folder=folder, name=name, spec=spec, weights=store, text=tok, features=feats,
                              rules=rules)
 

@@ -130,6 +130,13 @@ def test_broken_folders_are_one_message(tmp_path, file, changes, message):
         load_checkpoint(folder)
 
 
+def test_an_untied_head_needs_its_weights(tmp_path):
+    folder = _copy(tmp_path)
+    _edit(folder / "config.json", tie_word_embeddings=False)
+    with pytest.raises(CheckpointError, match="no proj_out.weight"):
+        load_checkpoint(folder)
+
+
 def test_missing_files_are_named(tmp_path):
     folder = _copy(tmp_path)
     (folder / "preprocessor_config.json").unlink()

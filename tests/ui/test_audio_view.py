@@ -5,6 +5,7 @@ layer / head / mean choice, Stop, and a bad clip one message; the window fits 10
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -91,14 +92,27 @@ def test_a_target_is_aligned_and_the_head_choice_redraws(panel, qtbot, ckpt):
     assert view.selected == 1 and view.chips.selected == 1
 
 
-def test_stop_keeps_what_was_written(panel, qtbot):
+def test_stop_keeps_what_was_written(panel, qtbot, monkeypatch):
+    """A transcript held at its first step until Stop: the run ends there, nothing written, the maps cleared."""
     p, view = panel
+    real = ws.run_outcome
+
+    def held(ckpt, path, target, *, name=None, cancel=None, on_token=None):
+        deadline = time.monotonic() + 30
+        while not cancel() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return real(ckpt, path, target, name=name, cancel=cancel, on_token=on_token)
+
+    monkeypatch.setattr(ws, "run_outcome", held)
     view.target_edit.setText("")
     view.run()
-    view.stop()
+    assert view.stop_button.isEnabled()
     with qtbot.waitSignal(view.outcome_ready, timeout=WAIT_MS):
-        pass
-    assert view.outcome.transcribed and not view.stop_button.isEnabled()
+        view.stop()
+    out = view.outcome
+    assert out.transcribed and not out.finished and out.pieces == [] and "(stopped)" in view.status.text()
+    assert view.heatmap.is_empty() and not view.stop_button.isEnabled() and view.chips.count() == 0
+    assert ws.alignment(out, 0).shape == (0, out.frames)
 
 
 def test_a_bad_clip_is_one_message_and_other_models_disable_the_tab(panel, qtbot, tmp_path):
