@@ -222,3 +222,13 @@ def test_the_panels_chat_box_puts_the_prompt_in_the_template(qtbot):
     run(qtbot, view, max_new_tokens=3)
     np.testing.assert_array_equal(view.study.prompt_ids, want_ids)
     assert view.study.pieces()[0] == "<|im_start|>"
+
+
+def test_the_prompt_follows_the_panels_text_until_typed_here(qtbot):
+    panel = make_panel(qtbot)
+    view = panel.generation
+    panel.set_text("a new sentence for the model")
+    assert view.prompt_edit.text() == "a new sentence for the model"
+    qtbot.keyClicks(view.prompt_edit, " and more")  # typed in the tab: the prompt is the person's now
+    panel.set_text("another sentence")
+    assert view.prompt_edit.text() == "a new sentence for the model and more"
