@@ -208,6 +208,20 @@ def test_stop_leaves_the_last_run_shown(qtbot, window):
     assert panel.jobs.wait_idle(30)
     qtbot.wait(50)
     assert panel.outcome is out and "Stopped" in panel.message_text()
+    assert "writing" not in panel.describe.text() and "teacher-forced on the target 'le chat'" in panel.describe.text()
+
+
+def test_the_model_line_counts_the_tokens_written(qtbot, window):
+    _ctx, panel, _diag = window
+    _load(qtbot, panel, MARIAN, "the cat", "le chat")
+    panel.seq2seq.max_new.setValue(12)
+    seen = []
+    panel.describe.setText = lambda text, f=panel.describe.setText: (seen.append(text), f(text))
+    _run(qtbot, panel, "")
+    counts = [int(t.split("translation, ")[1].split(" of")[0]) for t in seen if "writing the translation" in t]
+    assert counts == list(range(1, len(counts) + 1)) and 1 <= len(counts) <= 12
+    assert all("of at most 12 tokens" in t for t in seen if "writing" in t)
+    assert "writing" not in panel.describe.text() and "greedy translation" in panel.describe.text()
 
 
 def test_t5_shows_its_position_bias_term(qtbot, window):
@@ -252,3 +266,70 @@ def test_other_models_hide_the_translation_row(qtbot, window):
     assert blocker.args[0] is not None and blocker.args[0].kind != "seq2seq"
     assert not panel.seq2seq.isVisible() and panel.text_label.text() == "text"
     assert not panel.show_alignment() and "encoder-decoder" in panel.message_text()
+
+
+def _overlapping(root):
+    """Visible sibling widgets under ``root`` drawn over each other, and wrapped labels shorter than their text."""
+    from PySide6.QtWidgets import QLabel, QWidget
+
+    found = []
+    for parent in [root] + root.findChildren(QWidget):
+        if not parent.isVisible():
+            continue
+        kids = [c for c in parent.children() if isinstance(c, QWidget) and c.isVisible() and not c.isWindow()
+                and c.width() * c.height() > 0]
+        for a in range(len(kids)):
+            for b in range(a + 1, len(kids)):
+                inter = kids[a].geometry().intersected(kids[b].geometry())
+                if inter.width() > 2 and inter.height() > 2:
+                    found.append(f"{type(kids[a]).__name__} over {type(kids[b]).__name__}")
+        if isinstance(parent, QLabel) and parent.wordWrap() and parent.text().strip():
+            if parent.height() < parent.heightForWidth(parent.width()) - 2:
+                found.append(f"label {parent.text()[:40]!r} cut")
+    return found
+
+
+def test_in_the_window_the_button_opens_the_alignment_at_1024_by_700(qtbot, tmp_path):
+    from PySide6.QtCore import Qt
+
+    from attnviz.persist import AutosaveStore
+    from attnviz.ui.file_actions import Prompts
+    from attnviz.ui.main_window import MainWindow
+    from attnviz.ui.panels import discover_panels
+    from attnviz.ui.settings import AppSettings
+
+    class Discard(Prompts):
+        def save_changes(self, parent, what):
+            return "discard"
+
+    ctx = AppContext(Session(build_demo("translation")))
+    specs = [s for s in discover_panels() if s.id in ("inputs", "model", "heatmap", "image", "pretrained",
+                                                      "diagnostics")]
+    store = AutosaveStore(tmp_path / "data")
+    store.mark_running()
+    w = MainWindow(ctx, settings=AppSettings(tmp_path / "settings.ini"), autosave=store, prompts=Discard(),
+                   panels=specs)
+    qtbot.addWidget(w)
+    try:
+        w.resize(1024, 700)
+        w.show()
+        panel = w.panel("pretrained")
+        panel.auto_load = False
+        w.show_workspace("pretrained")
+        _load(qtbot, panel, MARIAN, "where is the station?", "où est la gare ?")
+        qtbot.wait(100)
+        hint = w.minimumSizeHint()
+        assert hint.width() <= 1024 and hint.height() <= 700 and (w.width(), w.height()) == (1024, 700)
+        assert panel.seq2seq.align_button.isVisible()
+        qtbot.mouseClick(panel.seq2seq.align_button, Qt.MouseButton.LeftButton)
+        assert w.workspace == "diagnostics"
+        tab = w.panel("diagnostics").current_tab()
+        assert isinstance(tab, AlignmentTab) and tab.showing_model()
+        qtbot.wait(100)
+        hint = w.minimumSizeHint()
+        assert hint.width() <= 1024 and hint.height() <= 700 and (w.width(), w.height()) == (1024, 700)
+        assert _overlapping(tab.model_view) == []
+        assert tab.model_view.aligned.weights.shape == (14, 16)
+    finally:
+        w.close()
+        ctx.compute.shutdown(timeout=5)

@@ -79,6 +79,7 @@ class ModelViewPanel(QWidget):
     failed = Signal(str)  # the message shown for a problem
     head_selected = Signal(int, int)  # (layer, head) shown in the detail heatmap
     seq2seq_ready = Signal(object)  # Seq2SeqOutcome, after an encoder-decoder run is shown
+    _wrote = Signal(object, int)  # (stop event of the translation, tokens written so far): worker -> GUI thread
 
     def __init__(self, ctx, parent=None, *, auto_load: bool = True):
         super().__init__(parent)
@@ -209,6 +210,7 @@ class ModelViewPanel(QWidget):
         self.seq2seq.stack_changed.connect(lambda stack: self.set_stack(stack))
         self.seq2seq.term_changed.connect(lambda term: self.set_stack(self.study.stack, term))
         self.seq2seq.alignment_requested.connect(self.show_alignment)
+        self._wrote.connect(self._on_wrote)
         self.grid.head_clicked.connect(self.select_head)
         self.summary.head_clicked.connect(self.select_head)
         ctx.session.events.sources.connect(self._on_sources_changed)
@@ -287,7 +289,15 @@ class ModelViewPanel(QWidget):
         """Submit the encoder-decoder run of the source and target fields (greedy when the target is empty)."""
         stop = threading.Event()
         target = self.seq2seq.target_edit.text()
-        inner = self.study.seq2seq_job(self.text_edit.text(), target, self.seq2seq.max_new.value(), stop.is_set)
+        steps = [0]
+
+        def cancel() -> bool:  # asked before each step of a greedy translation: also its progress
+            if steps[0]:
+                self._wrote.emit(stop, steps[0])
+            steps[0] += 1
+            return stop.is_set()
+
+        inner = self.study.seq2seq_job(self.text_edit.text(), target, self.seq2seq.max_new.value(), cancel)
 
         def job():
             try:
@@ -300,11 +310,25 @@ class ModelViewPanel(QWidget):
         self.seq2seq.set_running(not target.strip())
         return jid
 
+    def _on_wrote(self, stop, n: int) -> None:
+        """A greedy translation's progress in the model line, while it is the one being written."""
+        if stop is self._stop and not stop.is_set() and self.ckpt is not None:
+            self.describe.setText(f"{self.ckpt.name}: writing the translation, {n} of at most "
+                                  f"{self.seq2seq.max_new.value()} tokens… (Stop ends it)")
+
+    def _describe_seq2seq(self) -> None:
+        """The model line of an encoder-decoder: its description and how the run shown was obtained."""
+        if self.ckpt is None:
+            return
+        shown = f" — {self.outcome.describe()}" if self.study.seq2seq else ""
+        self.describe.setText(self.ckpt.describe() + shown)
+
     def stop_translation(self) -> None:
         """Stop the greedy translation being written (Stop); nothing of it is shown."""
         self._stop.set()
         self.jobs.cancel()
         self.seq2seq.set_running(False)
+        self._describe_seq2seq()
         self._show_message("Stopped: the translation was not finished, so nothing new is shown.")
 
     def set_target(self, text: str, run: bool = False) -> None:
@@ -595,6 +619,8 @@ class ModelViewPanel(QWidget):
             self.describe.setText(self.ckpt.describe() if self.ckpt is not None else "No model loaded.")
         else:
             text = f"Could not run {self.ckpt.name if self.ckpt else 'the model'}: {message}"
+            if self.study.kind == "seq2seq":  # no "writing the translation…" left behind
+                self._describe_seq2seq()
         self._show_message(text)
         self.ctx.report(text, "error")
         self.failed.emit(text)
@@ -609,7 +635,7 @@ class ModelViewPanel(QWidget):
             self.tabs.setTabEnabled(TAB_IMAGE, False)
             self.tabs.setCurrentIndex(TAB_HEADS)
             if self.ckpt is not None:
-                self.describe.setText(f"{self.ckpt.describe()} — {outcome.describe()}")
+                self._describe_seq2seq()
                 self.describe.setToolTip("\n".join((self.ckpt.describe(), outcome.describe(), *r.notes,
                                                     str(self.ckpt.folder))))
             self._show_grid()
