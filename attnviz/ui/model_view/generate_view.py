@@ -246,7 +246,7 @@ class GenerateView(QWidget):
         self.slider.valueChanged.connect(self._on_slider)
         self.text_view.anchorClicked.connect(self._on_anchor)
         self.strip.cell_clicked.connect(self._on_strip_clicked)
-        self._progress.connect(self._on_progress)
+        self._progress.connect(self._on_progress, Qt.ConnectionType.QueuedConnection)  # always via the event loop
         self.job.done.connect(self._on_done)
         self.job.failed.connect(self._on_failed)
         self.lens_job.done.connect(self._on_lens)
