@@ -31,6 +31,7 @@ class AudioOutcome:
     finished: bool  # end of text reached (teacher-forced: True)
     text: str  # the transcript, or the target
     pieces: list[str]  # (N,) the written tokens' pieces (result.written), end of text last when reached
+    stopped: bool = False  # the transcript was stopped (cancel) before the end of text or its length limit
 
     @property
     def frames(self) -> int:
@@ -52,7 +53,8 @@ def run_outcome(ckpt: WhisperCheckpoint, path, target: str, *, name: str | None 
         gen = generate_whisper(ckpt, clip.samples, cancel=cancel, on_token=on_token)
         res = gen.attention
         out = AudioOutcome(result=res, clip_name=name or str(path), clip_line=clip.describe(), transcribed=True,
-                           finished=gen.finished, text=gen.text, pieces=[ckpt.piece(i) for i in gen.generated])
+                           finished=gen.finished, text=gen.text, pieces=[ckpt.piece(i) for i in gen.generated],
+                           stopped=not gen.finished and cancel is not None and bool(cancel()))
     return out
 
 

@@ -38,6 +38,8 @@ def panel(qtbot):
     p.show()
     qtbot.waitExposed(p)
     view = getattr(p, "audio", None) or audio_view.install(p)
+    p.failures = []
+    p.failed.connect(p.failures.append)
     with qtbot.waitSignal(view.outcome_ready, timeout=WAIT_MS):
         p.load_model(MODEL)
     yield p, view
@@ -56,7 +58,8 @@ def test_a_whisper_load_shows_the_tab_and_transcribes_the_demo_clip(panel, ckpt)
     assert p.tabs.tabText(index) == "Audio" and p.tabs.isTabEnabled(index) and p.tabs.currentWidget() is view
     want = generate_whisper(ckpt, audio_view.demo_clip())
     out = view.outcome
-    assert out.transcribed and out.clip_name.startswith("demo:")
+    assert out.transcribed and out.clip_name.startswith("demo:") and not out.stopped
+    assert "(length limit)" in view.status.text() and "hears its first 2 s" in view.status.text()
     np.testing.assert_array_equal(out.result.decoder_ids, want.attention.decoder_ids)
     assert view.chips.count() == len(want.generated)
     # the spectrogram covers the clip's frames along seconds; the attention bars are the selected token's row
@@ -66,6 +69,17 @@ def test_a_whisper_load_shows_the_tab_and_transcribes_the_demo_clip(panel, ckpt)
     np.testing.assert_allclose(view.attn_bars.opts["height"], row, atol=1e-6)
     assert view.spec_image.image.shape == (2 * out.frames, 80)
     assert p.minimumSizeHint().width() <= 1024 and p.minimumSizeHint().height() <= 700
+
+
+def test_the_panel_runs_the_clip_not_its_text(panel, qtbot):
+    """After the load the panel's own run went to the Audio tab: no failure about the text; run_input again
+    runs the clip; the summaries beside the grid are hidden while a speech model is loaded."""
+    p, view = panel
+    qtbot.wait(200)
+    assert p.failures == [] and not p.jobs.busy
+    assert not p.summary.isVisibleTo(p)
+    with qtbot.waitSignal(view.outcome_ready, timeout=WAIT_MS):
+        assert p.run_input() == view.job.latest_id
 
 
 def test_a_target_is_aligned_and_the_head_choice_redraws(panel, qtbot, ckpt):
@@ -110,7 +124,7 @@ def test_stop_keeps_what_was_written(panel, qtbot, monkeypatch):
     with qtbot.waitSignal(view.outcome_ready, timeout=WAIT_MS):
         view.stop()
     out = view.outcome
-    assert out.transcribed and not out.finished and out.pieces == [] and "(stopped)" in view.status.text()
+    assert out.transcribed and out.stopped and out.pieces == [] and "(stopped)" in view.status.text()
     assert view.heatmap.is_empty() and not view.stop_button.isEnabled() and view.chips.count() == 0
     assert ws.alignment(out, 0).shape == (0, out.frames)
 

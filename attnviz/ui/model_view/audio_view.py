@@ -284,9 +284,11 @@ class AudioView(QWidget):
         self._redraw()
         r = out.result
         how = "transcript" if out.transcribed else "target"
-        end = "" if out.finished else " (stopped)" if out.transcribed else ""
+        end = "" if out.finished else " (stopped)" if out.stopped else " (length limit)"
+        cut = [n for n in r.notes if "hears its first" in n]
         self.status.setText(f"{out.clip_name}: {out.clip_line}; {len(out.pieces)} tokens of {how}{end}: "
-                            f"{out.text!r}; {out.frames} of {len(r.frame_times)} frames hold audio")
+                            f"{out.text!r}; {out.frames} of {len(r.frame_times)} frames hold audio"
+                            + (f" ({cut[0]})" if cut else ""))
         self.status.setToolTip("\n".join((self.status.text(), *r.notes)))
         self.outcome_ready.emit(out)
 
@@ -391,7 +393,7 @@ class AudioView(QWidget):
 
 def install(panel) -> AudioView:
     """Add the view as an "Audio" tab of a ModelViewPanel: enabled for Whisper checkpoints, shown and run on
-    the demo clip when one loads."""
+    the chosen clip (the demo at first) when one loads."""
     view = AudioView(panel)
     index = panel.tabs.addTab(view, "Audio")
     panel.tabs.setTabEnabled(index, False)
@@ -408,12 +410,22 @@ def install(panel) -> AudioView:
                 panel.body.set_shares(WIDE_SHARES)
                 panel.summary.setVisible(False)
             panel.tabs.setCurrentWidget(view)
-            view.run()
         elif kept:
             panel.body.set_shares(kept.pop("body"))
             panel.summary.setVisible(kept.pop("summary"))
 
     panel.model_loaded.connect(on_loaded)
+    # The panel runs its text input right after a load; a speech model has none, so while one is loaded the
+    # panel's run_input (looked up on the instance) runs the Audio tab's clip instead of failing on the text.
+    # The panel's Run button, connected before, still says that the clip is chosen here.
+    text_run = panel.run_input
+
+    def run_input():
+        if panel.study.kind == "whisper":
+            return view.run()
+        return text_run()
+
+    panel.run_input = run_input
     view.set_colormap(panel.ctx.session.state.view.colormap)
     panel.ctx.session.events.view.connect(view._on_view_changed)
     return view
