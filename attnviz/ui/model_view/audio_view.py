@@ -351,7 +351,8 @@ class AudioView(QWidget):
         row = m[t]
         self.attn_bars.setOpts(x0=np.arange(row.size) * fs, width=np.full(row.size, fs * 0.9), height=row)
         self.attn_plot.setYRange(0, max(float(row.max()), 1e-6) * 1.05, padding=0)
-        self.attn_plot.setTitle(f"{out.pieces[t]!r} over the audio ({where})", size="9pt")
+        on_clip = "" if out.frames >= len(r.frame_times) else f", {row.sum():.0%} of it on the clip"
+        self.attn_plot.setTitle(f"{out.pieces[t]!r} over the audio ({where}{on_clip})", size="9pt")
         peak = int(np.argmax(row))
         self.peak_line.setPos((peak + 0.5) * fs)
         self.peak_line.setVisible(True)
