@@ -333,3 +333,32 @@ def test_in_the_window_the_button_opens_the_alignment_at_1024_by_700(qtbot, tmp_
     finally:
         w.close()
         ctx.compute.shutdown(timeout=5)
+
+
+def test_the_alignment_runs_the_model_again_on_another_target(qtbot, window, golden):
+    _ctx, panel, diag = window
+    out = _load(qtbot, panel, MARIAN, str(golden["source"]), str(golden["target"]))
+    panel.show_alignment()
+    view = diag.tab(AlignmentTab).model_view
+    assert view.target_edit.text() == str(golden["target"])  # the target the run was forced on
+    view.target_edit.setText("la gare")
+    with qtbot.waitSignal(panel.seq2seq_ready, timeout=WAIT_MS) as blocker:
+        view.run_button.click()
+        assert view.run_state.isVisibleTo(view) and "running" in view.run_state.text()
+    again = blocker.args[0]
+    assert not again.generated and again.text == "la gare" and panel.seq2seq.target_edit.text() == "la gare"
+    ref = run_seq2seq(load_checkpoint(MARIAN), str(golden["source"]), "la gare")
+    assert view.outcome is again and not view.run_state.isVisibleTo(view)
+    np.testing.assert_allclose(view.aligned.weights, ref.cross_attentions.astype(np.float64).mean(axis=(0, 1)),
+                               atol=1e-12)
+    view.target_edit.setText("")  # the model's own translation
+    with qtbot.waitSignal(panel.seq2seq_ready, timeout=WAIT_MS) as blocker:
+        view.target_edit.returnPressed.emit()
+    assert blocker.args[0].generated and view.aligned.weights.shape[0] == len(blocker.args[0].result.target_ids)
+    assert view.target_edit.text() == ""
+    with qtbot.waitSignal(panel.failed, timeout=WAIT_MS):
+        view.target_edit.setText("le chat " * 40)  # longer than the model reads
+        view.run_button.click()
+    assert "shorten it" in view.run_state.text() and view.run_state.isVisibleTo(view)
+    assert view.outcome is blocker.args[0]  # the alignment shown stays
+    assert out is not view.outcome

@@ -72,6 +72,8 @@ class AlignmentTab(DiagnosticTab):
         self.aligned = None  # the AlignmentTable drawn last
         self.feed = feed_for(ctx)
         self.feed.changed.connect(self._on_model_run)
+        self.feed.failed.connect(self.model_view.show_failure)
+        self.model_view.rerun.connect(self.feed.request_rerun)
         self.source.currentIndexChanged.connect(self._on_source_chosen)
         connect_event(self, ctx.session.events.view, lambda view: self.model_view.set_colormap(view.colormap))
         self.model_view.set_colormap(ctx.session.state.view.colormap)

@@ -5,7 +5,9 @@ token joined into the argmax alignment path.
 
 The Pretrained panel hands its newest encoder-decoder run to the window's :class:`AlignmentFeed` (one per
 :class:`~attnviz.ui.context.AppContext`, found with :func:`feed_for`); the Alignment tab offers it beside the
-toy session's alignment and shows it when the panel's "Show alignment in Diagnostics" asks.
+toy session's alignment and shows it when the panel's "Show alignment in Diagnostics" asks. The view's own
+target field asks the panel, through the feed, to run the model again: teacher-forced on that target, or,
+empty, writing its own translation.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QRect, Qt, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTableWidget, QTableWidgetItem,
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QPushButton, QSizePolicy, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
 from attnviz.checkpoints.seq2seq_study import Alignment, Seq2SeqOutcome, alignment
@@ -32,6 +34,8 @@ class AlignmentFeed(QObject):
 
     changed = Signal(object)  # Seq2SeqOutcome (None: the model shown is no longer an encoder-decoder)
     show_requested = Signal()  # "Show alignment in Diagnostics"
+    rerun_requested = Signal(str)  # run the model again on this target ("": its own translation)
+    failed = Signal(str)  # the run asked for could not be made (the panel's message)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -45,6 +49,12 @@ class AlignmentFeed(QObject):
     def request_show(self) -> None:
         self.show_requested.emit()
 
+    def request_rerun(self, target: str) -> None:
+        self.rerun_requested.emit(target)
+
+    def report_failure(self, text: str) -> None:
+        self.failed.emit(text)
+
 
 def feed_for(ctx) -> AlignmentFeed:
     """The AlignmentFeed of ``ctx`` (made on first use, a child of the context so it lives as long)."""
@@ -55,8 +65,9 @@ def feed_for(ctx) -> AlignmentFeed:
 
 
 class WrapLabel(QLabel):
-    """A word-wrapped label whose minimum height is that of its text at its width (a layout otherwise counts
-    one line, and what follows is drawn over the rest)."""
+    """A word-wrapped label whose minimum height is that of its text at its width, and which asks its layout
+    for no height-for-width (a layout then places its items by their heights for the width while the window's
+    minimum counts one line: what follows is drawn over the rest)."""
 
     def __init__(self, text: str, parent=None):
         super().__init__(text, parent)
@@ -70,6 +81,19 @@ class WrapLabel(QLabel):
         need = box.height() + m.top() + m.bottom() + 2
         if need != self.minimumHeight():
             self.setMinimumHeight(need)
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt's name
+        return False  # the layout reads the height set for the current width, as it reads every other minimum
+
+    def sizeHint(self):  # noqa: N802 - Qt's name
+        hint = super().sizeHint()
+        hint.setHeight(max(self.minimumHeight(), 1))
+        return hint
+
+    def minimumSizeHint(self):  # noqa: N802 - Qt's name
+        hint = super().minimumSizeHint()
+        hint.setHeight(max(self.minimumHeight(), 1))
+        return hint
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
         super().setText(text)
@@ -112,7 +136,7 @@ class HeadPicker(QTableWidget):
                 it.setToolTip(f"layer {i} · head {j}")
                 self.setItem(i, j, it)
         self.blockSignals(False)
-        self.setMaximumHeight(self.horizontalHeader().height() + 22 * min(L, 8) + 4)
+        self.setFixedHeight(self.horizontalHeader().sizeHint().height() + 22 * min(L, 8) + 2 * self.frameWidth())
 
     def heads(self) -> list[tuple[int, int]]:
         return [(i, j) for i in range(self.rowCount()) for j in range(self.columnCount())
@@ -132,6 +156,8 @@ class HeadPicker(QTableWidget):
 class ModelAlignmentView(QWidget):
     """The loaded translation model's alignment: head picker, map with its argmax path, one line per row."""
 
+    rerun = Signal(str)  # the target typed here ("": the model's own translation)
+
     def __init__(self, parent=None):
         super().__init__(parent)
         self.heading = WrapLabel("Run an encoder-decoder (MarianMT, BART, mBART, T5) in the Pretrained workspace: "
@@ -147,6 +173,18 @@ class ModelAlignmentView(QWidget):
         buttons.addWidget(self.all_button)
         buttons.addWidget(self.last_button)
         buttons.addStretch(1)
+        self.target_edit = QLineEdit(self)
+        self.target_edit.setPlaceholderText("empty: the model's own translation")
+        self.target_edit.setToolTip("run the model again in the Pretrained workspace: teacher-forced on this target, "
+                                    "or, left empty, writing its own greedy translation (Enter runs)")
+        self.run_button = QPushButton("Align", self)
+        self.run_button.setToolTip(self.target_edit.toolTip())
+        self.run_state = WrapLabel("", self)  # a run asked for: running, or why it failed
+        self.run_state.setVisible(False)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("target", self))
+        row.addWidget(self.target_edit, 1)
+        row.addWidget(self.run_button)
         top = QHBoxLayout()
         top.addWidget(self.picker)
         top.addLayout(buttons)
@@ -161,15 +199,33 @@ class ModelAlignmentView(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.heading)
+        lay.addLayout(row)
+        lay.addWidget(self.run_state)
         lay.addLayout(top)
         lay.addWidget(self.map, 1)
         lay.addWidget(self.lines)
         self.outcome: Seq2SeqOutcome | None = None
         self.aligned: Alignment | None = None
         self.picker.picked.connect(self._draw)
+        self.run_button.clicked.connect(self._ask_rerun)
+        self.target_edit.returnPressed.connect(self._ask_rerun)
         self.all_button.clicked.connect(lambda: self.picker.set_heads(self._every_head()))
         self.last_button.clicked.connect(lambda: self.picker.set_heads(self._last_layer()))
         self.on_theme_changed(current_theme())
+
+    def _ask_rerun(self) -> None:
+        if self.outcome is None:
+            return
+        self._say("running in the Pretrained workspace…")
+        self.rerun.emit(self.target_edit.text())
+
+    def show_failure(self, text: str) -> None:
+        """The run asked for failed: say why under the field (the alignment shown stays)."""
+        self._say(text)
+
+    def _say(self, text: str) -> None:
+        self.run_state.setText(text)
+        self.run_state.setVisible(bool(text))
 
     def _every_head(self):
         return [(i, j) for i in range(self.picker.rowCount()) for j in range(self.picker.columnCount())]
@@ -191,6 +247,8 @@ class ModelAlignmentView(QWidget):
             self.path_item.setData([], [])
             self.lines.setText(" ")
             return
+        self._say("")
+        self.target_edit.setText("" if outcome.generated else outcome.text)
         L, nh = outcome.result.cross_attentions.shape[:2]
         self.picker.set_shape(L, nh)
         self._draw()

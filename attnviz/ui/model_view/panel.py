@@ -211,6 +211,7 @@ class ModelViewPanel(QWidget):
         self.seq2seq.term_changed.connect(lambda term: self.set_stack(self.study.stack, term))
         self.seq2seq.alignment_requested.connect(self.show_alignment)
         self._wrote.connect(self._on_wrote)
+        feed_for(ctx).rerun_requested.connect(self._on_rerun_requested)
         self.grid.head_clicked.connect(self.select_head)
         self.summary.head_clicked.connect(self.select_head)
         ctx.session.events.sources.connect(self._on_sources_changed)
@@ -330,6 +331,7 @@ class ModelViewPanel(QWidget):
         self.seq2seq.set_running(False)
         self._describe_seq2seq()
         self._show_message("Stopped: the translation was not finished, so nothing new is shown.")
+        feed_for(self.ctx).report_failure("Stopped in Pretrained: the translation was not finished.")
 
     def set_target(self, text: str, run: bool = False) -> None:
         """An encoder-decoder's target (empty: its own greedy translation); ``run`` runs it."""
@@ -350,6 +352,13 @@ class ModelViewPanel(QWidget):
         self.seq2seq._sync_term()
         if self.study.seq2seq:
             self._show_grid()
+
+    def _on_rerun_requested(self, target: str) -> None:
+        """The Diagnostics alignment asks for the model to run again on ``target`` ("": its own translation)."""
+        if self.study.kind != "seq2seq":
+            feed_for(self.ctx).report_failure("the model in Pretrained is no longer an encoder-decoder")
+            return
+        self.set_target(target, run=True)
 
     def show_alignment(self) -> bool:
         """Show the encoder-decoder run's cross-attention in the Diagnostics alignment view (in the window: its
@@ -621,6 +630,7 @@ class ModelViewPanel(QWidget):
             text = f"Could not run {self.ckpt.name if self.ckpt else 'the model'}: {message}"
             if self.study.kind == "seq2seq":  # no "writing the translation…" left behind
                 self._describe_seq2seq()
+                feed_for(self.ctx).report_failure(text)
         self._show_message(text)
         self.ctx.report(text, "error")
         self.failed.emit(text)
