@@ -103,22 +103,31 @@ class JacobianTab(DiagnosticTab):
         if self.study is None and not self.job.busy:
             self.run_study()
 
-    def redraw(self, resp, state):
-        plot = self.row_plot.getPlotItem()
-        for it in self.row_items:
-            plot.removeItem(it)
-        self.row_items = []
+    def work_size(self, resp, state) -> int:
+        return 0 if resp is None or resp.q is None else min(resp.Tq, MAX_ROWS) * resp.Tk * 2
+
+    def compute(self, resp, state):
+        """(head, note, rows, d_k, unscaled norms, scaled norms) of the selected head's first rows (no Qt)."""
         if resp is None or resp.q is None or resp.Tq == 0 or resp.Tk == 0:
-            self.row_norms = None
-            return
+            return None
         h, note = selected_head(state, resp.q.shape[0])
         rows = min(resp.Tq, MAX_ROWS)
         q, k = resp.q[h, :rows], resp.k[h]  # (rows, hs), (Tk, hs)
         dots = q @ k.T  # (rows, Tk)
         mask = head_mask(resp, h, slice(0, rows))  # (rows, Tk)
         hs = q.shape[1]
-        un = row_jacobian_norms(dots, mask, 1.0)  # (rows,)
-        sc = row_jacobian_norms(dots, mask, 1.0 / math.sqrt(hs))  # (rows,)
+        return (h, note, rows, hs, row_jacobian_norms(dots, mask, 1.0),  # (rows,)
+                row_jacobian_norms(dots, mask, 1.0 / math.sqrt(hs)))  # (rows,)
+
+    def present(self, numbers, resp, state):
+        plot = self.row_plot.getPlotItem()
+        for it in self.row_items:
+            plot.removeItem(it)
+        self.row_items = []
+        if numbers is None:
+            self.row_norms = None
+            return
+        h, note, rows, hs, un, sc = numbers
         self.row_norms = (un, sc)
         x = np.arange(rows, dtype=float)  # (rows,)
         if rows <= BAR_LIMIT:

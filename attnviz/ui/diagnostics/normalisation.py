@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QRadioButton, QSplitter, QWidget, QVBoxLayout
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 
 from attnviz.model.diagnostics.normalisation import MODES, compare_modes
 import pyqtgraph as pg
@@ -25,6 +25,7 @@ MODE_TITLES = {"scaled": "Scaled  softmax(q·k / √dₖ)", "unscaled": "No √d
                "uniform": "Uniform  1 / n"}
 #: query rows studied at most (each row is independent; beyond this only the first rows are shown)
 MAX_ROWS = 512
+TABLE_CHUNK = 64  # table rows filled per turn of the event loop
 BAR_LIMIT = 64  # grouped bars up to this many query rows, lines beyond
 MODE_COLOURS = {"scaled": KEY_COLOUR, "unscaled": QUERY_COLOUR, "uniform": "#999999"}
 TABLE_COLUMNS = ("query", "entropy (nats)", "uniform log n", "max weight", "attends most to")
@@ -60,6 +61,20 @@ def keys_drawn(mask: np.ndarray) -> int:
 def clip_segments(segments, stop: int) -> list:
     """The segments of keys ``0 <= t < stop``, the last one cut at ``stop``."""
     return [replace(s, stop=min(s.stop, stop)) for s in segments if s.start < stop]
+
+
+def row_table(cur, query_labels, key_labels) -> list[tuple[str, ...]]:
+    """The table's text per query row of one normalisation: token, entropy, its maximum, the largest
+    weight and the key it goes to (or the tie)."""
+    ties = np.count_nonzero(np.abs(cur.weights - cur.max_weight[:, None]) <= 1e-12, axis=1)  # (rows,)
+    out = []
+    for i in range(cur.weights.shape[0]):
+        a = int(cur.argmax[i])
+        best = ("— (no allowed key)" if a < 0 else f"{a} {key_labels[a]}" if ties[i] == 1
+                else f"a tie of {int(ties[i])} keys")
+        out.append((f"{i} {query_labels[i]}", fmt(cur.entropy_nats[i], 3), fmt(cur.max_entropy_nats[i], 3),
+                    fmt(cur.max_weight[i], 3), best))
+    return out
 
 
 class NormalisationTab(DiagnosticTab):
@@ -107,6 +122,8 @@ class NormalisationTab(DiagnosticTab):
         self.outer.addWidget(split, 1)
         self.outer.addWidget(self.status)
         self.modes = None  # {mode: Normalisation} of the last redraw
+        self._table_rows: list = []  # the text of every row of the table being filled
+        self.rows_filled = 0  # how many of them the table shows so far
         self._sync_buttons(ctx.session.state.view)
         connect_event(self, ctx.session.events.view, self._on_view_changed)
 
@@ -119,23 +136,34 @@ class NormalisationTab(DiagnosticTab):
         self._sync_buttons(view)
         self.invalidate()
 
-    def redraw(self, resp, state):
+    def work_size(self, resp, state) -> int:
+        return 0 if resp is None or resp.q is None else min(resp.Tq, MAX_ROWS) * resp.Tk * 3
+
+    def compute(self, resp, state):
+        """The three normalisations of the selected head's first MAX_ROWS query rows (no Qt)."""
         if resp is None or resp.q is None:
-            self.heatmap.clear()
-            self.table.setRowCount(0)
-            return
+            return None
         h, note = selected_head(state, resp.q.shape[0])
-        Tq = resp.Tq
-        rows = min(Tq, MAX_ROWS)
+        rows = min(resp.Tq, MAX_ROWS)
         q, k = resp.q[h, :rows], resp.k[h]  # (rows, hs), (Tk, hs)
         if rows == 0 or k.shape[0] == 0:
-            self.heatmap.clear()
-            self.table.setRowCount(0)
-            self.status.setText("the sequence is empty")
-            return
+            return {"empty": True}
         dots = q @ k.T  # (rows, Tk) raw q·k, before any scale
         mask = head_mask(resp, h, slice(0, rows))  # (rows, Tk)
-        self.modes = compare_modes(dots, mask, d_k=q.shape[1])
+        modes = compare_modes(dots, mask, d_k=q.shape[1])
+        return {"empty": False, "h": h, "note": note, "rows": rows, "dots": dots, "mask": mask, "modes": modes,
+                "table": row_table(modes[state.view.normalisation], resp.query_labels, resp.key_labels)}
+
+    def present(self, numbers, resp, state):
+        if numbers is None or numbers["empty"]:
+            self.heatmap.clear()
+            self.table.setRowCount(0)
+            if numbers is not None:
+                self.status.setText("the sequence is empty")
+            return
+        h, note, rows, dots, mask = (numbers[n] for n in ("h", "note", "rows", "dots", "mask"))
+        self.modes = numbers["modes"]
+        Tq, k = resp.Tq, resp.k[h]
         mode = state.view.normalisation
         cur = self.modes[mode]
         ql, kl = list(resp.query_labels[:rows]), list(resp.key_labels)
@@ -148,15 +176,8 @@ class NormalisationTab(DiagnosticTab):
                                 value_label="weight")
         self.heatmap.set_readout_provider(lambda i, j, d=dots: f"q·k {d[i, j]:.4g}")
         self.table.setRowCount(rows)
-        left = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
-        for i in range(rows):
-            a = int(cur.argmax[i])
-            ties = int(np.count_nonzero(np.isclose(cur.weights[i], cur.max_weight[i], rtol=0, atol=1e-12)))
-            best = "— (no allowed key)" if a < 0 else f"{a} {kl[a]}" if ties == 1 else f"a tie of {ties} keys"
-            vals = (f"{i} {ql[i]}", fmt(cur.entropy_nats[i], 3), fmt(cur.max_entropy_nats[i], 3),
-                    fmt(cur.max_weight[i], 3), best)
-            for c, text in enumerate(vals):
-                self.table.setItem(i, c, cell(text, align=left) if c in (0, 4) else cell(text))
+        self._table_rows = numbers["table"]
+        self._fill_table(0)
         fit_height(self.table, 12)
         self._plot_entropies(rows, ql, mode)
         means = "   ".join(f"{MODE_TITLES[m].split('  ')[0]} {fmt(np.mean(self.modes[m].entropy_nats), 3)}"
@@ -169,6 +190,19 @@ class NormalisationTab(DiagnosticTab):
         self.summary.setText(f"mean row entropy (nats):  {means}\n"
                              "Lower entropy = a sharper, more hard-lookup-like row; uniform has the most."
                              + ("\n" + " · ".join(extra) if extra else ""))
+
+    def _fill_table(self, start: int) -> None:
+        """Fill TABLE_CHUNK rows of the table from ``start``, the rest on later turns of the event loop
+        (512 rows of items take a few hundred ms: the window answers clicks in between)."""
+        rows = self._table_rows
+        stop = min(len(rows), start + TABLE_CHUNK)
+        left = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
+        for i in range(start, stop):
+            for c, text in enumerate(rows[i]):
+                self.table.setItem(i, c, cell(text, align=left) if c in (0, 4) else cell(text))
+        self.rows_filled = stop
+        if stop < len(rows):
+            QTimer.singleShot(0, self.table, lambda r=rows, s=stop: self._table_rows is r and self._fill_table(s))
 
     def _plot_entropies(self, rows, labels, selected):
         plot = self.entropy_plot.getPlotItem()

@@ -104,6 +104,7 @@ class HeatmapPanel(QWidget):
         self.busy = BusyOverlay(self.splitter, self)
         self.busy.cancelled.connect(self.ctx.compute.cancel)
         self._overview_text = ""
+        self._hidden_change = False  # a response arrived while another workspace was shown: draw it on show
         self.job = LatestJob("attnviz-overview", self)
         self.job.done.connect(self._on_overview)
         self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
@@ -383,9 +384,20 @@ class HeatmapPanel(QWidget):
             extra = f" · cross-attention {src.Tq:,} queries × {src.Tk:,} keys" + extra
         return f"{matrix} · {who}{extra}"
 
+    def showEvent(self, ev):  # noqa: N802 - Qt's name
+        super().showEvent(ev)
+        if self._hidden_change:
+            self._hidden_change = False
+            self._redraw()
+
     def _redraw(self) -> None:
         resp = self._resp
         if resp is None:
+            return
+        if self.window().isVisible() and not self.isVisible():
+            # another workspace is shown: an overview of thousands of tokens (its job, its labels, its
+            # pixels) would hold up the window for what nobody sees; it is drawn when this one shows
+            self._hidden_change = True
             return
         view = self.ctx.session.state.view
         head = check_head(resp, view.head)

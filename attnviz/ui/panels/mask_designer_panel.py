@@ -54,6 +54,10 @@ CELLS_SHARE = 0.64  # default share of the panel's width the cell painter gets (
 SEQUENCE_FIELDS = ("sources", "tokenizer", "cross")  # session fields that change the mask's axes
 
 
+#: mask cells (Tq x Tk) whose design still compiles on the GUI thread (a stroke over them stays immediate)
+SYNC_SNAPSHOT_CELLS = 1 << 18
+
+
 def too_long_to_draw(axes) -> bool:
     """True for sequences whose mask the compute pipeline keeps per tile (never dense)."""
     from attnviz.model.compute import DENSE_MASK_CELLS  # the engine loads with it: after the first paint
@@ -114,6 +118,9 @@ class MaskDesignerPanel(QWidget):
         self.timer.timeout.connect(self._on_timer)
         self._hidden_change = False  # a redraw skipped while another workspace is shown
         self.timing_job = LatestJob("attnviz-flash-timing", self)
+        self.snapshot_job = LatestJob("attnviz-mask-snapshot", self)  # long designs compile off the GUI thread
+        self.snapshot_job.done.connect(self._on_snapshot)
+        self.snapshot_job.failed.connect(lambda _jid, msg: self._say(f"cannot show the mask: {msg}", error=True))
 
         blocks = QGroupBox("Blocks: queries (rows) → keys (columns)", self)
         bl = QVBoxLayout(blocks)
@@ -249,8 +256,9 @@ class MaskDesignerPanel(QWidget):
 
     # -- layout ----------------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Stop the flash-timing thread (the window calls this when it closes)."""
+        """Stop the flash-timing and snapshot threads (the window calls this when it closes)."""
         self.timing_job.shutdown()
+        self.snapshot_job.shutdown()
 
     def fit_square(self) -> None:
         """Show the whole mask with square cells from its top-left corner: the view may reach past
@@ -353,6 +361,9 @@ class MaskDesignerPanel(QWidget):
         if self.timer.isActive():
             self.timer.stop()
             self.refresh()
+        if self.snapshot_job.busy:  # a long design compiled on the worker: deliver it now
+            self.snapshot_job.wait_idle()
+            QCoreApplication.sendPostedEvents(self.snapshot_job)
         QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
         if self._fitted:
             self.fit_square()
@@ -395,12 +406,28 @@ class MaskDesignerPanel(QWidget):
                       "drawn cell by cell here; the heatmap's overview shows what it does", error=True)
             self.grid.clear(f"{self.axes.Tq:,} x {self.axes.Tk:,} tokens: not drawn cell by cell")
             return
+        args = (state.mask, self.axes, self.target, state.kernel.block_m, state.kernel.block_n, nh)
+        if self.axes.Tq * self.axes.Tk > SYNC_SNAPSHOT_CELLS:
+            # thousands of tokens: the design is compiled on the worker, the last picture stays meanwhile
+            self.snapshot_job.submit(lambda: (args, build_snapshot(*args)))
+            return
+        self.snapshot_job.cancel()  # an older, larger design must not arrive after this one
         try:
-            snap = build_snapshot(state.mask, self.axes, self.target, state.kernel.block_m,
-                                  state.kernel.block_n, nh)
+            snap = build_snapshot(*args)
         except ValueError as exc:
             self._say(f"cannot show the mask: {exc}", error=True)
             return
+        self._show_snapshot(snap)
+
+    def _on_snapshot(self, _jid, result) -> None:
+        args, snap = result
+        state = self.ctx.session.state
+        if args[0] is not state.mask or args[1] is not self.axes or args[2] != self.target:
+            return  # the design or its axes changed meanwhile: a newer snapshot is on its way
+        self._show_snapshot(snap)
+
+    def _show_snapshot(self, snap) -> None:
+        state = self.ctx.session.state
         self.snapshot = snap
         ax = self.axes
         self.grid.set_snapshot(snap)
