@@ -101,6 +101,9 @@ ANSWERED_WARNINGS = {
     r"Library (ole32|shell32) required via ctypes not found":
         "Windows system DLLs that Windows-only code loads with ctypes (platformdirs.windows, pyqtgraph's "
         "app-id call); never reached on Linux",
+    r"Hidden import \"pycparser\.(lextab|yacctab)\" not found":
+        "cffi (soundfile's binding) imports pycparser's PLY tables inside try/except so freezers collect "
+        "them; pycparser 3 generates no such tables, and cffi parses without them",
 }
 
 # Collected files dropped from the bundle, matched (fnmatch) against their path inside it.
