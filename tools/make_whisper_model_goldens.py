@@ -21,7 +21,8 @@ special tokens in Whisper's order) and
   ``sequences``: what greedy ``generate(input_features, do_sample=False)`` returns under the folder's
   generation_config.json (the new tokens, without the prompt), and ``sequences_3`` with ``max_new_tokens=3``; ``top2_gap``: the smallest gap
   between the best and second-best logit over the greedy steps (how far a float32 rounding is from flipping
-  a token).
+  a token); for the multilingual model also ``prompt_de`` / ``sequences_de`` (``language="de"``) and
+  ``prompt_fr_translate`` / ``sequences_fr_translate`` (``language="fr", task="translate"``).
 
 The folders:
 
@@ -163,6 +164,16 @@ def build(name: str, *, multilingual: bool, act: str, dec_layers: int, seed: int
     with torch.no_grad():
         seq = model.generate(feats, do_sample=False)
         seq3 = model.generate(feats, do_sample=False, max_new_tokens=3)
+        named = {}
+        if multilingual:  # a named language (and task) instead of detection
+            for key, kw in (("de", {"language": "de"}), ("fr_translate", {"language": "fr", "task": "translate"})):
+                gc = copy.deepcopy(model.generation_config)
+                gc.return_timestamps = False
+                for k, v in kw.items():
+                    setattr(gc, k, v)
+                named[f"prompt_{key}"] = model._retrieve_init_tokens(feats, 1, gc, model.config, feats.shape[-1],
+                                                                     {})[0].numpy()
+                named[f"sequences_{key}"] = model.generate(feats, do_sample=False, **kw)[0].numpy()
         # the decoder prompt generate() puts first (and leaves out of what it returns), by its own code
         gc = copy.deepcopy(model.generation_config)
         gc.return_timestamps = False  # as generate() sets it before asking
@@ -185,7 +196,8 @@ def build(name: str, *, multilingual: bool, act: str, dec_layers: int, seed: int
         decoder_attentions=np.stack([a[0].numpy() for a in out.decoder_attentions]),
         cross_attentions=np.stack([a[0].numpy() for a in out.cross_attentions]),
         encoder_hidden=enc_hidden[0].numpy(), decoder_hidden=dec_hidden[0].numpy(), logits=out.logits[0].numpy(),
-        sequences=seq[0].numpy(), sequences_3=seq3[0].numpy(), top2_gap=np.float64(min(gaps) if gaps else np.inf))
+        sequences=seq[0].numpy(), sequences_3=seq3[0].numpy(), top2_gap=np.float64(min(gaps) if gaps else np.inf),
+        **named)
     print(name, "prompt", prompt.tolist(), "greedy", seq[0].tolist(), "min gap", min(gaps) if gaps else None)
 
 

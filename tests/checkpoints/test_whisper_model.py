@@ -91,6 +91,18 @@ def test_multilingual_prompt_detects_the_language_and_english_only_is_forced(mod
         decoder_prompt(replace(ml.rules, language="xx"), lambda: 0)
 
 
+@pytest.mark.parametrize("key, language, task", [("de", "de", None), ("fr_translate", "fr", "translate")])
+def test_a_named_language_and_task_equal_transformers(models, key, language, task):
+    from dataclasses import replace
+
+    ck = models["tiny_whisper"]
+    g = golden(DATA / "tiny_whisper" / "golden.npz")
+    named = replace(ck, rules=replace(ck.rules, language=language, task=task))
+    out = generate_whisper(named, DATA / "tiny_whisper" / "clip.wav")
+    np.testing.assert_array_equal(out.attention.decoder_ids[:out.attention.prompt_length], g[f"prompt_{key}"])
+    np.testing.assert_array_equal(out.generated, g[f"sequences_{key}"])
+
+
 def test_samples_in_memory_and_a_long_clip(models):
     ck = models["tiny_whisper"]
     x = read_audio(DATA / "tiny_whisper" / "clip.wav", ck)
