@@ -119,10 +119,14 @@ def test_hostile_audio_is_one_line(tmp_path, capsys, monkeypatch):
     assert main(["model", "inspect", str(MODEL), "--audio", str(tmp_path / "eight.wav"), "--target", " the",
                  "--npz", str(npz)]) == 0
     assert "8 channels averaged to mono, resampled from 44,100 Hz" in capsys.readouterr().out
-    monkeypatch.setattr(audio, "MAX_SECONDS", 1)  # a "huge" file: longer than the reader takes
-    assert main(["model", "inspect", str(MODEL), "--audio", str(CLIP), "--npz", str(npz)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert "minutes" in err and len(err.splitlines()) == 1
+    for attr, value, message in (("MAX_SECONDS", 1, "minutes"), ("MAX_BYTES", 1000, "audio files of at most 1,000"),
+                                 ("MAX_CHANNELS", 4, "has 8 channels")):
+        monkeypatch.setattr(audio, attr, value)  # a "huge" file: longer, larger or wider than the reader takes
+        path = tmp_path / "eight.wav" if attr == "MAX_CHANNELS" else CLIP
+        assert main(["model", "inspect", str(MODEL), "--audio", str(path), "--npz", str(npz)]) == 1, attr
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, (attr, err)
+        monkeypatch.undo()
 
 
 def test_wrong_flags_are_one_line(tmp_path, capsys):
