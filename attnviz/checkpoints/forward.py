@@ -41,8 +41,9 @@ class _Cast:
 
 
 def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray | None = None,
-                 key_mask: np.ndarray | None = None, *, dtype=np.float32, kernel: str = "auto"):
-    """BERT-family encoder (post-LN blocks) on token ids (T,); ``key_mask`` (T,) bool, False for padding keys."""
+                 key_mask: np.ndarray | None = None, *, dtype=np.float32, kernel: str = "auto", edit=None):
+    """BERT-family encoder (post-LN blocks) on token ids (T,); ``key_mask`` (T,) bool, False for padding keys.
+    ``edit``: an intervention (see :func:`bert_blocks`), None for the plain pass."""
     W = _Cast(weights, dtype)
     T = ids.shape[0]
     type_ids = np.zeros(T, dtype=np.int64) if type_ids is None else type_ids  # (T,)
@@ -51,20 +52,29 @@ def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray 
         x = x + W.rows("embeddings.token_type_embeddings.weight", type_ids)  # (T, C)
     x = x + W.rows("embeddings.position_embeddings.weight", slice(0, T))  # (T, C)
     x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], c.ln_eps)
-    return bert_blocks(c, W, x, key_mask, dtype, kernel)
+    return bert_blocks(c, W, x, key_mask, dtype, kernel, edit)
 
 
-def bert_blocks(c: ModelConfig, W, x: np.ndarray, key_mask: np.ndarray | None, dtype, kernel: str):
-    """BERT's post-LN blocks on the embedded tokens x (T, C); W reads weights in ``dtype`` (see _Cast)."""
+def bert_blocks(c: ModelConfig, W, x: np.ndarray, key_mask: np.ndarray | None, dtype, kernel: str, edit=None):
+    """BERT's post-LN blocks on the embedded tokens x (T, C); W reads weights in ``dtype`` (see _Cast).
+
+    ``edit`` (an :class:`attnviz.checkpoints.interventions.Edit`, None for the plain pass) may change, per
+    layer, the stream entering it (``edit.residual(i, x)``), the mask (``edit.mask(i, m)``, m None or (T, T))
+    and the heads' merged outputs before the output projection (``edit.merged(i, ctx, nh)``, (T, C))."""
     T = x.shape[0]
     mask = None if key_mask is None else np.broadcast_to(key_mask[None, :], (T, T))  # (T, T) query may see key
     scale = 1.0 / math.sqrt(c.head_size)
     atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
     for i in range(c.n_layer):
+        if edit is not None:
+            x = edit.residual(i, x)
         p = f"encoder.layer.{i}."
         q, k, v = (linear(x, W[p + f"attention.self.{n}.weight"], W[p + f"attention.self.{n}.bias"])
                    for n in ("query", "key", "value"))  # 3 x (T, C)
-        ctx, atts[i] = self_attention(q, k, v, c.n_head, mask, scale, kernel)  # (T, C), (nh, T, T)
+        m = mask if edit is None else edit.mask(i, mask)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, m, scale, kernel)  # (T, C), (nh, T, T)
+        if edit is not None:
+            ctx = edit.merged(i, ctx, c.n_head)
         a = linear(ctx, W[p + "attention.output.dense.weight"], W[p + "attention.output.dense.bias"])  # (T, C)
         x = layer_norm(a + x, W[p + "attention.output.LayerNorm.weight"], W[p + "attention.output.LayerNorm.bias"], c.ln_eps)
         h = activation(c.act, linear(x, W[p + "intermediate.dense.weight"], W[p + "intermediate.dense.bias"]))  # (T, ff)
@@ -105,8 +115,9 @@ def patchify(pixels: np.ndarray, patch_size: tuple[int, int]) -> np.ndarray:
     return x.reshape(gh * gw, C * ph * pw)  # (N, C*ph*pw)
 
 
-def forward_vit(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
-    """ViT / DeiT on preprocessed pixels (C, H, W) of the model's image size; hidden is after the final LayerNorm."""
+def forward_vit(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None):
+    """ViT / DeiT on preprocessed pixels (C, H, W) of the model's image size; hidden is after the final LayerNorm.
+    ``edit``: an intervention, applied as in :func:`bert_blocks`."""
     W = _Cast(weights, dtype)
     d = c.d_model
     proj = W["embeddings.patch_embeddings.projection.weight"].reshape(d, -1)  # (C_model, C*ph*pw)
@@ -120,11 +131,16 @@ def forward_vit(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32
     scale = 1.0 / math.sqrt(c.head_size)
     atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
     for i in range(c.n_layer):
+        if edit is not None:
+            x = edit.residual(i, x)
         p = f"encoder.layer.{i}."
         h = layer_norm(x, W[p + "layernorm_before.weight"], W[p + "layernorm_before.bias"], c.ln_eps)  # (T, C)
         q, k, v = (linear(h, W[p + f"attention.attention.{n}.weight"], W.get(p + f"attention.attention.{n}.bias"))
                    for n in ("query", "key", "value"))  # 3 x (T, C)
-        ctx, atts[i] = self_attention(q, k, v, c.n_head, None, scale, kernel)  # (T, C), (nh, T, T)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, None if edit is None else edit.mask(i, None), scale,
+                                      kernel)  # (T, C), (nh, T, T)
+        if edit is not None:
+            ctx = edit.merged(i, ctx, c.n_head)
         x = x + linear(ctx, W[p + "attention.output.dense.weight"], W[p + "attention.output.dense.bias"])  # (T, C)
         h = layer_norm(x, W[p + "layernorm_after.weight"], W[p + "layernorm_after.bias"], c.ln_eps)  # (T, C)
         h = activation(c.act, linear(h, W[p + "intermediate.dense.weight"], W[p + "intermediate.dense.bias"]))  # (T, ff)

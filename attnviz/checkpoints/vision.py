@@ -53,17 +53,18 @@ def positions_for(c: ModelConfig, weights, grid: tuple[int, int]) -> np.ndarray:
     return interpolate_positions(table, c.n_extra, grid)
 
 
-def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
+def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None):
     """(attentions (L, nh, T, T), hidden (T, d), grid (gh, gw)) of a vision model on pixels (C, H, W).
 
     ``hidden`` is the base model's ``last_hidden_state``: after the final LayerNorm for ViT, DeiT,
     DINOv2 and SigLIP (``post_layernorm``), the encoder's output for CLIP (whose post_layernorm only
-    touches the pooled class token).
+    touches the pooled class token). ``edit``: an intervention, applied as in
+    :func:`attnviz.checkpoints.forward.bert_blocks` (None: the plain pass).
     """
     grid = input_grid(c, pixels.shape[1:])
     pixels = pixels[:, : grid[0] * c.patch_size[0], : grid[1] * c.patch_size[1]]  # the stride drops the rest
     if c.model_type in HIDDEN_STATE_TYPES:
-        atts, states = vision_hidden_states(c, weights, pixels, dtype=dtype, kernel=kernel)
+        atts, states = vision_hidden_states(c, weights, pixels, dtype=dtype, kernel=kernel, edit=edit)
         hidden = states[-1] if c.model_type in CLIP_TYPES else post_norm(c, weights, states[-1], dtype=dtype)
         return atts, hidden, grid
     pos = positions_for(c, weights, grid)  # (T, d)
@@ -71,9 +72,9 @@ def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.floa
         cg = replace(c, image_size=(grid[0] * c.patch_size[0], grid[1] * c.patch_size[1]))
         w = dict(weights)
         w["embeddings.position_embeddings"] = pos[None]
-        atts, hidden = forward_vit(cg, w, np.ascontiguousarray(pixels), dtype=dtype, kernel=kernel)
+        atts, hidden = forward_vit(cg, w, np.ascontiguousarray(pixels), dtype=dtype, kernel=kernel, edit=edit)
     elif c.model_type == "dinov2":
-        atts, hidden = _dinov2(c, _Cast(weights, dtype), pixels, pos.astype(dtype, copy=False), dtype, kernel)
+        atts, hidden = _dinov2(c, _Cast(weights, dtype), pixels, pos.astype(dtype, copy=False), dtype, kernel, edit)
     else:
         raise CheckpointError(f"no vision forward pass for model_type {c.model_type!r}")
     return atts, hidden, grid
@@ -89,7 +90,7 @@ def _patches(c: ModelConfig, W: _Cast, pixels: np.ndarray, weight: str, bias: st
 
 
 def vision_hidden_states(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
-                         upto: int | None = None, patch_mask: np.ndarray | None = None):
+                         upto: int | None = None, patch_mask: np.ndarray | None = None, edit=None):
     """(attentions (L', nh, T, T), hidden_states [L' + 1 arrays (T, d)]) of a CLIP or SigLIP tower on pixels (C, H, W).
 
     ``hidden_states`` is transformers' ``output_hidden_states=True`` tuple as a list: entry 0 the encoder's
@@ -145,7 +146,7 @@ def vision_hidden_states(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=n
             x = emb + W.rows("embeddings.position_embedding.weight", ids)  # (N, d)
             if not real.all():
                 key_mask = real.reshape(-1)  # (N,) padded patches are no key
-    atts, states = _pre_ln_layers(c, W, x, n_run, key_mask, kernel)
+    atts, states = _pre_ln_layers(c, W, x, n_run, key_mask, kernel, edit)
     return atts, states
 
 
@@ -170,18 +171,23 @@ def layers_needed(c: ModelConfig, upto: int | None) -> int:
     return int(upto) % n
 
 
-def _pre_ln_layers(c: ModelConfig, W: _Cast, x: np.ndarray, n_run: int, key_mask, kernel: str):
+def _pre_ln_layers(c: ModelConfig, W: _Cast, x: np.ndarray, n_run: int, key_mask, kernel: str, edit=None):
     """CLIP / SigLIP encoder layers 0 .. n_run-1 on x (T, d): (attentions (n_run, nh, T, T), [x, out_0, ...])."""
     T, scale = x.shape[0], 1.0 / math.sqrt(c.head_size)
     mask = None if key_mask is None else np.broadcast_to(key_mask[None, :], (T, T))  # (T, T) query may see key
     atts = np.empty((n_run, c.n_head, T, T), dtype=x.dtype)  # (L', nh, T, T)
     states = [x]
     for i in range(n_run):
+        if edit is not None:
+            x = edit.residual(i, x)
         p = f"encoder.layers.{i}."
         h = layer_norm(x, W[p + "layer_norm1.weight"], W[p + "layer_norm1.bias"], c.ln_eps)  # (T, d)
         q, k, v = (linear(h, W.matrix(p + f"self_attn.{n}_proj.weight"), W[p + f"self_attn.{n}_proj.bias"])
                    for n in ("q", "k", "v"))  # 3 x (T, d)
-        ctx, atts[i] = self_attention(q, k, v, c.n_head, mask, scale, kernel)  # (T, d), (nh, T, T)
+        m = mask if edit is None else edit.mask(i, mask)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, m, scale, kernel)  # (T, d), (nh, T, T)
+        if edit is not None:
+            ctx = edit.merged(i, ctx, c.n_head)
         x = x + linear(ctx, W.matrix(p + "self_attn.out_proj.weight"), W[p + "self_attn.out_proj.bias"])  # (T, d)
         h = layer_norm(x, W[p + "layer_norm2.weight"], W[p + "layer_norm2.bias"], c.ln_eps)  # (T, d)
         h = activation(c.act, linear(h, W.matrix(p + "mlp.fc1.weight"), W[p + "mlp.fc1.bias"]))  # (T, ff)
@@ -270,18 +276,23 @@ def bucket_position_ids(real: np.ndarray, n_side: int) -> np.ndarray:
 # ---- DINOv2 ---------------------------------------------------------------------------------------------
 
 
-def _dinov2(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel):
+def _dinov2(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel, edit=None):
     emb = _patches(c, W, pixels, "embeddings.patch_embeddings.projection.weight",
                    "embeddings.patch_embeddings.projection.bias", dtype)  # (N, d)
     x = np.concatenate([W["embeddings.cls_token"][0], emb], axis=0) + pos  # (T, d)
     T, scale = x.shape[0], 1.0 / math.sqrt(c.head_size)
     atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
     for i in range(c.n_layer):
+        if edit is not None:
+            x = edit.residual(i, x)
         p = f"encoder.layer.{i}."
         h = layer_norm(x, W[p + "norm1.weight"], W[p + "norm1.bias"], c.ln_eps)  # (T, d)
         q, k, v = (linear(h, W[p + f"attention.attention.{n}.weight"], W.get(p + f"attention.attention.{n}.bias"))
                    for n in ("query", "key", "value"))  # 3 x (T, d)
-        ctx, atts[i] = self_attention(q, k, v, c.n_head, None, scale, kernel)  # (T, d), (nh, T, T)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, None if edit is None else edit.mask(i, None), scale,
+                                      kernel)  # (T, d), (nh, T, T)
+        if edit is not None:
+            ctx = edit.merged(i, ctx, c.n_head)
         a = linear(ctx, W[p + "attention.output.dense.weight"], W[p + "attention.output.dense.bias"])
         x = x + a * W[p + "layer_scale1.lambda1"]  # DINOv2's learned layer scale before the residual add
         h = layer_norm(x, W[p + "norm2.weight"], W[p + "norm2.bias"], c.ln_eps)
