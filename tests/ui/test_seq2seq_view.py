@@ -362,3 +362,24 @@ def test_the_alignment_runs_the_model_again_on_another_target(qtbot, window, gol
     assert "shorten it" in view.run_state.text() and view.run_state.isVisibleTo(view)
     assert view.outcome is blocker.args[0]  # the alignment shown stays
     assert out is not view.outcome
+
+
+@pytest.mark.parametrize("name", ["tiny_marian_separate", "tiny_bart", "tiny_bart_bf16", "tiny_mbart", "tiny_mbart50",
+                                  "tiny_t5", "tiny_t5_gated", "tiny_t5_mt5"])
+def test_every_family_shows_transformers_cross_attention(qtbot, window, name):
+    _ctx, panel, diag = window
+    g = np.load(DATA / name / "golden.npz")
+    out = _load(qtbot, panel, DATA / name, str(g["source"]), str(g["target"]))
+    np.testing.assert_array_equal(out.result.encoder_ids, g["input_ids"])
+    np.testing.assert_array_equal(out.result.decoder_ids, g["decoder_input_ids"])
+    L, nh = g["cross_attentions"].shape[:2]
+    assert panel.grid.grid_shape() == (L, nh)
+    panel.select_head(L - 1, nh - 1)
+    np.testing.assert_allclose(panel.shown_matrix(), g["cross_attentions"][L - 1, nh - 1], atol=1e-5)
+    assert panel.show_alignment()
+    np.testing.assert_allclose(diag.tab(AlignmentTab).model_view.aligned.weights,
+                               np.asarray(g["cross_attentions_f64"]).mean(axis=(0, 1)), atol=1e-5)
+    panel.set_stack("encoder")  # the bias term is offered for T5's self-attention only
+    assert panel.seq2seq.term_box.isVisibleTo(panel) == name.startswith("tiny_t5")
+    panel.select_head(0, 0)
+    np.testing.assert_allclose(panel.shown_matrix(), g["encoder_attentions"][0, 0], atol=1e-5)
