@@ -252,6 +252,10 @@ def test_t5_shows_its_position_bias_term(qtbot, window):
     np.testing.assert_array_equal(panel.shown_matrix(), ref.encoder_attentions[0, 3])
     assert f"position bias {ref.position_bias['encoder'][3, 2, 0]:.4g} added to the score" in \
         panel.detail.readout_text(2, 0)
+    panel.seq2seq.set_term("bias")
+    _load(qtbot, panel, T5, source, target)  # a new load starts on the weights, the row saying so
+    assert panel.study.term == "weights" and panel.seq2seq.term() == "weights"
+    np.testing.assert_array_equal(panel.shown_matrix(), ref.encoder_attentions[0, 3])
     marian = _load(qtbot, panel, MARIAN, "the cat", "le chat")
     assert not marian.t5_bias and panel.seq2seq.term() == "weights"
     panel.set_stack("encoder")

@@ -16,9 +16,8 @@ single-stack ModelAttention is shown) and ``seq2seq_ready`` the run.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import threading
+from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
@@ -293,10 +292,12 @@ class ModelViewPanel(QWidget):
         steps = [0]
 
         def cancel() -> bool:  # asked before each step of a greedy translation: also its progress
+            if stop.is_set():  # stopped, replaced, or the panel is closing: nothing more is said
+                return True
             if steps[0]:
                 self._wrote.emit(stop, steps[0])
             steps[0] += 1
-            return stop.is_set()
+            return False
 
         inner = self.study.seq2seq_job(self.text_edit.text(), target, self.seq2seq.max_new.value(), cancel)
 
@@ -590,7 +591,8 @@ class ModelViewPanel(QWidget):
             self.describe.setToolTip(str(result.folder))
             vlm = self.study.kind == "vlm"
             self.chat_box.show_for(None if vlm else result)  # a vision-language prompt is written as the family says
-            self.seq2seq.show_for(result)
+            self.seq2seq.show_for(result)  # the weights first, as the row's choice then says
+            self.study.set_stack(self.study.stack, "weights")
             self.text_label.setText("source" if self.study.kind == "seq2seq" else "text")
             if vlm:
                 self.vlm_inputs.configure(result, self.study.offered_prompt())
