@@ -111,7 +111,7 @@ class HeadPicker(QTableWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.horizontalHeader().setDefaultSectionSize(34)
+        self.horizontalHeader().setDefaultSectionSize(28)  # 16 heads fit beside the buttons at 1024 x 700
         self.verticalHeader().setDefaultSectionSize(22)
         self.setSizeAdjustPolicy(QTableWidget.SizeAdjustPolicy.AdjustToContents)
         self.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Maximum)
