@@ -5,5 +5,7 @@ numbers of one ``attnviz.model.diagnostics`` study for the current session.
 - ``tab``: the lazily refreshed base of every diagnostics tab;
 - ``breakdown_view`` and ``qk_scatter``: the inspector's (query, key) breakdown tables and Q-K PCA;
 - ``normalisation``, ``jacobian``, ``positional``, ``permutation``, ``flash_check``, ``alignment``,
-  ``variants``: one tab each of the Diagnostics panel.
+  ``variants``: one tab each of the Diagnostics panel;
+- ``model_alignment``: the Alignment tab's view of a real translation model's cross-attention, fed by the
+  Pretrained panel through the window's AlignmentFeed.
 """
