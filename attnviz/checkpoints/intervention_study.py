@@ -19,11 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.interventions import Edit, Pass, check_head, kl_divergence, run, softmax
+from attnviz.checkpoints.interventions import (ENCODER_KINDS, EncoderPass, Edit, Pass, check_head, cosine,
+                                               encoder_run, kl_divergence, run, softmax)
 
 TOP_K = 5
 MAPS_BUDGET = 768 << 20  # bytes of (L, nh, T, T) float32 maps one study may hold (before, after, clean)
-METRICS = ("kl", "logit_diff")  # the sweep's effect measures: KL(before || after), drop of logit(a) - logit(b)
+METRICS = ("kl", "logit_diff", "cosine")  # the sweep's effect measures: KL(before || after), drop of logit(a) -
+# logit(b) (decoder LLMs); 1 - cosine of the pooled / class-token output before and after (encoders, vision models)
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,6 +57,35 @@ class Effects:
     def attention_change(self) -> np.ndarray:
         """(L, nh): the largest absolute change of a weight in each head's map."""
         return np.abs(self.after.attentions.astype(np.float64) - self.before.attentions).max(axis=(2, 3))
+
+
+@dataclass(frozen=True, eq=False)
+class EncoderEffects:
+    """One intervention on an encoder or a vision model: its passes and what changed."""
+
+    before: EncoderPass
+    after: EncoderPass
+    cosine: float  # cosine of the pooled / class-token output before and after (1: unchanged)
+    token_cosine: np.ndarray  # (T,) cosine of each token's last hidden state before and after
+    residual_change: np.ndarray  # (L + 1,) as Effects.residual_change
+    applied: tuple[str, ...]
+
+    attention = Effects.attention
+    attention_change = Effects.attention_change
+
+    @property
+    def has_overlay(self) -> bool:
+        """A vision model with a class token: its attention can be drawn over the picture."""
+        return self.before.grid is not None and self.before.n_extra > 0
+
+    def overlay(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+        """(before, after) (gh, gw): the class token's attention to each patch in ``layer``, ``head``."""
+        if not self.has_overlay:
+            raise CheckpointError("only a vision model with a class token has a class-token overlay")
+        gh, gw = self.before.grid
+        n = self.before.n_extra
+        return tuple(p.attentions[layer, head, 0, n:].astype(np.float64).reshape(gh, gw)
+                     for p in (self.before, self.after))
 
 
 @dataclass(frozen=True, eq=False)
@@ -239,13 +270,44 @@ def study(c, weights, ids, spec, *, allowed=None, clean_ids=None) -> Effects:
                    residual_change=residual_change(before, after), applied=applied)
 
 
+def encoder_study(c, weights, x, spec, *, allowed=None) -> EncoderEffects:
+    """An encoder's or a vision model's plain pass over ``x`` (token ids (T,), or pixels (C, H, W)), the pass with
+    ``spec`` applied (ablation, scaling, knockout; a patch runs on decoder LLMs only), and what changed."""
+    if spec.patch != "none":
+        raise CheckpointError("patching from a clean prompt runs on decoder LLMs; on encoders and vision models "
+                              "choose no patch")
+    before = encoder_run(c, weights, x)
+    T = before.hidden.shape[0]
+    check_size(c, T, 2)
+    edit, applied = build_edit(c, spec, T, allowed=allowed)
+    after = encoder_run(c, weights, x, edit)
+    hb, ha = before.hidden.astype(np.float64), after.hidden.astype(np.float64)
+    tok = np.array([cosine(hb[t], ha[t]) for t in range(T)])
+    return EncoderEffects(before=before, after=after, cosine=cosine(before.pooled, after.pooled), token_cosine=tok,
+                          residual_change=residual_change(before, after), applied=applied)
+
+
+def default_metric(c) -> str:
+    """The sweep's metric for a model: "cosine" for encoders and vision models, else "kl"."""
+    return "cosine" if getattr(c, "kind", None) in ENCODER_KINDS else "kl"
+
+
 def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: str = "kl", tokens=None,
           cancelled=None, progress=None) -> Sweep:
     """Every head ablated alone (``mode`` zero or mean; or scaled by ``factor``): ``metric`` "kl" (KL of the
-    next-token distributions, nats) or "logit_diff" (how much logit(a) - logit(b), ``tokens`` = (a, b), drops).
+    next-token distributions, nats) or "logit_diff" (how much logit(a) - logit(b), ``tokens`` = (a, b), drops)
+    for a decoder LLM over ids; "cosine" (1 - cosine of the pooled / class-token output) for an encoder over
+    ids or a vision model over pixels ``ids`` (C, H, W).
     ``cancelled()`` stops between heads (the rest stay NaN); ``progress(done, total)`` after each head."""
     if metric not in METRICS:
-        raise CheckpointError(f"metric {metric!r}: choose {' or '.join(METRICS)}")
+        raise CheckpointError(f"metric {metric!r}: choose {', '.join(METRICS)}")
+    encoder = getattr(c, "kind", None) in ENCODER_KINDS
+    if encoder and metric != "cosine":
+        raise CheckpointError(f"metric {metric!r} reads next-token logits; an encoder or a vision model is measured by "
+                              "the cosine of its pooled output (metric cosine)")
+    if not encoder and metric == "cosine":
+        raise CheckpointError("the cosine of the pooled output measures encoders and vision models; a decoder LLM is "
+                              "measured by kl or logit_diff")
     if mode not in ("zero", "mean", "scale"):
         raise CheckpointError(f"ablation mode {mode!r}: choose zero, mean or scale")
     if mode == "scale" and not np.isfinite(factor):
@@ -257,9 +319,15 @@ def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: s
         for t in (a, b):
             if not 0 <= t < c.vocab_size:
                 raise CheckpointError(f"token id {t} is out of range: the vocabulary has {c.vocab_size:,} tokens")
-    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-    check_size(c, int(ids.size), 2)
-    before = run(c, weights, ids)
+    if encoder:
+        before = encoder_run(c, weights, ids)
+        check_size(c, before.hidden.shape[0], 2)
+        step = lambda e: encoder_run(c, weights, ids, e)  # noqa: E731
+    else:
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        check_size(c, int(ids.size), 2)
+        before = run(c, weights, ids)
+        step = lambda e: run(c, weights, ids, e)  # noqa: E731
     grid = np.full((c.n_layer, c.n_head), np.nan)
     total = c.n_layer * c.n_head
     for layer in range(c.n_layer):
@@ -267,9 +335,11 @@ def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: s
             if cancelled is not None and cancelled():
                 return Sweep(grid, metric, mode)
             e = Edit(scale={(layer, head): float(factor)}) if mode == "scale" else Edit(ablate={(layer, head): mode})
-            after = run(c, weights, ids, e)
+            after = step(e)
             if metric == "kl":
                 grid[layer, head] = kl_divergence(before.logits, after.logits)
+            elif metric == "cosine":
+                grid[layer, head] = 1.0 - cosine(before.pooled, after.pooled)
             else:
                 grid[layer, head] = logit_difference(before.logits, a, b) - logit_difference(after.logits, a, b)
             if progress is not None:

@@ -19,6 +19,7 @@ import numpy as np
 from attnviz.checkpoints.decoder import _W, _check_ids, embed_scale
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.generate import KVCache, _chunk, logits
+from attnviz.checkpoints.layers import merge_heads, split_heads
 
 MODES = ("zero", "mean")
 
@@ -33,18 +34,31 @@ class Edit:
     patch_heads: dict = field(default_factory=dict)  # (layer, head) -> (T, hd) output to put in
     patch_residual: dict = field(default_factory=dict)  # layer -> (positions, rows (len, C))
     record: dict | None = None  # when a dict: layer -> (nh, T, hd) head outputs of this pass (before edits)
+    stream: list | None = None  # when a list: the stream entering each layer (an encoder's pass records it here)
 
     def residual(self, i: int, x: np.ndarray) -> np.ndarray:
-        if i not in self.patch_residual:
-            return x
-        pos, rows = self.patch_residual[i]
-        x = x.copy()
-        x[pos] = rows
+        if i in self.patch_residual:
+            pos, rows = self.patch_residual[i]
+            x = x.copy()
+            x[pos] = rows
+        if self.stream is not None:
+            self.stream.append(x)
         return x
 
-    def mask(self, i: int, m: np.ndarray) -> np.ndarray:
+    def mask(self, i: int, m: np.ndarray | None) -> np.ndarray | None:
+        """Layer i's mask with the knocked-out edges removed; ``m`` None (an encoder that sees every key) is
+        every edge."""
         ko = self.knockout.get(i)
-        return m if ko is None else m & ~ko[..., :m.shape[-2], :m.shape[-1]]
+        if ko is None:
+            return m
+        if m is None:
+            return np.ascontiguousarray(~ko)
+        return m & ~ko[..., :m.shape[-2], :m.shape[-1]]
+
+    def merged(self, i: int, ctx: np.ndarray, nh: int) -> np.ndarray:
+        """:meth:`heads` on the heads' merged outputs ctx (T, nh * hd), as an encoder's pass holds them."""
+        out = self.heads(i, split_heads(ctx, nh))  # (nh, T, hd)
+        return np.ascontiguousarray(merge_heads(out), dtype=ctx.dtype)
 
     def heads(self, i: int, out: np.ndarray) -> np.ndarray:
         if self.record is not None:
@@ -119,7 +133,7 @@ def run(c, weights, ids, edit: Edit | None = None) -> Pass:
 
 
 def _check_edit(c, e: Edit, T: int) -> None:
-    hd = c.decoder.head_dim
+    hd = c.decoder.head_dim if getattr(c, "decoder", None) is not None else c.head_size
     for (layer, head), how in e.ablate.items():
         check_head(c, layer, head)
         if isinstance(how, str):
@@ -198,3 +212,80 @@ def head_importance(c, weights, ids, metric=None, mode: str = "zero", cancelled=
             if progress is not None:
                 progress(layer * c.n_head + head + 1, c.n_layer * c.n_head)
     return grid
+
+
+# ---- encoders and vision models -------------------------------------------------------------------------
+
+ENCODER_KINDS = ("bert", "vit")  # BERT family (BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT) and vision transformers
+
+
+@dataclass(frozen=True, eq=False)
+class EncoderPass:
+    """One (edited) pass of an encoder or a vision model."""
+
+    attentions: np.ndarray  # (L, nh, T, T)
+    hidden: np.ndarray  # (T, C) the base model's last hidden state
+    stream: np.ndarray  # (L + 1, T, C) entering each layer, then the last hidden state
+    heads: dict  # layer -> (nh, T, hd) before the edit (when recorded)
+    n_extra: int  # tokens before the patches (vision: 1 class token, 2 for DeiT, 0 for SigLIP); text: 1 ([CLS] / <s>)
+    grid: tuple[int, int] | None = None  # (gh, gw) patch grid of a vision model
+
+    @property
+    def pooled(self) -> np.ndarray:
+        """(C,) float64: the class token's last hidden state ([CLS], <s>, ViT's class token); the mean over the
+        tokens for a model without one (SigLIP)."""
+        h = self.hidden.astype(np.float64)
+        return h[0] if self.n_extra else h.mean(axis=0)
+
+
+def check_encoder(c) -> None:
+    if getattr(c, "kind", None) not in ENCODER_KINDS:
+        raise CheckpointError(f"a {getattr(c, 'model_type', '?')} model is not an encoder or a vision model; these "
+                              "interventions run on the BERT family and on vision transformers")
+
+
+def encoder_run(c, weights, x, edit: Edit | None = None) -> EncoderPass:
+    """An encoder over token ids ``x`` (T,), or a vision model over preprocessed pixels ``x`` (C, H, W), with
+    ``edit`` applied (ablation, scaling, knockout; None: the plain pass)."""
+    from attnviz.checkpoints.encoders import forward_encoder
+    from attnviz.checkpoints.families import ENCODER_TYPES
+    from attnviz.checkpoints.forward import forward_bert
+    from attnviz.checkpoints.vision import forward_vision
+
+    check_encoder(c)
+    edit = edit or Edit()
+    stream: list = []
+    edit = Edit(ablate=edit.ablate, scale=edit.scale, knockout=edit.knockout, patch_heads=edit.patch_heads,
+                patch_residual=edit.patch_residual, record=edit.record, stream=stream)
+    grid = None
+    if c.kind == "bert":
+        ids = np.asarray(x)
+        if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+            raise CheckpointError("an intervention on a text encoder needs at least one token id")
+        if ids.min() < 0 or ids.max() >= c.vocab_size:
+            raise CheckpointError(f"token id {int(ids.max())} is outside the model's {c.vocab_size}-row embedding table")
+        ids = ids.astype(np.int64)
+        T = ids.size
+        _check_edit(c, edit, T)
+        fwd = forward_encoder if c.model_type in ENCODER_TYPES else forward_bert
+        atts, hidden = fwd(c, weights, ids, edit=edit)
+        n_extra = 1
+    else:
+        pixels = np.asarray(x, dtype=np.float32)
+        if pixels.ndim != 3:
+            raise CheckpointError(f"a vision model's input is (channels, height, width) pixels, got {pixels.shape}")
+        gh, gw = pixels.shape[1] // c.patch_size[0], pixels.shape[2] // c.patch_size[1]
+        _check_edit(c, edit, c.n_extra + gh * gw)
+        atts, hidden, grid = forward_vision(c, weights, pixels, edit=edit)
+        n_extra = c.n_extra
+    return EncoderPass(attentions=atts, hidden=hidden, stream=np.stack(stream[:c.n_layer] + [hidden]),
+                       heads=dict(edit.record or {}), n_extra=n_extra, grid=grid)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two vectors in float64 (1 when both are zero, 0 when only one is)."""
+    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 or nb == 0:
+        return 1.0 if na == nb else 0.0
+    return float(np.clip(a @ b / (na * nb), -1.0, 1.0))
