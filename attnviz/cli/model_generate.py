@@ -28,7 +28,10 @@ def register(sub) -> None:
                                      "(greedy, or seeded sampling) over a key/value cache; write ids, the new tokens "
                                      "and every attention row to a .npz file.")
     gen.add_argument("model_dir", metavar="MODEL", help="checkpoint folder, a ready model's name, or a cached repo id")
-    gen.add_argument("--text", required=True, help="the prompt")
+    gen.add_argument("--text", help="the prompt (every model but Whisper)")
+    gen.add_argument("--audio", metavar="A",
+                     help="Whisper: an audio file to transcribe greedily (WAV, FLAC, OGG ...; any rate and channels: "
+                          "averaged to mono, resampled to 16 kHz)")
     gen.add_argument("--image", type=Path, action="append", metavar="IMAGE",
                      help="a picture for a vision-language model to read with the prompt (repeat for several)")
     gen.add_argument("--max-new-tokens", type=int, default=32, metavar="N", help="stop after N new tokens (default 32)")
@@ -70,6 +73,14 @@ def _cmd_generate(args) -> int:
         raise CliError("--temperature, --top-k, --top-p and --seed shape sampling: add --sample")
     try:
         ckpt = load_checkpoint(folder, name=name)
+        if ckpt.kind == "whisper" or args.audio is not None:
+            from attnviz.cli.model_audio import generate_audio
+
+            if args.sample:
+                raise CliError("--sample is for text models: a Whisper transcript is written greedily")
+            return generate_audio(ckpt, args)
+        if args.text is None:
+            raise CliError(f"give the prompt of {ckpt.name} as --text")
         if ckpt.kind == "seq2seq":
             if args.image:
                 raise CliError(f"{ckpt.name} is an encoder-decoder of text; --image needs a vision-language model")

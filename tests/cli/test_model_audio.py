@@ -142,3 +142,21 @@ def test_wrong_flags_are_one_line(tmp_path, capsys):
         assert main(argv) == 1, argv
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1, (argv, err)
+
+
+def test_model_generate_audio_transcribes_what_inspect_does(tmp_path, capsys):
+    g = _golden(MODEL)
+    out = tmp_path / "g.npz"
+    n = str(len(g["sequences"]))  # the transcript of inspect stops at the model's max_length
+    assert main(["model", "generate", str(MODEL), "--audio", str(CLIP), "--max-new-tokens", n, "--npz", str(out)]) == 0
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["generated"], g["sequences"])
+    capsys.readouterr()
+    assert main(["model", "generate", str(MODEL), "--audio", str(CLIP), "--sample", "--npz",
+                 str(tmp_path / "s.npz")]) == 1
+    assert "greedily" in capsys.readouterr().err
+    assert main(["model", "generate", str(DATA / "tiny_llama_lm"), "--npz", str(tmp_path / "n.npz")]) == 1
+    assert "--text" in capsys.readouterr().err
+    assert main(["model", "generate", str(DATA / "tiny_llama_lm"), "--audio", str(CLIP), "--npz",
+                 str(tmp_path / "a.npz")]) == 1
+    assert "Whisper" in capsys.readouterr().err
