@@ -55,6 +55,10 @@ SHOTS = (  # the list the docs refer to
     Shot("flash-check", "Diagnostics > Flash vs reference", "vla-mask", "diagnostics"),
     Shot("alignment", "Diagnostics > Alignment on the translation demo", "translation", "diagnostics"),
     Shot("pretrained", "the pretrained workspace on all-MiniLM-L6-v2", "river-bank", "pretrained"),
+    Shot("generation", "the Generate tab: a tiny Llama writes 16 tokens; the sixth selected, its row in every head, "
+                       "the next-token top ten and the logit lens", "river-bank", "pretrained", "1280x900"),
+    Shot("whisper", "the Audio tab on a tiny Whisper: the demo clip's spectrogram, its encoder frames and one "
+                    "written token's cross-attention over them", "river-bank", "pretrained", "1280x900"),
     Shot("vision-language", "the pretrained workspace on tiny LLaVA: a prompt's last token over the picture's "
                             "patches, the layers x heads grid and the share of attention per layer", "river-bank",
          "pretrained"),
@@ -227,6 +231,28 @@ def prepare_vision_language(window, ctx):
 
 
 # ------------------------------------------------------------------------------------------------
+
+
+def prepare_generation(window, ctx):
+    """tiny_llama_lm writes 16 greedy tokens after the panel's sentence (tools/screenshot_generation.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from screenshot_generation import prepare_generation as prepare
+
+    prepare(window)
+
+
+def prepare_whisper(window, ctx):
+    """tiny_whisper aligns the bundled clip to a target; its fourth written token selected."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from screenshot_whisper import TARGET, TINY_WHISPER
+
+    panel = window.panel("pretrained")
+    panel.auto_load = False
+    view = panel.audio
+    panel.side_splitter.set_shares([0.86, 0.14])
+    view.target_edit.setText(TARGET)
+    view.outcome_ready.connect(lambda out: view.select_token(min(3, len(out.pieces) - 1)))
+    panel.load_model(str(TINY_WHISPER))
 
 
 def shoot(shot: Shot, out: str) -> int:
