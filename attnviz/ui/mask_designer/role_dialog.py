@@ -41,7 +41,7 @@ class RoleDialog(QDialog):
                        "expert sees them and itself.", self)
         intro.setWordWrap(True)
         form = QFormLayout()
-        for row in rows:
+        for n, row in enumerate(rows):
             combo = QComboBox(self)
             if row.role is None:
                 combo.addItem(CHOOSE, None)
@@ -50,7 +50,7 @@ class RoleDialog(QDialog):
             combo.setCurrentIndex(combo.findData(row.role) if row.role is not None else 0)
             combo.currentIndexChanged.connect(self._update_ok)
             self.combos[row.name] = combo
-            form.addRow(self._segment_label(row), combo)
+            form.addRow(self._segment_label(row, combo, n), combo)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel,
                                         self)
         self.buttons.accepted.connect(self.accept)
@@ -62,7 +62,8 @@ class RoleDialog(QDialog):
         self.setMinimumWidth(440)
         self._update_ok()
 
-    def _segment_label(self, row: RoleRow) -> QWidget:
+    def _segment_label(self, row: RoleRow, combo: QComboBox, n: int) -> QWidget:
+        """The segment's colour and name; the first nine rows get Alt+1..9 as access keys to their role."""
         w = QWidget(self)
         h = QHBoxLayout(w)
         h.setContentsMargins(0, 0, 0, 0)
@@ -71,7 +72,10 @@ class RoleDialog(QDialog):
         icon = QLabel(w)
         icon.setPixmap(swatch)
         h.addWidget(icon)
-        h.addWidget(QLabel(f"{row.name}" + (f"  ({row.kind})" if row.kind else ""), w), 1)
+        name = row.name.replace("&", "&&") + (f"  ({row.kind})" if row.kind else "")
+        label = QLabel((f"&{n + 1}  " if n < 9 else "") + name, w)
+        label.setBuddy(combo)
+        h.addWidget(label, 1)
         return w
 
     def _update_ok(self) -> None:

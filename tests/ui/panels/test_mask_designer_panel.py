@@ -307,3 +307,22 @@ def test_vla_preset_infers_roles_and_asks_only_for_the_unsure_ones(qtbot):
     assert ctx.session.state.mask.role_map()["block 7"] == "E"
     assert panel.apply_preset("vla") and len(asked) == 2  # remembered: not asked again
     assert not [p for p in problems if "VLA role" in p]
+
+
+def test_role_dialog_reaches_every_role_by_its_access_key(qtbot):
+    from PySide6.QtWidgets import QLabel
+
+    from attnviz.ui.mask_designer.role_dialog import RoleDialog, RoleRow
+
+    rows = [RoleRow(name, "#336699", kind, role) for name, kind, role in
+            (("camera", "image", "I"), ("say & do", "text", None), ("block 7", "", None))]
+    dialog = RoleDialog(rows)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.activateWindow()
+    qtbot.waitUntil(dialog.isActiveWindow, timeout=3000)  # access keys act in the active window
+    labels = {lab.buddy(): lab.text() for lab in dialog.findChildren(QLabel) if lab.buddy() is not None}
+    assert labels[dialog.combos["camera"]].startswith("&1")
+    assert labels[dialog.combos["say & do"]] == "&2  say && do  (text)"  # a literal & stays a character
+    qtbot.keyClick(dialog, Qt.Key.Key_3, Qt.KeyboardModifier.AltModifier)
+    assert dialog.focusWidget() is dialog.combos["block 7"]
