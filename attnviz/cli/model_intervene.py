@@ -5,6 +5,9 @@
 ``kl`` (nats). ``patch MODEL --clean T1 --corrupted T2 --layer L --head H --npz OUT`` writes
 ``logits_clean``, ``logits_corrupted`` and ``logits_patched`` (head L.H's output on the corrupted text
 taken from the clean one; both texts must give the same number of tokens).
+``sweep MODEL CORPUS... --out OUT.parquet`` ablates every head in turn over each document of the corpora on
+Dask (:mod:`attnviz.corpus.sweep`) and writes one row per (layer, head): ``mean``, ``std``, ``documents``,
+``rank``; a progress bar on stderr, Ctrl+C stops it in one line and writes nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +42,31 @@ def register(sub) -> None:
     pa.add_argument("--head", type=int, required=True)
     pa.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     pa.set_defaults(func=_cmd_patch)
+
+    sw = sub.add_parser("sweep", help="rank every head by its effect when ablated, over a corpus (Dask)",
+                        description="Ablate every head in turn over each document of the corpora, on a Dask "
+                                    "cluster as the corpus command schedules it, and write the effect's mean and "
+                                    "standard deviation over the documents per (layer, head) to Parquet, ranked.")
+    sw.add_argument("model_dir", metavar="MODEL", help="checkpoint folder, a ready model's name, or a cached repo id")
+    sw.add_argument("corpora", nargs="+", type=Path, metavar="CORPUS",
+                    help="text files (a document per line), folders of .txt files, .parquet or .jsonl files with "
+                         "a 'text' column")
+    sw.add_argument("--mode", choices=("zero", "mean"), default="zero",
+                    help="zero: the head's output set to 0; mean: to its mean over the document's positions")
+    sw.add_argument("--metric", choices=("kl", "logit_diff", "cosine"), default=None,
+                    help="decoder LLMs: kl (KL divergence of the last position's next-token distribution, the "
+                         "default) or logit_diff (the drop of logit(A) - logit(B), with --tokens); text encoders: "
+                         "cosine (1 - cosine of the class token's output; their default)")
+    sw.add_argument("--tokens", nargs=2, metavar=("A", "B"), help="the two tokens of logit_diff (a piece of the "
+                                                                   "vocabulary, a one-token word, or #ID)")
+    sw.add_argument("--scheduler", default="processes", metavar="SCHED",
+                    help="threads, processes (a local cluster; default) or tcp://HOST:PORT of a running scheduler")
+    sw.add_argument("--workers", type=int, default=None, metavar="N", help="local cluster size (default: the usable cores)")
+    sw.add_argument("--batch", type=int, default=4, metavar="N", help="documents per partition (default 4)")
+    sw.add_argument("--max-tokens", type=int, default=None, metavar="T",
+                    help="documents with more tokens fail instead of running (default: the model's limit)")
+    sw.add_argument("--out", type=Path, required=True, metavar="OUT.parquet", help="output: one row per (layer, head)")
+    sw.set_defaults(func=_cmd_sweep)
 
 
 def _load(model_dir: str, *texts: str):
@@ -111,4 +139,103 @@ def _cmd_patch(args) -> int:
     print(f"head {args.layer}.{args.head} patched from the clean text into the corrupted one -> {args.npz}")
     for what, p in (("clean", clean), ("corrupted", corrupted), ("patched", patched)):
         print(f"{what + ':':11} {_top(ckpt.tokenizer, p.logits)}")
+    return 0
+
+
+class _SweepBar:
+    """Documents swept, rate and time left on ``stream``: redrawn in place on a terminal, a line every few seconds
+    otherwise."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self.interval = 0.2 if self.tty else 5.0
+        self._last = None
+        self._open = False
+
+    def __call__(self, p) -> None:
+        import time
+
+        now = time.monotonic()
+        if p.done < p.total and self._last is not None and now - self._last < self.interval:
+            return
+        self._last = now
+        rate = p.done / p.elapsed if p.elapsed > 0 else 0.0
+        left = f"{(p.total - p.done) / rate:.0f} s left" if rate > 0 else "-- left"
+        failed = f", {p.failed:,} failed" if p.failed else ""
+        line = (f"sweep: {p.done:,}/{p.total:,} documents ({p.done / max(p.total, 1):.0%}), {rate:.2f} docs/s, "
+                f"{p.elapsed:.0f} s elapsed, {left}{failed}")
+        self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
+        self._open = self.tty
+        self.stream.flush()
+
+    def end(self) -> None:
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+
+def _cmd_sweep(args) -> int:
+    import signal
+    import sys
+
+    from attnviz.checkpoints import CheckpointError
+    from attnviz.checkpoints.hub_cache import resolve
+    from attnviz.corpus.run import CorpusRunError
+    from attnviz.corpus.sweep import run_sweep
+    from attnviz.persist import SessionError, check_save_target
+
+    try:  # a folder, a device or a FIFO named as output is refused, not replaced
+        check_save_target(args.out)
+    except SessionError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        folder, name = resolve(args.model_dir)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    bar = _SweepBar(sys.stderr)
+    seen = []
+
+    def progress(p) -> None:
+        seen[:] = [p]
+        bar(p)
+
+    def stop(_signum, _frame):  # a job system's SIGTERM stops the sweep as Ctrl+C does
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        old = None
+    try:
+        try:
+            res = run_sweep(folder, name, args.corpora, args.out, mode=args.mode, metric=args.metric,
+                            tokens=args.tokens, scheduler=args.scheduler, workers=args.workers, batch=args.batch,
+                            max_tokens=args.max_tokens, progress=progress)
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
+    except KeyboardInterrupt:
+        bar.end()
+        where = f" after {seen[0].done:,} of {seen[0].total:,} documents" if seen else ""
+        print(f"interrupted{where}: nothing written to {args.out}", file=sys.stderr)
+        return 130
+    except CorpusRunError as exc:
+        bar.end()
+        raise CliError(str(exc)) from None
+    bar.end()
+    unit = {"kl": "nats", "logit_diff": "logit", "cosine": "1 - cos"}[res.metric]
+    print(f"{res.documents:,} of {res.total:,} documents swept ({res.mean.size} heads each, {res.mode}-ablated) in "
+          f"{res.elapsed:.1f} s on {res.workers} worker thread(s); metric {res.metric} -> {args.out}")
+    ranks = res.ranks()
+    top = sorted(zip(*np.nonzero(ranks)), key=lambda lh: ranks[lh])[:5]
+    print("most important: " + ", ".join(f"{a}.{b} {res.mean[a, b]:.4g} ± {res.std[a, b]:.2g} {unit}" for a, b in top))
+    if res.failed:
+        print(f"{len(res.failed):,} document(s) failed:", file=sys.stderr)
+        for _index, doc, message in res.failed[:10]:
+            print(f"  {doc}: {message}", file=sys.stderr)
+        if len(res.failed) > 10:
+            print(f"  ... and {len(res.failed) - 10:,} more", file=sys.stderr)
+        return 1
     return 0

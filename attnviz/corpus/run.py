@@ -409,3 +409,11 @@ def _worker_cpu(client, before: dict | None = None):
     if set(now) != set(before) or len(set(client.run(os.getpid).values())) != len(now):
         return float("nan")  # workers came or went, or share a process (threads): not per worker
     return sum(now[w] - before[w] for w in now)
+
+
+def completion_queue():
+    """An empty ``distributed.as_completed`` to add futures to, for drivers of other corpus runs (the head sweep
+    of :mod:`attnviz.corpus.sweep`): Dask is imported here only."""
+    from distributed import as_completed
+
+    return as_completed()
