@@ -12,8 +12,11 @@ import math
 
 import numpy as np
 
+from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.layers import (activation, conv1d, layer_norm, linear, merge_heads, pick_kernel, self_attention,
+                                        split_heads)
 from attnviz.checkpoints.model_config import ModelConfig
-from attnviz.checkpoints.layers import activation, conv1d, layer_norm, linear, self_attention
+from attnviz.engine import attention
 
 
 class _Cast:
@@ -38,6 +41,28 @@ class _Cast:
     def rows(self, name: str, index) -> np.ndarray:
         """``weights[name][index]`` converted after indexing (a few rows of a large table)."""
         return self._w[name][index].astype(self._dt, copy=False)
+
+
+def biased_attention(q, k, v, nh: int, bias: np.ndarray, scale: float, kernel: str, mask=None, content=None):
+    """softmax(q k^T * scale + bias) v per head through the engine, whose kernels take no additive bias: each
+    head's query rows (scaled) gain the bias rows and its keys an identity, so every score is
+    scale q_i . k_j + bias[h, i, j] (the appended products are 0 but one).
+
+    q, k, v (T, nh*hs), (Tk, nh*hs) x 2; bias (nh, T, Tk); ``content`` None or an (nh, T, Tk) array that
+    receives the score term without the bias, q k^T * scale. -> (out (T, nh*hs), weights (nh, T, Tk))."""
+    kernel = pick_kernel(kernel)
+    qh, kh, vh = split_heads(q, nh), split_heads(k, nh), split_heads(v, nh)  # (nh, T, hs), (nh, Tk, hs) x 2
+    qh *= q.dtype.type(scale)
+    if content is not None:
+        np.matmul(qh, kh.transpose(0, 2, 1), out=content)  # (nh, T, Tk)
+    Tk = kh.shape[1]
+    eye = np.broadcast_to(np.eye(Tk, dtype=q.dtype), (nh, Tk, Tk))
+    qa = np.concatenate([qh, bias.astype(q.dtype, copy=False)], axis=2)  # (nh, T, hs + Tk)
+    ka = np.concatenate([kh, eye], axis=2)  # (nh, Tk, hs + Tk)
+    res = attention(qa, ka, vh, mask, scale=1.0, kernel=kernel, return_weights=True)
+    if res.weights is None:
+        raise CheckpointError(f"attention kernel {kernel!r} did not return weights; choose a kernel that does")
+    return merge_heads(res.out).astype(q.dtype, copy=False), res.weights.astype(q.dtype, copy=False)
 
 
 def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray | None = None,

@@ -39,6 +39,14 @@ class ModelConfig:
     padding_idx: int = -1  # RoBERTa / XLM-R: pad id; positions start at padding_idx + 1 (-1: positions from 0)
     embedding_size: int = 0  # ELECTRA: width of the embedding tables, projected to d_model (0: d_model)
     decoder: object = None  # decoder LLMs (kind "decoder"): a decoder_config.DecoderSpec, else None
+    n_registers: int = 0  # DINOv2 with registers: register tokens after [CLS], counted in n_extra
+    n_groups: int = 0  # ALBERT: sets of layer weights, layer i running group int(i / (n_layer / n_groups))
+    rel_bias: str = ""  # scores gain a learned relative position bias: "mpnet" (T5-style buckets, one table for
+    # every layer), "beit" (one table per layer) or "beit_shared" (BEiT's one table for every layer)
+    rel_buckets: int = 0  # MPNet: rows of the relative position bias table (relative_attention_num_buckets)
+    abs_positions: bool = True  # BEiT: use_absolute_position_embeddings (false: no position table at all)
+    layer_scale: bool = False  # BEiT: lambda_1 / lambda_2 scale each residual branch (layer_scale_init_value > 0)
+    final_norm: bool = True  # BEiT: last_hidden_state after a final LayerNorm (false with use_mean_pooling)
 
     @property
     def max_tokens(self) -> int:

@@ -11,6 +11,18 @@ one trained position per patch by bucketing its fractional coordinate in the ima
 :func:`vision_hidden_states` returns what transformers' ``output_hidden_states=True`` returns for the
 CLIP and SigLIP towers: entry 0 the encoder's input (CLIP: after ``pre_layrnorm``), entry i the output
 of layer i, the last entry before ``post_layernorm`` (:func:`post_norm` applies it).
+
+DINOv2 with registers puts ``num_register_tokens`` learned tokens between [CLS] and the patches (after the
+positions are added: they have none); its position table is resized with antialiasing
+(``interpolate_positions(..., antialias=True)``). BEiT (:func:`_beit`) adds a learned relative position
+bias to every layer's scores (one table per layer, or one shared table), scales each residual branch
+by a learned vector (layer scale), has no position table unless ``use_absolute_position_embeddings``,
+and with ``use_mean_pooling`` no final LayerNorm on the hidden state. Its bias is built for the input's
+own patch grid as transformers builds it: the table's (2 gh - 1) x (2 gw - 1) part resized bilinearly
+(viewed in transformers' own axis order, which for a non-square grid is transposed) and indexed by
+each pair of patches' offset, three rows for the pairs with [CLS]. A ``terms`` dict passed to
+:func:`forward_vision` receives BEiT's score terms separately: ``"content"`` (q k^T / sqrt(hs)) and
+``"position bias"``, both (L, nh, T, T); their sum is what the softmax takes.
 """
 
 from __future__ import annotations
@@ -22,16 +34,19 @@ import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.families import CLIP_TYPES, SIGLIP_TYPES, TOWER_TYPES
-from attnviz.checkpoints.forward import _Cast, forward_vit, patchify
-from attnviz.checkpoints.interpolate import interpolate_positions
+from attnviz.checkpoints.forward import _Cast, biased_attention, forward_vit, patchify
+from attnviz.checkpoints.interpolate import bilinear_resize, interpolate_positions
 from attnviz.checkpoints.layers import KERNEL_CHOICES, activation, layer_norm, linear, self_attention
 from attnviz.checkpoints.model_config import ModelConfig
 
 # model_type -> name of its position table, and whether the table has a leading batch axis
 POSITIONS = {"vit": ("embeddings.position_embeddings", True), "deit": ("embeddings.position_embeddings", True),
              "dinov2": ("embeddings.position_embeddings", True),
+             "dinov2_with_registers": ("embeddings.position_embeddings", True),
+             "beit": ("embeddings.position_embeddings", True),
              **{t: ("embeddings.position_embedding.weight", False) for t in CLIP_TYPES + SIGLIP_TYPES + TOWER_TYPES}}
 HIDDEN_STATE_TYPES = CLIP_TYPES + SIGLIP_TYPES + TOWER_TYPES  # towers vision_hidden_states runs
+ANTIALIASED = ("dinov2_with_registers",)  # position tables resized with antialias=True
 
 
 def input_grid(c: ModelConfig, hw: tuple[int, int]) -> tuple[int, int]:
@@ -50,16 +65,19 @@ def positions_for(c: ModelConfig, weights, grid: tuple[int, int]) -> np.ndarray:
     table = weights[name][0] if batched else weights[name]  # (N, d)
     if tuple(grid) == c.grid:
         return table
-    return interpolate_positions(table, c.n_extra, grid)
+    return interpolate_positions(table, c.n_extra - c.n_registers, grid, antialias=c.model_type in ANTIALIASED)
 
 
-def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None):
+def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None,
+                   terms: dict | None = None):
     """(attentions (L, nh, T, T), hidden (T, d), grid (gh, gw)) of a vision model on pixels (C, H, W).
 
     ``hidden`` is the base model's ``last_hidden_state``: after the final LayerNorm for ViT, DeiT,
     DINOv2 and SigLIP (``post_layernorm``), the encoder's output for CLIP (whose post_layernorm only
     touches the pooled class token). ``edit``: an intervention, applied as in
-    :func:`attnviz.checkpoints.forward.bert_blocks` (None: the plain pass).
+    :func:`attnviz.checkpoints.forward.bert_blocks` (None: the plain pass). BEiT's hidden state has no final
+    LayerNorm with mean pooling. ``terms``: a dict that receives BEiT's score terms (module docstring);
+    the other families leave it empty.
     """
     grid = input_grid(c, pixels.shape[1:])
     pixels = pixels[:, : grid[0] * c.patch_size[0], : grid[1] * c.patch_size[1]]  # the stride drops the rest
@@ -67,13 +85,16 @@ def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.floa
         atts, states = vision_hidden_states(c, weights, pixels, dtype=dtype, kernel=kernel, edit=edit)
         hidden = states[-1] if c.model_type in CLIP_TYPES else post_norm(c, weights, states[-1], dtype=dtype)
         return atts, hidden, grid
+    if c.model_type == "beit":
+        atts, hidden = _beit(c, _Cast(weights, dtype), pixels, grid, dtype, kernel, edit, terms)
+        return atts, hidden, grid
     pos = positions_for(c, weights, grid)  # (T, d)
     if c.model_type in ("vit", "deit"):
         cg = replace(c, image_size=(grid[0] * c.patch_size[0], grid[1] * c.patch_size[1]))
         w = dict(weights)
         w["embeddings.position_embeddings"] = pos[None]
         atts, hidden = forward_vit(cg, w, np.ascontiguousarray(pixels), dtype=dtype, kernel=kernel, edit=edit)
-    elif c.model_type == "dinov2":
+    elif c.model_type in ("dinov2", "dinov2_with_registers"):
         atts, hidden = _dinov2(c, _Cast(weights, dtype), pixels, pos.astype(dtype, copy=False), dtype, kernel, edit)
     else:
         raise CheckpointError(f"no vision forward pass for model_type {c.model_type!r}")
@@ -279,7 +300,9 @@ def bucket_position_ids(real: np.ndarray, n_side: int) -> np.ndarray:
 def _dinov2(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel, edit=None):
     emb = _patches(c, W, pixels, "embeddings.patch_embeddings.projection.weight",
                    "embeddings.patch_embeddings.projection.bias", dtype)  # (N, d)
-    x = np.concatenate([W["embeddings.cls_token"][0], emb], axis=0) + pos  # (T, d)
+    x = np.concatenate([W["embeddings.cls_token"][0], emb], axis=0) + pos  # (1 + N, d)
+    if c.n_registers:  # registers between [CLS] and the patches, without positions
+        x = np.concatenate([x[:1], W["embeddings.register_tokens"][0], x[1:]], axis=0)  # (1 + R + N, d)
     T, scale = x.shape[0], 1.0 / math.sqrt(c.head_size)
     atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
     for i in range(c.n_layer):
@@ -299,3 +322,82 @@ def _dinov2(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel, edit=None):
         h = activation(c.act, linear(h, W[p + "mlp.fc1.weight"], W[p + "mlp.fc1.bias"]))  # (T, ff)
         x = x + linear(h, W[p + "mlp.fc2.weight"], W[p + "mlp.fc2.bias"]) * W[p + "layer_scale2.lambda1"]
     return atts, layer_norm(x, W["layernorm.weight"], W["layernorm.bias"], c.ln_eps)
+
+
+# ---- BEiT -----------------------------------------------------------------------------------------------
+
+
+def beit_bias_index(grid: tuple[int, int]) -> np.ndarray:
+    """(T, T) int64 row of the resized bias table for each (query, key) of a (gh, gw) grid with [CLS] first:
+    patch pairs by their offset, (dy + gh - 1) * (2 gw - 1) + (dx + gw - 1); then n - 3 for [CLS] to a patch,
+    n - 2 for a patch to [CLS], n - 1 for [CLS] to itself (n the table's rows), as BEiT's
+    generate_relative_position_index."""
+    gh, gw = grid
+    n = (2 * gh - 1) * (2 * gw - 1) + 3
+    r, col = np.divmod(np.arange(gh * gw), gw)  # (N,) each patch's row and column
+    dy = r[:, None] - r[None, :] + gh - 1  # (N, N)
+    dx = col[:, None] - col[None, :] + gw - 1  # (N, N)
+    idx = np.empty((gh * gw + 1,) * 2, dtype=np.int64)  # (T, T)
+    idx[1:, 1:] = dy * (2 * gw - 1) + dx
+    idx[0, :] = n - 3
+    idx[:, 0] = n - 2
+    idx[0, 0] = n - 1
+    return idx
+
+
+def beit_bias(c: ModelConfig, table: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+    """(nh, T, T) relative position bias of a BEiT layer on an input of (gh, gw) patches, from its table
+    ((2 Gh - 1)(2 Gw - 1) + 3, nh) trained on the (Gh, Gw) grid: transformers views the patch part as
+    (2 Gw - 1, 2 Gh - 1) (its own axis order), resizes that bilinearly to (2 gh - 1, 2 gw - 1) (a square grid
+    at its trained size: unchanged) and reads it back row-major."""
+    Gh, Gw = c.grid
+    gh, gw = grid
+    nh = table.shape[1]
+    old = table[:-3].reshape(2 * Gw - 1, 2 * Gh - 1, nh)  # (2Gw-1, 2Gh-1, nh) as BeitRelativePositionBias views it
+    new = bilinear_resize(old, (2 * gh - 1, 2 * gw - 1)).reshape(-1, nh)  # ((2gh-1)(2gw-1), nh)
+    full = np.concatenate([new, table[-3:]], axis=0)  # (n, nh)
+    return np.ascontiguousarray(full[beit_bias_index(grid)].transpose(2, 0, 1))  # (nh, T, T)
+
+
+def _beit(c: ModelConfig, W: _Cast, pixels, grid, dtype, kernel: str, edit, terms: dict | None):
+    emb = _patches(c, W, pixels, "embeddings.patch_embeddings.projection.weight",
+                   "embeddings.patch_embeddings.projection.bias", dtype)  # (N, d)
+    x = np.concatenate([W["embeddings.cls_token"][0], emb], axis=0)  # (T, d)
+    if c.abs_positions:
+        x = x + positions_for(c, W, grid)  # (T, d)
+    T, scale = x.shape[0], 1.0 / math.sqrt(c.head_size)
+    shared = (beit_bias(c, W["encoder.relative_position_bias.relative_position_bias_table"], grid)
+              if c.rel_bias == "beit_shared" else None)  # (nh, T, T)
+    zero = np.zeros((c.n_head, T, T), dtype=dtype)  # (nh, T, T) no bias at all (neither option set)
+    atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
+    content = np.empty_like(atts) if terms is not None else None  # (L, nh, T, T)
+    biases = np.empty_like(atts) if terms is not None else None  # (L, nh, T, T)
+    for i in range(c.n_layer):
+        if edit is not None:
+            x = edit.residual(i, x)
+        p = f"encoder.layer.{i}."
+        if c.rel_bias == "beit":
+            bias = beit_bias(c, W[p + "attention.attention.relative_position_bias.relative_position_bias_table"], grid)
+        else:
+            bias = shared if shared is not None else zero  # (nh, T, T)
+        h = layer_norm(x, W[p + "layernorm_before.weight"], W[p + "layernorm_before.bias"], c.ln_eps)  # (T, d)
+        q, k, v = (linear(h, W[p + f"attention.attention.{n}.weight"], W.get(p + f"attention.attention.{n}.bias"))
+                   for n in ("query", "key", "value"))  # 3 x (T, d); the key has no bias
+        ctx, atts[i] = biased_attention(q, k, v, c.n_head, bias, scale, kernel,
+                                        mask=None if edit is None else edit.mask(i, None),
+                                        content=None if content is None else content[i])  # (T, d), (nh, T, T)
+        if biases is not None:
+            biases[i] = bias
+        if edit is not None:
+            ctx = edit.merged(i, ctx, c.n_head)
+        a = linear(ctx, W[p + "attention.output.dense.weight"], W[p + "attention.output.dense.bias"])  # (T, d)
+        x = x + (W[p + "lambda_1"] * a if c.layer_scale else a)
+        h = layer_norm(x, W[p + "layernorm_after.weight"], W[p + "layernorm_after.bias"], c.ln_eps)  # (T, d)
+        h = activation(c.act, linear(h, W[p + "intermediate.dense.weight"], W[p + "intermediate.dense.bias"]))
+        h = linear(h, W[p + "output.dense.weight"], W[p + "output.dense.bias"])  # (T, d)
+        x = x + (W[p + "lambda_2"] * h if c.layer_scale else h)
+    if terms is not None:
+        terms["content"], terms["position bias"] = content, biases
+    if c.final_norm:
+        x = layer_norm(x, W["layernorm.weight"], W["layernorm.bias"], c.ln_eps)
+    return atts, x

@@ -1,0 +1,151 @@
+"""DINOv2 with registers, ALBERT, MPNet and BEiT against transformers 5.24 (torch CPU, eager attention).
+
+Tiny random checkpoints and goldens written by tools/make_encoder_family_goldens.py; every layer and head's
+attention weights to 1e-5, token ids equal to AutoTokenizer's, pixel values equal to the image processor's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from attnviz.checkpoints import CheckpointError, load_checkpoint, run_image, run_text
+
+from ckpt_helpers import DATA, golden
+
+DTYPES = [np.float32, np.float64]
+TEXT = {"albert": "albert", "mpnet": "mpnet"}
+VISION = {"dinov2_reg": "dinov2_with_registers", "beit": "beit"}
+
+
+@pytest.fixture(scope="module")
+def family():
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = load_checkpoint(DATA / f"tiny_{name}")
+        return cache[name]
+
+    return get
+
+
+def _worst(a: np.ndarray, b: np.ndarray) -> str:
+    err = np.abs(a.astype(np.float64) - b).max(axis=(2, 3))  # (L, nh)
+    return f"worst (layer, head) = {np.unravel_index(err.argmax(), err.shape)}: {err.max():.2e}"
+
+
+@pytest.mark.parametrize("name", list(TEXT))
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_text_family_matches_transformers(family, name, dtype):
+    ckpt = family(name)
+    assert ckpt.config.model_type == TEXT[name] and ckpt.kind == "bert"
+    g = golden(DATA / f"tiny_{name}" / "golden.npz")
+    res = run_text(ckpt, str(g["text"]), dtype=dtype)
+    np.testing.assert_array_equal(res.ids, g["input_ids"])  # AutoTokenizer's ids
+    assert res.attentions.shape == g["attentions"].shape and res.attentions.dtype == dtype
+    assert np.abs(res.attentions - g["attentions"]).max() <= 1e-5, _worst(res.attentions, g["attentions"])
+    np.testing.assert_allclose(res.hidden, g["last_hidden_state"], atol=2e-5, rtol=1e-5)
+    assert res.special[0] and res.special[-1] and not res.special[1:-1].any()
+
+
+@pytest.mark.parametrize("name", list(VISION))
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_vision_family_matches_transformers(family, name, dtype):
+    ckpt = family(name)
+    assert ckpt.config.model_type == VISION[name] and ckpt.kind == "vit"
+    g = golden(DATA / f"tiny_{name}" / "golden.npz")
+    res = run_image(ckpt, g["image"], dtype=dtype)
+    np.testing.assert_allclose(res.pixels, g["pixel_values"], atol=1e-6, rtol=0)
+    assert res.attentions.shape == g["attentions"].shape
+    assert np.abs(res.attentions - g["attentions"]).max() <= 1e-5, _worst(res.attentions, g["attentions"])
+    np.testing.assert_allclose(res.hidden, g["last_hidden_state"], atol=2e-5, rtol=1e-5)
+    gh, gw = res.grid
+    assert len(res.tokens) == res.n_extra_tokens + gh * gw == res.attentions.shape[-1]
+
+
+def test_albert_layers_share_their_groups_weights(family):
+    from attnviz.checkpoints.encoders import albert_group
+
+    c = family("albert").config
+    assert (c.n_layer, c.n_groups, c.embedding_size, c.d_model) == (5, 2, 8, 12)
+    assert [albert_group(c, i) for i in range(5)] == [0, 0, 0, 1, 1]  # int(i / 2.5), as AlbertTransformer
+    names = family("albert").weights.keys()
+    assert not any("albert_layer_groups.2" in n for n in names)  # two weight sets for five layers
+
+
+def test_dinov2_registers_sit_between_cls_and_the_patches_and_are_named(family):
+    res = run_image(family("dinov2_reg"), golden(DATA / "tiny_dinov2_reg" / "golden.npz")["image"])
+    assert res.tokens[:4] == ["[CLS]", "[REG0]", "[REG1]", "[REG2]"] and res.tokens[4] == "0,0"
+    assert res.n_extra_tokens == 4 and res.special[:4].all() and not res.special[4:].any()
+    assert family("dinov2_reg").config.grid == (4, 4) and res.grid == (3, 5)  # table resized (antialiased)
+
+
+@pytest.mark.parametrize("name", ["mpnet", "beit"])
+def test_relative_position_bias_is_its_own_score_term(family, name):
+    """The run result keeps the content term q k^T / sqrt(hs) and the position bias apart; the bias equals
+    transformers' and the softmax of their sum is the attention."""
+    ckpt = family(name)
+    g = golden(DATA / f"tiny_{name}" / "golden.npz")
+    res = run_text(ckpt, str(g["text"]), dtype=np.float64) if name == "mpnet" else run_image(ckpt, g["image"], dtype=np.float64)
+    terms = res.score_terms
+    assert set(terms) == {"content", "position bias"}
+    bias = terms["position bias"]
+    assert bias.shape == res.attentions.shape == terms["content"].shape
+    want = g["position_bias"]  # MPNet (nh, T, T) for every layer; BEiT (L, nh, T, T)
+    np.testing.assert_allclose(bias, np.broadcast_to(want, bias.shape), atol=1e-6, rtol=0)
+    s = terms["content"] + bias
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(w, res.attentions, atol=1e-12)
+    assert np.abs(bias).max() > 0.1  # the bias moves the scores
+
+
+def test_beit_bias_index_matches_the_published_rule():
+    from attnviz.checkpoints.vision import beit_bias_index
+
+    idx = beit_bias_index((2, 3))  # 6 patches + [CLS]; n = 3 * 5 + 3 = 18 rows
+    assert idx.shape == (7, 7)
+    assert idx[0, 0] == 17 and (idx[0, 1:] == 15).all() and (idx[1:, 0] == 16).all()
+    assert idx[1, 1] == (0 + 1) * 5 + (0 + 2)  # same patch: the table's centre
+    assert idx[6, 1] == (1 + 1) * 5 + (2 + 2)  # patch (1, 2) looking at (0, 0)
+
+
+def test_other_families_have_no_score_terms(family):
+    assert run_text(family("albert"), "the river").score_terms is None
+    assert run_image(family("dinov2_reg"), golden(DATA / "tiny_dinov2_reg" / "golden.npz")["image"]).score_terms is None
+
+
+def _copy_edit(tmp_path, name: str, **changes):
+    d = tmp_path / name
+    shutil.copytree(DATA / f"tiny_{name}", d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.update(changes)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+@pytest.mark.parametrize("name, changes, expected", [
+    ("albert", {"inner_group_num": 2}, "inner_group_num 2 is not supported"),
+    ("albert", {"num_hidden_groups": 9}, "num_hidden_groups 9 is more than the 5 layers"),
+    ("albert", {"embedding_size": 10}, r"embeddings.word_embeddings.weight.*shape"),
+    ("mpnet", {"relative_attention_num_buckets": 16}, "fewer than the 32 buckets"),
+    ("beit", {"use_shared_relative_position_bias": True}, "lacks tensors"),
+    ("beit", {"add_fpn": True}, "add_fpn=true"),
+    ("dinov2_reg", {"num_register_tokens": 5}, r"register_tokens.*\(1, 3, 16\).*\(1, 5, 16\)"),
+])
+def test_config_problems_are_one_clear_message(tmp_path, name, changes, expected):
+    d = _copy_edit(tmp_path, name, **changes)
+    with pytest.raises(CheckpointError, match=expected):
+        load_checkpoint(d)
+
+
+def test_still_refused_families_name_what_they_miss(tmp_path):
+    for model_type in ("deberta-v2", "swin"):
+        d = _copy_edit(tmp_path / model_type, "mpnet", model_type=model_type)
+        with pytest.raises(CheckpointError, match=f"'{model_type}'.*not supported: it needs") as err:
+            load_checkpoint(d)
+        assert len(str(err.value)) < 200

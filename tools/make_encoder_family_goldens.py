@@ -1,0 +1,233 @@
+"""Write tiny checkpoints of DINOv2 with registers, ALBERT, MPNet and BEiT, with transformers' outputs as goldens.
+
+Run once, in a separate environment that has torch (CPU) and transformers 5 (attnviz itself never
+imports torch):
+
+    python3 -m venv /tmp/goldenv
+    /tmp/goldenv/bin/pip install torch transformers safetensors tokenizers numpy pillow
+    /tmp/goldenv/bin/python tools/make_encoder_family_goldens.py                      # every folder
+    /tmp/goldenv/bin/python tools/make_encoder_family_goldens.py --only tiny_albert   # one (repeat --only)
+
+Each folder under tests/data/checkpoints/ holds fixed-seed random weights saved by ``save_pretrained``,
+the tokenizer files its own transformers tokenizer class writes (a vocabulary trained here; the ids in
+the golden are what ``AutoTokenizer.from_pretrained(folder)`` gives) or the preprocessor config its
+own image processor writes, and a ``golden.npz`` of the base model's eager attention
+(``output_attentions=True``): ``attentions`` (L, nh, T, T) and ``last_hidden_state``.
+
+* ``tiny_dinov2_reg``: ``Dinov2WithRegistersModel`` with 3 register tokens, a 4 x 4 position table run
+  on the 3 x 5 grid its processor's crop gives (transformers resizes the table bicubically with
+  antialiasing, which for a shrinking axis widens the filter);
+* ``tiny_albert``: embeddings 8 wide projected to 16, 5 layers running 2 groups of shared weights
+  (layers 0-2 group 0, 3-4 group 1), SentencePiece-style Unigram ``[CLS] ... [SEP]``;
+* ``tiny_mpnet``: WordPiece ``<s> ... </s>``, 3 heads of 5, the 32-bucket relative position bias of the
+  encoder added to every layer's scores; ``position_bias`` (nh, T, T) is saved too;
+* ``tiny_beit``: 3 x 5 patches (non-square), a relative position bias in every layer, layer scale, mean
+  pooling (so no final LayerNorm on ``last_hidden_state``); ``position_bias`` (L, nh, T, T).
+
+Weights are drawn wide (std 0.4, norm gains around 1) so the attention maps are far from uniform.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+from transformers import (AlbertConfig, AlbertModel, AlbertTokenizer, AutoTokenizer, BeitConfig, BeitImageProcessorPil,
+                          BeitModel, BitImageProcessorPil, Dinov2WithRegistersConfig, Dinov2WithRegistersModel,
+                          MPNetConfig, MPNetModel, MPNetTokenizer)
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "data" / "checkpoints"
+ONLY: set[str] = set()
+TEXT = "The river bank flooded after the rain; the boats drifted away, slowly."
+CORPUS = [
+    "the river bank flooded after the rain and the boats drifted away",
+    "a bank by the river keeps money safe, and a river bank keeps water in",
+    "attention lets every token look at every other token and weigh what it sees",
+    "the model reads the sentence one token at a time and predicts the next one",
+    "slowly the water rose over the bank while the boats drifted further away",
+]
+
+
+def _wanted(name: str) -> bool:
+    return not ONLY or name in ONLY
+
+
+def _attn(outputs) -> np.ndarray:
+    assert outputs.attentions is not None and len(outputs.attentions) > 0
+    return torch.stack(outputs.attentions, 0)[:, 0].numpy().astype(np.float32)  # (L, nh, T, T)
+
+
+def _randomise(model: torch.nn.Module, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g)
+            if "norm" in name.lower() and name.endswith("weight"):
+                p.copy_(1.0 + 0.3 * noise)
+            else:
+                p.copy_(0.4 * noise)
+
+
+def _eager(model):
+    model.set_attn_implementation("eager")
+    return model.eval()
+
+
+def _fresh(name: str) -> Path:
+    d = OUT / name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    return d
+
+
+# ---- text --------------------------------------------------------------------------------------------
+
+
+def _unigram_vocab() -> list[tuple[str, float]]:
+    """(piece, score) of a small SentencePiece-style Unigram over the corpus, ALBERT's specials first."""
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=110, special_tokens=["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"],
+                                      unk_token="<unk>", show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer=trainer)
+    return [(p, float(s)) for p, s in tok.get_vocab_with_scores()] if hasattr(tok, "get_vocab_with_scores") else \
+        [tuple(x) for x in __import__("json").loads(tok.to_str())["model"]["vocab"]]
+
+
+def _wordpiece_vocab() -> dict[str, int]:
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=160, special_tokens=["<s>", "<pad>", "</s>", "[UNK]", "<mask>"],
+                                        show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer=trainer)
+    return tok.get_vocab()
+
+
+def text_golden(name: str, tokenizer, model, seed: int, **extra) -> None:
+    d = _fresh(name)
+    _randomise(model, seed)
+    model = _eager(model)
+    model.save_pretrained(d)
+    tokenizer.save_pretrained(d)
+    for f in ("special_tokens_map.json",):
+        (d / f).unlink(missing_ok=True)
+    loaded = AutoTokenizer.from_pretrained(d)
+    ids = loaded(TEXT)["input_ids"]
+    t = torch.tensor([ids])
+    with torch.no_grad():
+        out = model(input_ids=t, attention_mask=torch.ones_like(t), output_attentions=True)
+    np.savez_compressed(d / "golden.npz", text=np.array(TEXT), tokens=np.array(loaded.convert_ids_to_tokens(ids)),
+                        input_ids=np.array(ids, dtype=np.int64), attentions=_attn(out),
+                        last_hidden_state=out.last_hidden_state[0].numpy().astype(np.float32),
+                        **{k: f(model, t) for k, f in extra.items()})
+
+
+def albert() -> None:
+    if not _wanted("tiny_albert"):
+        return
+    tok = AlbertTokenizer(vocab=_unigram_vocab())
+    torch.manual_seed(0)
+    model = AlbertModel(AlbertConfig(
+        vocab_size=len(tok), embedding_size=8, hidden_size=12, num_hidden_layers=5, num_hidden_groups=2,
+        num_attention_heads=3, intermediate_size=20, hidden_act="gelu_new", max_position_embeddings=48,
+        type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0, bos_token_id=2, eos_token_id=3),
+        add_pooling_layer=True)
+    text_golden("tiny_albert", tok, model, seed=31)
+
+
+def _mpnet_bias(model, t):
+    with torch.no_grad():
+        x = model.embeddings(input_ids=t)
+        return model.encoder.compute_position_bias(x)[0].numpy().astype(np.float32)  # (nh, T, T)
+
+
+def mpnet() -> None:
+    if not _wanted("tiny_mpnet"):
+        return
+    tok = MPNetTokenizer(vocab=_wordpiece_vocab())
+    torch.manual_seed(0)
+    model = MPNetModel(MPNetConfig(
+        vocab_size=len(tok), hidden_size=15, num_hidden_layers=2, num_attention_heads=3, intermediate_size=24,
+        hidden_act="gelu", max_position_embeddings=40, relative_attention_num_buckets=32, layer_norm_eps=1e-5,
+        pad_token_id=1, bos_token_id=0, eos_token_id=2), add_pooling_layer=False)
+    with torch.no_grad():  # wide bias values so the position term visibly moves the weights
+        model.encoder.relative_attention_bias.weight.mul_(1.0)
+    text_golden("tiny_mpnet", tok, model, seed=47, position_bias=_mpnet_bias)
+
+
+# ---- vision ------------------------------------------------------------------------------------------
+
+
+def _image() -> np.ndarray:
+    image = np.random.default_rng(13).integers(0, 256, size=(34, 50, 3), dtype=np.uint8)  # (H, W, 3)
+    image[:17, 25:] = 250  # a bright quarter so the picture has structure
+    return image
+
+
+def vision_golden(name: str, model, processor, seed: int, **extra) -> None:
+    d = _fresh(name)
+    _randomise(model, seed)
+    model = _eager(model)
+    model.save_pretrained(d)
+    processor.save_pretrained(d)
+    image = _image()
+    pv = processor(images=image, return_tensors="pt")["pixel_values"]  # (1, 3, H, W)
+    with torch.no_grad():
+        out = model(pixel_values=pv, output_attentions=True)
+    np.savez_compressed(d / "golden.npz", image=image, pixel_values=pv[0].numpy().astype(np.float32),
+                        attentions=_attn(out), last_hidden_state=out.last_hidden_state[0].numpy().astype(np.float32),
+                        **{k: f(model, pv) for k, f in extra.items()})
+
+
+def dinov2_reg() -> None:
+    if not _wanted("tiny_dinov2_reg"):
+        return
+    torch.manual_seed(0)
+    model = Dinov2WithRegistersModel(Dinov2WithRegistersConfig(
+        image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2,
+        num_register_tokens=3, layer_norm_eps=1e-6))
+    vision_golden("tiny_dinov2_reg", model, BitImageProcessorPil(
+        size={"shortest_edge": 40}, crop_size={"height": 24, "width": 40}, resample=3,
+        image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]), seed=71)
+
+
+def _beit_bias(model, pv):
+    h, w = pv.shape[2:]
+    gh, gw = h // model.config.patch_size, w // model.config.patch_size
+    with torch.no_grad():
+        return torch.stack([layer.relative_position_bias((gh, gw))[0] for layer in model.layers]).numpy()
+
+
+def beit() -> None:
+    if not _wanted("tiny_beit"):
+        return
+    torch.manual_seed(0)
+    model = BeitModel(BeitConfig(
+        image_size=(24, 40), patch_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=24, use_relative_position_bias=True, use_absolute_position_embeddings=False,
+        use_shared_relative_position_bias=False, layer_scale_init_value=0.1, use_mean_pooling=True,
+        vocab_size=64), add_pooling_layer=True)
+    vision_golden("tiny_beit", model, BeitImageProcessorPil(
+        size={"height": 30, "width": 48}, crop_size={"height": 24, "width": 40}, do_center_crop=True, resample=2,
+        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5]), seed=83, position_bias=_beit_bias)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", action="append", default=[], help="write only this folder (repeatable)")
+    ONLY.update(ap.parse_args().only)
+    dinov2_reg()
+    albert()
+    mpnet()
+    beit()
+
+
+if __name__ == "__main__":
+    main()
