@@ -1,8 +1,8 @@
 """``config.json`` and tensor lists of the families beyond BERT, GPT-2 and ViT.
 
-Encoders (kind "bert", post-LN): RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT; vision (kind "vit",
-pre-LN): the CLIP vision tower and the SigLIP vision tower (each alone or inside a whole ``clip`` /
-``siglip`` checkpoint) and DINOv2. :data:`TOWER_TYPES` are vision towers that only run inside a
+Encoders (kind "bert", post-LN): RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet; vision (kind
+"vit", pre-LN): the CLIP vision tower and the SigLIP vision tower (each alone or inside a whole ``clip`` /
+``siglip`` checkpoint), DINOv2, DINOv2 with registers and BEiT. :data:`TOWER_TYPES` are vision towers that only run inside a
 vision-language model (Idefics3's and SmolVLM's SigLIP with per-image position buckets): they have a
 config and a tensor list here, but no folder of their own opens. :func:`vision_tower_config` reads
 the ``vision_config`` of such a model. :data:`UNSUPPORTED` says, for families people bring that are
@@ -10,6 +10,8 @@ still refused, what is missing.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from attnviz.checkpoints.model_config import LN_EPS_RANGE, ModelConfig, act_field, bool_field, float_field, int_field, pair_field
 from attnviz.checkpoints.errors import CheckpointError
@@ -21,6 +23,9 @@ SIGLIP_TYPES = ("siglip_vision_model", "siglip")
 # SigLIP towers whose position ids are bucketised per image from a patch mask (Idefics3VisionEmbeddings)
 TOWER_TYPES = ("idefics3_vision", "smolvlm_vision")
 VISION_TYPES = CLIP_TYPES + ("dinov2",) + SIGLIP_TYPES
+# ALBERT and MPNet are parsed and listed by attnviz.checkpoints.encoders; DINOv2 with registers and BEiT below
+ENCODER_TYPES += ("albert", "mpnet")
+VISION_TYPES += ("dinov2_with_registers", "beit")
 FAMILY_KIND = {**{t: "bert" for t in ENCODER_TYPES}, **{t: "vit" for t in VISION_TYPES + TOWER_TYPES}}
 # model_type -> the defaults transformers' config class gives the keys a saved config.json may omit
 _TOWER_DEFAULTS = {
@@ -31,13 +36,9 @@ _TOWER_DEFAULTS = {
 
 # model_type -> what its forward pass needs that attnviz does not do (shown when it is refused)
 UNSUPPORTED = {
-    "albert": "one set of layer weights shared by every layer and factorised embeddings",
-    "mpnet": "a relative position bias added to the scores",
     "deberta": "disentangled (content-to-position) attention",
     "deberta-v2": "disentangled (content-to-position) attention",
-    "beit": "a relative position bias in every layer",
     "swin": "windowed attention over shifted windows and patch merging",
-    "dinov2_with_registers": "register tokens between [CLS] and the patches",
     "gpt_neox": "rotary embeddings and parallel attention / MLP blocks",
 }
 
@@ -101,6 +102,12 @@ def parse_family(cfg: dict, model_type: str) -> ModelConfig:
 
 
 def _parse(cfg: dict, model_type: str) -> ModelConfig:
+    if model_type in ("albert", "mpnet"):
+        from attnviz.checkpoints.encoders import parse_text_family
+
+        return parse_text_family(cfg, model_type)
+    if model_type in ("dinov2_with_registers", "beit"):
+        return parse_vision_family(cfg, model_type)
     if model_type in ROBERTA_TYPES or model_type == "electra":
         pet = cfg.get("position_embedding_type", "absolute")
         if pet != "absolute":
@@ -204,6 +211,12 @@ def siglip_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 def family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Canonical tensor name -> shape for every tensor the forward pass of a family model reads."""
+    if c.model_type in ("albert", "mpnet"):
+        from attnviz.checkpoints.encoders import text_family_tensors
+
+        return text_family_tensors(c)
+    if c.model_type in ("dinov2_with_registers", "beit"):
+        return vision_family_tensors(c)
     d, ff = c.d_model, c.d_ff
     gh, gw = c.grid
     if c.model_type in ROBERTA_TYPES or c.model_type == "electra":
@@ -246,4 +259,68 @@ def family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
             shapes[p + "layer_scale1.lambda1"] = (d,)
             shapes[p + "layer_scale2.lambda1"] = (d,)
         return shapes | _ln("layernorm", d)
+    raise CheckpointError(f"no tensor list for model_type {c.model_type!r}")
+
+
+# ---- DINOv2 with registers and BEiT --------------------------------------------------------------------
+
+
+def parse_vision_family(cfg: dict, model_type: str) -> ModelConfig:
+    """The ModelConfig of a DINOv2-with-registers or BEiT config.json (defaults: transformers' config class's)."""
+    if model_type == "dinov2_with_registers":
+        c = parse_family({"patch_size": 16, **cfg}, "dinov2")
+        r = int_field(cfg, "num_register_tokens", 4, minimum=0)
+        return replace(c, model_type=model_type, n_extra=1 + r, n_registers=r)
+    if model_type == "beit":
+        if bool_field(cfg, "add_fpn", False):
+            raise CheckpointError("config.json: add_fpn=true (BEiT's detection neck) is not supported")
+        use_rel = bool_field(cfg, "use_relative_position_bias", False)
+        use_shared = bool_field(cfg, "use_shared_relative_position_bias", False)
+        return ModelConfig(
+            kind="vit", model_type=model_type, d_model=int_field(cfg, "hidden_size", 768),
+            n_layer=int_field(cfg, "num_hidden_layers", 12), n_head=int_field(cfg, "num_attention_heads", 12),
+            d_ff=int_field(cfg, "intermediate_size", 3072), act=act_field(cfg, "hidden_act", "gelu"),
+            ln_eps=float_field(cfg, "layer_norm_eps", 1e-12), image_size=pair_field(cfg, "image_size", 224),
+            patch_size=pair_field(cfg, "patch_size", 16), num_channels=int_field(cfg, "num_channels", 3), n_extra=1,
+            rel_bias="beit_shared" if use_shared else ("beit" if use_rel else ""),
+            abs_positions=bool_field(cfg, "use_absolute_position_embeddings", False),
+            layer_scale=float_field(cfg, "layer_scale_init_value", 0.1) > 0,
+            final_norm=not bool_field(cfg, "use_mean_pooling", True))
+    raise CheckpointError(f"config.json: model_type {model_type!r} is not dinov2_with_registers or beit")
+
+
+def vision_family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Canonical tensor name -> shape of every tensor DINOv2-with-registers' or BEiT's forward pass reads."""
+    d, ff = c.d_model, c.d_ff
+    gh, gw = c.grid
+    if c.model_type == "dinov2_with_registers":
+        shapes = family_tensors(replace(c, model_type="dinov2"))
+        shapes["embeddings.register_tokens"] = (1, c.n_registers, d)
+        return shapes
+    if c.model_type == "beit":
+        n_rel = (2 * gh - 1) * (2 * gw - 1) + 3
+        shapes = {"embeddings.cls_token": (1, 1, d),
+                  "embeddings.patch_embeddings.projection.weight": (d, c.num_channels, *c.patch_size),
+                  "embeddings.patch_embeddings.projection.bias": (d,)}
+        if c.abs_positions:
+            shapes["embeddings.position_embeddings"] = (1, gh * gw + 1, d)
+        if c.rel_bias == "beit_shared":
+            shapes["encoder.relative_position_bias.relative_position_bias_table"] = (n_rel, c.n_head)
+        for i in range(c.n_layer):
+            p = f"encoder.layer.{i}."
+            for n in ("layernorm_before", "layernorm_after"):
+                shapes |= {p + n + ".weight": (d,), p + n + ".bias": (d,)}
+            for n in ("query", "key", "value"):
+                shapes[p + f"attention.attention.{n}.weight"] = (d, d)
+            shapes[p + "attention.attention.query.bias"] = shapes[p + "attention.attention.value.bias"] = (d,)
+            if c.rel_bias == "beit":
+                shapes[p + "attention.attention.relative_position_bias.relative_position_bias_table"] = (n_rel, c.n_head)
+            shapes |= {p + "attention.output.dense.weight": (d, d), p + "attention.output.dense.bias": (d,),
+                       p + "intermediate.dense.weight": (ff, d), p + "intermediate.dense.bias": (ff,),
+                       p + "output.dense.weight": (d, ff), p + "output.dense.bias": (d,)}
+            if c.layer_scale:
+                shapes[p + "lambda_1"] = shapes[p + "lambda_2"] = (d,)
+        if c.final_norm:
+            shapes |= {"layernorm.weight": (d,), "layernorm.bias": (d,)}
+        return shapes
     raise CheckpointError(f"no tensor list for model_type {c.model_type!r}")
