@@ -44,6 +44,9 @@ class ModelAttention:
     n_extra_tokens: int = 0  # ViT tokens before the patches: 1 ([CLS]), 2 (DeiT: [CLS], distillation), 0 (SigLIP)
     pixels: np.ndarray | None = None  # (3, H, W) float32 preprocessed image the ViT saw
     decoder: object = None  # decoder LLMs: the decoder_run.DecoderAttention (kv head of each head, summaries)
+    # name -> (L, nh, T, T) score terms whose sum the softmax takes, for models whose scores are a sum of parts
+    # (MPNet, BEiT: "content" and "position bias"); None for the others
+    score_terms: dict | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -86,8 +89,9 @@ def run_text(ckpt: Checkpoint, text: str, *, dtype=np.float32, kernel: str = DEF
         raise CheckpointError(f"{ckpt.name}: {exc}") from None
     if toks.ids.max() >= c.vocab_size:
         raise CheckpointError(f"token id {int(toks.ids.max())} is outside the model's {c.vocab_size}-row embedding table")
+    terms: dict = {}
     if c.model_type in ENCODER_TYPES:
-        atts, hidden = forward_encoder(c, ckpt.weights, toks.ids, dtype=dt, kernel=kernel)
+        atts, hidden = forward_encoder(c, ckpt.weights, toks.ids, dtype=dt, kernel=kernel, terms=terms)
     elif ckpt.kind == "bert":
         atts, hidden = forward_bert(c, ckpt.weights, toks.ids, dtype=dt, kernel=kernel)
     else:
@@ -95,13 +99,14 @@ def run_text(ckpt: Checkpoint, text: str, *, dtype=np.float32, kernel: str = DEF
     return ModelAttention(
         model=ckpt.name, kind=ckpt.kind, tokens=list(toks.pieces), labels=toks.labels(),
         special=np.asarray(toks.special, dtype=bool), attentions=atts, hidden=hidden,
-        ids=toks.ids, spans=list(toks.spans),
+        ids=toks.ids, spans=list(toks.spans), score_terms=terms or None,
     )
 
 
-def patch_labels(grid: tuple[int, int], n_extra: int) -> list[str]:
-    """Token labels of a ViT sequence: "[CLS]" (and "[DIST]") then "r,c" for each patch, row-major (n_extra 0: patches only)."""
-    extra = ["[CLS]", "[DIST]"][:n_extra]
+def patch_labels(grid: tuple[int, int], n_extra: int, n_registers: int = 0) -> list[str]:
+    """Token labels of a ViT sequence: "[CLS]" (and "[DIST]"), DINOv2's register tokens "[REG0]" ... (counted in
+    n_extra), then "r,c" for each patch, row-major (n_extra 0: patches only)."""
+    extra = ["[CLS]", "[DIST]"][:n_extra - n_registers] + [f"[REG{i}]" for i in range(n_registers)]
     return extra + [f"{r},{c}" for r in range(grid[0]) for c in range(grid[1])]
 
 
@@ -113,11 +118,12 @@ def run_image(ckpt: Checkpoint, image, *, dtype=np.float32, kernel: str = DEFAUL
     dt, kernel = _dtype(dtype), _kernel(kernel)
     c = ckpt.config
     pixels = preprocess_image(image, ckpt.image)  # (3, H, W)
-    atts, hidden, grid = forward_vision(c, ckpt.weights, pixels, dtype=dt, kernel=kernel)
-    labels = patch_labels(grid, c.n_extra)
+    terms: dict = {}
+    atts, hidden, grid = forward_vision(c, ckpt.weights, pixels, dtype=dt, kernel=kernel, terms=terms)
+    labels = patch_labels(grid, c.n_extra, c.n_registers)
     special = np.zeros(len(labels), dtype=bool)  # (T,)
     special[: c.n_extra] = True
     return ModelAttention(
         model=ckpt.name, kind="vit", tokens=labels, labels=list(labels), special=special, attentions=atts,
-        hidden=hidden, grid=grid, n_extra_tokens=c.n_extra, pixels=pixels,
+        hidden=hidden, grid=grid, n_extra_tokens=c.n_extra, pixels=pixels, score_terms=terms or None,
     )
