@@ -39,7 +39,12 @@ UNSUPPORTED = {
     "deberta": "disentangled (content-to-position) attention",
     "deberta-v2": "disentangled (content-to-position) attention",
     "swin": "windowed attention over shifted windows and patch merging",
-    "gpt_neox": "rotary embeddings and parallel attention / MLP blocks",
+    "falcon": "Falcon's fused multi-query projections and its parallel attention block",
+    "opt": "learned positions with OPT's offset of 2 and its LayerNorm / ReLU block",
+    "bloom": "ALiBi score biases in a checkpoint's forward pass",
+    "mixtral": "sparse mixture-of-experts MLPs with top-k routing",
+    "qwen2_moe": "sparse mixture-of-experts MLPs with top-k routing",
+    "qwen3_moe": "sparse mixture-of-experts MLPs with top-k routing",
 }
 
 
