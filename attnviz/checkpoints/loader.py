@@ -83,10 +83,15 @@ def load_checkpoint(folder, name: str | None = None):
     """Load and check a checkpoint folder -> a :class:`Checkpoint` (or, for a vision-language model, a
     :class:`~attnviz.checkpoints.multimodal.MultimodalCheckpoint`, for an encoder-decoder a
     :class:`~attnviz.checkpoints.seq2seq_run.Seq2SeqCheckpoint`, for Whisper a
-    :class:`~attnviz.checkpoints.whisper.WhisperCheckpoint`); any problem is a CheckpointError naming it."""
+    :class:`~attnviz.checkpoints.whisper.WhisperCheckpoint`; for a ``.npz`` / ``.safetensors`` file of attention
+    maps a :class:`~attnviz.checkpoints.maps_file.MapsFile`); any problem is a CheckpointError naming it."""
     folder = Path(folder)
     if not folder.exists():
         raise CheckpointError(f"checkpoint folder not found: {folder}")
+    if folder.is_file() and folder.suffix.lower() in (".npz", ".safetensors"):  # attention maps from a file
+        from attnviz.checkpoints.maps_file import load_maps
+
+        return load_maps(folder, name)
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is not a folder; give the folder that holds config.json and model.safetensors")
     raw = read_json(folder / "config.json", "the model config")
