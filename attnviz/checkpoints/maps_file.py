@@ -30,7 +30,7 @@ from attnviz.checkpoints.safetensors_file import read_header
 from attnviz.engine.softmax import row_entropy
 
 SUFFIXES = api.SUFFIXES
-MAX_MEMBERS = 16  # zip entries of an npz (a maps file has at most six)
+MAX_MEMBERS = 64  # zip entries of an npz (a maps file has at most six; attnviz-cli model inspect writes more)
 MAX_NPY_HEADER = 64 * 1024  # bytes of one member's .npy header
 MAX_META_BYTES = 32 * 2**20  # safetensors header (65,536 tokens of JSON fit many times over)
 FIELDS = ("attnviz_maps", "attentions", "tokens", "target_tokens", "image", "title")
@@ -147,7 +147,7 @@ def _read_npz(path: Path) -> tuple:
     with zf:
         infos = zf.infolist()
         if len(infos) > MAX_MEMBERS:
-            raise _bad(path, f"{len(infos)} members; a maps file has at most {len(FIELDS)}")
+            raise _bad(path, f"{len(infos)} members (at most {MAX_MEMBERS} are read)")
         names = {i.filename[:-4] for i in infos if i.filename.endswith(".npy")}
         for need in ("attentions", "tokens"):
             if need not in names:

@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "attnviz.cli.session_cmd",
     "attnviz.cli.mask_cmd",
     "attnviz.cli.model_cmd",
+    "attnviz.cli.maps_cmd",
     "attnviz.cli.corpus_cmd",
     "attnviz.cli.bench_cmd",
 )
