@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="attnviz", description="attnviz: a desktop laboratory for the attention "
                                                             "mechanism.")
-    p.add_argument("file", nargs="?", help="a session (.attnviz), an image or a text file to open")
+    p.add_argument("file", nargs="?", help="a session (.attnviz), an image or a text file to open, or attention "
+                                         "maps (.npz, .safetensors) to show in the Pretrained workspace")
     p.add_argument("--demo", choices=[n for n, _ in list_demos()], default=DEFAULT_DEMO,
                    help=f"bundled demo opened when no file is given (default {DEFAULT_DEMO})")
     p.add_argument("--workspace", metavar="NAME[/TAB]",
@@ -116,6 +117,19 @@ def session_for_file(path: str):
     raise ValueError(f"{os.path.basename(path)} is not a session, image or text file")
 
 
+def open_maps_file(window, path: str) -> bool:
+    """Show a file of attention maps (attnviz.save, attnviz-cli model inspect --npz) read-only in the Pretrained
+    workspace; the panel's message line says what is wrong with a file it cannot read."""
+    panel = window.panel("pretrained")
+    if panel is None or not hasattr(panel, "load_model"):
+        window.ctx.report(f"cannot open {os.path.basename(path)}: there is no Pretrained workspace", "error")
+        return False
+    panel.auto_load = False
+    window.show_workspace("pretrained")
+    panel.load_model(os.path.abspath(path))
+    return True
+
+
 def open_file_argument(window, path: str) -> bool:
     """Open the command line's file in the window; a failure is reported and the demo stays."""
     from attnviz.sources.errors import SourceError
@@ -128,6 +142,8 @@ def open_file_argument(window, path: str) -> bool:
     if not os.path.isfile(path):  # a folder, a FIFO or a device: never read (a FIFO would block the window)
         files.ctx.report(f"cannot open {path}: not a regular file; showing the {DEFAULT_DEMO!r} demo", "error")
         return False
+    if os.path.splitext(path)[1].lower() in (".npz", ".safetensors"):  # attention maps: the Pretrained workspace
+        return open_maps_file(window, path)
     kind = classify(path)
     if kind == "session":
         return files.open_session(path)
