@@ -21,6 +21,14 @@ own image processor writes, and a ``golden.npz`` of the base model's eager atten
   (layers 0-2 group 0, 3-4 group 1), SentencePiece-style Unigram ``[CLS] ... [SEP]``;
 * ``tiny_mpnet``: WordPiece ``<s> ... </s>``, 3 heads of 5, the 32-bucket relative position bias of the
   encoder added to every layer's scores; ``position_bias`` (nh, T, T) is saved too;
+* ``tiny_deberta_v3``: DeBERTa v3's layout (``deberta-v2`` model_type): disentangled attention with
+  content-to-position and position-to-content terms, keys shared with the positions (``share_att_key``),
+  8 log position buckets (so a 30-token text reaches the logarithmic ones), the relative embeddings
+  layer-normed, no absolute positions; ``c2c``, ``c2p``, ``p2c`` (L, nh, T, T) saved too, each already
+  divided by sqrt(hs * 3) as transformers adds them;
+* ``tiny_deberta_v2``: DeBERTa v2's other options: separate ``pos_key_proj`` / ``pos_query_proj``, no
+  buckets (relative distances clamped at max_relative_positions 6), absolute positions added to a
+  narrower embedding projected up (``embed_proj``), token types, the convolution after layer 0;
 * ``tiny_beit``: 3 x 5 patches (non-square), a relative position bias in every layer, layer scale, mean
   pooling (so no final LayerNorm on ``last_hidden_state``); ``position_bias`` (L, nh, T, T).
 
@@ -37,8 +45,8 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import (AlbertConfig, AlbertModel, AlbertTokenizer, AutoTokenizer, BeitConfig, BeitImageProcessorPil,
-                          BeitModel, BitImageProcessorPil, Dinov2WithRegistersConfig, Dinov2WithRegistersModel,
-                          MPNetConfig, MPNetModel, MPNetTokenizer)
+                          BeitModel, BitImageProcessorPil, DebertaV2Config, DebertaV2Model, DebertaV2Tokenizer,
+                          Dinov2WithRegistersConfig, Dinov2WithRegistersModel, MPNetConfig, MPNetModel, MPNetTokenizer)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "checkpoints"
@@ -88,13 +96,13 @@ def _fresh(name: str) -> Path:
 # ---- text --------------------------------------------------------------------------------------------
 
 
-def _unigram_vocab() -> list[tuple[str, float]]:
-    """(piece, score) of a small SentencePiece-style Unigram over the corpus, ALBERT's specials first."""
+def _unigram_vocab(pad: str = "<pad>", unk: str = "<unk>") -> list[tuple[str, float]]:
+    """(piece, score) of a small SentencePiece-style Unigram over the corpus, the specials first."""
     tok = Tokenizer(models.Unigram())
     tok.normalizer = normalizers.Lowercase()
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    trainer = trainers.UnigramTrainer(vocab_size=110, special_tokens=["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"],
-                                      unk_token="<unk>", show_progress=False)
+    trainer = trainers.UnigramTrainer(vocab_size=110, special_tokens=[pad, unk, "[CLS]", "[SEP]", "[MASK]"],
+                                      unk_token=unk, show_progress=False)
     tok.train_from_iterator(CORPUS, trainer=trainer)
     return [(p, float(s)) for p, s in tok.get_vocab_with_scores()] if hasattr(tok, "get_vocab_with_scores") else \
         [tuple(x) for x in __import__("json").loads(tok.to_str())["model"]["vocab"]]
@@ -162,6 +170,60 @@ def mpnet() -> None:
     text_golden("tiny_mpnet", tok, model, seed=47, position_bias=_mpnet_bias)
 
 
+def _deberta_terms(model, t):
+    """(3, L, nh, T, T): content-to-content, content-to-position, position-to-content, as transformers adds them."""
+    from transformers.models.deberta_v2 import modeling_deberta_v2 as md
+
+    cfg = model.config
+    out = []
+    with torch.no_grad():
+        x = model.embeddings(input_ids=t, mask=torch.ones_like(t))
+        enc = model.encoder
+        rel_pos = enc.get_rel_pos(x)
+        rel = enc.get_rel_embedding()
+        h = x
+        for i, layer in enumerate(enc.layer):
+            a = layer.attention.self
+            q = a.transpose_for_scores(a.query_proj(h), a.num_attention_heads)
+            k = a.transpose_for_scores(a.key_proj(h), a.num_attention_heads)
+            sf = 1 + len(a.pos_att_type)
+            scale = md.scaled_size_sqrt(q, sf)
+            c2c = torch.bmm(q, k.transpose(-1, -2) / scale)
+            saved = a.pos_att_type
+            parts = []
+            for kind in ("c2p", "p2c"):
+                a.pos_att_type = [kind]
+                parts.append(a.disentangled_attention_bias(q, k, rel_pos, rel, sf) if kind in saved else c2c * 0)
+            a.pos_att_type = saved
+            out.append(torch.stack([c2c, *parts]))
+            h2, _ = layer(h, torch.ones_like(t), relative_pos=rel_pos, rel_embeddings=rel)
+            if i == 0 and enc.conv is not None:
+                h2 = enc.conv(x, h2, torch.ones_like(t))
+            h = h2
+    return torch.stack(out, 1).numpy().astype(np.float32)  # (3, L, nh, T, T)
+
+
+def deberta() -> None:
+    common = dict(hidden_act="gelu", layer_norm_eps=1e-7, relative_attention=True, pad_token_id=0)
+    if _wanted("tiny_deberta_v3"):
+        tok = DebertaV2Tokenizer(vocab=_unigram_vocab("[PAD]", "[UNK]"), unk_id=1)
+        torch.manual_seed(0)
+        model = DebertaV2Model(DebertaV2Config(
+            vocab_size=len(tok), hidden_size=12, num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
+            max_position_embeddings=64, type_vocab_size=0, position_biased_input=False, pos_att_type=["p2c", "c2p"],
+            share_att_key=True, position_buckets=8, max_relative_positions=-1, norm_rel_ebd="layer_norm", **common))
+        text_golden("tiny_deberta_v3", tok, model, seed=59, terms=_deberta_terms)
+    if _wanted("tiny_deberta_v2"):
+        tok = DebertaV2Tokenizer(vocab=_unigram_vocab("[PAD]", "[UNK]"), unk_id=1, do_lower_case=True)
+        torch.manual_seed(0)
+        model = DebertaV2Model(DebertaV2Config(
+            vocab_size=len(tok), hidden_size=12, embedding_size=8, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=20, max_position_embeddings=64, type_vocab_size=2, position_biased_input=True,
+            pos_att_type="c2p|p2c", share_att_key=False, max_relative_positions=6, conv_kernel_size=3,
+            conv_act="tanh", **common))
+        text_golden("tiny_deberta_v2", tok, model, seed=61, terms=_deberta_terms)
+
+
 # ---- vision ------------------------------------------------------------------------------------------
 
 
@@ -226,6 +288,7 @@ def main() -> None:
     dinov2_reg()
     albert()
     mpnet()
+    deberta()
     beit()
 
 

@@ -47,6 +47,7 @@ class ModelConfig:
     abs_positions: bool = True  # BEiT: use_absolute_position_embeddings (false: no position table at all)
     layer_scale: bool = False  # BEiT: lambda_1 / lambda_2 scale each residual branch (layer_scale_init_value > 0)
     final_norm: bool = True  # BEiT: last_hidden_state after a final LayerNorm (false with use_mean_pooling)
+    spec: object = None  # DeBERTa v2 / v3: the encoders.DebertaSpec of its disentangled attention, else None
 
     @property
     def max_tokens(self) -> int:

@@ -1,4 +1,4 @@
-"""DINOv2 with registers, ALBERT, MPNet and BEiT against transformers 5.24 (torch CPU, eager attention).
+"""DINOv2 with registers, ALBERT, MPNet, BEiT and DeBERTa v2 / v3 against transformers 5.24 (torch CPU, eager attention).
 
 Tiny random checkpoints and goldens written by tools/make_encoder_family_goldens.py; every layer and head's
 attention weights to 1e-5, token ids equal to AutoTokenizer's, pixel values equal to the image processor's.
@@ -17,7 +17,8 @@ from attnviz.checkpoints import CheckpointError, load_checkpoint, run_image, run
 from ckpt_helpers import DATA, golden
 
 DTYPES = [np.float32, np.float64]
-TEXT = {"albert": "albert", "mpnet": "mpnet"}
+TEXT = {"albert": "albert", "mpnet": "mpnet", "deberta_v3": "deberta-v2", "deberta_v2": "deberta-v2"}
+DEBERTA_TERMS = ("content-to-content", "content-to-position", "position-to-content")
 VISION = {"dinov2_reg": "dinov2_with_registers", "beit": "beit"}
 
 
@@ -104,6 +105,39 @@ def test_relative_position_bias_is_its_own_score_term(family, name):
     assert np.abs(bias).max() > 0.1  # the bias moves the scores
 
 
+@pytest.mark.parametrize("name", ["deberta_v3", "deberta_v2"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_deberta_keeps_its_three_disentangled_terms(family, name, dtype):
+    """content-to-content, content-to-position and position-to-content each equal transformers' (already divided by
+    sqrt(3 hs)), and the softmax of their sum is the attention."""
+    g = golden(DATA / f"tiny_{name}" / "golden.npz")
+    res = run_text(family(name), str(g["text"]), dtype=dtype)
+    assert tuple(res.score_terms) == DEBERTA_TERMS
+    for j, term in enumerate(DEBERTA_TERMS):
+        got = res.score_terms[term]
+        assert got.shape == res.attentions.shape and got.dtype == dtype
+        np.testing.assert_allclose(got, g["terms"][j], atol=2e-5, rtol=1e-5, err_msg=term)
+        assert np.abs(got).max() > 0.5  # every term moves the scores
+    s = sum(res.score_terms[t].astype(np.float64) for t in DEBERTA_TERMS)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(w, res.attentions, atol=2e-6 if dtype == np.float32 else 1e-12)
+
+
+def test_deberta_log_buckets_and_table_span(family):
+    from attnviz.checkpoints.encoders import deberta_relative_positions
+
+    s3 = family("deberta_v3").config.spec
+    assert (s3.share_att_key, s3.buckets, s3.span, s3.scale_factor) == (True, 8, 8, 3)
+    r = deberta_relative_positions(s3, 40)  # (T, T) i - j, log-bucketed beyond 4
+    assert r[10, 10] == 0 and r[12, 10] == 2 and r[10, 13] == -3
+    # 39 apart: 4 + ceil(log(39 / 4) / log(63 / 4) * 3) = 4 + ceil(2.48) = 7
+    assert r[39, 0] == 7 and r[0, 39] == -7 and r[5, 0] == 5 and r[6, 0] == 5
+    assert (np.diff(r[39]) <= 0).all()  # monotone in the distance
+    s2 = family("deberta_v2").config.spec
+    assert (s2.share_att_key, s2.buckets, s2.span, s2.conv_kernel) == (False, -1, 6, 3)
+
+
 def test_beit_bias_index_matches_the_published_rule():
     from attnviz.checkpoints.vision import beit_bias_index
 
@@ -135,6 +169,10 @@ def _copy_edit(tmp_path, name: str, **changes):
     ("mpnet", {"relative_attention_num_buckets": 16}, "fewer than the 32 buckets"),
     ("beit", {"use_shared_relative_position_bias": True}, "lacks tensors"),
     ("beit", {"add_fpn": True}, "add_fpn=true"),
+    ("deberta_v3", {"pos_att_type": ["c2p", "p2p"]}, "pos_att_type 'p2p' is not supported"),
+    ("deberta_v3", {"position_buckets": 200}, "must exceed half the 200 position buckets"),
+    ("deberta_v3", {"position_buckets": 6}, r"encoder.rel_embeddings.weight.*\(16, 12\).*\(12, 12\)"),
+    ("deberta_v2", {"conv_groups": 5}, "conv_groups 5 does not divide hidden_size 12"),
     ("dinov2_reg", {"num_register_tokens": 5}, r"register_tokens.*\(1, 3, 16\).*\(1, 5, 16\)"),
 ])
 def test_config_problems_are_one_clear_message(tmp_path, name, changes, expected):
@@ -144,7 +182,7 @@ def test_config_problems_are_one_clear_message(tmp_path, name, changes, expected
 
 
 def test_still_refused_families_name_what_they_miss(tmp_path):
-    for model_type in ("deberta-v2", "swin"):
+    for model_type in ("deberta", "swin"):
         d = _copy_edit(tmp_path / model_type, "mpnet", model_type=model_type)
         with pytest.raises(CheckpointError, match=f"'{model_type}'.*not supported: it needs") as err:
             load_checkpoint(d)
