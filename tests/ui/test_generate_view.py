@@ -232,3 +232,15 @@ def test_the_prompt_follows_the_panels_text_until_typed_here(qtbot):
     qtbot.keyClicks(view.prompt_edit, " and more")  # typed in the tab: the prompt is the person's now
     panel.set_text("another sentence")
     assert view.prompt_edit.text() == "a new sentence for the model and more"
+
+
+def test_running_the_panel_again_stays_on_the_generate_tab(qtbot):
+    panel = make_panel(qtbot)
+    view = panel.generation
+    panel.tabs.setCurrentIndex(tab_index(panel))
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
+        panel.set_text("The heron waited by the water.", run=True)
+    assert panel.tabs.currentWidget() is view
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
+        panel.run_input()  # the Run button
+    assert panel.tabs.currentWidget() is view

@@ -415,18 +415,7 @@ def install(panel) -> AudioView:
             panel.body.set_shares(kept.pop("body"))
             panel.summary.setVisible(kept.pop("summary"))
 
-    panel.model_loaded.connect(on_loaded)
-    # The panel runs its text input right after a load; a speech model has none, so while one is loaded the
-    # panel's run_input (looked up on the instance) runs the Audio tab's clip instead of failing on the text.
-    # The panel's Run button, connected before, still says that the clip is chosen here.
-    text_run = panel.run_input
-
-    def run_input():
-        if panel.study.kind == "whisper":
-            return view.run()
-        return text_run()
-
-    panel.run_input = run_input
+    panel.model_loaded.connect(on_loaded)  # the panel's run_input runs this tab while a Whisper model is loaded
     view.set_colormap(panel.ctx.session.state.view.colormap)
     panel.ctx.session.events.view.connect(view._on_view_changed)
     return view

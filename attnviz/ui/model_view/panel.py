@@ -217,7 +217,7 @@ class ModelViewPanel(QWidget):
         ctx.session.events.view.connect(self._on_view_changed)
         self._sync_input_page()
         self.corpus = install_corpus_view(self)  # "Corpus" tab: a STATS.parquet beside this input
-        install_more(self)  # the further tabs (more_views.VIEWS)
+        install_more(self)  # the further tabs: Intervene, Generate, Audio
         for stack in (self.pages, self.inputs, self.tabs, self.vlm.tabs):
             only_current_sizes(stack)
 
@@ -268,6 +268,8 @@ class ModelViewPanel(QWidget):
             self._show_message("Load a model first (choose one above or open a checkpoint folder).")
             return None
         self._clear_message()
+        if self.study.kind == "whisper":  # a speech model reads the Audio tab's clip, not the text field
+            return self.audio.run()
         if self.study.kind == "vlm":
             inputs = self.vlm_inputs
             job = self.study.vlm_job(inputs.image_keys(), inputs.prompt_edit.text(), inputs.option_texts())
@@ -645,7 +647,7 @@ class ModelViewPanel(QWidget):
             self.pages.setCurrentWidget(self.body)
             self.vit.set_result(None, None, None)
             self.tabs.setTabEnabled(TAB_IMAGE, False)
-            self.tabs.setCurrentIndex(TAB_HEADS)
+            self._leave_disabled_tab()
             if self.ckpt is not None:
                 self._describe_seq2seq()
                 self.describe.setToolTip("\n".join((self.ckpt.describe(), outcome.describe(), *r.notes,
@@ -685,7 +687,7 @@ class ModelViewPanel(QWidget):
                 self.tabs.setCurrentIndex(TAB_IMAGE)
         else:
             self.vit.set_result(None, None, None)
-            self.tabs.setCurrentIndex(TAB_HEADS)
+            self._leave_disabled_tab()
         layer, head = self.selected
         self.select_head(layer if layer < L else 0, head if head < nh else 0)
         self.attention_ready.emit(r)
@@ -699,6 +701,12 @@ class ModelViewPanel(QWidget):
         self.summary.set_summaries(study.grid_summaries())
         layer, head = self.selected
         self.select_head(layer if layer < L else 0, head if head < nh else 0)
+
+    def _leave_disabled_tab(self) -> None:
+        """Back to "Layers × heads" only from a tab the model does not fill (the Image tab of a text model): a
+        run leaves the person on the tab they chose (Generate, Intervene, Corpus ...)."""
+        if not self.tabs.isTabEnabled(self.tabs.currentIndex()):
+            self.tabs.setCurrentIndex(TAB_HEADS)
 
     def _show_message(self, text: str) -> None:
         self.message.setText(text)
