@@ -31,8 +31,9 @@ SUPPORTED = ("BERT-family encoders (model_type 'bert', e.g. MiniLM; 'roberta', '
              "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'dinov2_with_registers', 'beit', "
              "'clip_vision_model', 'clip', "
              "'siglip_vision_model', 'siglip')")
-SUPPORTED += ("; decoder LLMs Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 ('llama', 'mistral', 'qwen2', "
-              "'qwen3', 'gemma', 'gemma2', 'gemma3_text'); encoder-decoders MarianMT, BART, mBART, T5, mT5 ('marian', "
+SUPPORTED += ("; decoder LLMs Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, GPT-NeoX / Pythia, Phi-1/2, "
+              "Phi-3, OLMo, OLMo 2, StableLM ('llama', 'mistral', 'qwen2', 'qwen3', 'gemma', 'gemma2', 'gemma3_text', "
+              "'gpt_neox', 'phi', 'phi3', 'olmo', 'olmo2', 'stablelm'); encoder-decoders MarianMT, BART, mBART, T5, mT5 ('marian', "
               "'bart', 'mbart', 't5', 'mt5'); vision-language models LLaVA, PaliGemma, Idefics3 / SmolVLM and SmolVLA "
               "policies ('llava', 'paligemma', 'idefics3', 'smolvlm', 'smolvla')")
 
@@ -83,7 +84,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
     """Check a config.json dict and return the ModelConfig of a supported architecture."""
     model_type = cfg.get("model_type")
     if model_type is None:
-        raise CheckpointError(f"config.json has no 'model_type', so the architecture is unknown; supported are {SUPPORTED}")
+        raise CheckpointError("config.json has no 'model_type', so the architecture is unknown")
     if not isinstance(model_type, str):
         raise CheckpointError(f"config.json: 'model_type' must be a name such as \"llama\" (got {model_type!r})")
     if model_type in DECODER_TYPES:
@@ -94,7 +95,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
         why = unsupported_reason(model_type)
         if why:  # one short line: what is missing (the whole list is what `attnviz-cli model list` is for)
             raise CheckpointError(f"config.json: {named} is not supported: {why.removeprefix('; ')}")
-        raise CheckpointError(f"config.json: {named} is not supported; supported are {SUPPORTED}")
+        raise CheckpointError(f"config.json: {named} is not supported: attnviz has no forward pass for it")
     kind = KIND_OF_MODEL_TYPE[model_type]
     if model_type in FAMILY_KIND:
         c = parse_family(cfg, model_type)
