@@ -16,7 +16,7 @@ import numpy as np
 
 from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.layers import activation, linear, merge_heads, pick_kernel, split_heads
+from attnviz.checkpoints.layers import activation, layer_norm, linear, merge_heads, pick_kernel, split_heads
 from attnviz.checkpoints.rope import cos_sin, inverse_frequencies, rotate
 from attnviz.engine import TiledMask, attention
 
@@ -25,10 +25,22 @@ BAND_CELLS = 1 << 22  # mask cells per band of query rows when a soft-capped lon
 MASK_KEYS = ("full_attention", "sliding_attention")  # the layer types a mask mapping is keyed by (transformers')
 
 
+def _norm_tensors(c: ModelConfig, name: str, width: int) -> dict[str, tuple[int, ...]]:
+    kind = c.decoder.norm
+    if kind == "plain":  # OLMo's LayerNorm has neither weight nor bias
+        return {}
+    out = {name + ".weight": (width,)}
+    if kind == "layer":
+        out[name + ".bias"] = (width,)
+    return out
+
+
 def decoder_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Canonical name -> shape of every tensor the decoder forward pass reads (base model layout)."""
+    """Canonical name -> shape of every tensor the decoder forward pass reads (base model layout, in
+    Llama's names: :func:`stored_name` gives each family's own)."""
     s = c.decoder
     d, ff, hd = c.d_model, c.d_ff, s.head_dim
+    nq, nkv = c.n_head * hd, s.n_kv_head * hd
     shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (c.vocab_size, d)}
 
     def lin(name, n_out, n_in, bias):
@@ -38,23 +50,72 @@ def decoder_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
 
     for i in range(c.n_layer):
         p = f"layers.{i}."
-        shapes[p + "input_layernorm.weight"] = (d,)
-        lin(p + "self_attn.q_proj", c.n_head * hd, d, s.qkv_bias)
-        lin(p + "self_attn.k_proj", s.n_kv_head * hd, d, s.qkv_bias)
-        lin(p + "self_attn.v_proj", s.n_kv_head * hd, d, s.qkv_bias)
-        lin(p + "self_attn.o_proj", d, c.n_head * hd, s.o_bias)
+        a = p + "self_attn."
+        if s.block != "post":
+            shapes |= _norm_tensors(c, p + "input_layernorm", d)
+        if s.qkv == "separate":
+            lin(a + "q_proj", nq, d, s.qkv_bias)
+            lin(a + "k_proj", nkv, d, s.qkv_bias)
+            lin(a + "v_proj", nkv, d, s.qkv_bias)
+        else:
+            lin(a + "qkv_proj", nq + 2 * nkv, d, s.qkv_bias)
+        lin(a + "o_proj", d, nq, s.o_bias)
         if s.qk_norm:
-            shapes[p + "self_attn.q_norm.weight"] = (hd,)
-            shapes[p + "self_attn.k_norm.weight"] = (hd,)
-        shapes[p + "post_attention_layernorm.weight"] = (d,)
+            kind = s.qk_norm_kind
+            if kind == "whole":
+                shapes[a + "q_norm.weight"], shapes[a + "k_norm.weight"] = (nq,), (nkv,)
+            elif kind == "per_head_layer":
+                shapes |= {f"{a}q_norm.{h}.weight": (hd,) for h in range(c.n_head)}
+                shapes |= {f"{a}k_norm.{h}.weight": (hd,) for h in range(s.n_kv_head)}
+            else:
+                shapes[a + "q_norm.weight"], shapes[a + "k_norm.weight"] = (hd,), (hd,)
+                if kind == "head_layer":
+                    shapes[a + "q_norm.bias"], shapes[a + "k_norm.bias"] = (hd,), (hd,)
+        if s.block != "parallel":
+            shapes |= _norm_tensors(c, p + "post_attention_layernorm", d)
         if s.sandwich_norm:
             shapes[p + "pre_feedforward_layernorm.weight"] = (d,)
+        if s.sandwich_norm or s.block == "post":
             shapes[p + "post_feedforward_layernorm.weight"] = (d,)
-        lin(p + "mlp.gate_proj", ff, d, s.mlp_bias)
-        lin(p + "mlp.up_proj", ff, d, s.mlp_bias)
+        if s.mlp == "gated":
+            lin(p + "mlp.gate_proj", ff, d, s.mlp_bias)
+            lin(p + "mlp.up_proj", ff, d, s.mlp_bias)
+        elif s.mlp == "fused_gated":
+            lin(p + "mlp.gate_up_proj", 2 * ff, d, s.mlp_bias)
+        else:
+            lin(p + "mlp.up_proj", ff, d, s.mlp_bias)
         lin(p + "mlp.down_proj", d, ff, s.mlp_bias)
-    shapes["norm.weight"] = (d,)
+    shapes |= _norm_tensors(c, "norm", d)
     return shapes
+
+
+# model_type -> (canonical fragment, the family's own) inside layer tensor names, and whole top-level names
+_LAYER_NAMES = {
+    "gpt_neox": ((".self_attn.qkv_proj.", ".attention.query_key_value."), (".self_attn.o_proj.", ".attention.dense."),
+                 (".mlp.up_proj.", ".mlp.dense_h_to_4h."), (".mlp.down_proj.", ".mlp.dense_4h_to_h.")),
+    "phi": ((".self_attn.o_proj.", ".self_attn.dense."), (".self_attn.q_norm.", ".self_attn.q_layernorm."),
+            (".self_attn.k_norm.", ".self_attn.k_layernorm."), (".mlp.up_proj.", ".mlp.fc1."),
+            (".mlp.down_proj.", ".mlp.fc2.")),
+    "stablelm": ((".self_attn.q_norm.", ".self_attn.q_layernorm.norms."),
+                 (".self_attn.k_norm.", ".self_attn.k_layernorm.norms.")),
+}
+_TOP_NAMES = {
+    "gpt_neox": {"embed_tokens.weight": "embed_in.weight", "norm.weight": "final_layer_norm.weight",
+                 "norm.bias": "final_layer_norm.bias"},
+    "phi": {"norm.weight": "final_layernorm.weight", "norm.bias": "final_layernorm.bias"},
+}
+# where a causal LM keeps its head, in the order looked for (GPT-NeoX files before transformers 5: embed_out)
+HEAD_NAMES = {"gpt_neox": ("lm_head.weight", "embed_out.weight")}
+
+
+def stored_name(c: ModelConfig, name: str) -> str:
+    """The name canonical tensor ``name`` has in the family's files (without the base model's prefix)."""
+    top = _TOP_NAMES.get(c.model_type, {})
+    if name in top:
+        return top[name]
+    for canonical, own in _LAYER_NAMES.get(c.model_type, ()):
+        name = name.replace(canonical, own)
+    return name
 
 
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
@@ -71,6 +132,125 @@ def rms_norm_plus_one(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     var = np.mean(xf * xf, axis=-1, keepdims=True)  # (..., 1)
     out = xf / np.sqrt(var + dt.type(eps)) * (dt.type(1.0) + w.astype(dt, copy=False))  # (..., C)
     return out.astype(x.dtype, copy=False)
+
+
+def apply_norm(c: ModelConfig, W, name: str, x: np.ndarray) -> np.ndarray:
+    """The family's norm ``name`` (e.g. "layers.0.input_layernorm", "norm") of rows x (..., C): RMSNorm,
+    Gemma's (1 + w) RMSNorm, LayerNorm with weight and bias, or OLMo's LayerNorm without either."""
+    s = c.decoder
+    if s.norm == "rms":
+        return (rms_norm_plus_one if s.norm_plus_one else rms_norm)(x, W[name + ".weight"], c.ln_eps)
+    if s.norm == "layer":
+        return layer_norm(x, W[name + ".weight"], W[name + ".bias"], c.ln_eps)
+    one = x.dtype.type
+    return layer_norm(x, one(1.0), one(0.0), c.ln_eps)
+
+
+def final_norm(c: ModelConfig, W, x: np.ndarray) -> np.ndarray:
+    """The norm after the last layer (what the head reads) of rows x (..., C)."""
+    return apply_norm(c, W, "norm", x)
+
+
+def rotary_tables(c: ModelConfig, layer: int, pos: np.ndarray, dtype, cache: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(cos, sin) (T, rotary_dim) of ``layer`` at positions ``pos``, kept in ``cache`` per rotary setting. The
+    length-dependent types (dynamic, longrope) read the highest position + 1, as transformers does per call."""
+    rope = c.decoder.rope_for(layer)
+    if rope not in cache:
+        seq_len = int(pos.max()) + 1 if pos.size else 0
+        inv, af = inverse_frequencies(rope, c.decoder.head_dim, dtype, seq_len)
+        cos, sin = cos_sin(pos, inv, af)  # (T, rd) each
+        cache[rope] = cos.astype(dtype, copy=False), sin.astype(dtype, copy=False)
+    return cache[rope]
+
+
+def layer_input(c: ModelConfig, W, i: int, x: np.ndarray) -> np.ndarray:
+    """What layer ``i``'s attention reads: its input norm of the residual stream x (n, C) (OLMo 2: x itself)."""
+    if c.decoder.block == "post":
+        return x
+    return apply_norm(c, W, f"layers.{i}.input_layernorm", x)
+
+
+def layer_qkv(c: ModelConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np.ndarray):
+    """(q (nh, n, hd), k (nkv, n, hd), v (nkv, n, hd)) of layer ``i`` from its attention input h (n, C): the
+    projections (separate, fused or per head), OLMo's clamp, the q/k norms, the rotation (of the first
+    rotary_dim features of each head)."""
+    s = c.decoder
+    nh, nkv, hd = c.n_head, s.n_kv_head, s.head_dim
+    a = f"layers.{i}.self_attn."
+    dtype = h.dtype
+    if s.qkv == "separate":
+        q = linear(h, W.matrix(a + "q_proj.weight"), W.get(a + "q_proj.bias"))  # (n, nh*hd)
+        k = linear(h, W.matrix(a + "k_proj.weight"), W.get(a + "k_proj.bias"))  # (n, nkv*hd)
+        v = linear(h, W.matrix(a + "v_proj.weight"), W.get(a + "v_proj.bias"))  # (n, nkv*hd)
+    else:
+        qkv = linear(h, W.matrix(a + "qkv_proj.weight"), W.get(a + "qkv_proj.bias"))  # (n, (nh + 2 nkv) hd)
+        n = qkv.shape[0]
+        if s.qkv == "fused":  # rows [q | k | v]
+            q, k, v = qkv[:, :nh * hd], qkv[:, nh * hd:(nh + nkv) * hd], qkv[:, (nh + nkv) * hd:]
+        else:  # per head [q_h | k_h | v_h]
+            per = qkv.reshape(n, nh, 3 * hd)
+            q, k, v = (per[..., j * hd:(j + 1) * hd].reshape(n, nh * hd) for j in range(3))
+    if s.clip_qkv is not None:
+        cl = dtype.type(s.clip_qkv)
+        q, k, v = np.clip(q, -cl, cl), np.clip(k, -cl, cl), np.clip(v, -cl, cl)
+    if s.qk_norm and s.qk_norm_kind == "whole":  # OLMo 2: over the whole projection, before the heads
+        q = rms_norm(q, W[a + "q_norm.weight"], c.ln_eps)
+        k = rms_norm(k, W[a + "k_norm.weight"], c.ln_eps)
+    q, k, v = split_heads(q, nh), split_heads(k, nkv), split_heads(v, nkv)  # (heads, n, hd)
+    if s.qk_norm and s.qk_norm_kind == "head":
+        norm = rms_norm_plus_one if s.norm_plus_one else rms_norm
+        q = norm(q, W[a + "q_norm.weight"], c.ln_eps)
+        k = norm(k, W[a + "k_norm.weight"], c.ln_eps)
+    elif s.qk_norm and s.qk_norm_kind == "head_layer":
+        q = layer_norm(q, W[a + "q_norm.weight"], W[a + "q_norm.bias"], c.ln_eps)
+        k = layer_norm(k, W[a + "k_norm.weight"], W[a + "k_norm.bias"], c.ln_eps)
+    elif s.qk_norm and s.qk_norm_kind == "per_head_layer":
+        zero = dtype.type(0.0)
+        q = np.stack([layer_norm(q[j], W[f"{a}q_norm.{j}.weight"], zero, c.ln_eps) for j in range(nh)])
+        k = np.stack([layer_norm(k[j], W[f"{a}k_norm.{j}.weight"], zero, c.ln_eps) for j in range(nkv)])
+    q = np.ascontiguousarray(rotate(q, cos, sin), dtype=dtype)  # (nh, n, hd)
+    k = np.ascontiguousarray(rotate(k, cos, sin), dtype=dtype)  # (nkv, n, hd)
+    return q, k, np.ascontiguousarray(v, dtype=dtype)
+
+
+def layer_mlp(c: ModelConfig, W, i: int, h: np.ndarray) -> np.ndarray:
+    """Layer ``i``'s MLP on rows h (n, C) -> (n, C): gated (separate or fused gate/up) or plain."""
+    s = c.decoder
+    m = f"layers.{i}.mlp."
+    if s.mlp == "gated":
+        gate = activation(c.act, linear(h, W.matrix(m + "gate_proj.weight"), W.get(m + "gate_proj.bias")))  # (n, ff)
+        gate *= linear(h, W.matrix(m + "up_proj.weight"), W.get(m + "up_proj.bias"))
+    elif s.mlp == "fused_gated":  # Phi-3: [gate | up]
+        gu = linear(h, W.matrix(m + "gate_up_proj.weight"), W.get(m + "gate_up_proj.bias"))  # (n, 2 ff)
+        gate = gu[:, c.d_ff:] * activation(c.act, gu[:, :c.d_ff])
+    else:
+        gate = activation(c.act, linear(h, W.matrix(m + "up_proj.weight"), W.get(m + "up_proj.bias")))  # (n, ff)
+    return linear(gate, W.matrix(m + "down_proj.weight"), W.get(m + "down_proj.bias"))  # (n, C)
+
+
+def layer_output(c: ModelConfig, W, i: int, x: np.ndarray, h: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The residual stream leaving layer ``i``: x (n, C) entering it, h (n, C) its attention's input and
+    out (nh, n, hd) the heads' outputs, through the output projection, the MLP and the family's block."""
+    s = c.decoder
+    p = f"layers.{i}."
+    o = linear(merge_heads(out), W.matrix(p + "self_attn.o_proj.weight"), W.get(p + "self_attn.o_proj.bias"))  # (n, C)
+    if s.block == "parallel":  # Phi, StableLM: both read the one input norm
+        return (o + layer_mlp(c, W, i, h)) + x
+    if s.block == "parallel2":  # GPT-NeoX: the MLP reads its own norm of x
+        return (layer_mlp(c, W, i, apply_norm(c, W, p + "post_attention_layernorm", x)) + o) + x
+    if s.block == "post":  # OLMo 2
+        x = x + apply_norm(c, W, p + "post_attention_layernorm", o)
+        return x + apply_norm(c, W, p + "post_feedforward_layernorm", layer_mlp(c, W, i, x))
+    if s.sandwich_norm:
+        x = x + apply_norm(c, W, p + "post_attention_layernorm", o)
+        h = apply_norm(c, W, p + "pre_feedforward_layernorm", x)
+    else:
+        x = x + o
+        h = apply_norm(c, W, p + "post_attention_layernorm", x)
+    f = layer_mlp(c, W, i, h)
+    if s.sandwich_norm:
+        f = apply_norm(c, W, p + "post_feedforward_layernorm", f)
+    return x + f
 
 
 def causal_band(window: int):
@@ -274,7 +454,6 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
     if softcap and keep == "weights" and kernel == "flash":
         raise CheckpointError(f"{c.model_type} soft-caps its attention scores (attn_logit_softcapping {softcap:g}); "
                               "the flash kernel cannot: use the reference or naive kernel")
-    norm = rms_norm_plus_one if s.norm_plus_one else rms_norm
     if embeds is None:
         x = W.rows("embed_tokens.weight", ids)  # (T, C)
     else:
@@ -287,24 +466,9 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
     trace = DecoderTrace(c.n_layer) if keep == "qk" else None
     dense_masks: dict[int, np.ndarray] = {}
     for i in range(c.n_layer):
-        p = f"layers.{i}."
-        a = p + "self_attn."
-        rope = s.rope_for(i)
-        if rope not in rot:
-            inv, af = inverse_frequencies(rope, hd, dtype)
-            cos, sin = cos_sin(pos, inv, af)  # (T, hd) each
-            rot[rope] = cos.astype(dtype, copy=False), sin.astype(dtype, copy=False)
-        cos, sin = rot[rope]
-        h = norm(x, W[p + "input_layernorm.weight"], c.ln_eps)  # (T, C)
-        q = split_heads(linear(h, W.matrix(a + "q_proj.weight"), W.get(a + "q_proj.bias")), nh)  # (nh, T, hd)
-        k = split_heads(linear(h, W.matrix(a + "k_proj.weight"), W.get(a + "k_proj.bias")), nkv)  # (nkv, T, hd)
-        v = split_heads(linear(h, W.matrix(a + "v_proj.weight"), W.get(a + "v_proj.bias")), nkv)  # (nkv, T, hd)
-        del h
-        if s.qk_norm:
-            q = norm(q, W[a + "q_norm.weight"], c.ln_eps)
-            k = norm(k, W[a + "k_norm.weight"], c.ln_eps)
-        q = np.ascontiguousarray(rotate(q, cos, sin), dtype=dtype)  # (nh, T, hd)
-        k = np.ascontiguousarray(rotate(k, cos, sin), dtype=dtype)  # (nkv, T, hd)
+        cos, sin = rotary_tables(c, i, pos, dtype, rot)  # (T, rd) each
+        h = layer_input(c, W, i, x)  # (T, C)
+        q, k, v = layer_qkv(c, W, i, h, cos, sin)  # (nh, T, hd), (nkv, T, hd) x 2
         kx = np.repeat(k, g, axis=0) if g > 1 else k  # (nh, T, hd): query head h reads kv head h // g
         vx = np.repeat(v, g, axis=0) if g > 1 else v  # (nh, T, hd)
         window = s.window(i)
@@ -336,23 +500,7 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
                 raise
             raise CheckpointError(f"layer {i}: {exc}") from None
         del kx, vx
-        ctx = merge_heads(out.astype(dtype, copy=False))  # (T, nh*hd)
-        o = linear(ctx, W.matrix(a + "o_proj.weight"), W.get(a + "o_proj.bias"))  # (T, C)
-        if s.sandwich_norm:
-            o = norm(o, W[p + "post_attention_layernorm.weight"], c.ln_eps)  # (T, C)
-            x = x + o  # (T, C)
-            h = norm(x, W[p + "pre_feedforward_layernorm.weight"], c.ln_eps)  # (T, C)
-        else:
-            x = x + o  # (T, C)
-            h = norm(x, W[p + "post_attention_layernorm.weight"], c.ln_eps)  # (T, C)
-        del o
-        m = p + "mlp."
-        gate = activation(c.act, linear(h, W.matrix(m + "gate_proj.weight"), W.get(m + "gate_proj.bias")))  # (T, ff)
-        gate *= linear(h, W.matrix(m + "up_proj.weight"), W.get(m + "up_proj.bias"))
-        f = linear(gate, W.matrix(m + "down_proj.weight"), W.get(m + "down_proj.bias"))  # (T, C)
-        if s.sandwich_norm:
-            f = norm(f, W[p + "post_feedforward_layernorm.weight"], c.ln_eps)  # (T, C)
-        x = x + f  # (T, C)
-        del gate, h, f
-    hidden = norm(x, W["norm.weight"], c.ln_eps)  # (T, C)
+        x = layer_output(c, W, i, x, h, out.astype(dtype, copy=False))  # (T, C)
+        del h
+    hidden = final_norm(c, W, x)  # (T, C)
     return (atts if keep == "weights" else trace), hidden

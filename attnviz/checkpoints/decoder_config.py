@@ -1,14 +1,16 @@
-"""``config.json`` of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3) -> a checked
-:class:`ModelConfig`.
+"""``config.json`` of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, GPT-NeoX /
+Pythia, Phi-1/2, Phi-3, OLMo, OLMo 2, StableLM) -> a checked :class:`ModelConfig`.
 
-They share one block (RMSNorm, grouped-query attention with RoPE, a gated MLP, final RMSNorm); what
-differs (biases, q/k norms, sliding windows, head_dim, rope scaling, Gemma's (1 + w) norms, scaled
-embeddings, extra norms around attention and MLP, soft-capped scores, a rotary base per layer type)
+They share one block (a norm, grouped-query attention with RoPE, an MLP, a final norm); what differs
+(biases, q/k norms, sliding windows, head_dim, rope scaling and partial rotary, Gemma's (1 + w) norms,
+scaled embeddings, extra norms around attention and MLP, soft-capped scores, a rotary base per layer
+type, LayerNorm instead of RMSNorm, fused q/k/v projections, parallel attention and MLP, a plain MLP)
 is carried in :class:`DecoderSpec`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from attnviz.checkpoints.errors import CheckpointError
@@ -18,9 +20,16 @@ from attnviz.checkpoints.model_config import ModelConfig, act_field, bool_field,
 DECODER_TYPES = {"llama": (False, False), "mistral": (False, False), "qwen2": (True, False), "qwen3": (False, True)}
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 DECODER_TYPES |= {"gemma": (False, False), "gemma2": (False, False), "gemma3_text": (False, True)}
-ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+# the families of _parse_other: their own layer layouts, read by the same forward pass
+OTHER_TYPES = ("gpt_neox", "phi", "phi3", "olmo", "olmo2", "stablelm")
+DECODER_TYPES |= {t: (False, False) for t in OTHER_TYPES}
+ROPE_TYPES = ("default", "linear", "llama3", "yarn", "dynamic", "longrope")
 FAMILY = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
-          "gemma2": "Gemma 2", "gemma3_text": "Gemma 3"}
+          "gemma2": "Gemma 2", "gemma3_text": "Gemma 3", "gpt_neox": "GPT-NeoX", "phi": "Phi", "phi3": "Phi-3",
+          "olmo": "OLMo", "olmo2": "OLMo 2", "stablelm": "StableLM"}
+# families whose attention rotates only part of each head when the config says so (partial_rotary_factor);
+# transformers' Llama-style attention rotates the whole head and cannot run a factor below 1
+PARTIAL_ROTARY_TYPES = ("gpt_neox", "phi", "phi3", "stablelm")
 LAYER_TYPES = ("sliding_attention", "full_attention")  # the layer_types values the Gemma families use
 
 
@@ -40,6 +49,10 @@ class RopeSpec:
     mscale: float = 0.0  # yarn
     mscale_all_dim: float = 0.0  # yarn
     truncate: bool = True  # yarn: round the correction range to whole dimensions
+    partial: float = 1.0  # share of each head's features that is rotated (partial_rotary_factor, rotary_pct)
+    max_positions: int = 0  # dynamic: the context past which the base grows
+    short_factor: tuple[float, ...] = ()  # longrope: per-frequency divisors up to original_max_positions
+    long_factor: tuple[float, ...] = ()  # longrope: ... beyond it
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,20 @@ class DecoderSpec:
     final_softcap: float | None = None  # logits become c tanh(l / c) (final_logit_softcapping; no logits are computed)
     window_pattern: int = 0  # without layer_types: layer i slides unless (i + 1) % pattern == 0 (Gemma 2, 3)
     rope_local: RopeSpec | None = None  # rotary settings of the sliding layers when they differ (Gemma 3's local base)
+    norm: str = "rms"  # "rms"; "layer": LayerNorm with weight and bias; "plain": LayerNorm without either (OLMo)
+    qkv: str = "separate"  # "separate" q/k/v_proj; "fused": one qkv_proj, rows [q | k | v] (Phi-3);
+    #                        "per_head": one query_key_value, rows [q_h | k_h | v_h] head after head (GPT-NeoX)
+    block: str = "sequential"  # "sequential"; "parallel": attention and MLP both read one norm of x and are
+    #                            added to it together (Phi, StableLM's use_parallel_residual); "parallel2": each
+    #                            reads its own norm of x (GPT-NeoX); "post": no input norms, the outputs of
+    #                            attention and MLP are normed before they are added (OLMo 2)
+    mlp: str = "gated"  # "gated": act(gate_proj) * up_proj; "fused_gated": gate_up_proj, gate first (Phi-3);
+    #                     "plain": up_proj, act, down_proj (GPT-NeoX, Phi)
+    qk_norm_kind: str = "head"  # with qk_norm: "head" RMSNorm of each head (Qwen3, Gemma 3); "whole": RMSNorm over
+    #                             the whole projection, before the heads are split (OLMo 2); "head_layer": one
+    #                             LayerNorm every head shares (Phi); "per_head_layer": a LayerNorm per head, no bias (StableLM)
+    clip_qkv: float | None = None  # q, k and v clamped to [-c, c] after the projection (OLMo)
+    head_bias: bool = False  # the LM head carries a bias (Phi)
 
     @property
     def scale(self) -> float:
@@ -100,7 +127,10 @@ class DecoderSpec:
         return self.sliding_window if layer >= self.window_from else 0
 
 
-def _rope(cfg: dict, max_positions: int) -> RopeSpec:
+def _rope(cfg: dict, max_positions: int, partial_default: float | None = None, theta_key: str = "rope_theta",
+          head_dim: int = 0) -> RopeSpec:
+    """The rotary settings of a one-setting family. ``partial_default``: the family's partial_rotary_factor
+    when the config names none (None: the family rotates whole heads and refuses a factor below 1)."""
     params = cfg.get("rope_parameters")
     if params is None:
         params = cfg.get("rope_scaling")
@@ -110,23 +140,84 @@ def _rope(cfg: dict, max_positions: int) -> RopeSpec:
         raise CheckpointError(f"config.json: rope_scaling must be an object (got {params!r})")
     if any(isinstance(v, dict) for v in params.values()):
         raise CheckpointError("config.json: rotary settings per layer type are not supported")
-    return _rope_params(params, cfg, max_positions, cfg.get("rope_theta", 10000.0), "config.json rope_scaling")
+    return _rope_params(params, cfg, max_positions, cfg.get(theta_key, cfg.get("rope_theta", 10000.0)),
+                        "config.json rope_scaling", partial_default, head_dim)
 
 
-def _rope_params(params: dict, cfg: dict, max_positions: int, theta_default, where: str) -> RopeSpec:
+def _partial(params: dict, cfg: dict, where: str, partial_default: float | None) -> float:
+    held, src = (params, where) if "partial_rotary_factor" in params else (cfg, "config.json")
+    key = "partial_rotary_factor"
+    if key not in held and "rotary_pct" in cfg:  # GPT-NeoX's name for it
+        held, src, key = cfg, "config.json", "rotary_pct"
+    value = held.get(key)
+    if value is None:
+        return 1.0 if partial_default is None else partial_default
+    f = float_field(held, key, None, src)
+    if partial_default is None:
+        if f not in (0.0, 1.0):
+            raise CheckpointError(f"{src}: {key} {value!r} is not supported for this family (it rotates whole heads)")
+        return 1.0
+    if not 0 < f <= 1:
+        raise CheckpointError(f"{src}: {key} must be in (0, 1] (got {value!r})")
+    return f
+
+
+def _factors(params: dict, key: str, n: int, where: str) -> tuple[float, ...]:
+    v = params.get(key)
+    if not isinstance(v, list) or len(v) != n or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                          and x > 0 for x in v):
+        raise CheckpointError(f"{where}: longrope needs {key}: {n} positive numbers, one per rotary frequency")
+    return tuple(float(x) for x in v)
+
+
+def _rope_params(params: dict, cfg: dict, max_positions: int, theta_default, where: str,
+                 partial_default: float | None = None, head_dim: int = 0) -> RopeSpec:
     """One rotary settings object (rope_parameters / rope_scaling, or one layer type's) -> RopeSpec."""
     theta = float_field(params, "rope_theta", theta_default, where)
     rtype = params.get("rope_type", params.get("type", "default"))
+    if rtype in ("su", "yarn") and cfg.get("model_type") == "phi3":  # Phi3Config reads both as longrope
+        rtype = "longrope"
     if rtype not in ROPE_TYPES:
         raise CheckpointError(f"config.json: rope type {rtype!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
-    held, src = (params, where) if "partial_rotary_factor" in params else (cfg, "config.json")
-    partial = held.get("partial_rotary_factor")
-    if partial is not None and float_field(held, "partial_rotary_factor", None, src) not in (0.0, 1.0):
-        raise CheckpointError(f"{src}: partial_rotary_factor {partial!r} is not supported (rotary embeddings on "
-                              "every feature only: 1)")
+    partial = _partial(params, cfg, where, partial_default)
     if not theta > 1:
         raise CheckpointError(f"config.json: rope_theta must be > 1 (got {theta})")
-    kw = {"theta": theta, "rope_type": rtype}
+    kw = {"theta": theta, "rope_type": rtype, "partial": partial}
+    if head_dim:
+        rd = int(head_dim * partial)
+        if rd < 2 or rd % 2:
+            raise CheckpointError(f"config.json: partial_rotary_factor {partial:g} of head_dim {head_dim} rotates {rd} "
+                                  "features; rotary embeddings need an even number, at least 2")
+    if rtype == "dynamic":
+        kw["factor"] = float_field(params, "factor", None, where)
+        if not 1 <= kw["factor"] <= 1e6:
+            raise CheckpointError(f"{where}: dynamic factor must be in [1, 1e6] (got {kw['factor']})")
+        kw["max_positions"] = max_positions
+        if head_dim and int(head_dim * partial) <= 2:
+            raise CheckpointError(f"{where}: dynamic rope needs more than 2 rotated features per head")
+    if rtype == "longrope":
+        omp = cfg.get("original_max_position_embeddings", params.get("original_max_position_embeddings"))
+        if omp is None and cfg.get("model_type") == "phi3":
+            omp = 4096  # Phi3Config's default
+        if omp is None:
+            raise CheckpointError(f"{where}: longrope needs original_max_position_embeddings")
+        omp = int_field({"original_max_position_embeddings": omp}, "original_max_position_embeddings", where=where)
+        n = int(head_dim * partial) // 2 if head_dim else None
+        if n is None:
+            raise CheckpointError(f"{where}: longrope is not supported for this family")
+        kw["short_factor"] = _factors(params, "short_factor", n, where)
+        kw["long_factor"] = _factors(params, "long_factor", n, where)
+        kw["original_max_positions"] = omp
+        factor = params.get("factor")
+        factor = max_positions / omp if factor is None else float_field(params, "factor", None, where)
+        af = params.get("attention_factor")
+        if af is None:
+            af = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(omp))
+        else:
+            af = float_field(params, "attention_factor", None, where)
+        if not (math.isfinite(af) and af > 0):
+            raise CheckpointError(f"{where}: longrope attention_factor must be a positive number (got {af!r})")
+        kw["factor"], kw["attention_factor"] = factor, af
     if rtype in ("linear", "llama3", "yarn"):
         kw["factor"] = float_field(params, "factor", None if rtype != "yarn" else 1.0, where)
         if not 0 < kw["factor"] <= 1e6:
@@ -151,6 +242,12 @@ def _rope_params(params: dict, cfg: dict, max_positions: int, theta_default, whe
     return RopeSpec(**kw)
 
 
+def _context(max_positions: int, rope: RopeSpec) -> int:
+    """The context a model is run to: max_position_embeddings, times the factor with dynamic rope (which
+    raises its base to reach past it)."""
+    return int(max_positions * rope.factor) if rope.rope_type == "dynamic" else max_positions
+
+
 def _windows(cfg: dict, model_type: str, n_layer: int) -> tuple[int, int, tuple[str, ...] | None]:
     """(sliding window, first sliding layer, layer_types) as transformers reads them for the family."""
     if model_type == "llama":
@@ -172,10 +269,12 @@ def _windows(cfg: dict, model_type: str, n_layer: int) -> tuple[int, int, tuple[
 
 
 def parse_decoder_config(cfg: dict) -> ModelConfig:
-    """A Llama / Mistral / Qwen2 / Qwen3 / Gemma config.json -> ModelConfig with ``decoder`` set."""
+    """A decoder LLM's config.json (a model_type of :data:`DECODER_TYPES`) -> ModelConfig with ``decoder`` set."""
     model_type = cfg["model_type"]
     if model_type in GEMMA_TYPES:
         return _parse_gemma(cfg, model_type)
+    if model_type in OTHER_TYPES:
+        return _parse_other(cfg, model_type)
     bias_default, qk_norm = DECODER_TYPES[model_type]
     d = int_field(cfg, "hidden_size")
     nh = int_field(cfg, "num_attention_heads")
@@ -200,12 +299,12 @@ def parse_decoder_config(cfg: dict) -> ModelConfig:
         n_kv_head=nkv, head_dim=head_dim, qkv_bias=bias_default or attention_bias,
         o_bias=attention_bias and model_type in ("llama", "qwen3"), mlp_bias=bool_field(cfg, "mlp_bias", False),
         qk_norm=qk_norm, tied=bool_field(cfg, "tie_word_embeddings", False),
-        sliding_window=w, window_from=first, layer_types=types, rope=_rope(cfg, max_pos), n_head=nh,
+        sliding_window=w, window_from=first, layer_types=types, rope=_rope(cfg, max_pos, head_dim=head_dim), n_head=nh,
     )
     return ModelConfig(
         kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
         d_ff=int_field(cfg, "intermediate_size"), act="silu", ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
-        max_positions=max_pos, decoder=spec,
+        max_positions=_context(max_pos, spec.rope), decoder=spec,
     )
 
 
@@ -332,12 +431,87 @@ def _parse_gemma(cfg: dict, model_type: str) -> ModelConfig:
     return ModelConfig(
         kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
         d_ff=int_field(cfg, "intermediate_size"), act=act, ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
-        max_positions=max_pos, decoder=spec,
+        max_positions=_context(max_pos, spec.rope), decoder=spec,
+    )
+
+
+# Per family: (activation key, its default, norm epsilon key, partial_rotary_factor default (None: whole heads))
+_OTHER = {
+    "gpt_neox": ("hidden_act", "gelu", "layer_norm_eps", 0.25),
+    "phi": ("hidden_act", "gelu_new", "layer_norm_eps", 0.5),
+    "phi3": ("hidden_act", "silu", "rms_norm_eps", 1.0),
+    "olmo": ("hidden_act", "silu", None, None),
+    "olmo2": ("hidden_act", "silu", "rms_norm_eps", None),
+    "stablelm": ("hidden_act", "silu", "layer_norm_eps", 0.25),
+}
+
+
+def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
+    """GPT-NeoX, Phi, Phi-3, OLMo, OLMo 2 and StableLM, read as transformers 5.24 reads them."""
+    act_key, act_default, eps_key, partial_default = _OTHER[model_type]
+    d = int_field(cfg, "hidden_size")
+    nh = int_field(cfg, "num_attention_heads")
+    nkv = nh if model_type == "gpt_neox" or cfg.get("num_key_value_heads") is None else int_field(cfg, "num_key_value_heads")
+    n_layer = int_field(cfg, "num_hidden_layers")
+    if d % nh:
+        raise CheckpointError(f"config.json: hidden size {d} is not divisible by {nh} heads")
+    if nh % nkv:
+        raise CheckpointError(f"config.json: {nh} attention heads are not a multiple of {nkv} key/value heads")
+    head_dim = d // nh
+    act = act_field(cfg, act_key, act_default)
+    max_pos = int_field(cfg, "max_position_embeddings", 2048 if model_type != "phi3" else 4096)
+    eps = 1e-5 if eps_key is None else float_field(cfg, eps_key, 1e-5)  # OLMo's LayerNorm: eps 1e-5 in its code
+    if not 0 < eps < 1:
+        raise CheckpointError(f"config.json: {eps_key} must be in (0, 1) (got {eps})")
+    if model_type == "gpt_neox":
+        params = cfg.get("rope_parameters", cfg.get("rope_scaling"))
+        params = {} if params is None else params
+        if not isinstance(params, dict):
+            raise CheckpointError(f"config.json: rope_parameters must be an object (got {params!r})")
+        rope = _rope_params(params, cfg, max_pos, cfg.get("rotary_emb_base", cfg.get("rope_theta", 10000.0)),
+                            "config.json rope_parameters", partial_default, head_dim)
+    else:
+        rope = _rope(cfg, max_pos, partial_default, head_dim=head_dim)
+    bias = bool_field(cfg, "attention_bias", model_type == "gpt_neox")
+    kw: dict = dict(n_kv_head=nkv, head_dim=head_dim, qkv_bias=bias, o_bias=bias, mlp_bias=False, qk_norm=False,
+                    tied=bool_field(cfg, "tie_word_embeddings", False), sliding_window=0, window_from=0,
+                    layer_types=None, rope=rope, n_head=nh)
+    if model_type == "gpt_neox":
+        parallel = bool_field(cfg, "use_parallel_residual", True)
+        kw |= dict(norm="layer", qkv="per_head", mlp="plain", mlp_bias=True,
+                   block="parallel2" if parallel else "sequential")
+    elif model_type == "phi":
+        kw |= dict(norm="layer", qkv_bias=True, o_bias=True, mlp="plain", mlp_bias=True, block="parallel",
+                   qk_norm=bool_field(cfg, "qk_layernorm", False), qk_norm_kind="head_layer", head_bias=True)
+    elif model_type == "phi3":
+        sw = cfg.get("sliding_window")
+        kw |= dict(qkv="fused", qkv_bias=False, o_bias=False, mlp="fused_gated",
+                   sliding_window=0 if sw is None else int_field(cfg, "sliding_window"))
+    elif model_type == "olmo":
+        clip = cfg.get("clip_qkv")
+        if clip is not None:
+            clip = float_field(cfg, "clip_qkv", None)
+            if not clip > 0:
+                raise CheckpointError(f"config.json: clip_qkv must be a positive number or null (got {clip!r})")
+        kw |= dict(norm="plain", clip_qkv=clip)
+    elif model_type == "olmo2":
+        kw |= dict(block="post", qk_norm=True, qk_norm_kind="whole")
+    else:  # stablelm
+        kw |= dict(norm="layer", qkv_bias=bool_field(cfg, "use_qkv_bias", False), o_bias=False,
+                   qk_norm=bool_field(cfg, "qk_layernorm", False), qk_norm_kind="per_head_layer",
+                   block="parallel" if bool_field(cfg, "use_parallel_residual", False) else "sequential")
+    if act not in ("silu", "swish") and kw.get("mlp", "gated") != "plain":
+        raise CheckpointError(f"config.json: {act_key} {act!r} is not supported for {model_type} (its gated MLP uses 'silu')")
+    return ModelConfig(
+        kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
+        d_ff=int_field(cfg, "intermediate_size"), act=act, ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
+        max_positions=_context(max_pos, rope), decoder=DecoderSpec(**kw),
     )
 
 
 def _describe_rope(r: RopeSpec) -> str:
-    return "rope" if r.rope_type == "default" else f"rope {r.rope_type} x{r.factor:g}"
+    out = "rope" if r.rope_type == "default" else f"rope {r.rope_type} x{r.factor:g}"
+    return out if r.partial == 1 else f"{out} on {r.partial:g} of each head"
 
 
 def describe_decoder(c: ModelConfig) -> str:
@@ -360,4 +534,7 @@ def describe_decoder(c: ModelConfig) -> str:
     if s.query_pre_attn_scalar and s.query_pre_attn_scalar != s.head_dim:
         extra += f", scale 1/√{s.query_pre_attn_scalar:g}"
     extra += f", softcap {s.attn_softcap:g}" if s.attn_softcap else ""
+    extra += {"parallel": ", parallel attention and MLP", "parallel2": ", parallel attention and MLP",
+              "post": ", norms after attention and MLP"}.get(s.block, "")
+    extra += ", LayerNorm" if s.norm != "rms" else ""
     return f"{att}, hs {s.head_dim}, {rope}{extra}"

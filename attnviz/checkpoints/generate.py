@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attnviz.checkpoints.decoder import (_W, _check_ids, causal_band, embed_scale, rms_norm,
-                                         rms_norm_plus_one)
+from attnviz.checkpoints.decoder import (_W, _check_ids, causal_band, embed_scale, final_norm, layer_input,
+                                         layer_output, layer_qkv, rotary_tables)
 from attnviz.checkpoints.decoder_run import MEMORY_SHARE, available_memory
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.layers import activation, linear, merge_heads, pick_kernel, split_heads
-from attnviz.checkpoints.rope import cos_sin, inverse_frequencies, rotate
+from attnviz.checkpoints.layers import linear, pick_kernel
 from attnviz.engine import attention
 
 HEAD = "lm_head.weight"
+HEAD_BIAS = "lm_head.bias"
 TOP = 10  # next-token candidates kept per step
 FEW_QUERIES = 8  # chunks of at most this many new tokens attend on the naive kernel
 
@@ -92,8 +92,14 @@ def head_matrix(c, weights):
 
 
 def logits(c, weights, hidden: np.ndarray) -> np.ndarray:
-    """(n, vocab) float64 logits of final-normed hidden rows (n, d_model)."""
-    z = linear(np.ascontiguousarray(hidden, dtype=np.float32), head_matrix(c, weights), None).astype(np.float64)
+    """(n, vocab) float64 logits of final-normed hidden rows (n, d_model) (Phi's head adds its bias)."""
+    bias = None
+    if c.decoder.head_bias and HEAD in weights:
+        if HEAD_BIAS not in weights:
+            raise CheckpointError(f"{c.model_type}: the language-model head has no bias ({HEAD_BIAS}), which the "
+                                  "family's head carries")
+        bias = np.asarray(weights[HEAD_BIAS], dtype=np.float32)
+    z = linear(np.ascontiguousarray(hidden, dtype=np.float32), head_matrix(c, weights), bias).astype(np.float64)
     cap = c.decoder.final_softcap
     if cap:
         z = cap * np.tanh(z / cap)
@@ -145,9 +151,8 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
     s = c.decoder
     n = x.shape[0]
     T = start + n
-    hd, nh, nkv, g = s.head_dim, c.n_head, s.n_kv_head, s.group
+    nh, g = c.n_head, s.group
     dtype = x.dtype
-    norm = rms_norm_plus_one if s.norm_plus_one else rms_norm
     kernel = pick_kernel(kernel, s.attn_softcap)
     if kernel == "flash" and n <= FEW_QUERIES:
         kernel = "naive"  # a step's one query row: flash's tiles cost more than they save
@@ -160,22 +165,9 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
             x = edit.residual(i, x)
         if stream is not None:
             stream.append(x)
-        p, a, m = f"layers.{i}.", f"layers.{i}.self_attn.", f"layers.{i}.mlp."
-        rope = s.rope_for(i)
-        if rope not in rot:
-            inv, af = inverse_frequencies(rope, hd, dtype)
-            cos, sin = cos_sin(pos, inv, af)  # (n, hd) each
-            rot[rope] = cos.astype(dtype, copy=False), sin.astype(dtype, copy=False)
-        cos, sin = rot[rope]
-        h = norm(x, W[p + "input_layernorm.weight"], c.ln_eps)  # (n, C)
-        q = split_heads(linear(h, W.matrix(a + "q_proj.weight"), W.get(a + "q_proj.bias")), nh)  # (nh, n, hd)
-        k = split_heads(linear(h, W.matrix(a + "k_proj.weight"), W.get(a + "k_proj.bias")), nkv)  # (nkv, n, hd)
-        v = split_heads(linear(h, W.matrix(a + "v_proj.weight"), W.get(a + "v_proj.bias")), nkv)  # (nkv, n, hd)
-        if s.qk_norm:
-            q = norm(q, W[a + "q_norm.weight"], c.ln_eps)
-            k = norm(k, W[a + "k_norm.weight"], c.ln_eps)
-        q = np.ascontiguousarray(rotate(q, cos, sin), dtype=dtype)  # (nh, n, hd)
-        k = np.ascontiguousarray(rotate(k, cos, sin), dtype=dtype)  # (nkv, n, hd)
+        cos, sin = rotary_tables(c, i, pos, dtype, rot)  # (n, rd) each
+        h = layer_input(c, W, i, x)  # (n, C)
+        q, k, v = layer_qkv(c, W, i, h, cos, sin)  # (nh, n, hd), (nkv, n, hd) x 2
         if start:
             k = np.concatenate([cache.k[i], k], axis=1)  # (nkv, T, hd)
             v = np.concatenate([cache.v[i], v], axis=1)
@@ -195,22 +187,10 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
         out = res.out.astype(dtype, copy=False)  # (nh, n, hd) each head's output
         if edit is not None:
             out = edit.heads(i, out)
-        o = linear(merge_heads(out), W.matrix(a + "o_proj.weight"), W.get(a + "o_proj.bias"))
-        if s.sandwich_norm:
-            x = x + norm(o, W[p + "post_attention_layernorm.weight"], c.ln_eps)
-            h = norm(x, W[p + "pre_feedforward_layernorm.weight"], c.ln_eps)
-        else:
-            x = x + o
-            h = norm(x, W[p + "post_attention_layernorm.weight"], c.ln_eps)
-        gate = activation(c.act, linear(h, W.matrix(m + "gate_proj.weight"), W.get(m + "gate_proj.bias")))
-        gate *= linear(h, W.matrix(m + "up_proj.weight"), W.get(m + "up_proj.bias"))
-        f = linear(gate, W.matrix(m + "down_proj.weight"), W.get(m + "down_proj.bias"))  # (n, C)
-        if s.sandwich_norm:
-            f = norm(f, W[p + "post_feedforward_layernorm.weight"], c.ln_eps)
-        x = x + f
+        x = layer_output(c, W, i, x, h, out)  # (n, C)
     if stream is not None:
         stream.append(x)
-    return norm(x, W["norm.weight"], c.ln_eps), rows
+    return final_norm(c, W, x), rows
 
 
 @dataclass(frozen=True, eq=False)
@@ -285,11 +265,23 @@ def _decode(c, W, ids: np.ndarray, x0: np.ndarray, *, max_new_tokens: int, how: 
     start = 0
     new_ids = ids
     x = x0
+    fed = []  # the rows fed so far, for a pass that recomputes the cache
+    recompute_at = _recompute_length(c)
     while True:
         stream: list | None = [] if on_progress is not None else None
-        hidden, rows = _chunk(c, W, np.ascontiguousarray(x, dtype=np.float32), start, cache, kernel, stream,
-                              masks=masks if start == 0 else None, offset=offset)
+        fed.append(np.ascontiguousarray(x, dtype=np.float32))
         n = new_ids.size
+        if start and start <= recompute_at < start + n and masks is None:
+            # Phi-3 with longrope: the first step past the original context recomputes every key with the
+            # long factors (transformers' Phi3ForCausalLM drops its cache there); the step's own rows are kept
+            cache = KVCache([None] * c.n_layer, [None] * c.n_layer)
+            hidden, rows = _chunk(c, W, np.concatenate(fed), 0, cache, kernel, stream, offset=offset)
+            rows, hidden = rows[:, :, -n:], hidden[-n:]
+            if stream is not None:
+                stream[:] = [r[-n:] for r in stream]
+        else:
+            hidden, rows = _chunk(c, W, fed[-1], start, cache, kernel, stream,
+                                  masks=masks if start == 0 else None, offset=offset)
         atts[:, :, start:start + n, :start + n] = rows
         if on_progress is not None:  # the rows as a view of the maps kept: a listener holds no second copy
             top = (tops_i[-1], tops_p[-1]) if start else (None, None)
@@ -327,6 +319,15 @@ def _decode(c, W, ids: np.ndarray, x0: np.ndarray, *, max_new_tokens: int, how: 
                       attentions=atts if T == T_max else np.ascontiguousarray(atts[:, :, :T, :T]),
                       top_ids=np.array(tops_i, dtype=np.int64).reshape(-1, k),
                       top_probs=np.array(tops_p, dtype=np.float64).reshape(-1, k), stopped=stopped)
+
+
+def _recompute_length(c) -> int:
+    """The length past which a generation recomputes its cache once (-1: never): transformers' Phi-3 does so
+    when the sequence first passes original_max_position_embeddings, which with longrope changes every key."""
+    rope = c.decoder.rope
+    if c.model_type == "phi3" and rope.rope_type == "longrope":
+        return rope.original_max_positions
+    return -1
 
 
 # ---- vision-language models: the image+prompt prefix once, then the cache ------------------------------
@@ -561,9 +562,8 @@ def logit_lens(c, weights, ids, position: int = -1, k: int = TOP) -> LogitLens:
     stream: list = []
     _chunk(c, W, np.ascontiguousarray(x, dtype=np.float32), 0, KVCache([None] * c.n_layer, [None] * c.n_layer),
            "auto", stream)
-    norm = rms_norm_plus_one if c.decoder.norm_plus_one else rms_norm
     rows = np.stack([h[pos] for h in stream])  # (L + 1, C)
-    probs = np.array([_softmax(z) for z in logits(c, weights, norm(rows, W["norm.weight"], c.ln_eps))])
+    probs = np.array([_softmax(z) for z in logits(c, weights, final_norm(c, W, rows))])
     kk = min(int(k), probs.shape[1])
     top = np.argsort(-probs, axis=1, kind="stable")[:, :kk]
     return LogitLens(position=pos, top_ids=top, top_probs=np.take_along_axis(probs, top, axis=1), probs=probs)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz.checkpoints.decoder import _W, rms_norm, rms_norm_plus_one
+from attnviz.checkpoints.decoder import _W, final_norm
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.generate import (TOP, Generation, LogitLens, Progress, Sampling, _softmax, generate,
                                           head_matrix, logits)
@@ -261,9 +261,8 @@ class GenerationStudy:
         chunk, i = self._chunk_at(position)
         rows = np.ascontiguousarray(chunk.stream[:, i])  # (L + 1, C)
         c = self.c
-        norm = rms_norm_plus_one if c.decoder.norm_plus_one else rms_norm
         W = _W(self.ckpt.weights, np.float32)
-        probs = np.array([_softmax(z) for z in logits(c, self.ckpt.weights, norm(rows, W["norm.weight"], c.ln_eps))])
+        probs = np.array([_softmax(z) for z in logits(c, self.ckpt.weights, final_norm(c, W, rows))])
         kk = min(int(k), probs.shape[1])
         top = np.argsort(-probs, axis=1, kind="stable")[:, :kk]  # (L + 1, kk)
         return LogitLens(position=int(position), top_ids=top, top_probs=np.take_along_axis(probs, top, axis=1),

@@ -1,8 +1,10 @@
 """Rotary position embeddings (RoPE) of decoder LLMs, with the ``rope_scaling`` types their configs carry.
 
-Follows transformers' rope utilities (default, linear, llama3, yarn), in float32 as they do (float64
-in a float64 pass), with the "half" layout Llama-family checkpoints are stored in: the two halves of
-each head are rotated together, not interleaved pairs.
+Follows transformers' rope utilities (default, linear, llama3, yarn, dynamic, longrope), in float32 as
+they do (float64 in a float64 pass), with the "half" layout Llama-family checkpoints are stored in: the
+two halves of the rotated part of each head are rotated together, not interleaved pairs. With a
+``partial_rotary_factor`` below 1 (GPT-NeoX's ``rotary_pct``, Phi, StableLM) only the first
+``int(head_dim * factor)`` features of each head are rotated; the rest pass unchanged.
 """
 
 from __future__ import annotations
@@ -12,13 +14,35 @@ import math
 import numpy as np
 
 
-def inverse_frequencies(rope, head_dim: int, dtype=np.float32) -> tuple[np.ndarray, float]:
-    """(head_dim / 2,) inverse frequencies and the attention factor cos/sin are multiplied by."""
+def rotary_dim(rope, head_dim: int) -> int:
+    """Features of each head that are rotated: ``int(head_dim * partial_rotary_factor)``."""
+    return int(head_dim * rope.partial)
+
+
+def inverse_frequencies(rope, head_dim: int, dtype=np.float32, seq_len: int = 0) -> tuple[np.ndarray, float]:
+    """(rotary_dim / 2,) inverse frequencies and the attention factor cos/sin are multiplied by.
+
+    ``seq_len``: the highest position + 1 of the pass (or of the chunk a generation step computes), which
+    the length-dependent types read as transformers' dynamic_rope_update does: "dynamic" raises the base
+    once it passes ``max_position_embeddings``, "longrope" takes its long factors once it passes
+    ``original_max_position_embeddings`` (keys already cached keep the rotation they were given)."""
     dt = np.dtype(dtype).type
-    dim = head_dim
+    dim = rotary_dim(rope, head_dim)
+    t = rope.rope_type
+    if t == "dynamic":
+        base = dt(rope.theta)
+        if seq_len > rope.max_positions:  # as transformers computes it, on a float32 tensor of the length
+            grow = dt(rope.factor) * dt(seq_len) / dt(rope.max_positions) - dt(rope.factor - 1)
+            base = dt(base * grow ** dt(dim / (dim - 2)))
+        exps = np.arange(0, dim, 2, dtype=np.int64).astype(dt) / dt(dim)  # (dim/2,)
+        return (dt(1.0) / (base ** exps)).astype(dt), 1.0
+    if t == "longrope":
+        ext = rope.long_factor if seq_len > rope.original_max_positions else rope.short_factor
+        exps = np.arange(0, dim, 2, dtype=np.int64).astype(dt) / dt(dim)  # (dim/2,)
+        inv = dt(1.0) / (np.asarray(ext, dtype=dt) * dt(rope.theta) ** exps)
+        return inv.astype(dt), float(rope.attention_factor)
     pos_freqs = dt(rope.theta) ** (np.arange(0, dim, 2, dtype=np.int64).astype(dt) / dt(dim))  # (dim/2,)
     inv = (dt(1.0) / pos_freqs).astype(dt)  # (dim/2,)
-    t = rope.rope_type
     if t == "default":
         return inv, 1.0
     if t == "linear":  # positions interpolated
@@ -70,7 +94,11 @@ def cos_sin(positions: np.ndarray, inv: np.ndarray, attention_factor: float) -> 
 
 
 def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """x (heads, T, dim) rotated: ``x * cos + rotate_half(x) * sin``, rotate_half(a, b) = (-b, a)."""
+    """x (heads, T, dim) rotated: ``x * cos + rotate_half(x) * sin``, rotate_half(a, b) = (-b, a), over the
+    first r = cos.shape[-1] features (r < dim: partial rotary; the others are kept as they are)."""
+    r = cos.shape[-1]
+    if r < x.shape[-1]:
+        return np.concatenate([rotate(x[..., :r], cos, sin), x[..., r:]], axis=-1)
     half = x.shape[-1] // 2
     rot = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)  # (heads, T, dim)
     return x * cos + rot * sin

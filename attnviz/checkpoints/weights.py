@@ -24,6 +24,8 @@ PREFIXES = ("", "bert.", "transformer.", "vit.", "deit.", "model.")
 HEAD = "lm_head.weight"  # an untied language-model head, exposed when a checkpoint stores one
 # ... and the encoder / vision families' (RobertaForMaskedLM, ElectraForPreTraining, a whole CLIPModel ...)
 PREFIXES += ("roberta.", "electra.", "distilbert.", "dinov2.", "vision_model.")
+# ... and the decoder families' own base-model names (GPTNeoXForCausalLM)
+PREFIXES += ("gpt_neox.",)
 # safetensors dtypes read as floating-point weights (BF16 and F16 are computed in float32).
 FLOAT_DTYPES = {"BF16": np.float32, "F16": np.float16, "F32": np.float32, "F64": np.float64}
 
@@ -105,6 +107,16 @@ def _stored_name(name: str, keys: set[str], prefix: str) -> str | None:
     return None
 
 
+def _head_name(c: ModelConfig, keys: set[str]) -> str | None:
+    """Where the file keeps the causal LM's head (GPT-NeoX files before transformers 5: embed_out), or None."""
+    names = (HEAD,)
+    if c.kind == "decoder":
+        from attnviz.checkpoints.decoder import HEAD_NAMES
+
+        names = HEAD_NAMES.get(c.model_type, names)
+    return next((n for n in names if n in keys), None)
+
+
 def implied_counts(c: ModelConfig) -> tuple[int, int]:
     """(tensors, elements) the config implies, computed from one layer's list: no list of n_layer entries
     is built, so a config claiming 10^7 layers is checked against the file in microseconds."""
@@ -144,7 +156,15 @@ def load_weights(path: Path, c: ModelConfig, *, lazy: bool = False):
     keys = store.stored_names()
     _check_sizes(store, c, where)
     expected = expected_tensors(c)
-    probe = next(iter(expected))
+    if c.kind == "decoder":  # canonical (Llama-style) names -> the family's own
+        from attnviz.checkpoints.decoder import stored_name
+
+        def own(n):
+            return stored_name(c, n)
+    else:
+        def own(n):
+            return n
+    probe = own(next(iter(expected)))
     prefix = next((p for p in PREFIXES if _stored_name(probe, keys, p)), None)
     if prefix is None:
         sample = ", ".join(sorted(keys)[:5]) or "no tensors at all"
@@ -152,7 +172,7 @@ def load_weights(path: Path, c: ModelConfig, *, lazy: bool = False):
             f"{where} does not hold {c.model_type} weights in the Hugging Face layout: tensor "
             f"{probe!r} not found (the file has {sample}{' ...' if len(keys) > 5 else ''})"
         )
-    missing = [n for n in expected if _stored_name(n, keys, prefix) is None]
+    missing = [own(n) for n in expected if _stored_name(own(n), keys, prefix) is None]
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise CheckpointError(
@@ -160,7 +180,7 @@ def load_weights(path: Path, c: ModelConfig, *, lazy: bool = False):
         )
     alias = {}
     for name, shape in expected.items():
-        stored = alias[name] = _stored_name(name, keys, prefix)
+        stored = alias[name] = _stored_name(own(name), keys, prefix)
         dtype, got = store.stored_dtype(stored), store.stored_shape(stored)
         if dtype not in FLOAT_DTYPES:
             raise CheckpointError(
@@ -172,8 +192,15 @@ def load_weights(path: Path, c: ModelConfig, *, lazy: bool = False):
             )
         if not store.check_finite(stored):
             raise CheckpointError(f"tensor {stored!r} contains NaN or infinite values")
-    if HEAD in keys and HEAD not in alias and store.stored_shape(HEAD) == (c.vocab_size, c.d_model):
-        alias[HEAD] = HEAD  # a causal LM's own head: generation reads it (tied models use the embedding)
+    head = _head_name(c, keys)
+    if head is not None and HEAD not in alias and store.stored_shape(head) == (c.vocab_size, c.d_model):
+        alias[HEAD] = head  # a causal LM's own head: generation reads it (tied models use the embedding)
+        bias = HEAD.replace(".weight", ".bias")
+        if (c.kind == "decoder" and c.decoder.head_bias and bias in keys and store.stored_shape(bias) == (c.vocab_size,)
+                and store.stored_dtype(bias) in FLOAT_DTYPES):
+            if not store.check_finite(bias):
+                raise CheckpointError(f"tensor {bias!r} contains NaN or infinite values")
+            alias[bias] = bias  # Phi's head carries a bias
     store.select(alias)
     if lazy:
         return store

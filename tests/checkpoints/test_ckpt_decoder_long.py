@@ -128,7 +128,7 @@ def test_qwen_sliding_layers_as_transformers_reads_them(extra, windows):
 
 @pytest.mark.parametrize("changes, expected", [
     ({"num_key_value_heads": 3}, "4 attention heads are not a multiple of 3 key/value heads"),
-    ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}}, "rope type 'dynamic' is not supported"),
+    ({"rope_parameters": {"rope_type": "su", "factor": 2.0, "rope_theta": 10000.0}}, "rope type 'su' is not supported"),
     ({"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0, "low_freq_factor": 4.0,
                           "high_freq_factor": 1.0}}, "high_freq_factor > low_freq_factor"),
     ({"rms_norm_eps": 1e308}, r"rms_norm_eps must be in \(0, 1\)"),

@@ -56,10 +56,10 @@ def test_described_from_headers_only(hub):
 
 
 def test_unsupported_and_broken_folders_are_listed_with_the_reason(tmp_path):
-    (tmp_path / "neox").mkdir()
-    (tmp_path / "neox" / "config.json").write_text('{"model_type": "gpt_neox"}')
-    d = describe_folder(tmp_path / "neox")
-    assert not d.supported and d.note == "no model.safetensors" and "gpt_neox" in d.line()
+    (tmp_path / "falcon").mkdir()
+    (tmp_path / "falcon" / "config.json").write_text('{"model_type": "falcon"}')
+    d = describe_folder(tmp_path / "falcon")
+    assert not d.supported and d.note == "no model.safetensors" and "falcon" in d.line()
 
 
 def test_cli_list_shows_the_cache(hub, capsys):

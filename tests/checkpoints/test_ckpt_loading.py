@@ -99,9 +99,9 @@ def test_missing_preprocessor_config(tiny_copy):
 
 
 @pytest.mark.parametrize("changes, expected", [
-    ({"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]}, r"'gpt_neox'.*GPTNeoXForCausalLM.*not supported: it needs rotary"),
-    ({"model_type": "no_such_model"}, r"'no_such_model'.* is not supported; supported are BERT.*'marian'"),
-    ({"model_type": None}, "has no 'model_type'.*supported are"),
+    ({"model_type": "falcon", "architectures": ["FalconForCausalLM"]}, r"'falcon'.*FalconForCausalLM.*not supported: it needs Falcon"),
+    ({"model_type": "no_such_model"}, r"'no_such_model'.* is not supported: attnviz has no forward pass for it$"),
+    ({"model_type": None}, "has no 'model_type', so the architecture is unknown$"),
     ({"n_head": 3}, "not divisible by 3 heads"),
     ({"n_embd": 32}, r"has shape \(300, 16\), but config.json implies \(300, 32\)"),
     ({"n_layer": 3}, r"lacks tensors .*h\.2\."),
