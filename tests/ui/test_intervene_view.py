@@ -256,3 +256,118 @@ def test_index_lists_are_parsed_or_refused_in_one_line():
         parse_indices("7", 4, "layer")
     with pytest.raises(ValueError, match="not a head"):
         parse_indices("x", 4, "head")
+
+
+# ---- over a corpus, encoders and vision models ------------------------------------------------------------
+
+
+def test_the_sweep_over_a_corpus_runs_off_the_gui_thread_and_fills_the_grid(panel, qtbot, tmp_path, ckpt):
+    from attnviz.corpus.sweep import document_ids
+
+    texts = ["the river bank", "after the rain the bank", "the rain"]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    view = panel.intervention
+    view.over_combo.setCurrentIndex(view.over_combo.findData("corpus"))
+    assert view.corpus_row.isVisibleTo(view) and view.sweep_button.text() == "Sweep the corpus"
+    view.corpus_edit.setText("")
+    with qtbot.waitSignal(view.failed, timeout=WAIT_MS):
+        assert view.run_sweep() is None  # no corpus named: one line
+    assert "Name the corpus" in view.message_text()
+    view.corpus_edit.setText(str(corpus))
+    seen = []
+    view._progress.moved.connect(lambda n, i, total: seen.append((i, total)))
+    with qtbot.waitSignal(view.sweep_ready, timeout=60000) as blocker:
+        assert view.run_sweep() is not None
+    grids = [intervention_study.sweep(ckpt.config, ckpt.weights, document_ids(ckpt, t, None)).grid for t in texts]
+    mean = np.mean(grids, axis=0)
+    np.testing.assert_allclose(blocker.args[0].grid, mean, atol=1e-12, rtol=0)
+    res = view.corpus_result
+    assert res.complete and res.documents == 3
+    np.testing.assert_allclose(res.std, np.std(grids, axis=0), atol=1e-12, rtol=0)
+    assert seen[-1] == (3, 3) and view.sweep_bar.value() == 3
+    assert "3 docs" in view.importance_map.frame._title[0]
+    layer, head = np.unravel_index(np.argmax(mean), mean.shape)
+    assert f"head <b>{layer}.{head}</b>" in view.ranking.text().split("<br>")[0]
+    with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
+        panel.set_text(CLEAN, run=True)  # a corpus sweep does not depend on the panel's input
+    assert view.sweep_result is not None
+
+
+def test_a_cancelled_corpus_sweep_shows_what_it_swept(panel, qtbot, tmp_path, monkeypatch):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the river bank\n" * 12, encoding="utf-8")
+    view = panel.intervention
+    real = intervention_study.run
+
+    def slow(*a, **k):
+        time.sleep(0.02)
+        return real(*a, **k)
+
+    monkeypatch.setattr(intervention_study, "run", slow)
+    view.over_combo.setCurrentIndex(view.over_combo.findData("corpus"))
+    view.corpus_edit.setText(str(corpus))
+    seen = []
+    view._progress.moved.connect(lambda n, i, total: seen.append(i))
+    with qtbot.waitSignal(view.sweep_ready, timeout=60000):
+        assert view.run_sweep() is not None
+        qtbot.waitUntil(lambda: len(seen) >= 1, timeout=60000)
+        assert view.cancel_button.isEnabled()
+        view.cancel_sweep()
+    res = view.corpus_result
+    assert not res.complete and 1 <= res.documents < 12
+    assert "cancelled after" in view.importance_map.frame._title[0]
+    assert view.sweep_button.isEnabled() and not view.cancel_button.isEnabled()
+
+
+def test_an_encoder_is_intervened_on_with_the_pooled_cosine(panel, qtbot):
+    from attnviz.checkpoints.interventions import Edit, cosine, encoder_run
+
+    view = panel.intervention
+    with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
+        panel.load_model(DATA / "tiny_roberta")
+    index = panel.tabs.indexOf(view)
+    assert panel.tabs.isTabEnabled(index) and view.ready() and view.encoder()
+    assert not view.decoder_rows.isVisibleTo(view) and not view.code_button.isEnabled()
+    assert [view.metric_combo.itemData(i) for i in range(view.metric_combo.count())] == ["cosine"]
+    eff = changed(qtbot, view, lambda: view.toggle_head(1, 0))
+    ck = panel.ckpt
+    ids = panel.outcome.result.ids
+    ref = encoder_run(ck.config, ck.weights, ids, Edit(ablate={(1, 0): "zero"}))
+    np.testing.assert_array_equal(eff.after.hidden, ref.hidden)
+    np.testing.assert_array_equal(eff.before.hidden, panel.outcome.result.hidden)
+    assert eff.cosine == pytest.approx(cosine(panel.outcome.result.hidden[0], ref.hidden[0]), abs=1e-12)
+    assert f"{eff.cosine:.6f}" in view.results.text() and eff.cosine < 1
+    assert not view.overlay_box.isVisibleTo(view)  # text: no picture
+    with qtbot.waitSignal(view.sweep_ready, timeout=WAIT_MS) as blocker:
+        view.run_sweep()
+    grid = blocker.args[0].grid
+    assert grid[1, 0] == pytest.approx(1.0 - eff.cosine, abs=1e-12)
+    # a patch is for decoder LLMs: one line, not a traceback
+    with qtbot.waitSignal(view.failed, timeout=WAIT_MS):
+        view.set_interventions(Interventions(patch="head"), "patch")
+    assert "runs on decoder LLMs" in view.message_text()
+
+
+def test_a_vision_model_draws_the_class_tokens_attention_before_and_after(panel, qtbot):
+    view = panel.intervention
+    yy, xx = np.mgrid[0:96, 0:160]
+    rgb = np.stack([(xx * 1.5) % 256, (yy * 2.5) % 256, ((xx + yy) * 0.8) % 256], -1).astype(np.uint8)
+    with qtbot.waitSignal(panel.model_loaded, timeout=WAIT_MS):
+        panel.load_model(DATA / "tiny_vit")
+    with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
+        panel.set_image(rgb, "stripes", run=True)
+    assert panel.tabs.isTabEnabled(panel.tabs.indexOf(view)) and view.ready()
+    corpus = view.over_combo.model().item(view.over_combo.findData("corpus"))
+    assert not corpus.isEnabled()  # the corpus sweep reads text
+    eff = changed(qtbot, view, lambda: view.toggle_head(0, 1))
+    panel.select_head(1, 0)
+    assert view.overlay_box.isVisibleTo(view) and eff.has_overlay
+    before, after = eff.overlay(1, 0)
+    np.testing.assert_array_equal(view.overlays[0]._weights, before.astype(np.float32))
+    np.testing.assert_array_equal(view.overlays[1]._weights, after.astype(np.float32))
+    assert np.abs(after - before).max() > 0  # ablating 0.1 moved layer 1's class-token attention
+    assert view.overlays[0].colour_scale() == view.overlays[1].colour_scale()  # one scale for both
+    assert "layer 1 · head 0" in view.overlay_title.text()
+    view.resize(700, 600)
+    assert view.minimumSizeHint().height() <= 300  # it scrolls inside the tab

@@ -1,12 +1,20 @@
-"""InterveneView: the Pretrained panel's "Intervene" tab for decoder LLMs. The session's interventions
+"""InterveneView: the Pretrained panel's "Intervene" tab for decoder LLMs, encoders and vision models. The
+session's interventions
 (``SessionState.interventions``: heads zeroed, mean-ablated or scaled; the Mask workspace's mask knocking out
 attention edges in chosen layers and heads; a head's output or the residual stream patched from a clean
 prompt of the same length) are edited here, each edit one undoable step, and run on the panel's input off
 the GUI thread: the next-token top-k before and after, the KL divergence, the logit difference of two tokens,
 the selected head's attention before | after | difference, the largest change of every head's map and the
 residual stream's change per layer. The head-importance sweep ablates every head in turn (progress, Cancel)
-and ranks them in a layers x heads grid. "Code…" shows the PyTorch forward-hook and TransformerLens scripts
-that reproduce the interventions. What is computed is :mod:`attnviz.checkpoints.intervention_study`.
+and ranks them in a layers x heads grid; "over a corpus…" runs that sweep over every document of a corpus
+on a local Dask cluster (:mod:`attnviz.corpus.sweep`) and draws each head's mean effect. "Code…" shows the
+PyTorch forward-hook and TransformerLens scripts that reproduce the interventions.
+
+On an encoder (the BERT family) or a vision model (ViT, DeiT, DINOv2, CLIP, SigLIP) the heads are ablated,
+scaled or knocked out the same way (no patch) and the effect is the cosine of the pooled / class-token output
+before and after, each token's cosine, the maps before | after | difference and, for a vision model with a
+class token, its attention drawn over the picture before | after. The sweep ranks the heads by 1 - that
+cosine. What is computed is :mod:`attnviz.checkpoints.intervention_study`.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from PySide6.QtWidgets import (QBoxLayout, QCheckBox, QComboBox, QDialog, QDoubl
 
 from attnviz.checkpoints import CheckpointError
 from attnviz.checkpoints.decoder_text import encode
-from attnviz.checkpoints.intervention_study import export_code, study, sweep, token_id
+from attnviz.checkpoints.intervention_study import EncoderEffects, encoder_study, export_code, study, sweep, token_id
+from attnviz.checkpoints.interventions import ENCODER_KINDS
+from attnviz.checkpoints.views import display_image, display_patch
 from attnviz.model.commands import SetFields
 from attnviz.model.sequence import assemble
 from attnviz.model.state import Interventions
@@ -35,12 +45,17 @@ from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.widgets.image_overlay import PatchImageView
 from attnviz.ui.widgets.small_multiples import HeadGrid
 
 MODES = (("zero", "zero"), ("mean", "mean over positions"), ("scale", "scale by"))
 PATCHES = (("none", "no patch"), ("head", "a head's output"), ("residual", "the residual stream"))
 PIECE_CHARS = 16  # a token longer than this is cut in the top-k table (the tooltip-free table stays narrow)
 METRIC_NAMES = (("kl", "KL divergence"), ("logit_diff", "logit difference drop"))
+ENCODER_METRICS = (("cosine", "1 − cos of the pooled output"),)
+SWEEP_OVER = (("input", "over this input"), ("corpus", "over a corpus…"))
+CORPUS_WORKERS = 1  # local Dask worker threads of the window's corpus sweep (the window keeps the other cores)
+WORST_TOKENS = 5  # tokens listed by how far their output turned
 
 
 def parse_indices(text: str, stop: int, what: str) -> tuple[int, ...]:
@@ -353,8 +368,26 @@ class InterveneView(QWidget):
         self.sweep_bar.setRange(0, 1)
         self.sweep_bar.setValue(0)
         self.sweep_bar.setFormat("%v / %m heads")
+        self.over_combo = QComboBox(self)
+        for key, text in SWEEP_OVER:
+            self.over_combo.addItem(text, key)
+        self.over_combo.setToolTip("sweep the panel's input, or every document of a corpus (a text file with a "
+                                   "document per line, a folder of .txt files, a .parquet or .jsonl file) on a "
+                                   "local Dask cluster: each head's mean effect over the documents")
+        self.corpus_edit = QLineEdit(self)
+        self.corpus_edit.setPlaceholderText("corpus: a text file (a document per line), a folder, .parquet or .jsonl")
+        self.browse_button = QPushButton("Browse…", self)
+        self.corpus_row = QWidget(self)
         self.importance_map = AttentionHeatmap(self)
         self.importance_map.setMinimumSize(220, 190)
+        self.corpus_result = None  # the CorpusSweep drawn, when the sweep ran over a corpus
+        # -- a vision model's class-token overlay before | after
+        self.overlay_title = QLabel(" ", self)
+        self.overlay_title.setWordWrap(True)
+        self.overlays = [PatchImageView(self) for _ in range(2)]
+        for v in self.overlays:
+            v.setMinimumSize(150, 200)
+        self.overlay_box = QWidget(self)
         self.ranking = QLabel(" ", self)
         self.ranking.setWordWrap(True)
         self.ranking.setTextFormat(Qt.TextFormat.RichText)
@@ -391,6 +424,10 @@ class InterveneView(QWidget):
         row2.addWidget(self.ko_heads)
         row2.addStretch(1)
         col.addLayout(row2)
+        self.decoder_rows = QWidget(body)  # patching and the logit difference: decoder LLMs only
+        drows = QVBoxLayout(self.decoder_rows)
+        drows.setContentsMargins(0, 0, 0, 0)
+        drows.setSpacing(4)
         row3 = QHBoxLayout()
         row3.addWidget(QLabel("patch", body))
         row3.addWidget(self.patch_combo)
@@ -401,18 +438,19 @@ class InterveneView(QWidget):
         row3.addWidget(QLabel("positions", body))
         row3.addWidget(self.patch_positions)
         row3.addStretch(1)
-        col.addLayout(row3)
+        drows.addLayout(row3)
         row4 = QHBoxLayout()
         row4.addWidget(QLabel("clean prompt", body))
         row4.addWidget(self.clean_edit, 1)
-        col.addLayout(row4)
+        drows.addLayout(row4)
         row5 = QHBoxLayout()
         row5.addWidget(QLabel("logit difference of", body))
         row5.addWidget(self.token_a)
         row5.addWidget(QLabel("−", body))
         row5.addWidget(self.token_b)
         row5.addStretch(1)
-        col.addLayout(row5)
+        drows.addLayout(row5)
+        col.addWidget(self.decoder_rows)
         col.addWidget(self.message)
 
         col.addWidget(_title("Heads (click to edit a head) and the effect"))
@@ -425,6 +463,21 @@ class InterveneView(QWidget):
         for m in self.maps:
             maps.addWidget(m, 1)
         col.addLayout(maps)
+        obox = QVBoxLayout(self.overlay_box)
+        obox.setContentsMargins(0, 0, 0, 0)
+        obox.addWidget(_title("The class token's attention over the picture"))
+        obox.addWidget(self.overlay_title)
+        orow = QHBoxLayout()
+        for v, what in zip(self.overlays, ("before", "after")):
+            pic = QVBoxLayout()
+            caption = QLabel(what, self.overlay_box)
+            caption.setAlignment(Qt.AlignmentFlag.AlignHCenter)
+            pic.addWidget(caption)
+            pic.addWidget(v, 1)
+            orow.addLayout(pic, 1)
+        obox.addLayout(orow)
+        self.overlay_box.setVisible(False)
+        col.addWidget(self.overlay_box)
         col.addWidget(self.later_title)
         col.addWidget(self.later)
         col.addWidget(_title("Residual stream change per layer"))
@@ -433,10 +486,17 @@ class InterveneView(QWidget):
         col.addWidget(self.sweep_title)
         row6 = QHBoxLayout()
         row6.addWidget(self.metric_combo)
+        row6.addWidget(self.over_combo)
         row6.addWidget(self.sweep_button)
         row6.addWidget(self.sweep_bar, 1)
         row6.addWidget(self.cancel_button)
         col.addLayout(row6)
+        row7 = QHBoxLayout(self.corpus_row)
+        row7.setContentsMargins(0, 0, 0, 0)
+        row7.addWidget(self.corpus_edit, 1)
+        row7.addWidget(self.browse_button)
+        self.corpus_row.setVisible(False)
+        col.addWidget(self.corpus_row)
         bottom = QHBoxLayout()
         bottom.addWidget(self.importance_map, 3)
         bottom.addWidget(self.ranking, 2)
@@ -474,6 +534,8 @@ class InterveneView(QWidget):
         self.importance_map.cell_clicked.connect(lambda r, c: self.panel.select_head(r, c))
         self.later.head_clicked.connect(lambda r, _c: self.panel.select_head(self._later_first + r, self.selected[1]))
         self.sweep_button.clicked.connect(self.run_sweep)
+        self.over_combo.currentIndexChanged.connect(lambda _i: self._sync_sweep_controls())
+        self.browse_button.clicked.connect(self._browse_corpus)
         self.cancel_button.clicked.connect(self.cancel_sweep)
         self.job.done.connect(self._on_done)
         self.job.failed.connect(self._on_failed)
@@ -491,10 +553,28 @@ class InterveneView(QWidget):
         return self.ctx.session.state.interventions
 
     def ready(self) -> bool:
-        """A decoder LLM is loaded and its run on an input is shown (with every map held)."""
+        """A decoder LLM (its run on an input shown, with every map held), an encoder or a vision model (its run
+        shown) is loaded."""
         ck, out = self.panel.ckpt, self.panel.outcome
-        return (ck is not None and ck.kind == "decoder" and out is not None and not self.panel.study.long
-                and getattr(out.result, "decoder", None) is not None)
+        if ck is None or out is None:
+            return False
+        if ck.kind == "decoder":
+            return not self.panel.study.long and getattr(out.result, "decoder", None) is not None
+        if ck.kind in ENCODER_KINDS and getattr(out.result, "kind", None) == ck.kind:
+            return self._encoder_input() is not None
+        return False
+
+    def encoder(self) -> bool:
+        """The model loaded is an encoder or a vision model (effects: the pooled output's cosine)."""
+        ck = self.panel.ckpt
+        return ck is not None and getattr(ck, "kind", None) in ENCODER_KINDS
+
+    def _encoder_input(self):
+        """The token ids (T,) or pixels (C, H, W) the panel's encoder run saw, None without one."""
+        r = self.panel.outcome.result if self.panel.outcome is not None else None
+        if r is None:
+            return None
+        return r.pixels if self.panel.ckpt.kind == "vit" else r.ids
 
     def set_interventions(self, spec: Interventions, label: str = "Edit the interventions") -> bool:
         """Replace the session's interventions (one undo step); False when nothing changed or it was refused."""
@@ -520,8 +600,6 @@ class InterveneView(QWidget):
             self._show_idle(self._why_not_ready())
             return None
         ck = self.panel.ckpt
-        dec = self.panel.outcome.result.decoder
-        ids = np.asarray(dec.ids, dtype=np.int64)
         spec = self.spec
         allowed = None
         if spec.knockout_layers:
@@ -530,6 +608,12 @@ class InterveneView(QWidget):
             except (ValueError, SourceError) as exc:
                 self._fail(f"The session's mask cannot be used: {exc}")
                 return None
+        if self.encoder():
+            x = self._encoder_input()
+            self._clear_message()
+            return self.job.submit(lambda: encoder_study(ck.config, ck.weights, x, spec, allowed=allowed))
+        dec = self.panel.outcome.result.decoder
+        ids = np.asarray(dec.ids, dtype=np.int64)
         chat = bool(getattr(dec, "chat", False))
 
         def job():
@@ -544,11 +628,14 @@ class InterveneView(QWidget):
 
     def run_sweep(self) -> int | None:
         """Start the head-importance sweep over the panel's input; returns the job id (None: nothing to sweep)."""
+        if self.over_combo.currentData() == "corpus":
+            return self.run_corpus_sweep()
         if not self.ready():
             self._fail(self._why_not_ready())
             return None
         ck = self.panel.ckpt
-        ids = np.asarray(self.panel.outcome.result.decoder.ids, dtype=np.int64)
+        ids = self._encoder_input() if self.encoder() else np.asarray(self.panel.outcome.result.decoder.ids,
+                                                                     dtype=np.int64)
         metric = self.metric_combo.currentData()
         tokens = None
         if metric == "logit_diff":
@@ -569,12 +656,69 @@ class InterveneView(QWidget):
         total = ck.config.n_layer * ck.config.n_head
         self.sweep_bar.setRange(0, total)
         self.sweep_bar.setValue(0)
+        self.sweep_bar.setFormat("%v / %m heads")
         self.cancel_button.setEnabled(True)
         self.sweep_button.setEnabled(False)
         self._clear_message()
         return self.sweep_job.submit(lambda: sweep(ck.config, ck.weights, ids, mode=spec.mode, factor=spec.factor,
                                                    metric=metric, tokens=tokens, cancelled=stop.is_set,
                                                    progress=lambda i, n: signal.emit(number, i, n)))
+
+    def run_corpus_sweep(self, path: str | None = None) -> int | None:
+        """Start the sweep over every document of the corpus at ``path`` (default: the corpus field) on a local
+        Dask cluster, off the GUI thread; returns the job id (None: it cannot start, the message says why)."""
+        ck = self.panel.ckpt
+        if ck is None or ck.kind not in ("decoder", "bert"):
+            self._fail("The corpus sweep reads text: load a decoder LLM or a text encoder (the BERT family).")
+            return None
+        path = (self.corpus_edit.text() if path is None else str(path)).strip()
+        if not path:
+            self._fail("Name the corpus: a text file with a document per line, a folder of .txt files, or a "
+                       ".parquet or .jsonl file with a 'text' column.")
+            return None
+        spec = self.spec
+        if spec.mode not in ("zero", "mean"):
+            self._fail("The corpus sweep zero- or mean-ablates each head: choose zero or mean above.")
+            return None
+        metric = self.metric_combo.currentData()
+        tokens = None
+        if metric == "logit_diff":
+            try:
+                tokens = self._tokens()
+            except CheckpointError as exc:
+                self._fail(str(exc))
+                return None
+            if tokens is None:
+                self._fail("The logit difference needs two tokens: fill in both fields above.")
+                return None
+        from attnviz.corpus.sweep import run_sweep
+
+        self._stop.set()
+        stop = self._stop = threading.Event()
+        self._sweep_no += 1
+        number, signal = self._sweep_no, self._progress.moved
+        self._sweep_ids = None
+        self.sweep_bar.setRange(0, 0)  # counting the documents
+        self.sweep_bar.setFormat("%v / %m docs")
+        self.cancel_button.setEnabled(True)
+        self.sweep_button.setEnabled(False)
+        self._clear_message()
+        folder = str(ck.folder)
+        name = ck.name if ck.name != ck.folder.name else None
+        return self.sweep_job.submit(lambda: run_sweep(folder, name, path, None, mode=spec.mode, metric=metric,
+                                                       tokens=tokens, scheduler="threads", workers=CORPUS_WORKERS,
+                                                       progress=lambda p: signal.emit(number, p.done, p.total),
+                                                       cancelled=stop.is_set))
+
+    def _browse_corpus(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a corpus", "", "Corpora (*.txt *.parquet *.jsonl);;All files (*)")
+        if path:
+            self.corpus_edit.setText(path)
+
+    def _sync_sweep_controls(self) -> None:
+        corpus = self.over_combo.currentData() == "corpus"
+        self.corpus_row.setVisible(corpus)
+        self.sweep_button.setText("Sweep the corpus" if corpus else "Sweep every head")
 
     def cancel_sweep(self) -> None:
         """Stop the sweep at the next head; the heads done so far are shown."""
@@ -585,6 +729,9 @@ class InterveneView(QWidget):
         """The export of :func:`intervention_study.export_code` for the session's interventions on this input."""
         if not self.ready():
             raise CheckpointError(self._why_not_ready())
+        if self.encoder():
+            raise CheckpointError("the code export writes hooks for decoder LLMs; on an encoder or a vision model "
+                                  "hook the attention's output projection the same way")
         ck = self.panel.ckpt
         ids = self.panel.outcome.result.decoder.ids
         allowed = None
@@ -610,6 +757,7 @@ class InterveneView(QWidget):
     def set_selected(self, layer: int, head: int) -> None:
         self.selected = (int(layer), int(head))
         self._draw_maps()
+        self._draw_overlay()
 
     def set_colormap(self, name: str) -> None:
         if name in colormaps.NAMES:
@@ -626,24 +774,44 @@ class InterveneView(QWidget):
 
     # ------------------------------------------------------------------ the panel's signals
     def on_model_loaded(self, ckpt) -> None:
-        decoder = ckpt.kind == "decoder"
+        kind = getattr(ckpt, "kind", None)
+        decoder, encoder = kind == "decoder", kind in ENCODER_KINDS
         index = self.panel.tabs.indexOf(self)
         if index >= 0:
-            self.panel.tabs.setTabEnabled(index, decoder)
-            self.panel.tabs.setTabToolTip(index, "" if decoder else
-                                          "interventions run on decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma)")
+            self.panel.tabs.setTabEnabled(index, decoder or encoder)
+            self.panel.tabs.setTabToolTip(index, "" if decoder or encoder else
+                                          "interventions run on decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma), "
+                                          "the BERT family and vision transformers")
         self._stop.set()  # a sweep of the previous model is not wanted
         self.sweep_result = None
+        self.corpus_result = None
+        self.effects = None
         self.importance_map.clear("no sweep yet")
         self.ranking.setText(" ")
-        if decoder:
+        self.overlay_box.setVisible(False)
+        metrics = ENCODER_METRICS if encoder else METRIC_NAMES
+        if [self.metric_combo.itemData(i) for i in range(self.metric_combo.count())] != [k for k, _t in metrics]:
+            self.metric_combo.clear()
+            for key, text in metrics:
+                self.metric_combo.addItem(text, key)
+        corpus_item = self.over_combo.model().item(self.over_combo.findData("corpus"))
+        corpus_item.setEnabled(kind in ("decoder", "bert"))
+        if kind == "vit" and self.over_combo.currentData() == "corpus":
+            self.over_combo.setCurrentIndex(self.over_combo.findData("input"))
+        self.decoder_rows.setVisible(not encoder)  # no patch and no next token on an encoder or a vision model
+        self.code_button.setEnabled(not encoder)
+        self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script"
+                                    if not encoder else "the code export writes hooks for decoder LLMs")
+        if decoder or encoder:
             c = ckpt.config
             self.patch_layer.setRange(0, c.n_layer - 1)
             self.patch_head.setRange(0, c.n_head - 1)
+        self._sync_controls(self.spec)
 
     def on_attention_ready(self, _result) -> None:
         ids = self._ids()
-        if self.sweep_result is not None and (ids is None or not np.array_equal(ids, self._sweep_ids)):
+        if self.sweep_result is not None and self.corpus_result is None and (
+                ids is None or self._sweep_ids is None or not np.array_equal(ids, self._sweep_ids)):
             self._stop.set()
             self.sweep_result = None
             self.importance_map.clear("the input changed: sweep again")
@@ -651,9 +819,11 @@ class InterveneView(QWidget):
         self.refresh()
 
     def _ids(self) -> np.ndarray | None:
-        """The token ids of the panel's decoder run, None without one."""
+        """The token ids of the panel's decoder or encoder run (a vision model's pixels), None without one."""
         if not self.ready():
             return None
+        if self.encoder():
+            return np.asarray(self._encoder_input())
         return np.asarray(self.panel.outcome.result.decoder.ids, dtype=np.int64)
 
     # ------------------------------------------------------------------ edits
@@ -682,10 +852,11 @@ class InterveneView(QWidget):
             self.patch_positions.setText(format_indices(spec.patch_positions))
             if self.clean_edit.text() != spec.clean:
                 self.clean_edit.setText(spec.clean)
+            patching = spec.patch != "none" and not self.encoder()
             for w in (self.patch_layer, self.patch_head, self.patch_positions):
-                w.setEnabled(spec.patch != "none")
-            self.patch_head.setEnabled(spec.patch == "head")
-            self.patch_positions.setEnabled(spec.patch == "residual")
+                w.setEnabled(patching)
+            self.patch_head.setEnabled(patching and spec.patch == "head")
+            self.patch_positions.setEnabled(patching and spec.patch == "residual")
             names = ", ".join(f"{a}.{b}" for a, b in spec.heads)
             what = {"zero": "zeroed", "mean": "set to their mean over the positions",
                     "scale": f"scaled by {spec.factor:g}"}[spec.mode]
@@ -705,7 +876,7 @@ class InterveneView(QWidget):
 
     def _n_layer(self) -> int | None:
         ck = self.panel.ckpt
-        return ck.config.n_layer if ck is not None and ck.kind == "decoder" else None
+        return ck.config.n_layer if ck is not None and ck.kind in ("decoder", *ENCODER_KINDS) else None
 
     def _edit_from_controls(self, label: str) -> None:
         if self._syncing:
@@ -720,8 +891,9 @@ class InterveneView(QWidget):
 
     def _spec_from_controls(self) -> Interventions:
         ck = self.panel.ckpt
-        n_layer = ck.config.n_layer if ck is not None and ck.kind == "decoder" else 1024
-        n_head = ck.config.n_head if ck is not None and ck.kind == "decoder" else 256
+        known = ck is not None and ck.kind in ("decoder", *ENCODER_KINDS)
+        n_layer = ck.config.n_layer if known else 1024
+        n_head = ck.config.n_head if known else 256
         layers = ()
         if self.knockout_check.isChecked():
             layers = parse_indices(self.ko_layers.text(), n_layer, "layer") or tuple(range(n_layer))
@@ -739,6 +911,7 @@ class InterveneView(QWidget):
         self._draw_results()
         self._draw_heads()
         self._draw_maps()
+        self._draw_overlay()
         self.residual.set_values(effects.residual_change)
         self.effects_ready.emit(effects)
 
@@ -758,10 +931,11 @@ class InterveneView(QWidget):
         ck = self.panel.ckpt
         if ck is None:
             return "Load a decoder LLM and run it on a text: its interventions are computed here."
-        if ck.kind != "decoder":
-            return f"{ck.name} is not a decoder LLM: interventions run on Llama, Mistral, Qwen2, Qwen3 and Gemma models."
-        if self.panel.outcome is None:
-            return "Run the model on a text first."
+        if ck.kind not in ("decoder", *ENCODER_KINDS):
+            return (f"{ck.name} is not a decoder LLM, an encoder or a vision model: interventions run on Llama, "
+                    "Mistral, Qwen2, Qwen3, Gemma, the BERT family and vision transformers.")
+        if self.panel.outcome is None or (ck.kind in ENCODER_KINDS and self._encoder_input() is None):
+            return "Run the model on an image first." if ck.kind == "vit" else "Run the model on a text first."
         return ("This input is too long for every map to be held; interventions need them: shorten the text.")
 
     def _show_idle(self, text: str) -> None:
@@ -771,6 +945,7 @@ class InterveneView(QWidget):
             m.clear()
         self.maps_title.setText(" ")
         self.residual.set_values(None)
+        self.overlay_box.setVisible(False)
 
     def _piece(self, t: int) -> str:
         tok = self.panel.ckpt.tokenizer if self.panel.ckpt is not None else None
@@ -788,6 +963,9 @@ class InterveneView(QWidget):
     def _draw_results(self) -> None:
         eff = self.effects
         if eff is None:
+            return
+        if isinstance(eff, EncoderEffects):
+            self._draw_encoder_results(eff)
             return
         before, after = eff.top("before"), eff.top("after")
         rows = []
@@ -810,6 +988,49 @@ class InterveneView(QWidget):
                      f"(Δ {la - lb:+.4f})</p>")
         text += f"<p><i>{html.escape(applied)}</i></p>"
         self.results.setText(text)
+
+    def _draw_encoder_results(self, eff: EncoderEffects) -> None:
+        labels = self._labels(eff.before.hidden.shape[0])
+        pooled = "the class token" if eff.before.n_extra else "the mean over the tokens"
+        order = np.argsort(eff.token_cosine, kind="stable")[:WORST_TOKENS]
+        rows = "".join(f"<tr><td>{html.escape(labels[t]) if labels else t}</td>"
+                       f"<td align='right'>{eff.token_cosine[t]:.5f}</td></tr>" for t in order)
+        applied = "; ".join(eff.applied) or "nothing changed (no intervention)"
+        self.results.setText(f"<p>cosine of the pooled output ({pooled}) before and after: <b>{eff.cosine:.6f}</b> "
+                             f"(1 − cos = {1.0 - eff.cosine:.3g})</p>"
+                             f"<table cellspacing='2'><tr><th align='left'>token</th><th align='right'>cosine</th>"
+                             f"</tr>{rows}</table><p><i>{html.escape(applied)}</i></p>")
+
+    def _labels(self, T: int) -> list[str] | None:
+        labels = list(self.panel.outcome.result.labels) if self.panel.outcome is not None else None
+        return labels if labels is not None and len(labels) == T else None
+
+    def _draw_overlay(self) -> None:
+        """A vision model's class-token attention over the picture, before | after, for the selected head."""
+        eff = self.effects
+        show = isinstance(eff, EncoderEffects) and eff.has_overlay and self.panel.ckpt is not None \
+            and self.panel.ckpt.image is not None
+        self.overlay_box.setVisible(bool(show))
+        if not show:
+            return
+        L, nh = eff.before.attentions.shape[:2]
+        layer, head = self.selected
+        if not (layer < L and head < nh):
+            layer, head = 0, 0
+        before, after = eff.overlay(layer, head)
+        grid = eff.before.grid
+        P = display_patch(grid, 224)
+        out = self.panel.outcome
+        img = display_image(getattr(out, "rgb", None), out.result.pixels, self.panel.ckpt.image, grid, P, False,
+                            self.panel.ckpt.config.patch_size)
+        top = max(float(before.max()), float(after.max()), 1e-6)
+        for view, values in zip(self.overlays, (before, after)):
+            view.set_image(img, grid=grid, patch=P)
+            view.set_overlay(values, levels=(0.0, top))
+        moved = 0.5 * float(np.abs(after - before).sum())
+        self.overlay_title.setText(f"layer {layer} · head {head}: before | after, one colour scale (0 to {top:.3g}); "
+                                   f"{moved:.1%} of the class token's attention moved between patches or to the "
+                                   "extra tokens")
 
     def _draw_heads(self) -> None:
         eff = self.effects
@@ -837,10 +1058,8 @@ class InterveneView(QWidget):
         if not (layer < L and head < nh):
             layer, head = 0, 0
         b, a, d = eff.attention(layer, head)
-        labels = list(self.panel.outcome.result.labels) if self.panel.outcome is not None else None
-        if labels is not None and len(labels) != b.shape[0]:
-            labels = None
-        causal = np.tril(np.ones(b.shape, dtype=bool))
+        labels = self._labels(b.shape[0])
+        causal = None if isinstance(eff, EncoderEffects) else np.tril(np.ones(b.shape, dtype=bool))
         top = max(float(b.max()), float(a.max()), 1e-6)
         span = max(float(np.abs(d).max()), 1e-6)
         for m, values, title, levels, what in ((self.maps[0], b, "before", (0.0, top), "weight"),
@@ -885,25 +1104,39 @@ class InterveneView(QWidget):
     def _on_sweep_done(self, _jid: int, result) -> None:
         self.cancel_button.setEnabled(False)
         self.sweep_button.setEnabled(True)
+        corpus = None
+        if not hasattr(result, "grid"):  # a CorpusSweep: its means over the documents
+            corpus, result = result, result.as_sweep()
+        self.corpus_result = corpus
         self.sweep_result = result
         grid = result.grid
         L, nh = grid.shape
         drawn = np.where(np.isfinite(grid), grid, -np.inf)  # heads not reached: hatched
-        short = "KL" if result.metric == "kl" else "logit diff drop"
+        short = {"kl": "KL", "logit_diff": "logit diff drop", "cosine": "1 − cos"}[result.metric]
         state = "" if result.complete else f" · cancelled after {result.done} of {grid.size}"
+        if corpus is not None:
+            short = f"mean {short}, {corpus.documents:,} docs"
+            state = "" if corpus.complete else f" · cancelled after {corpus.documents:,} of {corpus.total:,}"
+            if corpus.failed:
+                state += f" · {len(corpus.failed):,} failed"
         finite = grid[np.isfinite(grid)]
         lo = min(0.0, float(finite.min())) if finite.size else 0.0
         hi = float(finite.max()) if finite.size and finite.max() > lo else lo + 1e-6
         self.importance_map.set_matrix(drawn, row_labels=[f"L{i}" for i in range(L)],
                                        col_labels=[f"h{j}" for j in range(nh)], levels=(lo, hi),
                                        title=f"{short} · each head {result.mode}-ablated{state}",
-                                       value_label="nats" if result.metric == "kl" else "Δ logit")
+                                       value_label={"kl": "nats", "logit_diff": "Δ logit",
+                                                    "cosine": "1 − cos"}[result.metric])
         ranks = result.ranks()
+        spread = corpus.std if corpus is not None else None
         self.importance_map.set_readout_provider(
-            lambda r, c: (f"head {r}.{c}: {grid[r, c]:.4g}, rank {ranks[r, c]} of {result.done}"
+            lambda r, c: (f"head {r}.{c}: {grid[r, c]:.4g}"
+                          + (f" ± {spread[r, c]:.2g} (std)" if spread is not None else "")
+                          + f", rank {ranks[r, c]} of {result.done}"
                           if np.isfinite(grid[r, c]) else f"head {r}.{c}: not reached"))
-        lines = [f"{i}. head <b>{layer}.{h}</b> &nbsp;{v:.4g}" for i, (layer, h, v) in
-                 enumerate(result.ranking()[:10], start=1)]
+        lines = [f"{i}. head <b>{layer}.{h}</b> &nbsp;{v:.4g}"
+                 + (f" ± {corpus.std[layer, h]:.2g}" if corpus is not None else "")
+                 for i, (layer, h, v) in enumerate(result.ranking()[:10], start=1)]
         self.ranking.setText("<br>".join(lines) or " ")
         self.sweep_ready.emit(result)
 
