@@ -59,6 +59,8 @@ SHOTS = (  # the list the docs refer to
                        "the next-token top ten and the logit lens", "river-bank", "pretrained", "1280x900"),
     Shot("whisper", "the Audio tab on a tiny Whisper: the demo clip's spectrogram, its encoder frames and one "
                     "written token's cross-attention over them", "river-bank", "pretrained", "1280x900"),
+    Shot("translation-alignment", "Diagnostics > Alignment fed by tiny MarianMT's cross-attention, teacher-forced, "
+                                  "the mean of every head and its argmax path", "translation", "pretrained"),
     Shot("vision-language", "the pretrained workspace on tiny LLaVA: a prompt's last token over the picture's "
                             "patches, the layers x heads grid and the share of attention per layer", "river-bank",
          "pretrained"),
@@ -253,6 +255,15 @@ def prepare_whisper(window, ctx):
     view.target_edit.setText(TARGET)
     view.outcome_ready.connect(lambda out: view.select_token(min(3, len(out.pieces) - 1)))
     panel.load_model(str(TINY_WHISPER))
+
+
+def prepare_translation_alignment(window, ctx):
+    """tiny_marian on a sentence and its translation, then Show alignment in Diagnostics
+    (tools/screenshot_translation.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from screenshot_translation import prepare_translation
+
+    prepare_translation(window, ctx)
 
 
 def shoot(shot: Shot, out: str) -> int:
