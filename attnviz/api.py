@@ -7,8 +7,8 @@ tensor per layer (torch or numpy; ``batch=`` picks one sequence of a batch), or 
 Tq, Tk). Cross-attention (``outputs.cross_attentions``) has the decoder's ``target_tokens`` as its query
 rows and the encoder's ``tokens`` as its key columns. A tensor is read through ``.detach().cpu().numpy()``
 or ``__array__``, so torch is never imported here. Maps that are not attention weights — NaN or inf,
-negative values, rows that do not sum to one (beyond 1e-3; a fully masked all-zero row is allowed) — are
-refused with one ValueError line that names what and where.
+negative values, rows that do not sum to one (beyond 1e-3, 1e-2 for float16 or bfloat16 maps; a fully
+masked all-zero row is allowed) — are refused with one ValueError line that names what and where.
 
 The file (``.npz``, or ``.safetensors`` with the tokens in its metadata) holds::
 
@@ -18,6 +18,7 @@ The file (``.npz``, or ``.safetensors`` with the tokens in its metadata) holds::
     target_tokens  (Tq,) str, cross-attention only: the query tokens
     image          (H, W, 3) uint8, optional
     title          () str, optional
+    computed       () str, the dtype the maps were given in ("bfloat16", "float16", "float32", "float64")
 
 This module imports numpy only (Pillow when it draws); ``attnviz.checkpoints.maps_file`` reads the files.
 """
@@ -37,7 +38,8 @@ import numpy as np
 FORMAT_NAME = "attnviz-maps"  # the safetensors metadata's "format"
 FORMAT_VERSION = 1  # the npz's attnviz_maps / the safetensors metadata's "version"
 SUFFIXES = (".npz", ".safetensors")
-ROW_TOLERANCE = 1e-3  # |sum of a row - 1| allowed (float16 maps round to ~5e-4)
+ROW_TOLERANCE = 1e-3  # |sum of a row - 1| allowed
+ROW_TOLERANCE_16 = 1e-2  # the same for maps computed in float16 or bfloat16 (8 bits of mantissa: ~4e-3 per value)
 MAX_TOKENS = 65_536  # query or key tokens of one map (the window's overview reaches this far)
 MAX_VALUES = 2**30  # attention values of one file (4 GiB of float32)
 MAX_TOKEN_CHARS = 1_000  # characters of one token
@@ -149,9 +151,9 @@ def _where(index: tuple, cross: bool) -> str:
     return f"layer {layer}, head {head}, {'target ' if cross else ''}query {row}"
 
 
-def check_values(a: np.ndarray, cross: bool = False) -> None:
+def check_values(a: np.ndarray, cross: bool = False, tolerance: float = ROW_TOLERANCE) -> None:
     """ValueError naming the first problem of maps (L, nh, Tq, Tk) that should be softmax weights: values that
-    are not finite, negative values, rows not summing to one (beyond ROW_TOLERANCE) that are not all zero."""
+    are not finite, negative values, rows not summing to one (beyond ``tolerance``) that are not all zero."""
     L = a.shape[0]
     for layer in range(L):
         m = np.asarray(a[layer], dtype=np.float64)  # (nh, Tq, Tk), one layer at a time
@@ -167,7 +169,7 @@ def check_values(a: np.ndarray, cross: bool = False) -> None:
             raise ValueError(f"attentions hold negative values (the smallest {m.min():.3g}, the first at "
                              f"{_where((layer, *first), cross)}, key {int(first[2])}): attention weights are >= 0")
         sums = m.sum(axis=-1)  # (nh, Tq)
-        off = (np.abs(sums - 1.0) > ROW_TOLERANCE) & (sums != 0.0)
+        off = (np.abs(sums - 1.0) > tolerance) & (sums != 0.0)
         if off.any():
             first = np.argwhere(off)[0]
             raise ValueError(f"{int(off.sum()):,} row(s) of layer {layer} do not sum to one (the first at "
@@ -197,9 +199,11 @@ def check_title(title) -> str | None:
     return title
 
 
-def check_maps(a: np.ndarray, tokens, target_tokens=None) -> tuple[list[str], list[str] | None]:
+def check_maps(a: np.ndarray, tokens, target_tokens=None, low_precision: bool = False
+               ) -> tuple[list[str], list[str] | None]:
     """(tokens, target_tokens) checked against maps (L, nh, Tq, Tk); ValueError for the first problem. Without
-    ``target_tokens`` the maps are self-attention (Tq = Tk = len(tokens))."""
+    ``target_tokens`` the maps are self-attention (Tq = Tk = len(tokens)); ``low_precision``: they were computed
+    in float16 or bfloat16 (rows then sum to one within ROW_TOLERANCE_16)."""
     L, nh, Tq, Tk = a.shape
     if max(Tq, Tk) > MAX_TOKENS:
         raise ValueError(f"maps of {Tq:,} x {Tk:,} tokens: at most {MAX_TOKENS:,} tokens each way")
@@ -212,8 +216,19 @@ def check_maps(a: np.ndarray, tokens, target_tokens=None) -> tuple[list[str], li
     elif Tq != Tk:
         raise ValueError(f"the maps are {Tq} queries x {Tk} keys: cross-attention needs target_tokens, the "
                          f"{Tq} query (decoder) tokens")
-    check_values(a, cross=queries is not None)
+    low = low_precision or a.dtype == np.float16
+    check_values(a, cross=queries is not None, tolerance=ROW_TOLERANCE_16 if low else ROW_TOLERANCE)
     return keys, queries
+
+
+LOW_PRECISION = ("float16", "bfloat16")
+
+
+def _computed_in(attentions, converted: np.ndarray) -> str:
+    """The dtype the maps were given in ("bfloat16", "float16", "float32" ...), from their first layer."""
+    first = attentions[0] if isinstance(attentions, (tuple, list)) and attentions else attentions
+    name = str(getattr(first, "dtype", "")).replace("torch.", "")
+    return "bfloat16" if "bfloat16" in name else str(converted.dtype)
 
 
 def prepare(attentions, tokens, *, target_tokens=None, image=None, title=None, batch=None,
@@ -223,17 +238,18 @@ def prepare(attentions, tokens, *, target_tokens=None, image=None, title=None, b
     if dtype not in STORE_DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(STORE_DTYPES)} (got {dtype!r})")
     a = as_maps(attentions, batch=batch)
-    keys, queries = check_maps(a, tokens, target_tokens)
+    computed = _computed_in(attentions, a)
+    keys, queries = check_maps(a, tokens, target_tokens, low_precision=computed in LOW_PRECISION)
     stored = np.ascontiguousarray(a, dtype=STORE_DTYPES[dtype])
-    if dtype == "float16":
-        check_values(stored, cross=queries is not None)  # rounding must not break the rows
+    if dtype == "float16" and a.dtype != np.float16:
+        check_values(stored, cross=queries is not None, tolerance=ROW_TOLERANCE_16)  # rounding must not break rows
     return {"attentions": stored, "tokens": keys, "target_tokens": queries, "image": check_image(image),
-            "title": check_title(title)}
+            "title": check_title(title), "computed": computed}
 
 
 def _write_npz(fh, fields: dict) -> None:
     arrays = {"attnviz_maps": np.array(FORMAT_VERSION, dtype=np.int64), "attentions": fields["attentions"],
-              "tokens": np.array(fields["tokens"], dtype=str)}
+              "tokens": np.array(fields["tokens"], dtype=str), "computed": np.array(fields["computed"], dtype=str)}
     if fields["target_tokens"] is not None:
         arrays["target_tokens"] = np.array(fields["target_tokens"], dtype=str)
     if fields["image"] is not None:
@@ -247,7 +263,8 @@ def _write_safetensors(fh, fields: dict) -> None:
     tensors = [("attentions", fields["attentions"])]
     if fields["image"] is not None:
         tensors.append(("image", fields["image"]))
-    meta = {"format": FORMAT_NAME, "version": str(FORMAT_VERSION), "tokens": json.dumps(fields["tokens"])}
+    meta = {"format": FORMAT_NAME, "version": str(FORMAT_VERSION), "tokens": json.dumps(fields["tokens"]),
+            "computed": fields["computed"]}
     if fields["target_tokens"] is not None:
         meta["target_tokens"] = json.dumps(fields["target_tokens"])
     if fields["title"] is not None:

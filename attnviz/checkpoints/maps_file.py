@@ -33,7 +33,8 @@ SUFFIXES = api.SUFFIXES
 MAX_MEMBERS = 64  # zip entries of an npz (a maps file has at most six; attnviz-cli model inspect writes more)
 MAX_NPY_HEADER = 64 * 1024  # bytes of one member's .npy header
 MAX_META_BYTES = 32 * 2**20  # safetensors header (65,536 tokens of JSON fit many times over)
-FIELDS = ("attnviz_maps", "attentions", "tokens", "target_tokens", "image", "title")
+FIELDS = ("attnviz_maps", "attentions", "tokens", "target_tokens", "image", "title", "computed")
+COMPUTED = ("bfloat16", "float16", "float32", "float64")
 MAP_DTYPES = (np.float16, np.float32, np.float64)
 _VISIBLE = str.maketrans({" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5"})
 
@@ -53,6 +54,7 @@ class Maps:
     image: np.ndarray | None  # (H, W, 3) uint8
     title: str | None
     stored: str  # how the maps were stored: "float16", "float32", "float64"
+    computed: str  # the dtype the model computed them in, as the file says (else the stored one)
 
     @property
     def cross(self) -> bool:
@@ -158,10 +160,12 @@ def _read_npz(path: Path) -> tuple:
         if "target_tokens" in names:
             target = _strings(_npz_member(zf, path, "target_tokens", _check_strings(path, "target_tokens", 1)))
         image = _npz_member(zf, path, "image", _check_image_header(path)) if "image" in names else None
-        title = None
+        title = computed = None
         if "title" in names:
             t = _npz_member(zf, path, "title", _check_strings(path, "title", 0))
             title = _strings(t.reshape(1))[0]
+        if "computed" in names:
+            computed = _strings(_npz_member(zf, path, "computed", _check_strings(path, "computed", 0)).reshape(1))[0]
         if "attnviz_maps" in names:
             def version_check(shape, dtype):
                 if shape != () or dtype.kind not in "iu":
@@ -169,7 +173,7 @@ def _read_npz(path: Path) -> tuple:
             v = int(_npz_member(zf, path, "attnviz_maps", version_check))
             if v > api.FORMAT_VERSION:
                 raise _bad(path, f"format version {v} is newer than this attnviz reads ({api.FORMAT_VERSION})")
-    return a, tokens, target, image, title
+    return a, tokens, target, image, title, computed
 
 
 # ------------------------------------------------------------------------------------------------ safetensors
@@ -225,7 +229,7 @@ def _read_safetensors(path: Path) -> tuple:
     tokens = tokens_of("tokens")
     if tokens is None:
         raise _bad(path, "no 'tokens' in its metadata (a JSON list of strings)")
-    return a, tokens, tokens_of("target_tokens"), image, meta.get("title")
+    return a, tokens, tokens_of("target_tokens"), image, meta.get("title"), meta.get("computed")
 
 
 def read_maps(path) -> Maps:
@@ -236,16 +240,19 @@ def read_maps(path) -> Maps:
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise CheckpointError(f"{path.name}: attention maps are read from .npz or .safetensors files")
-    a, tokens, target, image, title = _read_npz(path) if suffix == ".npz" else _read_safetensors(path)
+    a, tokens, target, image, title, computed = _read_npz(path) if suffix == ".npz" else _read_safetensors(path)
+    if computed is not None and computed not in COMPUTED:
+        raise _bad(path, f"'computed' is {computed[:40]!r}, not one of {', '.join(COMPUTED)}")
+    computed = computed or str(a.dtype)
     try:
-        tokens, target = api.check_maps(a, tokens, target)
+        tokens, target = api.check_maps(a, tokens, target, low_precision=computed in api.LOW_PRECISION)
         image = api.check_image(image)
         title = api.check_title(title)
     except ValueError as exc:
         raise CheckpointError(f"{path.name}: {exc}") from None
     stored = str(a.dtype)
     return Maps(attentions=np.ascontiguousarray(a, dtype=np.float32), tokens=tokens, target_tokens=target,
-                image=image, title=title, stored=stored)
+                image=image, title=title, stored=stored, computed=computed)
 
 
 # ------------------------------------------------------------------------------------------------ as a checkpoint
@@ -347,8 +354,10 @@ class MapsFile:
         L, nh, Tq, Tk = self.shape
         size = f"{Tq:,} target x {Tk:,} source tokens (cross-attention)" if self.maps.cross else f"{Tk:,} tokens"
         title = f" “{self.maps.title}”" if self.maps.title and self.maps.title != self.name else ""
+        dt = self.maps.stored if self.maps.computed == self.maps.stored else \
+            f"computed in {self.maps.computed}, stored {self.maps.stored}"
         return (f"{self.name}{title}: attention maps from {self.folder.name}, {L} layers x {nh} heads, {size}, "
-                f"stored {self.maps.stored}; read-only (nothing runs)")
+                f"{dt}; read-only (nothing runs)")
 
     def special(self) -> np.ndarray:
         """(Tk,) bool: the key tokens that are special ([CLS], [SEP], <s>, ...)."""
