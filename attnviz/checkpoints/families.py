@@ -39,7 +39,6 @@ _TOWER_DEFAULTS = {
 UNSUPPORTED = {
     "deberta": "disentangled (content-to-position) attention",
     "swin": "windowed attention over shifted windows and patch merging",
-    "falcon": "Falcon's fused multi-query projections and its parallel attention block",
     "opt": "learned positions with OPT's offset of 2 and its LayerNorm / ReLU block",
     "bloom": "ALiBi score biases in a checkpoint's forward pass",
     "mixtral": "sparse mixture-of-experts MLPs with top-k routing",
