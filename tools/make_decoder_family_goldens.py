@@ -31,7 +31,12 @@ of each head) and the weights wide (std 0.3, norm gains around 1) so a wrong lay
                        the generation pass it: long factors from there on);
 * ``tiny_olmo``      — OLMo: LayerNorm without weight or bias, clip_qkv 0.5 (q, k and v clamped);
 * ``tiny_olmo2``     — OLMo 2: RMSNorm of the whole q and k projections, norms after attention and MLP;
-* ``tiny_stablelm``  — StableLM: LayerNorm, q/k/v biases, a LayerNorm per head on q and k, partial rotary 0.25.
+* ``tiny_stablelm``  — StableLM: LayerNorm, q/k/v biases, a LayerNorm per head on q and k, partial rotary 0.25;
+* ``tiny_falcon``    — Falcon's new decoder architecture: 6 q / 2 kv heads in the grouped query_key_value
+                       layout, two norms (ln_attn, ln_mlp) read in parallel, no biases, tied head;
+* ``tiny_falcon_mq`` — the first Falcons: multi-query (one k/v head), one norm read by attention and MLP in
+                       parallel, biases;
+* ``tiny_falcon_seq`` — Falcon without multi_query and parallel_attn: q/k/v interleaved per head, sequential block.
 
 Tokenizers are trained here on a small corpus (byte-level BPE for the GPT-NeoX-style families, the
 SentencePiece-style one for Phi-3) and saved with the family's own tokenizer class.
@@ -47,7 +52,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import (AutoModelForCausalLM, AutoTokenizer, CodeGenTokenizer, GPT2Tokenizer, GPTNeoXConfig,
+from transformers import (AutoModelForCausalLM, AutoTokenizer, CodeGenTokenizer, FalconConfig, FalconForCausalLM,
+                          GPT2Tokenizer, GPTNeoXConfig,
                           GPTNeoXForCausalLM, GPTNeoXTokenizer, LlamaTokenizer, Olmo2Config, Olmo2ForCausalLM,
                           OlmoConfig, OlmoForCausalLM, Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM,
                           StableLmConfig, StableLmForCausalLM)
@@ -79,6 +85,20 @@ def _train(pre, special: list[str], size: int) -> tuple[dict, list]:
 def byte_level(cls, special: list[str], size: int, **kw):
     vocab, merges = _train(pre_tokenizers.ByteLevel(add_prefix_space=False), special, size)
     return cls(vocab=vocab, merges=merges, **kw)
+
+
+def fast_byte_level(special: list[str], size: int):
+    """A byte-level BPE as a plain PreTrainedTokenizerFast (how the hub's Falcon tokenizers are saved)."""
+    from tokenizers import decoders
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=size, min_frequency=1, special_tokens=special,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=special[0])
 
 
 def llama_style():
@@ -131,7 +151,7 @@ def _save(name: str, model, tok) -> None:
         m = _fresh(d)
         hs = m(prompt, output_hidden_states=True).hidden_states
         base = m.base_model
-        final = next(getattr(base, n) for n in ("norm", "final_layernorm", "final_layer_norm") if hasattr(base, n))
+        final = next(getattr(base, n) for n in ("norm", "final_layernorm", "final_layer_norm", "ln_f") if hasattr(base, n))
         lens = [m.lm_head(final(h[:, -1])) for h in hs[:-1]] + [m.lm_head(hs[-1][:, -1])]
         lens_probs = torch.softmax(torch.cat(lens).double(), dim=-1).numpy()
     np.savez_compressed(d / "golden_generate.npz", prompt_ids=np.array(ids[:PROMPT], dtype=np.int64),
@@ -140,7 +160,7 @@ def _save(name: str, model, tok) -> None:
 
 
 NAMES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
-         "tiny_stablelm"]
+         "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,6 +218,21 @@ def main(argv: list[str] | None = None) -> int:
                              use_parallel_residual=False, layer_norm_eps=1e-5, tie_word_embeddings=False,
                              bos_token_id=0, eos_token_id=0)
         _save("tiny_stablelm", _model(StableLmForCausalLM, cfg, 27), neox_tok)
+    ftok = fast_byte_level(["<|endoftext|>", ">>ABSTRACT<<"], 300)
+    falcon = dict(vocab_size=len(ftok), num_hidden_layers=2, max_position_embeddings=64, layer_norm_epsilon=1e-5,
+                  bos_token_id=0, eos_token_id=0)
+    if "tiny_falcon" in only:
+        cfg = FalconConfig(hidden_size=48, num_attention_heads=6, num_kv_heads=2, new_decoder_architecture=True,
+                           ffn_hidden_size=40, bias=False, rope_theta=1000.0, tie_word_embeddings=True, **falcon)
+        _save("tiny_falcon", _model(FalconForCausalLM, cfg, 28), ftok)
+    if "tiny_falcon_mq" in only:
+        cfg = FalconConfig(hidden_size=40, num_attention_heads=4, multi_query=True, parallel_attn=True, bias=True,
+                           tie_word_embeddings=False, **falcon)
+        _save("tiny_falcon_mq", _model(FalconForCausalLM, cfg, 29), ftok)
+    if "tiny_falcon_seq" in only:
+        cfg = FalconConfig(hidden_size=32, num_attention_heads=4, num_kv_heads=4, multi_query=False,
+                           parallel_attn=False, bias=True, ffn_hidden_size=24, tie_word_embeddings=True, **falcon)
+        _save("tiny_falcon_seq", _model(FalconForCausalLM, cfg, 30), ftok)
     names = [x for x in NAMES if x in only]
     sizes = {p.relative_to(OUT).as_posix(): p.stat().st_size for x in names for p in sorted((OUT / x).rglob("*"))}
     print(f"total {sum(sizes.values()) / 1024:.0f} KiB in {len(sizes)} files")

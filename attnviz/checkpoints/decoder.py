@@ -108,8 +108,24 @@ _TOP_NAMES = {
 HEAD_NAMES = {"gpt_neox": ("lm_head.weight", "embed_out.weight")}
 
 
+_FALCON_NAMES = ((".self_attn.qkv_proj.", ".self_attention.query_key_value."),
+                 (".self_attn.o_proj.", ".self_attention.dense."), (".mlp.up_proj.", ".mlp.dense_h_to_4h."),
+                 (".mlp.down_proj.", ".mlp.dense_4h_to_h."))
+
+
 def stored_name(c: ModelConfig, name: str) -> str:
     """The name canonical tensor ``name`` has in the family's files (without the base model's prefix)."""
+    if c.model_type == "falcon":
+        top = {"embed_tokens.weight": "word_embeddings.weight", "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias"}
+        if name in top:
+            return top[name]
+        rules = _FALCON_NAMES
+        if c.decoder.block == "parallel2":  # the new decoder architecture's two norms
+            rules += ((".input_layernorm.", ".ln_attn."), (".post_attention_layernorm.", ".ln_mlp."))
+        name = "h." + name.removeprefix("layers.") if name.startswith("layers.") else name
+        for canonical, own in rules:
+            name = name.replace(canonical, own)
+        return name
     top = _TOP_NAMES.get(c.model_type, {})
     if name in top:
         return top[name]
@@ -187,9 +203,13 @@ def layer_qkv(c: ModelConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np
         n = qkv.shape[0]
         if s.qkv == "fused":  # rows [q | k | v]
             q, k, v = qkv[:, :nh * hd], qkv[:, nh * hd:(nh + nkv) * hd], qkv[:, (nh + nkv) * hd:]
-        else:  # per head [q_h | k_h | v_h]
+        elif s.qkv == "per_head":  # [q_h | k_h | v_h] per head
             per = qkv.reshape(n, nh, 3 * hd)
             q, k, v = (per[..., j * hd:(j + 1) * hd].reshape(n, nh * hd) for j in range(3))
+        else:  # grouped: per kv head its group of query heads, then k, then v
+            g = nh // nkv
+            per = qkv.reshape(n, nkv, g + 2, hd)
+            q, k, v = per[:, :, :g].reshape(n, nh * hd), per[:, :, g].reshape(n, nkv * hd), per[:, :, g + 1].reshape(n, nkv * hd)
     if s.clip_qkv is not None:
         cl = dtype.type(s.clip_qkv)
         q, k, v = np.clip(q, -cl, cl), np.clip(k, -cl, cl), np.clip(v, -cl, cl)

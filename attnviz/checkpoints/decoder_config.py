@@ -21,12 +21,12 @@ DECODER_TYPES = {"llama": (False, False), "mistral": (False, False), "qwen2": (T
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 DECODER_TYPES |= {"gemma": (False, False), "gemma2": (False, False), "gemma3_text": (False, True)}
 # the families of _parse_other: their own layer layouts, read by the same forward pass
-OTHER_TYPES = ("gpt_neox", "phi", "phi3", "olmo", "olmo2", "stablelm")
+OTHER_TYPES = ("gpt_neox", "phi", "phi3", "olmo", "olmo2", "stablelm", "falcon")
 DECODER_TYPES |= {t: (False, False) for t in OTHER_TYPES}
 ROPE_TYPES = ("default", "linear", "llama3", "yarn", "dynamic", "longrope")
 FAMILY = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
           "gemma2": "Gemma 2", "gemma3_text": "Gemma 3", "gpt_neox": "GPT-NeoX", "phi": "Phi", "phi3": "Phi-3",
-          "olmo": "OLMo", "olmo2": "OLMo 2", "stablelm": "StableLM"}
+          "olmo": "OLMo", "olmo2": "OLMo 2", "stablelm": "StableLM", "falcon": "Falcon"}
 # families whose attention rotates only part of each head when the config says so (partial_rotary_factor);
 # transformers' Llama-style attention rotates the whole head and cannot run a factor below 1
 PARTIAL_ROTARY_TYPES = ("gpt_neox", "phi", "phi3", "stablelm")
@@ -81,8 +81,10 @@ class DecoderSpec:
     window_pattern: int = 0  # without layer_types: layer i slides unless (i + 1) % pattern == 0 (Gemma 2, 3)
     rope_local: RopeSpec | None = None  # rotary settings of the sliding layers when they differ (Gemma 3's local base)
     norm: str = "rms"  # "rms"; "layer": LayerNorm with weight and bias; "plain": LayerNorm without either (OLMo)
-    qkv: str = "separate"  # "separate" q/k/v_proj; "fused": one qkv_proj, rows [q | k | v] (Phi-3);
-    #                        "per_head": one query_key_value, rows [q_h | k_h | v_h] head after head (GPT-NeoX)
+    qkv: str = "separate"  # "separate" q/k/v_proj; "fused": one qkv_proj, rows [q | k | v] (Phi-3, multi-query
+    #                        Falcon); "per_head": one query_key_value, rows [q_h | k_h | v_h] head after head
+    #                        (GPT-NeoX, the first Falcons); "grouped": per kv head its query heads, k, v (Falcon's
+    #                        new decoder architecture)
     block: str = "sequential"  # "sequential"; "parallel": attention and MLP both read one norm of x and are
     #                            added to it together (Phi, StableLM's use_parallel_residual); "parallel2": each
     #                            reads its own norm of x (GPT-NeoX); "post": no input norms, the outputs of
@@ -443,7 +445,44 @@ _OTHER = {
     "olmo": ("hidden_act", "silu", None, None),
     "olmo2": ("hidden_act", "silu", "rms_norm_eps", None),
     "stablelm": ("hidden_act", "silu", "layer_norm_eps", 0.25),
+    "falcon": ("activation", "gelu", "layer_norm_epsilon", None),
 }
+
+
+def _d_ff(cfg: dict, model_type: str, d: int) -> int:
+    if model_type == "falcon":  # FalconConfig: ffn_hidden_size, 4 x hidden_size when null
+        return 4 * d if cfg.get("ffn_hidden_size") is None else int_field(cfg, "ffn_hidden_size")
+    return int_field(cfg, "intermediate_size")
+
+
+def _falcon_kv_heads(cfg: dict, nh: int) -> int:
+    """Key/value heads of a Falcon: num_kv_heads in the new decoder architecture, 1 when multi-query, else nh."""
+    if bool_field(cfg, "new_decoder_architecture", False):
+        return nh if cfg.get("num_kv_heads") is None else int_field(cfg, "num_kv_heads")
+    if bool_field(cfg, "multi_query", True):
+        return 1
+    kv = nh if cfg.get("num_kv_heads") is None else int_field(cfg, "num_kv_heads")
+    if kv != nh:  # transformers' attention reshapes the keys to num_kv_heads: only nh fits the layout
+        raise CheckpointError(f"config.json: Falcon without multi_query needs num_kv_heads = {nh} (got {kv})")
+    return nh
+
+
+def _falcon_layout(cfg: dict) -> dict:
+    """The block and fused q/k/v layout of a Falcon, as FalconDecoderLayer reads its flags."""
+    bias = bool_field(cfg, "bias", False)
+    new = bool_field(cfg, "new_decoder_architecture", False)
+    parallel = bool_field(cfg, "parallel_attn", True)
+    n_ln = cfg.get("num_ln_in_parallel_attn")
+    n_ln = (2 if new else 1) if n_ln is None else int_field(cfg, "num_ln_in_parallel_attn")
+    if new and not parallel:
+        raise CheckpointError("config.json: Falcon's new_decoder_architecture with parallel_attn false is not supported")
+    if new:
+        block, qkv = ("parallel2" if n_ln == 2 else "parallel"), "grouped"
+    else:
+        block = "parallel" if parallel else "sequential"
+        qkv = "fused" if bool_field(cfg, "multi_query", True) else "per_head"
+    return dict(norm="layer", qkv=qkv, block=block, mlp="plain", qkv_bias=bias, o_bias=bias, mlp_bias=bias,
+                tied=bool_field(cfg, "tie_word_embeddings", True))
 
 
 def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
@@ -452,6 +491,8 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
     d = int_field(cfg, "hidden_size")
     nh = int_field(cfg, "num_attention_heads")
     nkv = nh if model_type == "gpt_neox" or cfg.get("num_key_value_heads") is None else int_field(cfg, "num_key_value_heads")
+    if model_type == "falcon":
+        nkv = _falcon_kv_heads(cfg, nh)
     n_layer = int_field(cfg, "num_hidden_layers")
     if d % nh:
         raise CheckpointError(f"config.json: hidden size {d} is not divisible by {nh} heads")
@@ -473,6 +514,10 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
     else:
         rope = _rope(cfg, max_pos, partial_default, head_dim=head_dim)
     bias = bool_field(cfg, "attention_bias", model_type == "gpt_neox")
+    if model_type == "falcon":
+        if bool_field(cfg, "alibi", False):
+            raise CheckpointError("config.json: Falcon with alibi true is not supported (ALiBi score biases)")
+        bias = bool_field(cfg, "bias", False)
     kw: dict = dict(n_kv_head=nkv, head_dim=head_dim, qkv_bias=bias, o_bias=bias, mlp_bias=False, qk_norm=False,
                     tied=bool_field(cfg, "tie_word_embeddings", False), sliding_window=0, window_from=0,
                     layer_types=None, rope=rope, n_head=nh)
@@ -496,6 +541,8 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
         kw |= dict(norm="plain", clip_qkv=clip)
     elif model_type == "olmo2":
         kw |= dict(block="post", qk_norm=True, qk_norm_kind="whole")
+    elif model_type == "falcon":
+        kw |= _falcon_layout(cfg)
     else:  # stablelm
         kw |= dict(norm="layer", qkv_bias=bool_field(cfg, "use_qkv_bias", False), o_bias=False,
                    qk_norm=bool_field(cfg, "qk_layernorm", False), qk_norm_kind="per_head_layer",
@@ -504,7 +551,7 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
         raise CheckpointError(f"config.json: {act_key} {act!r} is not supported for {model_type} (its gated MLP uses 'silu')")
     return ModelConfig(
         kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
-        d_ff=int_field(cfg, "intermediate_size"), act=act, ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
+        d_ff=_d_ff(cfg, model_type, d), act=act, ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
         max_positions=_context(max_pos, rope), decoder=DecoderSpec(**kw),
     )
 

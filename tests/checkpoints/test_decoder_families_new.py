@@ -19,7 +19,7 @@ from attnviz.checkpoints.generate import generate, logit_lens, next_distribution
 from attnviz.checkpoints.rope import inverse_frequencies
 
 FAMILIES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
-            "tiny_stablelm"]
+            "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq"]
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,10 @@ def test_family_specifics_are_read(models):
     assert models["tiny_olmo"].config.decoder.clip_qkv == 0.5
     assert models["tiny_olmo2"].config.decoder.qk_norm_kind == "whole"
     assert "parallel attention and MLP" in models["tiny_gpt_neox"].describe()
+    falcon = {n: models[n].config.decoder for n in ("tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq")}
+    assert (falcon["tiny_falcon"].qkv, falcon["tiny_falcon"].block, falcon["tiny_falcon"].n_kv_head) == ("grouped", "parallel2", 2)
+    assert (falcon["tiny_falcon_mq"].qkv, falcon["tiny_falcon_mq"].block, falcon["tiny_falcon_mq"].n_kv_head) == ("fused", "parallel", 1)
+    assert (falcon["tiny_falcon_seq"].qkv, falcon["tiny_falcon_seq"].block) == ("per_head", "sequential")
 
 
 def test_dynamic_rope_grows_its_base_only_past_the_context(models):
@@ -134,6 +138,8 @@ BASE = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, "in
     ({"model_type": "stablelm", "rope_scaling": {"rope_type": "dynamic", "factor": 0.5}}, "dynamic factor"),
     ({"model_type": "olmo", "clip_qkv": -1}, "clip_qkv"),
     ({"model_type": "phi", "hidden_act": "mish"}, "activation"),
+    ({"model_type": "falcon", "alibi": True}, "alibi true is not supported"),
+    ({"model_type": "falcon", "multi_query": False, "num_kv_heads": 2}, "num_kv_heads = 4"),
 ])
 def test_bad_configs_are_one_clear_line(cfg, message):
     with pytest.raises(CheckpointError, match=message) as err:
@@ -141,7 +147,7 @@ def test_bad_configs_are_one_clear_line(cfg, message):
     assert "\n" not in str(err.value) and len(str(err.value)) < 200
 
 
-@pytest.mark.parametrize("model_type", ["falcon", "opt", "bloom", "mixtral", "some_new_arch"])
+@pytest.mark.parametrize("model_type", ["opt", "bloom", "mixtral", "qwen3_moe", "some_new_arch"])
 def test_refused_families_say_so_in_one_short_line(model_type):
     with pytest.raises(CheckpointError) as err:
         parse_model_config(BASE | {"model_type": model_type})
