@@ -355,8 +355,11 @@ def test_a_vision_model_draws_the_class_tokens_attention_before_and_after(panel,
     rgb = np.stack([(xx * 1.5) % 256, (yy * 2.5) % 256, ((xx + yy) * 0.8) % 256], -1).astype(np.uint8)
     with qtbot.waitSignal(panel.model_loaded, timeout=WAIT_MS):
         panel.load_model(DATA / "tiny_vit")
-    with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
         panel.set_image(rgb, "stripes", run=True)
+    if panel.tabs.currentWidget() is not view:  # the panel shows a picture's model in its Image tab
+        with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
+            panel.tabs.setCurrentWidget(view)
     assert panel.tabs.isTabEnabled(panel.tabs.indexOf(view)) and view.ready()
     corpus = view.over_combo.model().item(view.over_combo.findData("corpus"))
     assert not corpus.isEnabled()  # the corpus sweep reads text
@@ -371,3 +374,15 @@ def test_a_vision_model_draws_the_class_tokens_attention_before_and_after(panel,
     assert "layer 1 · head 0" in view.overlay_title.text()
     view.resize(700, 600)
     assert view.minimumSizeHint().height() <= 300  # it scrolls inside the tab
+
+
+def test_an_encoders_effects_wait_until_the_tab_is_shown(panel, qtbot):
+    view = panel.intervention
+    panel.tabs.setCurrentIndex(0)
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
+        panel.load_model(DATA / "tiny_roberta")
+    qtbot.wait(100)
+    assert view.effects is None and view._stale  # no extra passes while another tab is shown
+    with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS) as blocker:
+        panel.tabs.setCurrentWidget(view)
+    assert blocker.args[0].cosine == pytest.approx(1.0) and not view._stale

@@ -262,6 +262,7 @@ class InterveneView(QWidget):
         self.sweep_result = None  # the Sweep drawn
         self.selected: tuple[int, int] = (0, 0)
         self._syncing = False
+        self._stale = False  # an encoder's run waits for the tab to be shown
         self._stop = threading.Event()  # the running sweep's cancel flag
         self._sweep_no = 0
         self._sweep_ids: np.ndarray | None = None  # the input the sweep shown was run on
@@ -594,11 +595,17 @@ class InterveneView(QWidget):
         return self.set_interventions(Interventions(), "Remove the interventions")
 
     def refresh(self) -> int | None:
-        """Run the session's interventions on the panel's input (off the GUI thread); returns the job id."""
+        """Run the session's interventions on the panel's input (off the GUI thread); returns the job id. On an
+        encoder or a vision model the run waits until the tab is shown (their runs in the other tabs do not pay
+        for two more passes)."""
         if not self.ready():
             self.effects = None
             self._show_idle(self._why_not_ready())
             return None
+        if self.encoder() and not self.isVisible():
+            self._stale = True
+            return None
+        self._stale = False
         ck = self.panel.ckpt
         spec = self.spec
         allowed = None
@@ -766,6 +773,11 @@ class InterveneView(QWidget):
 
     def message_text(self) -> str:
         return self.message.text() if self.message.isVisible() else ""
+
+    def showEvent(self, ev):  # noqa: N802 - Qt's name
+        super().showEvent(ev)
+        if self._stale:
+            self.refresh()
 
     def shutdown(self) -> None:
         self._stop.set()
