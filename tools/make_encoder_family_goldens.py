@@ -29,6 +29,8 @@ own image processor writes, and a ``golden.npz`` of the base model's eager atten
 * ``tiny_deberta_v2``: DeBERTa v2's other options: separate ``pos_key_proj`` / ``pos_query_proj``, no
   buckets (relative distances clamped at max_relative_positions 6), absolute positions added to a
   narrower embedding projected up (``embed_proj``), token types, the convolution after layer 0;
+* ``tiny_dinov2_reg/golden_resize.npz``: torch's antialiased bicubic and bilinear resizes of a random
+  (7, 5) grid to (3, 9), (11, 2) and (7, 5);
 * ``tiny_beit``: 3 x 5 patches (non-square), a relative position bias in every layer, layer scale, mean
   pooling (so no final LayerNorm on ``last_hidden_state``); ``position_bias`` (L, nh, T, T).
 
@@ -281,6 +283,22 @@ def beit() -> None:
         image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5]), seed=83, position_bias=_beit_bias)
 
 
+def resizes() -> None:
+    """tiny_dinov2_reg/golden_resize.npz: torch's bicubic (antialiased) and bilinear resizes of a random grid, shrinking
+    one axis and growing the other, as the position tables and BEiT's bias tables are resized."""
+    if not _wanted("tiny_dinov2_reg_resize"):
+        return
+    grid = torch.from_numpy(np.random.default_rng(3).normal(size=(1, 4, 7, 5)).astype(np.float32))  # (1, d, h, w)
+    out = {"grid": grid[0].permute(1, 2, 0).numpy()}  # (h, w, d)
+    for size in ((3, 9), (11, 2), (7, 5)):
+        tag = f"{size[0]}x{size[1]}"
+        aa = torch.nn.functional.interpolate(grid, size=size, mode="bicubic", align_corners=False, antialias=True)
+        bl = torch.nn.functional.interpolate(grid, size=size, mode="bilinear", align_corners=False)
+        out[f"bicubic_aa_{tag}"] = aa[0].permute(1, 2, 0).numpy()
+        out[f"bilinear_{tag}"] = bl[0].permute(1, 2, 0).numpy()
+    np.savez_compressed(OUT / "tiny_dinov2_reg" / "golden_resize.npz", **out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", action="append", default=[], help="write only this folder (repeatable)")
@@ -290,6 +308,7 @@ def main() -> None:
     mpnet()
     deberta()
     beit()
+    resizes()
 
 
 if __name__ == "__main__":

@@ -187,3 +187,48 @@ def test_still_refused_families_name_what_they_miss(tmp_path):
         with pytest.raises(CheckpointError, match=f"'{model_type}'.*not supported: it needs") as err:
             load_checkpoint(d)
         assert len(str(err.value)) < 200
+
+
+@pytest.mark.parametrize("size", ["3x9", "11x2", "7x5"])
+def test_resizes_match_torch(size):
+    """Antialiased bicubic (DINOv2 with registers' position table) and bilinear (BEiT's bias table) resizes equal
+    torch.nn.functional.interpolate's, one axis shrinking and the other growing."""
+    from attnviz.checkpoints.interpolate import bicubic_resize_aa, bilinear_resize
+
+    g = golden(DATA / "tiny_dinov2_reg" / "golden_resize.npz")
+    hw = tuple(int(v) for v in size.split("x"))
+    np.testing.assert_allclose(bicubic_resize_aa(g["grid"], hw), g[f"bicubic_aa_{size}"], atol=2e-6, rtol=0)
+    np.testing.assert_allclose(bilinear_resize(g["grid"], hw), g[f"bilinear_{size}"], atol=2e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kernel", ["reference", "naive", "flash"])
+def test_biased_families_run_on_every_kernel(family, kernel):
+    for name in ("mpnet", "deberta_v3"):
+        g = golden(DATA / f"tiny_{name}" / "golden.npz")
+        res = run_text(family(name), str(g["text"]), kernel=kernel)
+        assert np.abs(res.attentions - g["attentions"]).max() <= 1e-5, (name, _worst(res.attentions, g["attentions"]))
+    g = golden(DATA / "tiny_beit" / "golden.npz")
+    res = run_image(family("beit"), g["image"], kernel=kernel)
+    assert np.abs(res.attentions - g["attentions"]).max() <= 1e-5, _worst(res.attentions, g["attentions"])
+
+
+@pytest.mark.parametrize("name", ["mpnet", "albert", "deberta_v3"])
+def test_text_longer_than_the_position_table_is_one_message(family, name):
+    ckpt = family(name)
+    with pytest.raises(CheckpointError, match=str(ckpt.config.max_tokens)):
+        run_text(ckpt, "the river bank " * 200)
+    assert ckpt.config.max_tokens == ckpt.config.max_positions - (2 if name == "mpnet" else 0)
+
+
+@pytest.mark.parametrize("name, crop, expected", [
+    ("dinov2_reg", {"height": 4, "width": 40}, "smaller than one patch"),
+    ("beit", {"height": 16, "width": 40}, "non-square grid is not supported"),  # a 3 x 5 trained grid
+])
+def test_processor_sizes_the_model_cannot_take_are_one_message(tmp_path, name, crop, expected):
+    d = _copy_edit(tmp_path, name)
+    pp = json.loads((d / "preprocessor_config.json").read_text())
+    pp["crop_size"] = crop
+    (d / "preprocessor_config.json").write_text(json.dumps(pp))
+    with pytest.raises(CheckpointError, match=expected) as err:
+        load_checkpoint(d)
+    assert "\n" not in str(err.value)
