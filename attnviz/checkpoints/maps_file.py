@@ -345,6 +345,7 @@ class MapsFile:
         self.maps = maps
         self.name = name or maps.title or self.folder.name
         self.rgb = maps.image
+        self._result: MapsAttention | None = None
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -364,6 +365,12 @@ class MapsFile:
         return np.array([t in SPECIAL_TOKENS for t in self.maps.tokens], dtype=bool)
 
     def run(self) -> MapsAttention:
+        """The maps as a run result (the same object each time: a file is read once, nothing runs)."""
+        if self._result is None:
+            self._result = self._make_result()
+        return self._result
+
+    def _make_result(self) -> MapsAttention:
         m = self.maps
         Tk = len(m.tokens)
         return MapsAttention(
