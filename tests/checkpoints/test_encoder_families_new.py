@@ -232,3 +232,32 @@ def test_processor_sizes_the_model_cannot_take_are_one_message(tmp_path, name, c
     with pytest.raises(CheckpointError, match=expected) as err:
         load_checkpoint(d)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["albert", "mpnet", "deberta_v3", "beit", "dinov2_reg"])
+def test_interventions_reach_the_new_families(family, name):
+    """A knockout leaving each token only itself in layer 0 gives that layer identity maps (the biases do not
+    leak past the mask), and zero-ablating every head of layer 0 changes the hidden state."""
+    from attnviz.checkpoints.encoders import forward_encoder
+    from attnviz.checkpoints.interventions import Edit
+    from attnviz.checkpoints.vision import forward_vision
+
+    ckpt = family(name)
+    g = golden(DATA / f"tiny_{name}" / "golden.npz")
+    c = ckpt.config
+    if c.kind == "vit":
+        res = run_image(ckpt, g["image"])
+
+        def run(edit):
+            return forward_vision(c, ckpt.weights, res.pixels, edit=edit)[:2]
+    else:
+        res = run_text(ckpt, str(g["text"]))
+
+        def run(edit):
+            return forward_encoder(c, ckpt.weights, res.ids, edit=edit)
+    T = res.attentions.shape[-1]
+    atts, _ = run(Edit(knockout={0: ~np.eye(T, dtype=bool)}))
+    np.testing.assert_allclose(atts[0], np.broadcast_to(np.eye(T), atts[0].shape), atol=1e-6)
+    assert atts.shape == res.attentions.shape
+    _, hidden = run(Edit(ablate={(0, h): "zero" for h in range(c.n_head)}))
+    assert np.abs(hidden - res.hidden).max() > 1e-3
