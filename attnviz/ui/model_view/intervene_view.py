@@ -712,10 +712,11 @@ class InterveneView(QWidget):
         self._clear_message()
         folder = str(ck.folder)
         name = ck.name if ck.name != ck.folder.name else None
+        # a document per partition: Cancel is asked after each document
         return self.sweep_job.submit(lambda: run_sweep(folder, name, path, None, mode=spec.mode, metric=metric,
                                                        tokens=tokens, scheduler="threads", workers=CORPUS_WORKERS,
-                                                       progress=lambda p: signal.emit(number, p.done, p.total),
-                                                       cancelled=stop.is_set))
+                                                       batch=1, cancelled=stop.is_set,
+                                                       progress=lambda p: signal.emit(number, p.done, p.total)))
 
     def _browse_corpus(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Choose a corpus", "", "Corpora (*.txt *.parquet *.jsonl);;All files (*)")
