@@ -39,7 +39,6 @@ _TOWER_DEFAULTS = {
 UNSUPPORTED = {
     "deberta": "DeBERTa v1's disentangled attention (fused in_proj, its own position projections; v2 / v3 run)",
     "swin": "windowed attention over shifted windows and patch merging, with its own tokens and heads per stage",
-    "opt": "learned positions with OPT's offset of 2 and its LayerNorm / ReLU block",
     "bloom": "ALiBi score biases in a checkpoint's forward pass",
     "mixtral": "sparse mixture-of-experts MLPs with top-k routing",
     "qwen2_moe": "sparse mixture-of-experts MLPs with top-k routing",
