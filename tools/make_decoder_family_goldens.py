@@ -36,7 +36,9 @@ of each head) and the weights wide (std 0.3, norm gains around 1) so a wrong lay
                        layout, two norms (ln_attn, ln_mlp) read in parallel, no biases, tied head;
 * ``tiny_falcon_mq`` — the first Falcons: multi-query (one k/v head), one norm read by attention and MLP in
                        parallel, biases;
-* ``tiny_falcon_seq`` — Falcon without multi_query and parallel_attn: q/k/v interleaved per head, sequential block.
+* ``tiny_falcon_seq`` — Falcon without multi_query and parallel_attn: q/k/v interleaved per head, sequential block;
+* ``tiny_opt``       — OPT: learned positions from row 2, LayerNorm, ReLU, biases, tied head, ``</s>`` before every text;
+* ``tiny_opt_plain`` — OPT without biases and with LayerNorms that have no weight or bias, GELU.
 
 Tokenizers are trained here on a small corpus (byte-level BPE for the GPT-NeoX-style families, the
 SentencePiece-style one for Phi-3) and saved with the family's own tokenizer class.
@@ -53,10 +55,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import (AutoModelForCausalLM, AutoTokenizer, CodeGenTokenizer, FalconConfig, FalconForCausalLM,
-                          GPT2Tokenizer, GPTNeoXConfig,
-                          GPTNeoXForCausalLM, GPTNeoXTokenizer, LlamaTokenizer, Olmo2Config, Olmo2ForCausalLM,
-                          OlmoConfig, OlmoForCausalLM, Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM,
-                          StableLmConfig, StableLmForCausalLM)
+                          GPT2Tokenizer, GPTNeoXConfig, GPTNeoXForCausalLM, GPTNeoXTokenizer, LlamaTokenizer,
+                          Olmo2Config, Olmo2ForCausalLM, OlmoConfig, OlmoForCausalLM, OPTConfig, OPTForCausalLM,
+                          Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM, StableLmConfig, StableLmForCausalLM)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "checkpoints"
@@ -150,7 +151,7 @@ def _save(name: str, model, tok) -> None:
                                  pad_token_id=0, eos_token_id=None)[0]
         m = _fresh(d)
         hs = m(prompt, output_hidden_states=True).hidden_states
-        base = m.base_model
+        base = getattr(m.base_model, "decoder", m.base_model)  # OPTModel keeps its layers in .decoder
         final = next(getattr(base, n) for n in ("norm", "final_layernorm", "final_layer_norm", "ln_f") if hasattr(base, n))
         lens = [m.lm_head(final(h[:, -1])) for h in hs[:-1]] + [m.lm_head(hs[-1][:, -1])]
         lens_probs = torch.softmax(torch.cat(lens).double(), dim=-1).numpy()
@@ -160,7 +161,7 @@ def _save(name: str, model, tok) -> None:
 
 
 NAMES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
-         "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq"]
+         "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,6 +234,18 @@ def main(argv: list[str] | None = None) -> int:
         cfg = FalconConfig(hidden_size=32, num_attention_heads=4, num_kv_heads=4, multi_query=False,
                            parallel_attn=False, bias=True, ffn_hidden_size=24, tie_word_embeddings=True, **falcon)
         _save("tiny_falcon_seq", _model(FalconForCausalLM, cfg, 30), ftok)
+    otok = byte_level(GPT2Tokenizer, ["<pad>", "</s>", "<unk>"], 300, bos_token="</s>", eos_token="</s>",
+                      pad_token="<pad>", unk_token="<unk>", add_bos_token=True)
+    opt = dict(vocab_size=len(otok), num_hidden_layers=2, max_position_embeddings=64, pad_token_id=0,
+               bos_token_id=1, eos_token_id=1, tie_word_embeddings=True)
+    if "tiny_opt" in only:
+        cfg = OPTConfig(hidden_size=40, word_embed_proj_dim=40, num_attention_heads=5, ffn_dim=36,
+                        activation_function="relu", **opt)
+        _save("tiny_opt", _model(OPTForCausalLM, cfg, 31), otok)
+    if "tiny_opt_plain" in only:
+        cfg = OPTConfig(hidden_size=32, word_embed_proj_dim=32, num_attention_heads=2, ffn_dim=20, enable_bias=False,
+                        layer_norm_elementwise_affine=False, activation_function="gelu", **opt)
+        _save("tiny_opt_plain", _model(OPTForCausalLM, cfg, 32), otok)
     names = [x for x in NAMES if x in only]
     sizes = {p.relative_to(OUT).as_posix(): p.stat().st_size for x in names for p in sorted((OUT / x).rglob("*"))}
     print(f"total {sum(sizes.values()) / 1024:.0f} KiB in {len(sizes)} files")

@@ -42,6 +42,8 @@ def decoder_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     d, ff, hd = c.d_model, c.d_ff, s.head_dim
     nq, nkv = c.n_head * hd, s.n_kv_head * hd
     shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (c.vocab_size, d)}
+    if s.learned_positions:
+        shapes["embed_positions.weight"] = (c.max_positions + s.position_offset, d)
 
     def lin(name, n_out, n_in, bias):
         shapes[name + ".weight"] = (n_out, n_in)
@@ -98,11 +100,14 @@ _LAYER_NAMES = {
             (".mlp.down_proj.", ".mlp.fc2.")),
     "stablelm": ((".self_attn.q_norm.", ".self_attn.q_layernorm.norms."),
                  (".self_attn.k_norm.", ".self_attn.k_layernorm.norms.")),
+    "opt": ((".input_layernorm.", ".self_attn_layer_norm."), (".post_attention_layernorm.", ".final_layer_norm."),
+            (".self_attn.o_proj.", ".self_attn.out_proj."), (".mlp.up_proj.", ".fc1."), (".mlp.down_proj.", ".fc2.")),
 }
 _TOP_NAMES = {
     "gpt_neox": {"embed_tokens.weight": "embed_in.weight", "norm.weight": "final_layer_norm.weight",
                  "norm.bias": "final_layer_norm.bias"},
     "phi": {"norm.weight": "final_layernorm.weight", "norm.bias": "final_layernorm.bias"},
+    "opt": {"norm.weight": "final_layer_norm.weight", "norm.bias": "final_layer_norm.bias"},
 }
 # where a causal LM keeps its head, in the order looked for (GPT-NeoX files before transformers 5: embed_out)
 HEAD_NAMES = {"gpt_neox": ("lm_head.weight", "embed_out.weight")}
@@ -167,9 +172,23 @@ def final_norm(c: ModelConfig, W, x: np.ndarray) -> np.ndarray:
     return apply_norm(c, W, "norm", x)
 
 
-def rotary_tables(c: ModelConfig, layer: int, pos: np.ndarray, dtype, cache: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(cos, sin) (T, rotary_dim) of ``layer`` at positions ``pos``, kept in ``cache`` per rotary setting. The
-    length-dependent types (dynamic, longrope) read the highest position + 1, as transformers does per call."""
+def enter(c: ModelConfig, W, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The rows entering the first layer from the token rows x (n, C) at positions ``pos`` (n,): as they are,
+    or with the learned position table's rows added (OPT: row position + 2)."""
+    s = c.decoder
+    if not s.learned_positions:
+        return x
+    if pos.size and (pos.min() < 0 or pos.max() >= c.max_positions):
+        raise CheckpointError(f"position {int(pos.max())} is outside the model's {c.max_positions} learned positions")
+    return x + W.rows("embed_positions.weight", pos + s.position_offset)  # (n, C)
+
+
+def rotary_tables(c: ModelConfig, layer: int, pos: np.ndarray, dtype, cache: dict):
+    """(cos, sin) (T, rotary_dim) of ``layer`` at positions ``pos``, kept in ``cache`` per rotary setting (None,
+    None for learned positions). The length-dependent types (dynamic, longrope) read the highest position + 1,
+    as transformers does per call."""
+    if c.decoder.learned_positions:
+        return None, None
     rope = c.decoder.rope_for(layer)
     if rope not in cache:
         seq_len = int(pos.max()) + 1 if pos.size else 0
@@ -228,8 +247,10 @@ def layer_qkv(c: ModelConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np
         zero = dtype.type(0.0)
         q = np.stack([layer_norm(q[j], W[f"{a}q_norm.{j}.weight"], zero, c.ln_eps) for j in range(nh)])
         k = np.stack([layer_norm(k[j], W[f"{a}k_norm.{j}.weight"], zero, c.ln_eps) for j in range(nkv)])
-    q = np.ascontiguousarray(rotate(q, cos, sin), dtype=dtype)  # (nh, n, hd)
-    k = np.ascontiguousarray(rotate(k, cos, sin), dtype=dtype)  # (nkv, n, hd)
+    if cos is not None:
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+    q = np.ascontiguousarray(q, dtype=dtype)  # (nh, n, hd)
+    k = np.ascontiguousarray(k, dtype=dtype)  # (nkv, n, hd)
     return q, k, np.ascontiguousarray(v, dtype=dtype)
 
 
@@ -480,6 +501,7 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
         x = np.array(embeds, dtype=dtype)  # (T, C)
     if s.embed_scale:
         x = x * embed_scale(c, dtype)  # (T, C)
+    x = enter(c, W, x, pos)  # (T, C)
     if mask is not None:
         mask = _check_mask(mask, T)
     atts = np.empty((c.n_layer, nh, T, T), dtype=dtype) if keep == "weights" else None  # (L, nh, T, T)

@@ -21,12 +21,13 @@ DECODER_TYPES = {"llama": (False, False), "mistral": (False, False), "qwen2": (T
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 DECODER_TYPES |= {"gemma": (False, False), "gemma2": (False, False), "gemma3_text": (False, True)}
 # the families of _parse_other: their own layer layouts, read by the same forward pass
-OTHER_TYPES = ("gpt_neox", "phi", "phi3", "olmo", "olmo2", "stablelm", "falcon")
+OTHER_TYPES = ("gpt_neox", "phi", "phi3", "olmo", "olmo2", "stablelm", "falcon", "opt")
 DECODER_TYPES |= {t: (False, False) for t in OTHER_TYPES}
 ROPE_TYPES = ("default", "linear", "llama3", "yarn", "dynamic", "longrope")
 FAMILY = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
           "gemma2": "Gemma 2", "gemma3_text": "Gemma 3", "gpt_neox": "GPT-NeoX", "phi": "Phi", "phi3": "Phi-3",
-          "olmo": "OLMo", "olmo2": "OLMo 2", "stablelm": "StableLM", "falcon": "Falcon"}
+          "olmo": "OLMo", "olmo2": "OLMo 2", "stablelm": "StableLM", "falcon": "Falcon",
+          "opt": "OPT"}
 # families whose attention rotates only part of each head when the config says so (partial_rotary_factor);
 # transformers' Llama-style attention rotates the whole head and cannot run a factor below 1
 PARTIAL_ROTARY_TYPES = ("gpt_neox", "phi", "phi3", "stablelm")
@@ -96,6 +97,8 @@ class DecoderSpec:
     #                             LayerNorm every head shares (Phi); "per_head_layer": a LayerNorm per head, no bias (StableLM)
     clip_qkv: float | None = None  # q, k and v clamped to [-c, c] after the projection (OLMo)
     head_bias: bool = False  # the LM head carries a bias (Phi)
+    learned_positions: bool = False  # a learned position table added to the token rows instead of RoPE (OPT)
+    position_offset: int = 0  # row of position 0 in that table (OPT: 2)
 
     @property
     def scale(self) -> float:
@@ -446,10 +449,31 @@ _OTHER = {
     "olmo2": ("hidden_act", "silu", "rms_norm_eps", None),
     "stablelm": ("hidden_act", "silu", "layer_norm_eps", 0.25),
     "falcon": ("activation", "gelu", "layer_norm_epsilon", None),
+    "opt": ("activation_function", "relu", None, None),
 }
 
 
+def _opt_layout(cfg: dict, d: int) -> dict:
+    """OPT: LayerNorm (without weight and bias when layer_norm_elementwise_affine is false), biases as
+    enable_bias says, a ReLU MLP, learned positions from row 2, the head tied to the embedding."""
+    proj = cfg.get("word_embed_proj_dim")
+    if proj is not None and int_field(cfg, "word_embed_proj_dim") != d:
+        raise CheckpointError(f"config.json: OPT with word_embed_proj_dim {proj} != hidden_size {d} (project_in / "
+                              "project_out, OPT-350m) is not supported")
+    if not bool_field(cfg, "do_layer_norm_before", True):
+        raise CheckpointError("config.json: OPT with do_layer_norm_before false (norms after attention, OPT-350m) "
+                              "is not supported")
+    if bool_field(cfg, "_remove_final_layer_norm", False):
+        raise CheckpointError("config.json: OPT with _remove_final_layer_norm true is not supported")
+    bias = bool_field(cfg, "enable_bias", True)
+    affine = bool_field(cfg, "layer_norm_elementwise_affine", True)
+    return dict(norm="layer" if affine else "plain", qkv_bias=bias, o_bias=bias, mlp="plain", mlp_bias=bias,
+                learned_positions=True, position_offset=2, tied=bool_field(cfg, "tie_word_embeddings", True))
+
+
 def _d_ff(cfg: dict, model_type: str, d: int) -> int:
+    if model_type == "opt":
+        return int_field(cfg, "ffn_dim", 3072)
     if model_type == "falcon":  # FalconConfig: ffn_hidden_size, 4 x hidden_size when null
         return 4 * d if cfg.get("ffn_hidden_size") is None else int_field(cfg, "ffn_hidden_size")
     return int_field(cfg, "intermediate_size")
@@ -501,10 +525,12 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
     head_dim = d // nh
     act = act_field(cfg, act_key, act_default)
     max_pos = int_field(cfg, "max_position_embeddings", 2048 if model_type != "phi3" else 4096)
-    eps = 1e-5 if eps_key is None else float_field(cfg, eps_key, 1e-5)  # OLMo's LayerNorm: eps 1e-5 in its code
+    eps = 1e-5 if eps_key is None else float_field(cfg, eps_key, 1e-5)  # OLMo's, OPT's LayerNorms: eps 1e-5 in code
     if not 0 < eps < 1:
         raise CheckpointError(f"config.json: {eps_key} must be in (0, 1) (got {eps})")
-    if model_type == "gpt_neox":
+    if model_type == "opt":  # no rotary embeddings: positions are a learned table
+        rope = RopeSpec()
+    elif model_type == "gpt_neox":
         params = cfg.get("rope_parameters", cfg.get("rope_scaling"))
         params = {} if params is None else params
         if not isinstance(params, dict):
@@ -543,6 +569,8 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
         kw |= dict(block="post", qk_norm=True, qk_norm_kind="whole")
     elif model_type == "falcon":
         kw |= _falcon_layout(cfg)
+    elif model_type == "opt":
+        kw |= _opt_layout(cfg, d)
     else:  # stablelm
         kw |= dict(norm="layer", qkv_bias=bool_field(cfg, "use_qkv_bias", False), o_bias=False,
                    qk_norm=bool_field(cfg, "qk_layernorm", False), qk_norm_kind="per_head_layer",
@@ -556,6 +584,16 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
     )
 
 
+def _describe_positions(c: ModelConfig) -> str:
+    s = c.decoder
+    if s.learned_positions:
+        return "learned positions"
+    if s.rope_local is not None:
+        return (f"{_describe_rope(s.rope_local)} base {s.rope_local.theta:g} on sliding layers, "
+                f"{_describe_rope(s.rope)} base {s.rope.theta:g} on global layers")
+    return _describe_rope(s.rope)
+
+
 def _describe_rope(r: RopeSpec) -> str:
     out = "rope" if r.rope_type == "default" else f"rope {r.rope_type} x{r.factor:g}"
     return out if r.partial == 1 else f"{out} on {r.partial:g} of each head"
@@ -566,10 +604,7 @@ def describe_decoder(c: ModelConfig) -> str:
     'GQA 8 q / 4 kv heads, hs 256, rope, window 4096 on alternate layers, softcap 50'."""
     s = c.decoder
     att = (f"GQA {c.n_head} q / {s.n_kv_head} kv head{'s' if s.n_kv_head > 1 else ''}" if s.n_kv_head < c.n_head else f"{c.n_head} heads")
-    rope = _describe_rope(s.rope)
-    if s.rope_local is not None:
-        rope = (f"{_describe_rope(s.rope_local)} base {s.rope_local.theta:g} on sliding layers, "
-                f"{_describe_rope(s.rope)} base {s.rope.theta:g} on global layers")
+    rope = _describe_positions(c)
     extra = ", q/k norm" if s.qk_norm else ""
     extra += ", q/k/v bias" if s.qkv_bias else ""
     extra += f", window {s.sliding_window}" if s.sliding_window else ""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attnviz.checkpoints.decoder import (_W, _check_ids, causal_band, embed_scale, final_norm, layer_input,
+from attnviz.checkpoints.decoder import (_W, _check_ids, causal_band, embed_scale, enter, final_norm, layer_input,
                                          layer_output, layer_qkv, rotary_tables)
 from attnviz.checkpoints.decoder_run import MEMORY_SHARE, available_memory
 from attnviz.checkpoints.errors import CheckpointError
@@ -160,6 +160,7 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
     rows = np.empty((c.n_layer, nh, n, T), dtype=dtype)
     rot: dict = {}
     masks = dict(masks or {})
+    x = enter(c, W, x, pos)  # (n, C) with the learned positions' rows where the family has them
     for i in range(c.n_layer):
         if edit is not None:
             x = edit.residual(i, x)

@@ -14,12 +14,13 @@ from ckpt_helpers import DATA, golden
 
 from attnviz.checkpoints import CheckpointError, load_checkpoint, run_text
 from attnviz.checkpoints.config import parse_model_config
+from attnviz.checkpoints.decoder import forward_decoder
 from attnviz.checkpoints.decoder_run import run_decoder
 from attnviz.checkpoints.generate import generate, logit_lens, next_distribution
 from attnviz.checkpoints.rope import inverse_frequencies
 
 FAMILIES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
-            "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq"]
+            "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain"]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +88,19 @@ def test_family_specifics_are_read(models):
     assert (falcon["tiny_falcon"].qkv, falcon["tiny_falcon"].block, falcon["tiny_falcon"].n_kv_head) == ("grouped", "parallel2", 2)
     assert (falcon["tiny_falcon_mq"].qkv, falcon["tiny_falcon_mq"].block, falcon["tiny_falcon_mq"].n_kv_head) == ("fused", "parallel", 1)
     assert (falcon["tiny_falcon_seq"].qkv, falcon["tiny_falcon_seq"].block) == ("per_head", "sequential")
+    opt = models["tiny_opt"]
+    assert opt.config.decoder.learned_positions and opt.special_tokens.add_bos  # "</s>" before every text
+    assert "learned positions" in opt.describe() and models["tiny_opt_plain"].config.decoder.norm == "plain"
+
+
+def test_opt_positions_past_its_table_are_refused(models):
+    ck = models["tiny_opt"]
+    with pytest.raises(CheckpointError, match="position 66 is outside the model's 64 learned positions"):
+        forward_decoder(ck.config, ck.weights, np.array([3, 4, 5]), positions=np.array([10, 65, 66]))
+    with pytest.raises(CheckpointError, match="exceed the model's 64 positions"):
+        generate(ck.config, ck.weights, list(range(3, 60)), max_new_tokens=10)
+    res = generate(ck.config, ck.weights, list(range(3, 60)), max_new_tokens=7)  # 64 positions: the table's last
+    assert res.ids.size == 64 and np.isfinite(res.attentions).all()
 
 
 def test_dynamic_rope_grows_its_base_only_past_the_context(models):
@@ -140,6 +154,8 @@ BASE = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, "in
     ({"model_type": "phi", "hidden_act": "mish"}, "activation"),
     ({"model_type": "falcon", "alibi": True}, "alibi true is not supported"),
     ({"model_type": "falcon", "multi_query": False, "num_kv_heads": 2}, "num_kv_heads = 4"),
+    ({"model_type": "opt", "word_embed_proj_dim": 16}, "project_in"),
+    ({"model_type": "opt", "do_layer_norm_before": False}, "do_layer_norm_before false"),
 ])
 def test_bad_configs_are_one_clear_line(cfg, message):
     with pytest.raises(CheckpointError, match=message) as err:
@@ -147,7 +163,7 @@ def test_bad_configs_are_one_clear_line(cfg, message):
     assert "\n" not in str(err.value) and len(str(err.value)) < 200
 
 
-@pytest.mark.parametrize("model_type", ["opt", "bloom", "mixtral", "qwen3_moe", "some_new_arch"])
+@pytest.mark.parametrize("model_type", ["bloom", "mixtral", "qwen3_moe", "some_new_arch"])
 def test_refused_families_say_so_in_one_short_line(model_type):
     with pytest.raises(CheckpointError) as err:
         parse_model_config(BASE | {"model_type": model_type})
