@@ -37,8 +37,8 @@ _TOWER_DEFAULTS = {
 
 # model_type -> what its forward pass needs that attnviz does not do (shown when it is refused)
 UNSUPPORTED = {
-    "deberta": "DeBERTa v1's disentangled attention (fused in_proj, its own position projections; v2 / v3 run)",
-    "swin": "windowed attention over shifted windows and patch merging, with its own tokens and heads per stage",
+    "deberta": "DeBERTa v1's disentangled attention (its fused in_proj)",
+    "swin": "windowed attention over shifted windows and patch merging",
     "bloom": "ALiBi score biases in a checkpoint's forward pass",
     "mixtral": "sparse mixture-of-experts MLPs with top-k routing",
     "qwen2_moe": "sparse mixture-of-experts MLPs with top-k routing",
