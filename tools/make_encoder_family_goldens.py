@@ -29,6 +29,9 @@ own image processor writes, and a ``golden.npz`` of the base model's eager atten
 * ``tiny_deberta_v2``: DeBERTa v2's other options: separate ``pos_key_proj`` / ``pos_query_proj``, no
   buckets (relative distances clamped at max_relative_positions 6), absolute positions added to a
   narrower embedding projected up (``embed_proj``), token types, the convolution after layer 0;
+* ``tiny_beit_shared``: BEiT's other options: trained on a 4 x 4 grid and run on 3 x 5, one shared bias table
+  (resized bilinearly for the new grid), an absolute position table (resized bicubically), no layer scale,
+  a final LayerNorm (no mean pooling);
 * ``tiny_dinov2_reg/golden_resize.npz``: torch's antialiased bicubic and bilinear resizes of a random
   (7, 5) grid to (3, 9), (11, 2) and (7, 5);
 * ``tiny_beit``: 3 x 5 patches (non-square), a relative position bias in every layer, layer scale, mean
@@ -283,6 +286,29 @@ def beit() -> None:
         image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5]), seed=83, position_bias=_beit_bias)
 
 
+def beit_shared() -> None:
+    """A square-trained BEiT (4 x 4) run on the 3 x 5 grid of its processor's crop: one shared bias table resized
+    bilinearly, an absolute position table resized bicubically, no layer scale, a final LayerNorm."""
+    if not _wanted("tiny_beit_shared"):
+        return
+    torch.manual_seed(0)
+    model = BeitModel(BeitConfig(
+        image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=24, hidden_act="gelu", use_relative_position_bias=False, use_absolute_position_embeddings=True,
+        use_shared_relative_position_bias=True, layer_scale_init_value=0.0, use_mean_pooling=False,
+        layer_norm_eps=1e-6, vocab_size=64), add_pooling_layer=False)
+
+    def bias(m, pv):
+        gh, gw = pv.shape[2] // 8, pv.shape[3] // 8
+        with torch.no_grad():
+            b = m.shared_position_bias((gh, gw))[0]  # (nh, T, T)
+        return np.broadcast_to(b.numpy(), (2, *b.shape)).copy()
+
+    vision_golden("tiny_beit_shared", model, BeitImageProcessorPil(
+        size={"height": 30, "width": 44}, crop_size={"height": 24, "width": 40}, do_center_crop=True, resample=3,
+        image_mean=[0.5, 0.45, 0.4], image_std=[0.25, 0.3, 0.35]), seed=89, position_bias=bias)
+
+
 def resizes() -> None:
     """tiny_dinov2_reg/golden_resize.npz: torch's bicubic (antialiased) and bilinear resizes of a random grid, shrinking
     one axis and growing the other, as the position tables and BEiT's bias tables are resized."""
@@ -308,6 +334,7 @@ def main() -> None:
     mpnet()
     deberta()
     beit()
+    beit_shared()
     resizes()
 
 

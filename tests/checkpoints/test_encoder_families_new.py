@@ -19,7 +19,7 @@ from ckpt_helpers import DATA, golden
 DTYPES = [np.float32, np.float64]
 TEXT = {"albert": "albert", "mpnet": "mpnet", "deberta_v3": "deberta-v2", "deberta_v2": "deberta-v2"}
 DEBERTA_TERMS = ("content-to-content", "content-to-position", "position-to-content")
-VISION = {"dinov2_reg": "dinov2_with_registers", "beit": "beit"}
+VISION = {"dinov2_reg": "dinov2_with_registers", "beit": "beit", "beit_shared": "beit"}
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_dinov2_registers_sit_between_cls_and_the_patches_and_are_named(family):
     assert family("dinov2_reg").config.grid == (4, 4) and res.grid == (3, 5)  # table resized (antialiased)
 
 
-@pytest.mark.parametrize("name", ["mpnet", "beit"])
+@pytest.mark.parametrize("name", ["mpnet", "beit", "beit_shared"])
 def test_relative_position_bias_is_its_own_score_term(family, name):
     """The run result keeps the content term q k^T / sqrt(hs) and the position bias apart; the bias equals
     transformers' and the softmax of their sum is the attention."""
@@ -136,6 +136,15 @@ def test_deberta_log_buckets_and_table_span(family):
     assert (np.diff(r[39]) <= 0).all()  # monotone in the distance
     s2 = family("deberta_v2").config.spec
     assert (s2.share_att_key, s2.buckets, s2.span, s2.conv_kernel) == (False, -1, 6, 3)
+
+
+def test_beit_options_and_a_grid_other_than_the_trained_one(family):
+    c = family("beit").config  # per-layer tables, layer scale, mean pooling (no final norm), no position table
+    assert (c.rel_bias, c.layer_scale, c.final_norm, c.abs_positions, c.grid) == ("beit", True, False, False, (3, 5))
+    c = family("beit_shared").config  # one shared table, a position table, no layer scale, a final LayerNorm
+    assert (c.rel_bias, c.layer_scale, c.final_norm, c.abs_positions, c.grid) == ("beit_shared", False, True, True, (4, 4))
+    res = run_image(family("beit_shared"), golden(DATA / "tiny_beit_shared" / "golden.npz")["image"])
+    assert res.grid == (3, 5)  # the 4 x 4 tables resized to the processor's 24 x 40 crop
 
 
 def test_beit_bias_index_matches_the_published_rule():
