@@ -39,7 +39,6 @@ _TOWER_DEFAULTS = {
 UNSUPPORTED = {
     "deberta": "DeBERTa v1's disentangled attention (its fused in_proj)",
     "swin": "windowed attention over shifted windows and patch merging",
-    "bloom": "ALiBi score biases in a checkpoint's forward pass",
     "mixtral": "sparse mixture-of-experts MLPs with top-k routing",
     "qwen2_moe": "sparse mixture-of-experts MLPs with top-k routing",
     "qwen3_moe": "sparse mixture-of-experts MLPs with top-k routing",
