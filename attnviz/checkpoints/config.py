@@ -32,8 +32,9 @@ SUPPORTED = ("BERT-family encoders (model_type 'bert', e.g. MiniLM; 'roberta', '
              "'clip_vision_model', 'clip', "
              "'siglip_vision_model', 'siglip')")
 SUPPORTED += ("; decoder LLMs Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, GPT-NeoX / Pythia, Phi-1/2, "
-              "Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT ('llama', 'mistral', 'qwen2', 'qwen3', 'gemma', 'gemma2', "
-              "'gemma3_text', 'gpt_neox', 'phi', 'phi3', 'olmo', 'olmo2', 'stablelm', 'falcon', 'opt'); encoder-decoders MarianMT, BART, mBART, T5, mT5 ('marian', "
+              "Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT, BLOOM ('llama', 'mistral', 'qwen2', 'qwen3', 'gemma', "
+              "'gemma2', 'gemma3_text', 'gpt_neox', 'phi', 'phi3', 'olmo', 'olmo2', 'stablelm', 'falcon', 'opt', "
+              "'bloom'); encoder-decoders MarianMT, BART, mBART, T5, mT5 ('marian', "
               "'bart', 'mbart', 't5', 'mt5'); vision-language models LLaVA, PaliGemma, Idefics3 / SmolVLM and SmolVLA "
               "policies ('llava', 'paligemma', 'idefics3', 'smolvlm', 'smolvla')")
 
