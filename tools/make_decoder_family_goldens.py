@@ -38,7 +38,9 @@ of each head) and the weights wide (std 0.3, norm gains around 1) so a wrong lay
                        parallel, biases;
 * ``tiny_falcon_seq`` — Falcon without multi_query and parallel_attn: q/k/v interleaved per head, sequential block;
 * ``tiny_opt``       — OPT: learned positions from row 2, LayerNorm, ReLU, biases, tied head, ``</s>`` before every text;
-* ``tiny_opt_plain`` — OPT without biases and with LayerNorms that have no weight or bias, GELU.
+* ``tiny_opt_plain`` — OPT without biases and with LayerNorms that have no weight or bias, GELU;
+* ``tiny_bloom``     — BLOOM: ALiBi over 6 heads (not a power of two: the extra slopes are used), a LayerNorm of
+                       the token rows, q/k/v interleaved per head, tied head.
 
 Tokenizers are trained here on a small corpus (byte-level BPE for the GPT-NeoX-style families, the
 SentencePiece-style one for Phi-3) and saved with the family's own tokenizer class.
@@ -54,7 +56,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import (AutoModelForCausalLM, AutoTokenizer, CodeGenTokenizer, FalconConfig, FalconForCausalLM,
+from transformers import (AutoModelForCausalLM, AutoTokenizer, BloomConfig, BloomForCausalLM, CodeGenTokenizer, FalconConfig, FalconForCausalLM,
                           GPT2Tokenizer, GPTNeoXConfig, GPTNeoXForCausalLM, GPTNeoXTokenizer, LlamaTokenizer,
                           Olmo2Config, Olmo2ForCausalLM, OlmoConfig, OlmoForCausalLM, OPTConfig, OPTForCausalLM,
                           Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM, StableLmConfig, StableLmForCausalLM)
@@ -161,7 +163,7 @@ def _save(name: str, model, tok) -> None:
 
 
 NAMES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
-         "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain"]
+         "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain", "tiny_bloom"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = OPTConfig(hidden_size=32, word_embed_proj_dim=32, num_attention_heads=2, ffn_dim=20, enable_bias=False,
                         layer_norm_elementwise_affine=False, activation_function="gelu", **opt)
         _save("tiny_opt_plain", _model(OPTForCausalLM, cfg, 32), otok)
+    if "tiny_bloom" in only:
+        cfg = BloomConfig(vocab_size=len(ftok), hidden_size=48, n_layer=2, n_head=6, layer_norm_epsilon=1e-5,
+                          bos_token_id=0, eos_token_id=0, tie_word_embeddings=True)
+        _save("tiny_bloom", _model(BloomForCausalLM, cfg, 33), ftok)
     names = [x for x in NAMES if x in only]
     sizes = {p.relative_to(OUT).as_posix(): p.stat().st_size for x in names for p in sorted((OUT / x).rglob("*"))}
     print(f"total {sum(sizes.values()) / 1024:.0f} KiB in {len(sizes)} files")

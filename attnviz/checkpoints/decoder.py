@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from attnviz.checkpoints.decoder_config import alibi_slopes
 from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.layers import activation, layer_norm, linear, merge_heads, pick_kernel, split_heads
@@ -44,6 +45,8 @@ def decoder_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (c.vocab_size, d)}
     if s.learned_positions:
         shapes["embed_positions.weight"] = (c.max_positions + s.position_offset, d)
+    if s.embed_norm:
+        shapes |= _norm_tensors(c, "embed_layernorm", d)
 
     def lin(name, n_out, n_in, bias):
         shapes[name + ".weight"] = (n_out, n_in)
@@ -120,8 +123,10 @@ _FALCON_NAMES = ((".self_attn.qkv_proj.", ".self_attention.query_key_value."),
 
 def stored_name(c: ModelConfig, name: str) -> str:
     """The name canonical tensor ``name`` has in the family's files (without the base model's prefix)."""
-    if c.model_type == "falcon":
-        top = {"embed_tokens.weight": "word_embeddings.weight", "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias"}
+    if c.model_type in ("falcon", "bloom"):
+        top = {"embed_tokens.weight": "word_embeddings.weight", "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias",
+               "embed_layernorm.weight": "word_embeddings_layernorm.weight",
+               "embed_layernorm.bias": "word_embeddings_layernorm.bias"}
         if name in top:
             return top[name]
         rules = _FALCON_NAMES
@@ -174,8 +179,10 @@ def final_norm(c: ModelConfig, W, x: np.ndarray) -> np.ndarray:
 
 def enter(c: ModelConfig, W, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The rows entering the first layer from the token rows x (n, C) at positions ``pos`` (n,): as they are,
-    or with the learned position table's rows added (OPT: row position + 2)."""
+    LayerNormed (BLOOM), or with the learned position table's rows added (OPT: row position + 2)."""
     s = c.decoder
+    if s.embed_norm:  # BLOOM: a LayerNorm of the token rows
+        x = apply_norm(c, W, "embed_layernorm", x)
     if not s.learned_positions:
         return x
     if pos.size and (pos.min() < 0 or pos.max() >= c.max_positions):
@@ -187,7 +194,7 @@ def rotary_tables(c: ModelConfig, layer: int, pos: np.ndarray, dtype, cache: dic
     """(cos, sin) (T, rotary_dim) of ``layer`` at positions ``pos``, kept in ``cache`` per rotary setting (None,
     None for learned positions). The length-dependent types (dynamic, longrope) read the highest position + 1,
     as transformers does per call."""
-    if c.decoder.learned_positions:
+    if c.decoder.learned_positions or c.decoder.alibi:
         return None, None
     rope = c.decoder.rope_for(layer)
     if rope not in cache:
@@ -205,10 +212,12 @@ def layer_input(c: ModelConfig, W, i: int, x: np.ndarray) -> np.ndarray:
     return apply_norm(c, W, f"layers.{i}.input_layernorm", x)
 
 
-def layer_qkv(c: ModelConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np.ndarray):
+def layer_qkv(c: ModelConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray | None = None):
     """(q (nh, n, hd), k (nkv, n, hd), v (nkv, n, hd)) of layer ``i`` from its attention input h (n, C): the
     projections (separate, fused or per head), OLMo's clamp, the q/k norms, the rotation (of the first
-    rotary_dim features of each head)."""
+    rotary_dim features of each head). With ALiBi (BLOOM) q and k carry one feature more, 1 and
+    slope_h * j / scale at key position j (``pos``), so the kernel's scaled q . k is scale q . k + slope_h j:
+    the bias computed inside the engine's kernels, every kernel alike, and kept with the cached keys."""
     s = c.decoder
     nh, nkv, hd = c.n_head, s.n_kv_head, s.head_dim
     a = f"layers.{i}.self_attn."
@@ -249,6 +258,13 @@ def layer_qkv(c: ModelConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np
         k = np.stack([layer_norm(k[j], W[f"{a}k_norm.{j}.weight"], zero, c.ln_eps) for j in range(nkv)])
     if cos is not None:
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+    if s.alibi:
+        if pos is None:
+            raise CheckpointError("ALiBi needs the key positions")
+        slopes = np.asarray(alibi_slopes(nh), dtype=dtype)[:, None]  # (nh, 1) float32, as transformers' tensor
+        bias = (slopes * pos.astype(dtype)[None, :]) / dtype.type(s.scale)  # (nh, n)
+        q = np.concatenate([q, np.ones((nh, q.shape[1], 1), dtype=dtype)], axis=-1)  # (nh, n, hd + 1)
+        k = np.concatenate([k, bias[:, :, None]], axis=-1)  # (nh, n, hd + 1)
     q = np.ascontiguousarray(q, dtype=dtype)  # (nh, n, hd)
     k = np.ascontiguousarray(k, dtype=dtype)  # (nkv, n, hd)
     return q, k, np.ascontiguousarray(v, dtype=dtype)
@@ -510,7 +526,7 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
     for i in range(c.n_layer):
         cos, sin = rotary_tables(c, i, pos, dtype, rot)  # (T, rd) each
         h = layer_input(c, W, i, x)  # (T, C)
-        q, k, v = layer_qkv(c, W, i, h, cos, sin)  # (nh, T, hd), (nkv, T, hd) x 2
+        q, k, v = layer_qkv(c, W, i, h, cos, sin, pos)  # (nh, T, hd), (nkv, T, hd) x 2
         kx = np.repeat(k, g, axis=0) if g > 1 else k  # (nh, T, hd): query head h reads kv head h // g
         vx = np.repeat(v, g, axis=0) if g > 1 else v  # (nh, T, hd)
         window = s.window(i)

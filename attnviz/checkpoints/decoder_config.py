@@ -21,13 +21,13 @@ DECODER_TYPES = {"llama": (False, False), "mistral": (False, False), "qwen2": (T
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 DECODER_TYPES |= {"gemma": (False, False), "gemma2": (False, False), "gemma3_text": (False, True)}
 # the families of _parse_other: their own layer layouts, read by the same forward pass
-OTHER_TYPES = ("gpt_neox", "phi", "phi3", "olmo", "olmo2", "stablelm", "falcon", "opt")
+OTHER_TYPES = ("gpt_neox", "phi", "phi3", "olmo", "olmo2", "stablelm", "falcon", "opt", "bloom")
 DECODER_TYPES |= {t: (False, False) for t in OTHER_TYPES}
 ROPE_TYPES = ("default", "linear", "llama3", "yarn", "dynamic", "longrope")
 FAMILY = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
           "gemma2": "Gemma 2", "gemma3_text": "Gemma 3", "gpt_neox": "GPT-NeoX", "phi": "Phi", "phi3": "Phi-3",
           "olmo": "OLMo", "olmo2": "OLMo 2", "stablelm": "StableLM", "falcon": "Falcon",
-          "opt": "OPT"}
+          "opt": "OPT", "bloom": "BLOOM"}
 # families whose attention rotates only part of each head when the config says so (partial_rotary_factor);
 # transformers' Llama-style attention rotates the whole head and cannot run a factor below 1
 PARTIAL_ROTARY_TYPES = ("gpt_neox", "phi", "phi3", "stablelm")
@@ -99,6 +99,8 @@ class DecoderSpec:
     head_bias: bool = False  # the LM head carries a bias (Phi)
     learned_positions: bool = False  # a learned position table added to the token rows instead of RoPE (OPT)
     position_offset: int = 0  # row of position 0 in that table (OPT: 2)
+    alibi: bool = False  # ALiBi: slope_h * j added to the scaled scores instead of RoPE (BLOOM), see alibi_slopes
+    embed_norm: bool = False  # a LayerNorm of the token rows before the first layer (BLOOM)
 
     @property
     def scale(self) -> float:
@@ -450,7 +452,21 @@ _OTHER = {
     "stablelm": ("hidden_act", "silu", "layer_norm_eps", 0.25),
     "falcon": ("activation", "gelu", "layer_norm_epsilon", None),
     "opt": ("activation_function", "relu", None, None),
+    "bloom": (None, "gelu_fast", "layer_norm_epsilon", None),
 }
+BLOOM_CONTEXT = 2048  # BLOOM's config has no max_position_embeddings (ALiBi extrapolates); its training length
+
+
+def alibi_slopes(n_head: int) -> list[float]:
+    """BLOOM's ALiBi slopes (transformers' _get_alibi_slopes): 2^(-8 k / n) for the largest power of two n
+    <= n_head, then the odd ones of the next power of two for the heads beyond it."""
+    cp = 2 ** math.floor(math.log2(n_head))
+    base = 2.0 ** (-(2.0 ** -(math.log2(cp) - 3)))
+    slopes = [base ** k for k in range(1, cp + 1)]
+    if cp != n_head:
+        extra = 2.0 ** (-(2.0 ** -(math.log2(2 * cp) - 3)))
+        slopes += [extra ** k for k in range(1, 1 + 2 * (n_head - cp), 2)]
+    return slopes
 
 
 def _opt_layout(cfg: dict, d: int) -> dict:
@@ -472,6 +488,8 @@ def _opt_layout(cfg: dict, d: int) -> dict:
 
 
 def _d_ff(cfg: dict, model_type: str, d: int) -> int:
+    if model_type == "bloom":
+        return 4 * d
     if model_type == "opt":
         return int_field(cfg, "ffn_dim", 3072)
     if model_type == "falcon":  # FalconConfig: ffn_hidden_size, 4 x hidden_size when null
@@ -510,11 +528,16 @@ def _falcon_layout(cfg: dict) -> dict:
 
 
 def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
-    """GPT-NeoX, Phi, Phi-3, OLMo, OLMo 2 and StableLM, read as transformers 5.24 reads them."""
+    """GPT-NeoX, Phi, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT and BLOOM, read as transformers 5.24 reads them."""
     act_key, act_default, eps_key, partial_default = _OTHER[model_type]
+    if model_type == "bloom":  # BloomConfig's own names (n_embed: the old name of hidden_size) and defaults
+        cfg = {**cfg, "hidden_size": cfg.get("hidden_size", cfg.get("n_embed", 64)),
+               "num_attention_heads": cfg.get("n_head", 8), "num_hidden_layers": cfg.get("n_layer", 2),
+               "max_position_embeddings": BLOOM_CONTEXT}
     d = int_field(cfg, "hidden_size")
     nh = int_field(cfg, "num_attention_heads")
-    nkv = nh if model_type == "gpt_neox" or cfg.get("num_key_value_heads") is None else int_field(cfg, "num_key_value_heads")
+    nkv = (nh if model_type in ("gpt_neox", "bloom") or cfg.get("num_key_value_heads") is None
+           else int_field(cfg, "num_key_value_heads"))
     if model_type == "falcon":
         nkv = _falcon_kv_heads(cfg, nh)
     n_layer = int_field(cfg, "num_hidden_layers")
@@ -523,12 +546,12 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
     if nh % nkv:
         raise CheckpointError(f"config.json: {nh} attention heads are not a multiple of {nkv} key/value heads")
     head_dim = d // nh
-    act = act_field(cfg, act_key, act_default)
+    act = act_default if act_key is None else act_field(cfg, act_key, act_default)
     max_pos = int_field(cfg, "max_position_embeddings", 2048 if model_type != "phi3" else 4096)
     eps = 1e-5 if eps_key is None else float_field(cfg, eps_key, 1e-5)  # OLMo's, OPT's LayerNorms: eps 1e-5 in code
     if not 0 < eps < 1:
         raise CheckpointError(f"config.json: {eps_key} must be in (0, 1) (got {eps})")
-    if model_type == "opt":  # no rotary embeddings: positions are a learned table
+    if model_type in ("opt", "bloom"):  # no rotary embeddings: a learned position table (OPT), ALiBi (BLOOM)
         rope = RopeSpec()
     elif model_type == "gpt_neox":
         params = cfg.get("rope_parameters", cfg.get("rope_scaling"))
@@ -571,6 +594,13 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
         kw |= _falcon_layout(cfg)
     elif model_type == "opt":
         kw |= _opt_layout(cfg, d)
+    elif model_type == "bloom":
+        if bool_field(cfg, "apply_residual_connection_post_layernorm", False):
+            raise CheckpointError("config.json: BLOOM with apply_residual_connection_post_layernorm true is not supported")
+        if bool_field(cfg, "slow_but_exact", False) and int_field(cfg, "pretraining_tp", 1) > 1:
+            raise CheckpointError("config.json: BLOOM with slow_but_exact true (sliced tensor-parallel sums) is not supported")
+        kw |= dict(norm="layer", qkv="per_head", mlp="plain", qkv_bias=True, o_bias=True, mlp_bias=True, alibi=True,
+                   embed_norm=True, tied=bool_field(cfg, "tie_word_embeddings", True))
     else:  # stablelm
         kw |= dict(norm="layer", qkv_bias=bool_field(cfg, "use_qkv_bias", False), o_bias=False,
                    qk_norm=bool_field(cfg, "qk_layernorm", False), qk_norm_kind="per_head_layer",
@@ -588,6 +618,8 @@ def _describe_positions(c: ModelConfig) -> str:
     s = c.decoder
     if s.learned_positions:
         return "learned positions"
+    if s.alibi:
+        return "ALiBi"
     if s.rope_local is not None:
         return (f"{_describe_rope(s.rope_local)} base {s.rope_local.theta:g} on sliding layers, "
                 f"{_describe_rope(s.rope)} base {s.rope.theta:g} on global layers")

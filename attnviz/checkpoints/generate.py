@@ -168,7 +168,7 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
             stream.append(x)
         cos, sin = rotary_tables(c, i, pos, dtype, rot)  # (n, rd) each
         h = layer_input(c, W, i, x)  # (n, C)
-        q, k, v = layer_qkv(c, W, i, h, cos, sin)  # (nh, n, hd), (nkv, n, hd) x 2
+        q, k, v = layer_qkv(c, W, i, h, cos, sin, pos)  # (nh, n, hd), (nkv, n, hd) x 2
         if start:
             k = np.concatenate([cache.k[i], k], axis=1)  # (nkv, T, hd)
             v = np.concatenate([cache.v[i], v], axis=1)

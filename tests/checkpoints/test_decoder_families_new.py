@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,12 +16,13 @@ from ckpt_helpers import DATA, golden
 from attnviz.checkpoints import CheckpointError, load_checkpoint, run_text
 from attnviz.checkpoints.config import parse_model_config
 from attnviz.checkpoints.decoder import forward_decoder
+from attnviz.checkpoints.decoder_config import alibi_slopes
 from attnviz.checkpoints.decoder_run import run_decoder
 from attnviz.checkpoints.generate import generate, logit_lens, next_distribution
 from attnviz.checkpoints.rope import inverse_frequencies
 
 FAMILIES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
-            "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain"]
+            "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain", "tiny_bloom"]
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,8 @@ def test_float64_pass_matches_too(models, name):
     np.testing.assert_allclose(res.attentions, g["attentions"], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_olmo2"])
+@pytest.mark.parametrize("name", ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_olmo2", "tiny_bloom",
+                                  "tiny_opt"])
 def test_flash_pass_keeping_q_k_lse_gives_the_same_maps(models, name):
     g = golden(DATA / name / "golden.npz")
     res = run_decoder(models[name], str(g["text"]), mode="qk")
@@ -91,6 +94,16 @@ def test_family_specifics_are_read(models):
     opt = models["tiny_opt"]
     assert opt.config.decoder.learned_positions and opt.special_tokens.add_bos  # "</s>" before every text
     assert "learned positions" in opt.describe() and models["tiny_opt_plain"].config.decoder.norm == "plain"
+
+
+def test_bloom_alibi_slopes_and_their_bias_in_the_maps(models):
+    np.testing.assert_allclose(alibi_slopes(8), 2.0 ** -np.arange(1, 9), rtol=1e-15)  # the ALiBi paper's 8 heads
+    np.testing.assert_allclose(alibi_slopes(6), [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3], rtol=1e-15)
+    ck = models["tiny_bloom"]
+    g = golden(DATA / "tiny_bloom" / "golden.npz")
+    plain = replace(ck.config, decoder=replace(ck.config.decoder, alibi=False))
+    without, _ = forward_decoder(plain, ck.weights, g["input_ids"])
+    assert np.abs(without - g["attentions"]).max() > 0.1  # the bias shapes the maps: without it they are far off
 
 
 def test_opt_positions_past_its_table_are_refused(models):
@@ -156,6 +169,7 @@ BASE = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1, "in
     ({"model_type": "falcon", "multi_query": False, "num_kv_heads": 2}, "num_kv_heads = 4"),
     ({"model_type": "opt", "word_embed_proj_dim": 16}, "project_in"),
     ({"model_type": "opt", "do_layer_norm_before": False}, "do_layer_norm_before false"),
+    ({"model_type": "bloom", "apply_residual_connection_post_layernorm": True}, "post_layernorm true"),
 ])
 def test_bad_configs_are_one_clear_line(cfg, message):
     with pytest.raises(CheckpointError, match=message) as err:
@@ -163,7 +177,7 @@ def test_bad_configs_are_one_clear_line(cfg, message):
     assert "\n" not in str(err.value) and len(str(err.value)) < 200
 
 
-@pytest.mark.parametrize("model_type", ["bloom", "mixtral", "qwen3_moe", "some_new_arch"])
+@pytest.mark.parametrize("model_type", ["mixtral", "qwen3_moe", "some_new_arch"])
 def test_refused_families_say_so_in_one_short_line(model_type):
     with pytest.raises(CheckpointError) as err:
         parse_model_config(BASE | {"model_type": model_type})
