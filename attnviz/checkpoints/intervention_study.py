@@ -287,18 +287,38 @@ def encoder_study(c, weights, x, spec, *, allowed=None) -> EncoderEffects:
                           residual_change=residual_change(before, after), applied=applied)
 
 
+def head_dim(c) -> int:
+    """The size of one head's output (what the output projection reads per head)."""
+    return c.decoder.head_dim if getattr(c, "decoder", None) is not None else c.head_size
+
+
+def check_means(c, means) -> np.ndarray:
+    """Per-head output means (L, nh, hd) checked against the model: one line naming both shapes."""
+    m = np.asarray(means, dtype=np.float64)
+    want = (c.n_layer, c.n_head, head_dim(c))
+    if m.shape != want:
+        raise CheckpointError(f"the head means are {m.shape}, this model's heads need {want} (layers, heads, head "
+                              "size): they come from another model")
+    if not np.isfinite(m).all():
+        raise CheckpointError("the head means are not all finite numbers")
+    return m
+
+
 def default_metric(c) -> str:
     """The sweep's metric for a model: "cosine" for encoders and vision models, else "kl"."""
     return "cosine" if getattr(c, "kind", None) in ENCODER_KINDS else "kl"
 
 
 def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: str = "kl", tokens=None,
-          cancelled=None, progress=None) -> Sweep:
+          cancelled=None, progress=None, means=None, record: dict | None = None) -> Sweep:
     """Every head ablated alone (``mode`` zero or mean; or scaled by ``factor``): ``metric`` "kl" (KL of the
     next-token distributions, nats) or "logit_diff" (how much logit(a) - logit(b), ``tokens`` = (a, b), drops)
     for a decoder LLM over ids; "cosine" (1 - cosine of the pooled / class-token output) for an encoder over
     ids or a vision model over pixels ``ids`` (C, H, W).
-    ``cancelled()`` stops between heads (the rest stay NaN); ``progress(done, total)`` after each head."""
+    ``cancelled()`` stops between heads (the rest stay NaN); ``progress(done, total)`` after each head.
+    ``means`` (L, nh, hd), with mode "mean": each head is set to these means (e.g. a corpus's) instead of its
+    mean over this input's positions. ``record``, a dict, receives the plain pass's head outputs
+    (layer -> (nh, T, hd))."""
     if metric not in METRICS:
         raise CheckpointError(f"metric {metric!r}: choose {', '.join(METRICS)}")
     encoder = getattr(c, "kind", None) in ENCODER_KINDS
@@ -312,6 +332,10 @@ def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: s
         raise CheckpointError(f"ablation mode {mode!r}: choose zero, mean or scale")
     if mode == "scale" and not np.isfinite(factor):
         raise CheckpointError(f"the scale factor must be a finite number (got {factor!r})")
+    if means is not None:
+        means = check_means(c, means)
+        if mode != "mean":
+            raise CheckpointError("head means are for mean ablation: choose mode mean")
     if metric == "logit_diff":
         if tokens is None or len(tokens) != 2:
             raise CheckpointError("the logit difference needs two tokens")
@@ -320,13 +344,13 @@ def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: s
             if not 0 <= t < c.vocab_size:
                 raise CheckpointError(f"token id {t} is out of range: the vocabulary has {c.vocab_size:,} tokens")
     if encoder:
-        before = encoder_run(c, weights, ids)
+        before = encoder_run(c, weights, ids, Edit(record=record))
         check_size(c, before.hidden.shape[0], 2)
         step = lambda e: encoder_run(c, weights, ids, e)  # noqa: E731
     else:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         check_size(c, int(ids.size), 2)
-        before = run(c, weights, ids)
+        before = run(c, weights, ids, Edit(record=record) if record is not None else None)
         step = lambda e: run(c, weights, ids, e)  # noqa: E731
     grid = np.full((c.n_layer, c.n_head), np.nan)
     total = c.n_layer * c.n_head
@@ -334,7 +358,8 @@ def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: s
         for head in range(c.n_head):
             if cancelled is not None and cancelled():
                 return Sweep(grid, metric, mode)
-            e = Edit(scale={(layer, head): float(factor)}) if mode == "scale" else Edit(ablate={(layer, head): mode})
+            how = mode if means is None else means[layer, head]
+            e = Edit(scale={(layer, head): float(factor)}) if mode == "scale" else Edit(ablate={(layer, head): how})
             after = step(e)
             if metric == "kl":
                 grid[layer, head] = kl_divergence(before.logits, after.logits)

@@ -29,6 +29,9 @@ def register(sub) -> None:
     ab.add_argument("--heads", required=True, metavar="L.H[,L.H...]", help="heads to ablate, e.g. 0.3,2.1")
     ab.add_argument("--mode", choices=("zero", "mean"), default="zero",
                     help="zero: the head's output set to 0; mean: to its mean over the positions (default zero)")
+    ab.add_argument("--means", type=Path, default=None, metavar="SWEEP.parquet",
+                    help="with --mode mean: set each head to its mean output over a corpus, as 'model sweep' wrote "
+                         "it (its output_mean column), instead of its mean over this text's positions")
     ab.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     ab.set_defaults(func=_cmd_ablate)
 
@@ -65,7 +68,11 @@ def register(sub) -> None:
     sw.add_argument("--batch", type=int, default=4, metavar="N", help="documents per partition (default 4)")
     sw.add_argument("--max-tokens", type=int, default=None, metavar="T",
                     help="documents with more tokens fail instead of running (default: the model's limit)")
-    sw.add_argument("--out", type=Path, required=True, metavar="OUT.parquet", help="output: one row per (layer, head)")
+    sw.add_argument("--means", type=Path, default=None, metavar="SWEEP.parquet",
+                    help="with --mode mean: set each head to its mean output over another sweep's corpus (its "
+                         "output_mean column) instead of its mean over each document")
+    sw.add_argument("--out", type=Path, required=True, metavar="OUT.parquet",
+                    help="output: one row per (layer, head): mean, std, documents, rank, output_mean")
     sw.set_defaults(func=_cmd_sweep)
 
 
@@ -104,10 +111,19 @@ def _cmd_ablate(args) -> int:
     from attnviz.checkpoints.interventions import ablate, kl_divergence, parse_heads
     from attnviz.cli.npz_out import write_npz
 
+    means = _means(args)
     ckpt, (ids,) = _load(args.model_dir, args.text)
     try:
         heads = parse_heads(ckpt.config, args.heads)
-        before, after = ablate(ckpt.config, ckpt.weights, ids, heads, args.mode)
+        if means is None:
+            before, after = ablate(ckpt.config, ckpt.weights, ids, heads, args.mode)
+        else:
+            from attnviz.checkpoints.intervention_study import check_means
+            from attnviz.checkpoints.interventions import Edit, run
+
+            m = check_means(ckpt.config, means)
+            before = run(ckpt.config, ckpt.weights, ids)
+            after = run(ckpt.config, ckpt.weights, ids, Edit(ablate={h: m[h] for h in heads}))
     except CheckpointError as exc:
         raise CliError(str(exc)) from None
     kl = kl_divergence(before.logits, after.logits)
@@ -115,11 +131,27 @@ def _cmd_ablate(args) -> int:
                          "logits_after": after.logits, "attentions_before": before.attentions,
                          "attentions_after": after.attentions, "kl": np.float64(kl)})
     print(ckpt.describe())
-    print(f"{args.mode}-ablated {', '.join(f'{a}.{b}' for a, b in heads)} over {len(ids)} tokens; KL(before || after) "
+    how = f"{args.mode}-ablated" if means is None else f"set to their means over {args.means}"
+    print(f"{how} {', '.join(f'{a}.{b}' for a, b in heads)} over {len(ids)} tokens; KL(before || after) "
           f"{kl:.4g} nats -> {args.npz}")
     print(f"before: {_top(ckpt.tokenizer, before.logits)}")
     print(f"after:  {_top(ckpt.tokenizer, after.logits)}")
     return 0
+
+
+def _means(args):
+    """The (L, nh, hd) head means of ``--means`` (None without it); one line for a file that cannot be used."""
+    if args.means is None:
+        return None
+    if args.mode != "mean":
+        raise CliError("--means sets each head to a corpus's means: use it with --mode mean")
+    from attnviz.corpus.files import StatsFileError
+    from attnviz.corpus.sweep import read_sweep
+
+    try:
+        return read_sweep(args.means).head_means
+    except StatsFileError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _cmd_patch(args) -> int:
@@ -194,6 +226,7 @@ def _cmd_sweep(args) -> int:
         folder, name = resolve(args.model_dir)
     except CheckpointError as exc:
         raise CliError(str(exc)) from None
+    means = _means(args)
     bar = _SweepBar(sys.stderr)
     seen = []
 
@@ -212,7 +245,7 @@ def _cmd_sweep(args) -> int:
         try:
             res = run_sweep(folder, name, args.corpora, args.out, mode=args.mode, metric=args.metric,
                             tokens=args.tokens, scheduler=args.scheduler, workers=args.workers, batch=args.batch,
-                            max_tokens=args.max_tokens, progress=progress)
+                            max_tokens=args.max_tokens, progress=progress, means=means)
         finally:
             if old is not None:
                 signal.signal(signal.SIGTERM, old)

@@ -9,6 +9,11 @@ output before and after. The per-document effects are folded into a mean and a s
 not depend on the scheduler or the number of workers) and written to Parquet: one row per (layer, head) with
 ``mean``, ``std`` (over the documents, ddof 0), ``documents`` and ``rank`` (1 = the largest mean effect).
 
+The same run collects, from each document's plain pass, every head's output (before the output projection)
+summed over the positions: ``output_mean`` is each head's mean output over every position of every document
+swept (a list of head-size numbers per row), the corpus means a mean ablation can use instead of one input's
+(``means=`` here, ``attnviz-cli model ablate --means`` / ``model sweep --means``; :func:`read_sweep`).
+
 The documents are scheduled as the corpus command schedules them (:mod:`attnviz.corpus.run`: its schedulers,
 a few partitions per worker in flight, a checkpoint loaded once per worker process). Nothing is written
 unless every document was swept (an interrupted or cancelled sweep leaves no file, its partial means are
@@ -74,6 +79,7 @@ class SweepJob:
     metric: str = "kl"
     tokens: tuple[int, int] | None = None  # logit_diff: the two token ids
     max_tokens: int | None = None
+    means: np.ndarray | None = None  # (L, nh, hd) with mode "mean": heads set to these (a corpus's) means
 
 
 @dataclass
@@ -81,6 +87,8 @@ class SweepPartResult:
     index: int
     moments: HeadMoments | None  # None when no document of the partition ran
     failed: list[tuple[int, str, str]] = field(default_factory=list)  # (document index, name, message)
+    output_sum: np.ndarray | None = None  # (L, nh, hd) float64: the heads' outputs summed over every position
+    positions: int = 0  # positions summed
 
 
 def document_ids(ckpt, text, max_tokens: int | None) -> np.ndarray:
@@ -119,9 +127,12 @@ def sweep_partition(job: SweepJob) -> SweepPartResult:
     for doc in job.documents:
         try:
             ids = document_ids(ckpt, doc.text, job.max_tokens)
-            grid = sweep(ckpt.config, ckpt.weights, ids, mode=job.mode, metric=job.metric, tokens=job.tokens).grid
+            record: dict = {}
+            grid = sweep(ckpt.config, ckpt.weights, ids, mode=job.mode, metric=job.metric, tokens=job.tokens,
+                         means=job.means, record=record).grid
             if not np.isfinite(grid).all():
                 raise CheckpointError("the effect is not a finite number for every head")
+            outs = np.stack([record[i].astype(np.float64).sum(axis=1) for i in range(len(record))])  # (L, nh, hd)
         except (CheckpointError, ValueError, MemoryError) as exc:
             result.failed.append((doc.index, doc.name, str(exc) or type(exc).__name__))
             continue
@@ -130,6 +141,8 @@ def sweep_partition(job: SweepJob) -> SweepPartResult:
             continue
         m = HeadMoments.of(grid)
         result.moments = m if result.moments is None else result.moments + m
+        result.output_sum = outs if result.output_sum is None else result.output_sum + outs
+        result.positions += int(ids.size)
     return result
 
 
@@ -147,6 +160,8 @@ class CorpusSweep:
     failed: list[tuple[int, str, str]] = field(default_factory=list)
     elapsed: float = 0.0
     workers: int = 0
+    head_means: np.ndarray | None = None  # (L, nh, hd) each head's mean output over every position swept
+    positions: int = 0
 
     def ranks(self) -> np.ndarray:
         """(L, nh) rank of each head by its mean effect, 1 = largest (ties: lower layer, then head, first)."""
@@ -169,7 +184,8 @@ def sweep_schema(meta: dict):
     pa, _pq = _pa()
 
     fields = [pa.field("layer", pa.int32()), pa.field("head", pa.int32()), pa.field("mean", pa.float64()),
-              pa.field("std", pa.float64()), pa.field("documents", pa.int64()), pa.field("rank", pa.int64())]
+              pa.field("std", pa.float64()), pa.field("documents", pa.int64()), pa.field("rank", pa.int64()),
+              pa.field("output_mean", pa.list_(pa.float64()))]
     md = {f"attnviz.{k}": str(v) for k, v in meta.items()}
     md["attnviz.schema"] = f"sweep-{SCHEMA_VERSION}"
     return pa.schema(fields, metadata=md)
@@ -180,7 +196,63 @@ def sweep_columns(res: CorpusSweep) -> dict:
     layer, head = np.meshgrid(np.arange(L), np.arange(nh), indexing="ij")  # (L, nh) each
     return {"layer": layer.ravel().astype(np.int32), "head": head.ravel().astype(np.int32),
             "mean": res.mean.ravel(), "std": res.std.ravel(),
-            "documents": np.full(L * nh, res.documents, dtype=np.int64), "rank": res.ranks().ravel()}
+            "documents": np.full(L * nh, res.documents, dtype=np.int64), "rank": res.ranks().ravel(),
+            "output_mean": [list(map(float, v)) for v in res.head_means.reshape(L * nh, -1)]}
+
+
+@dataclass(frozen=True, eq=False)
+class SweepFile:
+    """A sweep file read back (:func:`read_sweep`)."""
+
+    path: Path
+    mean: np.ndarray  # (L, nh)
+    std: np.ndarray  # (L, nh)
+    rank: np.ndarray  # (L, nh)
+    documents: int
+    head_means: np.ndarray  # (L, nh, hd) each head's mean output over the corpus
+    metadata: dict
+
+
+def read_sweep(path) -> SweepFile:
+    """Read a file written by ``attnviz-cli model sweep``; StatsFileError says what is wrong with it."""
+    _pa_mod, pq = _pa()
+    p = Path(path)
+    if not p.is_file():
+        raise StatsFileError(f"sweep file not found: {p}")
+    try:
+        table = pq.read_table(p)
+    except Exception as exc:  # ArrowInvalid / OSError: not Parquet
+        raise StatsFileError(f"{p} is not a readable Parquet file: {exc}") from None
+    need = ("layer", "head", "mean", "std", "documents", "rank", "output_mean")
+    missing = [c for c in need if c not in table.column_names]
+    if missing:
+        raise StatsFileError(f"{p} is not a head sweep file (attnviz-cli model sweep): no column {', '.join(missing)}")
+    if table.num_rows == 0:
+        raise StatsFileError(f"{p} holds no (layer, head) rows")
+    layer = np.asarray(table.column("layer").to_numpy(), dtype=np.int64)
+    head = np.asarray(table.column("head").to_numpy(), dtype=np.int64)
+    if layer.min() < 0 or head.min() < 0:
+        raise StatsFileError(f"{p}: negative layer or head index")
+    L, nh = int(layer.max()) + 1, int(head.max()) + 1
+    if table.num_rows != L * nh or len(set(zip(layer.tolist(), head.tolist()))) != L * nh:
+        raise StatsFileError(f"{p}: expected each of the {L} x {nh} (layer, head) pairs once, found {table.num_rows} rows")
+    outs = table.column("output_mean").to_pylist()
+    sizes = {len(v) if v is not None else -1 for v in outs}
+    if len(sizes) != 1 or min(sizes) < 1:
+        raise StatsFileError(f"{p}: the output means are not one list of the same length per head")
+    grids = {}
+    for name in ("mean", "std", "rank"):
+        g = np.full((L, nh), np.nan)
+        g[layer, head] = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+        grids[name] = g
+    means = np.full((L, nh, sizes.pop()), np.nan)
+    means[layer, head] = np.asarray(outs, dtype=np.float64)
+    if not np.isfinite(means).all():
+        raise StatsFileError(f"{p}: the output means are not all finite numbers")
+    raw = table.schema.metadata or {}
+    meta = {k.decode()[len("attnviz."):]: v.decode() for k, v in raw.items() if k.decode().startswith("attnviz.")}
+    return SweepFile(path=p, mean=grids["mean"], std=grids["std"], rank=grids["rank"].astype(np.int64),
+                     documents=int(table.column("documents")[0].as_py()), head_means=means, metadata=meta)
 
 
 def _check_metric(ckpt, metric: str | None, tokens) -> tuple[str, tuple[int, int] | None]:
@@ -211,13 +283,15 @@ def _check_metric(ckpt, metric: str | None, tokens) -> tuple[str, tuple[int, int
 def run_sweep(folder, name: str | None, corpora, out=None, *, mode: str = "zero", metric: str | None = None,
               tokens=None, scheduler: str = "processes", workers: int | None = None, batch: int = DEFAULT_BATCH,
               max_tokens: int | None = None, progress: Callable[[Progress], None] | None = None,
-              cancelled: Callable[[], bool] | None = None) -> CorpusSweep:
+              cancelled: Callable[[], bool] | None = None, means=None) -> CorpusSweep:
     """Sweep every head over every document of ``corpora`` (one path or several) through the checkpoint in
     ``folder``; the result, written to ``out`` (when given) only if the sweep completed.
 
     ``cancelled()`` is asked after each partition: when true the sweep stops (the partitions in flight are
     cancelled) and its partial result is returned with ``complete`` False, nothing written. Ctrl+C
-    (KeyboardInterrupt) stops it the same way but propagates. CorpusRunError for everything a person can fix."""
+    (KeyboardInterrupt) stops it the same way but propagates. ``means`` (L, nh, hd), with mode "mean": every
+    head is set to these means (another sweep's ``output_mean``) instead of its mean over the document.
+    CorpusRunError for everything a person can fix."""
     corpora = [Path(corpora)] if isinstance(corpora, (str, os.PathLike)) else [Path(p) for p in corpora]
     if not corpora:
         raise CorpusRunError("give at least one corpus")
@@ -244,14 +318,24 @@ def run_sweep(folder, name: str | None, corpora, out=None, *, mode: str = "zero"
         raise CorpusRunError(f"the corpus {' '.join(map(str, corpora))} holds no documents")
     ckpt = check_model(folder, name, max_tokens)
     metric, token_ids = _check_metric(ckpt, metric, tokens)
+    if means is not None:
+        from attnviz.checkpoints.intervention_study import check_means
+
+        if mode != "mean":
+            raise CorpusRunError("--means sets each head to a corpus's means: use it with --mode mean")
+        try:
+            means = check_means(ckpt.config, means)
+        except CheckpointError as exc:
+            raise CorpusRunError(str(exc)) from None
     L, nh = ckpt.config.n_layer, ckpt.config.n_head
     meta = {"model": ckpt.name, "model_folder": str(Path(folder).resolve()), "layers": L, "heads": nh,
             "corpus": " ".join(map(str, corpora)), "metric": metric, "mode": mode,
-            "tokens": "" if token_ids is None else f"{token_ids[0]},{token_ids[1]}", "scheduler": scheduler}
+            "tokens": "" if token_ids is None else f"{token_ids[0]},{token_ids[1]}", "scheduler": scheduler,
+            "means": "corpus" if means is not None else "document"}
     del ckpt  # the workers load their own copy
     with open_client(scheduler, workers) as client:
         res = _drive(client, str(Path(folder).resolve()), name, corpora, total, batch, max_tokens, mode, metric,
-                     token_ids, (L, nh), progress, cancelled)
+                     token_ids, (L, nh), progress, cancelled, means)
     if res.complete and res.documents == 0:
         first = res.failed[0] if res.failed else None
         raise CorpusRunError(f"no document could be swept ({len(res.failed)} failed"
@@ -272,7 +356,7 @@ def run_sweep(folder, name: str | None, corpora, out=None, *, mode: str = "zero"
 
 
 def _drive(client, folder, name, corpora, total, batch, max_tokens, mode, metric, tokens, shape, progress,
-           cancelled) -> CorpusSweep:
+           cancelled, means=None) -> CorpusSweep:
     n_threads = max(1, sum(client.nthreads().values()))
 
     def jobs():
@@ -280,7 +364,7 @@ def _drive(client, folder, name, corpora, total, batch, max_tokens, mode, metric
         for path in corpora:
             for part in partitions(path, batch):
                 yield SweepJob(index=index, folder=folder, name=name, documents=part, mode=mode, metric=metric,
-                               tokens=tokens, max_tokens=max_tokens)
+                               tokens=tokens, max_tokens=max_tokens, means=means)
                 index += 1
 
     parts = jobs()
@@ -289,6 +373,8 @@ def _drive(client, folder, name, corpora, total, batch, max_tokens, mode, metric
     waiting: dict[int, SweepPartResult] = {}
     next_fold = 0
     moments: HeadMoments | None = None
+    output_sum: np.ndarray | None = None
+    positions = 0
     failed: list[tuple[int, str, str]] = []
     done = n_failed = 0
     complete = True
@@ -324,6 +410,8 @@ def _drive(client, folder, name, corpora, total, batch, max_tokens, mode, metric
                 next_fold += 1
                 if part.moments is not None:
                     moments = part.moments if moments is None else moments + part.moments
+                    output_sum = part.output_sum if output_sum is None else output_sum + part.output_sum
+                    positions += part.positions
                 failed.extend(part.failed)
             if progress is not None:
                 progress(Progress(done=done, total=max(total, done), failed=n_failed, elapsed=time.perf_counter() - t0))
@@ -341,5 +429,7 @@ def _drive(client, folder, name, corpora, total, batch, max_tokens, mode, metric
         n = 0
     else:
         mean, std, n = moments.mean, moments.std, moments.n
+    head_means = None if output_sum is None else output_sum / positions
     return CorpusSweep(mean=mean, std=std, documents=n, total=total, metric=metric, mode=mode, complete=complete,
-                       failed=failed, elapsed=time.perf_counter() - t0, workers=n_threads)
+                       failed=failed, elapsed=time.perf_counter() - t0, workers=n_threads, head_means=head_means,
+                       positions=positions)

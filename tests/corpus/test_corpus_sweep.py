@@ -71,7 +71,7 @@ def test_threads_sweep_matches_one_process_and_writes_the_table(tmp_path):
     np.testing.assert_allclose(res.std, std, atol=1e-12, rtol=0)
     assert seen[-1].done == 7 and seen[-1].failed == 1
     t = pq.read_table(out)
-    assert t.column_names == ["layer", "head", "mean", "std", "documents", "rank"]
+    assert t.column_names == ["layer", "head", "mean", "std", "documents", "rank", "output_mean"]
     L, nh = mean.shape
     assert t.num_rows == L * nh
     layer, head = t.column("layer").to_numpy(), t.column("head").to_numpy()
@@ -195,3 +195,81 @@ def test_ctrl_c_stops_in_one_line_and_writes_nothing(tmp_path):
     lines = [ln for ln in text.splitlines() if "interrupted" in ln]
     assert len(lines) == 1 and "nothing written to" in lines[0] and "Traceback" not in text, text
     assert not out.exists() and (not out.parent.exists() or list(out.parent.iterdir()) == [])
+
+
+def test_the_sweep_collects_each_heads_mean_output_for_mean_ablation(tmp_path, capsys):
+    from attnviz.checkpoints.interventions import Edit, run
+    from attnviz.corpus.sweep import read_sweep
+
+    texts = sentences(4, seed=8, longest=7)
+    path = write_lines(tmp_path / "docs.txt", texts)
+    out = tmp_path / "sweep.parquet"
+    res = run_sweep(QWEN, None, path, out, scheduler="threads", workers=2, batch=1)
+    ck = load_checkpoint(QWEN)
+    c, w = ck.config, ck.weights
+    outs = []  # every position's head outputs, (T, L, nh, hd) per document, recorded in one process
+    for t in texts:
+        rec = {}
+        run(c, w, document_ids(ck, t, None), Edit(record=rec))
+        outs.append(np.stack([rec[i] for i in range(c.n_layer)]).transpose(2, 0, 1, 3).astype(np.float64))
+    ref = np.concatenate(outs).mean(axis=0)  # (L, nh, hd) over every position of every document
+    np.testing.assert_allclose(res.head_means, ref, atol=1e-12, rtol=0)
+    back = read_sweep(out)
+    np.testing.assert_array_equal(back.head_means, res.head_means)
+    np.testing.assert_array_equal(back.mean, res.mean)
+    assert back.documents == 4 and back.rank.min() == 1
+    # model ablate --means: the heads set to the corpus means, not to this text's own
+    npz = tmp_path / "a.npz"
+    text = "the bank"
+    assert main(["model", "ablate", str(QWEN), "--text", text, "--heads", "0.1,1.0", "--mode", "mean",
+                 "--means", str(out), "--npz", str(npz)]) == 0
+    assert "set to their means over" in capsys.readouterr().out
+    ids = document_ids(ck, text, None)
+    want = run(c, w, ids, Edit(ablate={(0, 1): ref[0, 1], (1, 0): ref[1, 0]})).logits
+    own = run(c, w, ids, Edit(ablate={(0, 1): "mean", (1, 0): "mean"})).logits
+    got = np.load(npz)["logits_after"]
+    np.testing.assert_allclose(got, want, atol=1e-9, rtol=0)
+    assert np.abs(got - own).max() > 1e-4
+    # a sweep with the corpus means: every head set to them, one at a time
+    again = run_sweep(QWEN, None, path, None, mode="mean", means=back.head_means, scheduler="threads", workers=1)
+    before = run(c, w, document_ids(ck, texts[0], None))
+    after = run(c, w, document_ids(ck, texts[0], None), Edit(ablate={(1, 1): ref[1, 1]}))
+    one = intervention_kl(before, after)
+    single = run_sweep(QWEN, None, write_lines(tmp_path / "one.txt", texts[:1]), None, mode="mean",
+                       means=back.head_means, scheduler="threads", workers=1)
+    assert single.mean[1, 1] == pytest.approx(one, abs=1e-12)
+    assert np.abs(again.mean - res.mean).max() > 0
+
+
+def intervention_kl(before, after) -> float:
+    from attnviz.checkpoints.interventions import kl_divergence
+
+    return kl_divergence(before.logits, after.logits)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--mode", "zero"], "use it with --mode mean"),
+    (["--mode", "mean", "--means", "missing.parquet"], "sweep file not found"),
+])
+def test_bad_means_are_one_line(tmp_path, capsys, args, message):
+    args = [a if a != "missing.parquet" else str(tmp_path / a) for a in args]
+    if "--means" not in args:
+        args += ["--means", str(tmp_path / "x.parquet")]
+    assert main(["model", "ablate", str(QWEN), "--text", "the bank", "--heads", "0.1", *args,
+                 "--npz", str(tmp_path / "a.npz")]) != 0
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_means_of_another_model_are_refused(tmp_path, capsys):
+    path = write_lines(tmp_path / "docs.txt", ["the bank"])
+    out = tmp_path / "enc.parquet"
+    run_sweep(ROBERTA, None, path, out, scheduler="threads", workers=1)
+    assert main(["model", "ablate", str(QWEN), "--text", "the bank", "--heads", "0.1", "--mode", "mean",
+                 "--means", str(out), "--npz", str(tmp_path / "a.npz")]) != 0
+    err = capsys.readouterr().err
+    assert "they come from another model" in err and len(err.strip().splitlines()) == 1, err
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    assert main(["model", "sweep", str(QWEN), str(path), "--mode", "mean", "--means", str(tmp_path / "bad.parquet"),
+                 "--out", str(tmp_path / "s.parquet"), "--scheduler", "threads"]) != 0
+    assert "not a readable Parquet file" in capsys.readouterr().err
