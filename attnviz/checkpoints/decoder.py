@@ -1,8 +1,11 @@
-"""The numpy forward pass of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3),
-every layer and head.
+"""The numpy forward pass of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, GPT-NeoX,
+Phi, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT, BLOOM), every layer and head.
 
-Block by block as transformers' eager implementation (RMSNorm, grouped-query attention with RoPE, a
-gated MLP; the variants, Gemma's among them, are in :class:`~attnviz.checkpoints.decoder_config.DecoderSpec`).
+Block by block as transformers' eager implementation (a norm, grouped-query attention with RoPE, learned
+positions or ALiBi, an MLP; the variants are in :class:`~attnviz.checkpoints.decoder_config.DecoderSpec`).
+One layer is :func:`layer_input`, :func:`layer_qkv`, the engine's attention and :func:`layer_output`, which
+the single pass here and generation's cached chunks (:mod:`attnviz.checkpoints.generate`) share; tensors
+go by Llama's names (:func:`decoder_tensors`), each family's own given by :func:`stored_name`.
 Long inputs keep only what the maps are recomputed from (:class:`DecoderTrace`), not the maps.
 Vision-language models feed the pass their own input rows (:func:`embed_tokens`, ``embeds=``), mask
 (``mask=``, :func:`block_sequence_masks`) and rotary positions (``positions=``).

@@ -1,11 +1,11 @@
 """``config.json`` of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, GPT-NeoX /
-Pythia, Phi-1/2, Phi-3, OLMo, OLMo 2, StableLM) -> a checked :class:`ModelConfig`.
+Pythia, Phi-1/2, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT, BLOOM) -> a checked :class:`ModelConfig`.
 
 They share one block (a norm, grouped-query attention with RoPE, an MLP, a final norm); what differs
 (biases, q/k norms, sliding windows, head_dim, rope scaling and partial rotary, Gemma's (1 + w) norms,
 scaled embeddings, extra norms around attention and MLP, soft-capped scores, a rotary base per layer
-type, LayerNorm instead of RMSNorm, fused q/k/v projections, parallel attention and MLP, a plain MLP)
-is carried in :class:`DecoderSpec`.
+type, LayerNorm instead of RMSNorm, fused q/k/v projections, parallel attention and MLP, a plain MLP,
+learned positions, ALiBi) is carried in :class:`DecoderSpec`.
 """
 
 from __future__ import annotations
