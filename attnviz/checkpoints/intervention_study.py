@@ -7,6 +7,11 @@ after and their difference, and the residual stream's change entering each layer
 sweep ablates every head in turn and ranks them. Every problem a person can cause is one
 :class:`CheckpointError` line.
 
+Encoders (the BERT family) and vision models (ViT, DeiT, DINOv2, CLIP, SigLIP) take the same heads and
+knockout (no patch) through :func:`encoder_study`: the effect is the cosine of the pooled / class-token output
+before and after, each token's cosine, the maps, and for a vision model with a class token its attention over
+the patches before and after (:class:`EncoderEffects`); their sweep measures 1 - that cosine.
+
 Knockout: the session's mask (bool, True = query i may see key j, as the Mask workspace designs it) must be
 (T, T) for the T tokens of the prompt; the edges it forbids are removed before the softmax in the chosen
 layers (and heads), on top of the model's own causal mask.

@@ -1163,8 +1163,8 @@ class InterveneView(QWidget):
 
 
 def install(panel) -> InterveneView:
-    """Add the view as an "Intervene" tab of a ModelViewPanel (enabled for decoder LLMs), following its model,
-    its runs, its selected head and the session's colours."""
+    """Add the view as an "Intervene" tab of a ModelViewPanel (enabled for decoder LLMs, encoders and vision
+    models), following its model, its runs, its selected head and the session's colours."""
     view = InterveneView(panel)
     index = panel.tabs.addTab(view, "Intervene")
     panel.tabs.setTabEnabled(index, False)
