@@ -34,6 +34,9 @@ own image processor writes, and a ``golden.npz`` of the base model's eager atten
   a final LayerNorm (no mean pooling);
 * ``tiny_dinov2_reg/golden_resize.npz``: torch's antialiased bicubic and bilinear resizes of a random
   (7, 5) grid to (3, 9), (11, 2) and (7, 5);
+* ``tiny_deberta``: DeBERTa v1 (``deberta``): fused ``in_proj`` with per-head interleaved q / k / v, q and v
+  biases, ``pos_proj`` / ``pos_q_proj``, relative distances clamped at max_relative_positions 5 (shorter
+  than the text, so the table's span is 5), byte-level BPE ``[CLS] ... [SEP]``;
 * ``tiny_beit``: 3 x 5 patches (non-square), a relative position bias in every layer, layer scale, mean
   pooling (so no final LayerNorm on ``last_hidden_state``); ``position_bias`` (L, nh, T, T).
 
@@ -50,7 +53,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 from transformers import (AlbertConfig, AlbertModel, AlbertTokenizer, AutoTokenizer, BeitConfig, BeitImageProcessorPil,
-                          BeitModel, BitImageProcessorPil, DebertaV2Config, DebertaV2Model, DebertaV2Tokenizer,
+                          BeitModel, BitImageProcessorPil, DebertaConfig, DebertaModel, DebertaTokenizer, DebertaV2Config, DebertaV2Model, DebertaV2Tokenizer,
                           Dinov2WithRegistersConfig, Dinov2WithRegistersModel, MPNetConfig, MPNetModel, MPNetTokenizer)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,7 +211,29 @@ def _deberta_terms(model, t):
     return torch.stack(out, 1).numpy().astype(np.float32)  # (3, L, nh, T, T)
 
 
+def _byte_bpe_files() -> tuple[dict, list]:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=300, min_frequency=1, special_tokens=["[PAD]", "[CLS]", "[SEP]", "[UNK]",
+                                                                                   "[MASK]"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer=trainer)
+    model = __import__("json").loads(tok.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    return model["vocab"], merges
+
+
 def deberta() -> None:
+    if _wanted("tiny_deberta"):
+        vocab, merges = _byte_bpe_files()
+        tok = DebertaTokenizer(vocab=vocab, merges=merges)
+        torch.manual_seed(0)
+        model = DebertaModel(DebertaConfig(
+            vocab_size=len(tok), hidden_size=12, num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
+            hidden_act="gelu", max_position_embeddings=64, type_vocab_size=0, layer_norm_eps=1e-7,
+            relative_attention=True, max_relative_positions=5, position_biased_input=False, pos_att_type="c2p|p2c",
+            pad_token_id=0))
+        text_golden("tiny_deberta", tok, model, seed=67, terms=_deberta_v1_terms)
     common = dict(hidden_act="gelu", layer_norm_eps=1e-7, relative_attention=True, pad_token_id=0)
     if _wanted("tiny_deberta_v3"):
         tok = DebertaV2Tokenizer(vocab=_unigram_vocab("[PAD]", "[UNK]"), unk_id=1)
@@ -227,6 +252,34 @@ def deberta() -> None:
             pos_att_type="c2p|p2c", share_att_key=False, max_relative_positions=6, conv_kernel_size=3,
             conv_act="tanh", **common))
         text_golden("tiny_deberta_v2", tok, model, seed=61, terms=_deberta_terms)
+
+
+def _deberta_v1_terms(model, t):
+    """(3, L, nh, T, T) of DeBERTa v1: content-to-content, content-to-position, position-to-content."""
+    out = []
+    with torch.no_grad():
+        x = model.embeddings(input_ids=t, mask=torch.ones_like(t))
+        enc = model.encoder
+        rel_pos = enc.get_rel_pos(x)
+        rel = enc.get_rel_embedding()
+        h = x
+        for layer in enc.layer:
+            a = layer.attention.self
+            qp = a.in_proj(h)
+            q, k, _ = a.transpose_for_scores(qp).chunk(3, dim=-1)
+            q = q + a.transpose_for_scores(a.q_bias[None, None, :])
+            sf = 1 + len(a.pos_att_type)
+            q = q / torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * sf)
+            c2c = q @ k.transpose(-1, -2)
+            saved = a.pos_att_type
+            parts = []
+            for kind in ("c2p", "p2c"):
+                a.pos_att_type = [kind]
+                parts.append(a.disentangled_att_bias(q, k, rel_pos, rel, sf))
+            a.pos_att_type = saved
+            out.append(torch.stack([c2c, *parts])[:, 0])
+            h, _ = layer(h, enc.get_attention_mask(torch.ones_like(t)), relative_pos=rel_pos, rel_embeddings=rel)
+    return torch.stack(out, 1).numpy().astype(np.float32)  # (3, L, nh, T, T)
 
 
 # ---- vision ------------------------------------------------------------------------------------------

@@ -18,7 +18,10 @@ relative-distance embeddings through the key / query projections (or their own `
 ``pos_query_proj`` when ``share_att_key`` is false) and r the relative distance i - j, log-bucketed when
 ``position_buckets`` > 0, shifted by the span and clamped to the table. ``terms`` receives them as
 ``"content-to-content"``, ``"content-to-position"`` and ``"position-to-content"`` (L, nh, T, T), summing to the
-scores. DeBERTa v2's convolution after the first layer (``conv_kernel_size``) is applied too.
+scores. DeBERTa v2's convolution after the first layer (``conv_kernel_size``) is applied too. DeBERTa v1
+(``deberta``) runs the same way with its own layout: one fused ``in_proj`` (q, k, v interleaved per head)
+plus ``q_bias`` / ``v_bias``, ``pos_proj`` / ``pos_q_proj``, no buckets, and a span of min(T, max_relative)
+rows either side of the table's centre.
 
 :func:`parse_text_family` and :func:`text_family_tensors` read ALBERT's, MPNet's and DeBERTa v2's config.json
 and list their tensors (``families`` dispatches to them).
@@ -36,7 +39,7 @@ from attnviz.checkpoints.forward import _Cast, bert_blocks, biased_attention
 from attnviz.checkpoints.layers import activation, layer_norm, linear, self_attention, split_heads
 from attnviz.checkpoints.model_config import ModelConfig, act_field, bool_field, eps_field, int_field
 
-TEXT_FAMILY_TYPES = ("albert", "mpnet", "deberta-v2")  # parsed here, run by forward_encoder
+TEXT_FAMILY_TYPES = ("albert", "mpnet", "deberta-v2", "deberta")  # parsed here, run by forward_encoder
 MPNET_BUCKETS, MPNET_MAX_DISTANCE = 32, 128  # MPNetEncoder.compute_position_bias's fixed arguments
 MPNET_PAD = 1  # MPNetEmbeddings.padding_idx: fixed at 1 whatever pad_token_id says
 
@@ -61,7 +64,7 @@ def forward_encoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float3
         return _albert(c, W, ids, dtype, kernel, edit)
     if c.model_type == "mpnet":
         return _mpnet(c, W, ids, dtype, kernel, edit, terms)
-    if c.model_type == "deberta-v2":
+    if c.model_type in ("deberta-v2", "deberta"):
         return _deberta(c, W, ids, dtype, kernel, edit, terms)
     T = ids.shape[0]
     x = W.rows("embeddings.word_embeddings.weight", ids)  # (T, E)
@@ -194,10 +197,11 @@ class DebertaSpec:
     conv_kernel: int  # conv_kernel_size (0: no convolution after layer 0)
     conv_groups: int
     conv_act: str
+    v1: bool = False  # DeBERTa v1's layout (fused in_proj, q_bias / v_bias, pos_proj / pos_q_proj)
 
     @property
     def span(self) -> int:
-        """Half the rows of the relative embedding table (att_span)."""
+        """Half the rows of the relative embedding table (v2's att_span; v1 uses min(T, this) of them)."""
         return self.buckets if self.buckets > 0 else self.max_relative
 
     @property
@@ -260,10 +264,11 @@ def _deberta(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit
         x = linear(x, W["embeddings.embed_proj.weight"], None)  # (T, C)
     x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], c.ln_eps)  # (T, C)
     emb = x
-    span = s.span
+    span = min(T, s.max_relative) if s.v1 else s.span
     scale = float(np.sqrt(np.float32(c.head_size) * np.float32(s.scale_factor)))  # torch.sqrt of a float32 tensor
     if s.relative:
-        rel = W["encoder.rel_embeddings.weight"][: 2 * span]  # (2 span, C)
+        first = s.max_relative - span if s.v1 else 0  # v1 reads the rows around the table's centre
+        rel = W["encoder.rel_embeddings.weight"][first: first + 2 * span]  # (2 span, C)
         if s.norm_rel:
             rel = layer_norm(rel, W["encoder.LayerNorm.weight"], W["encoder.LayerNorm.bias"], c.ln_eps)
         r = deberta_relative_positions(s, T)  # (T, T)
@@ -277,20 +282,31 @@ def _deberta(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit
         if edit is not None:
             x = edit.residual(i, x)
         p = f"encoder.layer.{i}.attention.self."
-        q, k, v = (linear(x, W[p + f"{n}_proj.weight"], W[p + f"{n}_proj.bias"]) for n in ("query", "key", "value"))
+        if s.v1:  # in_proj's rows: per head, q, k and v of hs rows each
+            qkv = linear(x, W[p + "in_proj.weight"], None).reshape(T, nh, 3, c.head_size)  # (T, nh, 3, hs)
+            q, k, v = (qkv[:, :, j].reshape(T, -1) for j in range(3))  # 3 x (T, C)
+            q, v = q + W[p + "q_bias"], v + W[p + "v_bias"]
+        else:
+            q, k, v = (linear(x, W[p + f"{n}_proj.weight"], W[p + f"{n}_proj.bias"]) for n in ("query", "key", "value"))
         bias = zero.copy()  # (nh, T, T)
         if s.relative:
             qh, kh = split_heads(q, nh), split_heads(k, nh)  # (nh, T, hs) x 2
             own = "" if s.share_att_key else "pos_"
             if s.c2p:
-                pk = split_heads(linear(rel, W[p + f"{own}key_proj.weight"], W[p + f"{own}key_proj.bias"]), nh)
+                if s.v1:
+                    pk = split_heads(linear(rel, W[p + "pos_proj.weight"], None), nh)  # (nh, 2 span, hs)
+                else:
+                    pk = split_heads(linear(rel, W[p + f"{own}key_proj.weight"], W[p + f"{own}key_proj.bias"]), nh)
                 att = qh @ pk.transpose(0, 2, 1)  # (nh, T, 2 span)
                 c2p = np.take_along_axis(att, np.broadcast_to(c2p_idx, (nh, T, T)), axis=2) / dtype(scale)
                 bias += c2p
                 if kept is not None:
                     kept[names[1]][i] = c2p
             if s.p2c:
-                pq = split_heads(linear(rel, W[p + f"{own}query_proj.weight"], W[p + f"{own}query_proj.bias"]), nh)
+                if s.v1:
+                    pq = split_heads(linear(rel, W[p + "pos_q_proj.weight"], W[p + "pos_q_proj.bias"]), nh)
+                else:
+                    pq = split_heads(linear(rel, W[p + f"{own}query_proj.weight"], W[p + f"{own}query_proj.bias"]), nh)
                 att = kh @ pq.transpose(0, 2, 1)  # (nh, T keys, 2 span)
                 p2c = np.take_along_axis(att, np.broadcast_to(p2c_idx, (nh, T, T)), axis=2).transpose(0, 2, 1)
                 p2c = p2c / dtype(scale)  # (nh, T queries, T keys)
@@ -316,7 +332,9 @@ def _deberta(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit
     return atts, x
 
 
-def _parse_deberta(cfg: dict) -> ModelConfig:
+def _parse_deberta(cfg: dict, v1: bool = False) -> ModelConfig:
+    if v1 and bool_field(cfg, "talking_head", False):
+        raise CheckpointError("config.json: talking_head=true (DeBERTa v1's head-mixing projections) is not supported")
     pat = cfg.get("pos_att_type") or []
     if isinstance(pat, str):
         pat = [t.strip() for t in pat.lower().split("|") if t.strip()]
@@ -328,8 +346,8 @@ def _parse_deberta(cfg: dict) -> ModelConfig:
     norm = cfg.get("norm_rel_ebd", "none")
     if not isinstance(norm, str):
         raise CheckpointError(f"config.json: norm_rel_ebd must be a string such as \"layer_norm\" (got {norm!r})")
-    d = int_field(cfg, "hidden_size", 1536)
-    n_head = int_field(cfg, "num_attention_heads", 24)
+    d = int_field(cfg, "hidden_size", 768 if v1 else 1536)
+    n_head = int_field(cfg, "num_attention_heads", 12 if v1 else 24)
     if "attention_head_size" in cfg and cfg["attention_head_size"] != (d // n_head if n_head else None):
         raise CheckpointError("config.json: an attention_head_size other than hidden_size / heads is not supported")
     max_pos = int_field(cfg, "max_position_embeddings", 512)
@@ -339,26 +357,28 @@ def _parse_deberta(cfg: dict) -> ModelConfig:
     buckets = cfg.get("position_buckets", -1)
     if isinstance(buckets, bool) or not isinstance(buckets, int):
         raise CheckpointError(f"config.json: 'position_buckets' must be a whole number (got {buckets!r})")
-    conv = int_field(cfg, "conv_kernel_size", 0, minimum=0)
+    conv = 0 if v1 else int_field(cfg, "conv_kernel_size", 0, minimum=0)
     conv_act = cfg.get("conv_act", "tanh")
     if conv and conv_act != "tanh":
         act_field(cfg, "conv_act", "tanh")
     relative = bool_field(cfg, "relative_attention", False)
     spec = DebertaSpec(
-        relative=relative, c2p="c2p" in pat, p2c="p2c" in pat, share_att_key=bool_field(cfg, "share_att_key", False),
-        buckets=buckets, max_relative=max_rel if max_rel >= 1 else max_pos,
-        norm_rel="layer_norm" in [t.strip() for t in norm.lower().split("|")],
+        relative=relative, c2p="c2p" in pat, p2c="p2c" in pat,
+        share_att_key=not v1 and bool_field(cfg, "share_att_key", False), buckets=-1 if v1 else buckets,
+        max_relative=max_rel if max_rel >= 1 else max_pos,
+        norm_rel=not v1 and "layer_norm" in [t.strip() for t in norm.lower().split("|")], v1=v1,
         abs_positions=bool_field(cfg, "position_biased_input", True), conv_kernel=conv,
         conv_groups=int_field(cfg, "conv_groups", 1), conv_act=conv_act)
-    if buckets > 0 and buckets // 2 < 2:
+    if spec.buckets > 0 and buckets // 2 < 2:
         raise CheckpointError(f"config.json: position_buckets {buckets} is too few for DeBERTa's log buckets (at least 4)")
-    if buckets > 0 and spec.max_relative - 1 <= buckets // 2:
+    if spec.buckets > 0 and spec.max_relative - 1 <= buckets // 2:
         raise CheckpointError(f"config.json: max_relative_positions {spec.max_relative} must exceed half the "
                               f"{buckets} position buckets + 1")
     c = ModelConfig(
-        kind="bert", model_type="deberta-v2", d_model=d, n_layer=int_field(cfg, "num_hidden_layers", 24), n_head=n_head,
-        d_ff=int_field(cfg, "intermediate_size", 6144), act=act_field(cfg, "hidden_act", "gelu"),
-        ln_eps=eps_field(cfg, "layer_norm_eps", 1e-7), vocab_size=int_field(cfg, "vocab_size", 128100),
+        kind="bert", model_type="deberta" if v1 else "deberta-v2", d_model=d,
+        n_layer=int_field(cfg, "num_hidden_layers", 12 if v1 else 24), n_head=n_head,
+        d_ff=int_field(cfg, "intermediate_size", 3072 if v1 else 6144), act=act_field(cfg, "hidden_act", "gelu"),
+        ln_eps=eps_field(cfg, "layer_norm_eps", 1e-7), vocab_size=int_field(cfg, "vocab_size", 50265 if v1 else 128100),
         max_positions=max_pos, type_vocab_size=int_field(cfg, "type_vocab_size", 0, minimum=0),
         embedding_size=int_field(cfg, "embedding_size", d), spec=spec)
     if conv and d % spec.conv_groups:
@@ -387,9 +407,17 @@ def _deberta_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
         shapes |= _ln("encoder.conv.LayerNorm", d)
     for i in range(c.n_layer):
         p = f"encoder.layer.{i}."
-        for n in ("query", "key", "value"):
-            shapes |= _lin(p + f"attention.self.{n}_proj", d, d)
-        if s.relative and not s.share_att_key:
+        if s.v1:
+            shapes[p + "attention.self.in_proj.weight"] = (3 * d, d)
+            shapes[p + "attention.self.q_bias"] = shapes[p + "attention.self.v_bias"] = (d,)
+            if s.relative and s.c2p:
+                shapes[p + "attention.self.pos_proj.weight"] = (d, d)
+            if s.relative and s.p2c:
+                shapes |= _lin(p + "attention.self.pos_q_proj", d, d)
+        else:
+            for n in ("query", "key", "value"):
+                shapes |= _lin(p + f"attention.self.{n}_proj", d, d)
+        if s.relative and not s.share_att_key and not s.v1:
             if s.c2p:
                 shapes |= _lin(p + "attention.self.pos_key_proj", d, d)
             if s.p2c:
@@ -437,8 +465,8 @@ def parse_text_family(cfg: dict, model_type: str) -> ModelConfig:
             raise CheckpointError(f"config.json: max_position_embeddings {c.max_positions} leaves no positions after "
                                   f"the padding row {MPNET_PAD}")
         return replace(c, rel_buckets=buckets)
-    if model_type == "deberta-v2":
-        return _parse_deberta(cfg)
+    if model_type in ("deberta-v2", "deberta"):
+        return _parse_deberta(cfg, v1=model_type == "deberta")
     raise CheckpointError(f"config.json: model_type {model_type!r} is not one of {', '.join(TEXT_FAMILY_TYPES)}")
 
 
@@ -478,6 +506,6 @@ def text_family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
             shapes |= _ln(p + "attention.LayerNorm", d) | _lin(p + "intermediate.dense", ff, d)
             shapes |= _lin(p + "output.dense", d, ff) | _ln(p + "output.LayerNorm", d)
         return shapes
-    if c.model_type == "deberta-v2":
+    if c.model_type in ("deberta-v2", "deberta"):
         return _deberta_tensors(c)
     raise CheckpointError(f"no tensor list for model_type {c.model_type!r}")

@@ -1,4 +1,4 @@
-"""DINOv2 with registers, ALBERT, MPNet, BEiT and DeBERTa v2 / v3 against transformers 5.24 (torch CPU, eager attention).
+"""DINOv2 with registers, ALBERT, MPNet, BEiT and DeBERTa (v1, v2, v3) against transformers 5.24 (torch CPU, eager attention).
 
 Tiny random checkpoints and goldens written by tools/make_encoder_family_goldens.py; every layer and head's
 attention weights to 1e-5, token ids equal to AutoTokenizer's, pixel values equal to the image processor's.
@@ -17,7 +17,8 @@ from attnviz.checkpoints import CheckpointError, load_checkpoint, run_image, run
 from ckpt_helpers import DATA, golden
 
 DTYPES = [np.float32, np.float64]
-TEXT = {"albert": "albert", "mpnet": "mpnet", "deberta_v3": "deberta-v2", "deberta_v2": "deberta-v2"}
+TEXT = {"albert": "albert", "mpnet": "mpnet", "deberta_v3": "deberta-v2", "deberta_v2": "deberta-v2",
+        "deberta": "deberta"}
 DEBERTA_TERMS = ("content-to-content", "content-to-position", "position-to-content")
 VISION = {"dinov2_reg": "dinov2_with_registers", "beit": "beit", "beit_shared": "beit"}
 
@@ -105,7 +106,7 @@ def test_relative_position_bias_is_its_own_score_term(family, name):
     assert np.abs(bias).max() > 0.1  # the bias moves the scores
 
 
-@pytest.mark.parametrize("name", ["deberta_v3", "deberta_v2"])
+@pytest.mark.parametrize("name", ["deberta_v3", "deberta_v2", "deberta"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_deberta_keeps_its_three_disentangled_terms(family, name, dtype):
     """content-to-content, content-to-position and position-to-content each equal transformers' (already divided by
@@ -136,6 +137,9 @@ def test_deberta_log_buckets_and_table_span(family):
     assert (np.diff(r[39]) <= 0).all()  # monotone in the distance
     s2 = family("deberta_v2").config.spec
     assert (s2.share_att_key, s2.buckets, s2.span, s2.conv_kernel) == (False, -1, 6, 3)
+    s1 = family("deberta").config.spec  # v1: 5 distances either side, fewer than the 38 tokens
+    assert (s1.v1, s1.buckets, s1.max_relative, s1.norm_rel) == (True, -1, 5, False)
+    assert "encoder.layer.0.attention.self.in_proj.weight" in family("deberta").weights
 
 
 def test_beit_options_and_a_grid_other_than_the_trained_one(family):
@@ -182,6 +186,8 @@ def _copy_edit(tmp_path, name: str, **changes):
     ("deberta_v3", {"position_buckets": 200}, "must exceed half the 200 position buckets"),
     ("deberta_v3", {"position_buckets": 6}, r"encoder.rel_embeddings.weight.*\(16, 12\).*\(12, 12\)"),
     ("deberta_v2", {"conv_groups": 5}, "conv_groups 5 does not divide hidden_size 12"),
+    ("deberta", {"talking_head": True}, "talking_head=true"),
+    ("deberta", {"max_relative_positions": 7}, r"rel_embeddings.weight.*\(10, 12\).*\(14, 12\)"),
     ("dinov2_reg", {"num_register_tokens": 5}, r"register_tokens.*\(1, 3, 16\).*\(1, 5, 16\)"),
 ])
 def test_config_problems_are_one_clear_message(tmp_path, name, changes, expected):
@@ -191,7 +197,7 @@ def test_config_problems_are_one_clear_message(tmp_path, name, changes, expected
 
 
 def test_still_refused_families_name_what_they_miss(tmp_path):
-    for model_type in ("deberta", "swin"):
+    for model_type in ("swin", "mixtral"):
         d = _copy_edit(tmp_path / model_type, "mpnet", model_type=model_type)
         with pytest.raises(CheckpointError, match=f"'{model_type}'.*not supported: it needs") as err:
             load_checkpoint(d)
