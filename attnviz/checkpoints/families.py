@@ -1,6 +1,6 @@
 """``config.json`` and tensor lists of the families beyond BERT, GPT-2 and ViT.
 
-Encoders (kind "bert", post-LN): RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet, DeBERTa v2 / v3;
+Encoders (kind "bert", post-LN): RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet, DeBERTa (v1, v2, v3);
 vision (kind "vit", pre-LN): the CLIP vision tower and the SigLIP vision tower (each alone or inside a
 whole ``clip`` / ``siglip`` checkpoint), DINOv2, DINOv2 with registers and BEiT. :data:`TOWER_TYPES` are vision towers that only run inside a
 vision-language model (Idefics3's and SmolVLM's SigLIP with per-image position buckets): they have a
@@ -23,9 +23,9 @@ SIGLIP_TYPES = ("siglip_vision_model", "siglip")
 # SigLIP towers whose position ids are bucketised per image from a patch mask (Idefics3VisionEmbeddings)
 TOWER_TYPES = ("idefics3_vision", "smolvlm_vision")
 VISION_TYPES = CLIP_TYPES + ("dinov2",) + SIGLIP_TYPES
-# ALBERT, MPNet and DeBERTa v2 / v3 are parsed and listed by attnviz.checkpoints.encoders; DINOv2 with
+# ALBERT, MPNet and DeBERTa (v1, v2, v3) are parsed and listed by attnviz.checkpoints.encoders; DINOv2 with
 # registers and BEiT below
-ENCODER_TYPES += ("albert", "mpnet", "deberta-v2")
+ENCODER_TYPES += ("albert", "mpnet", "deberta-v2", "deberta")
 VISION_TYPES += ("dinov2_with_registers", "beit")
 FAMILY_KIND = {**{t: "bert" for t in ENCODER_TYPES}, **{t: "vit" for t in VISION_TYPES + TOWER_TYPES}}
 # model_type -> the defaults transformers' config class gives the keys a saved config.json may omit
@@ -37,7 +37,6 @@ _TOWER_DEFAULTS = {
 
 # model_type -> what its forward pass needs that attnviz does not do (shown when it is refused)
 UNSUPPORTED = {
-    "deberta": "DeBERTa v1's disentangled attention (its fused in_proj)",
     "swin": "windowed attention over shifted windows and patch merging",
     "mixtral": "sparse mixture-of-experts MLPs with top-k routing",
     "qwen2_moe": "sparse mixture-of-experts MLPs with top-k routing",
@@ -104,7 +103,7 @@ def parse_family(cfg: dict, model_type: str) -> ModelConfig:
 
 
 def _parse(cfg: dict, model_type: str) -> ModelConfig:
-    if model_type in ("albert", "mpnet", "deberta-v2"):
+    if model_type in ("albert", "mpnet", "deberta-v2", "deberta"):
         from attnviz.checkpoints.encoders import parse_text_family
 
         return parse_text_family(cfg, model_type)
@@ -213,7 +212,7 @@ def siglip_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 def family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Canonical tensor name -> shape for every tensor the forward pass of a family model reads."""
-    if c.model_type in ("albert", "mpnet", "deberta-v2"):
+    if c.model_type in ("albert", "mpnet", "deberta-v2", "deberta"):
         from attnviz.checkpoints.encoders import text_family_tensors
 
         return text_family_tensors(c)
