@@ -114,7 +114,7 @@ def _edit(path, **changes):
 
 
 @pytest.mark.parametrize("model_type, needs", [
-    ("swin", "windowed attention"), ("deberta", "disentangled"),
+    ("swin", "windowed attention"),
 ])
 def test_unsupported_family_is_named_with_what_is_missing(tmp_path, model_type, needs):
     from attnviz.checkpoints import CheckpointError
