@@ -151,30 +151,55 @@ def _where(index: tuple, cross: bool) -> str:
     return f"layer {layer}, head {head}, {'target ' if cross else ''}query {row}"
 
 
+ROWS_AT_ONCE = 2**22  # values of a map checked (or summarised) in one float64 block
+
+
+def row_blocks(Tq: int, Tk: int):
+    """(start, stop) blocks of query rows holding about ROWS_AT_ONCE values each, so no check or summary makes a
+    float64 copy of a whole long map."""
+    step = max(1, ROWS_AT_ONCE // max(Tk, 1))
+    return [(i, min(i + step, Tq)) for i in range(0, Tq, step)]
+
+
 def check_values(a: np.ndarray, cross: bool = False, tolerance: float = ROW_TOLERANCE) -> None:
     """ValueError naming the first problem of maps (L, nh, Tq, Tk) that should be softmax weights: values that
     are not finite, negative values, rows not summing to one (beyond ``tolerance``) that are not all zero."""
-    L = a.shape[0]
+    L, nh, Tq, Tk = a.shape
+    blocks = row_blocks(Tq, Tk)
     for layer in range(L):
-        m = np.asarray(a[layer], dtype=np.float64)  # (nh, Tq, Tk), one layer at a time
-        bad = ~np.isfinite(m)
-        if bad.any():
-            n = int(sum(int((~np.isfinite(np.asarray(a[i], dtype=np.float64))).sum()) for i in range(L)))
-            first = np.argwhere(bad)[0]
-            raise ValueError(f"attentions hold {n:,} NaN or infinite value(s), the first at "
-                             f"{_where((layer, *first), cross)}, key {int(first[2])}: not drawn")
-        neg = m < 0
-        if neg.any():
-            first = np.argwhere(neg)[0]
-            raise ValueError(f"attentions hold negative values (the smallest {m.min():.3g}, the first at "
-                             f"{_where((layer, *first), cross)}, key {int(first[2])}): attention weights are >= 0")
-        sums = m.sum(axis=-1)  # (nh, Tq)
-        off = (np.abs(sums - 1.0) > tolerance) & (sums != 0.0)
-        if off.any():
-            first = np.argwhere(off)[0]
-            raise ValueError(f"{int(off.sum()):,} row(s) of layer {layer} do not sum to one (the first at "
-                             f"{_where((layer, *first), cross)} sums to {sums[tuple(first)]:.6g}): give softmax "
-                             "weights (rows = queries over keys), not scores")
+        for head in range(nh):
+            for r0, r1 in blocks:
+                m = np.asarray(a[layer, head, r0:r1], dtype=np.float64)  # (rows, Tk)
+                bad = ~np.isfinite(m)
+                if bad.any():
+                    n = int(np.count_nonzero(~np.isfinite(a)))
+                    i, j = np.argwhere(bad)[0]
+                    raise ValueError(f"attentions hold {n:,} NaN or infinite value(s), the first at "
+                                     f"{_where((layer, head, r0 + i), cross)}, key {int(j)}: not drawn")
+                neg = m < 0
+                if neg.any():
+                    i, j = np.argwhere(neg)[0]
+                    raise ValueError(f"attentions hold negative values (the smallest {float(np.min(a)):.3g}, the first "
+                                     f"at {_where((layer, head, r0 + i), cross)}, key {int(j)}): attention weights "
+                                     "are >= 0")
+                sums = m.sum(axis=-1)  # (rows,)
+                off = (np.abs(sums - 1.0) > tolerance) & (sums != 0.0)
+                if off.any():
+                    n = _rows_off(a, layer, tolerance)
+                    i = int(np.flatnonzero(off)[0])
+                    raise ValueError(f"{n:,} row(s) of layer {layer} do not sum to one (the first at "
+                                     f"{_where((layer, head, r0 + i), cross)} sums to {sums[i]:.6g}): give softmax "
+                                     "weights (rows = queries over keys), not scores")
+
+
+def _rows_off(a: np.ndarray, layer: int, tolerance: float) -> int:
+    """How many rows of ``layer`` sum to neither one nor zero."""
+    n = 0
+    for head in range(a.shape[1]):
+        for r0, r1 in row_blocks(a.shape[2], a.shape[3]):
+            sums = np.asarray(a[layer, head, r0:r1], dtype=np.float64).sum(axis=-1)
+            n += int(np.count_nonzero((np.abs(sums - 1.0) > tolerance) & (sums != 0.0)))
+    return n
 
 
 def check_image(image) -> np.ndarray | None:
@@ -295,6 +320,8 @@ def save(path, attentions, tokens, *, target_tokens=None, image=None, title=None
     fields = prepare(attentions, tokens, target_tokens=target_tokens, image=image, title=title, batch=batch,
                      dtype=dtype)
     folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ValueError(f"cannot save {path.name}: the folder {folder} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -374,7 +401,7 @@ def grid_image(maps: np.ndarray, cell: int | None = None):
     table = viridis()
     for layer in range(L):
         for head in range(nh):
-            m = _fit(np.asarray(a[layer, head], dtype=np.float64), ch, cw)
+            m = _fit(np.asarray(a[layer, head]), ch, cw).astype(np.float64)  # pooled first: no copy of a long map
             hi = m.max()
             idx = np.zeros(m.shape, dtype=np.uint8) if hi <= 0 else np.clip(m / hi * 255.0 + 0.5, 0, 255).astype(np.uint8)
             y, x = top + layer * (ch + gap), left + head * (cw + gap)

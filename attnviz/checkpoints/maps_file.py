@@ -300,28 +300,31 @@ def map_summaries(attentions: np.ndarray, special: np.ndarray, cross: bool = Fal
     and the mean distance |i - j| (they mean nothing between two sequences, so cross-attention leaves them None)."""
     a = np.asarray(attentions)
     L, nh, Tq, Tk = a.shape
-    out = {k: np.zeros((L, nh)) for k in ("entropy", "to_special", "to_first", "to_self", "to_previous", "distance")}
+    keys = ("entropy", "to_special", "to_first", "to_self", "to_previous", "distance")
+    sums = {k: np.zeros((L, nh)) for k in keys}  # sums over live rows, divided at the end
+    n_live, n_prev = np.zeros((L, nh)), np.zeros((L, nh))
     special = np.asarray(special, dtype=bool)  # (Tk,)
-    if not cross:
-        dist = np.abs(np.arange(Tq, dtype=np.float64)[:, None] - np.arange(Tk, dtype=np.float64)[None, :])
+    cols = np.arange(Tk, dtype=np.float64)
     for layer in range(L):
-        w = np.asarray(a[layer], dtype=np.float64)  # (nh, Tq, Tk)
-        live = w.sum(axis=-1) > 0  # (nh, Tq)
-        n = np.maximum(live.sum(axis=-1), 1)  # (nh,)
-
-        def mean(per_row, live=live, n=n):
-            return np.where(live, per_row, 0.0).sum(axis=-1) / n
-
-        out["entropy"][layer] = mean(row_entropy(w))
-        out["to_special"][layer] = mean(w[..., special].sum(axis=-1))
-        out["to_first"][layer] = mean(w[..., 0])
-        if not cross:
-            out["to_self"][layer] = mean(np.diagonal(w, axis1=-2, axis2=-1))
-            out["distance"][layer] = mean((w * dist).sum(axis=-1))
-            if Tq > 1:
-                prev = np.diagonal(w, offset=-1, axis1=-2, axis2=-1)  # (nh, Tq-1)
-                lp = live[:, 1:]
-                out["to_previous"][layer] = np.where(lp, prev, 0.0).sum(axis=-1) / np.maximum(lp.sum(axis=-1), 1)
+        for head in range(nh):
+            for r0, r1 in api.row_blocks(Tq, Tk):
+                w = np.asarray(a[layer, head, r0:r1], dtype=np.float64)  # (rows, Tk)
+                live = w.sum(axis=-1) > 0  # (rows,) rows that see anything
+                at = (layer, head)
+                n_live[at] += live.sum()
+                sums["entropy"][at] += row_entropy(w)[live].sum()
+                sums["to_special"][at] += w[live][:, special].sum()
+                sums["to_first"][at] += w[live, 0].sum()
+                if cross:
+                    continue
+                rows = np.arange(r0, r1)
+                sums["to_self"][at] += w[np.flatnonzero(live), rows[live]].sum()
+                sums["distance"][at] += (w[live] * np.abs(rows[live, None] - cols[None, :])).sum()
+                prev = live & (rows >= 1)
+                n_prev[at] += prev.sum()
+                sums["to_previous"][at] += w[np.flatnonzero(prev), rows[prev] - 1].sum()
+    out = {k: v / np.maximum(n_live, 1) for k, v in sums.items()}
+    out["to_previous"] = sums["to_previous"] / np.maximum(n_prev, 1)
     if cross:
         out["to_self"] = out["to_previous"] = out["distance"] = None
     return HeadSummaries(entropy=out["entropy"], to_special=out["to_special"], to_self=out["to_self"],

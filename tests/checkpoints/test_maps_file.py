@@ -263,3 +263,29 @@ def test_a_missing_file_and_a_folder_with_a_maps_suffix(tmp_path):
     refused(tmp_path / "gone.npz", "not found")
     (tmp_path / "dir.npz").mkdir()
     refused(tmp_path / "dir.npz", "config.json")  # a folder is a checkpoint folder, not a maps file
+
+
+def test_checks_and_summaries_in_row_blocks_equal_the_whole_map(monkeypatch):
+    """Long maps are checked and summarised a few rows at a time (no float64 copy of a whole map): the blocks give
+    the same numbers and name the same cell."""
+    from attnviz import api
+
+    a = maps(L=2, nh=2, Tq=9, Tk=9, seed=5)
+    special = np.zeros(9, dtype=bool)
+    special[[0, 8]] = True
+    whole = map_summaries(a, special)
+    monkeypatch.setattr(api, "ROWS_AT_ONCE", 18)  # two rows per block
+    assert api.row_blocks(9, 9) == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 9)]
+    blocked = map_summaries(a, special)
+    for field in ("entropy", "to_special", "to_first", "to_self", "to_previous", "distance"):
+        np.testing.assert_allclose(getattr(blocked, field), getattr(whole, field), rtol=1e-12)
+    bad = a.copy()
+    bad[1, 1, 7, 4] = np.nan
+    with pytest.raises(ValueError, match=r"the first at layer 1, head 1, query 7, key 4"):
+        api.check_values(bad)
+    bad = a.copy()
+    bad[0, 1, 5] *= 1.5
+    bad[0, 0, 8] *= 1.5
+    with pytest.raises(ValueError, match=r"^2 row\(s\) of layer 0 do not sum to one \(the first at layer 0, head 0, "
+                                         r"query 8 sums to 1.5\)"):
+        api.check_values(bad)
