@@ -40,7 +40,10 @@ of each head) and the weights wide (std 0.3, norm gains around 1) so a wrong lay
 * ``tiny_opt``       — OPT: learned positions from row 2, LayerNorm, ReLU, biases, tied head, ``</s>`` before every text;
 * ``tiny_opt_plain`` — OPT without biases and with LayerNorms that have no weight or bias, GELU;
 * ``tiny_bloom``     — BLOOM: ALiBi over 6 heads (not a power of two: the extra slopes are used), a LayerNorm of
-                       the token rows, q/k/v interleaved per head, tied head.
+                       the token rows, q/k/v interleaved per head, tied head;
+* ``tiny_llama_longrope`` — Llama with ``longrope`` (original context 5; Llama, unlike Phi-3, keeps its cache
+                       when a generation passes it);
+* ``tiny_qwen2_dynamic``  — Qwen2 with ``dynamic`` x2 over a context of 10, q/k/v biases.
 
 Tokenizers are trained here on a small corpus (byte-level BPE for the GPT-NeoX-style families, the
 SentencePiece-style one for Phi-3) and saved with the family's own tokenizer class.
@@ -57,7 +60,8 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import (AutoModelForCausalLM, AutoTokenizer, BloomConfig, BloomForCausalLM, CodeGenTokenizer, FalconConfig, FalconForCausalLM,
-                          GPT2Tokenizer, GPTNeoXConfig, GPTNeoXForCausalLM, GPTNeoXTokenizer, LlamaTokenizer,
+                          GPT2Tokenizer, GPTNeoXConfig, GPTNeoXForCausalLM, GPTNeoXTokenizer, LlamaConfig,
+                          LlamaForCausalLM, LlamaTokenizer, Qwen2Config, Qwen2ForCausalLM, Qwen2Tokenizer,
                           Olmo2Config, Olmo2ForCausalLM, OlmoConfig, OlmoForCausalLM, OPTConfig, OPTForCausalLM,
                           Phi3Config, Phi3ForCausalLM, PhiConfig, PhiForCausalLM, StableLmConfig, StableLmForCausalLM)
 
@@ -163,7 +167,7 @@ def _save(name: str, model, tok) -> None:
 
 
 NAMES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
-         "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain", "tiny_bloom"]
+         "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain", "tiny_bloom", "tiny_llama_longrope", "tiny_qwen2_dynamic"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,6 +256,22 @@ def main(argv: list[str] | None = None) -> int:
         cfg = BloomConfig(vocab_size=len(ftok), hidden_size=48, n_layer=2, n_head=6, layer_norm_epsilon=1e-5,
                           bos_token_id=0, eos_token_id=0, tie_word_embeddings=True)
         _save("tiny_bloom", _model(BloomForCausalLM, cfg, 33), ftok)
+    if "tiny_llama_longrope" in only:
+        tok = llama_style()
+        cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=40, rms_norm_eps=1e-6,
+                          rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                           "original_max_position_embeddings": 5, "factor": 8.0,
+                                           "short_factor": [1.0, 1.2, 1.5, 2.0], "long_factor": [1.0, 2.5, 6.0, 12.0]},
+                          bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)
+        _save("tiny_llama_longrope", _model(LlamaForCausalLM, cfg, 34), tok)
+    if "tiny_qwen2_dynamic" in only:
+        tok = byte_level(Qwen2Tokenizer, ["<|endoftext|>"], 300)
+        cfg = Qwen2Config(vocab_size=len(tok), hidden_size=48, intermediate_size=40, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=10, rms_norm_eps=1e-6,
+                          rope_parameters={"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0},
+                          tie_word_embeddings=True)
+        _save("tiny_qwen2_dynamic", _model(Qwen2ForCausalLM, cfg, 35), tok)
     names = [x for x in NAMES if x in only]
     sizes = {p.relative_to(OUT).as_posix(): p.stat().st_size for x in names for p in sorted((OUT / x).rglob("*"))}
     print(f"total {sum(sizes.values()) / 1024:.0f} KiB in {len(sizes)} files")

@@ -1,4 +1,5 @@
-"""GPT-NeoX / Pythia, Phi-1/2, Phi-3, OLMo, OLMo 2 and StableLM against transformers 5.24: every layer's
+"""GPT-NeoX / Pythia, Phi-1/2, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT and BLOOM (and dynamic / longrope
+rotary scaling on Llama and Qwen2) against transformers 5.24: every layer's
 and head's eager attention within 1e-5 in float32, token ids equal to AutoTokenizer's, greedy ``generate``
 ids equal, the logit lens through each family's final norm and head; dynamic and longrope rotary
 scaling past the contexts they change at. Goldens: tools/make_decoder_family_goldens.py."""
@@ -22,7 +23,8 @@ from attnviz.checkpoints.generate import generate, logit_lens, next_distribution
 from attnviz.checkpoints.rope import inverse_frequencies
 
 FAMILIES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
-            "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain", "tiny_bloom"]
+            "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain", "tiny_bloom",
+            "tiny_llama_longrope", "tiny_qwen2_dynamic"]
 
 
 @pytest.fixture(scope="module")
