@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnviz.checkpoints.config import read_json
+from attnviz.checkpoints.decoder_config import FAMILY as DECODER_FAMILY
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.loader import ready_models
 from attnviz.checkpoints.safetensors_file import read_header, weight_files
@@ -25,6 +26,7 @@ FAMILIES = {"bert": "BERT", "gpt2": "GPT-2", "vit": "ViT", "deit": "DeiT", "llam
             "dinov2": "DINOv2", "gemma": "Gemma", "gemma2": "Gemma 2", "gemma3_text": "Gemma 3"}
 FAMILIES |= {"albert": "ALBERT", "mpnet": "MPNet", "deberta": "DeBERTa", "deberta-v2": "DeBERTa v2 / v3",
              "dinov2_with_registers": "DINOv2 with registers", "beit": "BEiT"}
+FAMILIES |= {t: name for t, name in DECODER_FAMILY.items() if t not in FAMILIES}  # GPT-NeoX, Phi, OLMo, ...
 
 
 def cache_dir() -> Path:
