@@ -2,7 +2,9 @@
 
 ``ablate MODEL --text T --heads L.H[,L.H...] [--mode zero|mean] --npz OUT`` writes ``logits_before`` and
 ``logits_after`` (the last position, vocabulary-sized), ``attentions_before``, ``attentions_after`` and
-``kl`` (nats). ``patch MODEL --clean T1 --corrupted T2 --layer L --head H --npz OUT`` writes
+``kl`` (nats); on an encoder (``--text``) or a vision model (``--image``) it writes ``hidden_before`` and
+``hidden_after`` (the last hidden state), the attentions and ``cosine`` (of the pooled / class-token output
+before and after) instead of logits. ``patch MODEL --clean T1 --corrupted T2 --layer L --head H --npz OUT`` writes
 ``logits_clean``, ``logits_corrupted`` and ``logits_patched`` (head L.H's output on the corrupted text
 taken from the clean one; both texts must give the same number of tokens).
 ``sweep MODEL CORPUS... --out OUT.parquet`` ablates every head in turn over each document of the corpora on
@@ -21,11 +23,14 @@ from attnviz.cli import CliError
 
 def register(sub) -> None:
     """Add ``model ablate`` and ``model patch`` to the ``model`` sub-commands."""
-    ab = sub.add_parser("ablate", help="ablate attention heads of a decoder LLM and save the logits before and after",
+    ab = sub.add_parser("ablate", help="ablate attention heads and save the logits (or outputs) before and after",
                         description="Zero- or mean-ablate heads (their output before the output projection) and "
-                                    "write the last position's logits before and after, and every map.")
+                                    "write the last position's logits before and after, and every map; on an "
+                                    "encoder or a vision model, the last hidden state and the pooled output's "
+                                    "cosine instead of logits.")
     ab.add_argument("model_dir", metavar="MODEL", help="checkpoint folder, a ready model's name, or a cached repo id")
-    ab.add_argument("--text", required=True, help="the input text")
+    ab.add_argument("--text", help="the input text (decoder LLMs, text encoders)")
+    ab.add_argument("--image", type=Path, help="the input image (vision models: ViT, DeiT, DINOv2, CLIP, SigLIP)")
     ab.add_argument("--heads", required=True, metavar="L.H[,L.H...]", help="heads to ablate, e.g. 0.3,2.1")
     ab.add_argument("--mode", choices=("zero", "mean"), default="zero",
                     help="zero: the head's output set to 0; mean: to its mean over the positions (default zero)")
@@ -88,8 +93,9 @@ def _load(model_dir: str, *texts: str):
     except CheckpointError as exc:
         raise CliError(str(exc)) from None
     if ckpt.kind != "decoder":
-        raise CliError(f"{ckpt.name} is a {ckpt.config.model_type} model; interventions run on decoder LLMs "
-                       "(Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3)")
+        raise CliError(f"{ckpt.name} is a {getattr(ckpt.config, 'model_type', 'other')} model; these interventions "
+                       "run on decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3)"
+                       + ("" if len(texts) != 1 else " and, for model ablate, on encoders and vision models"))
     ids = []
     for text in texts:
         try:
@@ -106,12 +112,68 @@ def _top(tok, logits: np.ndarray, k: int = 5) -> str:
     return ", ".join(f"{tok.id_to_piece(int(t))!r} {p[t]:.3f}" for t in top)
 
 
+def _cmd_encoder_ablate(args, means) -> int | None:
+    """``model ablate`` on an encoder or a vision model; None when the model is neither."""
+    from attnviz.checkpoints import CheckpointError, load_checkpoint
+    from attnviz.checkpoints.hub_cache import resolve
+    from attnviz.checkpoints.intervention_study import check_means
+    from attnviz.checkpoints.interventions import ENCODER_KINDS, Edit, cosine, encoder_run, parse_heads
+    from attnviz.cli.npz_out import write_npz
+    from attnviz.sources.errors import SourceError
+
+    try:
+        folder, name = resolve(args.model_dir)
+        ckpt = load_checkpoint(folder, name=name)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    if getattr(ckpt, "kind", None) not in ENCODER_KINDS or getattr(ckpt, "config", None) is None:
+        return None
+    c = ckpt.config
+    try:
+        if ckpt.kind == "vit":
+            if args.image is None or args.text is not None:
+                raise CliError(f"{ckpt.name} is a {c.model_type} image model: give --image, not --text")
+            from attnviz.checkpoints.preprocess import preprocess_image
+            from attnviz.sources.image import load_image
+
+            if not args.image.is_file():
+                raise CliError(f"image not found: {args.image}")
+            x = preprocess_image(load_image(args.image, alpha="drop"), ckpt.image)  # (3, H, W)
+        else:
+            if args.text is None or args.image is not None:
+                raise CliError(f"{ckpt.name} is a {c.model_type} text model: give --text, not --image")
+            x = ckpt.tokenizer.encode(args.text, add_special_tokens=True, max_tokens=c.max_tokens).ids
+        heads = parse_heads(c, args.heads)
+        how = {h: args.mode for h in heads} if means is None else {h: check_means(c, means)[h] for h in heads}
+        before = encoder_run(c, ckpt.weights, x)
+        after = encoder_run(c, ckpt.weights, x, Edit(ablate=how))
+    except SourceError as exc:
+        raise CliError(f"{ckpt.name}: {exc}") from None
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    cos = cosine(before.pooled, after.pooled)
+    write_npz(args.npz, {"heads": np.array(heads, dtype=np.int64), "hidden_before": before.hidden,
+                         "hidden_after": after.hidden, "attentions_before": before.attentions,
+                         "attentions_after": after.attentions, "cosine": np.float64(cos)})
+    print(ckpt.describe())
+    what = f"{args.mode}-ablated" if means is None else f"set to their means over {args.means}"
+    pooled = "class token" if before.n_extra else "mean over the tokens"
+    print(f"{what} {', '.join(f'{a}.{b}' for a, b in heads)} over {before.hidden.shape[0]} tokens; cosine of the "
+          f"pooled output ({pooled}) before and after {cos:.6f} -> {args.npz}")
+    return 0
+
+
 def _cmd_ablate(args) -> int:
     from attnviz.checkpoints import CheckpointError
     from attnviz.checkpoints.interventions import ablate, kl_divergence, parse_heads
     from attnviz.cli.npz_out import write_npz
 
     means = _means(args)
+    done = _cmd_encoder_ablate(args, means)
+    if done is not None:
+        return done
+    if args.text is None or args.image is not None:
+        raise CliError("a decoder LLM reads --text (the input text), not --image")
     ckpt, (ids,) = _load(args.model_dir, args.text)
     try:
         heads = parse_heads(ckpt.config, args.heads)

@@ -52,7 +52,7 @@ def test_bad_requests_are_one_line(tmp_path, capsys):
         (["model", "ablate", str(MODEL), "--text", "hi", "--heads", "0-1", "--npz", npz], "not a head"),
         (["model", "patch", str(MODEL), "--clean", "the river bank", "--corrupted", "the money bank", "--layer", "0", "--head", "0",
           "--npz", npz], "same length"),
-        (["model", "ablate", str(DATA / "tiny_roberta"), "--text", "hi", "--heads", "0.0", "--npz", npz], "decoder LLMs"),
+        (["model", "ablate", str(DATA / "tiny_gpt2"), "--text", "hi", "--heads", "0.0", "--npz", npz], "decoder LLMs"),
     ):
         assert main(argv) == 1
         err = capsys.readouterr().err

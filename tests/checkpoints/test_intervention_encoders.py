@@ -124,3 +124,46 @@ def test_bad_requests_are_one_line(models):
     with pytest.raises(CheckpointError, match="not an encoder"):
         dec = load_checkpoint(DATA / "tiny_qwen2")
         encoder_run(dec.config, dec.weights, np.array([1, 2]))
+
+
+def test_cli_ablate_on_an_encoder_and_a_vision_model(models, tmp_path, capsys):
+    from PIL import Image
+
+    from attnviz.checkpoints.preprocess import preprocess_image
+    from attnviz.cli import main
+    from attnviz.sources.image import load_image
+
+    ck = models["tiny_roberta"]
+    out = tmp_path / "e.npz"
+    assert main(["model", "ablate", str(DATA / "tiny_roberta"), "--text", "the river bank", "--heads", "0.1,1.0",
+                 "--npz", str(out)]) == 0
+    ids = ck.tokenizer.encode("the river bank", add_special_tokens=True, max_tokens=ck.config.max_tokens).ids
+    ref = encoder_run(ck.config, ck.weights, ids, Edit(ablate={(0, 1): "zero", (1, 0): "zero"}))
+    plain = encoder_run(ck.config, ck.weights, ids)
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["hidden_after"], ref.hidden)
+        np.testing.assert_array_equal(z["hidden_before"], plain.hidden)
+        assert float(z["cosine"]) == pytest.approx(cosine(plain.pooled, ref.pooled), abs=1e-12)
+        assert float(z["cosine"]) < 1
+    assert "zero-ablated 0.1, 1.0" in capsys.readouterr().out
+    rgb = (np.arange(48 * 80 * 3).reshape(48, 80, 3) % 251).astype(np.uint8)
+    Image.fromarray(rgb).save(tmp_path / "p.png")
+    vit = models["tiny_vit"]
+    out = tmp_path / "v.npz"
+    assert main(["model", "ablate", str(DATA / "tiny_vit"), "--image", str(tmp_path / "p.png"), "--heads", "1.1",
+                 "--mode", "mean", "--npz", str(out)]) == 0
+    x = preprocess_image(load_image(tmp_path / "p.png", alpha="drop"), vit.image)
+    ref = encoder_run(vit.config, vit.weights, x, Edit(ablate={(1, 1): "mean"}))
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["hidden_after"], ref.hidden)
+    for argv, message in (
+        (["model", "ablate", str(DATA / "tiny_vit"), "--text", "hi", "--heads", "0.0"], "give --image, not --text"),
+        (["model", "ablate", str(DATA / "tiny_roberta"), "--image", str(tmp_path / "p.png"), "--heads", "0.0"],
+         "give --text, not --image"),
+        (["model", "ablate", str(DATA / "tiny_roberta"), "--text", "hi", "--heads", "0.9"], "head 9 is out of range"),
+        (["model", "ablate", str(DATA / "tiny_qwen2"), "--image", str(tmp_path / "p.png"), "--heads", "0.0"],
+         "reads --text"),
+    ):
+        assert main([*argv, "--npz", str(tmp_path / "x.npz")]) == 1
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and err.count("\n") == 1, err
