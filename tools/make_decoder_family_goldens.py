@@ -43,7 +43,8 @@ of each head) and the weights wide (std 0.3, norm gains around 1) so a wrong lay
                        the token rows, q/k/v interleaved per head, tied head;
 * ``tiny_llama_longrope`` — Llama with ``longrope`` (original context 5; Llama, unlike Phi-3, keeps its cache
                        when a generation passes it);
-* ``tiny_qwen2_dynamic``  — Qwen2 with ``dynamic`` x2 over a context of 10, q/k/v biases.
+* ``tiny_qwen2_dynamic``  — Qwen2 with ``dynamic`` x4 over a context of 10, q/k/v biases;
+* ``tiny_phi3_window``    — Phi-3 as Phi-3-mini-4k is configured: a sliding window (here 5) on every layer, plain rope.
 
 Tokenizers are trained here on a small corpus (byte-level BPE for the GPT-NeoX-style families, the
 SentencePiece-style one for Phi-3) and saved with the family's own tokenizer class.
@@ -167,7 +168,8 @@ def _save(name: str, model, tok) -> None:
 
 
 NAMES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
-         "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain", "tiny_bloom", "tiny_llama_longrope", "tiny_qwen2_dynamic"]
+         "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain",
+         "tiny_bloom", "tiny_llama_longrope", "tiny_qwen2_dynamic", "tiny_phi3_window"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,6 +274,12 @@ def main(argv: list[str] | None = None) -> int:
                           rope_parameters={"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0},
                           tie_word_embeddings=True)
         _save("tiny_qwen2_dynamic", _model(Qwen2ForCausalLM, cfg, 35), tok)
+    if "tiny_phi3_window" in only:
+        tok = llama_style()
+        cfg = Phi3Config(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=1, intermediate_size=24, max_position_embeddings=64, sliding_window=5,
+                         rms_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        _save("tiny_phi3_window", _model(Phi3ForCausalLM, cfg, 36), tok)
     names = [x for x in NAMES if x in only]
     sizes = {p.relative_to(OUT).as_posix(): p.stat().st_size for x in names for p in sorted((OUT / x).rglob("*"))}
     print(f"total {sum(sizes.values()) / 1024:.0f} KiB in {len(sizes)} files")

@@ -24,7 +24,7 @@ from attnviz.checkpoints.rope import inverse_frequencies
 
 FAMILIES = ["tiny_gpt_neox", "tiny_gpt_neox_dynamic", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2",
             "tiny_stablelm", "tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq", "tiny_opt", "tiny_opt_plain", "tiny_bloom",
-            "tiny_llama_longrope", "tiny_qwen2_dynamic"]
+            "tiny_llama_longrope", "tiny_qwen2_dynamic", "tiny_phi3_window"]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +87,8 @@ def test_family_specifics_are_read(models):
     assert phi.block == "parallel" and phi.head_bias and phi.qk_norm and "lm_head.bias" in models["tiny_phi"].weights
     assert phi3.qkv == "fused" and phi3.mlp == "fused_gated" and phi3.rope.rope_type == "longrope"
     assert models["tiny_olmo"].config.decoder.clip_qkv == 0.5
+    win = models["tiny_phi3_window"].config
+    assert [win.decoder.window(i) for i in range(win.n_layer)] == [5, 5]  # every layer slides
     assert models["tiny_olmo2"].config.decoder.qk_norm_kind == "whole"
     assert "parallel attention and MLP" in models["tiny_gpt_neox"].describe()
     falcon = {n: models[n].config.decoder for n in ("tiny_falcon", "tiny_falcon_mq", "tiny_falcon_seq")}
