@@ -26,6 +26,9 @@ HEAD = "lm_head.weight"  # an untied language-model head, exposed when a checkpo
 PREFIXES += ("roberta.", "electra.", "distilbert.", "dinov2.", "vision_model.")
 # ... and the decoder families' own base-model names (GPTNeoXForCausalLM)
 PREFIXES += ("gpt_neox.", "model.decoder.", "decoder.")
+# ... and the later encoder / vision families' (AlbertForMaskedLM, MPNetForMaskedLM, DebertaV2ForMaskedLM,
+# BeitForImageClassification, Dinov2WithRegistersForImageClassification)
+PREFIXES += ("albert.", "mpnet.", "deberta.", "beit.", "dinov2_with_registers.")
 # safetensors dtypes read as floating-point weights (BF16 and F16 are computed in float32).
 FLOAT_DTYPES = {"BF16": np.float32, "F16": np.float16, "F32": np.float32, "F64": np.float64}
 

@@ -276,3 +276,25 @@ def test_interventions_reach_the_new_families(family, name):
     assert atts.shape == res.attentions.shape
     _, hidden = run(Edit(ablate={(0, h): "zero" for h in range(c.n_head)}))
     assert np.abs(hidden - res.hidden).max() > 1e-3
+
+
+@pytest.mark.parametrize("name, prefix", [("albert", "albert."), ("mpnet", "mpnet."), ("deberta_v3", "deberta."),
+                                          ("dinov2_reg", "dinov2_with_registers.")])
+def test_a_task_models_prefixed_tensors_load_as_the_base_models(tmp_path, name, prefix):
+    """AlbertForMaskedLM and the like save the base model under their prefix (and a head attnviz skips)."""
+    from safetensors.numpy import load_file, save_file
+
+    src = DATA / f"tiny_{name}"
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    tensors = load_file(str(src / "model.safetensors"))
+    renamed = {prefix + k: v for k, v in tensors.items()}
+    renamed["classifier.weight"] = np.zeros((2, 4), dtype=np.float32)  # a task head beside the base model
+    save_file(renamed, str(dst / "model.safetensors"))
+    a, b = load_checkpoint(src), load_checkpoint(dst)
+    g = golden(src / "golden.npz")
+    if name in VISION:
+        img = np.random.default_rng(0).integers(0, 255, (40, 40, 3), dtype=np.uint8)
+        np.testing.assert_array_equal(run_image(a, img).attentions, run_image(b, img).attentions)
+    else:
+        np.testing.assert_array_equal(run_text(a, str(g["text"])).attentions, run_text(b, str(g["text"])).attentions)
