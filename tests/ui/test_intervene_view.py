@@ -386,3 +386,29 @@ def test_an_encoders_effects_wait_until_the_tab_is_shown(panel, qtbot):
     with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS) as blocker:
         panel.tabs.setCurrentWidget(view)
     assert blocker.args[0].cosine == pytest.approx(1.0) and not view._stale
+
+
+def test_a_sweep_stopped_by_loading_another_model_is_not_drawn(panel, qtbot, monkeypatch):
+    import threading
+
+    view = panel.intervention
+    real = intervention_study.run
+    gate = threading.Event()
+    calls = []
+
+    def held(*a, **k):  # the sweep waits after its first head until the other model is loaded
+        calls.append(1)
+        if len(calls) > 2:
+            gate.wait(WAIT_MS / 1000)
+        return real(*a, **k)
+
+    monkeypatch.setattr(intervention_study, "run", held)
+    seen = []
+    view._progress.moved.connect(lambda n, i, total: seen.append(i))
+    assert view.run_sweep() is not None
+    qtbot.waitUntil(lambda: len(seen) >= 1, timeout=WAIT_MS)
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):  # loaded, and its run shown
+        panel.load_model(DATA / "tiny_qwen2")
+    gate.set()
+    qtbot.waitUntil(lambda: view.sweep_button.isEnabled(), timeout=WAIT_MS)  # the stopped sweep came back
+    assert view.sweep_result is None and view.corpus_result is None

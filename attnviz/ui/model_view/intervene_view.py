@@ -263,6 +263,7 @@ class InterveneView(QWidget):
         self.selected: tuple[int, int] = (0, 0)
         self._syncing = False
         self._stale = False  # an encoder's run waits for the tab to be shown
+        self._sweep_model = None  # the checkpoint the running or last sweep measures
         self._stop = threading.Event()  # the running sweep's cancel flag
         self._sweep_no = 0
         self._sweep_ids: np.ndarray | None = None  # the input the sweep shown was run on
@@ -667,6 +668,7 @@ class InterveneView(QWidget):
         self.cancel_button.setEnabled(True)
         self.sweep_button.setEnabled(False)
         self._clear_message()
+        self._sweep_model = ck
         return self.sweep_job.submit(lambda: sweep(ck.config, ck.weights, ids, mode=spec.mode, factor=spec.factor,
                                                    metric=metric, tokens=tokens, cancelled=stop.is_set,
                                                    progress=lambda i, n: signal.emit(number, i, n)))
@@ -713,6 +715,7 @@ class InterveneView(QWidget):
         folder = str(ck.folder)
         name = ck.name if ck.name != ck.folder.name else None
         # a document per partition: Cancel is asked after each document
+        self._sweep_model = ck
         return self.sweep_job.submit(lambda: run_sweep(folder, name, path, None, mode=spec.mode, metric=metric,
                                                        tokens=tokens, scheduler="threads", workers=CORPUS_WORKERS,
                                                        batch=1, cancelled=stop.is_set,
@@ -1117,6 +1120,8 @@ class InterveneView(QWidget):
     def _on_sweep_done(self, _jid: int, result) -> None:
         self.cancel_button.setEnabled(False)
         self.sweep_button.setEnabled(True)
+        if self._sweep_model is not self.panel.ckpt:  # stopped when another model was loaded: not this one's
+            return
         corpus = None
         if not hasattr(result, "grid"):  # a CorpusSweep: its means over the documents
             corpus, result = result, result.as_sweep()
