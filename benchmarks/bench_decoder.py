@@ -9,7 +9,7 @@ folder as safetensors (bf16 by default, one file) with a config.json, then loade
 TiledMask (``forward_decoder(..., keep="qk")``).  Reported: load time and resident memory after
 loading (all of it, and the private part: the file's pages read by the finite check are shared,
 reclaimable page cache, not a copy); the pass's time and peak extra memory (resident-set high-water growth, /proc/self); the
-per-head summaries (band by band from q, k, lse) and one 1024 x 1024 max overview of the last layer's
+per-head summaries with thumbnails (tile by tile in the engine, and band by band in numpy as before) and one 1024 x 1024 max overview of the last layer's
 first head.  Tokenising is not included (random ids).  Wall and CPU seconds are both printed: on a
 shared machine the CPU time is the steadier figure.
 """
@@ -122,11 +122,13 @@ def main() -> int:
         res.overview(a.layers - 1, 0, (1024, 1024))
         print(f"one 1024 x 1024 max overview: {time.perf_counter() - t0:.2f} s")
         if not a.no_summaries:
-            with Peak() as pk:
-                t0, c0 = time.perf_counter(), time.process_time()
-                res.summaries()
-            print(f"per-head summaries of all {a.layers * a.heads} heads: {time.perf_counter() - t0:.2f} s "
-                  f"({time.process_time() - c0:.2f} s CPU), peak +{pk.mib:.0f} MiB")
+            res.summaries_and_thumbnails(64)  # compiled or loaded from the cache
+            for tiles, how in ((True, "tile by tile in the engine"), (False, "bands of weights reduced in numpy")):
+                with Peak() as pk:
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    res.summaries_and_thumbnails(256, tiles=tiles)
+                print(f"per-head summaries + 256 x 256 thumbnails of all {a.layers * a.heads} heads, {how}: "
+                      f"{time.perf_counter() - t0:.2f} s ({time.process_time() - c0:.2f} s CPU), peak +{pk.mib:.0f} MiB")
         print(f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     return 0
 

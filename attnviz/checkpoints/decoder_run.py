@@ -16,7 +16,7 @@ from attnviz.checkpoints.analysis import HeadSummaries
 from attnviz.checkpoints.decoder import DecoderTrace, forward_decoder
 from attnviz.checkpoints.decoder_text import encode
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.engine import attention_overview, recompute_weights, runtime
+from attnviz.engine import attention_overview, lse_summaries, recompute_weights, runtime
 from attnviz.sources.errors import SourceError
 
 WEIGHTS_BUDGET = 256 * 2**20  # bytes of (L, nh, T, T) maps "auto" keeps whole
@@ -184,9 +184,11 @@ class DecoderAttention:
         mask is causal).  Band by band, over the keys a band can see (j < r1)."""
         return self.summaries_and_thumbnails(0)[0]
 
-    def summaries_and_thumbnails(self, side: int) -> tuple[HeadSummaries, np.ndarray | None]:
+    def summaries_and_thumbnails(self, side: int, *, tiles: bool = True) -> tuple[HeadSummaries, np.ndarray | None]:
         """:meth:`summaries` and, in the same pass over the weights, a (L, nh, s, s) max-overview of every
-        head (s = min(side, T); None when side is 0): each weight is recomputed once for both."""
+        head (s = min(side, T); None when side is 0): each weight is recomputed once for both. Without the
+        maps, by the engine tile by tile (:func:`attnviz.engine.lse_summaries`); ``tiles=False`` recomputes
+        bands of weights and reduces them in numpy instead (the slower path, kept for the benchmark)."""
         L, nh, T = self.n_layer, self.n_head, self.T
         s_px = min(int(side), T)
         thumbs = np.zeros((L, nh, s_px, s_px), dtype=np.float32) if s_px else None
@@ -195,6 +197,19 @@ class DecoderAttention:
         special = np.asarray(self.special, dtype=np.float32)  # (T,)
         pos = np.arange(T, dtype=np.float32)  # (T,)
         tiny = np.float32(1e-30)
+        if self.attentions is None and tiles:  # only q, k and lse are kept: every weight once, tile by tile
+            tr = self.trace
+            for layer in range(L):
+                k = np.repeat(tr.k[layer], self.group, axis=0) if self.group > 1 else tr.k[layer]  # (nh, T, hd)
+                sums, th = lse_summaries(tr.q[layer], k, tr.lse[layer], tr.masks[self.windows[layer]],
+                                         scale=self.scale, softcap=self.softcap, special=special, side=s_px)
+                for key in out:
+                    out[key][layer] = sums[key]
+                if thumbs is not None:
+                    thumbs[layer] = th
+            for key in out:
+                out[key] /= max(T - 1, 1) if key == "to_previous" else T
+            return HeadSummaries(**out), thumbs
         for layer in range(L):
             for r0, r1, w in self._bands(layer):
                 w = np.asarray(w, dtype=np.float32)[..., :r1]  # (nh, R, r1): keys after the last row are masked

@@ -1,7 +1,7 @@
 """The attention engine: numpy + numba only, imports nothing else from attnviz.
 
 Public entry: :func:`attention` (kernels ``"reference"``, ``"naive"``, ``"flash"``), :class:`AttentionResult`,
-:class:`BlockMask`, :class:`TiledMask` (a mask kept per tile, for sequences too long for a dense one), :func:`recompute_weights`, :func:`display_matrices`, :func:`attention_overview`, :func:`warmup`, the thread
+:class:`BlockMask`, :class:`TiledMask` (a mask kept per tile, for sequences too long for a dense one), :func:`recompute_weights`, :func:`lse_summaries` (per-head row statistics from q, k and lse, tile by tile), :func:`display_matrices`, :func:`attention_overview`, :func:`warmup`, the thread
 cap :func:`set_num_threads`, and the float64 numpy :func:`masked_softmax` and :func:`row_entropy`. Conventions: ``mask[i, j] == True`` means query i may attend to key j;
 softmax runs over keys; a fully masked row gives weights 0, output 0 and lse = -inf, never NaN.
 ``attention(..., softcap=c)`` soft-caps the scaled scores at c tanh(s / c) (reference and naive kernels;
@@ -18,11 +18,12 @@ from attnviz.engine.result import AttentionResult
 from attnviz.engine.runtime import get_num_threads, set_num_threads
 from attnviz.engine.tiled_mask import TiledMask
 from attnviz.engine.softmax import masked_softmax, row_entropy
+from attnviz.engine.summaries import lse_summaries
 from attnviz.engine.warmup import warmup
 from attnviz.engine.weights import recompute_weights
 
 __all__ = [
     "attention", "AttentionResult", "KERNELS", "BlockMask", "TiledMask", "EMPTY", "PARTIAL", "FULL",
-    "recompute_weights", "display_matrices", "attention_overview", "warmup", "set_num_threads", "get_num_threads",
+    "recompute_weights", "lse_summaries", "display_matrices", "attention_overview", "warmup", "set_num_threads", "get_num_threads",
     "masked_softmax", "row_entropy",
 ]

@@ -16,6 +16,8 @@ from attnviz.engine.display import display_matrices
 from attnviz.engine.overview import attention_overview
 from attnviz.engine.runtime import PARALLEL_LOCK
 from attnviz.engine.scan import scan, scan_rows
+from attnviz.engine.summaries import lse_summaries
+from attnviz.engine.tiled_mask import TiledMask
 from attnviz.engine.weights import recompute_weights
 
 
@@ -56,6 +58,8 @@ def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: 
         res = attention(q, k, v, mask, kernel="flash", block_m=4, block_n=4)
         for reduce in ("max", "mean"):
             attention_overview(q[0], k[0], res.lse[0], mask, out_shape=(3, 2), reduce=reduce)
+        # a long decoder input's head summaries: full, partial and empty tiles, a thumbnail
+        lse_summaries(q, k, res.lse, TiledMask.from_bands(lambda r0, r1: mask[r0:r1], 9, 7, 4, 4), side=2)
 
 
 def _bf16_weights(rng) -> None:
