@@ -42,10 +42,15 @@ class RunOutcome:
 
     __slots__ = ("result", "summaries", "rgb", "image_name")
 
-    def __init__(self, result: ModelAttention, rgb: np.ndarray | None = None, image_name: str = ""):
+    def __init__(self, result: ModelAttention, rgb: np.ndarray | None = None, image_name: str = "",
+                 summaries: HeadSummaries | None = None):
         self.result = result
         dec = getattr(result, "decoder", None)  # decoder LLMs add attention to the first token and distance
-        self.summaries = dec.summaries() if dec is not None else head_summaries(result.attentions, special=result.special)
+        if summaries is not None:  # given with the run (maps from a file: maps_file.MapsFile.summaries)
+            self.summaries = summaries
+        else:
+            self.summaries = dec.summaries() if dec is not None else head_summaries(result.attentions,
+                                                                                    special=result.special)
         self.rgb = rgb
         self.image_name = image_name
 
@@ -77,6 +82,8 @@ def decoder_outcome(ckpt, text: str, chat: bool = False) -> RunOutcome | LongOut
 
 def run_text_outcome(ckpt: Checkpoint, text: str, chat: bool = False) -> RunOutcome | LongOutcome:
     """``ckpt`` run on ``text`` (decoders: in the chat template with ``chat``)."""
+    if ckpt.kind == "maps":  # attention maps from a file (maps_file.py): shown as they are, nothing runs
+        return RunOutcome(ckpt.run(), rgb=ckpt.rgb, summaries=ckpt.summaries())
     if ckpt.kind == "decoder":
         return decoder_outcome(ckpt, text, chat=chat)
     if ckpt.kind == "whisper":  # speech: the Audio tab (ui/model_view/audio_view.py) runs it on a clip
@@ -491,6 +498,8 @@ class CheckpointStudy:
         all; then the default sentence stands in and the note says why."""
         text = session_text(state)
         ckpt = self.ckpt
+        if ckpt is not None and ckpt.kind == "maps":  # nothing reads the text: the note says where the maps are from
+            return text, f"Attention maps read from {ckpt.folder}: read-only, there is nothing to run."
         if ckpt is not None and ckpt.kind == "seq2seq":
             problem = seq2seq_study.offered_source(ckpt, text) if text != DEFAULT_SENTENCE else None
             if problem is not None:
@@ -554,6 +563,13 @@ class CheckpointStudy:
         ckpt = self.ckpt
         images = [self._images[key] for key in keys]
         return lambda: run_vlm_outcome(ckpt, images, field_text, dict(raw_options))
+
+    def maps_job(self):
+        """The job that shows the loaded maps file's maps; None while they are the run shown (nothing runs)."""
+        ckpt = self.ckpt
+        if self.outcome is not None and self.outcome.result is ckpt.run():
+            return None
+        return lambda: run_text_outcome(ckpt, "")
 
     def text_job(self, text: str, chat: bool):
         """The job that runs the loaded checkpoint on ``text``."""
