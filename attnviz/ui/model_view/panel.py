@@ -270,6 +270,9 @@ class ModelViewPanel(QWidget):
         self._clear_message()
         if self.study.kind == "whisper":  # a speech model reads the Audio tab's clip, not the text field
             return self.audio.run()
+        if self.study.kind == "maps":  # maps from a file: shown once after their load, there is nothing to run
+            job = self.study.maps_job()
+            return None if job is None else self._submit("run", job)
         if self.study.kind == "vlm":
             inputs = self.vlm_inputs
             job = self.study.vlm_job(inputs.image_keys(), inputs.prompt_edit.text(), inputs.option_texts())
@@ -468,7 +471,8 @@ class ModelViewPanel(QWidget):
         else:
             self.long_map.clear()
             m, mask = study.head_map(layer, head)  # (T, T), (T, T) or None
-            self.detail.set_matrix(m, mask=mask, row_labels=r.labels, col_labels=r.labels,
+            rows = getattr(r, "row_labels", r.labels)  # cross-attention maps from a file: the target tokens
+            self.detail.set_matrix(m, mask=mask, row_labels=rows, col_labels=r.labels,
                                    title=head_title(r, layer, head), value_label="weight")
         self.grid.set_selected(layer, head)
         self.summary.set_selected(layer, head)
@@ -578,6 +582,8 @@ class ModelViewPanel(QWidget):
     def _sync_input_page(self) -> None:
         kind = self.study.kind
         self.inputs.setCurrentIndex(PAGE_VLM if kind == "vlm" else (PAGE_IMAGE if kind == "vit" else PAGE_TEXT))
+        for w in (self.inputs, self.run_button):  # maps from a file read no input
+            w.setVisible(kind != "maps")
 
     # ------------------------------------------------------------------ results
     def _submit(self, kind: str, fn) -> int:
