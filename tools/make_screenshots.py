@@ -61,6 +61,11 @@ SHOTS = (  # the list the docs refer to
                     "written token's cross-attention over them", "river-bank", "pretrained", "1280x900"),
     Shot("translation-alignment", "Diagnostics > Alignment fed by tiny MarianMT's cross-attention, teacher-forced, "
                                   "the mean of every head and its argmax path", "translation", "pretrained"),
+    Shot("intervention", "the Intervene tab on tiny_llama_lm: two heads zero-ablated, the next-token top five "
+                         "before and after, KL, a head's maps before | after | difference", "river-bank", "pretrained",
+         "1280x900"),
+    Shot("importance", "the Intervene tab's head-importance sweep: each head ablated alone, KL as a layers x heads "
+                       "grid, the heads ranked", "river-bank", "pretrained", "1280x900"),
     Shot("vision-language", "the pretrained workspace on tiny LLaVA: a prompt's last token over the picture's "
                             "patches, the layers x heads grid and the share of attention per layer", "river-bank",
          "pretrained"),
@@ -264,6 +269,52 @@ def prepare_translation_alignment(window, ctx):
     from screenshot_translation import prepare_translation
 
     prepare_translation(window, ctx)
+
+
+def _intervene(window, then=None):
+    """tiny_llama_lm in the Intervene tab with heads 0.1 and 0.3 zero-ablated (as clicks in its grid do),
+    layer 1 head 0 selected; ``then(view)`` once the ablation's effects are drawn."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from screenshot_interventions import TEXT, TINY
+
+    from attnviz.model.state import Interventions
+
+    panel = window.panel("pretrained")
+    panel.auto_load = False
+    view = panel.intervention
+    panel.side_splitter.set_shares([0.9, 0.1])
+    panel.body.set_shares([0.7, 0.3])
+    steps = []
+
+    def on_effects(_effects):
+        steps.append(1)
+        if len(steps) == 1:  # the model's own pass: ablate
+            panel.tabs.setCurrentWidget(view)
+            view.token_a.setText("#5")
+            view.token_b.setText("#9")
+            view.set_interventions(Interventions(heads=((0, 1), (0, 3))), "Ablate heads")
+        elif len(steps) == 2:
+            view.effects_ready.disconnect(on_effects)
+            panel.select_head(1, 0)
+            if then is not None:
+                then(view)
+
+    view.effects_ready.connect(on_effects)
+    panel.set_text(TEXT)
+    panel.load_model(str(TINY))
+
+
+def prepare_intervention(window, ctx):
+    _intervene(window)
+
+
+def prepare_importance(window, ctx):
+    def sweep(view):
+        view.metric_combo.setCurrentIndex(view.metric_combo.findData("kl"))
+        view.sweep_ready.connect(lambda _s: view.scroll.ensureWidgetVisible(view.ranking, 0, 0))
+        view.run_sweep()
+
+    _intervene(window, sweep)
 
 
 def shoot(shot: Shot, out: str) -> int:
