@@ -91,7 +91,8 @@ def as_maps(attentions, *, batch: int | None = None) -> np.ndarray:
     batch = None if batch is None else int(batch)
     if isinstance(attentions, (tuple, list)):
         if not attentions:
-            raise ValueError("attentions is empty: give one (batch, heads, T, T) tensor per layer")
+            raise ValueError("attentions is empty: run the model with output_attentions=True and "
+                             "attn_implementation='eager' (sdpa and flash attention return no maps)")
         if any(x is None for x in attentions):
             raise ValueError("attentions holds None: run the model with output_attentions=True "
                              "(and attn_implementation='eager')")
