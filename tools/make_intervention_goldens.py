@@ -4,13 +4,16 @@ Run once, in an environment with torch (CPU) and transformers; attnviz itself ne
 
     /path/to/venv/bin/python tools/make_intervention_goldens.py
 
-For tiny_llama_lm, tiny_qwen2 and tiny_gemma2 (tests/data/checkpoints) it writes ``golden_interventions.npz``
-with the last position's logits of transformers' eager model under PyTorch forward pre-hooks on
-``o_proj`` (a head's output is its slice of o_proj's input): ``plain``; ``zero`` and ``mean`` (heads
+For tiny_llama_lm, tiny_qwen2, tiny_gemma2 and NEW_FAMILIES (tests/data/checkpoints) it writes
+``golden_interventions.npz`` with the last position's logits of transformers' eager model under PyTorch forward
+pre-hooks on each layer's attention output projection (``o_proj``, or the family's own name for it; a head's
+output is its slice of that input): ``plain``; ``zero`` and ``mean`` (heads
 ABLATE zeroed, or set to their mean over the positions); ``scaled`` (head SCALE_HEAD times SCALE);
 ``patched`` (head PATCH's output on ``corrupted_ids`` taken from the pass on ``clean_ids``); ``corrupted``;
 and, where the 4-D mask is the model's only mask (no sliding window), ``knockout``: query rows from
-KO_FROM on may not see key KO_KEY in any layer, passed as a 4-D additive attention mask.
+KO_FROM on may not see key KO_KEY in any layer, passed as a 4-D additive attention mask (not for NEW_FAMILIES).
+For tiny_llama_lm, tiny_gpt_neox, tiny_opt and tiny_bloom it also runs the exported hook script as written and
+keeps its digest and logits.
 """
 
 from __future__ import annotations
@@ -31,25 +34,41 @@ PATCH = (1, 2)
 KO_FROM, KO_KEY = 3, 1
 ROOT = Path(__file__).resolve().parents[1]
 SNIPPET_MODEL = "tests/data/checkpoints/tiny_llama_lm"  # as the exported script names it (run from ROOT)
+# decoder families whose output projection has another name (and a parallel block, ALiBi, learned positions)
+NEW_FAMILIES = ("tiny_gpt_neox", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2", "tiny_stablelm", "tiny_falcon",
+                "tiny_opt", "tiny_bloom")
 
 
-def exported_scripts() -> dict:
-    """Run attnviz's exported PyTorch hook script (attnviz/checkpoints/intervention_code.py, loaded by path:
-    it needs only the standard library) as written, and keep its text's digest and its logits."""
-    import hashlib
+def _code():
+    """attnviz/checkpoints/intervention_code.py, loaded by path (it needs only the standard library)."""
     import importlib.util
-    import os
-    import subprocess
-    import sys
 
     spec = importlib.util.spec_from_file_location("intervention_code", ROOT / "attnviz/checkpoints/intervention_code.py")
     code = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(code)
+    return code
+
+
+def heads_for(n_head: int) -> list[tuple[int, int]]:
+    """ABLATE, with its last head moved into range for a model of fewer heads (tiny_gpt_neox has 3)."""
+    return [(layer, min(head, n_head - 1)) for layer, head in ABLATE]
+
+
+def exported_scripts(model: str = SNIPPET_MODEL, ablate=ABLATE) -> dict:
+    """Run attnviz's exported PyTorch hook script as written on ``model`` (a folder relative to ROOT), and keep
+    its text's digest and its logits."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    code = _code()
     T = len(CLEAN)
     ko = np.zeros((T, T), bool)
     ko[KO_FROM:, KO_KEY] = True
-    script = code.pytorch_script(SNIPPET_MODEL, CLEAN, ablate={h: "zero" for h in ABLATE},
-                                 scale={SCALE_HEAD: SCALE}, knockout={0: ko, 1: ko}, n_layer=2)
+    with_ko = model == SNIPPET_MODEL  # the 4-D mask knockout is exported for the Llama-like families only
+    script = code.pytorch_script(model, CLEAN, ablate={h: "zero" for h in ablate}, scale={SCALE_HEAD: SCALE},
+                                 knockout={0: ko, 1: ko} if with_ko else None, n_layer=2)
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
                          env=dict(os.environ, TRANSFORMERS_VERBOSITY="error"))
     logits = np.array(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -59,7 +78,13 @@ def exported_scripts() -> dict:
 def head_hook(model, layer: int, fn):
     hd = model.config.head_dim if getattr(model.config, "head_dim", None) else \
         model.config.hidden_size // model.config.num_attention_heads
-    attn = model.model.layers[layer].self_attn
+    proj = None
+    for path in _code().OUT_PROJ_PATHS:  # the same lookup as the exported script
+        try:
+            proj = model.get_submodule(path.format(i=layer))
+            break
+        except AttributeError:
+            pass
 
     def pre(module, args):
         x = args[0].clone()
@@ -68,7 +93,7 @@ def head_hook(model, layer: int, fn):
         fn(heads)
         return (heads.view(b, t, -1),) + tuple(args[1:])
 
-    return attn.o_proj.register_forward_pre_hook(pre)
+    return proj.register_forward_pre_hook(pre)
 
 
 def last_logits(model, ids, hooks=(), mask=None) -> np.ndarray:
@@ -84,10 +109,11 @@ def last_logits(model, ids, hooks=(), mask=None) -> np.ndarray:
 
 
 def main() -> None:
-    for name in ("tiny_llama_lm", "tiny_qwen2", "tiny_gemma2"):
+    for name in ("tiny_llama_lm", "tiny_qwen2", "tiny_gemma2") + NEW_FAMILIES:
         folder = DATA / name
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
-        out = {"clean_ids": np.array(CLEAN), "corrupted_ids": np.array(CORRUPTED), "ablate": np.array(ABLATE),
+        heads = heads_for(model.config.num_attention_heads)
+        out = {"clean_ids": np.array(CLEAN), "corrupted_ids": np.array(CORRUPTED), "ablate": np.array(heads),
                "scale_head": np.array(SCALE_HEAD), "scale": SCALE, "patch": np.array(PATCH),
                "ko_from": KO_FROM, "ko_key": KO_KEY}
         out["plain"] = last_logits(model, CLEAN)
@@ -99,8 +125,8 @@ def main() -> None:
         def mean(h):
             return lambda x: x[:, :, h].copy_(x[:, :, h].mean(dim=1, keepdim=True).expand_as(x[:, :, h]))
 
-        out["zero"] = last_logits(model, CLEAN, [(layer, zero(h)) for layer, h in ABLATE])
-        out["mean"] = last_logits(model, CLEAN, [(layer, mean(h)) for layer, h in ABLATE])
+        out["zero"] = last_logits(model, CLEAN, [(layer, zero(h)) for layer, h in heads])
+        out["mean"] = last_logits(model, CLEAN, [(layer, mean(h)) for layer, h in heads])
         out["scaled"] = last_logits(model, CLEAN, [(SCALE_HEAD[0], lambda x: x[:, :, SCALE_HEAD[1]].mul_(SCALE))])
         saved = {}
 
@@ -109,15 +135,17 @@ def main() -> None:
 
         last_logits(model, CLEAN, [(PATCH[0], keep)])
         out["patched"] = last_logits(model, CORRUPTED, [(PATCH[0], lambda x: x[:, :, PATCH[1]].copy_(saved["v"]))])
-        if not getattr(model.config, "sliding_window", None) or name == "tiny_llama_lm":
+        if name in NEW_FAMILIES:
+            pass  # the knockout as a 4-D mask is checked on the three families above
+        elif not getattr(model.config, "sliding_window", None) or name == "tiny_llama_lm":
             T = len(CLEAN)
             allowed = torch.tril(torch.ones(T, T, dtype=torch.bool))
             allowed[KO_FROM:, KO_KEY] = False
             mask = torch.zeros(1, 1, T, T)
             mask[0, 0][~allowed] = torch.finfo(torch.float32).min
             out["knockout"] = last_logits(model, CLEAN, mask=mask)
-        if name == "tiny_llama_lm":
-            out.update(exported_scripts())
+        if name in ("tiny_llama_lm", "tiny_gpt_neox", "tiny_opt", "tiny_bloom"):
+            out.update(exported_scripts(f"tests/data/checkpoints/{name}", heads))
         np.savez_compressed(folder / "golden_interventions.npz", **out)
         print(name, sorted(out))
 

@@ -1,5 +1,6 @@
 """Interventions exported as code that reproduces them outside attnviz: a PyTorch forward-hook script for
-transformers (a pre-hook on each layer's ``o_proj``: a head's output is its slice of that input) and the
+transformers (a pre-hook on each layer's attention output projection — ``o_proj``, or the family's own name
+for it, :data:`OUT_PROJ_PATHS` — a head's output is its slice of that input) and the
 same edits as TransformerLens hooks on ``blocks.L.attn.hook_z``. Plain text generation, no imports beyond
 the standard library, so any interpreter can make the scripts.
 
@@ -9,6 +10,12 @@ are refused by name.
 """
 
 from __future__ import annotations
+
+#: where transformers keeps a decoder layer's attention output projection (its input is every head's output
+#: side by side), tried in this order: Llama-likes, Phi, GPT-NeoX, Falcon and BLOOM, OPT
+OUT_PROJ_PATHS = ("model.layers.{i}.self_attn.o_proj", "model.layers.{i}.self_attn.dense",
+                  "gpt_neox.layers.{i}.attention.dense", "transformer.h.{i}.self_attention.dense",
+                  "model.decoder.layers.{i}.self_attn.out_proj")
 
 def _literal(layers: dict) -> str:
     """A Python literal of {layer: [(head, how, factor), ...]}."""
@@ -45,7 +52,7 @@ def pytorch_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n
         "",
         "",
         "def edit(heads):",
-        "    \"\"\"A pre-hook on o_proj: its input is every head's output side by side.\"\"\"",
+        "    \"\"\"A pre-hook on the output projection: its input is every head's output side by side.\"\"\"",
         "    def pre(module, args):",
         "        x = args[0].clone()",
         "        b, t, _ = x.shape",
@@ -61,9 +68,18 @@ def pytorch_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n
         "    return pre",
         "",
         "",
+        "def out_proj(layer):",
+        "    \"\"\"The layer's attention output projection, whatever the family calls it.\"\"\"",
+        f"    for path in {OUT_PROJ_PATHS!r}:",
+        "        try:",
+        "            return model.get_submodule(path.format(i=layer))",
+        "        except AttributeError:",
+        "            pass",
+        "    raise SystemExit(f\"no attention output projection found in layer {layer}\")",
+        "",
+        "",
         f"edits = {_literal(layers)}  # layer -> [(head, how, factor)]",
-        "hooks = [model.model.layers[int(layer)].self_attn.o_proj.register_forward_pre_hook(edit(heads))",
-        "         for layer, heads in edits.items()]",
+        "hooks = [out_proj(int(layer)).register_forward_pre_hook(edit(heads)) for layer, heads in edits.items()]",
     ]
     kw = ""
     if knockout is not None:

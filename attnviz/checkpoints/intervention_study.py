@@ -377,6 +377,11 @@ def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: s
     return Sweep(grid, metric, mode)
 
 
+#: families whose transformers forward takes a 4-D additive attention mask as given (checked against goldens);
+#: OPT's positions and BLOOM's ALiBi are derived from the mask, so a knockout there has no mask form
+MASK_KNOCKOUT_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text")
+
+
 def export_code(folder: str, ids, spec, c, *, allowed=None) -> dict[str, str]:
     """{"pytorch": script or "", "lens": script or "", "pytorch_problem": why not or "", "lens_problem": ...}: the
     forward-hook scripts of attnviz.checkpoints.intervention_code reproducing ``spec`` on ``ids``. What a
@@ -401,6 +406,10 @@ def export_code(folder: str, ids, spec, c, *, allowed=None) -> dict[str, str]:
         if spec.knockout_heads:
             out["pytorch_problem"] = ("a knockout on some heads only has no attention-mask form; choose every head "
                                       "to export it")
+        elif c.model_type not in MASK_KNOCKOUT_TYPES:
+            out["pytorch_problem"] = (f"a knockout is exported as a 4-D attention mask, which transformers' "
+                                      f"{c.model_type} reads as something else (positions or ALiBi come from the "
+                                      "mask); the ablations export once the knockout is off")
         else:
             ko = knockout(c, allowed, T, spec.knockout_layers)
     if not out["pytorch_problem"]:
