@@ -32,6 +32,8 @@ class Shot:
     size: str = "1280x800"  # the --size of the window (or of the dialog the preparation opens)
 
 
+INLINE = "inline"  # the workspace of a picture the API draws without the window
+
 SHOTS = (  # the list the docs refer to
     Shot("window", "the window on the vla-mask demo, mask workspace, a painted VLA mask", "vla-mask", "mask",
          "1600x1000"),
@@ -66,6 +68,10 @@ SHOTS = (  # the list the docs refer to
          "1280x900"),
     Shot("importance", "the Intervene tab's head-importance sweep: each head ablated alone, KL as a layers x heads "
                        "grid, the heads ranked", "river-bank", "pretrained", "1280x900"),
+    Shot("window-maps", "maps computed elsewhere: a tiny BART's cross-attention saved by attnviz.save, opened "
+                        "read-only in the Pretrained workspace", "river-bank", "pretrained"),
+    Shot("notebook-grid", "the inline picture attnviz.show returns in a notebook (drawn with Pillow, no window): "
+                          "a tiny BERT's layers x heads", "river-bank", INLINE),
     Shot("vision-language", "the pretrained workspace on tiny LLaVA: a prompt's last token over the picture's "
                             "patches, the layers x heads grid and the share of attention per layer", "river-bank",
          "pretrained"),
@@ -317,8 +323,33 @@ def prepare_importance(window, ctx):
     _intervene(window, sweep)
 
 
+MAPS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "maps"))
+
+
+def prepare_window_maps(window, ctx):
+    """tests/data/maps/bart_cross.npz (tools/make_maps_goldens.py) opened as `attnviz FILE` opens it."""
+    panel = window.panel("pretrained")
+    panel.auto_load = False
+    panel.load_model(os.path.join(MAPS, "bart_cross.npz"))
+
+
+def inline_notebook_grid(out: str) -> int:
+    """attnviz.show's inline picture of tests/data/maps/bert_batch1.npz, as a notebook shows it."""
+    import numpy as np
+
+    from attnviz.api import grid_png
+
+    with np.load(os.path.join(MAPS, "bert_batch1.npz"), allow_pickle=False) as z:
+        png = grid_png(z["attentions"])
+    with open(out, "wb") as f:
+        f.write(png)
+    return 0
+
+
 def shoot(shot: Shot, out: str) -> int:
     """Inside a child process: run the application on this picture's demo, workspace and size."""
+    if shot.workspace == INLINE:
+        return inline_notebook_grid(out)
     from attnviz.ui.app import main
 
     prepare = globals()[f"prepare_{shot.name.replace('-', '_')}"]
