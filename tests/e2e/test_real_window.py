@@ -26,6 +26,7 @@ heat = window.panel("heatmap")
 before = pixels(heat.heatmap)
 window.files.add_file(IMAGE)
 resp = wait_response(120)
+window.show_workspace("attention")  # the heatmap draws when its workspace shows (adding an image may show another)
 wait(1200)
 after = pixels(heat.heatmap)
 changed = float(np.mean(np.any(before != after, axis=-1))) if before.shape == after.shape else 1.0
