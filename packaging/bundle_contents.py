@@ -37,6 +37,10 @@ EXCLUDED_PACKAGES = (
     # never loaded: neither scipy.linalg nor scipy.special imports them, and no demo's smoke test does
     # (tests/packaging/test_frozen_app.py runs every demo in the bundle)
     "scipy.sparse", "scipy.fft",
+    # Pillow's text drawing (FreeType, with harfbuzz): only attnviz.show's inline notebook picture labels its
+    # grid with ImageDraw.text, which the desktop app never draws (it opens maps files through attnviz.api's
+    # checks, not its picture)
+    "PIL.ImageFont", "PIL._imagingft",
 )
 
 # Packages a dependency imports when present but works without (the import is guarded), with why
