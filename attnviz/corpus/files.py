@@ -249,6 +249,24 @@ class CorpusStats:
         return self.metadata.get("model", "")
 
 
+def head_rows(p: Path, table, need: tuple[str, ...], what: str):
+    """(layer, head, L, nh) of a per-(layer, head) table that holds the columns ``need`` and each of the
+    L x nh pairs exactly once; StatsFileError names ``p`` and what it is not (``what``) otherwise."""
+    missing = [c for c in need if c not in table.column_names]
+    if missing:
+        raise StatsFileError(f"{p} is not {what}: no column {', '.join(missing)}")
+    if table.num_rows == 0:
+        raise StatsFileError(f"{p} holds no (layer, head) rows")
+    layer = np.asarray(table.column("layer").to_numpy(), dtype=np.int64)
+    head = np.asarray(table.column("head").to_numpy(), dtype=np.int64)
+    if layer.min() < 0 or head.min() < 0:
+        raise StatsFileError(f"{p}: negative layer or head index")
+    L, nh = int(layer.max()) + 1, int(head.max()) + 1
+    if table.num_rows != L * nh or len(set(zip(layer.tolist(), head.tolist()))) != L * nh:
+        raise StatsFileError(f"{p}: expected each of the {L} x {nh} (layer, head) pairs once, found {table.num_rows} rows")
+    return layer, head, L, nh
+
+
 def read_stats(path) -> CorpusStats:
     """Read a STATS.parquet written by ``attnviz-cli corpus``; StatsFileError says what is wrong."""
     _pa_mod, pq = _pa()
@@ -259,19 +277,8 @@ def read_stats(path) -> CorpusStats:
         table = pq.read_table(p)
     except Exception as exc:  # ArrowInvalid / OSError: not Parquet
         raise StatsFileError(f"{p} is not a readable Parquet file: {exc}") from None
-    need = ("layer", "head", *STATISTICS, "rows", "documents")
-    missing = [c for c in need if c not in table.column_names]
-    if missing:
-        raise StatsFileError(f"{p} is not a corpus statistics file: no column {', '.join(missing)}")
-    if table.num_rows == 0:
-        raise StatsFileError(f"{p} holds no (layer, head) rows")
-    layer = np.asarray(table.column("layer").to_numpy(), dtype=np.int64)
-    head = np.asarray(table.column("head").to_numpy(), dtype=np.int64)
-    if layer.min() < 0 or head.min() < 0:
-        raise StatsFileError(f"{p}: negative layer or head index")
-    L, nh = int(layer.max()) + 1, int(head.max()) + 1
-    if table.num_rows != L * nh or len(set(zip(layer.tolist(), head.tolist()))) != L * nh:
-        raise StatsFileError(f"{p}: expected each of the {L} x {nh} (layer, head) pairs once, found {table.num_rows} rows")
+    layer, head, L, nh = head_rows(p, table, ("layer", "head", *STATISTICS, "rows", "documents"),
+                                   "a corpus statistics file")
     values = {}
     for name in STATISTICS:
         grid = np.full((L, nh), np.nan)

@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from attnviz.checkpoints import CheckpointError
-from attnviz.corpus.files import AtomicParquet, StatsFileError, _pa, output_target
+from attnviz.corpus.files import AtomicParquet, StatsFileError, _pa, head_rows, output_target
 from attnviz.corpus.run import (IN_FLIGHT_PER_THREAD, MAX_BATCH, CorpusRunError, Progress, check_model,
                                 check_scheduler, check_writable, completion_queue, open_client)
 from attnviz.corpus.texts import CorpusError, Document, count_documents, partitions
@@ -223,19 +223,8 @@ def read_sweep(path) -> SweepFile:
         table = pq.read_table(p)
     except Exception as exc:  # ArrowInvalid / OSError: not Parquet
         raise StatsFileError(f"{p} is not a readable Parquet file: {exc}") from None
-    need = ("layer", "head", "mean", "std", "documents", "rank", "output_mean")
-    missing = [c for c in need if c not in table.column_names]
-    if missing:
-        raise StatsFileError(f"{p} is not a head sweep file (attnviz-cli model sweep): no column {', '.join(missing)}")
-    if table.num_rows == 0:
-        raise StatsFileError(f"{p} holds no (layer, head) rows")
-    layer = np.asarray(table.column("layer").to_numpy(), dtype=np.int64)
-    head = np.asarray(table.column("head").to_numpy(), dtype=np.int64)
-    if layer.min() < 0 or head.min() < 0:
-        raise StatsFileError(f"{p}: negative layer or head index")
-    L, nh = int(layer.max()) + 1, int(head.max()) + 1
-    if table.num_rows != L * nh or len(set(zip(layer.tolist(), head.tolist()))) != L * nh:
-        raise StatsFileError(f"{p}: expected each of the {L} x {nh} (layer, head) pairs once, found {table.num_rows} rows")
+    layer, head, L, nh = head_rows(p, table, ("layer", "head", "mean", "std", "documents", "rank", "output_mean"),
+                                   "a head sweep file (attnviz-cli model sweep)")
     outs = table.column("output_mean").to_pylist()
     sizes = {len(v) if v is not None else -1 for v in outs}
     if len(sizes) != 1 or min(sizes) < 1:
