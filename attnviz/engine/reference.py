@@ -1,6 +1,7 @@
 """The float64 numpy reference: the specification every fast kernel is tested against.
 
-Readable first, fast never. Shapes: q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv), mask (nh, Tq, Tk) bool.
+Readable first; its products are float64 BLAS calls, so it also serves as the stand-in a first
+pass runs on while the kernels are not compiled yet. Shapes: q (nh, Tq, hs), k (nh, Tk, hs), v (nh, Tk, hv), mask (nh, Tq, Tk) bool.
 A soft cap c (Gemma 2's attention-logit soft-capping) turns every scaled score s into c tanh(s / c)
 before the mask and the softmax.
 """
@@ -19,7 +20,7 @@ def reference_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.nd
     q = q.astype(np.float64)  # (nh, Tq, hs)
     k = k.astype(np.float64)  # (nh, Tk, hs)
     v = v.astype(np.float64)  # (nh, Tk, hv)
-    s = np.einsum("hqd,hkd->hqk", q, k) * scale  # (nh, Tq, Tk) scaled scores
+    s = (q @ k.transpose(0, 2, 1)) * scale  # (nh, Tq, Tk) scaled scores (one float64 BLAS product per head)
     if softcap:
         s = softcap * np.tanh(s / softcap)  # (nh, Tq, Tk) soft-capped scores, in (-c, c)
     weights, lse = masked_softmax(s, mask)  # (nh, Tq, Tk), (nh, Tq); a fully masked row: 0 and -inf
