@@ -1,8 +1,14 @@
 """The window's status bar: messages on the left; on the right the kernel that ran, the sequence
 length T, the number of heads, the last compute time, a warning when query rows are fully masked,
-and — while a computation runs — its progress with a Cancel button."""
+and — while a computation runs — its progress with a Cancel button.
+
+The compute time is never a compilation: the first run of an engine kernel in a process whose kernel
+cache is not warm compiles it (seconds, once per installation), so that run's time is shown as
+"first run: kernels compiled in X s" and the next computation shows the compute time again."""
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 from PySide6.QtCore import QTimer
@@ -10,7 +16,27 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QToolButton
 
 from attnviz.ui.widgets.busy_overlay import STALE_TEXT
 
+TIME_TIP = ("wall time of the last computation of the attention (tokens, Q, K, V, the kernel and the outputs), "
+            "from the edit to its result")
+COMPILE_TIP = ("the first computation on this engine kernel compiled it (once per installation: later starts "
+               "load it from the cache); the time is that run's wall time, compiling included. The next "
+               "computation shows the compute time alone.")
 
+
+def kernels_may_compile() -> bool:
+    """True when an engine kernel's first run may compile it: the engine is loaded (by the compute
+    worker, before any result arrives) and no complete warm-up is recorded in its kernel cache."""
+    jitcache = sys.modules.get("attnviz.engine.jitcache")  # not imported here: it loads numba
+    return jitcache is not None and not jitcache.is_warm()
+
+
+def time_text(seconds: float, compiled: bool = False) -> str:
+    """The time label's text: "computed in 8.2 ms", or for a run that compiled its kernels
+    "first run: kernels compiled in 24.2 s"."""
+    if compiled:
+        return f"first run: kernels compiled in {seconds:.1f} s"
+    ms = 1000.0 * seconds
+    return f"computed in {ms:,.0f} ms" if ms >= 10 else f"computed in {ms:.1f} ms"
 
 
 class StatusBar(QStatusBar):
@@ -25,8 +51,8 @@ class StatusBar(QStatusBar):
         self.kernel_label = self._label("kernel", "engine kernel or numpy path that computed the heatmaps")
         self.tokens_label = self._label("T", "number of query (and key) tokens")
         self.heads_label = self._label("heads", "number of attention heads")
-        self.time_label = self._label("time", "wall time of the last computation of the attention (tokens, Q, K, V, "
-                                              "the kernel and the outputs), from the edit to its result")
+        self.time_label = self._label("time", TIME_TIP)
+        self._engine_paths: set[str] = set()  # engine kernels that have delivered a result in this process
         self.masked_label = self._label("", "query rows with no allowed key: weights and output are 0")
         self.masked_label.setStyleSheet("color: #d0202a; font-weight: bold;")
         self.masked_label.setVisible(False)
@@ -104,8 +130,12 @@ class StatusBar(QStatusBar):
                                      "engine kernel or numpy path that computed the heatmaps")
         self.tokens_label.setText(f"T = {resp.Tq:,}" if not resp.cross else f"Tq = {resp.Tq:,} · Tk = {resp.Tk:,}")
         self.heads_label.setText(f"heads: {0 if resp.q is None else resp.q.shape[0]}")
-        ms = 1000.0 * self.ctx.compute.last_seconds
-        self.time_label.setText(f"computed in {ms:,.0f} ms" if ms >= 10 else f"computed in {ms:.1f} ms")
+        compiled = False
+        if resp.path.startswith("engine:") and not stand_in and resp.path not in self._engine_paths:
+            self._engine_paths.add(resp.path)
+            compiled = kernels_may_compile()
+        self.time_label.setText(time_text(self.ctx.compute.last_seconds, compiled))
+        self.time_label.setToolTip(COMPILE_TIP if compiled else TIME_TIP)
         n = 0 if resp.fully_masked is None else int(np.count_nonzero(resp.fully_masked))
         self.masked_label.setVisible(n > 0)
         where = "rows" if resp.fully_masked is None or resp.fully_masked.ndim == 1 else "(head, row) pairs"
