@@ -1,6 +1,7 @@
 """The attention-over-the-image panel: the selected query's weights (the class token's when none is
 selected) over an image source's patches, drawn on the image; clicking a patch selects its token as
-the query everywhere. For long sequences the one row is recomputed from q, k and lse
+the query everywhere; the image's class token is switched on or off here too (an undoable edit). For
+long sequences the one row is recomputed from q, k and lse
 (:func:`attnviz.model.display.response_views.row_weights`). Without an image the panel draws the
 row as a bar chart over every key instead, so it is never a dead end.
 """
@@ -11,8 +12,10 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStackedLayout, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStackedLayout, QVBoxLayout,
+                               QWidget)
 
+from attnviz.model.commands import SetPatch
 from attnviz.model.display.response_views import (check_head, compact_label, default_query, engine_scale, head_mask,
                                                   image_keys, n_heads, patch_weights, row_weights, token_of_patch)
 from attnviz.model.sequence import image_patches
@@ -138,6 +141,10 @@ class ImagePanel(QWidget):
         self.source_label = QLabel("image", self)
         bar.addWidget(self.source_label)
         bar.addWidget(self.source_combo)
+        self.class_token = QCheckBox("&class token", self)
+        self.class_token.setToolTip("prepend a [CLS] token to the image's patches, as ViT does (its weights are "
+                                    "drawn when no query is selected)")
+        bar.addWidget(self.class_token)
         bar.addSpacing(6)
         bar.addWidget(QLabel("head", self))
         bar.addWidget(self.head_combo)
@@ -183,6 +190,7 @@ class ImagePanel(QWidget):
         layout.addLayout(self.stack, 1)
 
         self.source_combo.activated.connect(lambda _i: self._refresh())
+        self.class_token.toggled.connect(self._on_class_token_toggled)
         self.head_combo.activated.connect(lambda _i: self._draw_overlay())
         self.view.slider.valueChanged.connect(self._on_opacity)
         self.view.patch_clicked.connect(self._on_patch_clicked)
@@ -263,6 +271,21 @@ class ImagePanel(QWidget):
             self.head_combo.blockSignals(False)
         self._refresh()
 
+    def _on_class_token_toggled(self, on: bool) -> None:
+        src = self.current_source()
+        if src is None or src.class_token == on:
+            return
+        what = "Add" if on else "Remove"
+        if not self.ctx.execute(SetPatch(src.name, class_token=on, label=f"{what} the class token of {src.name}")):
+            self._show_class_token(self.current_source())  # refused: the box shows the session again
+
+    def _show_class_token(self, src) -> None:
+        self.class_token.setVisible(src is not None)
+        if src is not None and self.class_token.isChecked() != src.class_token:
+            self.class_token.blockSignals(True)
+            self.class_token.setChecked(src.class_token)
+            self.class_token.blockSignals(False)
+
     def _on_opacity(self, value: int) -> None:
         op = value / 100.0
         if abs(self.ctx.session.state.view.overlay_opacity - op) > 1e-9:
@@ -284,6 +307,7 @@ class ImagePanel(QWidget):
         has_images = self.source_combo.count() > 0
         self.source_label.setVisible(has_images)
         self.source_combo.setVisible(has_images)
+        self._show_class_token(src)
         if src is None:
             self._shown_image = None
             self._overlay = None
