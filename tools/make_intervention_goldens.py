@@ -4,16 +4,18 @@ Run once, in an environment with torch (CPU) and transformers; attnviz itself ne
 
     /path/to/venv/bin/python tools/make_intervention_goldens.py
 
-For tiny_llama_lm, tiny_qwen2, tiny_gemma2 and NEW_FAMILIES (tests/data/checkpoints) it writes
+For tiny_llama_lm, tiny_qwen2, tiny_gemma2, tiny_gpt2 (GPT2LMHeadModel) and NEW_FAMILIES (tests/data/checkpoints)
+it writes
 ``golden_interventions.npz`` with the last position's logits of transformers' eager model under PyTorch forward
 pre-hooks on each layer's attention output projection (``o_proj``, or the family's own name for it; a head's
 output is its slice of that input): ``plain``; ``zero`` and ``mean`` (heads
 ABLATE zeroed, or set to their mean over the positions); ``scaled`` (head SCALE_HEAD times SCALE);
-``patched`` (head PATCH's output on ``corrupted_ids`` taken from the pass on ``clean_ids``); ``corrupted``;
+``patched`` (head PATCH's output on ``corrupted_ids`` taken from the pass on ``clean_ids``; heads moved into range
+for a model of fewer heads); ``corrupted``;
 and, where the 4-D mask is the model's only mask (no sliding window), ``knockout``: query rows from
 KO_FROM on may not see key KO_KEY in any layer, passed as a 4-D additive attention mask (not for NEW_FAMILIES).
-For tiny_llama_lm, tiny_gpt_neox, tiny_opt and tiny_bloom it also runs the exported hook script as written and
-keeps its digest and logits.
+For tiny_llama_lm, tiny_gpt2, tiny_gpt_neox, tiny_opt and tiny_bloom it also runs the exported hook script as
+written and keeps its digest and logits (with the knockout, as a 4-D mask, on tiny_llama_lm and tiny_gpt2).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ KO_FROM, KO_KEY = 3, 1
 ROOT = Path(__file__).resolve().parents[1]
 SNIPPET_MODEL = "tests/data/checkpoints/tiny_llama_lm"  # as the exported script names it (run from ROOT)
 # decoder families whose output projection has another name (and a parallel block, ALiBi, learned positions)
+KNOCKOUT_SCRIPTS = (SNIPPET_MODEL, "tests/data/checkpoints/tiny_gpt2")
 NEW_FAMILIES = ("tiny_gpt_neox", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2", "tiny_stablelm", "tiny_falcon",
                 "tiny_opt", "tiny_bloom")
 
@@ -66,7 +69,7 @@ def exported_scripts(model: str = SNIPPET_MODEL, ablate=ABLATE) -> dict:
     T = len(CLEAN)
     ko = np.zeros((T, T), bool)
     ko[KO_FROM:, KO_KEY] = True
-    with_ko = model == SNIPPET_MODEL  # the 4-D mask knockout is exported for the Llama-like families only
+    with_ko = model in KNOCKOUT_SCRIPTS  # the 4-D mask knockout is exported where transformers takes the mask as given
     script = code.pytorch_script(model, CLEAN, ablate={h: "zero" for h in ablate}, scale={SCALE_HEAD: SCALE},
                                  knockout={0: ko, 1: ko} if with_ko else None, n_layer=2)
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
@@ -109,12 +112,13 @@ def last_logits(model, ids, hooks=(), mask=None) -> np.ndarray:
 
 
 def main() -> None:
-    for name in ("tiny_llama_lm", "tiny_qwen2", "tiny_gemma2") + NEW_FAMILIES:
+    for name in ("tiny_llama_lm", "tiny_qwen2", "tiny_gemma2", "tiny_gpt2") + NEW_FAMILIES:
         folder = DATA / name
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
         heads = heads_for(model.config.num_attention_heads)
+        patch = (PATCH[0], min(PATCH[1], model.config.num_attention_heads - 1))
         out = {"clean_ids": np.array(CLEAN), "corrupted_ids": np.array(CORRUPTED), "ablate": np.array(heads),
-               "scale_head": np.array(SCALE_HEAD), "scale": SCALE, "patch": np.array(PATCH),
+               "scale_head": np.array(SCALE_HEAD), "scale": SCALE, "patch": np.array(patch),
                "ko_from": KO_FROM, "ko_key": KO_KEY}
         out["plain"] = last_logits(model, CLEAN)
         out["corrupted"] = last_logits(model, CORRUPTED)
@@ -131,10 +135,10 @@ def main() -> None:
         saved = {}
 
         def keep(x):
-            saved["v"] = x[:, :, PATCH[1]].clone()
+            saved["v"] = x[:, :, patch[1]].clone()
 
-        last_logits(model, CLEAN, [(PATCH[0], keep)])
-        out["patched"] = last_logits(model, CORRUPTED, [(PATCH[0], lambda x: x[:, :, PATCH[1]].copy_(saved["v"]))])
+        last_logits(model, CLEAN, [(patch[0], keep)])
+        out["patched"] = last_logits(model, CORRUPTED, [(patch[0], lambda x: x[:, :, patch[1]].copy_(saved["v"]))])
         if name in NEW_FAMILIES:
             pass  # the knockout as a 4-D mask is checked on the three families above
         elif not getattr(model.config, "sliding_window", None) or name == "tiny_llama_lm":
@@ -144,7 +148,7 @@ def main() -> None:
             mask = torch.zeros(1, 1, T, T)
             mask[0, 0][~allowed] = torch.finfo(torch.float32).min
             out["knockout"] = last_logits(model, CLEAN, mask=mask)
-        if name in ("tiny_llama_lm", "tiny_gpt_neox", "tiny_opt", "tiny_bloom"):
+        if name in ("tiny_llama_lm", "tiny_gpt2", "tiny_gpt_neox", "tiny_opt", "tiny_bloom"):
             out.update(exported_scripts(f"tests/data/checkpoints/{name}", heads))
         np.savez_compressed(folder / "golden_interventions.npz", **out)
         print(name, sorted(out))

@@ -12,10 +12,10 @@ are refused by name.
 from __future__ import annotations
 
 #: where transformers keeps a decoder layer's attention output projection (its input is every head's output
-#: side by side), tried in this order: Llama-likes, Phi, GPT-NeoX, Falcon and BLOOM, OPT
+#: side by side), tried in this order: Llama-likes, Phi, GPT-NeoX, Falcon and BLOOM, OPT, GPT-2 (a Conv1D)
 OUT_PROJ_PATHS = ("model.layers.{i}.self_attn.o_proj", "model.layers.{i}.self_attn.dense",
                   "gpt_neox.layers.{i}.attention.dense", "transformer.h.{i}.self_attention.dense",
-                  "model.decoder.layers.{i}.self_attn.out_proj")
+                  "model.decoder.layers.{i}.self_attn.out_proj", "transformer.h.{i}.attn.c_proj")
 
 def _literal(layers: dict) -> str:
     """A Python literal of {layer: [(head, how, factor), ...]}."""

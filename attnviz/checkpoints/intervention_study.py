@@ -379,7 +379,7 @@ def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: s
 
 #: families whose transformers forward takes a 4-D additive attention mask as given (checked against goldens);
 #: OPT's positions and BLOOM's ALiBi are derived from the mask, so a knockout there has no mask form
-MASK_KNOCKOUT_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text")
+MASK_KNOCKOUT_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "gpt2")
 
 
 def export_code(folder: str, ids, spec, c, *, allowed=None) -> dict[str, str]:

@@ -1,10 +1,10 @@
-"""Interventions on a decoder LLM's forward pass: ablate or scale heads, knock out attention edges, patch a
-head's output or the residual stream from a second input; and what they change.
+"""Interventions on a decoder LLM's (or GPT-2's) forward pass: ablate or scale heads, knock out attention edges,
+patch a head's output or the residual stream from a second input; and what they change.
 
 A head's output is its attention-weighted values (nh, T, hd) before the output projection, as a PyTorch
-forward pre-hook on ``o_proj`` sees them (head h: columns h * hd .. (h + 1) * hd of its input). Zero
-ablation sets it to 0, mean ablation to its mean over the input's positions (or given means, e.g. a
-corpus's), scaling multiplies it. A knockout removes edges (query i may not see key j) before the softmax,
+forward pre-hook on ``o_proj`` (GPT-2: ``attn.c_proj``) sees them (head h: columns h * hd .. (h + 1) * hd of
+its input). Zero ablation sets it to 0, mean ablation to its mean over the input's positions (or given means,
+e.g. a corpus's), scaling multiplies it. A knockout removes edges (query i may not see key j) before the softmax,
 so each row renormalises over what is left; a row left with no key gets weights 0 and output 0. Patching
 copies a head's output, or the residual stream entering a layer at chosen positions, from a clean input of
 the same length.
@@ -113,13 +113,18 @@ def parse_heads(c, text: str) -> list[tuple[int, int]]:
 
 
 def run(c, weights, ids, edit: Edit | None = None) -> Pass:
-    """The decoder over ``ids`` (T,) with ``edit`` applied (None: the plain pass)."""
+    """The decoder LLM (or GPT-2) over ``ids`` (T,) with ``edit`` applied (None: the plain pass)."""
     if np.size(ids) == 0:
         raise CheckpointError("an intervention needs at least one token")
     ids = _check_ids(c, ids)
     T = ids.size
     edit = edit or Edit()
     _check_edit(c, edit, T)
+    if getattr(c, "kind", None) == "gpt2":
+        from attnviz.checkpoints.intervention_gpt2 import gpt2_pass
+
+        z, rows, stream = gpt2_pass(c, weights, ids, edit)
+        return Pass(logits=z, attentions=rows, stream=stream, heads=dict(edit.record or {}))
     W = _W(weights, np.float32)
     x = W.rows("embed_tokens.weight", ids)
     scale = embed_scale(c, np.float32)

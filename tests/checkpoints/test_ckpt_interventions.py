@@ -15,13 +15,13 @@ from attnviz.checkpoints.interventions import (Edit, ablate, head_importance, kl
 # the later decoder families: other names for the output projection, parallel blocks, ALiBi, learned positions
 NEW = ["tiny_gpt_neox", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2", "tiny_stablelm", "tiny_falcon", "tiny_opt",
        "tiny_bloom"]
-MODELS = ["tiny_llama_lm", "tiny_qwen2", "tiny_gemma2"] + NEW
+MODELS = ["tiny_llama_lm", "tiny_qwen2", "tiny_gemma2", "tiny_gpt2"] + NEW
 # tiny_gemma2's scores are made to lie far past its soft cap (tools/make_decoder_goldens.py): there attnviz's
 # float32 logits are up to 4.2e-5 from a float64 pass of transformers (its float32 ones 1.1e-5; the attention
 # kernel is not the cause: the float64 reference kernel gives the same), so they are compared at 5e-5
 # tiny_phi3's logits reach 5 through an untied 194-word head: its plain pass is already 1.8e-5 from transformers'
 # (4e-6 relative; its hidden states are within 1e-5), so its interventions are compared at 2.5e-5
-TOL = {"tiny_llama_lm": 1e-5, "tiny_qwen2": 1e-5, "tiny_gemma2": 5e-5, **{n: 1e-5 for n in NEW}, "tiny_phi3": 2.5e-5}
+TOL = {"tiny_llama_lm": 1e-5, "tiny_qwen2": 1e-5, "tiny_gemma2": 5e-5, "tiny_gpt2": 1e-5, **{n: 1e-5 for n in NEW}, "tiny_phi3": 2.5e-5}
 
 
 @pytest.fixture(scope="module")
@@ -124,10 +124,11 @@ def test_the_exported_hook_script_is_the_one_verified_and_gives_these_logits(mod
         pytorch_script("m", [1, 2], knockout={0: ko}, n_layer=2)
 
 
-@pytest.mark.parametrize("name", ["tiny_gpt_neox", "tiny_opt", "tiny_bloom"])
+@pytest.mark.parametrize("name", ["tiny_gpt_neox", "tiny_opt", "tiny_bloom", "tiny_gpt2"])
 def test_the_exported_script_finds_each_familys_output_projection(models, name):
-    """GPT-NeoX's attention.dense, OPT's out_proj, BLOOM's self_attention.dense: the script the golden maker ran
-    on them is the one attnviz writes, and what it printed equals attnviz's own intervention."""
+    """GPT-NeoX's attention.dense, OPT's out_proj, BLOOM's self_attention.dense, GPT-2's attn.c_proj (with the
+    knockout as a 4-D mask): the script the golden maker ran on them is the one attnviz writes, and what it printed
+    equals attnviz's own intervention."""
     import hashlib
 
     from attnviz.checkpoints.intervention_code import pytorch_script
@@ -136,10 +137,16 @@ def test_the_exported_script_finds_each_familys_output_projection(models, name):
     ck = models[name]
     heads = {tuple(int(x) for x in h): "zero" for h in g["ablate"]}
     scale = {tuple(int(x) for x in g["scale_head"]): float(g["scale"])}
+    ko = None
+    if name == "tiny_gpt2":
+        T = len(g["clean_ids"])
+        mask = np.zeros((T, T), bool)
+        mask[int(g["ko_from"]):, int(g["ko_key"])] = True
+        ko = {layer: mask for layer in range(ck.config.n_layer)}
     script = pytorch_script(f"tests/data/checkpoints/{name}", g["clean_ids"], ablate=heads, scale=scale,
-                            n_layer=ck.config.n_layer)
+                            knockout=ko, n_layer=ck.config.n_layer)
     assert hashlib.sha256(script.encode()).hexdigest() == str(g["script_sha256"])
-    ours = run(ck.config, ck.weights, g["clean_ids"], Edit(ablate=heads, scale=scale))
+    ours = run(ck.config, ck.weights, g["clean_ids"], Edit(ablate=heads, scale=scale, knockout=ko or {}))
     np.testing.assert_allclose(ours.logits, g["script_logits"], atol=1e-5, rtol=0)
 
 
