@@ -66,6 +66,7 @@ class GenerateView(QWidget):
     head_clicked = Signal(int, int)  # (layer, head) clicked in the strip
     step_shown = Signal(int)  # the generated token shown (its step)
     finished = Signal(str)  # how a generation ended: "eos", "length", "cancelled", or the problem
+    selection_changed = Signal()  # the selected token, layer or head changed (its row is drawn anew)
     _progress = Signal(int, object)  # (run id, Progress): worker -> the window's thread (queued)
 
     def __init__(self, parent=None):
@@ -262,11 +263,25 @@ class GenerateView(QWidget):
         self.ckpt = ckpt
         self.study = None
         self.position = None
-        reason = can_generate(ckpt)
+        reason = self.reason(ckpt)
         self.generate_button.setEnabled(reason is None)
         self.generate_button.setToolTip(reason or "write up to 'max new' tokens after the prompt")
         self._clear_views()
         self.status.setText("" if reason else "Generate writes after the prompt; the text grows here token by token.")
+
+    def reason(self, ckpt) -> str | None:
+        """None when ``ckpt`` writes in this tab, else why not (a decoder LLM here)."""
+        return can_generate(ckpt)
+
+    def make_study(self, text: str):
+        """The study of a generation after the prompt field's ``text`` (CheckpointError: why not)."""
+        if self.ckpt is None:
+            raise CheckpointError(self.reason(None))
+        return GenerationStudy.for_text(self.ckpt, text, chat=bool(self.chat()))
+
+    def text_spans(self) -> list[tuple[int, int, str]]:
+        """The text drawn: (start, stop, text) per clickable piece, one per token here."""
+        return [(i, i + 1, piece) for i, piece in enumerate(self.study.pieces())]
 
     def set_prompt(self, text: str, edited: bool = True) -> None:
         """The prompt field's text; ``edited`` False: as the panel's default (a later panel text replaces it)."""
@@ -297,9 +312,7 @@ class GenerateView(QWidget):
         n = self.max_new.value() if max_new_tokens is None else max_new_tokens
         try:
             how = parse_sampling(**fields)
-            study = GenerationStudy.for_text(self.ckpt, text, chat=bool(self.chat())) if self.ckpt is not None else None
-            if study is None:
-                raise CheckpointError(can_generate(None))
+            study = self.make_study(text)
             eos = eos_ids(self.ckpt)
             self.stop()
             self._run += 1
@@ -321,7 +334,7 @@ class GenerateView(QWidget):
         self.position = None
         self._follow = True
         self._clear_views()
-        self.status.setText(f"{study.n_prompt} prompt tokens · generating…")
+        self.status.setText(f"{study.n_prompt} prompt tokens · generating…" if study.n_prompt else study.describe())
         self.stop_button.setEnabled(True)
         self.job.submit(fn)
         return run
@@ -487,27 +500,31 @@ class GenerateView(QWidget):
         self._draw_text()
         self._update_step_label()
         self._draw_strip()
+        self.selection_changed.emit()
 
     def _draw_text(self) -> None:
         s = self.study
         if s is None:
             return
         t = current_theme()
-        pieces = s.pieces()
+        spans = self.text_spans()
         row = self.shown_row()
-        peak = float(row.max()) if row is not None and row.size and row.max() > 0 else 1.0
+        got = [float(row[i:min(j, row.size)].sum()) if row is not None and i < row.size else None
+               for i, j, _piece in spans]  # what each piece gets of the selected row
+        peak = max((g for g in got if g is not None), default=0.0) or 1.0
         parts = []
-        for i, piece in enumerate(pieces):
+        for (i, j, piece), weight in zip(spans, got):
             colour = t.muted_text if i < s.n_prompt else t.text
             style = [f"color:{colour}", "text-decoration:none"]
-            if row is not None and i < row.size:
-                share = float(row[i] / peak)
+            if weight is not None:
+                share = weight / peak
                 style.append(f"background-color:{_blend(t.base, t.highlight, share)}")
                 if share > 0.55:  # on a dark fill the text turns light, whatever its own colour
                     style[0] = f"color:{t.highlight_text}"
-            if i == self.position:
+            if i <= (self.position if self.position is not None else -1) < j:
                 style += ["font-weight:bold", "text-decoration:underline", f"color:{t.hover}"]
-            tip = f"token {i}: {piece!r}" + (f" · weight {row[i]:.4f}" if row is not None and i < row.size else "")
+            where = f"token {i}" if j == i + 1 else f"tokens {i}–{j - 1}"
+            tip = f"{where}: {piece!r}" + (f" · weight {weight:.4f}" if weight is not None else "")
             text = html.escape(piece.replace("\n", "↵") or "∅").replace(" ", "&nbsp;")
             parts.append(f'<a href="tok:{i}" title="{html.escape(tip)}" style="{";".join(style)}">{text}</a>')
         bar = self.text_view.verticalScrollBar()

@@ -16,6 +16,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTabWidget, QVBoxLayout,
                                QWidget)
 
+from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.study import (MODE_LABELS, QUERY_MODES, default_query, head_title, map_levels, patch_maps,
                                        query_rows, query_values, token_patch)
 from attnviz.model.display.patch_groups import Placed, pages
@@ -128,6 +129,7 @@ class VlmView(QWidget):
         self.selected: tuple[int, int] = (0, 0)
         self.overlay_maps: list[np.ndarray] | None = None  # (gh, gw) per patch group, exactly as computed
         self.overlay_levels: tuple[float, float] | None = None
+        self._generated = None  # (mode, layer, head) -> ((T,) values, who) or None: a generated token's row
         self.mode_combo.currentIndexChanged.connect(lambda _i: self._draw_overlay())
         self.page_combo.currentIndexChanged.connect(lambda _i: self._draw_picture())
         self.chips.token_clicked.connect(self.select_query)
@@ -211,10 +213,17 @@ class VlmView(QWidget):
         if not 0 <= int(token) < r.T:
             raise ValueError(f"token {token} is out of range for {r.T} tokens")
         self.query = int(token)
+        self._generated = None  # a token of the run chosen: its row is drawn, not the generated token's
         self.chips.set_selected(self.query)
         self.detail.set_selected_row(self.query)
         self._draw_overlay()
         self.query_changed.emit(self.query)
+
+    def set_generated(self, source) -> None:
+        """Draw over the picture what ``source(mode, layer, head)`` gives — ((T,) values over this run's tokens,
+        who) for a token the Generate tab selected — instead of the query's row; None: the query's row again."""
+        self._generated = source
+        self._draw_overlay()
 
     def shown_page(self):
         return self.pages[self.page_combo.currentIndex()] if self.pages else None
@@ -240,6 +249,8 @@ class VlmView(QWidget):
 
     def _draw_overlay(self) -> None:
         out, q = self.outcome, self.query
+        if out is not None and self._generated is not None and self._draw_generated():
+            return
         if out is None or q is None:
             return
         r = out.result
@@ -272,6 +283,41 @@ class VlmView(QWidget):
         self.caption.setText(f"{self._who(q)} → image patches · {what} · {on_image:.3g} of its attention on the "
                              f"image{blind}; colour {lo:.3g} … {hi:.3g}")
         self.overlay_changed.emit()
+
+    def _draw_generated(self) -> bool:
+        """The generated token's row over the picture; False when the source has nothing to draw."""
+        r = self.result
+        layer, head = self.selected
+        mode = self.mode
+        try:
+            got = self._generated(mode, layer, head)
+        except (CheckpointError, ValueError) as exc:
+            self.overlay_maps = None
+            self.picture.set_maps(None)
+            self.caption.setText(str(exc))
+            self.overlay_changed.emit()
+            return True
+        if got is None:
+            return False
+        values, who = got
+        self.picture.set_highlight(None)
+        if not r.patches:
+            self.overlay_maps, self.overlay_levels = None, None
+            self.picture.set_maps(None)
+            self.caption.setText(f"{who}: this run has no image tokens")
+            self.overlay_changed.emit()
+            return True
+        maps = patch_maps(r, values)
+        self.overlay_maps, self.overlay_levels = maps, map_levels(maps)
+        self.picture.set_maps(maps, self.overlay_levels, value_label="rollout" if mode == "rollout" else "weight")
+        on_image = float(values[r.image_tokens()].sum())
+        what = {"head": f"layer {layer} · head {head}", "mean": f"layer {layer} · mean over heads",
+                "rollout": f"rollout through {r.attentions.shape[0]} layers (mean over heads)"}[mode]
+        lo, hi = self.overlay_levels
+        self.caption.setText(f"{who} → image patches · {what} · {on_image:.3g} of its attention on the image; "
+                             f"colour {lo:.3g} … {hi:.3g}")
+        self.overlay_changed.emit()
+        return True
 
     def _who(self, q: int) -> str:
         r = self.result
