@@ -1,4 +1,5 @@
-"""``attnviz-cli model ablate`` and ``model patch``: interventions on a decoder LLM, their logits written.
+"""``attnviz-cli model ablate`` and ``model patch``: interventions on a decoder LLM (GPT-2 among them), their logits
+written.
 
 ``ablate MODEL --text T --heads L.H[,L.H...] [--mode zero|mean] --npz OUT`` writes ``logits_before`` and
 ``logits_after`` (the last position, vocabulary-sized), ``attentions_before``, ``attentions_after`` and
@@ -92,14 +93,18 @@ def _load(model_dir: str, *texts: str):
         ckpt = load_checkpoint(folder, name=name)
     except CheckpointError as exc:
         raise CliError(str(exc)) from None
-    if ckpt.kind != "decoder":
-        raise CliError(f"{ckpt.name} is a {getattr(ckpt.config, 'model_type', 'other')} model; these interventions "
-                       "run on decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3)"
+    if ckpt.kind not in ("decoder", "gpt2"):
+        family = getattr(getattr(ckpt, "config", None), "model_type", None) or getattr(ckpt, "kind", "other")
+        raise CliError(f"{ckpt.name} is a {family} model; these interventions "
+                       "run on decoder LLMs (GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3)"
                        + ("" if len(texts) != 1 else " and, for model ablate, on encoders and vision models"))
     ids = []
     for text in texts:
         try:
-            ids.append(encode(ckpt.tokenizer, ckpt.special_tokens, text, ckpt.config.max_positions or 1 << 20).ids)
+            if ckpt.kind == "gpt2":
+                ids.append(ckpt.tokenizer.encode(text, add_special_tokens=True, max_tokens=ckpt.config.max_tokens).ids)
+            else:
+                ids.append(encode(ckpt.tokenizer, ckpt.special_tokens, text, ckpt.config.max_positions or 1 << 20).ids)
         except SourceError as exc:
             raise CliError(f"{ckpt.name}: {exc}") from None
     return ckpt, ids

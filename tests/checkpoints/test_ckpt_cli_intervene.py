@@ -45,6 +45,30 @@ def test_patch_writes_the_three_passes(tmp_path):
             np.testing.assert_array_equal(z[k], p.logits)
 
 
+def test_gpt2_ablate_and_patch_write_the_librarys_logits(tmp_path):
+    model = DATA / "tiny_gpt2"
+    ck = load_checkpoint(model)
+
+    def ids(text):
+        return ck.tokenizer.encode(text, add_special_tokens=True, max_tokens=ck.config.max_tokens).ids
+
+    out = tmp_path / "a.npz"
+    assert main(["model", "ablate", str(model), "--text", "the river bank", "--heads", "0.1,1.0", "--npz", str(out)]) == 0
+    before, after = ablate(ck.config, ck.weights, ids("the river bank"), [(0, 1), (1, 0)], "zero")
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["logits_after"], after.logits)
+        assert z["logits_before"].shape == (ck.config.vocab_size,) and float(z["kl"]) > 0
+    a, b = ids("the river bank"), ids("a river bank")
+    assert a.size == b.size and not np.array_equal(a, b)
+    out = tmp_path / "p.npz"
+    assert main(["model", "patch", str(model), "--clean", "the river bank", "--corrupted", "a river bank",
+                 "--layer", "1", "--head", "1", "--npz", str(out)]) == 0
+    _clean, corrupted, patched = patch_head(ck.config, ck.weights, a, b, 1, 1)
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["logits_patched"], patched.logits)
+        assert not np.array_equal(z["logits_patched"], z["logits_corrupted"])
+
+
 def test_bad_requests_are_one_line(tmp_path, capsys):
     npz = str(tmp_path / "x.npz")
     for argv, message in (
@@ -52,7 +76,12 @@ def test_bad_requests_are_one_line(tmp_path, capsys):
         (["model", "ablate", str(MODEL), "--text", "hi", "--heads", "0-1", "--npz", npz], "not a head"),
         (["model", "patch", str(MODEL), "--clean", "the river bank", "--corrupted", "the money bank", "--layer", "0", "--head", "0",
           "--npz", npz], "same length"),
-        (["model", "ablate", str(DATA / "tiny_gpt2"), "--text", "hi", "--heads", "0.0", "--npz", npz], "decoder LLMs"),
+        (["model", "ablate", str(DATA.parent / "tiny_marian"), "--text", "hi", "--heads", "0.0", "--npz", npz],
+         "decoder LLMs"),
+        (["model", "patch", str(DATA / "tiny_whisper"), "--clean", "hi", "--corrupted", "ho", "--layer", "0", "--head",
+          "0", "--npz", npz], "decoder LLMs"),
+        (["model", "ablate", str(DATA / "tiny_gpt2"), "--text", "hi", "--heads", "0.2", "--npz", npz],
+         "head 2 is out of range"),
     ):
         assert main(argv) == 1
         err = capsys.readouterr().err
