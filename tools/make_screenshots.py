@@ -75,6 +75,9 @@ SHOTS = (  # the list the docs refer to
     Shot("vision-language", "the pretrained workspace on tiny LLaVA: a prompt's last token over the picture's "
                             "patches, the layers x heads grid and the share of attention per layer", "river-bank",
          "pretrained"),
+    Shot("vlm-generation", "the vision-language page's Generate tab: tiny LLaVA writes 8 tokens about its picture; "
+                           "the third selected, its attention over the patches, in every head, and the top ten",
+         "river-bank", "pretrained"),
 )
 TINY_LLAVA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "checkpoints",
                           "tiny_llava")
@@ -243,6 +246,28 @@ def prepare_vision_language(window, ctx):
     panel.load_model(TINY_LLAVA)
 
 
+def prepare_vlm_generation(window, ctx):
+    """tiny_llava on its own picture, then its Generate tab: 8 greedy tokens, the third selected, layer 1 head 2."""
+    panel = window.panel("pretrained")
+    panel.auto_load = False
+    view = panel.vlm_generation
+
+    def on_ready(*_args) -> None:
+        panel.attention_ready.disconnect(on_ready)
+        panel.vlm.tabs.setCurrentWidget(view)
+        view.max_new.setValue(8)
+        view.generate()
+
+    def on_finished(_how: str) -> None:
+        panel.select_head(1, 2)
+        view.show_step(2)
+
+    panel.attention_ready.connect(on_ready)
+    view.finished.connect(on_finished)
+    panel.set_image_file(os.path.join(TINY_LLAVA, "image.png"))
+    panel.load_model(TINY_LLAVA)
+
+
 # ------------------------------------------------------------------------------------------------
 
 
@@ -397,8 +422,8 @@ def launch(argv: list[str]) -> int:
             if shot.name == "pretrained" and not _minilm():
                 print("skipped pretrained: all-MiniLM-L6-v2 is not installed (make setup installs it)", flush=True)
                 continue
-            if shot.name == "vision-language" and not _tiny_llava_runs():
-                print("skipped vision-language: tests/data/checkpoints/tiny_llava does not run here", flush=True)
+            if shot.name in ("vision-language", "vlm-generation") and not _tiny_llava_runs():
+                print(f"skipped {shot.name}: tests/data/checkpoints/tiny_llava does not run here", flush=True)
                 continue
             out = str((args.out / f"{shot.name}.png").resolve())
             size = ["--size", args.size] if args.size is not None else []

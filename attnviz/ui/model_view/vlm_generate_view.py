@@ -18,6 +18,10 @@ from attnviz.checkpoints.vlm_generation_study import VlmGenerationStudy, can_gen
 from attnviz.ui.model_view.generate_view import GenerateView, visible_piece
 
 
+MIN_WIDTH = 360  # below this the tab scrolls sideways
+FRONT_SHARES = [0.42, 0.58]  # the page's picture | side split while the tab is in front
+
+
 class VlmGenerateView(GenerateView):
     """The Generate tab for a vision-language model: the prefix is an image and a prompt."""
 
@@ -27,6 +31,10 @@ class VlmGenerateView(GenerateView):
         self.prompt_edit.setPlaceholderText("the prompt as the model's family writes it (\\n: a line break)")
         self.prompt_edit.setToolTip("the prompt written after (or around) the picture shown on the left; Enter "
                                     "generates")
+        # beside the picture the tab has less room than on the decoder page: narrower before it scrolls
+        self.scroll.widget().setMinimumSize(MIN_WIDTH, 620)
+        self.strip.setMinimumSize(190, 170)
+        self.top_table.setMinimumWidth(150)
 
     def reason(self, ckpt) -> str | None:
         return can_generate_vlm(ckpt)
@@ -82,9 +90,16 @@ def install(panel) -> VlmGenerateView:
     def source(mode: str, layer: int, head: int):
         return view.picture_values(page.result, mode, layer, head)
 
+    kept = []  # the page's own picture | side shares while the tab is in front
+
     def sync(_index=None) -> None:
         front = page.tabs.currentWidget() is view
         page.chart.setVisible(not front)  # the tab takes the chart's height while it is in front
+        if front and not kept:  # and more of the width; the page's own split comes back after
+            kept.append(page.body.shares())
+            page.body.set_shares(FRONT_SHARES)
+        elif not front and kept:
+            page.body.set_shares(kept.pop())
         on = front and view.study is not None and view.position is not None and page.result is not None
         page.set_generated(source if on else None)
 
