@@ -256,12 +256,18 @@ class WhisperAttention:
 
 @dataclass(eq=False)
 class WhisperTranscription:
-    """A greedy transcript: the tokens written and every map of the final sequence."""
+    """A transcript: the tokens written and every map of the first window's final sequence."""
 
-    generated: np.ndarray  # (N,) int64 the new tokens (no prompt), end of text last when reached
+    generated: np.ndarray  # (N,) int64 the first window's new tokens (no prompt), end of text last when reached
     attention: WhisperAttention  # decoder ids: the prompt, then the generated tokens but the last
     finished: bool
-    text: str  # the generated tokens decoded, special tokens left out
+    text: str  # the transcript decoded, special and timestamp tokens left out
+    sequences: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (M,) what transformers'
+    # generate returns: every window's written tokens (timestamps kept, end of text taken off)
+    segments: tuple = ()  # whisper_search.Segment: start, end (seconds), ids, text; one without timestamps
+    windows: int = 1  # how many times the model wrote over the audio (more when timestamps moved it on)
+    beams: int = 1
+    timestamps: bool = False
 
 
 def _samples(ckpt: WhisperCheckpoint, audio) -> np.ndarray:
@@ -319,8 +325,11 @@ def decoder_prompt(rules: WhisperRules, detect) -> list[int]:
         init = [tid if i in tasks.values() else i for i in init]
     elif rules.language is not None and tasks and not any(t in init for t in tasks.values()):
         init.append(tasks["transcribe"])
-    if rules.no_timestamps is not None and init[-1] != rules.no_timestamps:
-        init.append(rules.no_timestamps)
+    if not rules.timestamps:
+        if rules.no_timestamps is not None and init[-1] != rules.no_timestamps:
+            init.append(rules.no_timestamps)
+    elif init[-1] == rules.no_timestamps:
+        init = init[:-1]  # timestamps asked: the prompt ends before <|notimestamps|>
     return [int(i) for i in init if i is not None]
 
 
@@ -339,8 +348,9 @@ def _result(ckpt, features, samples_n, enc_atts, memory, dec_ids, prompt_len, dt
         duration=samples_n / ckpt.features.rate, frame_seconds=ckpt.frame_seconds, target=target, notes=tuple(notes))
 
 
-def _prepare(ckpt, audio, dtype, kernel):
+def _prepare(ckpt, audio, dtype, kernel, rules: WhisperRules | None = None):
     dtype = _check(ckpt, dtype)
+    rules = ckpt.rules if rules is None else rules
     x = _samples(ckpt, audio)
     feats = input_features(ckpt, x)
     if x.size > ckpt.features.n_samples:
@@ -350,7 +360,7 @@ def _prepare(ckpt, audio, dtype, kernel):
         note = None
     enc_atts, memory = encode_features(ckpt, feats, dtype=dtype, kernel=kernel)
     cross: dict = {}
-    prompt = decoder_prompt(ckpt.rules, lambda: detect_language(ckpt, memory, dtype, kernel, cross))
+    prompt = decoder_prompt(rules, lambda: detect_language(ckpt, memory, dtype, kernel, cross))
     return dtype, x, feats, enc_atts, memory, cross, prompt, [note] if note else []
 
 
@@ -358,13 +368,16 @@ def _prompt_note(ckpt, prompt) -> str:
     return "decoder prompt: " + " ".join(ckpt.piece(i) for i in prompt)
 
 
-def run_whisper(ckpt: WhisperCheckpoint, audio, target: str = "", *, dtype=np.float32,
+def run_whisper(ckpt: WhisperCheckpoint, audio, target: str = "", *, language: str | None = None,
+                task: str | None = None, timestamps: bool = False, dtype=np.float32,
                 kernel: str = "auto") -> WhisperAttention:
     """Teacher-forced: the audio (a file, or mono samples at the model's rate) through the encoder, the decoder
-    prompt then ``target``'s tokens through the decoder -> every map."""
+    prompt (with ``language``, ``task``, and without <|notimestamps|> when ``timestamps``) then ``target``'s
+    tokens through the decoder -> every map."""
     if not isinstance(target, str):
         raise CheckpointError(f"the target text must be a string (got {type(target).__name__})")
     _check(ckpt, dtype)
+    rules = ckpt.rules.with_options(language=language, task=task, timestamps=timestamps)
     if target:
         try:
             ids = ckpt.text.encode(target, add_special_tokens=False).ids
@@ -376,7 +389,7 @@ def run_whisper(ckpt: WhisperCheckpoint, audio, target: str = "", *, dtype=np.fl
         raise CheckpointError(f"the target gives {len(ids):,} tokens; with the prompt the decoder takes at most "
                               f"{ckpt.spec.max_target_positions}: shorten it")
     _check_memory(ckpt, len(ids) + 4, dtype)
-    dtype, x, feats, enc_atts, memory, cross, prompt, notes = _prepare(ckpt, audio, dtype, kernel)
+    dtype, x, feats, enc_atts, memory, cross, prompt, notes = _prepare(ckpt, audio, dtype, kernel, rules)
     dec_ids = np.concatenate([prompt, ids]).astype(np.int64)
     if dec_ids.size > ckpt.spec.max_target_positions:
         raise CheckpointError(f"the prompt and the target give {dec_ids.size} tokens, more than the decoder's "
@@ -385,53 +398,67 @@ def run_whisper(ckpt: WhisperCheckpoint, audio, target: str = "", *, dtype=np.fl
                    cross=cross, notes=[_prompt_note(ckpt, prompt), *notes])
 
 
-def choose(rules: WhisperRules, seq: list[int], lg: np.ndarray, begin: int) -> int:
-    """The greedy next token from logits (V,): suppress_tokens, and begin_suppress_tokens at the first step."""
-    s = lg.astype(np.float64, copy=True)
-    if rules.suppress:
-        s[list(rules.suppress)] = -np.inf
-    if rules.begin_suppress and len(seq) == begin:
-        s[list(rules.begin_suppress)] = -np.inf
-    return int(np.argmax(s))
+def _decode_text(ckpt: WhisperCheckpoint, ids) -> str:
+    """Token ids -> text, the special, timestamp and end-of-text tokens left out."""
+    r = ckpt.rules
+    tb = r.timestamp_begin
+    body = [int(i) for i in ids if i not in r.eos_ids and (tb is None or i < tb)]
+    return ckpt.text.tokenizer.decode(body, skip_special_tokens=True)
 
 
-def generate_whisper(ckpt: WhisperCheckpoint, audio, *, max_new_tokens: int | None = None, dtype=np.float32,
+def generate_whisper(ckpt: WhisperCheckpoint, audio, *, max_new_tokens: int | None = None, language: str | None = None,
+                     task: str | None = None, timestamps: bool = False, beams: int = 1, dtype=np.float32,
                      kernel: str = "auto", cancel=None, on_token=None) -> WhisperTranscription:
-    """Transcribe greedily as ``generate(input_features, do_sample=False)``: up to ``max_new_tokens`` (default:
-    generation_config's max_length past the prompt, within the position table) or the end of text.
-    ``cancel`` () -> bool is asked before each step; ``on_token`` (id, piece) is told each new token."""
+    """Transcribe as ``generate(input_features, do_sample=False, language=..., task=..., return_timestamps=...,
+    num_beams=...)``: up to ``max_new_tokens`` per window (default: generation_config's max_length past the
+    prompt, within the position table) or the end of text. ``cancel`` () -> bool is asked before each step;
+    ``on_token`` (id, piece) is told each new token of the first window (a beam search's once it is chosen)."""
+    from attnviz.checkpoints.whisper_search import Segment, transcribe
+
     if max_new_tokens is not None and (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
                                        or not 1 <= max_new_tokens <= MAX_NEW_TOKENS):
         raise CheckpointError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS} "
                               f"(got {max_new_tokens!r})")
     _check(ckpt, dtype)
+    rules = ckpt.rules.with_options(language=language, task=task, timestamps=timestamps, num_beams=beams)
     _check_memory(ckpt, ckpt.spec.max_target_positions if max_new_tokens is None else max_new_tokens + 4, dtype)
-    dtype, x, feats, enc_atts, memory, cross, prompt, notes = _prepare(ckpt, audio, dtype, kernel)
-    s, rules = ckpt.spec, ckpt.rules
-    if max_new_tokens is None:
-        limit = min(rules.max_length + min(s.max_target_positions // 2 - 1, len(prompt)), s.max_target_positions)
-    else:
-        limit = len(prompt) + max_new_tokens
-        if limit > s.max_target_positions:
-            raise CheckpointError(f"{len(prompt)} prompt tokens and {max_new_tokens} new ones exceed the decoder's "
-                                  f"{s.max_target_positions} positions; ask for at most "
-                                  f"{s.max_target_positions - len(prompt)}")
-    seq = list(prompt)
-    finished = False
-    while len(seq) < limit and not (cancel is not None and cancel()):
-        _, _, hidden = decode(ckpt, np.asarray(seq, dtype=np.int64), memory, dtype=dtype, kernel=kernel,
-                              cross_cache=cross)
-        nxt = choose(rules, seq, logits(ckpt, hidden[-1:])[0], len(prompt))
-        seq.append(nxt)
-        if on_token is not None:
-            on_token(nxt, ckpt.piece(nxt))
-        if nxt in rules.eos_ids:
-            finished = True
-            break
+    dtype, x, feats, enc_atts, memory, cross, prompt, notes = _prepare(ckpt, audio, dtype, kernel, rules)
+    s = ckpt.spec
+    if max_new_tokens is not None and len(prompt) + max_new_tokens > s.max_target_positions:
+        raise CheckpointError(f"{len(prompt)} prompt tokens and {max_new_tokens} new ones exceed the decoder's "
+                              f"{s.max_target_positions} positions; ask for at most "
+                              f"{s.max_target_positions - len(prompt)}")
+
+    def window_step(part, seek):
+        mem, cc = (memory, cross) if seek == 0 else (encode_features(ckpt, part, dtype=dtype, kernel=kernel)[1], {})
+
+        def step(seqs):
+            rows = []
+            for q in seqs:
+                _, _, hidden = decode(ckpt, np.asarray(q, dtype=np.int64), mem, dtype=dtype, kernel=kernel,
+                                      cross_cache=cc)
+                rows.append(logits(ckpt, hidden[-1:])[0])
+            return np.stack(rows)  # (n, V)
+        return step
+
+    tell = None if on_token is None else (lambda t: on_token(t, ckpt.piece(t)))
+    windows = transcribe(rules, prompt, feats, window_step, max_new_tokens=max_new_tokens,
+                         max_target_positions=s.max_target_positions, cancel=cancel, on_token=tell)
+    first = windows[0]
+    seq = list(first.sequence)
     gen = np.asarray(seq[len(prompt):], dtype=np.int64)
     dec_ids = np.asarray(seq[:-1] if gen.size else seq, dtype=np.int64)
+    if beams > 1:
+        notes.append(f"beam search over {beams} beams (length penalty {rules.length_penalty:g}, early stopping "
+                     f"{rules.early_stopping}); the maps are the chosen beam's")
+    if len(windows) > 1:
+        notes.append(f"the model wrote over {len(windows)} windows (the later from "
+                     f"{', '.join(f'{w.seek * ckpt.features.hop / ckpt.features.rate:.2f} s' for w in windows[1:])}): "
+                     "their tokens are in sequences, the maps are of the first window")
     res = _result(ckpt, feats, x.size, enc_atts, memory, dec_ids, len(prompt), dtype, kernel, cross=cross,
                   notes=[_prompt_note(ckpt, prompt), *notes], last=int(gen[-1]) if gen.size else None)
-    body = [int(i) for i in gen if i not in rules.eos_ids]
-    text = ckpt.text.tokenizer.decode(body, skip_special_tokens=True)
-    return WhisperTranscription(generated=gen, attention=res, finished=finished, text=text)
+    segs = tuple(Segment(g.start, g.end, g.ids, _decode_text(ckpt, g.ids)) for w in windows for g in w.segments)
+    sequences = np.asarray([i for g in segs for i in g.ids], dtype=np.int64)
+    return WhisperTranscription(generated=gen, attention=res, finished=first.finished,
+                                text=_decode_text(ckpt, sequences), sequences=sequences, segments=segs,
+                                windows=len(windows), beams=beams, timestamps=bool(timestamps))

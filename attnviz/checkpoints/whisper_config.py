@@ -8,7 +8,7 @@ output head ``proj_out.weight`` beside it, absent when tied to the decoder's tok
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from attnviz.checkpoints.config import read_json
@@ -18,6 +18,8 @@ from attnviz.checkpoints.model_config import ACTIVATIONS, bool_field, int_field
 PREFIXES = ("model.", "")
 HEAD_PREFIXES = ("",)
 NO_LENGTH_DEFAULT = 20  # transformers' GenerationConfig.max_length when the file names none
+TASKS = ("transcribe", "translate")  # the tasks transformers' Whisper generate knows
+MAX_BEAMS = 16  # more beams than this would multiply every step's work past what a desktop run waits for
 
 
 @dataclass(frozen=True)
@@ -133,10 +135,61 @@ class WhisperRules:
     begin_suppress: tuple[int, ...] = ()
     eos_ids: tuple[int, ...] = ()
     max_length: int = NO_LENGTH_DEFAULT
+    is_multilingual: bool | None = None  # generation_config's flag: False refuses a language or a task
+    vocab_size: int = 0  # rows of the output head (timestamps are the ids past <|notimestamps|>)
+    max_initial_timestamp_index: int | None = None  # the latest timestamp the transcript may open with
+    early_stopping: bool | str = False  # beam search: stop once num_beams are done (True), never early, or heuristic
+    length_penalty: float = 1.0  # beam search: a finished beam's score is its log-probability / length ** this
+    timestamps: bool = False  # write timestamp tokens (segments) instead of starting with <|notimestamps|>
+    num_beams: int = 1  # 1: greedy
+    pad: int | None = None  # pad_token_id: what a finished beam is filled with, taken off the written tokens
 
     @property
     def multilingual(self) -> bool:
         return bool(self.lang_to_id)
+
+    @property
+    def timestamp_begin(self) -> int | None:
+        """The id of <|0.00|>: the one after <|notimestamps|> (None: the model has no timestamp tokens)."""
+        if self.no_timestamps is None or self.no_timestamps + 1 >= self.vocab_size:
+            return None
+        return self.no_timestamps + 1
+
+    @property
+    def eos(self) -> int:
+        return self.eos_ids[0] if self.eos_ids else -1
+
+    def choices(self) -> dict:
+        """What a run may ask of this model: languages, tasks, whether it writes timestamps."""
+        english_only = self.is_multilingual is False or not self.lang_to_id
+        return {"languages": () if english_only else tuple(sorted(t.strip("<|>") for t in self.lang_to_id)),
+                "tasks": () if self.is_multilingual is False else tuple(sorted(self.task_to_id or ())),
+                "timestamps": self.timestamp_begin is not None}
+
+    def with_options(self, *, language: str | None = None, task: str | None = None, timestamps: bool = False,
+                     num_beams: int = 1) -> "WhisperRules":
+        """These rules with a named language and task, timestamps and beams, checked as transformers' generate
+        checks them (a CheckpointError in one line otherwise)."""
+        if self.is_multilingual is False and (language is not None or task is not None):
+            raise CheckpointError("this model is English-only (generation_config.json: is_multilingual false); "
+                                  "it takes no language or task")
+        if language is not None:
+            if not isinstance(language, str) or not language.strip():
+                raise CheckpointError(f"a language is a code such as 'fr' (got {language!r})")
+            self.language_id(language)
+        if task is not None:
+            if task not in TASKS:
+                raise CheckpointError(f"task {task!r} is not one of {', '.join(TASKS)}")
+            if task not in (self.task_to_id or {}):
+                raise CheckpointError(f"this model has no {task} token (generation_config.json: task_to_id "
+                                      f"{sorted(self.task_to_id or {})}); it takes no task {task!r}")
+        if timestamps and self.timestamp_begin is None:
+            raise CheckpointError("this model writes no timestamps (no timestamp tokens after <|notimestamps|> "
+                                  "in its vocabulary)")
+        if isinstance(num_beams, bool) or not isinstance(num_beams, int) or not 1 <= num_beams <= MAX_BEAMS:
+            raise CheckpointError(f"beams must be a whole number from 1 to {MAX_BEAMS} (got {num_beams!r})")
+        return replace(self, language=self.language if language is None else language.strip(),
+                       task=self.task if task is None else task, timestamps=bool(timestamps), num_beams=num_beams)
 
     def language_id(self, language: str | None) -> int | None:
         """The id of ``language`` ("fr" or "<|fr|>"), None for None; a CheckpointError when the model lacks it."""
@@ -200,7 +253,23 @@ def read_whisper_rules(folder: Path, spec: WhisperSpec, raw_config: dict) -> Whi
     length = cfg.get("max_length", NO_LENGTH_DEFAULT)
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
         raise CheckpointError(f"generation_config.json: max_length must be a whole number >= 1 (got {length!r})")
+    multi = cfg.get("is_multilingual")
+    if multi is not None and not isinstance(multi, bool):
+        raise CheckpointError(f"generation_config.json: is_multilingual must be true or false (got {multi!r})")
+    mit = cfg.get("max_initial_timestamp_index")
+    if mit is not None and (isinstance(mit, bool) or not isinstance(mit, int) or mit < 0):
+        raise CheckpointError(f"generation_config.json: max_initial_timestamp_index must be a whole number >= 0 "
+                              f"(got {mit!r})")
+    early = cfg.get("early_stopping", False)
+    if early not in (True, False, "never"):
+        raise CheckpointError(f"generation_config.json: early_stopping must be true, false or \"never\" (got {early!r})")
+    lp = cfg.get("length_penalty", 1.0)
+    if isinstance(lp, bool) or not isinstance(lp, (int, float)):
+        raise CheckpointError(f"generation_config.json: length_penalty must be a number (got {lp!r})")
     return WhisperRules(
+        is_multilingual=multi, vocab_size=V, max_initial_timestamp_index=mit, early_stopping=early,
+        length_penalty=float(lp), pad=None if cfg.get("pad_token_id") is None else _id_list(
+            cfg["pad_token_id"], "pad_token_id", V)[0],
         start=start, forced=tuple(forced), lang_to_id=_id_map(cfg.get("lang_to_id"), "lang_to_id", V),
         task_to_id=tasks, language=lang, task=task,
         no_timestamps=None if nts is None else _id_list(nts, "no_timestamps_token_id", V)[0],
