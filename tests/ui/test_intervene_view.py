@@ -59,14 +59,32 @@ def changed(qtbot, view, action):
     return blocker.args[0]
 
 
-def test_the_tab_is_installed_and_enabled_for_decoders_only(panel, qtbot):
+def test_the_tab_is_installed_and_runs_gpt2_like_the_core(panel, qtbot):
     view = panel.intervention
     assert isinstance(view, InterveneView)
     index = panel.tabs.indexOf(view)
     assert panel.tabs.tabText(index) == "Intervene" and panel.tabs.isTabEnabled(index)
-    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
+    with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
         panel.load_model(DATA / "tiny_gpt2")
-    assert not panel.tabs.isTabEnabled(index) and not view.ready()
+    assert panel.tabs.isTabEnabled(index) and view.ready() and not view.encoder()
+    assert view.decoder_rows.isVisibleTo(view) and view.code_button.isEnabled()
+    ck = panel.ckpt
+    ids = panel.outcome.result.ids
+    eff = changed(qtbot, view, lambda: view.toggle_head(1, 0))
+    before, after = ablate(ck.config, ck.weights, ids, [(1, 0)], "zero")
+    np.testing.assert_array_equal(eff.after.logits, after.logits)
+    np.testing.assert_array_equal(eff.before.logits, before.logits)
+    assert eff.kl > 0 and f"{eff.kl:.4g}" in view.results.text()
+    code = view.code()
+    assert "transformer.h.{i}.attn.c_proj" in code["pytorch"] and "hook_z" in code["lens"]
+    # a patch from a clean prompt of the same length (GPT-2's own tokenizer)
+    clean = "the river bank flooded after the sun"
+    assert ck.tokenizer.encode(clean, add_special_tokens=True).ids.size == ids.size
+    eff = changed(qtbot, view, lambda: view.set_interventions(Interventions(patch="head", patch_layer=1, patch_head=1,
+                                                                            clean=clean)))
+    assert eff.clean is not None and not np.array_equal(eff.after.logits, eff.before.logits)
+    # the corpus sweep is not offered for GPT-2
+    assert not view.over_combo.model().item(view.over_combo.findData("corpus")).isEnabled()
 
 
 def test_the_tab_scrolls_instead_of_widening_or_lengthening_the_window(panel, qtbot):

@@ -56,6 +56,7 @@ ENCODER_METRICS = (("cosine", "1 − cos of the pooled output"),)
 SWEEP_OVER = (("input", "over this input"), ("corpus", "over a corpus…"))
 CORPUS_WORKERS = 1  # local Dask worker threads of the window's corpus sweep (the window keeps the other cores)
 WORST_TOKENS = 5  # tokens listed by how far their output turned
+KINDS = ("decoder", "gpt2", *ENCODER_KINDS)  # the checkpoint kinds the tab runs on
 
 
 def parse_indices(text: str, stop: int, what: str) -> tuple[int, ...]:
@@ -562,6 +563,8 @@ class InterveneView(QWidget):
             return False
         if ck.kind == "decoder":
             return not self.panel.study.long and getattr(out.result, "decoder", None) is not None
+        if ck.kind == "gpt2":
+            return getattr(out.result, "kind", None) == "gpt2" and getattr(out.result, "ids", None) is not None
         if ck.kind in ENCODER_KINDS and getattr(out.result, "kind", None) == ck.kind:
             return self._encoder_input() is not None
         return False
@@ -620,15 +623,19 @@ class InterveneView(QWidget):
             x = self._encoder_input()
             self._clear_message()
             return self.job.submit(lambda: encoder_study(ck.config, ck.weights, x, spec, allowed=allowed))
-        dec = self.panel.outcome.result.decoder
-        ids = np.asarray(dec.ids, dtype=np.int64)
-        chat = bool(getattr(dec, "chat", False))
+        ids = self._text_ids()
+        chat = bool(getattr(self.panel.outcome.result.decoder, "chat", False)) if ck.kind == "decoder" else False
 
         def job():
             clean_ids = None
             if spec.patch != "none" and spec.clean:
                 limit = ck.config.max_positions or (1 << 20)
-                clean_ids = encode(ck.tokenizer, ck.special_tokens, spec.clean, limit, chat=chat, model=ck.name).ids
+                if ck.kind == "gpt2":
+                    clean_ids = ck.tokenizer.encode(spec.clean, add_special_tokens=True,
+                                                    max_tokens=ck.config.max_tokens).ids
+                else:
+                    clean_ids = encode(ck.tokenizer, ck.special_tokens, spec.clean, limit, chat=chat,
+                                       model=ck.name).ids
             return study(ck.config, ck.weights, ids, spec, allowed=allowed, clean_ids=clean_ids)
 
         self._clear_message()
@@ -642,8 +649,7 @@ class InterveneView(QWidget):
             self._fail(self._why_not_ready())
             return None
         ck = self.panel.ckpt
-        ids = self._encoder_input() if self.encoder() else np.asarray(self.panel.outcome.result.decoder.ids,
-                                                                     dtype=np.int64)
+        ids = self._encoder_input() if self.encoder() else self._text_ids()
         metric = self.metric_combo.currentData()
         tokens = None
         if metric == "logit_diff":
@@ -678,7 +684,8 @@ class InterveneView(QWidget):
         Dask cluster, off the GUI thread; returns the job id (None: it cannot start, the message says why)."""
         ck = self.panel.ckpt
         if ck is None or ck.kind not in ("decoder", "bert"):
-            self._fail("The corpus sweep reads text: load a decoder LLM or a text encoder (the BERT family).")
+            self._fail("The corpus sweep runs on the decoder LLMs of the Llama family and on text encoders (the BERT "
+                       "family); GPT-2 and vision models sweep this input.")
             return None
         path = (self.corpus_edit.text() if path is None else str(path)).strip()
         if not path:
@@ -744,7 +751,7 @@ class InterveneView(QWidget):
             raise CheckpointError("the code export writes hooks for decoder LLMs; on an encoder or a vision model "
                                   "hook the attention's output projection the same way")
         ck = self.panel.ckpt
-        ids = self.panel.outcome.result.decoder.ids
+        ids = self._text_ids()
         allowed = None
         if self.spec.knockout_layers:
             try:
@@ -791,12 +798,13 @@ class InterveneView(QWidget):
     # ------------------------------------------------------------------ the panel's signals
     def on_model_loaded(self, ckpt) -> None:
         kind = getattr(ckpt, "kind", None)
-        decoder, encoder = kind == "decoder", kind in ENCODER_KINDS
+        decoder, encoder = kind in ("decoder", "gpt2"), kind in ENCODER_KINDS
         index = self.panel.tabs.indexOf(self)
         if index >= 0:
             self.panel.tabs.setTabEnabled(index, decoder or encoder)
             self.panel.tabs.setTabToolTip(index, "" if decoder or encoder else
-                                          "interventions run on decoder LLMs (Llama, Mistral, Qwen2, Qwen3, Gemma), "
+                                          "interventions run on decoder LLMs (GPT-2, Llama, Mistral, Qwen2, Qwen3, "
+                                          "Gemma), "
                                           "the BERT family and vision transformers")
         self._stop.set()  # a sweep of the previous model is not wanted
         self.sweep_result = None
@@ -812,7 +820,7 @@ class InterveneView(QWidget):
                 self.metric_combo.addItem(text, key)
         corpus_item = self.over_combo.model().item(self.over_combo.findData("corpus"))
         corpus_item.setEnabled(kind in ("decoder", "bert"))
-        if kind == "vit" and self.over_combo.currentData() == "corpus":
+        if kind in ("vit", "gpt2") and self.over_combo.currentData() == "corpus":
             self.over_combo.setCurrentIndex(self.over_combo.findData("input"))
         self.decoder_rows.setVisible(not encoder)  # no patch and no next token on an encoder or a vision model
         self.code_button.setEnabled(not encoder)
@@ -840,7 +848,12 @@ class InterveneView(QWidget):
             return None
         if self.encoder():
             return np.asarray(self._encoder_input())
-        return np.asarray(self.panel.outcome.result.decoder.ids, dtype=np.int64)
+        return self._text_ids()
+
+    def _text_ids(self) -> np.ndarray:
+        """The token ids (T,) of the panel's decoder LLM or GPT-2 run."""
+        r = self.panel.outcome.result
+        return np.asarray(r.ids if self.panel.ckpt.kind == "gpt2" else r.decoder.ids, dtype=np.int64)
 
     # ------------------------------------------------------------------ edits
     def _on_interventions_changed(self, spec) -> None:
@@ -892,7 +905,7 @@ class InterveneView(QWidget):
 
     def _n_layer(self) -> int | None:
         ck = self.panel.ckpt
-        return ck.config.n_layer if ck is not None and ck.kind in ("decoder", *ENCODER_KINDS) else None
+        return ck.config.n_layer if ck is not None and ck.kind in KINDS else None
 
     def _edit_from_controls(self, label: str) -> None:
         if self._syncing:
@@ -907,7 +920,7 @@ class InterveneView(QWidget):
 
     def _spec_from_controls(self) -> Interventions:
         ck = self.panel.ckpt
-        known = ck is not None and ck.kind in ("decoder", *ENCODER_KINDS)
+        known = ck is not None and ck.kind in KINDS
         n_layer = ck.config.n_layer if known else 1024
         n_head = ck.config.n_head if known else 256
         layers = ()
@@ -947,9 +960,9 @@ class InterveneView(QWidget):
         ck = self.panel.ckpt
         if ck is None:
             return "Load a decoder LLM and run it on a text: its interventions are computed here."
-        if ck.kind not in ("decoder", *ENCODER_KINDS):
-            return (f"{ck.name} is not a decoder LLM, an encoder or a vision model: interventions run on Llama, "
-                    "Mistral, Qwen2, Qwen3, Gemma, the BERT family and vision transformers.")
+        if ck.kind not in KINDS:
+            return (f"{ck.name} is not a decoder LLM, an encoder or a vision model: interventions run on GPT-2, "
+                    "Llama, Mistral, Qwen2, Qwen3, Gemma, the BERT family and vision transformers.")
         if self.panel.outcome is None or (ck.kind in ENCODER_KINDS and self._encoder_input() is None):
             return "Run the model on an image first." if ck.kind == "vit" else "Run the model on a text first."
         return ("This input is too long for every map to be held; interventions need them: shorten the text.")
