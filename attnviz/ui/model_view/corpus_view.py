@@ -1,22 +1,115 @@
 """CorpusStatsView: a corpus's per-head statistics (a STATS.parquet of ``attnviz-cli corpus``) as a
 layers x heads grid beside the same statistics of the panel's current input, on one colour scale so
 that a colour means the same on both sides. A file for another model, or one that cannot be read, is
-said in the view's message line, never raised. :func:`install` adds it as a tab of the model view.
+said in the view's message line, never raised. Before a file is open the corpus side says which
+command writes one for the loaded checkpoint (its folder filled in), with a button that copies it.
+:func:`install` adds it as a tab of the model view.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
 from pathlib import Path
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSplitter, QStackedWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSplitter,
+                               QStackedWidget, QVBoxLayout, QWidget)
 
 from attnviz.corpus import LABELS, STATISTICS, CorpusStats, StatsFileError, read_stats
 from attnviz.corpus.compare import mismatch, result_statistics, shared_levels
 from attnviz.ui import colormaps
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+
+
+#: checkpoint kinds the corpus command does not run (it reads text through a text model's own pass)
+NOT_TEXT = {"vlm": "a vision-language model", "vit": "an image model", "maps": "attention maps read from a file",
+            "whisper": "a speech model"}
+TEXTS_HINT = ("TEXTS: a text file with one document per line, a folder of .txt files, or a .parquet / .jsonl file "
+              "with a 'text' column.")
+
+
+def _quote(arg: str) -> str:
+    return subprocess.list2cmdline([arg]) if os.name == "nt" else shlex.quote(arg)
+
+
+def corpus_command(folder=None, name: str | None = None) -> str:
+    """The command that writes a STATS.parquet for the checkpoint in ``folder`` (MODEL when none is loaded)."""
+    model = "MODEL" if folder is None else _quote(os.path.abspath(folder))  # runs from any working folder
+    out = f"{name}-stats.parquet" if name else "STATS.parquet"
+    return f"attnviz-cli corpus {model} TEXTS --out {_quote(out)}"
+
+
+def not_text(ckpt) -> str | None:
+    """Why the corpus command cannot run ``ckpt`` (None: it can), as its own check says."""
+    kind = getattr(ckpt, "kind", None)
+    if kind in NOT_TEXT:
+        return NOT_TEXT[kind]
+    if getattr(ckpt, "config", None) is None or getattr(ckpt, "tokenizer", None) is None:
+        return "not a text model"
+    return None
+
+
+class CommandHint(QWidget):
+    """The corpus side before a file is open: what writes a STATS file, the command, Copy command."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.text = QLabel("", self)
+        self.text.setWordWrap(True)
+        self.text.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.command = QLineEdit(self)
+        self.command.setReadOnly(True)
+        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.copy_button = QPushButton(self)
+        self.texts = QLabel(TEXTS_HINT, self)
+        self.texts.setWordWrap(True)
+        self.texts.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        for lab in (self.text, self.texts):
+            lab.setStyleSheet("QLabel { color: palette(mid); }")
+            lab.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row = QHBoxLayout()
+        row.addWidget(self.command, 1)
+        row.addWidget(self.copy_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 12, 24, 12)
+        layout.addStretch(1)
+        layout.addWidget(self.text)
+        layout.addLayout(row)
+        layout.addWidget(self.texts)
+        layout.addStretch(1)
+        self.copy_button.clicked.connect(self.copy)
+        self.show_for(None)
+
+    def show_for(self, ckpt) -> None:
+        """Fill the command in for ``ckpt`` (None: no model loaded yet)."""
+        why = None if ckpt is None else not_text(ckpt)
+        if why is not None:
+            self.text.setText(f"A STATS file is written by attnviz-cli corpus, which runs text checkpoints; "
+                              f"{ckpt.name} is {why}. Load a text model above to get its command here.")
+        elif ckpt is None:
+            self.text.setText("A STATS file is written by attnviz-cli corpus, which runs a checkpoint over many "
+                              "texts. Load a model above and its folder is filled in:")
+        else:
+            self.text.setText(f"A STATS file is written by attnviz-cli corpus. To run {ckpt.name} over your texts, "
+                              "type this in a terminal, then Open statistics… the file it writes:")
+        self.command.setText(corpus_command(None if ckpt is None else ckpt.folder,
+                                            None if ckpt is None else ckpt.name))
+        self.command.setCursorPosition(0)
+        self.command.setToolTip(f"{self.command.text()}\n\nrun this in a terminal with TEXTS replaced by your texts, "
+                                "then Open statistics… the file it writes")
+        self.copy_button.setText("Co&py command")
+        self.copy_button.setToolTip("copy the command to the clipboard")
+        for w in (self.command, self.copy_button, self.texts):
+            w.setVisible(why is None)
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.command.text())
+        self.copy_button.setText("Co&pied")
+        self.copy_button.setToolTip("the command is on the clipboard")
 
 
 def _drawable(grid: np.ndarray) -> np.ndarray:
@@ -75,6 +168,10 @@ class CorpusStatsView(QWidget):
         for i in range(2):
             self.split.setStretchFactor(i, 1)
         self.split.setSizes([1000, 1000])  # corpus and input side by side, half each
+        self.command_hint = CommandHint(self)  # before a file is open: the command that writes one
+        self.body = QStackedWidget(self)
+        self.body.addWidget(self.command_hint)
+        self.body.addWidget(self.split)
         self.line = QLabel(" ", self)
         self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.line.setContentsMargins(6, 0, 6, 2)
@@ -83,7 +180,7 @@ class CorpusStatsView(QWidget):
         layout.setSpacing(3)
         layout.addLayout(bar)
         layout.addWidget(self.message)
-        layout.addWidget(self.split, 1)
+        layout.addWidget(self.body, 1)
         layout.addWidget(self.line)
 
         self.open_button.clicked.connect(self._on_open_clicked)
@@ -107,6 +204,10 @@ class CorpusStatsView(QWidget):
         self.source.setToolTip(f"{stats.path}\ncorpus: {m.get('corpus', '?')}")
         self._draw()
         return True
+
+    def set_checkpoint(self, ckpt) -> None:
+        """The panel's loaded checkpoint: the command that writes its statistics is offered before a file is open."""
+        self.command_hint.show_for(ckpt)
 
     def set_input(self, result, summaries=None) -> None:
         """The panel's current forward pass (a ModelAttention or a long decoder run) and its head summaries,
@@ -185,9 +286,9 @@ class CorpusStatsView(QWidget):
             input_hint = ""
         else:
             input_hint = "This input's model is not the model of the statistics." if problem else ""
+        self.body.setCurrentWidget(self.command_hint if self.stats is None else self.split)
         for view, grid, title, hint in (
-                (self.corpus_map, corpus, f"corpus · {short}",
-                 "Open statistics… shows a STATS.parquet written by\nattnviz-cli corpus MODEL TEXTS --out STATS.parquet"),
+                (self.corpus_map, corpus, f"corpus · {short}", "Open statistics… to see a corpus here."),
                 (self.input_map, inp, f"this input, {self.input_tokens} tokens · {short}", input_hint)):
             stack, placeholder = self._sides[view]
             if grid is None:
@@ -241,6 +342,7 @@ def install(panel) -> CorpusStatsView:
     panel.tabs.addTab(view, "Corpus")
     panel.attention_ready.connect(lambda result: view.set_input(result, getattr(panel.outcome, "summaries", None)))
     panel.head_selected.connect(view.set_selected)
+    panel.model_loaded.connect(view.set_checkpoint)
     view.head_clicked.connect(panel.select_head)
     view.set_colormap(panel.ctx.session.state.view.colormap)
     panel.ctx.session.events.view.connect(view._on_view_changed)
