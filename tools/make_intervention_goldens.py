@@ -2,7 +2,7 @@
 
 Run once, in an environment with torch (CPU) and transformers; attnviz itself never imports them:
 
-    /path/to/venv/bin/python tools/make_intervention_goldens.py
+    /path/to/venv/bin/python tools/make_intervention_goldens.py [tiny_gpt2 ...]
 
 For tiny_llama_lm, tiny_qwen2, tiny_gemma2, tiny_gpt2 (GPT2LMHeadModel) and NEW_FAMILIES (tests/data/checkpoints)
 it writes
@@ -15,7 +15,8 @@ for a model of fewer heads); ``corrupted``;
 and, where the 4-D mask is the model's only mask (no sliding window), ``knockout``: query rows from
 KO_FROM on may not see key KO_KEY in any layer, passed as a 4-D additive attention mask (not for NEW_FAMILIES).
 For tiny_llama_lm, tiny_gpt2, tiny_gpt_neox, tiny_opt and tiny_bloom it also runs the exported hook script as
-written and keeps its digest and logits (with the knockout, as a 4-D mask, on tiny_llama_lm and tiny_gpt2).
+written and keeps its digest and logits (with the knockout, as a 4-D mask, on tiny_llama_lm and tiny_gpt2; on
+tiny_gpt2 also the script setting the ABLATE heads to given ``means``: ``means_sha256``, ``means_logits``).
 """
 
 from __future__ import annotations
@@ -61,9 +62,6 @@ def exported_scripts(model: str = SNIPPET_MODEL, ablate=ABLATE) -> dict:
     """Run attnviz's exported PyTorch hook script as written on ``model`` (a folder relative to ROOT), and keep
     its text's digest and its logits."""
     import hashlib
-    import os
-    import subprocess
-    import sys
 
     code = _code()
     T = len(CLEAN)
@@ -72,10 +70,28 @@ def exported_scripts(model: str = SNIPPET_MODEL, ablate=ABLATE) -> dict:
     with_ko = model in KNOCKOUT_SCRIPTS  # the 4-D mask knockout is exported where transformers takes the mask as given
     script = code.pytorch_script(model, CLEAN, ablate={h: "zero" for h in ablate}, scale={SCALE_HEAD: SCALE},
                                  knockout={0: ko, 1: ko} if with_ko else None, n_layer=2)
+    found = {"script_sha256": hashlib.sha256(script.encode()).hexdigest(), "script_logits": _run(script)}
+    if model in KNOCKOUT_SCRIPTS[1:]:  # GPT-2: the heads set to given means (as a corpus sweep file holds them)
+        means = given_means(2, 2, 8)
+        script = code.pytorch_script(model, CLEAN, ablate={h: means[h] for h in ablate}, n_layer=2)
+        found.update(means=means, means_sha256=hashlib.sha256(script.encode()).hexdigest(), means_logits=_run(script))
+    return found
+
+
+def given_means(L: int, nh: int, hd: int) -> np.ndarray:
+    """(L, nh, hd) fixed values standing in for a corpus's means of each head's output."""
+    return np.random.default_rng(30).normal(0.0, 0.5, (L, nh, hd))
+
+
+def _run(script: str) -> np.ndarray:
+    """The last position's logits an exported script prints, run as written from ROOT."""
+    import os
+    import subprocess
+    import sys
+
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True,
                          env=dict(os.environ, TRANSFORMERS_VERBOSITY="error"))
-    logits = np.array(json.loads(out.stdout.strip().splitlines()[-1]))
-    return {"script_sha256": hashlib.sha256(script.encode()).hexdigest(), "script_logits": logits}
+    return np.array(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def head_hook(model, layer: int, fn):
@@ -111,8 +127,9 @@ def last_logits(model, ids, hooks=(), mask=None) -> np.ndarray:
     return out.double().numpy()
 
 
-def main() -> None:
-    for name in ("tiny_llama_lm", "tiny_qwen2", "tiny_gemma2", "tiny_gpt2") + NEW_FAMILIES:
+def main(names=()) -> None:
+    """Write the goldens of ``names`` (folder names under tests/data/checkpoints; none: every model)."""
+    for name in names or ("tiny_llama_lm", "tiny_qwen2", "tiny_gemma2", "tiny_gpt2") + NEW_FAMILIES:
         folder = DATA / name
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
         heads = heads_for(model.config.num_attention_heads)
@@ -155,4 +172,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(tuple(sys.argv[1:]))

@@ -4,8 +4,8 @@ for it, :data:`OUT_PROJ_PATHS` — a head's output is its slice of that input) a
 same edits as TransformerLens hooks on ``blocks.L.attn.hook_z``. Plain text generation, no imports beyond
 the standard library, so any interpreter can make the scripts.
 
-Exported: zero and mean ablation, scaling, and knockout masks applied to every layer (as a 4-D attention
-mask in the PyTorch script). A knockout on some layers only, and patching, have no one-line hook form and
+Exported: zero and mean ablation (over the positions, or to given values such as a corpus's means of the head),
+scaling, and knockout masks applied to every layer (as a 4-D attention mask in the PyTorch script). A knockout on some layers only, and patching, have no one-line hook form and
 are refused by name.
 """
 
@@ -17,27 +17,46 @@ OUT_PROJ_PATHS = ("model.layers.{i}.self_attn.o_proj", "model.layers.{i}.self_at
                   "gpt_neox.layers.{i}.attention.dense", "transformer.h.{i}.self_attention.dense",
                   "model.decoder.layers.{i}.self_attn.out_proj", "transformer.h.{i}.attn.c_proj")
 
+def _value(f):
+    """A factor (float), given values (a list of floats) or None, as plain Python."""
+    if f is None:
+        return None
+    return [float(x) for x in f] if isinstance(f, (list, tuple)) else float(f)
+
+
 def _literal(layers: dict) -> str:
-    """A Python literal of {layer: [(head, how, factor), ...]}."""
-    return repr({int(k): [(int(h), str(how), None if f is None else float(f)) for h, how, f in v]
-                 for k, v in layers.items()})
+    """A Python literal of {layer: [(head, how, factor or values), ...]}."""
+    return repr({int(k): [(int(h), str(how), _value(f)) for h, how, f in v] for k, v in layers.items()})
 
 
 def _heads_by_layer(ablate: dict, scale: dict) -> dict[int, list]:
+    """{layer: [(head, "zero" | "mean" | "set" | "scale", None | values | factor)]}: "set" puts given values (a
+    corpus's means of the head, (hd,)) in at every position."""
     out: dict[int, list] = {}
     for (layer, head), how in sorted(ablate.items()):
-        if not isinstance(how, str):
-            raise ValueError("ablation by given means is not exported; use zero or mean")
-        out.setdefault(int(layer), []).append((int(head), how, None))
+        if isinstance(how, str):
+            out.setdefault(int(layer), []).append((int(head), how, None))
+        else:
+            out.setdefault(int(layer), []).append((int(head), "set", [float(x) for x in how]))
     for (layer, head), f in sorted(scale.items()):
         out.setdefault(int(layer), []).append((int(head), "scale", float(f)))
     return out
+
+
+def _set_lines(name: str, given: bool) -> list[str]:
+    """The hook's branch for given values (written only when some head has them, so other scripts stay as they
+    were)."""
+    if not given:
+        return []
+    return ["            elif how == \"set\":",
+            f"                {name}[:, :, head] = torch.tensor(factor, dtype={name}.dtype)"]
 
 
 def pytorch_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n_layer: int | None = None) -> str:
     """A runnable script: ``model`` (a folder or repo id) loaded by transformers in float32 with eager
     attention, run on token ``ids`` with the edits, printing the last position's logits as JSON."""
     layers = _heads_by_layer(ablate or {}, scale or {})
+    given = any(how == "set" for v in layers.values() for _h, how, _f in v)
     ids = [int(t) for t in ids]
     lines = [
         "import json",
@@ -62,6 +81,7 @@ def pytorch_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n
         "                h[:, :, head] = 0",
         "            elif how == \"mean\":",
         "                h[:, :, head] = h[:, :, head].mean(dim=1, keepdim=True)",
+        *_set_lines("h", given),
         "            else:",
         "                h[:, :, head] *= factor",
         "        return (h.view(b, t, -1),) + tuple(args[1:])",
@@ -113,6 +133,7 @@ def pytorch_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n
 def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
     """The same head edits as TransformerLens hooks on ``blocks.L.attn.hook_z`` (batch, pos, head, d_head)."""
     layers = _heads_by_layer(ablate or {}, scale or {})
+    given = any(how == "set" for v in layers.values() for _h, how, _f in v)
     ids = [int(t) for t in ids]
     lines = [
         "import torch",
@@ -129,6 +150,7 @@ def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
         "                z[:, :, head] = 0",
         "            elif how == \"mean\":",
         "                z[:, :, head] = z[:, :, head].mean(dim=1, keepdim=True)",
+        *_set_lines("z", given),
         "            else:",
         "                z[:, :, head] *= factor",
         "        return z",

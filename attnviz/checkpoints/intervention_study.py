@@ -199,9 +199,11 @@ def knockout(c, allowed, T: int, layers, heads=()) -> dict:
     return out
 
 
-def build_edit(c, spec, T: int, *, allowed=None, clean: Pass | None = None) -> tuple[Edit, tuple[str, ...]]:
+def build_edit(c, spec, T: int, *, allowed=None, clean: Pass | None = None,
+               means=None) -> tuple[Edit, tuple[str, ...]]:
     """The core edit of ``spec`` for T tokens, and a phrase per part of it. ``clean`` is the clean prompt's
-    recorded pass, needed by a patch."""
+    recorded pass, needed by a patch; ``means`` (L, nh, hd), with mode "mean", are the values the heads are set
+    to (a corpus's means, :func:`check_means`) instead of their means over this input's positions."""
     e = Edit()
     said = []
     heads = [check_head(c, layer, h) for layer, h in spec.heads]
@@ -210,6 +212,10 @@ def build_edit(c, spec, T: int, *, allowed=None, clean: Pass | None = None) -> t
         if spec.mode == "scale":
             e.scale.update({lh: float(spec.factor) for lh in heads})
             said.append(f"{names} scaled by {spec.factor:g}")
+        elif spec.mode == "mean" and means is not None:
+            m = check_means(c, means)
+            e.ablate.update({lh: m[lh] for lh in heads})
+            said.append(f"{names} set to the corpus means")
         elif spec.mode in ("zero", "mean"):
             e.ablate.update({lh: spec.mode for lh in heads})
             said.append(f"{names} {spec.mode}-ablated")
@@ -251,8 +257,9 @@ def residual_change(before: Pass, after: Pass) -> np.ndarray:
     return np.sqrt((d * d).sum(axis=(1, 2))) / np.maximum(den, np.finfo(np.float64).tiny)
 
 
-def study(c, weights, ids, spec, *, allowed=None, clean_ids=None) -> Effects:
-    """The plain pass over ``ids``, the pass with ``spec`` applied, and what changed."""
+def study(c, weights, ids, spec, *, allowed=None, clean_ids=None, means=None) -> Effects:
+    """The plain pass over ``ids``, the pass with ``spec`` applied, and what changed (``means``: see
+    :func:`build_edit`)."""
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     if ids.size == 0:
         raise CheckpointError("an intervention needs at least one token")
@@ -267,7 +274,7 @@ def study(c, weights, ids, spec, *, allowed=None, clean_ids=None) -> Effects:
             raise CheckpointError(f"the clean prompt has {np.size(clean_ids)} tokens and the corrupted one {T}: "
                                   "patching needs the same length")
         clean = run(c, weights, clean_ids, Edit(record={}))
-    edit, applied = build_edit(c, spec, T, allowed=allowed, clean=clean)
+    edit, applied = build_edit(c, spec, T, allowed=allowed, clean=clean, means=means)
     before = run(c, weights, ids)
     after = run(c, weights, ids, edit)
     return Effects(ids=ids, before=before, after=after, clean=clean,
@@ -275,7 +282,7 @@ def study(c, weights, ids, spec, *, allowed=None, clean_ids=None) -> Effects:
                    residual_change=residual_change(before, after), applied=applied)
 
 
-def encoder_study(c, weights, x, spec, *, allowed=None) -> EncoderEffects:
+def encoder_study(c, weights, x, spec, *, allowed=None, means=None) -> EncoderEffects:
     """An encoder's or a vision model's plain pass over ``x`` (token ids (T,), or pixels (C, H, W)), the pass with
     ``spec`` applied (ablation, scaling, knockout; a patch runs on decoder LLMs only), and what changed."""
     if spec.patch != "none":
@@ -284,7 +291,7 @@ def encoder_study(c, weights, x, spec, *, allowed=None) -> EncoderEffects:
     before = encoder_run(c, weights, x)
     T = before.hidden.shape[0]
     check_size(c, T, 2)
-    edit, applied = build_edit(c, spec, T, allowed=allowed)
+    edit, applied = build_edit(c, spec, T, allowed=allowed, means=means)
     after = encoder_run(c, weights, x, edit)
     hb, ha = before.hidden.astype(np.float64), after.hidden.astype(np.float64)
     tok = np.array([cosine(hb[t], ha[t]) for t in range(T)])
@@ -382,17 +389,21 @@ def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: s
 MASK_KNOCKOUT_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "gpt2")
 
 
-def export_code(folder: str, ids, spec, c, *, allowed=None) -> dict[str, str]:
+def export_code(folder: str, ids, spec, c, *, allowed=None, means=None) -> dict[str, str]:
     """{"pytorch": script or "", "lens": script or "", "pytorch_problem": why not or "", "lens_problem": ...}: the
     forward-hook scripts of attnviz.checkpoints.intervention_code reproducing ``spec`` on ``ids``. What a
     snippet cannot express (a patch; for TransformerLens, a knockout; a knockout on some layers or heads only)
-    is said instead of a script that would compute something else."""
+    is said instead of a script that would compute something else. ``means`` (L, nh, hd), with mode "mean": the
+    heads are set to these values (a corpus's means), written into the scripts."""
     from attnviz.checkpoints.intervention_code import lens_script, pytorch_script
 
     ids = [int(t) for t in np.asarray(ids).reshape(-1)]
     T = len(ids)
     heads = [check_head(c, layer, h) for layer, h in spec.heads]
     ablate = {lh: spec.mode for lh in heads} if spec.mode in ("zero", "mean") else {}
+    if spec.mode == "mean" and means is not None:
+        m = check_means(c, means)
+        ablate = {lh: m[lh] for lh in heads}
     scale = {lh: float(spec.factor) for lh in heads} if spec.mode == "scale" else {}
     out = {"pytorch": "", "lens": "", "pytorch_problem": "", "lens_problem": ""}
     if spec.patch != "none":

@@ -159,3 +159,33 @@ def test_a_knockout_is_not_exported_where_transformers_reads_the_mask_as_positio
     code = export_code("m", list(range(1, T + 1)), Interventions(knockout_layers=tuple(range(c.n_layer))), c,
                        allowed=np.tril(np.ones((T, T), bool)))
     assert code["pytorch"] == "" and "positions or ALiBi" in code["pytorch_problem"]
+
+
+def test_heads_set_to_given_means_match_the_exported_script_as_run(models):
+    """A corpus's means of a head (here fixed values the golden maker wrote): attnviz's pass with the heads set to
+    them equals what the exported GPT-2 script printed when run with transformers; the script is the one written."""
+    import hashlib
+
+    from attnviz.checkpoints.intervention_code import lens_script, pytorch_script
+    from attnviz.checkpoints.intervention_study import export_code, study
+    from attnviz.model.state import Interventions
+
+    g = golden(DATA / "tiny_gpt2" / "golden_interventions.npz")
+    ck = models["tiny_gpt2"]
+    c, w = ck.config, ck.weights
+    means = g["means"]
+    heads = [tuple(int(x) for x in h) for h in g["ablate"]]
+    script = pytorch_script("tests/data/checkpoints/tiny_gpt2", g["clean_ids"], ablate={h: means[h] for h in heads},
+                            n_layer=c.n_layer)
+    assert hashlib.sha256(script.encode()).hexdigest() == str(g["means_sha256"])
+    spec = Interventions(heads=tuple(heads), mode="mean")
+    eff = study(c, w, g["clean_ids"], spec, means=means)
+    np.testing.assert_allclose(eff.after.logits, g["means_logits"], atol=1e-5, rtol=0)
+    assert "corpus means" in eff.applied[0]
+    positions = study(c, w, g["clean_ids"], spec)  # without the means: each head's mean over this input
+    np.testing.assert_allclose(positions.after.logits, g["mean"], atol=1e-5, rtol=0)
+    code = export_code("tests/data/checkpoints/tiny_gpt2", g["clean_ids"], spec, c, means=means)
+    assert code["pytorch"] == script and "torch.tensor(factor" in code["lens"]
+    compile(lens_script("m", [1, 2], ablate={h: means[h] for h in heads}), "lens", "exec")
+    with pytest.raises(CheckpointError, match="they come from another model"):
+        study(c, w, g["clean_ids"], spec, means=means[:, :1])
