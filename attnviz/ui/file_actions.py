@@ -19,7 +19,9 @@ from attnviz.model.demos import build_demo
 from attnviz.model.state import PALETTE, CustomSource, ImageSource, SessionState, TextSource
 from attnviz.persist import AutosaveStore, SessionError, load_session, save_session
 from attnviz.sources.errors import SourceError
-from attnviz.ui.export import (MAX_PNG_SIDE, PNG_SCALES, ExportError, export_csv, export_npy, export_png, export_svg,
+from attnviz.ui import png_dialogs
+from attnviz.ui.access_keys import set_standard_keys
+from attnviz.ui.export import (PNG_SCALES, ExportError, export_csv, export_npy, export_png, export_svg,
                                png_size, scale_for_width)
 
 SESSION_SUFFIX = ".attnviz"
@@ -155,6 +157,7 @@ class Prompts:
                           QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
                           | QMessageBox.StandardButton.Cancel, parent)
         box.setDefaultButton(QMessageBox.StandardButton.Save)
+        set_standard_keys(box)
         answer = box.exec()
         return {QMessageBox.StandardButton.Save: "save",
                 QMessageBox.StandardButton.Discard: "discard"}.get(QMessageBox.StandardButton(answer), "cancel")
@@ -169,15 +172,17 @@ class Prompts:
 
     def png_resolution(self, parent, choices: list[str]) -> int | None:
         """Index of the resolution chosen among ``choices`` (the last one: a width typed next), or None."""
-        item, ok = QInputDialog.getItem(parent, "Export PNG", "Resolution:", choices, 1 if len(choices) > 2 else 0,
-                                        False)
-        return choices.index(item) if ok and item in choices else None
+        d = png_dialogs.resolution_dialog(parent, choices)
+        item = d.textValue() if d.exec() == QInputDialog.DialogCode.Accepted else None
+        d.deleteLater()
+        return choices.index(item) if item in choices else None
 
     def png_width(self, parent, initial: int) -> int | None:
         """A width in pixels for the exported picture, or None."""
-        value, ok = QInputDialog.getInt(parent, "Export PNG", "Width in pixels (the height follows):", initial, 16,
-                                        MAX_PNG_SIDE)
-        return value if ok else None
+        d = png_dialogs.width_dialog(parent, initial)
+        value = d.intValue() if d.exec() == QInputDialog.DialogCode.Accepted else None
+        d.deleteLater()
+        return value
 
 
 def _with_suffix(path: str, suffix: str) -> str:
