@@ -78,7 +78,11 @@ SHOTS = (  # the list the docs refer to
     Shot("vlm-generation", "the vision-language page's Generate tab: tiny LLaVA writes 8 tokens about its picture; "
                            "the third selected, its attention over the patches, in every head, and the top ten",
          "river-bank", "pretrained"),
+    Shot("target-option", "attnviz tiny_marian --text SOURCE --target TARGET at 1024 x 700: the translation model "
+                          "teacher-forced on the target, its cross-attention", "river-bank", "pretrained", "1024x700"),
 )
+TINY_MARIAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data",
+                           "tiny_marian")
 TINY_LLAVA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "checkpoints",
                           "tiny_llava")
 
@@ -244,6 +248,22 @@ def prepare_vision_language(window, ctx):
     panel.attention_ready.connect(lambda *_a: panel.select_head(1, 2))
     panel.set_image_file(os.path.join(TINY_LLAVA, "image.png"))
     panel.load_model(TINY_LLAVA)
+
+
+def prepare_target_option(window, ctx):
+    """The options `attnviz tests/data/tiny_marian --text SOURCE --target TARGET` gives, applied as the app does."""
+    import numpy as np
+
+    from attnviz.ui.app import build_parser
+    from attnviz.ui.model_view.cli_options import apply, check
+
+    with np.load(os.path.join(TINY_MARIAN, "golden.npz"), allow_pickle=False) as g:
+        source, target = str(g["source"]), str(g["target"])
+    args = build_parser().parse_args([TINY_MARIAN, "--text", source, "--target", target, "--workspace", "pretrained"])
+    problem = check(args)
+    if problem is not None:
+        raise SystemExit(problem)
+    apply(window, args)
 
 
 def prepare_vlm_generation(window, ctx):
