@@ -485,6 +485,7 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
                         autosave_interval_ms=int(max(0.05, args.autosave_interval) * 1000),
                         restore=not rendering, hint=not rendering)
     clock.mark("window")
+    window.files.demo = args.demo  # the name Save as… offers until the session has a file
     reporter = _ExceptionReporter(window)
     reporter.install()
     if args.file:

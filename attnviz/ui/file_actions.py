@@ -206,6 +206,7 @@ class FileActions(QObject):
         self.prompts = prompts or Prompts()
         self.heatmap = heatmap  # callable -> the heatmap panel (or None) for File > Export
         self.path: str | None = None
+        self.demo: str | None = None  # the demo the session was started from (the name offered when it has no file)
         self.recovery_box: QMessageBox | None = None
         self._autosave_error_shown = False
         self.autosave_timer = QTimer(self)
@@ -215,7 +216,8 @@ class FileActions(QObject):
             self.autosave_timer.start()
 
     # ------------------------------------------------------------------ sessions
-    def _replace(self, state: SessionState, path: str | None, dirty: bool = False) -> None:
+    def _replace(self, state: SessionState, path: str | None, dirty: bool = False, demo: str | None = None) -> None:
+        self.demo = demo
         self.ctx.undo_stack.clear()
         self.ctx.session.replace_state(state, dirty=dirty)
         self.ctx.undo_stack.setClean()
@@ -244,7 +246,7 @@ class FileActions(QObject):
         except ValueError as exc:
             self.ctx.report(str(exc), "error")
             return False
-        self._replace(state, None)
+        self._replace(state, None, demo=demo or None)
         self.ctx.report(f"opened the {demo!r} demo" if demo else "new session", "info")
         return True
 
@@ -316,6 +318,12 @@ class FileActions(QObject):
                 done += int(self.open_path(p))
         return done
 
+    def suggested_stem(self) -> str:
+        """The name save and export dialogs offer: the session file's, else the demo's, else "untitled"."""
+        if self.path:
+            return Path(self.path).stem
+        return self.demo or "untitled"
+
     def save(self) -> bool:
         if self.path is None:
             return self.save_as()
@@ -324,7 +332,7 @@ class FileActions(QObject):
     def save_as(self, path=None) -> bool:
         if path is None:
             suggested = self.path or os.path.join(self.settings.last_folder() if self.settings else "",
-                                                  "untitled.attnviz")
+                                                  self.suggested_stem() + SESSION_SUFFIX)
             path = self.prompts.save_file(self.window, "Save session as", SESSION_FILTER, suggested)
             if not path:
                 return False
@@ -367,9 +375,11 @@ class FileActions(QObject):
             self.ctx.report("there is no heatmap panel to export", "error")
         return panel
 
-    def _ask(self, caption: str, filters: str, suffix: str, path, stem: str = "attention") -> str | None:
+    def _ask(self, caption: str, filters: str, suffix: str, path, what: str = "") -> str | None:
+        """``path``, or the one the person chooses (offered: the session's name, then ``what``)."""
         if path is None:
             folder = self.settings.last_folder() if self.settings else ""
+            stem = self.suggested_stem() + (f"-{what}" if what else "")
             path = self.prompts.save_file(self.window, caption, filters, os.path.join(folder, stem + suffix))
             if not path:
                 return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Callable
 
 import numpy as np
@@ -35,6 +36,8 @@ _WHY = {
     "ar-mask": "This mask cannot be written as openpi ar_mask + valid",
     "seqlens": "This mask is not block-diagonal, so it has no xformers seqlens",
 }
+_FILE_NAMES = {"flex": "mask_mod.py", "json": "mask.json", "ar-mask": "ar_mask.json", "seqlens": "seqlens.json",
+               "npy": "mask.npy"}  # what Save… offers after the session's name
 PICTURE_MAX = 64  # masks up to this size are drawn as text in the .npy summary
 
 
@@ -224,12 +227,23 @@ class MaskCodeDialog(QDialog):
         self._say(f"imported {os.path.basename(name)}")
         return True
 
+    def session_stem(self) -> str:
+        """The session's name as the window's file actions offer it ("" outside a window)."""
+        parent = self.parentWidget()
+        files = getattr(parent.window(), "files", None) if parent is not None else None
+        return files.suggested_stem() if hasattr(files, "suggested_stem") else ""
+
+    def suggested_name(self, fmt: str) -> str:
+        """The file name Save… offers for ``fmt``: the session's name and what the file holds."""
+        stem = self.session_stem()
+        if fmt == "flex":  # a Python module: a name it can be imported by
+            stem = re.sub(r"\W", "_", stem)
+        return (f"{stem}_" if stem else "") + _FILE_NAMES.get(fmt, "mask")
+
     def _ask_save(self) -> None:
         fmt = self.current_format()
         filt = next(f for k, _, f in FORMATS if k == fmt)
-        suggested = {"flex": "mask_mod.py", "json": "mask.json", "ar-mask": "ar_mask.json",
-                     "seqlens": "seqlens.json", "npy": "mask.npy"}.get(fmt, "")
-        path, _ = QFileDialog.getSaveFileName(self, "Save mask", suggested, filt)
+        path, _ = QFileDialog.getSaveFileName(self, "Save mask", self.suggested_name(fmt), filt)
         if path:
             self.save_to(path, fmt)
 
