@@ -1,7 +1,8 @@
 """Checkpoints already on this machine: the ready models, folders given, and the local Hugging Face cache.
 
-Only files already present are read, and of the weights only the safetensors headers
-(:func:`describe_folder` gives family, size and dtype without loading anything); nothing is downloaded.
+The hub cache is scanned by huggingface_hub (``scan_cache_dir``). Only files already present are read, and
+of the weights only the safetensors headers (:func:`describe_folder` gives family, size and dtype without
+loading anything); nothing is downloaded here (:mod:`attnviz.checkpoints.hub_fetch` does, when asked).
 :func:`resolve` turns a folder, a ready model's name or a cached repo id ``ORG/NAME`` into a folder.
 """
 
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,6 @@ from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.loader import ready_models
 from attnviz.checkpoints.safetensors_file import read_header, weight_files
 
-REVISION = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,127}")  # a commit hash or a branch name: never a path
 FAMILIES = {"bert": "BERT", "gpt2": "GPT-2", "vit": "ViT", "deit": "DeiT", "llama": "Llama", "mistral": "Mistral",
             "qwen2": "Qwen2", "qwen3": "Qwen3", "roberta": "RoBERTa", "xlm-roberta": "XLM-RoBERTa",
             "electra": "ELECTRA", "distilbert": "DistilBERT", "clip": "CLIP", "clip_vision_model": "CLIP vision",
@@ -30,15 +29,24 @@ FAMILIES |= {t: name for t, name in DECODER_FAMILY.items() if t not in FAMILIES}
 
 
 def cache_dir() -> Path:
-    """The Hugging Face hub cache folder this machine's settings name (it may not exist): ``HF_HUB_CACHE``,
-    else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub`` or ``~/.cache/huggingface/hub``."""
+    """The Hugging Face hub cache folder this machine's settings name (it may not exist).
+
+    huggingface_hub's rule (its ``constants.HF_HUB_CACHE``): ``HF_HUB_CACHE`` (or the older
+    ``HUGGINGFACE_HUB_CACHE``), else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub`` or
+    ``~/.cache/huggingface/hub``, with ``~`` and ``$VARS`` expanded. The library reads the environment once,
+    when it is imported; this reads it at each call, so a setting made later counts too (the tests check
+    both give the same folder).
+    """
     env = os.environ
-    if env.get("HF_HUB_CACHE"):
-        return Path(env["HF_HUB_CACHE"]).expanduser()
-    if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser() / "hub"
-    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "huggingface" / "hub"
+
+    def expand(v: str) -> Path:
+        return Path(os.path.expandvars(os.path.expanduser(v)))
+
+    hub = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE")
+    if hub:
+        return expand(hub)
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
+    return expand(home) / "hub"
 
 
 @dataclass(frozen=True)
@@ -102,33 +110,6 @@ def describe_folder(folder, name: str | None = None, origin: str = "folder") -> 
                            n_params=n, dtype=dtype, note=note)
 
 
-def _snapshot(repo_dir: Path) -> Path | None:
-    """``snapshots/REV/`` of a cached ``models--ORG--NAME`` repo: REV as ``refs/main`` names it, else the
-    newest snapshot with a config.json. Only a folder inside ``snapshots/`` counts: a ref holding a path
-    (``../../elsewhere``, ``/abs``) or a snapshot linked outside is ignored, and one that cannot be read
-    is skipped."""
-    snaps = repo_dir / "snapshots"
-    ref = repo_dir / "refs" / "main"
-    try:
-        rev = ref.read_text(encoding="ascii").strip() if ref.is_file() and ref.stat().st_size < 4096 else ""
-    except (OSError, UnicodeDecodeError):
-        rev = ""
-    if rev and REVISION.fullmatch(rev) and _usable(snaps, snaps / rev):
-        return snaps / rev
-    try:
-        cands = [p for p in snaps.iterdir() if _usable(snaps, p)]
-    except OSError:
-        return None
-
-    def mtime(p: Path) -> float:
-        try:
-            return p.stat().st_mtime
-        except OSError:
-            return 0.0
-
-    return max(cands, key=mtime) if cands else None
-
-
 def _usable(snaps: Path, snap: Path) -> bool:
     """A readable snapshot folder directly inside ``snaps`` (after links) with a config.json file."""
     try:
@@ -138,25 +119,72 @@ def _usable(snaps: Path, snap: Path) -> bool:
         return False
 
 
-def cached_models(cache: Path | None = None) -> list[tuple[str, Path]]:
-    """(repo id, snapshot folder) of every model in the hub cache that has a config.json, by repo id."""
-    cache = cache_dir() if cache is None else Path(cache)
-    found = []
+def _mtime(p: Path) -> float:
     try:
-        entries = sorted(cache.iterdir())
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _scanned(cache: Path) -> dict[str, tuple[str, list[tuple[str, bool, float]]]] | None:
+    """huggingface_hub's scan of the cache: {folder name: (repo id, [(revision, is main, last modified)])} of
+    the model repos it accepts; None when the library cannot scan it (an unreadable folder) or is absent."""
+    try:
+        from huggingface_hub import scan_cache_dir
+        from huggingface_hub.errors import CacheNotFound
+    except ImportError:
+        return None
+    try:
+        info = scan_cache_dir(cache)
+    except CacheNotFound:
+        return {}
+    except (OSError, ValueError, UnicodeDecodeError):  # unreadable entries, a file where the folder should be
+        return None
+    return {repo.repo_path.name: (repo.repo_id, [(r.commit_hash, "main" in r.refs, r.last_modified)
+                                                 for r in repo.revisions])
+            for repo in info.repos if repo.repo_type == "model"}
+
+
+def _newest(snaps: Path) -> Path | None:
+    """The most recently modified usable snapshot in ``snaps`` (no ref trusted), None when there is none."""
+    try:
+        cands = [p for p in snaps.iterdir() if _usable(snaps, p)]
+    except OSError:
+        return None
+    return max(cands, key=_mtime) if cands else None
+
+
+def cached_models(cache: Path | None = None) -> list[tuple[str, Path]]:
+    """(repo id, snapshot folder) of every model in the hub cache that has a config.json, by repo id.
+
+    The repos and revisions are huggingface_hub's ``scan_cache_dir``'s; of a repo's revisions the one
+    ``refs/main`` names, else the newest. Only a folder inside the repo's ``snapshots/`` counts (a snapshot
+    linked elsewhere is skipped). A repo the library rejects as corrupted (a ref naming a missing revision,
+    a broken blob link) or a cache it cannot read is still looked at folder by folder: its newest usable
+    snapshot is listed, no ref trusted.
+    """
+    cache = cache_dir() if cache is None else Path(cache)
+    scanned = _scanned(cache)
+    try:
+        names = sorted(d.name for d in cache.iterdir())
     except OSError:
         return []
-    for d in entries:
-        parts = d.name.split("--")
-        try:
-            if len(parts) < 3 or parts[0] != "models" or not d.is_dir():
-                continue
-        except OSError:
+    found = []
+    for name in names:
+        parts = name.split("--")
+        if len(parts) < 3 or parts[0] != "models":
             continue
-        snap = _snapshot(d)
+        snaps = cache / name / "snapshots"
+        snap = None
+        if scanned is not None and name in scanned:
+            rid, revs = scanned[name]
+            usable = [(main, modified, snaps / rev) for rev, main, modified in revs if _usable(snaps, snaps / rev)]
+            snap = max(usable, key=lambda u: (u[0], u[1]))[2] if usable else None
+        else:  # rejected by the library as corrupted, or not scanned at all
+            rid, snap = "/".join(parts[1:]), _newest(snaps)
         if snap is not None:
-            found.append(("/".join(parts[1:]), snap))
-    return found
+            found.append((rid, snap))
+    return sorted(found, key=lambda f: f[0])
 
 
 def find_checkpoints(folders=(), cache: Path | None = None) -> list[FoundCheckpoint]:
@@ -181,6 +209,6 @@ def resolve(text: str, cache: Path | None = None) -> tuple[Path, str | None]:
                 return folder, rid
         raise CheckpointError(
             f"{text} is neither a folder nor a model in the local Hugging Face cache ({cache or cache_dir()}); "
-            "nothing is downloaded: fetch it with your usual tools first, or give its folder"
+            f"nothing is downloaded without asking: fetch it with `attnviz-cli model fetch {text}`, or give its folder"
         )
     return p, None

@@ -68,9 +68,11 @@ def register(subparsers) -> None:
     add_audio_argument(ins)
     ins.set_defaults(func=_cmd_inspect)
 
+    from attnviz.cli.model_fetch import register as register_fetch
     from attnviz.cli.model_generate import register as register_generate
     from attnviz.cli.model_intervene import register as register_interventions
 
+    register_fetch(sub)
     register_generate(sub)
     register_interventions(sub)
 
