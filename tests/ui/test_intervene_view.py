@@ -430,3 +430,51 @@ def test_a_sweep_stopped_by_loading_another_model_is_not_drawn(panel, qtbot, mon
     gate.set()
     qtbot.waitUntil(lambda: view.sweep_button.isEnabled(), timeout=WAIT_MS)  # the stopped sweep came back
     assert view.sweep_result is None and view.corpus_result is None
+
+
+def _sweep_file(path, head_means):
+    """A head sweep file as ``attnviz-cli model sweep`` writes it, holding ``head_means`` (L, nh, hd)."""
+    from attnviz.corpus.files import AtomicParquet
+    from attnviz.corpus.sweep import CorpusSweep, sweep_columns, sweep_schema
+
+    L, nh = head_means.shape[:2]
+    res = CorpusSweep(mean=np.ones((L, nh)), std=np.zeros((L, nh)), documents=3, total=3, metric="kl", mode="zero",
+                      complete=True, head_means=head_means)
+    f = AtomicParquet(path, sweep_schema({"model": "m"}))
+    f.write(sweep_columns(res))
+    f.commit()
+    return path
+
+
+def test_mean_ablation_takes_its_means_from_a_sweep_file_chosen_in_the_tab(panel, qtbot, tmp_path, ckpt):
+    from dataclasses import replace
+
+    from attnviz.checkpoints.interventions import Edit
+
+    view = panel.intervention
+    changed(qtbot, view, lambda: view.set_interventions(Interventions(heads=((0, 1), (1, 3)), mode="mean")))
+    assert view.means_row.isVisibleTo(view) and view.means() is None
+    c = ckpt.config
+    means = np.random.default_rng(3).normal(size=(c.n_layer, c.n_head, c.decoder.head_dim))
+    good = _sweep_file(tmp_path / "sweep.parquet", means)
+    eff = changed(qtbot, view, lambda: view.means_row.choose(good))
+    ids = panel.outcome.result.decoder.ids
+    ref = run(c, ckpt.weights, ids, Edit(ablate={(0, 1): means[0, 1], (1, 3): means[1, 3]}))
+    np.testing.assert_array_equal(eff.after.logits, ref.logits)
+    assert "corpus means (sweep.parquet)" in view.heads_line.text()
+    code = view.code()
+    assert "torch.tensor(factor" in code["pytorch"] and repr(float(means[0, 1, 0])) in code["pytorch"]
+    # another model's heads, or a file that is not a sweep file: one line, the input's positions again
+    wrong = _sweep_file(tmp_path / "other.parquet", means[:, :2])
+    with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS), qtbot.waitSignal(view.failed, timeout=WAIT_MS) as blocker:
+        view.means_row.choose(wrong)
+    assert "they come from another model" in blocker.args[0] and "\n" not in blocker.args[0]
+    assert "they come from another model" in view.message_text()  # still said once the pass is redrawn
+    assert view.means() is None and view.means_row.combo.currentData() == "positions"
+    (tmp_path / "notes.txt").write_text("not parquet")
+    with qtbot.waitSignal(view.failed, timeout=WAIT_MS) as blocker:
+        view.means_row.choose(tmp_path / "notes.txt")
+    assert "not a readable Parquet file" in blocker.args[0]
+    # another mode hides the row; the session keeps the mode only
+    changed(qtbot, view, lambda: view.set_interventions(replace(view.spec, mode="zero")))
+    assert not view.means_row.isVisibleTo(view)

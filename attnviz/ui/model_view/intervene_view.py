@@ -42,6 +42,7 @@ from attnviz.model.state import Interventions
 from attnviz.sources.errors import SourceError
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.model_view.intervene_means import MeansRow
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
@@ -264,6 +265,7 @@ class InterveneView(QWidget):
         self.selected: tuple[int, int] = (0, 0)
         self._syncing = False
         self._stale = False  # an encoder's run waits for the tab to be shown
+        self._means_problem = ""  # why the head means file chosen last cannot be used
         self._sweep_model = None  # the checkpoint the running or last sweep measures
         self._stop = threading.Event()  # the running sweep's cancel flag
         self._sweep_no = 0
@@ -294,6 +296,7 @@ class InterveneView(QWidget):
         self.heads_line = QLabel("", self)
         self.heads_line.setWordWrap(True)
         self.heads_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.means_row = MeansRow(self)  # where a mean ablation's means come from (shown with mode mean)
 
         self.knockout_check = QCheckBox("knock out the mask's edges in layers", self)
         self.knockout_check.setToolTip("edges the Mask workspace's mask forbids are removed before the softmax "
@@ -420,6 +423,7 @@ class InterveneView(QWidget):
         row1.addWidget(self.code_button)
         col.addLayout(row1)
         col.addWidget(self.heads_line)
+        col.addWidget(self.means_row)
         row2 = QHBoxLayout()
         row2.addWidget(self.knockout_check)
         row2.addWidget(self.ko_layers)
@@ -531,6 +535,8 @@ class InterveneView(QWidget):
         self.clean_edit.editingFinished.connect(lambda: self._edit_from_controls("Change the clean prompt"))
         self.token_a.editingFinished.connect(self._draw_results)
         self.token_b.editingFinished.connect(self._draw_results)
+        self.means_row.changed.connect(self._on_means_changed)
+        self.means_row.refused.connect(self._on_means_refused)
         self.clear_button.clicked.connect(self.clear_interventions)
         self.code_button.clicked.connect(self.show_code)
         self.heads_map.cell_clicked.connect(self.toggle_head)
@@ -619,10 +625,11 @@ class InterveneView(QWidget):
             except (ValueError, SourceError) as exc:
                 self._fail(f"The session's mask cannot be used: {exc}")
                 return None
+        means = self.means()
         if self.encoder():
             x = self._encoder_input()
             self._clear_message()
-            return self.job.submit(lambda: encoder_study(ck.config, ck.weights, x, spec, allowed=allowed))
+            return self.job.submit(lambda: encoder_study(ck.config, ck.weights, x, spec, allowed=allowed, means=means))
         ids = self._text_ids()
         chat = bool(getattr(self.panel.outcome.result.decoder, "chat", False)) if ck.kind == "decoder" else False
 
@@ -636,7 +643,7 @@ class InterveneView(QWidget):
                 else:
                     clean_ids = encode(ck.tokenizer, ck.special_tokens, spec.clean, limit, chat=chat,
                                        model=ck.name).ids
-            return study(ck.config, ck.weights, ids, spec, allowed=allowed, clean_ids=clean_ids)
+            return study(ck.config, ck.weights, ids, spec, allowed=allowed, clean_ids=clean_ids, means=means)
 
         self._clear_message()
         return self.job.submit(job)
@@ -675,9 +682,10 @@ class InterveneView(QWidget):
         self.sweep_button.setEnabled(False)
         self._clear_message()
         self._sweep_model = ck
+        means = self.means()
         return self.sweep_job.submit(lambda: sweep(ck.config, ck.weights, ids, mode=spec.mode, factor=spec.factor,
                                                    metric=metric, tokens=tokens, cancelled=stop.is_set,
-                                                   progress=lambda i, n: signal.emit(number, i, n)))
+                                                   progress=lambda i, n: signal.emit(number, i, n), means=means))
 
     def run_corpus_sweep(self, path: str | None = None) -> int | None:
         """Start the sweep over every document of the corpus at ``path`` (default: the corpus field) on a local
@@ -723,9 +731,10 @@ class InterveneView(QWidget):
         name = ck.name if ck.name != ck.folder.name else None
         # a document per partition: Cancel is asked after each document
         self._sweep_model = ck
+        means = self.means()
         return self.sweep_job.submit(lambda: run_sweep(folder, name, path, None, mode=spec.mode, metric=metric,
                                                        tokens=tokens, scheduler="threads", workers=CORPUS_WORKERS,
-                                                       batch=1, cancelled=stop.is_set,
+                                                       batch=1, cancelled=stop.is_set, means=means,
                                                        progress=lambda p: signal.emit(number, p.done, p.total)))
 
     def _browse_corpus(self) -> None:
@@ -758,7 +767,22 @@ class InterveneView(QWidget):
                 allowed = session_mask(self.ctx.session.state)
             except (ValueError, SourceError) as exc:
                 raise CheckpointError(f"the session's mask cannot be used: {exc}") from None
-        return export_code(str(ck.folder), ids, self.spec, ck.config, allowed=allowed)
+        return export_code(str(ck.folder), ids, self.spec, ck.config, allowed=allowed, means=self.means())
+
+    def means(self) -> np.ndarray | None:
+        """(L, nh, hd) the heads are set to by a mean ablation (a sweep file's), None: their means over the input."""
+        return self.means_row.means if self.spec.mode == "mean" else None
+
+    def _on_means_refused(self, text: str) -> None:
+        self._means_problem = f"The head means cannot be used: {text}"  # kept over the pass that follows
+        self._fail(self._means_problem)
+
+    def _on_means_changed(self) -> None:
+        if self.means_row.means is not None:
+            self._means_problem = ""
+        self._sync_controls(self.spec)
+        if self.spec.mode == "mean" and self.spec.heads:
+            self.refresh()
 
     def show_code(self) -> CodeDialog | None:
         try:
@@ -826,6 +850,7 @@ class InterveneView(QWidget):
         self.code_button.setEnabled(not encoder)
         self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script"
                                     if not encoder else "the code export writes hooks for decoder LLMs")
+        self.means_row.set_config(ckpt.config if decoder or encoder else None)
         if decoder or encoder:
             c = ckpt.config
             self.patch_layer.setRange(0, c.n_layer - 1)
@@ -887,7 +912,8 @@ class InterveneView(QWidget):
             self.patch_head.setEnabled(patching and spec.patch == "head")
             self.patch_positions.setEnabled(patching and spec.patch == "residual")
             names = ", ".join(f"{a}.{b}" for a, b in spec.heads)
-            what = {"zero": "zeroed", "mean": "set to their mean over the positions",
+            self.means_row.setVisible(spec.mode == "mean")
+            what = {"zero": "zeroed", "mean": self.means_row.describe(),
                     "scale": f"scaled by {spec.factor:g}"}[spec.mode]
             self.heads_line.setText(f"heads {what}: {names}" if names else
                                     "no head edited: click heads in the grid below")
@@ -937,6 +963,9 @@ class InterveneView(QWidget):
     def _on_done(self, _jid: int, effects) -> None:
         self.effects = effects
         self._clear_message()
+        if self._means_problem and self.spec.mode == "mean":  # said once (failed), shown until it is dealt with
+            self.message.setText(self._means_problem)
+            self.message.setVisible(True)
         self._draw_results()
         self._draw_heads()
         self._draw_maps()
