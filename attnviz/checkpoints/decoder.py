@@ -510,7 +510,7 @@ def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np
     rot: dict = {}  # RopeSpec -> (cos, sin) (T, hd) each
     scale = s.scale
     softcap = s.attn_softcap
-    kernel = pick_kernel(kernel, softcap)
+    kernel = pick_kernel(kernel, softcap, cells=nh * T * T if keep == "weights" else None)
     if softcap and keep == "weights" and kernel == "flash":
         raise CheckpointError(f"{c.model_type} soft-caps its attention scores (attn_logit_softcapping {softcap:g}); "
                               "the flash kernel cannot: use the reference or naive kernel")

@@ -50,7 +50,7 @@ def biased_attention(q, k, v, nh: int, bias: np.ndarray, scale: float, kernel: s
 
     q, k, v (T, nh*hs), (Tk, nh*hs) x 2; bias (nh, T, Tk); ``content`` None or an (nh, T, Tk) array that
     receives the score term without the bias, q k^T * scale. -> (out (T, nh*hs), weights (nh, T, Tk))."""
-    kernel = pick_kernel(kernel)
+    kernel = pick_kernel(kernel, cells=nh * q.shape[0] * k.shape[0])
     qh, kh, vh = split_heads(q, nh), split_heads(k, nh), split_heads(v, nh)  # (nh, T, hs), (nh, Tk, hs) x 2
     qh *= q.dtype.type(scale)
     if content is not None:

@@ -153,7 +153,7 @@ def _chunk(c, W, x: np.ndarray, start: int, cache: KVCache, kernel: str,
     T = start + n
     nh, g = c.n_head, s.group
     dtype = x.dtype
-    kernel = pick_kernel(kernel, s.attn_softcap)
+    kernel = pick_kernel(kernel, s.attn_softcap, cells=nh * n * T)
     if kernel == "flash" and n <= FEW_QUERIES:
         kernel = "naive"  # a step's one query row: flash's tiles cost more than they save
     pos = np.arange(start, T) + int(offset)

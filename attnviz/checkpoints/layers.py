@@ -13,19 +13,37 @@ import numpy as np
 from scipy.special import erf
 
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.engine import attention
+from attnviz.engine import attention, jitcache
 
 AUTO = "auto"
 KERNEL_CHOICES = (AUTO, "reference", "naive", "flash")
 
 
-def pick_kernel(kernel: str, softcap: float | None = None) -> str:
+# At most this many score cells (heads x queries x keys) per call run on the float64 reference while the
+# engine's kernels are not compiled yet: compiling flash costs 40 s on a first start, while the reference
+# (float64 BLAS products) adds about 50 ms per layer of 8 heads x 266 x 266 cells.
+STAND_IN_CELLS = 1 << 22
+
+
+def pick_kernel(kernel: str, softcap: float | None = None, cells: int | None = None) -> str:
     """The engine kernel a checkpoint pass runs: ``"auto"`` is flash (its maps recomputed from the
     log-sum-exp, 5-10x the float64 reference's speed and within 3e-7 of it in float32), or naive where
-    the family soft-caps its scores (flash has no soft-capping); any other name is used as given."""
+    the family soft-caps its scores (flash has no soft-capping); any other name is used as given.
+
+    ``cells``: the call's heads x queries x keys. Until a warm-up has compiled the kernels
+    (:func:`attnviz.engine.jitcache.is_warm`), "auto" calls of at most STAND_IN_CELLS cells run on the
+    reference instead, so a first pass on a fresh installation does not wait for compilation."""
     if kernel == AUTO:
+        if cells is not None and cells <= STAND_IN_CELLS and not jitcache.is_warm():
+            return "reference"
         return "naive" if softcap else "flash"
     return kernel
+
+
+def score_cells(q: np.ndarray, nh: int, Tk: int | None = None) -> int:
+    """heads x queries x keys of an attention call on (Tq, nh*hs) queries (keys: Tk, default Tq)."""
+    Tq = q.shape[0]
+    return nh * Tq * (Tq if Tk is None else Tk)
 
 
 def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
@@ -126,7 +144,7 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
 
 def self_attention(q, k, v, nh: int, mask: np.ndarray | None, scale: float, kernel: str):
     """Multi-head attention of (T, C) projections; returns (merged output (T, C), weights (nh, T, T))."""
-    kernel = pick_kernel(kernel)
+    kernel = pick_kernel(kernel, cells=score_cells(q, nh, k.shape[0]))
     res = attention(split_heads(q, nh), split_heads(k, nh), split_heads(v, nh), mask,
                     scale=scale, kernel=kernel, return_weights=True)
     if res.weights is None:

@@ -19,14 +19,14 @@ import numpy as np
 
 from attnviz.checkpoints.decoder import _W, causal_mask
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.layers import activation, layer_norm, linear, merge_heads, pick_kernel, split_heads
+from attnviz.checkpoints.layers import activation, layer_norm, linear, merge_heads, pick_kernel, score_cells, split_heads
 from attnviz.checkpoints.seq2seq_config import POSITION_OFFSET, Seq2SeqSpec
 from attnviz.engine import attention
 
 
 def multi_head(q, k, v, nh: int, mask, scale: float, kernel: str):
     """Attention of (Tq, nh*hs) queries over (Tk, nh*hs) keys and values -> (out (Tq, nh*hs), weights (nh, Tq, Tk))."""
-    kernel = pick_kernel(kernel)
+    kernel = pick_kernel(kernel, cells=score_cells(q, nh, k.shape[0]))
     res = attention(split_heads(q, nh), split_heads(k, nh), split_heads(v, nh), mask, scale=scale, kernel=kernel,
                     return_weights=True)
     if res.weights is None:

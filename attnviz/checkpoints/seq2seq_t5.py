@@ -59,7 +59,7 @@ def biased_attention(q, k, v, nh: int, bias: np.ndarray, mask, kernel: str):
     """softmax(q k^T + bias) v per head, scale 1, through the engine: q (T, nh*hs) gains the (nh, T, Tk) bias
     rows and k (Tk, nh*hs) an identity, so each score is q_i . k_j + bias[h, i, j]
     -> (out (T, nh*hs), weights (nh, T, Tk))."""
-    kernel = pick_kernel(kernel)
+    kernel = pick_kernel(kernel, cells=nh * q.shape[0] * k.shape[0])
     qh, kh, vh = split_heads(q, nh), split_heads(k, nh), split_heads(v, nh)  # (nh, T, hs), (nh, Tk, hs) x 2
     Tk = kh.shape[1]
     eye = np.broadcast_to(np.eye(Tk, dtype=q.dtype), (nh, Tk, Tk))

@@ -144,7 +144,8 @@ def _attend(q, k, v, mask, group: int, hd: int, kernel: str):
     vx = np.repeat(v, group, axis=0) if group > 1 else v  # (nh, Tk, hd)
     try:
         res = attention(np.ascontiguousarray(q), np.ascontiguousarray(kx), np.ascontiguousarray(vx), mask,
-                        scale=hd ** -0.5, kernel=pick_kernel(kernel), return_weights=True)
+                        scale=hd ** -0.5, kernel=pick_kernel(kernel, cells=q.shape[0] * q.shape[1] * kx.shape[1]),
+                        return_weights=True)
     except ValueError as exc:
         raise CheckpointError(str(exc)) from None
     if res.weights is None:
