@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ckpt_helpers import DATA, golden
+from ckpt_helpers import DATA, f32_map_atol, golden
 
 from dataclasses import replace
 
@@ -34,7 +34,7 @@ def test_every_layer_and_head_matches_transformers(decoders, name):
     res = run_text(ck, str(g["text"]))
     np.testing.assert_array_equal(res.ids, g["input_ids"])  # BOS exactly as transformers adds it (or not)
     assert res.attentions.shape == g["attentions"].shape
-    np.testing.assert_allclose(res.attentions, g["attentions"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(res.attentions, g["attentions"], atol=f32_map_atol(name), rtol=0)
     np.testing.assert_allclose(res.hidden, g["last_hidden_state"], atol=1e-4, rtol=1e-4)
 
 
@@ -52,7 +52,8 @@ def test_flash_pass_keeping_q_k_lse_gives_the_same_maps(decoders, name):
     assert res.attentions is None and res.mode == "qk"
     for layer in range(g["attentions"].shape[0]):
         for head in range(g["attentions"].shape[1]):
-            np.testing.assert_allclose(res.head_map(layer, head), g["attentions"][layer, head], atol=1e-5, rtol=0)
+            np.testing.assert_allclose(res.head_map(layer, head), g["attentions"][layer, head], atol=f32_map_atol(name),
+                                       rtol=0)
 
 
 def test_bos_and_dtype_stated(decoders):
@@ -176,11 +177,18 @@ def test_prefix_masks_as_transformers_builds_them_from_block_ids(decoders):
     assert np.array_equal(masks["full_attention"], g["mask_full"])
     assert np.array_equal(masks["sliding_attention"], g["mask_sliding"])
     assert not np.array_equal(windowed(g["mask_full"], 4), g["mask_sliding"])  # the block outlives the window
-    for dtype in (np.float32, np.float64):
-        atts, hidden = forward_decoder(ck.config, ck.weights, g["input_ids"], mask=masks, positions=g["position_ids"],
-                                       dtype=dtype)
-        np.testing.assert_allclose(atts, g["attentions"], atol=1e-5, rtol=0)
-        np.testing.assert_allclose(hidden, g["last_hidden_state"], atol=1e-4, rtol=1e-4)
+    exact, hidden = forward_decoder(ck.config, ck.weights, g["input_ids"], mask=masks, positions=g["position_ids"],
+                                    dtype=np.float64)
+    np.testing.assert_allclose(exact, g["attentions"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(hidden, g["last_hidden_state"], atol=1e-4, rtol=1e-4)
+    # this random model's third layer magnifies float32 rounding about tenfold: transformers' own float32
+    # maps are 7e-6 from the float64 pass, and ours (another BLAS's rounding, 1.3e-5 on an AVX2 EPYC) may
+    # differ from theirs by 1e-5 plus that
+    own_error = np.abs(g["attentions"] - exact).max()
+    atts, hidden = forward_decoder(ck.config, ck.weights, g["input_ids"], mask=masks, positions=g["position_ids"],
+                                   dtype=np.float32)
+    np.testing.assert_allclose(atts, g["attentions"], atol=1e-5 + own_error, rtol=0)
+    np.testing.assert_allclose(hidden, g["last_hidden_state"], atol=1e-4, rtol=1e-4)
 
 
 def test_shifted_positions_match_transformers(decoders):
