@@ -9,6 +9,10 @@ shift); :func:`bf16_to_f32` reads each word once and writes each float once, on 
 buffer per thread (on one core, between BLAS calls: a parallel launch there fights BLAS's spinning
 threads and ran 2-3x slower) and multiplies each block at once. A 3-billion-weight model then runs from
 its memory-mapped bf16 file without a float32 copy, and without the fresh memory a copy needs.
+
+Until a warm-up has compiled the kernels (:func:`attnviz.engine.jitcache.is_warm`) both widen with numpy
+instead (the same bits; compiling these kernels costs 10-30 s, more than numpy's extra pass over a whole
+model), so a fresh installation's first pass of a bf16 checkpoint does not wait for the compiler.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from attnviz.engine import jitcache
 from attnviz.engine.runtime import PARALLEL_LOCK, get_num_threads, parallel_section
 
 CHUNKS = 256  # contiguous pieces handed to the threads
@@ -38,9 +43,12 @@ def _widen(src, dst):
             dst[i] = np.uint32(src[i]) << np.uint32(16)
 
 
-def bf16_to_f32(raw: np.ndarray) -> np.ndarray:
-    """The float32 values of bfloat16 bits ``raw`` (uint16, any shape, any memory layout)."""
-    if raw.size < SMALL:
+def bf16_to_f32(raw: np.ndarray, compiled: bool | None = None) -> np.ndarray:
+    """The float32 values of bfloat16 bits ``raw`` (uint16, any shape, any memory layout). ``compiled``:
+    use the compiled kernel (True), numpy (False) or the kernel once the cache is warm (None)."""
+    if compiled is None:
+        compiled = jitcache.is_warm()
+    if raw.size < SMALL or not compiled:
         return (raw.astype(np.uint32) << 16).view(np.float32)
     src = np.ascontiguousarray(raw).reshape(-1)  # (n,) a mapped file's rows are contiguous already
     out = np.empty(src.size, dtype=np.uint32)  # (n,)
@@ -84,17 +92,29 @@ def _rows_dot(bits, x, out):
                 out[t, r] = s
 
 
-def bf16_matmul_t(x: np.ndarray, bits: np.ndarray) -> np.ndarray:
+def _widen_into(src: np.ndarray, dst: np.ndarray, compiled: bool) -> None:
+    """dst (r, c) uint32 <- src (r, c) uint16 << 16: the compiled single pass, or numpy's two."""
+    if compiled:
+        _widen_block(src, dst)
+    else:
+        dst[...] = src
+        dst <<= np.uint32(16)
+
+
+def bf16_matmul_t(x: np.ndarray, bits: np.ndarray, compiled: bool | None = None) -> np.ndarray:
     """``x @ W.T`` in float32 for W (out, k) the float32 values of bfloat16 ``bits`` (uint16), x (T, k)
     float32. A few rows of x (FEW_ROWS: one generated token) are dotted with each widened row of W on every
     core, reading the 16-bit matrix once (half the bytes of a float32 product, which a step is bound by).
     Otherwise wide matrices (out >= k) go by blocks of rows of W, each giving a block of output columns;
-    deep ones (k > out) by blocks of columns of W, each adding its share of every output. Returns (T, out)."""
+    deep ones (k > out) by blocks of columns of W, each adding its share of every output. Returns (T, out).
+    ``compiled`` as in :func:`bf16_to_f32` (numpy widens the blocks, and a few rows go by blocks too)."""
     out_n, k = bits.shape
     T = x.shape[0]
     if x.shape[1] != k:
         raise ValueError(f"x has {x.shape[1]} columns, the matrix {k}")
-    if T <= FEW_ROWS:
+    if compiled is None:
+        compiled = jitcache.is_warm()
+    if T <= FEW_ROWS and compiled:
         y = np.empty((T, out_n), dtype=np.float32)
         xc = np.ascontiguousarray(x, dtype=np.float32)
         if T and out_n:
@@ -109,7 +129,7 @@ def bf16_matmul_t(x: np.ndarray, bits: np.ndarray) -> np.ndarray:
         for r0 in range(0, out_n, rows):
             r1 = min(out_n, r0 + rows)
             buf = _buffer((r1 - r0) * k).reshape(r1 - r0, k)
-            _widen_block(bits[r0:r1], buf)
+            _widen_into(bits[r0:r1], buf, compiled)
             np.matmul(buf.view(np.float32), xt, out=yt[r0:r1])
         return yt.T  # (T, out), column-major
     cols = max(1, BLOCK // out_n)
@@ -117,7 +137,7 @@ def bf16_matmul_t(x: np.ndarray, bits: np.ndarray) -> np.ndarray:
     for c0 in range(0, k, cols):
         c1 = min(k, c0 + cols)
         buf = _buffer(out_n * (c1 - c0)).reshape(out_n, c1 - c0)
-        _widen_block(bits[:, c0:c1], buf)
+        _widen_into(bits[:, c0:c1], buf, compiled)
         part = x[:, c0:c1] @ buf.view(np.float32).T  # (T, out)
         if y is None:
             y = part

@@ -70,7 +70,7 @@ def _bf16_weights(rng) -> None:
         for shape in ((16, 8), (4, 8)):  # out >= k: row blocks; out < k: column blocks (a strided view)
             bits = np.full(shape, 0x3F80, dtype=np.uint16)  # 1.0
             bits.flags.writeable = False
-            bf16_matmul_t(x, bits)
+            bf16_matmul_t(x, bits, compiled=True)
     big = np.zeros(1 << 16, dtype=np.uint16)
     big.flags.writeable = False
-    bf16_to_f32(big)
+    bf16_to_f32(big, compiled=True)
