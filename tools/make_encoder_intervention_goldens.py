@@ -2,7 +2,7 @@
 
 Run once, in an environment with torch (CPU) and transformers; attnviz itself never imports them:
 
-    /path/to/venv/bin/python tools/make_encoder_intervention_goldens.py
+    /path/to/venv/bin/python tools/make_encoder_intervention_goldens.py [scripts]
 
 For tiny_roberta, tiny_distilbert (token ids IDS) and tiny_vit, tiny_dinov2, tiny_clip_vision (pixels drawn
 from a seeded normal distribution, given to the model as ``pixel_values`` unchanged) it writes
@@ -12,6 +12,8 @@ slice of that projection's input): ``plain``; ``zero`` and ``mean`` (heads ABLAT
 over the positions); ``scaled`` (head SCALE_HEAD times SCALE); and ``knockout``: in every layer query rows
 from KO_FROM on may not see key KO_KEY, added to the scores as the dtype's minimum inside the model's own
 eager attention function (so each row renormalises over the keys left). ``inputs`` holds the ids or pixels.
+
+With ``scripts`` it runs instead attnviz's exported encoder hook scripts as written (:func:`scripts`).
 """
 
 from __future__ import annotations
@@ -124,5 +126,85 @@ def main() -> None:
         print(name, out["plain"].shape, sorted(out))
 
 
+
+
+# ---- the exported hook scripts, run as written ----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+# folder -> whether the pooled output is the first token's (a class token) rather than the mean over the tokens
+SCRIPT_MODELS = {"tiny_roberta": True, "tiny_xlmr": True, "tiny_electra": True, "tiny_distilbert": True,
+                 "tiny_vit": True, "tiny_deit": True, "tiny_dinov2": True, "tiny_clip_vision": True,
+                 "tiny_siglip_vision": False}
+PIXELS = "intervention_pixels.npy"  # beside a vision model's checkpoint: the pixels its script reads
+
+
+def _code():
+    """attnviz/checkpoints/intervention_code.py, loaded by path (it needs only the standard library)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("intervention_code", ROOT / "attnviz/checkpoints/intervention_code.py")
+    code = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(code)
+    return code
+
+
+def script_edits(n_layer: int, n_head: int, T: int):
+    """(ablate, scale, knockout) of the scripts: ABLATE zeroed and SCALE_HEAD scaled (moved into range for a model of
+    fewer layers or heads), the knockout in every layer."""
+    def fit(lh):
+        return min(lh[0], n_layer - 1), min(lh[1], n_head - 1)
+
+    ablate = {fit(h): "zero" for h in ABLATE}
+    scale = {fit(SCALE_HEAD): SCALE} if fit(SCALE_HEAD) not in ablate else {}
+    ko = np.zeros((T, T), bool)
+    ko[KO_FROM:, KO_KEY] = True
+    return ablate, scale, {layer: ko for layer in range(n_layer)}
+
+
+def scripts() -> None:
+    """For each of SCRIPT_MODELS: write attnviz's exported encoder hook script (ablation, scaling and the knockout
+    together), run it as written from the repository root, and keep in ``golden_encoder_scripts.npz`` its digest,
+    the pooled output before and after it printed and their cosine (a vision model's pixels go to PIXELS)."""
+    import hashlib
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = _code()
+    rng = np.random.default_rng(31)
+    for name, first in SCRIPT_MODELS.items():
+        folder = DATA / name
+        model = AutoModel.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+        cfg = model.config
+        n_head = getattr(cfg, "num_attention_heads", None) or cfg.n_heads
+        n_layer = getattr(cfg, "num_hidden_layers", None) or cfg.n_layers
+        rel = f"tests/data/checkpoints/{name}"
+        if hasattr(cfg, "image_size"):
+            size = cfg.image_size if isinstance(cfg.image_size, (list, tuple)) else (cfg.image_size, cfg.image_size)
+            pixels = rng.standard_normal((cfg.num_channels, *size)).astype(np.float32)
+            np.save(folder / PIXELS, pixels)
+            inputs = {"pixels": f"{rel}/{PIXELS}"}
+            given = {"pixel_values": torch.from_numpy(pixels[None])}
+        else:
+            inputs = {"ids": IDS}
+            given = {"input_ids": torch.tensor([IDS])}
+        with torch.no_grad():
+            T = int(model.eval()(**given).last_hidden_state.shape[1])
+        ablate, scale, ko = script_edits(n_layer, n_head, T)
+        text = code.encoder_script(rel, pooled_first=first, ablate=ablate, scale=scale, knockout=ko, n_layer=n_layer,
+                                   **inputs)
+        run = subprocess.run([sys.executable, "-c", text], cwd=ROOT, capture_output=True, text=True, check=True,
+                             env=dict(os.environ, TRANSFORMERS_VERBOSITY="error"))
+        found = json.loads(run.stdout.strip().splitlines()[-1])
+        assert found["cosine"] < 1 - 1e-6, f"{name}: the script changed nothing"
+        np.savez_compressed(folder / "golden_encoder_scripts.npz", script_sha256=hashlib.sha256(text.encode()).hexdigest(),
+                            pooled_before=np.array(found["pooled_before"]), pooled_after=np.array(found["pooled_after"]),
+                            cosine=found["cosine"], T=T)
+        print(name, T, found["cosine"])
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    scripts() if sys.argv[1:] == ["scripts"] else main()

@@ -7,6 +7,10 @@ the standard library, so any interpreter can make the scripts.
 Exported: zero and mean ablation (over the positions, or to given values such as a corpus's means of the head),
 scaling, and knockout masks applied to every layer (as a 4-D attention mask in the PyTorch script). A knockout on some layers only, and patching, have no one-line hook form and
 are refused by name.
+
+Encoders and vision models (:func:`encoder_script`): the same pre-hooks on transformers' AutoModel (the output
+projection at :data:`ENCODER_OUT_PROJ_PATHS`), the knockout added to the scores inside the modeling module's
+eager attention function; the script prints the pooled output before and after and their cosine.
 """
 
 from __future__ import annotations
@@ -161,6 +165,124 @@ def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
         "hooks = [(f\"blocks.{layer}.attn.hook_z\", edit(heads)) for layer, heads in edits.items()]",
         "logits = model.run_with_hooks(ids, fwd_hooks=hooks)[0, -1]",
         "print(logits)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ---- encoders and vision models -------------------------------------------------------------------------
+
+#: where transformers' AutoModel keeps an encoder layer's attention output projection, tried in this order:
+#: BERT, RoBERTa, XLM-R and ELECTRA (and ViT, DeiT, DINOv2 before transformers 5); ViT and DeiT; DINOv2;
+#: DistilBERT; CLIP's and SigLIP's vision towers (the second: as a tower inside a whole CLIP / SigLIP model)
+ENCODER_OUT_PROJ_PATHS = ("encoder.layer.{i}.attention.output.dense", "layers.{i}.attention.o_proj",
+                          "encoder.layer.{i}.attention.o_proj", "transformer.layer.{i}.attention.out_lin",
+                          "encoder.layers.{i}.self_attn.out_proj", "vision_model.encoder.layers.{i}.self_attn.out_proj")
+
+
+def encoder_script(model: str, *, ids=None, pixels: str | None = None, pooled_first: bool = True, ablate=None,
+                   scale=None, knockout=None, n_layer: int | None = None) -> str:
+    """A runnable script: ``model`` loaded by transformers' AutoModel in float32 with eager attention, run on token
+    ``ids`` (a text encoder) or on the preprocessed pixels saved at ``pixels`` (a .npy file of (C, H, W) float32, a
+    vision model), once plain and once with the edits, printing as JSON the pooled output before and after (the
+    first token's last hidden state, ``pooled_first``; else the mean over the tokens) and their cosine.
+
+    A knockout (one (T, T) mask of removed edges for every layer) is added to the scores inside the modeling
+    module's eager attention function, so each row renormalises over the keys left."""
+    if (ids is None) == (pixels is None):
+        raise ValueError("give the token ids of a text encoder or the pixels file of a vision model")
+    layers = _heads_by_layer(ablate or {}, scale or {})
+    given = any(how == "set" for v in layers.values() for _h, how, _f in v)
+    lines = ["import json"] + (["import sys"] if knockout is not None else []) + [""]
+    if pixels is not None:
+        lines += ["import numpy as np"]
+    lines += [
+        "import torch",
+        "from transformers import AutoModel",
+        "",
+        f"model = AutoModel.from_pretrained({model!r}, dtype=torch.float32, attn_implementation=\"eager\").eval()",
+        "cfg = model.config",
+        "n_head = getattr(cfg, \"num_attention_heads\", None) or cfg.n_heads",
+    ]
+    if pixels is not None:
+        lines += [f"inputs = {{\"pixel_values\": torch.from_numpy(np.load({pixels!r}))[None]}}  # (1, C, H, W) "
+                  "as attnviz preprocessed the image"]
+    else:
+        lines += [f"inputs = {{\"input_ids\": torch.tensor([{[int(t) for t in ids]}])}}"]
+    lines += [
+        "",
+        "",
+        "def edit(heads):",
+        "    \"\"\"A pre-hook on the attention's output projection: its input is every head's output side by side.\"\"\"",
+        "    def pre(module, args):",
+        "        x = args[0].clone()",
+        "        b, t, _ = x.shape",
+        "        h = x.view(b, t, n_head, -1)",
+        "        for head, how, factor in heads:",
+        "            if how == \"zero\":",
+        "                h[:, :, head] = 0",
+        "            elif how == \"mean\":",
+        "                h[:, :, head] = h[:, :, head].mean(dim=1, keepdim=True)",
+        *_set_lines("h", given),
+        "            else:",
+        "                h[:, :, head] *= factor",
+        "        return (h.view(b, t, -1),) + tuple(args[1:])",
+        "    return pre",
+        "",
+        "",
+        "def out_proj(layer):",
+        "    \"\"\"The layer's attention output projection, whatever the family calls it.\"\"\"",
+        f"    for path in {ENCODER_OUT_PROJ_PATHS!r}:",
+        "        try:",
+        "            return model.get_submodule(path.format(i=layer))",
+        "        except AttributeError:",
+        "            pass",
+        "    raise SystemExit(f\"no attention output projection found in layer {layer}\")",
+        "",
+        "",
+        "def pooled():",
+        "    with torch.no_grad():",
+        "        h = model(**inputs).last_hidden_state[0]  # (T, C)",
+        f"    return {'h[0]' if pooled_first else 'h.mean(dim=0)'}.double()"
+        f"  # {'the class token' if pooled_first else 'no class token: the mean over the tokens'}",
+        "",
+        "",
+        "before = pooled()",
+        f"edits = {_literal(layers)}  # layer -> [(head, how, factor)]",
+        "hooks = [out_proj(int(layer)).register_forward_pre_hook(edit(heads)) for layer, heads in edits.items()]",
+    ]
+    if knockout is not None:
+        if n_layer is not None and set(knockout) != set(range(n_layer)):
+            raise ValueError("a knockout on some layers only has no hook form; export one applied to every layer")
+        masks = list(knockout.values())
+        first = masks[0]
+        if any((m != first).any() for m in masks[1:]) or getattr(first, "ndim", 2) != 2:
+            raise ValueError("only one (T, T) knockout mask for every layer and head is exported")
+        removed = [[int(i), int(j)] for i, j in zip(*first.nonzero())]
+        T = int(first.shape[0])
+        lines += [
+            f"knock = torch.zeros(1, 1, {T}, {T})",
+            f"for i, j in {removed}:",
+            "    knock[0, 0, i, j] = torch.finfo(torch.float32).min  # the knocked-out edges: query i may not see key j",
+            "modeling = sys.modules[type(model).__module__]",
+            "eager = modeling.eager_attention_forward",
+            "",
+            "",
+            "def knocked(module, query, key, value, attention_mask, *args, **kwargs):",
+            "    mask = knock if attention_mask is None else attention_mask + knock",
+            "    return eager(module, query, key, value, mask, *args, **kwargs)",
+            "",
+            "",
+            "modeling.eager_attention_forward = knocked",
+        ]
+    lines += ["after = pooled()"]
+    if knockout is not None:
+        lines += ["modeling.eager_attention_forward = eager"]
+    lines += [
+        "for hook in hooks:",
+        "    hook.remove()",
+        "cosine = torch.nn.functional.cosine_similarity(before, after, dim=0).item()",
+        "print(json.dumps({\"pooled_before\": before.tolist(), \"pooled_after\": after.tolist(), \"cosine\": cosine}))",
         "",
     ]
     return "\n".join(lines)

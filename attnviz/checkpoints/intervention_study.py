@@ -389,14 +389,75 @@ def sweep(c, weights, ids, *, mode: str = "zero", factor: float = 0.0, metric: s
 MASK_KNOCKOUT_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "gpt2")
 
 
+#: encoder and vision families whose exported hook script was run as written (tools/make_encoder_intervention_goldens.py
+#: scripts), and BERT, whose transformers module RoBERTa's copies
+ENCODER_EXPORT_TYPES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", "vit", "deit", "dinov2",
+                        "clip_vision_model", "siglip_vision_model")
+PIXELS_FILE = "interventions_pixels.npy"  # what a vision model's script reads its pixels from (saved beside it)
+
+
+def export_encoder_code(folder: str, x, spec, c, *, allowed=None, means=None, pixels_file: str = PIXELS_FILE) -> dict:
+    """:func:`export_code` for an encoder over token ids ``x`` (T,) or a vision model over pixels ``x`` (C, H, W):
+    the PyTorch script of :func:`attnviz.checkpoints.intervention_code.encoder_script` printing the pooled output
+    before and after the edits and their cosine; for a vision model ``"pixels"`` holds the (C, H, W) float32 array
+    the script reads from ``pixels_file``. TransformerLens has no hooks for these models: said instead."""
+    from attnviz.checkpoints.intervention_code import encoder_script
+
+    out = {"pytorch": "", "lens": "", "pytorch_problem": "",
+           "lens_problem": "TransformerLens hooks are written for decoder LLMs; the PyTorch script holds these edits"}
+    if spec.patch != "none":
+        out["pytorch_problem"] = "patching runs on decoder LLMs; choose no patch"
+        return out
+    if c.model_type not in ENCODER_EXPORT_TYPES:
+        out["pytorch_problem"] = (f"the hook script is checked on {', '.join(ENCODER_EXPORT_TYPES)}; a {c.model_type} "
+                                  "model keeps its attention output projection elsewhere (or shares it between layers)")
+        return out
+    heads = [check_head(c, layer, h) for layer, h in spec.heads]
+    ablate = {lh: spec.mode for lh in heads} if spec.mode in ("zero", "mean") else {}
+    if spec.mode == "mean" and means is not None:
+        m = check_means(c, means)
+        ablate = {lh: m[lh] for lh in heads}
+    scale = {lh: float(spec.factor) for lh in heads} if spec.mode == "scale" else {}
+    vision = c.kind == "vit"
+    pixels = np.asarray(x, dtype=np.float32) if vision else None
+    T = encoder_tokens(c, x)
+    ko = None
+    if spec.knockout_layers:
+        if spec.knockout_heads:
+            out["pytorch_problem"] = "a knockout on some heads only is not exported; choose every head to export it"
+            return out
+        ko = knockout(c, allowed, T, spec.knockout_layers)
+    kw = {"pixels": pixels_file} if vision else {"ids": [int(t) for t in np.asarray(x).reshape(-1)]}
+    try:
+        out["pytorch"] = encoder_script(str(folder), pooled_first=not vision or c.n_extra > 0, ablate=ablate,
+                                        scale=scale, knockout=ko, n_layer=c.n_layer, **kw)
+    except ValueError as exc:
+        out["pytorch_problem"] = str(exc)
+    if vision and out["pytorch"]:
+        out["pixels"] = np.ascontiguousarray(pixels)
+        out["pixels_file"] = pixels_file
+    return out
+
+
+def encoder_tokens(c, x) -> int:
+    """T: the tokens an encoder sees for ids ``x``, or a vision model for pixels ``x`` (C, H, W)."""
+    if c.kind != "vit":
+        return int(np.size(x))
+    shape = np.shape(x)
+    return c.n_extra + (shape[1] // c.patch_size[0]) * (shape[2] // c.patch_size[1])
+
+
 def export_code(folder: str, ids, spec, c, *, allowed=None, means=None) -> dict[str, str]:
     """{"pytorch": script or "", "lens": script or "", "pytorch_problem": why not or "", "lens_problem": ...}: the
     forward-hook scripts of attnviz.checkpoints.intervention_code reproducing ``spec`` on ``ids``. What a
     snippet cannot express (a patch; for TransformerLens, a knockout; a knockout on some layers or heads only)
-    is said instead of a script that would compute something else. ``means`` (L, nh, hd), with mode "mean": the
+    is said instead of a script that would compute something else. An encoder or a vision model (``ids`` its
+    token ids or pixels): :func:`export_encoder_code`. ``means`` (L, nh, hd), with mode "mean": the
     heads are set to these values (a corpus's means), written into the scripts."""
     from attnviz.checkpoints.intervention_code import lens_script, pytorch_script
 
+    if getattr(c, "kind", None) in ENCODER_KINDS:
+        return export_encoder_code(folder, ids, spec, c, allowed=allowed, means=means)
     ids = [int(t) for t in np.asarray(ids).reshape(-1)]
     T = len(ids)
     heads = [check_head(c, layer, h) for layer, h in spec.heads]
