@@ -138,10 +138,14 @@ class VlmGenerationStudy(GenerationStudy):
 
     def on_run_tokens(self, values: np.ndarray, result) -> np.ndarray:
         """(T_run,) ``values`` over this generation's tokens placed on a forward pass ``result``'s image tokens
-        (0 elsewhere), so its patch groups draw them; CheckpointError when that run's image tokens are not at
-        this prefix's image positions (another picture or prompt)."""
+        (0 elsewhere), so its patch groups draw them; CheckpointError when that run's patch tokens are not image
+        tokens of this prefix at the same places (another picture or prompt). A run may leave an image token out
+        of its patch groups (LLaVA's "full" strategy: the vision tower's class token)."""
         where = np.sort(np.asarray(result.image_tokens(), dtype=np.int64))
-        if not np.array_equal(where, self.image_positions()):
+        T0 = self.prompt_ids.size
+        ids = np.asarray(result.ids, dtype=np.int64)
+        inside = bool(where.size) and int(where[-1]) < min(T0, ids.size)
+        if not inside or not self.is_image[where].all() or not np.array_equal(ids[where], self.prompt_ids[where]):
             raise CheckpointError("the picture shown is of another run (other image tokens); press Run on this "
                                   "picture and prompt to draw the generated tokens over it")
         out = np.zeros(result.T, dtype=np.float64)

@@ -75,10 +75,10 @@ def check(args) -> str | None:
             return f"{args.file} is a checkpoint folder and --model {args.model} names another: give one model"
         args.model, args.file = args.file, None
     if args.model is None:
-        if args.image or args.prompt is not None or args.option or args.target is not None:
+        if args.image or args.prompt is not None or args.option or getattr(args, "target", None) is not None:
             return "--image, --prompt (--text), --target and --option go with --model (or a checkpoint folder)"
         return None
-    if args.target is not None:
+    if getattr(args, "target", None) is not None:
         folder = model_folder(args.model)
         kind = model_type(folder) if os.path.isdir(folder) else None
         if kind is not None and not takes_target(kind):
@@ -119,7 +119,7 @@ def apply(window, args) -> None:
         panel.set_image_file(os.path.abspath(images[0]))
     options = dict(opt.partition("=")[::2] for opt in args.option or ())
     prompt = None if args.prompt is None else args.prompt.replace("\\n", "\n")
-    if args.target is not None:  # read by the run that follows the load
+    if getattr(args, "target", None) is not None:  # read by the run that follows the load
         target = args.target.replace("\\n", "\n")
         panel.set_target(target)
         panel.seq2seq.target_edit.setCursorPosition(0)  # its beginning in view, as the source's
