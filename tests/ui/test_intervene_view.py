@@ -346,7 +346,7 @@ def test_an_encoder_is_intervened_on_with_the_pooled_cosine(panel, qtbot):
         panel.load_model(DATA / "tiny_roberta")
     index = panel.tabs.indexOf(view)
     assert panel.tabs.isTabEnabled(index) and view.ready() and view.encoder()
-    assert not view.decoder_rows.isVisibleTo(view) and not view.code_button.isEnabled()
+    assert not view.decoder_rows.isVisibleTo(view) and view.code_button.isEnabled()
     assert [view.metric_combo.itemData(i) for i in range(view.metric_combo.count())] == ["cosine"]
     eff = changed(qtbot, view, lambda: view.toggle_head(1, 0))
     ck = panel.ckpt
@@ -367,7 +367,7 @@ def test_an_encoder_is_intervened_on_with_the_pooled_cosine(panel, qtbot):
     assert "runs on decoder LLMs" in view.message_text()
 
 
-def test_a_vision_model_draws_the_class_tokens_attention_before_and_after(panel, qtbot):
+def test_a_vision_model_draws_the_class_tokens_attention_before_and_after(panel, qtbot, tmp_path):
     view = panel.intervention
     yy, xx = np.mgrid[0:96, 0:160]
     rgb = np.stack([(xx * 1.5) % 256, (yy * 2.5) % 256, ((xx + yy) * 0.8) % 256], -1).astype(np.uint8)
@@ -392,6 +392,14 @@ def test_a_vision_model_draws_the_class_tokens_attention_before_and_after(panel,
     assert "layer 1 · head 0" in view.overlay_title.text()
     view.resize(700, 600)
     assert view.minimumSizeHint().height() <= 300  # it scrolls inside the tab
+    # the code export: the hook script on the pixels the model saw, saved beside it
+    dialog = view.show_code()
+    qtbot.addWidget(dialog)
+    assert "edits = {0: [(1, 'zero', None)]}" in dialog.text("pytorch") and dialog.copy_button.isEnabled()
+    assert dialog.save(tmp_path / "hooks.py") and "beside it" in dialog.message.text()
+    np.testing.assert_array_equal(np.load(tmp_path / "interventions_pixels.npy"), panel.outcome.result.pixels)
+    dialog.tabs.setCurrentIndex(1)
+    assert not dialog.copy_button.isEnabled() and "decoder LLMs" in dialog.message.text()
 
 
 def test_an_encoders_effects_wait_until_the_tab_is_shown(panel, qtbot):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
@@ -156,16 +157,24 @@ class CodeDialog(QDialog):
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.text())
-        self.message.setText("copied to the clipboard")
+        pixels = self.code.get("pixels") is not None and self.current() == "pytorch"
+        self.message.setText("copied to the clipboard" + (f"; the script reads its pixels from "
+                                                          f"{self.code['pixels_file']}, which Save… writes" if pixels else ""))
 
     def save(self, path) -> bool:
+        """Write the script shown to ``path``; a vision model's PyTorch script also gets its pixels file beside it."""
+        pixels = self.code.get("pixels") if self.current() == "pytorch" else None
+        side = Path(path).with_name(self.code.get("pixels_file", "")) if pixels is not None else None
         try:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(self.text())
+            if side is not None:
+                np.save(side, pixels)
         except OSError as exc:
             self.message.setText(f"could not save {path}: {exc.strerror or exc}")
             return False
-        self.message.setText(f"saved {path}")
+        self.message.setText(f"saved {path}" if side is None else
+                             f"saved {path} and the pixels it reads, {side.name}, beside it: run it from that folder")
         return True
 
     def _ask_save(self) -> None:
@@ -756,11 +765,8 @@ class InterveneView(QWidget):
         """The export of :func:`intervention_study.export_code` for the session's interventions on this input."""
         if not self.ready():
             raise CheckpointError(self._why_not_ready())
-        if self.encoder():
-            raise CheckpointError("the code export writes hooks for decoder LLMs; on an encoder or a vision model "
-                                  "hook the attention's output projection the same way")
         ck = self.panel.ckpt
-        ids = self._text_ids()
+        ids = self._encoder_input() if self.encoder() else self._text_ids()
         allowed = None
         if self.spec.knockout_layers:
             try:
@@ -847,9 +853,9 @@ class InterveneView(QWidget):
         if kind in ("vit", "gpt2") and self.over_combo.currentData() == "corpus":
             self.over_combo.setCurrentIndex(self.over_combo.findData("input"))
         self.decoder_rows.setVisible(not encoder)  # no patch and no next token on an encoder or a vision model
-        self.code_button.setEnabled(not encoder)
         self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script"
-                                    if not encoder else "the code export writes hooks for decoder LLMs")
+                                    if not encoder else "the interventions as a PyTorch forward-hook script printing "
+                                    "the pooled output before and after")
         self.means_row.set_config(ckpt.config if decoder or encoder else None)
         if decoder or encoder:
             c = ckpt.config
