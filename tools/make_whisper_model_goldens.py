@@ -4,7 +4,9 @@ bundled demo clip resources/audio/chirps.wav.
 Run once, in a throw-away environment with torch (CPU), transformers 5, tokenizers and soundfile; attnviz
 never imports them:
 
-    /tmp/gold/bin/python tools/make_whisper_model_goldens.py
+    /tmp/gold/bin/python tools/make_whisper_model_goldens.py [--models-only]
+
+(``--models-only``: the folders without golden.npz, to try a change of the models quickly.)
 
 Each folder under tests/data/checkpoints/ holds what ``WhisperForConditionalGeneration.save_pretrained``
 writes (config.json, model.safetensors, generation_config.json), the feature extractor's
@@ -22,13 +24,16 @@ special tokens in Whisper's order) and
   generation_config.json (the new tokens, without the prompt), and ``sequences_3`` with ``max_new_tokens=3``; ``top2_gap``: the smallest gap
   between the best and second-best logit over the greedy steps (how far a float32 rounding is from flipping
   a token); for the multilingual model also ``prompt_de`` / ``sequences_de`` (``language="de"``) and
-  ``prompt_fr_translate`` / ``sequences_fr_translate`` (``language="fr", task="translate"``).
+  ``prompt_fr_translate`` / ``sequences_fr_translate`` (``language="fr", task="translate"``); beam search,
+  timestamps and their mixes as :func:`more_goldens` says. Every ``sequences*`` is what ``generate`` returns:
+  each window's written tokens, the end of text taken off.
 
 The folders:
 
 * ``tiny_whisper``    — multilingual: lang_to_id (en, fr, de), task_to_id, no language in the config, so
                         ``generate`` detects it (the decoder on the start token, the best language token);
-                        suppress_tokens and begin_suppress_tokens;
+                        suppress_tokens and begin_suppress_tokens; 101 timestamp tokens after
+                        <|notimestamps|> (<|0.00|> ... <|2.00|>), max_initial_timestamp_index 5;
 * ``tiny_whisper_en`` — English-only: forced_decoder_ids [[1, <|notimestamps|>]], no lang_to_id, GELU
                         replaced by ReLU, 3 decoder layers.
 
@@ -41,6 +46,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -58,14 +64,19 @@ CORPUS = ["the cat sat on the mat", "attention shows which frames the model list
 LANGS = ("en", "fr", "de")
 TARGET = " a rising chirp, then the tone"
 CHUNK_SECONDS = 2  # the tiny models' window: 200 feature frames, 100 encoder frames
+STAMPS = CHUNK_SECONDS * 50 + 1  # timestamp tokens <|0.00|> ... <|2.00|> (0.02 s apart) of the multilingual model
+MAX_INITIAL = 5  # its max_initial_timestamp_index: the transcript opens no later than <|0.10|>
+STAMP_STD = 0.08  # the timestamp tokens' rows of the token table
+BASE_VOCAB = 311  # the tokens before the timestamps: the weights of these rows are drawn as before they existed
 
 
 def specials(multilingual: bool) -> list[str]:
-    """Whisper's special tokens in its order (no timestamp tokens)."""
+    """Whisper's special tokens in its order (the multilingual model's timestamp tokens last)."""
     langs = [f"<|{c}|>" for c in LANGS] if multilingual else []
+    stamps = [f"<|{i * 0.02:.2f}|>" for i in range(STAMPS)] if multilingual else []
     return (["<|endoftext|>", "<|startoftranscript|>"] + langs
             + ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
-               "<|notimestamps|>"])
+               "<|notimestamps|>"] + stamps)
 
 
 def make_tokenizer(multilingual: bool) -> Tokenizer:
@@ -115,6 +126,12 @@ def widen(model: torch.nn.Module, seed: int) -> None:
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
             elif name.endswith("embed_positions.weight") and "encoder" in name:
                 continue  # the stored sinusoids, as Whisper keeps them
+            elif name.endswith("embed_tokens.weight") and p.shape[0] > BASE_VOCAB:
+                # the rows of the tokens before the timestamps as they were drawn before there were any
+                p[:BASE_VOCAB].copy_(0.25 * torch.randn((BASE_VOCAB, p.shape[1]), generator=g))
+                extra = torch.Generator().manual_seed(seed + 100)
+                # smaller rows: without timestamps asked the text tokens win, as in a trained Whisper
+                p[BASE_VOCAB:].copy_(STAMP_STD * torch.randn((p.shape[0] - BASE_VOCAB, p.shape[1]), generator=extra))
             else:
                 p.copy_(0.25 * torch.randn(p.shape, generator=g))
 
@@ -147,6 +164,7 @@ def build(name: str, *, multilingual: bool, act: str, dec_layers: int, seed: int
         gen.is_multilingual = True
         gen.lang_to_id = {f"<|{c}|>": ids[f"<|{c}|>"] for c in LANGS}
         gen.task_to_id = {"translate": ids["<|translate|>"], "transcribe": ids["<|transcribe|>"]}
+        gen.max_initial_timestamp_index = MAX_INITIAL
     else:
         gen.is_multilingual = False
         gen.forced_decoder_ids = [[1, ids["<|notimestamps|>"]]]
@@ -159,6 +177,8 @@ def build(name: str, *, multilingual: bool, act: str, dec_layers: int, seed: int
         "unk_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "add_prefix_space": False}, indent=2) + "\n")
 
     sf.write(folder / "clip.wav", clip(seed=seed), 16_000, subtype="PCM_16")
+    if "--models-only" in sys.argv:
+        return
     samples, _ = sf.read(folder / "clip.wav", dtype="float32")
     feats = fe(samples, sampling_rate=16_000, return_tensors="pt").input_features  # (1, 80, 200)
     with torch.no_grad():
@@ -174,6 +194,7 @@ def build(name: str, *, multilingual: bool, act: str, dec_layers: int, seed: int
                 named[f"prompt_{key}"] = model._retrieve_init_tokens(feats, 1, gc, model.config, feats.shape[-1],
                                                                      {})[0].numpy()
                 named[f"sequences_{key}"] = model.generate(feats, do_sample=False, **kw)[0].numpy()
+        named |= more_goldens(model, feats, multilingual)
         # the decoder prompt generate() puts first (and leaves out of what it returns), by its own code
         gc = copy.deepcopy(model.generation_config)
         gc.return_timestamps = False  # as generate() sets it before asking
@@ -199,6 +220,49 @@ def build(name: str, *, multilingual: bool, act: str, dec_layers: int, seed: int
         sequences=seq[0].numpy(), sequences_3=seq3[0].numpy(), top2_gap=np.float64(min(gaps) if gaps else np.inf),
         **named)
     print(name, "prompt", prompt.tolist(), "greedy", seq[0].tolist(), "min gap", min(gaps) if gaps else None)
+
+
+def _maps(model, feats, dec) -> dict:
+    out = model(input_features=feats, decoder_input_ids=torch.as_tensor(dec)[None], output_attentions=True)
+    return {"decoder_attentions": np.stack([a[0].numpy() for a in out.decoder_attentions]),
+            "cross_attentions": np.stack([a[0].numpy() for a in out.cross_attentions])}
+
+
+def more_goldens(model, feats, multilingual: bool) -> dict:
+    """Beam search (``sequences_beam2``, ``sequences_beam3``, with its maps over the prompt then the chosen
+    beam's tokens: ``beam3_decoder_attentions``, ``beam3_cross_attentions``), and for the multilingual model
+    timestamps (``prompt_ts``, ``sequences_ts`` and the segments' ``ts_start``, ``ts_end``, ``ts_length``;
+    ``sequences_ts_beam2``; ``sequences_ts_de``: German, timestamps, 3 new tokens a window) and ``sequences_fr_beam2``."""
+    out = {}
+    runs = {"beam2": {"num_beams": 2}, "beam3": {"num_beams": 3},
+            # another end of text, so that beams finish: at the second token (166) or later (255)
+            "eos166": {"eos_token_id": 166}, "beam3_eos166": {"num_beams": 3, "eos_token_id": 166},
+            "beam3_eos255": {"num_beams": 3, "eos_token_id": 255},
+            "beam3_eos166_early": {"num_beams": 3, "eos_token_id": 166, "early_stopping": True},
+            "beam3_eos166_never": {"num_beams": 3, "eos_token_id": 166, "early_stopping": "never",
+                                   "length_penalty": 2.0}}
+    if multilingual:
+        runs |= {"ts": {"return_timestamps": True}, "ts_beam2": {"return_timestamps": True, "num_beams": 2},
+                 "ts_de": {"return_timestamps": True, "language": "de", "max_new_tokens": 3},
+                 "fr_beam2": {"language": "fr", "num_beams": 2}}
+    for key, kw in runs.items():
+        res = model.generate(feats, do_sample=False, return_segments=True, **kw)
+        out[f"sequences_{key}"] = res["sequences"][0].numpy()
+        if key == "ts":
+            segs = res["segments"][0]
+            out["ts_start"] = np.array([float(sg["start"]) for sg in segs])
+            out["ts_end"] = np.array([float(sg["end"]) for sg in segs])
+            out["ts_length"] = np.array([len(sg["tokens"]) for sg in segs])
+            gc = copy.deepcopy(model.generation_config)
+            gc.return_timestamps = True
+            out["prompt_ts"] = model._retrieve_init_tokens(feats, 1, gc, model.config, feats.shape[-1], {})[0].numpy()
+        print(model.config.decoder_layers, key, out[f"sequences_{key}"].tolist())
+    gc = copy.deepcopy(model.generation_config)
+    gc.return_timestamps = False
+    prompt = model._retrieve_init_tokens(feats, 1, gc, model.config, feats.shape[-1], {})[0].numpy()
+    maps = _maps(model, feats, np.concatenate([prompt, out["sequences_beam3"]]))
+    out |= {f"beam3_{k}": v for k, v in maps.items()}
+    return out
 
 
 def main() -> None:

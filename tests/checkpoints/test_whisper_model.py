@@ -213,4 +213,4 @@ def test_model_list_names_whisper_supported():
     from attnviz.checkpoints.hub_cache import describe_folder
 
     item = describe_folder(DATA / "tiny_whisper")
-    assert item.supported and item.family == "Whisper" and item.n_params == 42_104
+    assert item.supported and item.family == "Whisper" and item.n_params == 44_528  # 42,104 and the 101 timestamp rows of 24
