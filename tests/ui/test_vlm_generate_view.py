@@ -189,3 +189,42 @@ def test_the_page_with_the_tab_in_front_fits_the_smallest_window(qtbot):
     assert not panel.vlm.chart.isVisible()
     hint = panel.minimumSizeHint()
     assert hint.width() <= 1024 and hint.height() <= 700
+
+
+def test_the_study_takes_the_prefix_first_and_its_layer_means_are_the_rows(qtbot):
+    from attnviz.checkpoints import CheckpointError, load_checkpoint
+    from attnviz.checkpoints.generate import Progress
+    from attnviz.checkpoints.vlm_generation_study import VlmGenerationStudy
+
+    name = "tiny_paligemma"
+    ck = load_checkpoint(DATA / name)
+    images = [rgb for _f, rgb in pictures(name)]
+    prompt = str(golden(name, "golden.npz")["prompt"])
+    study = VlmGenerationStudy(ck, images, prompt)
+    assert study.describe() == "reading the picture and the prompt…"
+    with pytest.raises(CheckpointError, match="not its prefix"):  # a plain chunk cannot start the study
+        study.add(Progress(start=0, ids=np.array([1]), rows=np.zeros((2, 4, 1, 1), np.float32),
+                           stream=np.zeros((3, 1, 8), np.float32)))
+    arrived = []
+    gen = study.job(4, on_progress=arrived.append)()
+    for p in arrived:
+        study.add(p)
+    study.finish(gen)
+    assert study.n_prompt == 24 and int(study.is_image.sum()) == 16 and study.describe().startswith("24 prompt "
+                                                                                                     "tokens (16 image)")
+    full = study.attentions()  # (L, nh, T, T)
+    np.testing.assert_allclose(study.fused(study.T - 1), full.mean(axis=1), atol=1e-6)
+    np.testing.assert_allclose(study.fused(10), full[:, :, :11, :11].mean(axis=1), atol=1e-6)
+    with pytest.raises(CheckpointError, match="unknown view"):
+        study.values_at(study.T - 1, "sideways")
+
+
+def test_a_token_of_the_run_clicked_under_the_picture_is_drawn_again(qtbot):
+    panel = make_panel(qtbot)
+    view, page = panel.vlm_generation, panel.vlm
+    run(qtbot, view, max_new_tokens=2)
+    assert page.caption.text().startswith("generated")
+    page.select_query(20)  # a prompt token of the run, as a click in the strip
+    assert page.query == 20 and not page.caption.text().startswith("generated")
+    view.show_step(0)  # a step picked again: the generated token is drawn again
+    assert page.caption.text().startswith("generated") and "step 1" in page.caption.text()
