@@ -46,6 +46,9 @@ def register(sub) -> None:
                           "end): each layer's top 10 next tokens as lens_top_ids / lens_top_probs (layers + 1, 10)")
     gen.add_argument("--chat", action="store_true", help="read the text as one user message in the chat template")
     gen.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
+    from attnviz.cli.model_audio import add_whisper_options
+
+    add_whisper_options(gen)
     gen.set_defaults(func=_cmd_generate)
 
 

@@ -160,3 +160,51 @@ def test_model_generate_audio_transcribes_what_inspect_does(tmp_path, capsys):
     assert main(["model", "generate", str(DATA / "tiny_llama_lm"), "--audio", str(CLIP), "--npz",
                  str(tmp_path / "a.npz")]) == 1
     assert "Whisper" in capsys.readouterr().err
+
+
+def test_language_task_timestamps_and_beams_on_the_command_line(tmp_path, capsys):
+    g = _golden(MODEL)
+    out = tmp_path / "ts.npz"
+    assert main(["model", "generate", str(MODEL), "--audio", str(CLIP), "--timestamps", "--npz", str(out)]) == 0
+    printed = capsys.readouterr().out
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["sequences"], g["sequences_ts"])
+        np.testing.assert_allclose(z["segment_start"], g["ts_start"], atol=1e-9)
+        np.testing.assert_allclose(z["segment_end"], g["ts_end"], atol=1e-9)
+        assert z["segment_length"].sum() == len(z["sequences"]) and len(z["segment_text"]) == len(g["ts_start"])
+        np.testing.assert_array_equal(z["decoder_ids"][:z["prompt_length"]], g["prompt_ts"])
+    assert f"[{g['ts_start'][0]:7.2f} -> {g['ts_end'][0]:7.2f}]" in printed
+    assert "ids: " + " ".join(map(str, g["sequences_ts"].tolist())) in printed
+    out = tmp_path / "fr.npz"
+    assert main(["model", "inspect", str(MODEL), "--audio", str(CLIP), "--language", "fr", "--beams", "2", "--npz",
+                 str(out)]) == 0
+    assert "2 beams" in capsys.readouterr().out
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["sequences"], g["sequences_fr_beam2"])
+    out = tmp_path / "de.npz"
+    assert main(["model", "inspect", str(MODEL), "--audio", str(CLIP), "--language", "de", "--target", " the cat",
+                 "--npz", str(out)]) == 0
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["decoder_ids"][:z["prompt_length"]], g["prompt_de"])
+
+
+def test_options_a_model_cannot_take_are_one_line(tmp_path, capsys):
+    npz = str(tmp_path / "x.npz")
+    for argv, message in (
+        (["model", "generate", str(EN), "--audio", str(EN / "clip.wav"), "--language", "en", "--npz", npz],
+         "English-only"),
+        (["model", "inspect", str(EN), "--audio", str(EN / "clip.wav"), "--task", "translate", "--npz", npz],
+         "English-only"),
+        (["model", "generate", str(EN), "--audio", str(EN / "clip.wav"), "--timestamps", "--npz", npz],
+         "no timestamps"),
+        (["model", "generate", str(MODEL), "--audio", str(CLIP), "--language", "klingon", "--npz", npz],
+         "not one this model knows"),
+        (["model", "generate", str(MODEL), "--audio", str(CLIP), "--task", "summarise", "--npz", npz],
+         "not one of transcribe, translate"),
+        (["model", "generate", str(MODEL), "--audio", str(CLIP), "--beams", "0", "--npz", npz], "--beams"),
+        (["model", "inspect", str(MODEL), "--audio", str(CLIP), "--beams", "2", "--target", "hi", "--npz", npz],
+         "--beams is for a transcript"),
+    ):
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, (argv, err)
