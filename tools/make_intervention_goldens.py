@@ -3,6 +3,9 @@
 Run once, in an environment with torch (CPU) and transformers; attnviz itself never imports them:
 
     /path/to/venv/bin/python tools/make_intervention_goldens.py [tiny_gpt2 ...]
+    /path/to/venv/bin/python tools/make_intervention_goldens.py seq2seq
+
+(the second: the encoder-decoders' goldens, :func:`seq2seq_goldens`).
 
 For tiny_llama_lm, tiny_qwen2, tiny_gemma2, tiny_gpt2 (GPT2LMHeadModel) and NEW_FAMILIES (tests/data/checkpoints)
 it writes
@@ -171,7 +174,102 @@ def main(names=()) -> None:
         print(name, sorted(out))
 
 
+# ---- encoder-decoders -----------------------------------------------------------------------------------
+
+SEQ2SEQ_DATA = DATA.parent  # tests/data: tiny_marian, tiny_bart
+# folder -> (source ids, corrupted source ids (one token changed), decoder input ids: the start token, then the
+# target's first tokens)
+SEQ2SEQ = {"tiny_marian": ([4, 44, 17, 14, 51, 19, 6, 10, 14, 12, 0], [4, 44, 21, 14, 51, 19, 6, 10, 14, 12, 0],
+                           [88, 4, 53, 56, 83, 73, 10]),
+           "tiny_bart": ([0, 263, 79, 79, 82, 293, 82, 85, 79, 71, 2], [0, 263, 90, 79, 82, 293, 82, 85, 79, 71, 2],
+                         [2, 0, 69, 264, 77, 286, 85])}
+SUBLAYERS = {"encoder": "model.encoder.layers.{i}.self_attn", "decoder": "model.decoder.layers.{i}.self_attn",
+             "cross": "model.decoder.layers.{i}.encoder_attn"}
+S2S_KO = {"encoder": (3, 1), "cross": (2, 4)}  # stack -> (rows from, key): the edges removed in every layer
+
+
+def seq2seq_goldens() -> None:
+    """For SEQ2SEQ: ``golden_interventions.npz`` with every decoder row's logits (T, V) of transformers' eager
+    model under pre-hooks on the stack's ``out_proj``: ``plain``; per stack ``{stack}_zero`` and ``{stack}_mean``
+    (heads ABLATE moved into range), ``{stack}_scaled`` (SCALE_HEAD times SCALE), ``{stack}_patched`` (head PATCH on
+    the corrupted source taken from the clean one) and ``corrupted``; ``{stack}_knockout`` for the encoder's
+    self-attention and the cross-attention (rows from S2S_KO's first number may not see its key), added to the
+    scores inside the modeling module's eager attention for those modules only."""
+    import importlib
+
+    from transformers import AutoModelForSeq2SeqLM
+
+    for name, (src, bad, dec) in SEQ2SEQ.items():
+        folder = SEQ2SEQ_DATA / name
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+        cfg = model.config
+        layers = {"encoder": cfg.encoder_layers, "decoder": cfg.decoder_layers, "cross": cfg.decoder_layers}
+        heads_of = {"encoder": cfg.encoder_attention_heads, "decoder": cfg.decoder_attention_heads,
+                    "cross": cfg.decoder_attention_heads}
+        modeling = importlib.import_module(type(model).__module__)
+
+        def logits(ids, hooks=(), knock=None):
+            handles = []
+            for stack, layer, fn in hooks:
+                mod = model.get_submodule(SUBLAYERS[stack].format(i=layer) + ".out_proj")
+                nh = heads_of[stack]
+
+                def pre(module, args, fn=fn, nh=nh):
+                    x = args[0].clone()
+                    b, t, c = x.shape
+                    h = x.view(b, t, nh, c // nh)
+                    fn(h)
+                    return (h.view(b, t, c),) + tuple(args[1:])
+
+                handles.append(mod.register_forward_pre_hook(pre))
+            orig = modeling.eager_attention_forward
+            if knock is not None:
+                stack, (start, key) = knock
+                targets = {id(model.get_submodule(SUBLAYERS[stack].format(i=i))) for i in range(layers[stack])}
+
+                def knocked(module, query, k, value, attention_mask, *args, **kw):
+                    if id(module) in targets:
+                        add = torch.zeros(1, 1, query.shape[2], k.shape[2])
+                        add[0, 0, start:, key] = torch.finfo(torch.float32).min
+                        attention_mask = add if attention_mask is None else attention_mask + add
+                    return orig(module, query, k, value, attention_mask, *args, **kw)
+
+                modeling.eager_attention_forward = knocked
+            try:
+                with torch.no_grad():
+                    out = model(input_ids=torch.tensor([ids]), decoder_input_ids=torch.tensor([dec])).logits[0]
+            finally:
+                modeling.eager_attention_forward = orig
+                for h in handles:
+                    h.remove()
+            return out.double().numpy()
+
+        out = {"src_ids": np.array(src), "corrupted_ids": np.array(bad), "dec_ids": np.array(dec),
+               "plain": logits(src), "corrupted": logits(bad)}
+        for stack in ("encoder", "decoder", "cross"):
+            nh, L = heads_of[stack], layers[stack]
+            heads = [(min(layer, L - 1), min(h, nh - 1)) for layer, h in ABLATE]
+            sh = (min(SCALE_HEAD[0], L - 1), min(SCALE_HEAD[1], nh - 1))
+            ph = (min(PATCH[0], L - 1), min(PATCH[1], nh - 1))
+            out[f"{stack}_ablate"], out[f"{stack}_scale_head"], out[f"{stack}_patch"] = (np.array(heads), np.array(sh),
+                                                                                      np.array(ph))
+            out[f"{stack}_zero"] = logits(src, [(stack, layer, lambda x, h=h: x[:, :, h].zero_()) for layer, h in heads])
+            out[f"{stack}_mean"] = logits(src, [(stack, layer, lambda x, h=h: x[:, :, h].copy_(
+                x[:, :, h].mean(dim=1, keepdim=True).expand_as(x[:, :, h]))) for layer, h in heads])
+            out[f"{stack}_scaled"] = logits(src, [(stack, sh[0], lambda x: x[:, :, sh[1]].mul_(SCALE))])
+            saved = {}
+            logits(src, [(stack, ph[0], lambda x: saved.update(v=x[:, :, ph[1]].clone()))])
+            out[f"{stack}_patched"] = logits(bad, [(stack, ph[0], lambda x: x[:, :, ph[1]].copy_(saved["v"]))])
+            if stack in S2S_KO:
+                out[f"{stack}_ko"] = np.array(S2S_KO[stack])
+                out[f"{stack}_knockout"] = logits(src, knock=(stack, S2S_KO[stack]))
+                assert np.abs(out[f"{stack}_knockout"] - out["plain"]).max() > 1e-4, f"{name} {stack}: no change"
+        out["scale"] = SCALE
+        np.savez_compressed(folder / "golden_interventions.npz", **out)
+        print(name, sorted(out))
+
+
 if __name__ == "__main__":
     import sys
 
-    main(tuple(sys.argv[1:]))
+    seq2seq_goldens() if sys.argv[1:] == ["seq2seq"] else main(tuple(sys.argv[1:]))

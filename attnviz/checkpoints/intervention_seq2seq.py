@@ -1,0 +1,153 @@
+"""Interventions on the BART-like encoder-decoders (MarianMT, BART, mBART): heads of the encoder's self-attention,
+the decoder's self-attention or its cross-attention zeroed, mean-ablated, scaled, set to given values or
+patched, and attention edges knocked out, in the pass of :mod:`attnviz.checkpoints.seq2seq` (the same blocks,
+with the edit points of :class:`~attnviz.checkpoints.interventions.Edit` in each attention sublayer).
+
+A head's output is its slice of what the sublayer's ``out_proj`` reads, as a PyTorch forward pre-hook on
+``model.encoder.layers.L.self_attn.out_proj``, ``model.decoder.layers.L.self_attn.out_proj`` or
+``model.decoder.layers.L.encoder_attn.out_proj`` sees it; a mean ablation takes the mean over that stack's
+positions (the source tokens for the encoder, the target tokens for the decoder's two). The effect is read on the
+next-token logits of every decoder row (teacher-forced: the decoder's first steps at once).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnviz.checkpoints.decoder import _W, causal_mask
+from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.interventions import Edit, check_head
+from attnviz.checkpoints.layers import layer_norm, linear
+from attnviz.checkpoints.parts import PartView
+from attnviz.checkpoints.seq2seq import _mlp, _sublayer, embed, multi_head
+from attnviz.checkpoints.seq2seq_head import next_token_logits
+
+STACKS = ("encoder", "decoder", "cross")  # encoder self-attention, decoder self-attention, cross-attention
+
+
+@dataclass(frozen=True, eq=False)
+class Seq2SeqPass:
+    """One (edited) pass of an encoder-decoder."""
+
+    logits: np.ndarray  # (T_dec, V) float64: the next token after each decoder row
+    encoder: np.ndarray  # (L_enc, nh, S, S) the encoder's self-attention
+    decoder: np.ndarray  # (L_dec, nh, T, T) the decoder's causal self-attention
+    cross: np.ndarray  # (L_dec, nh, T, S)
+    heads: dict  # stack -> {layer: (nh, T, hd) head outputs before the edit} (when recorded)
+
+
+class _Shape:
+    """The layers and heads of one stack, as check_head reads them."""
+
+    def __init__(self, n_layer: int, n_head: int):
+        self.n_layer, self.n_head = n_layer, n_head
+
+
+def _check(ckpt, edits: dict, S: int, T: int) -> dict:
+    s = ckpt.spec
+    if s.t5_like:
+        raise CheckpointError(f"{ckpt.name} is a T5 model: its interventions are not written yet (MarianMT, BART and "
+                              "mBART are)")
+    shapes = {"encoder": (s.enc_layers, s.enc_heads, S, S), "decoder": (s.dec_layers, s.dec_heads, T, T),
+              "cross": (s.dec_layers, s.dec_heads, T, S)}
+    for stack, e in edits.items():
+        if stack not in STACKS:
+            raise CheckpointError(f"{stack!r} is not an attention of the model: choose {', '.join(STACKS)}")
+        L, nh, rows, cols = shapes[stack]
+        c = _Shape(L, nh)
+        hd = s.d_model // nh
+        for (layer, head), how in e.ablate.items():
+            check_head(c, layer, head)
+            if isinstance(how, str) and how not in ("zero", "mean"):
+                raise CheckpointError(f"ablation mode {how!r}: choose zero or mean")
+            if not isinstance(how, str) and np.shape(how) != (hd,):
+                raise CheckpointError(f"the means of {stack} head {layer}.{head} must be {hd} numbers")
+        for (layer, head), v in e.patch_heads.items():
+            check_head(c, layer, head)
+            if np.shape(v) != (rows, hd):
+                raise CheckpointError(f"the patch of {stack} head {layer}.{head} is {np.shape(v)}; it must be "
+                                      f"({rows}, {hd})")
+        for (layer, head), f in e.scale.items():
+            check_head(c, layer, head)
+            if not np.isfinite(f):
+                raise CheckpointError(f"the scale of {stack} head {layer}.{head} must be a finite number")
+        for layer, ko in e.knockout.items():
+            check_head(c, layer, 0)
+            if np.shape(ko) not in ((rows, cols), (nh, rows, cols)) or np.asarray(ko).dtype != bool:
+                raise CheckpointError(f"the {stack} knockout of layer {layer} is {np.shape(ko)}; it must be bool "
+                                      f"({rows}, {cols})")
+    return {stack: edits.get(stack) or Edit() for stack in STACKS}
+
+
+def _attend(s, W, p: str, x, memory, nh: int, mask, kernel: str, edit: Edit, i: int):
+    """seq2seq._attend with the edit applied: the mask (knockout) and the heads' outputs before ``out_proj``."""
+    q = linear(x, W.matrix(p + "q_proj.weight"), W[p + "q_proj.bias"])  # (Tq, C)
+    k = linear(memory, W.matrix(p + "k_proj.weight"), W.get(p + "k_proj.bias"))  # (Tk, C)
+    v = linear(memory, W.matrix(p + "v_proj.weight"), W[p + "v_proj.bias"])  # (Tk, C)
+    ctx, w = multi_head(q, k, v, nh, edit.mask(i, mask), 1.0 / math.sqrt(s.d_model // nh), kernel)
+    ctx = edit.merged(i, ctx, nh)  # (Tq, C) every head's output side by side, as out_proj reads it
+    return linear(ctx, W.matrix(p + "out_proj.weight"), W[p + "out_proj.bias"]), w
+
+
+def seq2seq_run(ckpt, src_ids, dec_ids, edits: dict | None = None, *, kernel: str = "auto") -> Seq2SeqPass:
+    """The encoder over source ids (S,), the decoder teacher-forced over ``dec_ids`` (T,) (its start token first), in
+    float32, with ``edits`` {stack: Edit} applied (stack one of STACKS; None: the plain pass)."""
+    s = ckpt.spec
+    src = np.asarray(src_ids, dtype=np.int64).reshape(-1)
+    dec = np.asarray(dec_ids, dtype=np.int64).reshape(-1)
+    if src.size == 0 or dec.size == 0:
+        raise CheckpointError("an intervention needs a source token and a decoder token (the start token)")
+    for ids, rows, side in ((src, s.vocab_size, "source"), (dec, s.dec_vocab_size, "target")):
+        if ids.min() < 0 or ids.max() >= rows:
+            raise CheckpointError(f"{side} token id {int(ids.max())} is outside the {rows}-row token table")
+        if ids.size > s.max_positions:
+            raise CheckpointError(f"{ids.size:,} {side} tokens are more than the {s.max_positions:,} positions")
+    S, T = src.size, dec.size
+    e = _check(ckpt, dict(edits or {}), S, T)
+    W = _W(PartView(ckpt.weights, "s2s"), np.float32)
+    dt = np.float32
+    x = embed(s, W, "encoder", src, dt)  # (S, C)
+    enc = np.empty((s.enc_layers, s.enc_heads, S, S), dtype=dt)  # (L, nh, S, S)
+    for i in range(s.enc_layers):
+        p = f"encoder.layers.{i}."
+        x = e["encoder"].residual(i, x)
+        x, enc[i] = _sublayer(s, W, p + "self_attn_layer_norm", x, lambda h, p=p, i=i: _attend(
+            s, W, p + "self_attn.", h, h, s.enc_heads, None, kernel, e["encoder"], i))
+        x, _ = _sublayer(s, W, p + "final_layer_norm", x, _mlp(s, W, p))
+    if s.pre_norm:
+        x = layer_norm(x, W["encoder.layer_norm.weight"], W["encoder.layer_norm.bias"], s.ln_eps)
+    memory = x  # (S, C)
+    y = embed(s, W, "decoder", dec, dt)  # (T, C)
+    causal = causal_mask(T)  # (T, T)
+    self_atts = np.empty((s.dec_layers, s.dec_heads, T, T), dtype=dt)  # (L, nh, T, T)
+    cross = np.empty((s.dec_layers, s.dec_heads, T, S), dtype=dt)  # (L, nh, T, S)
+    for i in range(s.dec_layers):
+        p = f"decoder.layers.{i}."
+        y = e["decoder"].residual(i, y)
+        y, self_atts[i] = _sublayer(s, W, p + "self_attn_layer_norm", y, lambda h, p=p, i=i: _attend(
+            s, W, p + "self_attn.", h, h, s.dec_heads, causal, kernel, e["decoder"], i))
+        y, cross[i] = _sublayer(s, W, p + "encoder_attn_layer_norm", y, lambda h, p=p, i=i: _attend(
+            s, W, p + "encoder_attn.", h, memory, s.dec_heads, None, kernel, e["cross"], i))
+        y, _ = _sublayer(s, W, p + "final_layer_norm", y, _mlp(s, W, p))
+    if s.pre_norm:
+        y = layer_norm(y, W["decoder.layer_norm.weight"], W["decoder.layer_norm.bias"], s.ln_eps)
+    logits = next_token_logits(ckpt, y, np.float32).astype(np.float64)  # (T, V)
+    return Seq2SeqPass(logits=logits, encoder=enc, decoder=self_atts, cross=cross,
+                       heads={k: dict(v.record) for k, v in e.items() if v.record is not None})
+
+
+def patch_seq2seq_head(ckpt, src_clean, src_corrupted, dec_ids, stack: str, layer: int, head: int):
+    """(clean, corrupted, patched): the corrupted source's pass with ``stack`` head ``layer.head``'s output taken
+    from the clean source's pass (the same number of source tokens; the same decoder ids)."""
+    if np.size(src_clean) != np.size(src_corrupted):
+        raise CheckpointError(f"the clean source has {np.size(src_clean)} tokens and the corrupted one "
+                              f"{np.size(src_corrupted)}: patching needs the same length")
+    rec = Edit(record={})
+    clean = seq2seq_run(ckpt, src_clean, dec_ids, {stack: rec})
+    corrupted = seq2seq_run(ckpt, src_corrupted, dec_ids)
+    taken = rec.record[int(layer)][int(head)]
+    patched = seq2seq_run(ckpt, src_corrupted, dec_ids, {stack: Edit(patch_heads={(int(layer), int(head)): taken})})
+    return clean, corrupted, patched
