@@ -176,13 +176,15 @@ def main(names=()) -> None:
 
 # ---- encoder-decoders -----------------------------------------------------------------------------------
 
-SEQ2SEQ_DATA = DATA.parent  # tests/data: tiny_marian, tiny_bart
+SEQ2SEQ_DATA = DATA.parent  # tests/data: tiny_marian, tiny_bart, tiny_mbart (pre-LN blocks)
 # folder -> (source ids, corrupted source ids (one token changed), decoder input ids: the start token, then the
 # target's first tokens)
 SEQ2SEQ = {"tiny_marian": ([4, 44, 17, 14, 51, 19, 6, 10, 14, 12, 0], [4, 44, 21, 14, 51, 19, 6, 10, 14, 12, 0],
                            [88, 4, 53, 56, 83, 73, 10]),
            "tiny_bart": ([0, 263, 79, 79, 82, 293, 82, 85, 79, 71, 2], [0, 263, 90, 79, 82, 293, 82, 85, 79, 71, 2],
-                         [2, 0, 69, 264, 77, 286, 85])}
+                         [2, 0, 69, 264, 77, 286, 85]),
+           "tiny_mbart": ([4, 98, 76, 90, 27, 11, 17, 23, 19, 2, 106], [4, 98, 50, 90, 27, 11, 17, 23, 19, 2, 106],
+                          [122, 40, 9, 83, 35, 17, 16])}
 SUBLAYERS = {"encoder": "model.encoder.layers.{i}.self_attn", "decoder": "model.decoder.layers.{i}.self_attn",
              "cross": "model.decoder.layers.{i}.encoder_attn"}
 S2S_KO = {"encoder": (3, 1), "cross": (2, 4)}  # stack -> (rows from, key): the edges removed in every layer

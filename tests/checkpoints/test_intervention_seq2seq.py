@@ -1,4 +1,4 @@
-"""Interventions on MarianMT and BART against PyTorch forward hooks on transformers' eager model
+"""Interventions on MarianMT, BART and mBART against PyTorch forward hooks on transformers' eager model
 (tools/make_intervention_goldens.py seq2seq): heads of the encoder's self-attention, the decoder's self-attention
 and the cross-attention zeroed, mean-ablated, scaled and patched from a clean source, and edges knocked out in the
 encoder and the cross-attention, each within 1e-5 on the logits of every decoder row; bad requests are one line."""
@@ -15,7 +15,7 @@ from attnviz.checkpoints.interventions import Edit
 from attnviz.checkpoints.seq2seq_run import run_seq2seq
 
 S2S = DATA.parent  # the tiny encoder-decoders sit beside the checkpoints folder
-MODELS = ["tiny_marian", "tiny_bart"]
+MODELS = ["tiny_marian", "tiny_bart", "tiny_mbart"]
 TOL = 1e-5
 
 
