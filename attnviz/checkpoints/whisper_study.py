@@ -14,10 +14,41 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.seq2seq_run import Seq2SeqAttention
+from attnviz.checkpoints.seq2seq_study import Seq2SeqOutcome, summaries_of
 from attnviz.checkpoints.whisper import (WhisperAttention, WhisperCheckpoint, generate_whisper, read_clip,
                                          run_whisper)
 
 MEAN = -1  # the head index that means "mean over the layer's heads"
+
+
+@dataclass(frozen=True)
+class AudioOptions:
+    """What the Audio tab asks of a run (each only where the model allows it)."""
+
+    language: str | None = None  # None: the generation config's, or detected
+    task: str | None = None  # None: the generation config's (transcribe once a language is named)
+    timestamps: bool = False
+    beams: int = 1
+
+    def describe(self) -> str:
+        parts = [p for p in (self.language and f"language {self.language}", self.task,
+                             self.timestamps and "timestamps", self.beams > 1 and f"{self.beams} beams") if p]
+        return ", ".join(parts)
+
+
+@dataclass(eq=False)
+class WhisperMapsOutcome(Seq2SeqOutcome):
+    """A Whisper run as the panel's layers x heads grid and detail map show an encoder-decoder's: the audio
+    frames as the source tokens ("f12 0.24s"; the frames of the window's silence marked special)."""
+
+    clip_name: str = ""
+
+    def describe(self) -> str:
+        r = self.result
+        how = "the model's own transcript" if self.generated else "teacher-forced on the target"
+        return (f"{how} {self.text[:80]!r} over {self.clip_name} · {len(r.encoder_ids)} audio frames, "
+                f"decoder {len(r.decoder_ids)} tokens")
 
 
 @dataclass(eq=False)
@@ -32,6 +63,9 @@ class AudioOutcome:
     text: str  # the transcript, or the target
     pieces: list[str]  # (N,) the written tokens' pieces (result.written), end of text last when reached
     stopped: bool = False  # the transcript was stopped (cancel) before the end of text or its length limit
+    segments: tuple = ()  # whisper_search.Segment of a transcript with timestamps
+    options: AudioOptions = AudioOptions()
+    maps: WhisperMapsOutcome | None = None  # the three stacks for the panel's grid and detail map
 
     @property
     def frames(self) -> int:
@@ -40,22 +74,51 @@ class AudioOutcome:
 
 
 def run_outcome(ckpt: WhisperCheckpoint, path, target: str, *, name: str | None = None, cancel=None,
-                on_token=None) -> AudioOutcome:
-    """The clip at ``path`` through ``ckpt``: teacher-forced on ``target``, or (empty target) transcribed."""
+                on_token=None, options: AudioOptions = AudioOptions()) -> AudioOutcome:
+    """The clip at ``path`` through ``ckpt``: teacher-forced on ``target``, or (empty target) transcribed, with
+    ``options``' language, task, timestamps and beams (beams: transcripts only)."""
     if not isinstance(ckpt, WhisperCheckpoint):
         raise CheckpointError("the Audio tab runs Whisper checkpoints; load one first")
     clip = read_clip(path, ckpt)
+    prompt = {"language": options.language, "task": options.task, "timestamps": options.timestamps}
+    name = name or str(path)
     if target.strip():
-        res = run_whisper(ckpt, clip.samples, target)
-        out = AudioOutcome(result=res, clip_name=name or str(path), clip_line=clip.describe(), transcribed=False,
-                           finished=True, text=target, pieces=[ckpt.piece(i) for i in res.written])
+        res = run_whisper(ckpt, clip.samples, target, **prompt)
+        out = AudioOutcome(result=res, clip_name=name, clip_line=clip.describe(), transcribed=False,
+                           finished=True, text=target, pieces=[ckpt.piece(i) for i in res.written], options=options)
     else:
-        gen = generate_whisper(ckpt, clip.samples, cancel=cancel, on_token=on_token)
+        gen = generate_whisper(ckpt, clip.samples, cancel=cancel, on_token=on_token, beams=options.beams, **prompt)
         res = gen.attention
-        out = AudioOutcome(result=res, clip_name=name or str(path), clip_line=clip.describe(), transcribed=True,
+        out = AudioOutcome(result=res, clip_name=name, clip_line=clip.describe(), transcribed=True,
                            finished=gen.finished, text=gen.text, pieces=[ckpt.piece(i) for i in gen.generated],
-                           stopped=not gen.finished and cancel is not None and bool(cancel()))
+                           stopped=not gen.finished and cancel is not None and bool(cancel()),
+                           segments=gen.segments if gen.timestamps else (), options=options)
+    out.maps = maps_outcome(ckpt, out)
     return out
+
+
+def frame_labels(result: WhisperAttention) -> list[str]:
+    """(P,) a label per encoder frame: its number and the second it starts."""
+    return [f"f{i} {t:.2f}s" for i, t in enumerate(result.frame_times)]
+
+
+def maps_outcome(ckpt: WhisperCheckpoint, out: AudioOutcome) -> WhisperMapsOutcome:
+    """The run's encoder self-attention, decoder self-attention and cross-attention (over every frame) as an
+    encoder-decoder outcome: rows of the decoder labelled with the tokens read, the alignment's with the tokens
+    each row writes."""
+    r = out.result
+    P = len(r.frame_times)
+    silence = np.arange(P) >= max(1, r.audio_frames)  # (P,) frames of the window's padding
+    s2s = Seq2SeqAttention(
+        model=r.model, family="whisper", encoder_tokens=frame_labels(r), encoder_ids=np.arange(P, dtype=np.int64),
+        decoder_tokens=list(r.decoder_tokens), decoder_ids=r.decoder_ids, target_ids=r.target_ids,
+        encoder_attentions=r.encoder_attentions, decoder_attentions=r.decoder_attentions,
+        cross_attentions=r.cross_attentions, encoder_hidden=r.encoder_hidden, decoder_hidden=r.decoder_hidden,
+        source=out.clip_name, target=out.text, encoder_special=silence, decoder_special=r.decoder_special,
+        notes=r.notes)
+    return WhisperMapsOutcome(result=s2s, generated=out.transcribed, text=out.text, finished=out.finished,
+                              written=[ckpt.piece(i) for i in r.target_ids], summaries=summaries_of(s2s),
+                              clip_name=out.clip_name)
 
 
 def _check(out: AudioOutcome, layer: int, head: int) -> None:

@@ -111,11 +111,11 @@ def test_stop_keeps_what_was_written(panel, qtbot, monkeypatch):
     p, view = panel
     real = ws.run_outcome
 
-    def held(ckpt, path, target, *, name=None, cancel=None, on_token=None):
+    def held(ckpt, path, target, *, name=None, cancel=None, on_token=None, **options):
         deadline = time.monotonic() + 30
         while not cancel() and time.monotonic() < deadline:
             time.sleep(0.01)
-        return real(ckpt, path, target, name=name, cancel=cancel, on_token=on_token)
+        return real(ckpt, path, target, name=name, cancel=cancel, on_token=on_token, **options)
 
     monkeypatch.setattr(ws, "run_outcome", held)
     view.target_edit.setText("")

@@ -8,6 +8,12 @@ grows token by token; Stop keeps what was written); then
 * the written tokens as chips (click one to select it);
 * the tokens x frames alignment heatmap (click a row to select its token).
 
+The options row asks for what the checkpoint allows: the spoken language (or detection) and the task of a
+multilingual model, timestamps (the segments are listed under the status) and beam search for a transcript.
+Each run also goes to the panel's layers x heads grid and detail map as an encoder-decoder's three stacks
+(encoder self-attention over the audio frames, decoder self-attention, cross-attention), the stack chosen
+here; the tab takes the width while it is shown, the grid and the detail map theirs on the other tabs.
+
 Runs go through :class:`~attnviz.ui.latest_job.LatestJob`; the numbers come from
 :mod:`attnviz.checkpoints.whisper_study`. :func:`install` adds the tab and follows ``panel.model_loaded``.
 """
@@ -20,24 +26,28 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSizePolicy,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+                               QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
 from attnviz.checkpoints import CheckpointError
 from attnviz.checkpoints import whisper_study as ws
+from attnviz.checkpoints.seq2seq_study import STACK_SHORT, STACKS
 from attnviz.resources_path import resource_path
 from attnviz.sources.errors import SourceError
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.fit_scroll import FitScroll
+from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.token_chips import TokenChips
 
 DEMO_CLIP = ("demo: chirps.wav", ("audio", "chirps.wav"))
 FILTER = "Audio (*.wav *.flac *.ogg *.oga *.aiff *.aif *.mp3 *.opus);;All files (*)"
 ATTENTION_COLOUR = "#ffb347"
-WIDE_SHARES = [0.94, 0.06]  # the tab's column and its neighbour while a Whisper model is loaded
+WIDE_SHARES = [0.94, 0.06]  # the tab's column and its neighbour while the tab is shown
+MAX_BEAMS_OFFERED = 8  # beams the spin box goes up to (each multiplies a step's work)
+DEFAULT = None  # the language / task combo's first item: what the generation config says (or detection)
 
 
 def demo_clip() -> Path:
@@ -106,17 +116,39 @@ class AudioView(QWidget):
         self.layer_combo.setToolTip("decoder layer whose cross-attention is drawn")
         self.head_combo = QComboBox(self)
         self.head_combo.setToolTip("one head, or the mean over the layer's heads")
+        self.language_combo = QComboBox(self)
+        self.language_combo.setToolTip("the spoken language put into the decoder prompt (multilingual models); "
+                                       "the first item: detected, or as the generation config says")
+        self.task_combo = QComboBox(self)
+        self.task_combo.setToolTip("transcribe, or translate into English (multilingual models)")
+        self.timestamps_box = QCheckBox("timestamps", self)
+        self.timestamps_box.setToolTip("the model writes timestamp tokens; its segments (start, end, text) are "
+                                       "listed under the status")
+        self.beams_spin = QSpinBox(self)
+        self.beams_spin.setRange(1, MAX_BEAMS_OFFERED)
+        self.beams_spin.setToolTip("beam search over this many beams for a transcript (1: greedy); the maps are "
+                                   "the chosen beam's")
+        self.stack_combo = QComboBox(self)
+        for key in STACKS:
+            self.stack_combo.addItem(STACK_SHORT[key], key)
+        self.stack_combo.setCurrentIndex(STACKS.index("cross"))
+        self.stack_combo.setToolTip("the attention the Layers × heads grid and the detail map show for this run")
         self.status = QLabel("Load a Whisper checkpoint to hear a clip.", self)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        second = QHBoxLayout()
+        second = flow_row([labelled("cross-attention of", self.layer_combo, self), self.head_combo,
+                           labelled("language", self.language_combo, self), labelled("task", self.task_combo, self),
+                           self.timestamps_box, labelled("beams", self.beams_spin, self),
+                           labelled("grid", self.stack_combo, self)])
         second.setContentsMargins(6, 0, 6, 0)
-        second.addWidget(QLabel("cross-attention of", self))
-        second.addWidget(self.layer_combo)
-        second.addWidget(self.head_combo)
-        second.addStretch(1)
         self.status.setWordWrap(True)
         self.status.setContentsMargins(6, 0, 6, 0)
+        self.segments = QLabel("", self)
+        self.segments.setWordWrap(True)
+        self.segments.setContentsMargins(6, 0, 6, 0)
+        self.segments.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.segments.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.segments.setVisible(False)
         self.message = QLabel("", self)
         self.message.setWordWrap(True)
         self.message.setStyleSheet("QLabel { color: #e57373; padding: 2px 6px; }")
@@ -176,6 +208,7 @@ class AudioView(QWidget):
         layout.addLayout(top)
         layout.addLayout(second)
         layout.addWidget(self.status)
+        layout.addWidget(self.segments)
         layout.addWidget(self.message)
         layout.addWidget(self.scroll, 1)
 
@@ -183,8 +216,7 @@ class AudioView(QWidget):
         self.run_button.clicked.connect(self.run)
         self.stop_button.clicked.connect(self.stop)
         self.target_edit.returnPressed.connect(self.run)
-        self.target_edit.textChanged.connect(
-            lambda t: self.run_button.setText("Align" if t.strip() else "Transcribe"))
+        self.target_edit.textChanged.connect(self._on_target_changed)
         self.clip_combo.currentIndexChanged.connect(lambda _i: self.ckpt is not None and self.run())
         self.layer_combo.currentIndexChanged.connect(lambda _i: self._redraw())
         self.head_combo.currentIndexChanged.connect(lambda _i: self._redraw())
@@ -218,7 +250,51 @@ class AudioView(QWidget):
             combo.addItems(items)
             combo.setCurrentIndex(pick)
             combo.blockSignals(blocked)
+        self._offer_options(self.ckpt.rules)
         self.status.setText(self.ckpt.describe())
+
+    def _offer_options(self, rules) -> None:
+        """Language, task, timestamps and beams as far as the model allows them."""
+        allowed = rules.choices()
+        first_language = "detect" if rules.multilingual and rules.language is None and not any(rules.forced) \
+            else "as configured"
+        for combo, first, items in ((self.language_combo, first_language, allowed["languages"]),
+                                    (self.task_combo, "as configured", allowed["tasks"])):
+            combo.clear()
+            combo.addItem(first, DEFAULT)
+            for item in items:
+                combo.addItem(item, item)
+            combo.setEnabled(bool(items))
+        self.timestamps_box.setChecked(False)
+        self.timestamps_box.setEnabled(allowed["timestamps"])
+        self.timestamps_box.setToolTip(self.timestamps_box.toolTip() if allowed["timestamps"] else
+                                       "this model has no timestamp tokens")
+        self.beams_spin.setValue(1)
+        self._on_target_changed(self.target_edit.text())
+
+    def options(self) -> ws.AudioOptions:
+        """What the options row asks of the next run (beams only for a transcript)."""
+        transcript = not self.target_edit.text().strip()
+        return ws.AudioOptions(language=self.language_combo.currentData(), task=self.task_combo.currentData(),
+                               timestamps=self.timestamps_box.isEnabled() and self.timestamps_box.isChecked(),
+                               beams=self.beams_spin.value() if transcript else 1)
+
+    def set_options(self, *, language: str | None = None, task: str | None = None, timestamps: bool = False,
+                    beams: int = 1) -> None:
+        """Choose the options (ValueError for one the model does not offer)."""
+        for combo, value, what in ((self.language_combo, language, "language"), (self.task_combo, task, "task")):
+            i = combo.findData(value) if value is not None else 0
+            if i < 0:
+                raise ValueError(f"this model offers no {what} {value!r}")
+            combo.setCurrentIndex(i)
+        if timestamps and not self.timestamps_box.isEnabled():
+            raise ValueError("this model writes no timestamps")
+        self.timestamps_box.setChecked(bool(timestamps))
+        self.beams_spin.setValue(int(beams))
+
+    def _on_target_changed(self, text: str) -> None:
+        self.run_button.setText("Align" if text.strip() else "Transcribe")
+        self.beams_spin.setEnabled(not text.strip())  # a target is read, not searched for
 
     def add_clip(self, path: str) -> int:
         """Offer the audio file ``path`` (chosen at once); returns its index."""
@@ -249,11 +325,12 @@ class AudioView(QWidget):
         stop = self._stop = threading.Event()
         ckpt, path, name = self.ckpt, self.clip_combo.currentData(), self.clip_combo.currentText()
         target = self.target_edit.text()
+        options = self.options()
         self._streamed = []
         emit = self._token.emit
 
         def job():
-            return ws.run_outcome(ckpt, path, target, name=name, cancel=stop.is_set,
+            return ws.run_outcome(ckpt, path, target, name=name, cancel=stop.is_set, options=options,
                                   on_token=lambda _i, piece: stop.is_set() or emit(piece))
 
         self.stop_button.setEnabled(not target.strip())
@@ -290,6 +367,8 @@ class AudioView(QWidget):
                             f"{out.text!r}; {out.frames} of {len(r.frame_times)} frames hold audio"
                             + (f" ({cut[0]})" if cut else ""))
         self.status.setToolTip("\n".join((self.status.text(), *r.notes)))
+        self.segments.setText(segments_text(out))
+        self.segments.setVisible(bool(out.segments))
         self.outcome_ready.emit(out)
 
     def _on_failed(self, _jid: int, message: str) -> None:
@@ -392,6 +471,11 @@ class AudioView(QWidget):
         self.message.setVisible(False)
 
 
+def segments_text(out) -> str:
+    """The transcript's segments, one per line: "[0.02 s – 1.62 s] text"."""
+    return "\n".join(f"[{g.start:.2f} s – {g.end:.2f} s] {g.text.strip() or '…'}" for g in out.segments)
+
+
 def install(panel) -> AudioView:
     """Add the view as an "Audio" tab of a ModelViewPanel: enabled for Whisper checkpoints, shown and run on
     the chosen clip (the demo at first) when one loads."""
@@ -399,23 +483,39 @@ def install(panel) -> AudioView:
     index = panel.tabs.addTab(view, "Audio")
     panel.tabs.setTabEnabled(index, False)
 
-    kept: dict = {}  # the panel's layout before a Whisper model widened the tab's column (and hid the summaries)
+    kept: dict = {}  # the panel's layout before the tab widened its column (and hid the summaries)
+
+    def widen(wide: bool) -> None:
+        if wide and not kept:  # the tab's plots take the width; the grid's maps wait on their own tab
+            kept.update(body=panel.body.shares(), summary=panel.summary.isVisibleTo(panel))
+            panel.body.set_shares(WIDE_SHARES)
+            panel.summary.setVisible(False)
+        elif not wide and kept:
+            panel.body.set_shares(kept.pop("body"))
+            panel.summary.setVisible(kept.pop("summary"))
 
     def on_loaded(ckpt) -> None:
         whisper = getattr(ckpt, "kind", None) == "whisper"
         view.set_checkpoint(ckpt)
         panel.tabs.setTabEnabled(panel.tabs.indexOf(view), whisper)
         if whisper:
-            if not kept:  # the head grid, summaries and selected map have nothing to show for a speech model
-                kept.update(body=panel.body.shares(), summary=panel.summary.isVisibleTo(panel))
-                panel.body.set_shares(WIDE_SHARES)
-                panel.summary.setVisible(False)
+            panel.set_stack(view.stack_combo.currentData())
             panel.tabs.setCurrentWidget(view)
-        elif kept:
-            panel.body.set_shares(kept.pop("body"))
-            panel.summary.setVisible(kept.pop("summary"))
+        widen(whisper and panel.tabs.currentWidget() is view)
+
+    def on_tab(_index: int) -> None:
+        if view.ckpt is not None:
+            widen(panel.tabs.currentWidget() is view)
+
+    def on_outcome(out) -> None:  # the run's three stacks in the grid and the detail map
+        if out.maps is not None and view.ckpt is not None:
+            panel._show_outcome(out.maps)
 
     panel.model_loaded.connect(on_loaded)  # the panel's run_input runs this tab while a Whisper model is loaded
+    panel.tabs.currentChanged.connect(on_tab)
+    view.outcome_ready.connect(on_outcome)
+    view.stack_combo.currentIndexChanged.connect(
+        lambda _i: view.ckpt is not None and panel.set_stack(view.stack_combo.currentData()))
     view.set_colormap(panel.ctx.session.state.view.colormap)
     panel.ctx.session.events.view.connect(view._on_view_changed)
     return view
