@@ -51,6 +51,15 @@ def add_whisper_options(parser) -> None:
                         help="Whisper: beam search over N beams (default 1: greedy)")
 
 
+def refuse_whisper_options(ckpt, args) -> None:
+    """One line for a Whisper option given to another model (they would be ignored)."""
+    for flag in ("language", "task"):
+        if getattr(args, flag, None) is not None:
+            raise CliError(f"--{flag} is for Whisper speech models; {ckpt.name} is not one")
+    if getattr(args, "timestamps", False) or getattr(args, "beams", 1) != 1:
+        raise CliError(f"--timestamps and --beams are for Whisper speech models; {ckpt.name} is not one")
+
+
 def _options(args) -> dict:
     beams = getattr(args, "beams", 1)
     if beams is None or beams < 1:

@@ -138,6 +138,9 @@ def _cmd_inspect(args) -> int:
             from attnviz.cli.model_audio import inspect_audio
 
             return inspect_audio(ckpt, args)
+        from attnviz.cli.model_audio import refuse_whisper_options
+
+        refuse_whisper_options(ckpt, args)
         if args.audio is not None:
             raise CliError(f"--audio is for Whisper speech models; {ckpt.name} reads "
                            f"{'text' if ckpt.kind != 'vit' else 'images'}")

@@ -82,6 +82,9 @@ def _cmd_generate(args) -> int:
             if args.sample:
                 raise CliError("--sample is for text models: a Whisper transcript is written greedily")
             return generate_audio(ckpt, args)
+        from attnviz.cli.model_audio import refuse_whisper_options
+
+        refuse_whisper_options(ckpt, args)
         if args.text is None:
             raise CliError(f"give the prompt of {ckpt.name} as --text")
         if ckpt.kind == "seq2seq":

@@ -204,6 +204,10 @@ def test_options_a_model_cannot_take_are_one_line(tmp_path, capsys):
         (["model", "generate", str(MODEL), "--audio", str(CLIP), "--beams", "0", "--npz", npz], "--beams"),
         (["model", "inspect", str(MODEL), "--audio", str(CLIP), "--beams", "2", "--target", "hi", "--npz", npz],
          "--beams is for a transcript"),
+        (["model", "generate", str(DATA / "tiny_gpt2"), "--text", "hi", "--beams", "2", "--npz", npz],
+         "are for Whisper speech models"),
+        (["model", "inspect", str(DATA / "tiny_gpt2"), "--text", "hi", "--language", "fr", "--npz", npz],
+         "--language is for Whisper speech models"),
     ):
         assert main(argv) == 1, argv
         err = capsys.readouterr().err.strip()
