@@ -1,5 +1,5 @@
 """The numpy forward pass of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, GPT-NeoX,
-Phi, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT, BLOOM), every layer and head.
+Phi, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT, BLOOM, Mixtral, Qwen2-MoE, Qwen3-MoE), every layer and head.
 
 Block by block as transformers' eager implementation (a norm, grouped-query attention with RoPE, learned
 positions or ALiBi, an MLP; the variants are in :class:`~attnviz.checkpoints.decoder_config.DecoderSpec`).
@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from attnviz.checkpoints.decoder_config import alibi_slopes
+from attnviz.checkpoints.decoder_moe import moe_mlp, moe_tensors, stored_moe_name
 from attnviz.checkpoints.model_config import ModelConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.layers import activation, layer_norm, linear, merge_heads, pick_kernel, split_heads
@@ -85,6 +86,9 @@ def decoder_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
             shapes[p + "pre_feedforward_layernorm.weight"] = (d,)
         if s.sandwich_norm or s.block == "post":
             shapes[p + "post_feedforward_layernorm.weight"] = (d,)
+        if s.moe is not None and s.moe.sparse(i):
+            shapes |= moe_tensors(c, i)
+            continue
         if s.mlp == "gated":
             lin(p + "mlp.gate_proj", ff, d, s.mlp_bias)
             lin(p + "mlp.up_proj", ff, d, s.mlp_bias)
@@ -139,6 +143,8 @@ def stored_name(c: ModelConfig, name: str) -> str:
         for canonical, own in rules:
             name = name.replace(canonical, own)
         return name
+    if c.decoder.moe is not None:
+        return stored_moe_name(c, name)
     top = _TOP_NAMES.get(c.model_type, {})
     if name in top:
         return top[name]
@@ -274,8 +280,11 @@ def layer_qkv(c: ModelConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np
 
 
 def layer_mlp(c: ModelConfig, W, i: int, h: np.ndarray) -> np.ndarray:
-    """Layer ``i``'s MLP on rows h (n, C) -> (n, C): gated (separate or fused gate/up) or plain."""
+    """Layer ``i``'s MLP on rows h (n, C) -> (n, C): gated (separate or fused gate/up), plain, or a sparse
+    layer's mixture of experts (:mod:`attnviz.checkpoints.decoder_moe`)."""
     s = c.decoder
+    if s.moe is not None and s.moe.sparse(i):
+        return moe_mlp(c, W, i, h)
     m = f"layers.{i}.mlp."
     if s.mlp == "gated":
         gate = activation(c.act, linear(h, W.matrix(m + "gate_proj.weight"), W.get(m + "gate_proj.bias")))  # (n, ff)

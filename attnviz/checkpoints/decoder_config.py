@@ -1,11 +1,13 @@
 """``config.json`` of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, GPT-NeoX /
-Pythia, Phi-1/2, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT, BLOOM) -> a checked :class:`ModelConfig`.
+Pythia, Phi-1/2, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT, BLOOM, and the mixture-of-experts Mixtral,
+Qwen2-MoE and Qwen3-MoE) -> a checked :class:`ModelConfig`.
 
 They share one block (a norm, grouped-query attention with RoPE, an MLP, a final norm); what differs
 (biases, q/k norms, sliding windows, head_dim, rope scaling and partial rotary, Gemma's (1 + w) norms,
 scaled embeddings, extra norms around attention and MLP, soft-capped scores, a rotary base per layer
 type, LayerNorm instead of RMSNorm, fused q/k/v projections, parallel attention and MLP, a plain MLP,
-learned positions, ALiBi) is carried in :class:`DecoderSpec`.
+learned positions, ALiBi, a sparse mixture of experts in place of the MLP: :class:`MoeSpec`) is carried
+in :class:`DecoderSpec`.
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ DECODER_TYPES |= {"gemma": (False, False), "gemma2": (False, False), "gemma3_tex
 # the families of _parse_other: their own layer layouts, read by the same forward pass
 OTHER_TYPES = ("gpt_neox", "phi", "phi3", "olmo", "olmo2", "stablelm", "falcon", "opt", "bloom")
 DECODER_TYPES |= {t: (False, False) for t in OTHER_TYPES}
+# sparse mixture-of-experts decoders: Mistral's, Qwen2's and Qwen3's attention, top-k routed SwiGLU experts
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe")
+DECODER_TYPES |= {"mixtral": (False, False), "qwen2_moe": (True, False), "qwen3_moe": (False, True)}
 ROPE_TYPES = ("default", "linear", "llama3", "yarn", "dynamic", "longrope")
 FAMILY = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
           "gemma2": "Gemma 2", "gemma3_text": "Gemma 3", "gpt_neox": "GPT-NeoX", "phi": "Phi", "phi3": "Phi-3",
           "olmo": "OLMo", "olmo2": "OLMo 2", "stablelm": "StableLM", "falcon": "Falcon",
-          "opt": "OPT", "bloom": "BLOOM"}
+          "opt": "OPT", "bloom": "BLOOM", "mixtral": "Mixtral", "qwen2_moe": "Qwen2-MoE", "qwen3_moe": "Qwen3-MoE"}
 # families whose attention rotates only part of each head when the config says so (partial_rotary_factor);
 # transformers' Llama-style attention rotates the whole head and cannot run a factor below 1
 PARTIAL_ROTARY_TYPES = ("gpt_neox", "phi", "phi3", "stablelm")
@@ -54,6 +59,23 @@ class RopeSpec:
     max_positions: int = 0  # dynamic: the context past which the base grows
     short_factor: tuple[float, ...] = ()  # longrope: per-frequency divisors up to original_max_positions
     long_factor: tuple[float, ...] = ()  # longrope: ... beyond it
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    """A sparse mixture-of-experts MLP: per token a router picks ``top_k`` of ``n_experts`` SwiGLU experts."""
+
+    n_experts: int  # routed experts per sparse layer (num_local_experts, num_experts)
+    top_k: int  # experts each token is sent to (num_experts_per_tok)
+    d_expert: int  # each expert's hidden width (Mixtral: intermediate_size; Qwen: moe_intermediate_size)
+    norm_topk: bool  # the k chosen probabilities are divided by their sum (always for Mixtral)
+    shared: int = 0  # width of the shared expert every token passes, behind a sigmoid gate (Qwen2-MoE); 0: none
+    step: int = 1  # layer i is sparse when (i + 1) % step == 0 (decoder_sparse_step) ...
+    dense_layers: tuple[int, ...] = ()  # ... and i is not one of these (mlp_only_layers): they keep a dense MLP
+
+    def sparse(self, layer: int) -> bool:
+        """Layer ``layer`` routes its tokens to experts (else it has the dense MLP of intermediate_size)."""
+        return self.n_experts > 0 and layer not in self.dense_layers and (layer + 1) % self.step == 0
 
 
 @dataclass(frozen=True)
@@ -101,6 +123,7 @@ class DecoderSpec:
     position_offset: int = 0  # row of position 0 in that table (OPT: 2)
     alibi: bool = False  # ALiBi: slope_h * j added to the scaled scores instead of RoPE (BLOOM), see alibi_slopes
     embed_norm: bool = False  # a LayerNorm of the token rows before the first layer (BLOOM)
+    moe: MoeSpec | None = None  # the sparse layers' mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE)
 
     @property
     def scale(self) -> float:
@@ -260,13 +283,17 @@ def _windows(cfg: dict, model_type: str, n_layer: int) -> tuple[int, int, tuple[
     if model_type == "llama":
         return 0, 0, None
     sw = cfg.get("sliding_window")
-    if model_type in ("qwen2", "qwen3") and not cfg.get("use_sliding_window", False):
+    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and not cfg.get("use_sliding_window", False):
         sw = None
-    if sw is None:
+    if sw is None or (model_type == "qwen2_moe" and sw == 0):
         return 0, 0, None
     w = int_field(cfg, "sliding_window")
-    if model_type == "mistral":
+    if model_type in ("mistral", "mixtral", "qwen3_moe"):  # one sliding mask for every layer
         return w, 0, None
+    if model_type == "qwen2_moe" and cfg.get("layer_types") is None:  # Qwen2MoeConfig: even layers below max_window_layers
+        top = int_field(cfg, "max_window_layers", 28, minimum=0)
+        types = ["sliding_attention" if (i + 1) % 2 and i < top else "full_attention" for i in range(n_layer)]
+        return w, 0, tuple(types)
     types = cfg.get("layer_types")
     if types is None:
         return w, int_field(cfg, "max_window_layers", n_layer, minimum=0), None
@@ -301,18 +328,57 @@ def parse_decoder_config(cfg: dict) -> ModelConfig:
     if not 0 < eps < 1:
         raise CheckpointError(f"config.json: rms_norm_eps must be in (0, 1) (got {eps})")
     attention_bias = bool_field(cfg, "attention_bias", False)
+    qkv_bias = bias_default or attention_bias
+    if model_type == "mixtral":  # MixtralAttention has no biases whatever the config says
+        qkv_bias = attention_bias = False
+    elif model_type == "qwen2_moe":  # Qwen2MoeConfig's own switch, for q/k/v only
+        qkv_bias, attention_bias = bool_field(cfg, "qkv_bias", True), False
     w, first, types = _windows(cfg, model_type, n_layer)
+    if model_type == "mixtral" and "rope_theta" not in cfg:  # MixtralConfig.default_theta
+        cfg = {**cfg, "rope_theta": 1_000_000.0}
     spec = DecoderSpec(
-        n_kv_head=nkv, head_dim=head_dim, qkv_bias=bias_default or attention_bias,
-        o_bias=attention_bias and model_type in ("llama", "qwen3"), mlp_bias=bool_field(cfg, "mlp_bias", False),
+        n_kv_head=nkv, head_dim=head_dim, qkv_bias=qkv_bias,
+        o_bias=attention_bias and model_type in ("llama", "qwen3", "qwen3_moe"),
+        mlp_bias=bool_field(cfg, "mlp_bias", False) if model_type not in MOE_TYPES else False,
         qk_norm=qk_norm, tied=bool_field(cfg, "tie_word_embeddings", False),
         sliding_window=w, window_from=first, layer_types=types, rope=_rope(cfg, max_pos, head_dim=head_dim), n_head=nh,
+        moe=_moe(cfg, model_type) if model_type in MOE_TYPES else None,
     )
     return ModelConfig(
         kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
         d_ff=int_field(cfg, "intermediate_size"), act="silu", ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
         max_positions=_context(max_pos, spec.rope), decoder=spec,
     )
+
+
+# model_type -> (experts key, experts, top-k, expert width key or None for intermediate_size, its default)
+# as the config classes of transformers 5.24 default them
+_MOE_DEFAULTS = {"mixtral": ("num_local_experts", 8, 2, None, None),
+                 "qwen2_moe": ("num_experts", 60, 4, "moe_intermediate_size", 1408),
+                 "qwen3_moe": ("num_experts", 128, 8, "moe_intermediate_size", 768)}
+
+
+def _moe(cfg: dict, model_type: str) -> MoeSpec:
+    """The mixture of experts of a Mixtral, Qwen2-MoE or Qwen3-MoE config.json."""
+    key, n_default, k_default, width_key, width_default = _MOE_DEFAULTS[model_type]
+    other = "num_experts" if key == "num_local_experts" else "num_local_experts"
+    if key not in cfg and other in cfg:  # the config classes' attribute_map: Qwen3-MoE saves num_local_experts
+        key = other
+    n = int_field(cfg, key, n_default, minimum=1 if model_type == "mixtral" else 0)
+    k = int_field(cfg, "num_experts_per_tok", k_default)
+    if n and k > n:
+        raise CheckpointError(f"config.json: num_experts_per_tok {k} is more than the {n} experts ({key})")
+    width = int_field(cfg, "intermediate_size") if width_key is None else int_field(cfg, width_key, width_default)
+    if model_type == "mixtral":
+        return MoeSpec(n_experts=n, top_k=k, d_expert=width, norm_topk=True)
+    dense = cfg.get("mlp_only_layers")
+    dense = [] if dense is None else dense
+    if not isinstance(dense, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in dense):
+        raise CheckpointError(f"config.json: mlp_only_layers must be a list of layer numbers (got {dense!r})")
+    return MoeSpec(
+        n_experts=n, top_k=k, d_expert=width, norm_topk=bool_field(cfg, "norm_topk_prob", False),
+        shared=int_field(cfg, "shared_expert_intermediate_size", 5632, minimum=0) if model_type == "qwen2_moe" else 0,
+        step=int_field(cfg, "decoder_sparse_step", 1), dense_layers=tuple(sorted(set(dense))))
 
 
 # Gemma config classes' defaults (transformers 5.24), used where config.json leaves a key out
@@ -651,4 +717,10 @@ def describe_decoder(c: ModelConfig) -> str:
     extra += {"parallel": ", parallel attention and MLP", "parallel2": ", parallel attention and MLP",
               "post": ", norms after attention and MLP"}.get(s.block, "")
     extra += ", LayerNorm" if s.norm != "rms" else ""
+    if s.moe is not None:
+        m = s.moe
+        sparse = sum(m.sparse(i) for i in range(min(c.n_layer, 10_000)))
+        extra += f", top-{m.top_k} of {m.n_experts} experts"
+        extra += " + a shared expert" if m.shared else ""
+        extra += f" on {sparse} of {c.n_layer} layers" if sparse != c.n_layer and c.n_layer <= 10_000 else ""
     return f"{att}, hs {s.head_dim}, {rope}{extra}"

@@ -38,9 +38,6 @@ _TOWER_DEFAULTS = {
 # model_type -> what its forward pass needs that attnviz does not do (shown when it is refused)
 UNSUPPORTED = {
     "swin": "windowed attention over shifted windows and patch merging",
-    "mixtral": "sparse mixture-of-experts MLPs with top-k routing",
-    "qwen2_moe": "sparse mixture-of-experts MLPs with top-k routing",
-    "qwen3_moe": "sparse mixture-of-experts MLPs with top-k routing",
 }
 
 
