@@ -46,6 +46,14 @@ class _Shape:
         self.n_layer, self.n_head = n_layer, n_head
 
 
+def stack_shape(ckpt, stack: str) -> _Shape:
+    """The layers and heads of one attention of the model (for parse_heads and check_head)."""
+    s = ckpt.spec
+    if stack not in STACKS:
+        raise CheckpointError(f"{stack!r} is not an attention of the model: choose {', '.join(STACKS)}")
+    return _Shape(s.enc_layers, s.enc_heads) if stack == "encoder" else _Shape(s.dec_layers, s.dec_heads)
+
+
 def _check(ckpt, edits: dict, S: int, T: int) -> dict:
     s = ckpt.spec
     if s.t5_like:

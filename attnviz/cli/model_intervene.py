@@ -5,7 +5,8 @@ written.
 ``logits_after`` (the last position, vocabulary-sized), ``attentions_before``, ``attentions_after`` and
 ``kl`` (nats); on an encoder (``--text``) or a vision model (``--image``) it writes ``hidden_before`` and
 ``hidden_after`` (the last hidden state), the attentions and ``cosine`` (of the pooled / class-token output
-before and after) instead of logits. ``patch MODEL --clean T1 --corrupted T2 --layer L --head H --npz OUT`` writes
+before and after) instead of logits; on an encoder-decoder (``--target``, ``--stack encoder|decoder|cross``) the
+logits of every decoder row. ``patch MODEL --clean T1 --corrupted T2 --layer L --head H --npz OUT`` writes
 ``logits_clean``, ``logits_corrupted`` and ``logits_patched`` (head L.H's output on the corrupted text
 taken from the clean one; both texts must give the same number of tokens).
 ``sweep MODEL CORPUS... --out OUT.parquet`` ablates every head in turn over each document of the corpora on
@@ -20,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.cli import CliError
+
+STACKS = ("encoder", "decoder", "cross")  # an encoder-decoder's attentions (intervention_seq2seq.STACKS)
 
 
 def register(sub) -> None:
@@ -38,6 +41,12 @@ def register(sub) -> None:
     ab.add_argument("--means", type=Path, default=None, metavar="SWEEP.parquet",
                     help="with --mode mean: set each head to its mean output over a corpus, as 'model sweep' wrote "
                          "it (its output_mean column), instead of its mean over this text's positions")
+    ab.add_argument("--target", default=None, metavar="T",
+                    help="encoder-decoders (MarianMT, BART, mBART): the target text teacher-forced through the decoder "
+                         "(default: none, the start token only); the logits of every decoder row are written")
+    ab.add_argument("--stack", choices=STACKS, default=None,
+                    help="encoder-decoders: the attention whose heads are edited: the encoder's self-attention, the "
+                         "decoder's self-attention or the cross-attention (default encoder)")
     ab.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     ab.set_defaults(func=_cmd_ablate)
 
@@ -49,6 +58,10 @@ def register(sub) -> None:
     pa.add_argument("--corrupted", required=True, help="the corrupted text (the same number of tokens)")
     pa.add_argument("--layer", type=int, required=True)
     pa.add_argument("--head", type=int, required=True)
+    pa.add_argument("--target", default=None, metavar="T", help="encoder-decoders: the target text (as for ablate)")
+    pa.add_argument("--stack", choices=STACKS, default=None,
+                    help="encoder-decoders: the attention of head L.H (default encoder); the clean and corrupted "
+                         "texts are sources")
     pa.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     pa.set_defaults(func=_cmd_patch)
 
@@ -174,6 +187,8 @@ def _cmd_ablate(args) -> int:
     from attnviz.cli.npz_out import write_npz
 
     means = _means(args)
+    if _seq2seq(args):
+        return _cmd_seq2seq(args, means)
     done = _cmd_encoder_ablate(args, means)
     if done is not None:
         return done
@@ -206,6 +221,80 @@ def _cmd_ablate(args) -> int:
     return 0
 
 
+def _seq2seq(args) -> bool:
+    """The model is an encoder-decoder (MarianMT, BART, mBART); --target and --stack are refused on the others."""
+    import json
+
+    from attnviz.checkpoints import CheckpointError, load_checkpoint
+    from attnviz.checkpoints.hub_cache import resolve
+    from attnviz.checkpoints.seq2seq_config import SEQ2SEQ_TYPES
+
+    try:
+        folder, name = resolve(args.model_dir)
+        family = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    except (OSError, ValueError, AttributeError):
+        family = None  # the loader says what is wrong with the folder
+    if family in SEQ2SEQ_TYPES:
+        try:
+            args.ckpt = load_checkpoint(folder, name=name)
+        except CheckpointError as exc:
+            raise CliError(str(exc)) from None
+        return True
+    if args.target is not None or args.stack is not None:
+        raise CliError(f"--target and --stack are for encoder-decoders (MarianMT, BART, mBART); "
+                       f"{name or Path(folder).name} is not one")
+    return False
+
+
+def _cmd_seq2seq(args, means) -> int:
+    """``model ablate`` / ``model patch`` on an encoder-decoder: the logits of every decoder row before and after."""
+    from attnviz.checkpoints import CheckpointError
+    from attnviz.checkpoints.intervention_seq2seq import patch_seq2seq_head, seq2seq_run, stack_shape
+    from attnviz.checkpoints.interventions import Edit, check_head, kl_divergence, parse_heads
+    from attnviz.checkpoints.seq2seq_run import run_seq2seq
+    from attnviz.cli.npz_out import write_npz
+
+    ckpt, stack = args.ckpt, args.stack or "encoder"
+    if means is not None:
+        raise CliError("--means holds a decoder LLM's or an encoder's head means; an encoder-decoder's are not swept yet")
+    patching = hasattr(args, "clean")
+    try:
+        if getattr(args, "image", None) is not None:
+            raise CliError(f"{ckpt.name} translates text: give --text, not --image")
+        texts = (args.clean, args.corrupted) if patching else (args.text,)
+        if any(t is None for t in texts):
+            raise CliError(f"{ckpt.name} is an encoder-decoder: give the source text with --text")
+        runs = [run_seq2seq(ckpt, t, args.target or "") for t in texts]
+        dec = runs[0].decoder_ids
+        shape = stack_shape(ckpt, stack)
+        if patching:
+            layer, head = check_head(shape, args.layer, args.head)
+            clean, corrupted, patched = patch_seq2seq_head(ckpt, runs[0].encoder_ids, runs[1].encoder_ids, dec, stack,
+                                                           layer, head)
+        else:
+            heads = parse_heads(shape, args.heads)
+            before = seq2seq_run(ckpt, runs[0].encoder_ids, dec)
+            after = seq2seq_run(ckpt, runs[0].encoder_ids, dec, {stack: Edit(ablate={h: args.mode for h in heads})})
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    print(f"{ckpt.name}: {ckpt.spec.family} encoder-decoder, the {stack} attention; {dec.size} decoder rows")
+    if patching:
+        write_npz(args.npz, {"clean_ids": runs[0].encoder_ids, "corrupted_ids": runs[1].encoder_ids,
+                             "decoder_ids": dec, "logits_clean": clean.logits, "logits_corrupted": corrupted.logits,
+                             "logits_patched": patched.logits})
+        print(f"{stack} head {layer}.{head} patched from the clean source into the corrupted one -> {args.npz}")
+        return 0
+    kl = kl_divergence(before.logits[-1], after.logits[-1])
+    write_npz(args.npz, {"ids": runs[0].encoder_ids, "decoder_ids": dec, "heads": np.array(heads, dtype=np.int64),
+                         "logits_before": before.logits, "logits_after": after.logits,
+                         "attentions_after": getattr(after, stack), "kl": np.float64(kl)})
+    print(f"{args.mode}-ablated {stack} heads {', '.join(f'{a}.{b}' for a, b in heads)}; KL(before || after) at the "
+          f"last decoder row {kl:.4g} nats -> {args.npz}")
+    return 0
+
+
 def _means(args):
     """The (L, nh, hd) head means of ``--means`` (None without it); one line for a file that cannot be used."""
     if args.means is None:
@@ -226,6 +315,8 @@ def _cmd_patch(args) -> int:
     from attnviz.checkpoints.interventions import patch_head
     from attnviz.cli.npz_out import write_npz
 
+    if _seq2seq(args):
+        return _cmd_seq2seq(args, None)
     ckpt, (clean_ids, corrupted_ids) = _load(args.model_dir, args.clean, args.corrupted)
     try:
         clean, corrupted, patched = patch_head(ckpt.config, ckpt.weights, clean_ids, corrupted_ids, args.layer,

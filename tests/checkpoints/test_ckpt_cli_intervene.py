@@ -76,12 +76,49 @@ def test_bad_requests_are_one_line(tmp_path, capsys):
         (["model", "ablate", str(MODEL), "--text", "hi", "--heads", "0-1", "--npz", npz], "not a head"),
         (["model", "patch", str(MODEL), "--clean", "the river bank", "--corrupted", "the money bank", "--layer", "0", "--head", "0",
           "--npz", npz], "same length"),
-        (["model", "ablate", str(DATA.parent / "tiny_marian"), "--text", "hi", "--heads", "0.0", "--npz", npz],
+        (["model", "ablate", str(DATA / "tiny_whisper"), "--text", "hi", "--heads", "0.0", "--npz", npz],
          "decoder LLMs"),
         (["model", "patch", str(DATA / "tiny_whisper"), "--clean", "hi", "--corrupted", "ho", "--layer", "0", "--head",
           "0", "--npz", npz], "decoder LLMs"),
         (["model", "ablate", str(DATA / "tiny_gpt2"), "--text", "hi", "--heads", "0.2", "--npz", npz],
          "head 2 is out of range"),
+    ):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_an_encoder_decoders_heads_are_ablated_and_patched_per_attention(tmp_path, capsys):
+    from attnviz.checkpoints.intervention_seq2seq import patch_seq2seq_head, seq2seq_run
+    from attnviz.checkpoints.interventions import Edit
+    from attnviz.checkpoints.seq2seq_run import run_seq2seq
+
+    model = DATA.parent / "tiny_marian"
+    ck = load_checkpoint(model)
+    r = run_seq2seq(ck, "hello world", "bonjour")
+    out = tmp_path / "s.npz"
+    assert main(["model", "ablate", str(model), "--text", "hello world", "--target", "bonjour", "--stack", "cross",
+                 "--heads", "0.1,2.0", "--npz", str(out)]) == 0
+    after = seq2seq_run(ck, r.encoder_ids, r.decoder_ids, {"cross": Edit(ablate={(0, 1): "zero", (2, 0): "zero"})})
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["logits_after"], after.logits)
+        assert z["logits_before"].shape == (r.decoder_ids.size, ck.spec.dec_vocab_size) and float(z["kl"]) > 0
+    assert "cross heads 0.1, 2.0" in capsys.readouterr().out
+    clean, bad = run_seq2seq(ck, "hello world", "bonjour"), run_seq2seq(ck, "hello wordl", "bonjour")
+    assert clean.encoder_ids.size == bad.encoder_ids.size
+    assert main(["model", "patch", str(model), "--clean", "hello world", "--corrupted", "hello wordl", "--target",
+                 "bonjour", "--stack", "encoder", "--layer", "1", "--head", "1", "--npz", str(out)]) == 0
+    _c, _k, patched = patch_seq2seq_head(ck, clean.encoder_ids, bad.encoder_ids, clean.decoder_ids, "encoder", 1, 1)
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["logits_patched"], patched.logits)
+    npz = str(tmp_path / "x.npz")
+    for argv, message in (
+        (["model", "ablate", str(model), "--text", "hi", "--stack", "cross", "--heads", "0.5", "--npz", npz],
+         "head 5 is out of range"),
+        (["model", "ablate", str(DATA / "tiny_gpt2"), "--text", "hi", "--stack", "cross", "--heads", "0.1", "--npz",
+          npz], "for encoder-decoders"),
+        (["model", "ablate", str(DATA.parent / "tiny_t5"), "--text", "hi", "--heads", "0.1", "--npz", npz],
+         "T5 model"),
     ):
         assert main(argv) == 1
         err = capsys.readouterr().err
