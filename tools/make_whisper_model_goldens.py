@@ -232,7 +232,8 @@ def more_goldens(model, feats, multilingual: bool) -> dict:
     """Beam search (``sequences_beam2``, ``sequences_beam3``, with its maps over the prompt then the chosen
     beam's tokens: ``beam3_decoder_attentions``, ``beam3_cross_attentions``), and for the multilingual model
     timestamps (``prompt_ts``, ``sequences_ts`` and the segments' ``ts_start``, ``ts_end``, ``ts_length``;
-    ``sequences_ts_beam2``; ``sequences_ts_de``: German, timestamps, 3 new tokens a window) and ``sequences_fr_beam2``."""
+    ``sequences_ts_beam2``; ``sequences_ts_de``: German, timestamps, 3 new tokens a window) and
+    ``sequences_fr_beam2``."""
     out = {}
     runs = {"beam2": {"num_beams": 2}, "beam3": {"num_beams": 3},
             # another end of text, so that beams finish: at the second token (166) or later (255)

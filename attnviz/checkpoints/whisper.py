@@ -11,7 +11,9 @@ As transformers 5.24 runs it in float32 (eager attention):
 * decoder: token rows (unscaled) plus the learned position rows from 0, pre-LN blocks with causal
   self-attention and cross-attention over every frame, the final ``layer_norm``, and the output head tied to
   the token table (``proj_out`` when the config unties it);
-* the decoder prompt and greedy search as :class:`~.whisper_config.WhisperRules` reads them.
+* the decoder prompt as :class:`~.whisper_config.WhisperRules` reads it (a named language and task, without
+  <|notimestamps|> when timestamps are asked), and the search (greedy or beams, timestamps, the windows) of
+  :mod:`.whisper_search`.
 """
 
 from __future__ import annotations

@@ -121,8 +121,10 @@ class WhisperRules:
     ``WhisperGenerationMixin``): the prompt is the start token, then ``forced_decoder_ids`` when neither
     ``language`` nor ``task`` is set, the language (named, or detected: the most likely language token after
     the start token, for a model with ``lang_to_id``), the task (named; ``transcribe`` when only a language is
-    named) and ``<|notimestamps|>``; ``suppress_tokens`` never come, ``begin_suppress_tokens`` not as the first
-    written token; the sequence stops at ``eos_token_id`` or at ``max_length`` new tokens past the prompt."""
+    named) and ``<|notimestamps|>`` (left out when timestamps are asked); ``suppress_tokens`` never come,
+    ``begin_suppress_tokens`` not as the first written token; the sequence stops at ``eos_token_id`` or at
+    ``max_length`` new tokens past the prompt. :meth:`with_options` adds what a run asks (language, task,
+    timestamps, beams); :mod:`.whisper_search` applies the rest (timestamp rules, beam search)."""
 
     start: int
     forced: tuple[int, ...] = ()  # forced_decoder_ids at positions 1, 2, ... (old checkpoints)
@@ -262,7 +264,8 @@ def read_whisper_rules(folder: Path, spec: WhisperSpec, raw_config: dict) -> Whi
                               f"(got {mit!r})")
     early = cfg.get("early_stopping", False)
     if early not in (True, False, "never"):
-        raise CheckpointError(f"generation_config.json: early_stopping must be true, false or \"never\" (got {early!r})")
+        raise CheckpointError(f"generation_config.json: early_stopping must be true, false or \"never\" "
+                              f"(got {early!r})")
     lp = cfg.get("length_penalty", 1.0)
     if isinstance(lp, bool) or not isinstance(lp, (int, float)):
         raise CheckpointError(f"generation_config.json: length_penalty must be a number (got {lp!r})")

@@ -209,8 +209,8 @@ def split(tokens: list[int], tb: int, offset: float, n_frames: int) -> tuple[lis
         for i, c in enumerate(cuts):
             piece = tokens[last:c]
             end_at = -1 if i < len(cuts) - 1 or single else -2
-            segs.append(Segment(offset + (piece[0] - tb) * TIME_PRECISION, offset + (piece[end_at] - tb) * TIME_PRECISION,
-                                tuple(piece)))
+            start = offset + (piece[0] - tb) * TIME_PRECISION
+            segs.append(Segment(start, offset + (piece[end_at] - tb) * TIME_PRECISION, tuple(piece)))
             last = c
         move = n_frames if single else (tokens[last - 2] - tb) * INPUT_STRIDE
     else:

@@ -41,7 +41,8 @@ def add_audio_argument(parser) -> None:
 def add_whisper_options(parser) -> None:
     """``--language``, ``--task``, ``--timestamps`` and ``--beams`` (Whisper only)."""
     parser.add_argument("--language", metavar="XX",
-                        help="Whisper (multilingual): the spoken language's code (en, fr, de ...) instead of detecting it")
+                        help="Whisper (multilingual): the spoken language's code (en, fr, de ...) instead of "
+                             "detecting it")
     parser.add_argument("--task", metavar="TASK",
                         help="Whisper (multilingual): transcribe (the default once a language is named) or translate "
                              "(into English)")
