@@ -105,3 +105,16 @@ def test_the_detail_map_shows_the_three_whisper_stacks(qtbot, panel):
         assert cols[0] == "f0 0.00s" if stack != "decoder" else cols == list(r.decoder_tokens)
     p.tabs.setCurrentWidget(view)  # back on the Audio tab: it takes the width again
     assert not p.summary.isVisibleTo(p) and p.body.shares()[0] > 0.9
+
+
+def test_diagnostics_alignment_gets_the_audio_and_aligns_a_target(qtbot, panel):
+    from attnviz.ui.diagnostics.model_alignment import feed_for
+
+    p, view = panel
+    feed = feed_for(p.ctx)
+    assert feed.outcome is view.outcome.maps  # the word-to-audio alignment, published as a translation's
+    with qtbot.waitSignal(view.outcome_ready, timeout=WAIT_MS) as blocker:
+        feed.request_rerun(" the cat")
+    out = blocker.args[0]
+    assert not out.transcribed and out.text == " the cat" and feed.outcome is out.maps
+    assert out.maps.written[-1] == "<|endoftext|>"

@@ -12,7 +12,8 @@ The options row asks for what the checkpoint allows: the spoken language (or det
 multilingual model, timestamps (the segments are listed under the status) and beam search for a transcript.
 Each run also goes to the panel's layers x heads grid and detail map as an encoder-decoder's three stacks
 (encoder self-attention over the audio frames, decoder self-attention, cross-attention), the stack chosen
-here; the tab takes the width while it is shown, the grid and the detail map theirs on the other tabs.
+here; the tab takes the width while it is shown, the grid and the detail map theirs on the other tabs. The
+cross-attention also goes to the Diagnostics alignment view, whose *Align* runs this tab on its target.
 
 Runs go through :class:`~attnviz.ui.latest_job.LatestJob`; the numbers come from
 :mod:`attnviz.checkpoints.whisper_study`. :func:`install` adds the tab and follows ``panel.model_loaded``.
@@ -516,6 +517,15 @@ def install(panel) -> AudioView:
     view.outcome_ready.connect(on_outcome)
     view.stack_combo.currentIndexChanged.connect(
         lambda _i: view.ckpt is not None and panel.set_stack(view.stack_combo.currentData()))
+
+    def on_rerun(target: str) -> None:  # Diagnostics' alignment view asks for another target
+        if view.ckpt is not None:
+            view.target_edit.setText(target)
+            view.run()
+
+    from attnviz.ui.diagnostics.model_alignment import feed_for
+
+    feed_for(panel.ctx).rerun_requested.connect(on_rerun)
     view.set_colormap(panel.ctx.session.state.view.colormap)
     panel.ctx.session.events.view.connect(view._on_view_changed)
     return view
