@@ -49,4 +49,23 @@ def _cmd_fetch(args) -> int:
     print(f"fetched {args.repo_id} into {folder}")
     print("name\tfamily\tweights\tdtype\tfolder")
     print(found.line())
+    vlm = _vlm_to_fetch(folder)
+    if vlm:
+        print(f"this policy is built on {vlm}, which is not in the cache: attnviz-cli model fetch {vlm}")
     return 0
+
+
+def _vlm_to_fetch(folder) -> str | None:
+    """The repo id of the VLM a robot policy's config names (``vlm_model_name``) when neither a folder
+    beside the policy nor the hub cache holds it; None otherwise."""
+    from attnviz.checkpoints.config import read_json
+    from attnviz.checkpoints.errors import CheckpointError
+    from attnviz.checkpoints.hub_cache import cached_models
+
+    try:
+        name = read_json(folder / "config.json", "config.json").get("vlm_model_name")
+    except (CheckpointError, OSError, AttributeError):
+        return None
+    if not isinstance(name, str) or name.count("/") != 1 or (folder / name / "config.json").is_file():
+        return None
+    return None if name in dict(cached_models()) else name

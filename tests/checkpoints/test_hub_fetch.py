@@ -153,3 +153,22 @@ def test_a_repo_without_a_config_is_refused(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     assert main(["model", "fetch", "acme/data"]) == 1
     assert "acme/data has no config.json at its top" in capsys.readouterr().err
+
+
+def test_a_fetched_policy_names_the_vlm_it_still_needs(monkeypatch, tmp_path, capsys):
+    """A lerobot policy names its VLM by repo id: fetch says to fetch that too, until the cache holds it."""
+    import huggingface_hub
+
+    files = checkpoint_files(DATA / "tiny_smolvla")
+    cfg = json.loads(files["config.json"])
+    cfg["vlm_model_name"] = "acme/tiny-smolvlm"
+    files["config.json"] = json.dumps(cfg).encode()
+    snap = hub_repo(tmp_path, "acme/policy", "p" * 40, files)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **kw: str(snap))
+    assert main(["model", "fetch", "acme/policy"]) == 0
+    hint = "this policy is built on acme/tiny-smolvlm, which is not in the cache: attnviz-cli model fetch acme/tiny-smolvlm"
+    assert capsys.readouterr().out.splitlines()[-1] == hint
+    hub_repo(tmp_path, "acme/tiny-smolvlm", "v" * 40, checkpoint_files(DATA / "tiny_smolvlm"))
+    assert main(["model", "fetch", "acme/policy"]) == 0
+    assert "this policy is built on" not in capsys.readouterr().out
