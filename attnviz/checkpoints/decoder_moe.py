@@ -8,6 +8,9 @@ expert after expert. Qwen2-MoE adds a shared expert every token passes, scaled b
 ``sigmoid(shared_expert_gate x)``. Which layers are sparse is :meth:`MoeSpec.sparse`; the others keep
 the dense MLP of the decoder pass.
 
+:func:`routed_experts` gives the router's choice per layer and token of a pass ((L, T, k), -1 on dense
+layers); :func:`recording_experts` collects them around any pass (generation's cached chunks included).
+
 Tensors go by Qwen2-MoE's names (``mlp.experts.N.gate_proj``); :func:`stored_moe_name` gives Mixtral's
 (``block_sparse_moe.experts.N.w1``, ``w3``, ``w2``), the names its checkpoints carry.
 """
@@ -15,6 +18,8 @@ Tensors go by Qwen2-MoE's names (``mlp.experts.N.gate_proj``); :func:`stored_moe
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -24,6 +29,38 @@ from attnviz.checkpoints.model_config import ModelConfig
 
 _MIXTRAL_EXPERT = re.compile(r"\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.")
 _MIXTRAL_W = {"gate": "w1", "up": "w3", "down": "w2"}
+# layer -> [(experts (n, k), weights (n, k)) per call] while recording_experts() is open
+_RECORD: ContextVar[dict | None] = ContextVar("attnviz_moe_record", default=None)
+
+
+@contextmanager
+def recording_experts():
+    """Within the block every sparse layer's routing is kept: yields {layer: [(experts (n, k), weights (n, k)),
+    ...]}, one entry per call of that layer (one for a whole pass, one per chunk of a cached generation)."""
+    rec: dict = {}
+    token = _RECORD.set(rec)
+    try:
+        yield rec
+    finally:
+        _RECORD.reset(token)
+
+
+def routed_experts(c: ModelConfig, weights, ids, **kw) -> tuple[np.ndarray, np.ndarray]:
+    """(experts (L, T, k) int64, weights (L, T, k)) the routers pick for each layer and token of ``ids`` (T,),
+    the most probable first; -1 and 0 on the layers that keep a dense MLP. ``kw`` go to
+    :func:`~attnviz.checkpoints.decoder.forward_decoder`."""
+    from attnviz.checkpoints.decoder import forward_decoder
+
+    m: MoeSpec = c.decoder.moe
+    T = int(np.size(ids))
+    experts = np.full((c.n_layer, T, m.top_k), -1, dtype=np.int64)  # (L, T, k)
+    probs = np.zeros((c.n_layer, T, m.top_k), dtype=kw.get("dtype", np.float32))  # (L, T, k)
+    with recording_experts() as rec:
+        forward_decoder(c, weights, ids, **kw)
+    for layer, calls in rec.items():
+        experts[layer] = np.concatenate([e for e, _ in calls])
+        probs[layer] = np.concatenate([w for _, w in calls])
+    return experts, probs
 
 
 def moe_tensors(c: ModelConfig, layer: int) -> dict[str, tuple[int, ...]]:
@@ -76,6 +113,9 @@ def moe_mlp(c: ModelConfig, W, layer: int, h: np.ndarray) -> np.ndarray:
     """Sparse layer ``layer``'s mixture of experts on rows h (n, C) -> (n, C)."""
     p = f"layers.{layer}.mlp."
     experts, weights = route(c, W, layer, h)  # (n, k) each
+    rec = _RECORD.get()
+    if rec is not None:
+        rec.setdefault(layer, []).append((experts, weights))
     out = np.zeros_like(h)  # (n, C)
     for e in np.unique(experts):  # expert after expert, as transformers adds them up
         tok, slot = np.nonzero(experts == e)  # the tokens sent to e and where e stands in their top-k
