@@ -8,8 +8,8 @@ expert after expert. Qwen2-MoE adds a shared expert every token passes, scaled b
 ``sigmoid(shared_expert_gate x)``. Which layers are sparse is :meth:`MoeSpec.sparse`; the others keep
 the dense MLP of the decoder pass.
 
-:func:`routed_experts` gives the router's choice per layer and token of a pass ((L, T, k), -1 on dense
-layers); :func:`recording_experts` collects them around any pass (generation's cached chunks included).
+:func:`recording_experts` collects the routers' choices around any pass (generation's cached chunks
+included); :func:`attnviz.checkpoints.decoder_experts.routed_experts` gives them per layer and token.
 
 Tensors go by Qwen2-MoE's names (``mlp.experts.N.gate_proj``); :func:`stored_moe_name` gives Mixtral's
 (``block_sparse_moe.experts.N.w1``, ``w3``, ``w2``), the names its checkpoints carry.
@@ -43,24 +43,6 @@ def recording_experts():
         yield rec
     finally:
         _RECORD.reset(token)
-
-
-def routed_experts(c: ModelConfig, weights, ids, **kw) -> tuple[np.ndarray, np.ndarray]:
-    """(experts (L, T, k) int64, weights (L, T, k)) the routers pick for each layer and token of ``ids`` (T,),
-    the most probable first; -1 and 0 on the layers that keep a dense MLP. ``kw`` go to
-    :func:`~attnviz.checkpoints.decoder.forward_decoder`."""
-    from attnviz.checkpoints.decoder import forward_decoder
-
-    m: MoeSpec = c.decoder.moe
-    T = int(np.size(ids))
-    experts = np.full((c.n_layer, T, m.top_k), -1, dtype=np.int64)  # (L, T, k)
-    probs = np.zeros((c.n_layer, T, m.top_k), dtype=kw.get("dtype", np.float32))  # (L, T, k)
-    with recording_experts() as rec:
-        forward_decoder(c, weights, ids, **kw)
-    for layer, calls in rec.items():
-        experts[layer] = np.concatenate([e for e, _ in calls])
-        probs[layer] = np.concatenate([w for _, w in calls])
-    return experts, probs
 
 
 def moe_tensors(c: ModelConfig, layer: int) -> dict[str, tuple[int, ...]]:

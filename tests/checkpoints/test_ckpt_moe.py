@@ -17,7 +17,8 @@ from attnviz.checkpoints import CheckpointError, load_checkpoint, run_text
 from attnviz.checkpoints.config import parse_model_config
 from attnviz.checkpoints.decoder import _W, forward_decoder
 from attnviz.checkpoints.decoder_config import MoeSpec
-from attnviz.checkpoints.decoder_moe import recording_experts, route, routed_experts
+from attnviz.checkpoints.decoder_experts import routed_experts
+from attnviz.checkpoints.decoder_moe import recording_experts, route
 from attnviz.checkpoints.generate import generate, logit_lens
 from attnviz.cli import main
 
@@ -159,3 +160,9 @@ def test_cli_lists_and_inspects_them(tmp_path, capsys):
     with np.load(npz) as z:
         np.testing.assert_allclose(z["attentions"], g["attentions"], atol=1e-5, rtol=0)
     assert "top-2 of 4 experts" in capsys.readouterr().out
+
+
+def test_a_dense_decoder_routes_nothing():
+    ck = load_checkpoint(DATA / "tiny_mistral")
+    with pytest.raises(CheckpointError, match="has no mixture of experts"):
+        routed_experts(ck.config, ck.weights, np.array([1, 2, 3]))
