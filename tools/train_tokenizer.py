@@ -7,12 +7,25 @@ The corpus (``resources/tokenizer/corpus.txt``) is original prose written for th
 tokenizer is GPT-2 style: bytes mapped to printable characters, the GPT-2 split pattern, no
 normaliser (lossless: every text round-trips) and a space kept at the start of the next word.
 Training is deterministic, so the script reproduces the shipped file exactly.
+
+Training runs in two passes of the ``tokenizers`` BPE trainer:
+
+1. the corpus paragraph by paragraph, each word with the space before it (" river"), which is how
+   words inside a line are met;
+2. the corpus's words alone, with no space before them, and each lower-case word also capitalised:
+   how a word at the start of a line is met ("\nThis" is split into "\n" and "This", and without this
+   pass "This" there came out as T, h, is). This pass continues BPE from the first pass's pieces of
+   those words (most frequent pair first, as the trainer does) and its merges go after the first
+   pass's, so every token of the first pass keeps its id and every text without a word at a line
+   start is tokenized exactly as by the first pass alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -24,6 +37,8 @@ OUTPUT = ROOT / "resources" / "tokenizer" / "tokenizer.json"
 
 VOCAB_SIZE = 4096  # small enough to ship, large enough that common corpus words are one token
 MIN_FREQUENCY = 1  # the corpus is small: keep merges that occur once so its words become whole
+LINE_START_MERGES = 1000  # merges of the second pass: the common words whole at a line start, the file < 300 KB
+LINE_START_MIN_FREQUENCY = 2  # a pair the second pass merges is met at least this often
 SPECIAL_TOKENS = [  # ids 0.. in this order; markers a sequence builder may need
     "<|endoftext|>",
     "[CLS]",
@@ -37,7 +52,67 @@ SPECIAL_TOKENS = [  # ids 0.. in this order; markers a sequence builder may need
 
 
 def train(corpus: Path = CORPUS) -> Tokenizer:
-    """Return a freshly trained byte-level BPE tokenizer for ``corpus``."""
+    """Return a freshly trained byte-level BPE tokenizer for ``corpus`` (both passes)."""
+    text = corpus.read_text(encoding="utf-8")
+    first = train_in_line(text)
+    spec = json.loads(first.to_str())
+    vocab, merges = spec["model"]["vocab"], spec["model"]["merges"]
+    words = line_start_words(text)
+    for a, b in line_start_merges(first, words):
+        vocab.setdefault(a + b, len(vocab))  # a token the first pass made by other merges keeps its id
+        merges.append([a, b])
+    tok = Tokenizer.from_str(json.dumps(spec))
+    for w in words:  # the simulation of the second pass is what the tokenizer does
+        if tok.model.tokenize(w) and [t.value for t in tok.model.tokenize(w)] != words[w][1]:
+            raise RuntimeError(f"the line-start pass and the tokenizer split {w!r} differently")
+    return tok
+
+
+def line_start_words(text: str) -> dict[str, list]:
+    """Each word of the corpus as met at a line start (no space before it; a lower-case word also
+    capitalised), in the byte-level alphabet -> [how often, its pieces]."""
+    counts: collections.Counter = collections.Counter()
+    for w, c in collections.Counter(re.findall(r"[^\W\d_]+", text)).items():  # words of letters
+        counts[w] += c
+        if w.islower():
+            counts[w.capitalize()] += c
+    bytes_of = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    return {bytes_of.pre_tokenize_str(w)[0][0]: [c, []] for w, c in sorted(counts.items())}
+
+
+def line_start_merges(first: Tokenizer, words: dict[str, list]) -> list[tuple[str, str]]:
+    """The second pass: BPE continued from the first pass's pieces of the line-start ``words``
+    (their pieces are updated in place). Each step merges the pair met most often (ties: the first
+    in sorted order), while it is met at least LINE_START_MIN_FREQUENCY times."""
+    for w, entry in words.items():
+        entry[1] = [t.value for t in first.model.tokenize(w)]
+    merges = []
+    while len(merges) < LINE_START_MERGES:
+        pairs: collections.Counter = collections.Counter()
+        for count, pieces in words.values():
+            for pair in zip(pieces, pieces[1:]):
+                pairs[pair] += count
+        if not pairs:
+            break
+        pair, n = min(pairs.items(), key=lambda kv: (-kv[1], kv[0]))
+        if n < LINE_START_MIN_FREQUENCY:
+            break
+        merges.append(pair)
+        for entry in words.values():
+            pieces, out, i = entry[1], [], 0
+            while i < len(pieces):
+                if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == pair:
+                    out.append(pieces[i] + pieces[i + 1])
+                    i += 2
+                else:
+                    out.append(pieces[i])
+                    i += 1
+            entry[1] = out
+    return merges
+
+
+def train_in_line(text: str) -> Tokenizer:
+    """The first pass: words as met inside a line, each with the space before it."""
     tok = Tokenizer(models.BPE())  # byte-level: every byte is in the alphabet, so no unknown token
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True)
     tok.decoder = decoders.ByteLevel()
@@ -48,7 +123,6 @@ def train(corpus: Path = CORPUS) -> Tokenizer:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    text = corpus.read_text(encoding="utf-8")
     paragraphs = [p for p in text.split("\n") if p.strip()]
     tok.train_from_iterator(paragraphs, trainer=trainer)
     return tok
