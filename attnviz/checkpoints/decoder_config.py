@@ -71,7 +71,7 @@ class MoeSpec:
     norm_topk: bool  # the k chosen probabilities are divided by their sum (always for Mixtral)
     shared: int = 0  # width of the shared expert every token passes, behind a sigmoid gate (Qwen2-MoE); 0: none
     step: int = 1  # layer i is sparse when (i + 1) % step == 0 (decoder_sparse_step) ...
-    dense_layers: tuple[int, ...] = ()  # ... and i is not one of these (mlp_only_layers): they keep a dense MLP
+    dense_layers: frozenset[int] = frozenset()  # ... and i is not one of these (mlp_only_layers): they keep a dense MLP
 
     def sparse(self, layer: int) -> bool:
         """Layer ``layer`` routes its tokens to experts (else it has the dense MLP of intermediate_size)."""
@@ -353,6 +353,7 @@ def parse_decoder_config(cfg: dict) -> ModelConfig:
 
 # model_type -> (experts key, experts, top-k, expert width key or None for intermediate_size, its default)
 # as the config classes of transformers 5.24 default them
+MAX_EXPERTS = 4096  # published mixtures have 8 to a few hundred experts per layer
 _MOE_DEFAULTS = {"mixtral": ("num_local_experts", 8, 2, None, None),
                  "qwen2_moe": ("num_experts", 60, 4, "moe_intermediate_size", 1408),
                  "qwen3_moe": ("num_experts", 128, 8, "moe_intermediate_size", 768)}
@@ -365,6 +366,8 @@ def _moe(cfg: dict, model_type: str) -> MoeSpec:
     if key not in cfg and other in cfg:  # the config classes' attribute_map: Qwen3-MoE saves num_local_experts
         key = other
     n = int_field(cfg, key, n_default, minimum=1 if model_type == "mixtral" else 0)
+    if n > MAX_EXPERTS:  # each is three tensors per layer, listed before the file is compared with the config
+        raise CheckpointError(f"config.json: {key} {n:,} is more experts than attnviz reads ({MAX_EXPERTS:,})")
     k = int_field(cfg, "num_experts_per_tok", k_default)
     if n and k > n:
         raise CheckpointError(f"config.json: num_experts_per_tok {k} is more than the {n} experts ({key})")
@@ -378,7 +381,7 @@ def _moe(cfg: dict, model_type: str) -> MoeSpec:
     return MoeSpec(
         n_experts=n, top_k=k, d_expert=width, norm_topk=bool_field(cfg, "norm_topk_prob", False),
         shared=int_field(cfg, "shared_expert_intermediate_size", 5632, minimum=0) if model_type == "qwen2_moe" else 0,
-        step=int_field(cfg, "decoder_sparse_step", 1), dense_layers=tuple(sorted(set(dense))))
+        step=int_field(cfg, "decoder_sparse_step", 1), dense_layers=frozenset(dense))
 
 
 # Gemma config classes' defaults (transformers 5.24), used where config.json leaves a key out

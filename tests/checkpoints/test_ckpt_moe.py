@@ -142,6 +142,7 @@ def test_a_checkpoint_missing_an_expert_tensor_is_refused_in_one_line(tmp_path, 
     ({"num_experts_per_tok": 5}, "num_experts_per_tok 5 is more than the 4 experts"),
     ({"mlp_only_layers": "1"}, "mlp_only_layers must be a list"),
     ({"decoder_sparse_step": 0}, "'decoder_sparse_step' must be >= 1"),
+    ({"num_experts": 10 ** 9}, "num_experts 1,000,000,000 is more experts than attnviz reads"),
 ])
 def test_bad_moe_fields_are_one_line(change, message):
     cfg = json.loads((DATA / "tiny_qwen2_moe" / "config.json").read_text()) | change
