@@ -5,8 +5,8 @@ same edits as TransformerLens hooks on ``blocks.L.attn.hook_z``. Plain text gene
 the standard library, so any interpreter can make the scripts.
 
 Exported: zero and mean ablation (over the positions, or to given values such as a corpus's means of the head),
-scaling, and knockout masks applied to every layer (as a 4-D attention mask in the PyTorch script). A knockout on some layers only, and patching, have no one-line hook form and
-are refused by name.
+scaling, and knockout masks applied to every layer (as a 4-D attention mask in the PyTorch script). A knockout
+on some layers only, and patching, have no one-line hook form and are refused by name.
 
 Encoders and vision models (:func:`encoder_script`): the same pre-hooks on transformers' AutoModel (the output
 projection at :data:`ENCODER_OUT_PROJ_PATHS`), the knockout added to the scores inside the modeling module's

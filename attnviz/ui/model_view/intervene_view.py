@@ -158,8 +158,8 @@ class CodeDialog(QDialog):
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.text())
         pixels = self.code.get("pixels") is not None and self.current() == "pytorch"
-        self.message.setText("copied to the clipboard" + (f"; the script reads its pixels from "
-                                                          f"{self.code['pixels_file']}, which Save… writes" if pixels else ""))
+        note = f"; the script reads its pixels from {self.code['pixels_file']}, which Save… writes" if pixels else ""
+        self.message.setText("copied to the clipboard" + note)
 
     def save(self, path) -> bool:
         """Write the script shown to ``path``; a vision model's PyTorch script also gets its pixels file beside it."""
