@@ -1,7 +1,8 @@
 """The sparse mixture-of-experts MLP of Mixtral, Qwen2-MoE and Qwen3-MoE, as transformers 5.24 runs it.
 
 Per token a router (``mlp.gate``, d_model -> experts) gives a softmax over the experts in float32; the
-``top_k`` most probable are kept (ties to the lower expert, as ``torch.topk`` on CPU), their
+``top_k`` most probable are kept (equal probabilities ordered as ``torch.topk`` on CPU orders them:
+:mod:`attnviz.checkpoints.topk`), their
 probabilities renormalised to sum 1 when the spec says so (always for Mixtral), and the token's output
 is the sum of those experts' SwiGLU outputs ``down(silu(gate x) * up x)`` weighted by them, added up
 expert after expert. Qwen2-MoE adds a shared expert every token passes, scaled by
@@ -26,6 +27,7 @@ import numpy as np
 from attnviz.checkpoints.decoder_config import MoeSpec
 from attnviz.checkpoints.layers import activation, linear
 from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.checkpoints.topk import topk_rows
 
 _MIXTRAL_EXPERT = re.compile(r"\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.")
 _MIXTRAL_W = {"gate": "w1", "up": "w3", "down": "w2"}
@@ -77,7 +79,7 @@ def route(c: ModelConfig, W, layer: int, h: np.ndarray) -> tuple[np.ndarray, np.
     logits = linear(h, W.matrix(f"layers.{layer}.mlp.gate.weight"), None).astype(np.float32)  # (n, E)
     z = np.exp(logits - logits.max(axis=-1, keepdims=True))  # (n, E)
     probs = z / z.sum(axis=-1, keepdims=True)  # (n, E) float32
-    experts = np.argsort(-probs, axis=-1, kind="stable")[:, :m.top_k]  # (n, k): ties to the lower expert
+    experts = topk_rows(probs, m.top_k)  # (n, k), ties ordered as torch.topk orders them
     top = np.take_along_axis(probs, experts, axis=-1)  # (n, k)
     if m.norm_topk:
         top = top / top.sum(axis=-1, keepdims=True)

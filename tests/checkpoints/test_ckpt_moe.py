@@ -20,6 +20,7 @@ from attnviz.checkpoints.decoder_config import MoeSpec
 from attnviz.checkpoints.decoder_experts import routed_experts
 from attnviz.checkpoints.decoder_moe import recording_experts, route
 from attnviz.checkpoints.generate import generate, logit_lens
+from attnviz.checkpoints.topk import topk_indices, topk_rows
 from attnviz.cli import main
 
 MOE = ["tiny_mixtral", "tiny_qwen2_moe", "tiny_qwen3_moe"]
@@ -111,12 +112,31 @@ def test_the_mixture_shapes_the_output(models):
     assert np.abs(unnormalised - hidden).max() > 1e-2 and np.abs(one - hidden).max() > 1e-2
 
 
-def test_ties_go_to_the_lower_expert(models):
+def test_tied_probabilities_pick_the_experts_torch_topk_picks(models):
     c = models["tiny_qwen3_moe"].config
     W = _W({"layers.1.mlp.gate.weight": np.zeros((4, 32), np.float32)}, np.float32)
-    experts, weights = route(c, W, 1, np.ones((3, 32), np.float32))
-    np.testing.assert_array_equal(experts, [[0, 1]] * 3)
+    experts, weights = route(c, W, 1, np.ones((3, 32), np.float32))  # four equal probabilities
+    np.testing.assert_array_equal(experts, [[2, 3]] * 3)  # torch.topk's choice, not the lower experts
     np.testing.assert_allclose(weights, 0.5, rtol=1e-6)
+
+
+# torch.topk(..., k).indices of torch 2.13 on CPU for rows with ties: its nth_element path (k * 64 > n),
+# its partial_sort path (k * 64 <= n), NaN above every number, a sort of more than 16
+@pytest.mark.parametrize("row, k, want", [
+    (np.full(4, 0.25), 2, [2, 3]),
+    (np.array([0.1, 0.3, 0.3, 0.3]), 2, [2, 3]),
+    (np.full(8, 0.125), 3, [6, 5, 4]),
+    (np.full(128, 1 / 128), 8, [84, 87, 86, 85, 82, 81, 88, 83]),
+    (np.full(128, 1 / 128), 2, [0, 1]),
+    (np.ones(256), 3, [0, 1, 2]),
+    (np.array([0.5, np.nan, 0.5, 0.2, 0.5]), 3, [1, 4, 0]),
+    (np.ones(40), 20, [29, 20, 32, 31, 33, 36, 37, 38, 39, 35, 30, 28, 27, 26, 25, 24, 23, 22, 21, 34]),
+    (np.array([0.1, 0.7, 0.2]), 2, [1, 2]),
+])
+def test_topk_orders_ties_as_torch(row, k, want):
+    row = row.astype(np.float32)
+    np.testing.assert_array_equal(topk_indices(row, k), want)
+    np.testing.assert_array_equal(topk_rows(np.stack([row, row]), k), [want, want])
 
 
 @pytest.mark.parametrize("name, tensor", [
