@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.attnviz-installed
 APT_PACKAGES := xvfb xauth desktop-file-utils appstream libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 libxcb-shape0 libegl1 libgl1 libfontconfig1 libdbus-1-3
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test setup apt bench screenshots package clean
+.PHONY: run test test-fast setup apt bench screenshots package clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,9 +40,17 @@ run: setup
 
 # the import contracts (pyproject.toml [tool.importlinter]), then the tests on one xdist worker per core
 # (the tests of the real window share one: their xdist_group)
+# Python's byte code, pytest's cache and the real-window tests' screenshots go to the user's cache and the
+# temporary folder, so the suite writes nothing into the checkout
+TEST_ENV := QT_QPA_PLATFORM=offscreen PYTHONPYCACHEPREFIX=$(HOME)/.cache/attnviz/pycache
+PYTEST   := $(PY) -m pytest -o cache_dir=$(HOME)/.cache/attnviz/pytest
 test: setup
 	$(VENV)/bin/lint-imports --no-logo
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -n auto --dist loadgroup
+	$(TEST_ENV) $(PYTEST) -q -n auto --dist loadgroup
+
+# the quick loop: everything but the tests marked slow and those of the real window under Xvfb
+test-fast: setup
+	$(TEST_ENV) $(PYTEST) -q -n auto -m "not slow and not xvfb"
 
 bench: setup
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(VENV)/bin/attnviz-cli bench

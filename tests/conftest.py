@@ -9,6 +9,13 @@ import sys
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from platformdirs import user_cache_dir  # noqa: E402
+
+# hypothesis keeps its examples and caches in the user's cache, not in the checkout (.hypothesis/); it
+# reads the variable when it is imported
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(user_cache_dir("attnviz", appauthor=False),
+                                                                   "hypothesis"))
+
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile(

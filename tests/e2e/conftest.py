@@ -10,13 +10,15 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
+# screenshots the real-window tests keep, outside the checkout (the suite writes nothing into it)
+ARTIFACTS = Path(os.environ.get("ATTNVIZ_TEST_ARTIFACTS") or Path(tempfile.gettempdir()) / "attnviz-test-artifacts")
 DRIVER = ROOT / "tests" / "app_driver.py"  # the application with a test script
 
 
@@ -65,7 +67,7 @@ def run_app(xvfb_display, tmp_path):
     """run_app(args, script) -> (CompletedProcess, report dict or None): the real application in the
     X window, driven by ``script`` through tests/app_driver.py; the script may write a JSON
     report with ``report(dict)``."""
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def run(args=(), script: str = "quit(0)\n", timeout: int = 240):
         report_path = tmp_path / "report.json"
@@ -174,7 +176,7 @@ class AppRuns:
 @pytest.fixture
 def app_runs(xvfb_display, tmp_path):
     """:class:`AppRuns` in a fresh private home; processes still running at the end are killed."""
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     runs = AppRuns(xvfb_display, tmp_path)
     yield runs
     runs.close()

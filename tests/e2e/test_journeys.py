@@ -9,7 +9,7 @@
    (SIGKILL), start again, find the recovery offer, click Recover and find the edit.
 
 Clicks, key presses and drags are QTest events on the widgets a person would use; file dialogs are
-answered through the window's ``Prompts``. Screenshots of each step are kept in ``test-artifacts/``.
+answered through the window's ``Prompts``. Screenshots of each step are kept in the test artifacts folder (conftest.ARTIFACTS).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The real application in a real X window (Xvfb): it starts on the river-bank demo, an image is
 loaded as a person would add one, the heatmap on screen changes, and a screenshot of the window as
-the X server shows it is kept in test-artifacts/."""
+the X server shows it is kept in the test artifacts folder (tests/e2e/conftest.py: ARTIFACTS)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ the light and the dark theme, on the vla-mask demo: the window keeps that size, 
 or taller than its view, which pyqtgraph does when a view is narrower than its axes, title and colour
 bar need: the colour bar is then cut at the edge), and the mask painter's cells are square and at least
 10 px; the same for every diagnostic tab, every tab of the Q/K/V matrices and of the pretrained panel.
-A screenshot of each workspace is kept in test-artifacts/. Data tables (item views) are left out of the
+A screenshot of each workspace is kept in the test artifacts folder (conftest.ARTIFACTS). Data tables (item views) are left out of the
 scroll bar check: a row of 64 dimensions scrolls sideways by design; the content of a scroll area that
 scrolls is left out of the cut-off check (what is past the edge is scrolled to)."""
 
