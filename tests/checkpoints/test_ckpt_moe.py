@@ -187,3 +187,23 @@ def test_a_dense_decoder_routes_nothing():
     ck = load_checkpoint(DATA / "tiny_mistral")
     with pytest.raises(CheckpointError, match="has no mixture of experts"):
         routed_experts(ck.config, ck.weights, np.array([1, 2, 3]))
+
+
+def test_experts_fused_into_3d_tensors_are_refused_in_one_line(tmp_path):
+    """transformers keeps a layer's experts as gate_up_proj (E, 2w, d) and down_proj (E, d, w) in memory, but
+    save_pretrained writes them one tensor each; a file holding the fused form is refused, naming what it lacks."""
+    from safetensors.numpy import load_file, save_file
+
+    d = tmp_path / "fused"
+    shutil.copytree(DATA / "tiny_mixtral", d)
+    t = load_file(str(d / "model.safetensors"))
+    out = {k.replace("block_sparse_moe", "mlp"): v for k, v in t.items() if ".experts." not in k}
+    for i in range(2):
+        p = f"model.layers.{i}.block_sparse_moe.experts."
+        out[f"model.layers.{i}.mlp.experts.gate_up_proj"] = np.stack(
+            [np.concatenate([t[f"{p}{e}.w1.weight"], t[f"{p}{e}.w3.weight"]]) for e in range(4)])
+        out[f"model.layers.{i}.mlp.experts.down_proj"] = np.stack([t[f"{p}{e}.w2.weight"] for e in range(4)])
+    save_file(out, str(d / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"lacks tensors .*block_sparse_moe\.experts\.0\.w1\.weight") as err:
+        load_checkpoint(d)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300
