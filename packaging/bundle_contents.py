@@ -25,7 +25,7 @@ from fnmatch import fnmatch
 EXCLUDED_PACKAGES = (
     "tkinter", "_tkinter", "IPython", "matplotlib", "pandas", "torch", "tensorflow", "jax",
     "sympy", "networkx", "sklearn", "joblib", "pytest", "_pytest", "hypothesis", "pytestqt",
-    "PyInstaller", "huggingface_hub", "httpx", "anyio", "pydantic", "rich", "typer", "click",
+    "PyInstaller", "httpx", "anyio", "pydantic", "rich", "typer", "click",
     "cupy", "numba.cuda", "numba.tests", "llvmlite.tests", "scipy.tests",
     "numpy.tests", "pyqtgraph.examples", "pyqtgraph.opengl", "pyqtgraph.flowchart", "OpenGL",
     "PIL.ImageQt", "PIL.ImageTk", "PIL._imagingtk", "pygments", "setuptools", "distutils", "pkg_resources",
@@ -57,15 +57,18 @@ EXCLUDED_OPTIONAL_IMPORTS = {
     "toolz": "psygnal imports it for type checking only, and looks it up in sys.modules at run time",
 }
 
-# Optional extras of attnviz (pyproject's optional-dependencies) the desktop bundle ships without, even
-# when the build environment has them: they serve the command-line tools, which the bundle does not
-# hold, and would more than double its size (pyarrow alone is 170 MB installed). Code that uses them
-# imports them when needed and says what is missing (tests/packaging: importing the application loads
-# none of them).
+# Packages the desktop bundle ships without, even when the build environment has them, although attnviz's
+# code imports them where it uses them: the optional extras (pyproject's optional-dependencies) and the
+# Hugging Face client. They serve the command-line tools, which the bundle does not hold, and would more
+# than double its size (pyarrow alone is 170 MB installed). Code that uses them imports them when needed
+# and says what is missing, or does without (tests/packaging: importing the application loads none of them).
 EXCLUDED_EXTRAS = {
     "dask": "the corpus extra: `attnviz-cli corpus` runs its documents on a dask cluster",
     "distributed": "the corpus extra (dask's scheduler and workers)",
     "pyarrow": "the corpus extra: Parquet corpora and STATS.parquet files, written by `attnviz-cli corpus`",
+    "huggingface_hub": "`attnviz-cli model fetch` downloads through it; the window lists the hub cache from its "
+                       "snapshot folders without it (checkpoints.hub_cache.cached_models), and it would bring "
+                       "its HTTP stack (httpx, anyio)",
 }
 
 
