@@ -18,10 +18,11 @@ NEW = ["tiny_gpt_neox", "tiny_phi", "tiny_phi3", "tiny_olmo", "tiny_olmo2", "tin
 MODELS = ["tiny_llama_lm", "tiny_qwen2", "tiny_gemma2", "tiny_gpt2"] + NEW
 # tiny_gemma2's scores are made to lie far past its soft cap (tools/make_decoder_goldens.py): there attnviz's
 # float32 logits are up to 4.2e-5 from a float64 pass of transformers (its float32 ones 1.1e-5; the attention
-# kernel is not the cause: the float64 reference kernel gives the same), so they are compared at 5e-5
+# kernel is not the cause: the float64 reference kernel gives the same), so they are compared at 7.5e-5 (the
+# patched pass measured 5.6e-5 apart on one of these machines' BLAS, as its maps in tests/checkpoints/ckpt_helpers.py)
 # tiny_phi3's logits reach 5 through an untied 194-word head: its plain pass is already 1.8e-5 from transformers'
 # (4e-6 relative; its hidden states are within 1e-5), so its interventions are compared at 2.5e-5
-TOL = {"tiny_llama_lm": 1e-5, "tiny_qwen2": 1e-5, "tiny_gemma2": 5e-5, "tiny_gpt2": 1e-5, **{n: 1e-5 for n in NEW}, "tiny_phi3": 2.5e-5}
+TOL = {"tiny_llama_lm": 1e-5, "tiny_qwen2": 1e-5, "tiny_gemma2": 7.5e-5, "tiny_gpt2": 1e-5, **{n: 1e-5 for n in NEW}, "tiny_phi3": 2.5e-5}
 
 
 @pytest.fixture(scope="module")
