@@ -87,8 +87,8 @@ def test_vision_overlay_is_the_class_tokens_row_over_the_patches(models):
     assert after.ravel()[4] == 0 and before.ravel()[4] > 0
     np.testing.assert_allclose(after.sum(), before.sum() + eff.before.attentions[1, 0, 0, 0]
                                - eff.after.attentions[1, 0, 0, 0], atol=1e-5)
-    b1, a1 = eff.overlay(1, 1)  # the other head is not knocked out
-    np.testing.assert_allclose(a1, b1, atol=0)
+    b1, a1 = eff.overlay(1, 1)  # the other head is not knocked out: the same weights, to float32 rounding (a pass
+    np.testing.assert_allclose(a1, b1, atol=1e-6, rtol=0)  # with a per-head mask may take another kernel path)
     assert not encoder_study(models["tiny_roberta"].config, models["tiny_roberta"].weights,
                              np.array([0, 5, 2]), spec()).has_overlay
 
