@@ -426,6 +426,34 @@ def _check_window_options(args) -> str | None:
     return check(args)
 
 
+def _early_problem(given: list[str]) -> int | None:
+    """The options checked before Qt starts, so that a bad one is said on stderr without a display too
+    (creating the QApplication aborts there); the exit status of a problem, else None. Skipped when a
+    single-dash word may be one of Qt's own options (-platform, -style ...), which only Qt takes out."""
+    if any(a.startswith("-") and not a.startswith("--") and a != "-" for a in given):
+        return None
+    try:
+        args = build_parser().parse_args(given)
+    except SystemExit as exc:  # argparse printed why
+        return int(exc.code or 0)
+    problem = _check_window_options(args) or _no_display()
+    if problem is not None:
+        sys.stderr.write(f"attnviz: {problem}\n")
+        return 1
+    return None
+
+
+def _no_display() -> str | None:
+    """Why no window can open on this Linux session (no X11 or Wayland display and no Qt platform
+    chosen), else None: Qt would abort with a page of plugin names."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM") or QApplication.instance():
+        return None
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return None
+    return ("no display to open the window on (neither DISPLAY nor WAYLAND_DISPLAY is set); run it in a desktop "
+            "session, or with QT_QPA_PLATFORM=offscreen for --screenshot and --smoke-test")
+
+
 def main(argv: list[str] | None = None, on_shown=None) -> int:
     """Run the application; returns its exit code. ``on_shown(app, window)`` is called once the window
     is shown, the file opened and the workspace chosen; with --screenshot the picture is taken once
@@ -439,6 +467,9 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
     if "-h" in given or "--help" in given:
         build_parser().print_help()  # before Qt: the help needs no display
         return 0
+    early = _early_problem(given)
+    if early is not None:
+        return early
     app = QApplication.instance()
     if app is None:
         app = QApplication([sys.argv[0]] + list(argv) if argv is not None else sys.argv)
