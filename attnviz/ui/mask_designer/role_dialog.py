@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QFormLayout,
 
 from attnviz.model.mask.design import VLA_ROLES
 from attnviz.model.mask.presets import infer_vla_roles
+from attnviz.ui.access_keys import set_standard_keys
 
 ROLE_TEXT = {"I": "image (I)", "P": "prompt / state (P)", "A": "FAST action tokens (A)",
              "E": "action expert (E)"}
@@ -53,6 +54,7 @@ class RoleDialog(QDialog):
             form.addRow(self._segment_label(row, combo, n), combo)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel,
                                         self)
+        set_standard_keys(self.buttons)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)

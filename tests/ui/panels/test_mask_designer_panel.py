@@ -326,3 +326,6 @@ def test_role_dialog_reaches_every_role_by_its_access_key(qtbot):
     assert labels[dialog.combos["say & do"]] == "&2  say && do  (text)"  # a literal & stays a character
     qtbot.keyClick(dialog, Qt.Key.Key_3, Qt.KeyboardModifier.AltModifier)
     assert dialog.focusWidget() is dialog.combos["block 7"]
+    from attnviz.ui.access_keys import missing_access_keys
+
+    assert missing_access_keys(dialog) == []  # OK and Cancel too, each its own key
