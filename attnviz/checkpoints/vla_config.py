@@ -133,7 +133,8 @@ def resolve_vlm(folder: Path, name) -> Path:
             if rid == name:
                 return snap
         raise CheckpointError(f"the policy's VLM {name!r} is neither a folder beside it nor in the local Hugging Face "
-                              f"cache ({cache_dir()}); nothing is downloaded: fetch its config and tokenizer first")
+                              f"cache ({cache_dir()}); nothing is downloaded without asking: "
+                              f"`attnviz-cli model fetch {name}` brings it")
     raise CheckpointError(f"the policy's VLM {name!r} is not a folder with a config.json (looked beside the policy "
                           "and as a path)")
 
