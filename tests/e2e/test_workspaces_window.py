@@ -200,6 +200,6 @@ def test_every_workspace_and_tab_fits_1024_by_700(run_app, theme):
 
 @pytest.mark.parametrize("demo", ["vit-image", "long-context"])
 def test_every_workspace_fits_1024_by_700_with_many_tokens(run_app, demo):
-    """A ViT's 197 tokens and a 2,954-token text: one-line result texts (the PCA tab's explanation, the
+    """A ViT's 197 tokens and a 2,900-token text: one-line result texts (the PCA tab's explanation, the
     permutation study's timing) once widened the window to 1288 and 1349 px."""
     _visit(run_app, demo, (1024, 700))

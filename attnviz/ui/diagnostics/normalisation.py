@@ -52,8 +52,8 @@ def weight_levels(weights: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
 
 def keys_drawn(mask: np.ndarray) -> int:
     """Keys the map shows for (rows, Tk) ``mask``: up to the last key a shown query may attend to (the
-    first 512 rows of a 2,954-token causal sequence draw a 512 x 512 map, not a strip at the left of a
-    512 x 2,954 one); at least one."""
+    first 512 rows of a 2,900-token causal sequence draw a 512 x 512 map, not a strip at the left of a
+    512 x 2,900 one); at least one."""
     allowed = np.flatnonzero(np.asarray(mask, dtype=bool).any(axis=0))  # (n,) keys some row may attend to
     return int(allowed[-1]) + 1 if allowed.size else max(1, mask.shape[1])
 

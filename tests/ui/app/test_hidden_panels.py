@@ -1,6 +1,6 @@
 """A workspace that is not shown does no drawing: after an edit, the mask designer's snapshot (a
 compiled design for every cell) and the Q·K·V maps, breakdown and PCA wait until their workspace shows.
-On the long-context demo (2,954 tokens) the hidden mask designer once compiled its snapshot on the
+On the long-context demo (2,900 tokens) the hidden mask designer once compiled its snapshot on the
 GUI thread after every edit and held the window up for 3-5 s behind the overview's kernel."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Long inputs keep the window answering: the numbers behind the Diagnostics tabs and the mask designer's
 compiled design are computed on worker threads past a size, and the Attention workspace's heatmap draws
-nothing while another workspace is shown. On the long-context demo (2,954 tokens) each of these once held
+nothing while another workspace is shown. On the long-context demo (2,900 tokens) each of these once held
 the event loop for 1-2.5 s after every edit."""
 
 from __future__ import annotations
