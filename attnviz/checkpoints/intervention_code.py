@@ -56,6 +56,17 @@ def _set_lines(name: str, given: bool) -> list[str]:
             f"                {name}[:, :, head] = torch.tensor(factor, dtype={name}.dtype)"]
 
 
+def _one_knockout_mask(knockout: dict, n_layer: int | None):
+    """The one (T, T) mask a knockout applies to every layer and head: the only form a hook script exports."""
+    if n_layer is not None and set(knockout) != set(range(n_layer)):
+        raise ValueError("a knockout on some layers only has no hook form; export one applied to every layer")
+    masks = list(knockout.values())
+    first = masks[0]
+    if any((m != first).any() for m in masks[1:]) or getattr(first, "ndim", 2) != 2:
+        raise ValueError("only one (T, T) knockout mask for every layer and head is exported")
+    return first
+
+
 def _hook_lines(view: str, proj: str, paths, given: bool) -> list[str]:
     """The script's ``edit(heads)`` pre-hook (``view``: the line splitting its input into heads; ``proj``: what
     it hooks, for its docstring) and ``out_proj(layer)``, which tries ``paths`` in turn."""
@@ -115,12 +126,7 @@ def pytorch_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n
     ]
     kw = ""
     if knockout is not None:
-        if n_layer is not None and set(knockout) != set(range(n_layer)):
-            raise ValueError("a knockout on some layers only has no hook form; export one applied to every layer")
-        masks = list(knockout.values())
-        first = masks[0]
-        if any((m != first).any() for m in masks[1:]) or getattr(first, "ndim", 2) != 2:
-            raise ValueError("only one (T, T) knockout mask for every layer and head is exported")
+        first = _one_knockout_mask(knockout, n_layer)
         removed = [[int(i), int(j)] for i, j in zip(*first.nonzero())]
         lines += [
             "T = ids.shape[1]",
@@ -234,12 +240,7 @@ def encoder_script(model: str, *, ids=None, pixels: str | None = None, pooled_fi
         "hooks = [out_proj(int(layer)).register_forward_pre_hook(edit(heads)) for layer, heads in edits.items()]",
     ]
     if knockout is not None:
-        if n_layer is not None and set(knockout) != set(range(n_layer)):
-            raise ValueError("a knockout on some layers only has no hook form; export one applied to every layer")
-        masks = list(knockout.values())
-        first = masks[0]
-        if any((m != first).any() for m in masks[1:]) or getattr(first, "ndim", 2) != 2:
-            raise ValueError("only one (T, T) knockout mask for every layer and head is exported")
+        first = _one_knockout_mask(knockout, n_layer)
         removed = [[int(i), int(j)] for i, j in zip(*first.nonzero())]
         T = int(first.shape[0])
         lines += [
