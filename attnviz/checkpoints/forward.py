@@ -108,8 +108,13 @@ def bert_blocks(c: ModelConfig, W, x: np.ndarray, key_mask: np.ndarray | None, d
     return atts, x
 
 
-def forward_gpt2(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
-    """GPT-2 (pre-LN blocks, Conv1D weights stored (in, out)) on token ids (T,), causal; hidden is after ``ln_f``."""
+def forward_gpt2(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None,
+                 stream: list | None = None):
+    """GPT-2 (pre-LN blocks, Conv1D weights stored (in, out)) on token ids (T,), causal; hidden is after ``ln_f``.
+
+    ``edit`` (an :class:`attnviz.checkpoints.interventions.Edit`) may change the stream entering each layer,
+    its causal mask and the heads' merged outputs before ``attn.c_proj``; ``stream`` receives the residual
+    stream entering each layer and leaving the last one, (T, C) each."""
     W = _Cast(weights, dtype)
     T = ids.shape[0]
     C = c.d_model
@@ -117,16 +122,25 @@ def forward_gpt2(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, 
     causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T) query i sees keys j <= i
     atts = np.empty((c.n_layer, c.n_head, T, T), dtype=dtype)  # (L, nh, T, T)
     for i in range(c.n_layer):
+        if edit is not None:
+            x = edit.residual(i, x)
+        if stream is not None:
+            stream.append(x)
         p = f"h.{i}."
         scale = 1.0 / math.sqrt(c.head_size) / ((i + 1) if c.scale_by_layer else 1)
         h = layer_norm(x, W[p + "ln_1.weight"], W[p + "ln_1.bias"], c.ln_eps)  # (T, C)
         qkv = conv1d(h, W[p + "attn.c_attn.weight"], W[p + "attn.c_attn.bias"])  # (T, 3C)
         q, k, v = qkv[:, :C], qkv[:, C:2 * C], qkv[:, 2 * C:]  # 3 x (T, C)
-        ctx, atts[i] = self_attention(q, k, v, c.n_head, causal, scale, kernel)  # (T, C), (nh, T, T)
+        mask = causal if edit is None else edit.mask(i, causal)
+        ctx, atts[i] = self_attention(q, k, v, c.n_head, mask, scale, kernel)  # (T, C), (nh, T, T)
+        if edit is not None:
+            ctx = edit.merged(i, ctx, c.n_head)  # (T, C) the heads' outputs side by side, as c_proj reads them
         x = x + conv1d(ctx, W[p + "attn.c_proj.weight"], W[p + "attn.c_proj.bias"])  # (T, C)
         h = layer_norm(x, W[p + "ln_2.weight"], W[p + "ln_2.bias"], c.ln_eps)  # (T, C)
         h = activation(c.act, conv1d(h, W[p + "mlp.c_fc.weight"], W[p + "mlp.c_fc.bias"]))  # (T, ff)
         x = x + conv1d(h, W[p + "mlp.c_proj.weight"], W[p + "mlp.c_proj.bias"])  # (T, C)
+    if stream is not None:
+        stream.append(x)
     return atts, layer_norm(x, W["ln_f.weight"], W["ln_f.bias"], c.ln_eps)
 
 
