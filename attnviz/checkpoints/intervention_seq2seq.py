@@ -1,7 +1,7 @@
 """Interventions on the BART-like encoder-decoders (MarianMT, BART, mBART): heads of the encoder's self-attention,
 the decoder's self-attention or its cross-attention zeroed, mean-ablated, scaled, set to given values or
-patched, and attention edges knocked out, in the pass of :mod:`attnviz.checkpoints.seq2seq` (the same blocks,
-with the edit points of :class:`~attnviz.checkpoints.interventions.Edit` in each attention sublayer).
+patched, and attention edges knocked out, in the pass of :mod:`attnviz.checkpoints.seq2seq` itself (its
+``encode`` and ``decode`` take an :class:`~attnviz.checkpoints.interventions.Edit` per attention).
 
 A head's output is its slice of what the sublayer's ``out_proj`` reads, as a PyTorch forward pre-hook on
 ``model.encoder.layers.L.self_attn.out_proj``, ``model.decoder.layers.L.self_attn.out_proj`` or
@@ -12,17 +12,14 @@ next-token logits of every decoder row (teacher-forced: the decoder's first step
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from attnviz.checkpoints.decoder import _W, causal_mask
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.interventions import Edit, check_head
-from attnviz.checkpoints.layers import layer_norm, linear
 from attnviz.checkpoints.parts import PartView
-from attnviz.checkpoints.seq2seq import _mlp, _sublayer, embed, multi_head
+from attnviz.checkpoints.seq2seq import decode, encode
 from attnviz.checkpoints.seq2seq_head import next_token_logits
 
 STACKS = ("encoder", "decoder", "cross")  # encoder self-attention, decoder self-attention, cross-attention
@@ -90,16 +87,6 @@ def _check(ckpt, edits: dict, S: int, T: int) -> dict:
     return {stack: edits.get(stack) or Edit() for stack in STACKS}
 
 
-def _attend(s, W, p: str, x, memory, nh: int, mask, kernel: str, edit: Edit, i: int):
-    """seq2seq._attend with the edit applied: the mask (knockout) and the heads' outputs before ``out_proj``."""
-    q = linear(x, W.matrix(p + "q_proj.weight"), W[p + "q_proj.bias"])  # (Tq, C)
-    k = linear(memory, W.matrix(p + "k_proj.weight"), W.get(p + "k_proj.bias"))  # (Tk, C)
-    v = linear(memory, W.matrix(p + "v_proj.weight"), W[p + "v_proj.bias"])  # (Tk, C)
-    ctx, w = multi_head(q, k, v, nh, edit.mask(i, mask), 1.0 / math.sqrt(s.d_model // nh), kernel)
-    ctx = edit.merged(i, ctx, nh)  # (Tq, C) every head's output side by side, as out_proj reads it
-    return linear(ctx, W.matrix(p + "out_proj.weight"), W[p + "out_proj.bias"]), w
-
-
 def seq2seq_run(ckpt, src_ids, dec_ids, edits: dict | None = None, *, kernel: str = "auto") -> Seq2SeqPass:
     """The encoder over source ids (S,), the decoder teacher-forced over ``dec_ids`` (T,) (its start token first), in
     float32, with ``edits`` {stack: Edit} applied (stack one of STACKS; None: the plain pass)."""
@@ -115,33 +102,9 @@ def seq2seq_run(ckpt, src_ids, dec_ids, edits: dict | None = None, *, kernel: st
             raise CheckpointError(f"{ids.size:,} {side} tokens are more than the {s.max_positions:,} positions")
     S, T = src.size, dec.size
     e = _check(ckpt, dict(edits or {}), S, T)
-    W = _W(PartView(ckpt.weights, "s2s"), np.float32)
-    dt = np.float32
-    x = embed(s, W, "encoder", src, dt)  # (S, C)
-    enc = np.empty((s.enc_layers, s.enc_heads, S, S), dtype=dt)  # (L, nh, S, S)
-    for i in range(s.enc_layers):
-        p = f"encoder.layers.{i}."
-        x = e["encoder"].residual(i, x)
-        x, enc[i] = _sublayer(s, W, p + "self_attn_layer_norm", x, lambda h, p=p, i=i: _attend(
-            s, W, p + "self_attn.", h, h, s.enc_heads, None, kernel, e["encoder"], i))
-        x, _ = _sublayer(s, W, p + "final_layer_norm", x, _mlp(s, W, p))
-    if s.pre_norm:
-        x = layer_norm(x, W["encoder.layer_norm.weight"], W["encoder.layer_norm.bias"], s.ln_eps)
-    memory = x  # (S, C)
-    y = embed(s, W, "decoder", dec, dt)  # (T, C)
-    causal = causal_mask(T)  # (T, T)
-    self_atts = np.empty((s.dec_layers, s.dec_heads, T, T), dtype=dt)  # (L, nh, T, T)
-    cross = np.empty((s.dec_layers, s.dec_heads, T, S), dtype=dt)  # (L, nh, T, S)
-    for i in range(s.dec_layers):
-        p = f"decoder.layers.{i}."
-        y = e["decoder"].residual(i, y)
-        y, self_atts[i] = _sublayer(s, W, p + "self_attn_layer_norm", y, lambda h, p=p, i=i: _attend(
-            s, W, p + "self_attn.", h, h, s.dec_heads, causal, kernel, e["decoder"], i))
-        y, cross[i] = _sublayer(s, W, p + "encoder_attn_layer_norm", y, lambda h, p=p, i=i: _attend(
-            s, W, p + "encoder_attn.", h, memory, s.dec_heads, None, kernel, e["cross"], i))
-        y, _ = _sublayer(s, W, p + "final_layer_norm", y, _mlp(s, W, p))
-    if s.pre_norm:
-        y = layer_norm(y, W["decoder.layer_norm.weight"], W["decoder.layer_norm.bias"], s.ln_eps)
+    weights = PartView(ckpt.weights, "s2s")
+    enc, memory = encode(s, weights, src, kernel=kernel, edit=e["encoder"])  # (L, nh, S, S), (S, C)
+    self_atts, cross, y = decode(s, weights, dec, memory, kernel=kernel, edit=e["decoder"], cross_edit=e["cross"])
     logits = next_token_logits(ckpt, y, np.float32).astype(np.float64)  # (T, V)
     return Seq2SeqPass(logits=logits, encoder=enc, decoder=self_atts, cross=cross,
                        heads={k: dict(v.record) for k, v in e.items() if v.record is not None})

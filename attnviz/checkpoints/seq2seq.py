@@ -56,10 +56,13 @@ def embed(s: Seq2SeqSpec, W, stack: str, ids: np.ndarray, dtype) -> np.ndarray:
     return layer_norm(x, W[f"{stack}.layernorm_embedding.weight"], W[f"{stack}.layernorm_embedding.bias"], s.ln_eps)
 
 
-def _attend(s: Seq2SeqSpec, W, p: str, x, memory, nh: int, mask, kernel: str, kv_cache: dict | None = None):
+def _attend(s: Seq2SeqSpec, W, p: str, x, memory, nh: int, mask, kernel: str, kv_cache: dict | None = None,
+            edit=None, i: int = 0):
     """One attention sublayer ``p`` (self_attn / encoder_attn): queries from x (Tq, C), keys and values from
     memory (Tk, C) -> (projected output (Tq, C), weights (nh, Tq, Tk)). ``kv_cache`` keeps the keys and values
-    of the memory per sublayer (the encoder's, the same at every generation step)."""
+    of the memory per sublayer (the encoder's, the same at every generation step). ``edit`` (an
+    :class:`attnviz.checkpoints.interventions.Edit`) changes layer ``i``'s mask and the heads' outputs before
+    ``out_proj``."""
     q = linear(x, W.matrix(p + "q_proj.weight"), W[p + "q_proj.bias"])  # (Tq, C)
     if kv_cache is not None and p in kv_cache:
         k, v = kv_cache[p]
@@ -68,7 +71,11 @@ def _attend(s: Seq2SeqSpec, W, p: str, x, memory, nh: int, mask, kernel: str, kv
         v = linear(memory, W.matrix(p + "v_proj.weight"), W[p + "v_proj.bias"])  # (Tk, C)
         if kv_cache is not None:
             kv_cache[p] = k, v
+    if edit is not None:
+        mask = edit.mask(i, mask)
     ctx, w = multi_head(q, k, v, nh, mask, 1.0 / math.sqrt(s.d_model // nh), kernel)
+    if edit is not None:
+        ctx = edit.merged(i, ctx, nh)  # (Tq, C) every head's output side by side, as out_proj reads it
     return linear(ctx, W.matrix(p + "out_proj.weight"), W[p + "out_proj.bias"]), w
 
 
@@ -91,18 +98,21 @@ def _mlp(s: Seq2SeqSpec, W, p: str):
 
 
 def encode(s: Seq2SeqSpec, weights, ids: np.ndarray | None, *, dtype=np.float32, kernel: str = "auto",
-           embedded: np.ndarray | None = None):
+           embedded: np.ndarray | None = None, edit=None):
     """Encoder on source ids (T,) -> (attentions (L_enc, nh_enc, T, T), hidden (T, C)), every source token
     visible to every other. ``embedded``: the (T, C) input rows made elsewhere (Whisper's audio frames), then
-    ``ids`` is not read."""
+    ``ids`` is not read. ``edit``: an Edit of the self-attention (and the stream entering each layer)."""
     W = _W(weights, dtype)
     x = embed(s, W, "encoder", ids, dtype) if embedded is None else embedded.astype(dtype, copy=False)  # (T, C)
     T = x.shape[0]
     atts = np.empty((s.enc_layers, s.enc_heads, T, T), dtype=dtype)  # (L, nh, T, T)
     for i in range(s.enc_layers):
         p = f"encoder.layers.{i}."
+        if edit is not None:
+            x = edit.residual(i, x)
         x, atts[i] = _sublayer(s, W, p + "self_attn_layer_norm", x,
-                               lambda h, p=p: _attend(s, W, p + "self_attn.", h, h, s.enc_heads, None, kernel))
+                               lambda h, p=p, i=i: _attend(s, W, p + "self_attn.", h, h, s.enc_heads, None, kernel,
+                                                           edit=edit, i=i))
         x, _ = _sublayer(s, W, p + "final_layer_norm", x, _mlp(s, W, p))
     if s.pre_norm:
         x = layer_norm(x, W["encoder.layer_norm.weight"], W["encoder.layer_norm.bias"], s.ln_eps)
@@ -110,11 +120,12 @@ def encode(s: Seq2SeqSpec, weights, ids: np.ndarray | None, *, dtype=np.float32,
 
 
 def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
-           cross_cache: dict | None = None, embedded: np.ndarray | None = None):
+           cross_cache: dict | None = None, embedded: np.ndarray | None = None, edit=None, cross_edit=None):
     """Decoder on target ids (T,) over the encoder's hidden states memory (S, C), teacher-forced ->
     (self-attentions (L_dec, nh, T, T) causal, cross-attentions (L_dec, nh, T, S), hidden (T, C)).
     ``cross_cache``: a dict kept across calls over the same memory (the cross-attention's keys and values);
-    ``embedded``: the (T, C) input rows made elsewhere (Whisper's token rows plus its learned positions)."""
+    ``embedded``: the (T, C) input rows made elsewhere (Whisper's token rows plus its learned positions);
+    ``edit`` / ``cross_edit``: Edits of the self-attention (and the stream entering each layer) / the cross-attention."""
     W = _W(weights, dtype)
     x = embed(s, W, "decoder", ids, dtype) if embedded is None else embedded.astype(dtype, copy=False)  # (T, C)
     T, S = ids.shape[0], memory.shape[0]
@@ -124,11 +135,14 @@ def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtyp
     cross = np.empty((s.dec_layers, s.dec_heads, T, S), dtype=dtype)  # (L, nh, T, S)
     for i in range(s.dec_layers):
         p = f"decoder.layers.{i}."
+        if edit is not None:
+            x = edit.residual(i, x)
         x, self_atts[i] = _sublayer(s, W, p + "self_attn_layer_norm", x,
-                                    lambda h, p=p: _attend(s, W, p + "self_attn.", h, h, s.dec_heads, causal, kernel))
+                                    lambda h, p=p, i=i: _attend(s, W, p + "self_attn.", h, h, s.dec_heads, causal,
+                                                                kernel, edit=edit, i=i))
         x, cross[i] = _sublayer(s, W, p + "encoder_attn_layer_norm", x,
-                                lambda h, p=p: _attend(s, W, p + "encoder_attn.", h, memory, s.dec_heads, None,
-                                                       kernel, cross_cache))
+                                lambda h, p=p, i=i: _attend(s, W, p + "encoder_attn.", h, memory, s.dec_heads, None,
+                                                            kernel, cross_cache, edit=cross_edit, i=i))
         x, _ = _sublayer(s, W, p + "final_layer_norm", x, _mlp(s, W, p))
     if s.pre_norm:
         x = layer_norm(x, W["decoder.layer_norm.weight"], W["decoder.layer_norm.bias"], s.ln_eps)
