@@ -8,7 +8,6 @@ ViT, CLIP, DINOv2 or SigLIP ``preprocessor_config.json`` into an :class:`ImageCo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.families import FAMILY_KIND, parse_family, unsupported_reason
 from attnviz.checkpoints.model_config import (LN_EPS_RANGE, ModelConfig, act_field, bool_field, eps_field, float_field,
                                               int_field, pair_field)
-from attnviz.jsontext import depth_ok
+from attnviz.checkpoints.json_file import MAX_JSON_BYTES, MAX_JSON_DEPTH, read_json  # noqa: F401 - re-exported
 
 # model_type in config.json -> the forward pass that runs it
 KIND_OF_MODEL_TYPE = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "deit": "vit"}
@@ -57,28 +56,6 @@ class ImageConfig:
     shortest_edge: int = 0  # CLIP / DINOv2 processors: resize the short side to this (aspect kept), then crop
     crop_size: tuple[int, int] = (0, 0)  # (H, W) of the centre crop after the resize ((0, 0): none)
     resize_to: tuple[int, int] = (0, 0)  # DeiT-style: a fixed (H, W) resize before the centre crop ((0, 0): none)
-
-
-MAX_JSON_BYTES = 16 * 2**20  # config files are a few kB; larger ones are not read
-MAX_JSON_DEPTH = 64  # real configs nest 3 levels (id2label, task_specific_params); checked before parsing
-def read_json(path: Path, what: str) -> dict:
-    """Read a JSON object from ``path``; a missing, unreadable, oversized, too deeply nested or
-    non-object file is a CheckpointError."""
-    if not path.is_file():
-        raise CheckpointError(f"{what} is missing: {path} not found")
-    try:
-        size = path.stat().st_size
-        if size > MAX_JSON_BYTES:
-            raise CheckpointError(f"{what} {path} is {size:,} bytes; a config file is at most {MAX_JSON_BYTES:,}")
-        text = path.read_text(encoding="utf-8")
-        if not depth_ok(text, MAX_JSON_DEPTH):
-            raise CheckpointError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; not a config file")
-        data = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise CheckpointError(f"{what} {path} is not readable JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{what} {path} must hold a JSON object, not {type(data).__name__}")
-    return data
 
 
 def parse_model_config(cfg: dict) -> ModelConfig:

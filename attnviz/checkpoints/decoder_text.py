@@ -10,7 +10,6 @@ piece keeps its span. A chat template writes its own markers.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from attnviz.checkpoints.decoder_chat import ChatTemplate, find_template, render_chat
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.json_file import read_json
 from attnviz.sources.errors import SourceError
 from attnviz.sources.text import BpeTokenizer, TextTokens
 
@@ -58,12 +58,7 @@ def read_special(folder: Path, tok: BpeTokenizer, model_type: str) -> SpecialTok
     path = folder / "tokenizer_config.json"
     cfg: dict = {}
     if path.is_file():
-        try:
-            cfg = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise CheckpointError(f"{path} is not readable JSON ({type(exc).__name__})") from None
-        if not isinstance(cfg, dict):
-            raise CheckpointError(f"{path} must hold a JSON object")
+        cfg = read_json(path, "the tokenizer config")
     ids = {}
     for role in ("bos", "eos"):
         text = _token_text(cfg.get(f"{role}_token"))

@@ -78,14 +78,14 @@ def fetch_model(repo_id: str, revision: str | None = None, *, cache: Path | None
 
 def _missing_shards(folder: Path) -> list[str]:
     """Shard names the weight index lists that are not in the folder (plain names only)."""
-    import json
+    from attnviz.checkpoints.json_file import read_json
 
     index = folder / INDEX
     if (folder / "model.safetensors").is_file() or not index.is_file():
         return []
     try:
-        wmap = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError, RecursionError):
+        wmap = read_json(index, "the weight index").get("weight_map")
+    except CheckpointError:
         return []  # the loader says what is wrong with the index
     if not isinstance(wmap, dict):
         return []

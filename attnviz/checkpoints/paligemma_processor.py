@@ -15,7 +15,6 @@ with its ``SiglipImageProcessor`` (Pillow backend) makes it: the token ids, the 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from tokenizers import AddedToken
 from attnviz.checkpoints.config import ImageConfig, parse_image_config
 from attnviz.checkpoints.decoder_text import SpecialTokens
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.json_file import read_json
 from attnviz.checkpoints.model_config import ModelConfig, bool_field, int_field
 from attnviz.checkpoints.preprocess import preprocess_image
 from attnviz.sources.errors import SourceError
@@ -125,12 +125,7 @@ def read_tokenizer(folder: Path, name: str) -> tuple[BpeTokenizer, dict, Special
     cfg: dict = {}
     cfg_path = Path(folder) / "tokenizer_config.json"
     if cfg_path.is_file():
-        try:
-            cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise CheckpointError(f"{cfg_path} is not readable JSON ({type(exc).__name__})") from None
-        if not isinstance(cfg, dict):
-            raise CheckpointError(f"{cfg_path} must hold a JSON object")
+        cfg = read_json(cfg_path, "the tokenizer config")
     special = {k: _token_text(cfg.get(k), v) for k, v in GEMMA_SPECIAL.items()}
     inner = tok.tokenizer
     for role in ("bos_token", "eos_token"):

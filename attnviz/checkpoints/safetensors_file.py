@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.json_file import read_json
 from attnviz.engine.convert import bf16_matmul_t, bf16_to_f32
 from attnviz.engine.runtime import available_memory
 
@@ -172,11 +173,8 @@ def weight_files(folder: Path) -> list[Path]:
         if (folder / "pytorch_model.bin").is_file() or (folder / "pytorch_model.bin.index.json").is_file():
             hint = "pytorch_model.bin is not read (pickle files can run code); convert it to model.safetensors"
         raise CheckpointError(f"the weights file is missing: {single} not found ({hint})")
-    try:
-        spec = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise CheckpointError(f"{index} is not readable JSON ({type(exc).__name__})") from None
-    wmap = spec.get("weight_map") if isinstance(spec, dict) else None
+    spec = read_json(index, "the weight index")
+    wmap = spec.get("weight_map")
     if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
         raise CheckpointError(f"{index} has no 'weight_map' of tensor name -> shard file")
     files = []

@@ -14,7 +14,6 @@ the VLM's keys and values.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -306,8 +305,8 @@ def image_marker_names(vlm_folder: Path) -> tuple[str, str]:
     path = vlm_folder / "tokenizer_config.json"
     if path.is_file():
         try:
-            tc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            tc = read_json(path, "the tokenizer config")
+        except CheckpointError:  # the VLM's loader says what is wrong with it; the markers keep their defaults
             tc = {}
         extra = tc.get("extra_special_tokens") if isinstance(tc, dict) else None
         if isinstance(extra, dict):
