@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnviz.cancel import Cancelled  # noqa: F401 - a stopped translation raises it; re-exported
 from attnviz.checkpoints.analysis import HeadSummaries, head_summaries
 from attnviz.checkpoints.decoder import causal_mask
 from attnviz.checkpoints.errors import CheckpointError
@@ -35,10 +36,6 @@ TERMS = ("weights", "bias")  # what the detail map shows: softmax weights, or T5
 TERM_LABELS = {"weights": "weights", "bias": "position-bias term of the scores"}
 DEFAULT_MAX_NEW = 64  # tokens the model's own translation writes at most, unless told
 SHOWN_CHARS = 100  # characters of a target or translation quoted in a run's one-line description
-
-
-class Cancelled(Exception):
-    """A greedy translation stopped by its ``cancel`` callable before it finished."""
 
 
 @dataclass(eq=False)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from attnviz.cancel import Cancelled  # noqa: F401 - raised here, and re-exported for callers
 from attnviz.engine import attention, display_matrices, recompute_weights
 from attnviz.engine import jitcache
 from attnviz.engine.blockmask import FULL, BlockMask
@@ -140,8 +141,6 @@ class ComputeResponse(preview.AxisLengths):
         return self.weights is not None
 
 
-class Cancelled(Exception):
-    """Raised inside run() when is_cancelled() turns true; run() returns a cancelled response."""
 
 
 def compile_mask(state: SessionState, qseq: Sequence, kseq: Sequence) -> np.ndarray:

@@ -12,11 +12,9 @@ import time
 
 from PySide6.QtCore import QObject, Signal
 
+from attnviz.cancel import Cancelled  # noqa: F401 - a job raises it when no longer wanted; re-exported
+
 MEMORY_MESSAGE = "not enough memory for this job"
-
-
-class Cancelled(Exception):
-    """Raised by a job that is no longer wanted (cancelled, or overtaken): nothing is delivered."""
 
 
 def run_job(fn, expected: tuple[type[BaseException], ...] = (ValueError,),
