@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from attnviz.cli.bench_cmd import sparse_tile_mask
+from attnviz.bench.anchors import sparse_tile_mask
 from attnviz.engine import attention
 from attnviz.engine.blockmask import BlockMask
 from attnviz.engine.tiling import choose_blocks

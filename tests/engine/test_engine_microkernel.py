@@ -390,7 +390,7 @@ def test_flash_on_the_avx2_micro_kernel_matches_reference():
     import subprocess
     import sys
 
-    from attnviz.cli.bench_cmd import avx2_environment
+    from attnviz.bench.machine import avx2_environment
     from attnviz.engine.jitcache import host_cpu_features
 
     features = host_cpu_features()
