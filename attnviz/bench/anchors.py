@@ -82,3 +82,52 @@ def sdpa_calls(torch, q, k, v, masks: dict, threads: int) -> tuple[dict, dict]:
 
         calls[name], backends[name] = call, backend
     return calls, backends
+
+
+def flex_calls(torch, q, k, v, masks: dict, threads: int) -> tuple[dict, dict, dict]:
+    """Compiled FlexAttention (``torch.compile(flex_attention)``) per mask name: ({name: callable}, {name: note},
+    {name: seconds of its first call}), or three empty dicts when this torch has no FlexAttention.
+
+    The dense mask runs without a BlockMask, the causal one with ``q_idx >= kv_idx``, any other bool mask
+    with a ``mask_mod`` reading it; each BlockMask is made once (``create_block_mask``, torch's 128 x 128
+    blocks). The first call of each compiles its kernel: that time is returned apart and never timed
+    with the calls. A mask whose compilation fails (no C++ compiler, say) is left out with its reason as
+    its note."""
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except ImportError:
+        return {}, {}, {}
+    import time
+
+    tq, tk, tv = (torch.from_numpy(np.ascontiguousarray(a[None])) for a in (q, k, v))  # (1, nh, T, hs)
+    T = q.shape[1]
+    compiled = torch.compile(flex_attention, dynamic=False)
+    calls, notes, first = {}, {}, {}
+    for name, m in masks.items():
+        torch.set_num_threads(threads)
+        t0 = time.perf_counter()
+        try:
+            if name == "dense":
+                block = None
+            elif name == "causal":
+                block = create_block_mask(lambda b, h, qi, ki: qi >= ki, 1, 1, T, T, device="cpu")
+            else:
+                tm = torch.from_numpy(np.ascontiguousarray(m))  # (T, T) bool
+
+                block = create_block_mask(lambda b, h, qi, ki, tm=tm: tm[qi, ki], 1, 1, T, T, device="cpu")
+            with torch.inference_mode():
+                compiled(tq, tk, tv, block_mask=block)
+        except Exception as exc:  # noqa: BLE001 - a missing compiler or an old torch: the row is left out
+            notes[name] = f"not run: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+            continue
+        first[name] = time.perf_counter() - t0
+
+        def call(block=block):
+            torch.set_num_threads(threads)  # numba's kernels in between may reset the OpenMP thread count
+            with torch.inference_mode():
+                return compiled(tq, tk, tv, block_mask=block)
+
+        calls[name] = call
+        notes[name] = ("compiled, no BlockMask" if block is None else "compiled, BlockMask 128x128") + \
+            f"; first call {first[name]:.1f} s"
+    return calls, notes, first

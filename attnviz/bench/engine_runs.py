@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from attnviz.bench.anchors import import_torch, numpy_attention, sdpa_calls, sparse_tile_mask
+from attnviz.bench.anchors import flex_calls, import_torch, numpy_attention, sdpa_calls, sparse_tile_mask
 from attnviz.bench.machine import machine_info
 from attnviz.bench.measure import SETTLE, PeakMemory, once, paired_ratio, round_order, sgemm_gflops, timed
 
@@ -27,6 +27,7 @@ class BenchConfig:
     threads: int | None = None  # worker threads for every method (None: all)
     naive: bool = True  # time plain numpy attention alongside
     torch: bool = True  # time torch SDPA when torch is importable
+    flex: bool = True  # with torch: time compiled FlexAttention too (its compilation reported apart)
     long: bool = True  # the 65k one-head run and the overviews
     long_T: int = 65536  # one-head sequence length of the memory check
     overview_sizes: tuple[int, ...] = (16384, 32768, 65536)  # T of the overview timings
@@ -63,6 +64,8 @@ class Report:
     paired: dict = field(default_factory=dict)  # per T: ratios of calls made one after the other, median of rounds
     load: dict = field(default_factory=dict)  # os.getloadavg() at the start and at the end
     app: dict = field(default_factory=dict)  # --app: start-up and edit-to-pixels of the real window
+    flex_compile_s: dict = field(default_factory=dict)  # per T: mask -> seconds of FlexAttention's first call
+    flex_skipped: dict = field(default_factory=dict)  # "T mask" -> why FlexAttention did not run
 
 
 def run_bench(cfg: BenchConfig, progress=lambda msg: None) -> Report:
@@ -119,6 +122,15 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
                 notes[(name, "torch_sdpa")] = "4-D, " + backends[name] + (
                     {"causal": ", is_causal=True", "sparse": ", bool attn_mask"}.get(name, ""))
             report.machine["sdpa_backends"] = backends
+            if cfg.flex:
+                progress(f"T={T:<6} compiling FlexAttention for {len(masks)} masks ...")
+                flex, flex_notes, flex_first = flex_calls(torch, q, k, v, masks, threads)
+                for name, fn in flex.items():
+                    calls[(name, "torch_flex")] = fn
+                for name, note in flex_notes.items():
+                    notes[(name, "torch_flex")] = note
+                report.flex_compile_s[str(T)] = flex_first
+                report.flex_skipped.update({f"{T} {n}": note for n, note in flex_notes.items() if n not in flex})
         # flash and SDPA are timed in rounds, each mask's two calls one after the other (round_order), so a
         # burst of other load hits both; every round also times the sgemm that the dense rate is compared with
         peaks, times = {}, {key: [] for key in calls}
@@ -149,6 +161,9 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
         if torch is not None:
             for name in masks:
                 paired[f"flash_over_sdpa_time_{name}"] = paired_ratio(times[(name, "flash")], times[(name, "torch_sdpa")])
+                if (name, "torch_flex") in times:
+                    paired[f"flash_over_flex_time_{name}"] = paired_ratio(times[(name, "flash")],
+                                                                          times[(name, "torch_flex")])
         report.paired[str(T)] = paired
         if cfg.naive:  # plain numpy in its own block: it is slow, and not one of the targets
             with threadpool_limits(threads, user_api="blas"):

@@ -29,6 +29,11 @@ def format_report(report: Report) -> str:
     for r in report.rows:
         lines.append(f"{r.T:>6} {r.mask:<7} {r.method:<11} {r.ms:9.1f} {r.best_ms:9.1f} {r.gflops:8.0f} "
                      f"{100 * r.sgemm_fraction:6.0f}% {r.sparsity:8.1f}% {r.peak_mb or 0:8.1f}  {r.note}")
+    if report.flex_compile_s:
+        lines.append("FlexAttention's first calls (compilation; not in the timings): " + "; ".join(
+            f"T={T} " + ", ".join(f"{m} {sec:.1f} s" for m, sec in by.items()) for T, by in report.flex_compile_s.items()))
+    for key, why in report.flex_skipped.items():
+        lines.append(f"FlexAttention at T={key}: {why}")
     if report.long:
         lg = report.long
         lines += ["", f"one head, T={lg['T']}, hs={lg['hs']}: {lg['ms']:.0f} ms ({lg['gflops']:.0f} GFLOP/s), "

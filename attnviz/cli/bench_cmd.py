@@ -1,10 +1,11 @@
 """``attnviz-cli bench``: how fast the attention engine is, measured against the machine's own sgemm.
 
     attnviz-cli bench [--json] [--sizes 256,1024,4096,8192] [--heads 8] [--hs 64] [--threads N]
-                      [--repeat 5] [--no-naive] [--no-torch] [--no-long] [--isa avx2]
+                      [--repeat 5] [--no-naive] [--no-torch] [--no-flex] [--no-long] [--isa avx2]
 
 Per T: flash float32 on dense, causal and ~40 %-empty-tile masks, torch SDPA on its 4-D fast path
-when torch is importable (the backend it ran is named), and numpy; rates as fractions of an sgemm of
+and compiled FlexAttention (its compilation reported apart) when torch is importable (the SDPA
+backend it ran is named), and numpy; rates as fractions of an sgemm of
 the same run. Flash and SDPA alternate call by call, so the targets are medians of paired ratios.
 ``--isa avx2`` restarts the run with numba, OpenBLAS, torch, oneDNN and MKL limited to AVX2. Run it
 under ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE``: set on these machines, they halve GEMM speed.
@@ -45,6 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=d.repeat, help=f"timed runs per method (default {d.repeat})")
     p.add_argument("--no-naive", action="store_true", help="skip plain numpy attention")
     p.add_argument("--no-torch", action="store_true", help="skip torch SDPA even when torch is importable")
+    p.add_argument("--no-flex", action="store_true",
+                   help="skip compiled FlexAttention (with torch; compiling its kernels takes a minute or more)")
     p.add_argument("--no-long", action="store_true", help="skip the T=65536 run and the overviews")
     p.add_argument("--isa", choices=("avx2",), default=None,
                    help="measure every library's AVX2 code on an AVX-512 CPU (restarts the run limited to AVX2)")
@@ -63,7 +66,8 @@ def _restart_for_isa(args) -> int:
             "--repeat", str(args.repeat), "--isa", args.isa]
     argv += ["--threads", str(args.threads)] if args.threads is not None else []
     argv += [flag for flag, on in (("--json", args.json), ("--no-naive", args.no_naive),
-                                   ("--no-torch", args.no_torch), ("--no-long", args.no_long)) if on]
+                                   ("--no-torch", args.no_torch), ("--no-flex", args.no_flex),
+                                   ("--no-long", args.no_long)) if on]
     code = "import sys; from attnviz.cli.bench_cmd import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *argv], env=avx2_environment(features, dict(os.environ))
                           ).returncode
@@ -78,7 +82,8 @@ def handle(args) -> int:
     if args.heads < 1 or args.hs < 1 or args.repeat < 1 or (args.threads is not None and args.threads < 1):
         raise ValueError("--heads, --hs, --repeat and --threads must be positive")
     cfg = BenchConfig(sizes=args.sizes, heads=args.heads, hs=args.hs, repeat=args.repeat, threads=args.threads,
-                      naive=not args.no_naive, torch=not args.no_torch, long=not args.no_long)
+                      naive=not args.no_naive, torch=not args.no_torch, flex=not args.no_flex,
+                      long=not args.no_long)
     from attnviz.engine.runtime import available_memory
 
     check_memory(cfg, available_memory())  # before any allocation
