@@ -2,7 +2,7 @@
 
 Encoders (kind "bert", post-LN): RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet, DeBERTa (v1, v2, v3);
 vision (kind "vit", pre-LN): the CLIP vision tower and the SigLIP vision tower (each alone or inside a
-whole ``clip`` / ``siglip`` checkpoint), DINOv2, DINOv2 with registers and BEiT. :data:`TOWER_TYPES` are vision towers that only run inside a
+whole ``clip`` / ``siglip`` checkpoint), DINOv2, DINOv2 with registers, BEiT and Swin. :data:`TOWER_TYPES` are vision towers that only run inside a
 vision-language model (Idefics3's and SmolVLM's SigLIP with per-image position buckets): they have a
 config and a tensor list here, but no folder of their own opens. :func:`vision_tower_config` reads
 the ``vision_config`` of such a model. :data:`UNSUPPORTED` says, for families people bring that are
@@ -27,6 +27,8 @@ VISION_TYPES = CLIP_TYPES + ("dinov2",) + SIGLIP_TYPES
 # registers and BEiT below
 ENCODER_TYPES += ("albert", "mpnet", "deberta-v2", "deberta")
 VISION_TYPES += ("dinov2_with_registers", "beit")
+# Swin (windowed attention over shifted windows, patch merging) is parsed and listed by attnviz.checkpoints.swin
+VISION_TYPES += ("swin",)
 FAMILY_KIND = {**{t: "bert" for t in ENCODER_TYPES}, **{t: "vit" for t in VISION_TYPES + TOWER_TYPES}}
 # model_type -> the defaults transformers' config class gives the keys a saved config.json may omit
 _TOWER_DEFAULTS = {
@@ -37,7 +39,7 @@ _TOWER_DEFAULTS = {
 
 # model_type -> what its forward pass needs that attnviz does not do (shown when it is refused)
 UNSUPPORTED = {
-    "swin": "windowed attention over shifted windows and patch merging",
+    "swinv2": "scaled cosine attention and a position bias MLP",
 }
 
 
@@ -106,6 +108,10 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
         return parse_text_family(cfg, model_type)
     if model_type in ("dinov2_with_registers", "beit"):
         return parse_vision_family(cfg, model_type)
+    if model_type == "swin":
+        from attnviz.checkpoints.swin import parse_swin
+
+        return parse_swin(cfg)
     if model_type in ROBERTA_TYPES or model_type == "electra":
         pet = cfg.get("position_embedding_type", "absolute")
         if pet != "absolute":
@@ -215,6 +221,10 @@ def family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
         return text_family_tensors(c)
     if c.model_type in ("dinov2_with_registers", "beit"):
         return vision_family_tensors(c)
+    if c.model_type == "swin":
+        from attnviz.checkpoints.swin import swin_tensors
+
+        return swin_tensors(c)
     d, ff = c.d_model, c.d_ff
     gh, gw = c.grid
     if c.model_type in ROBERTA_TYPES or c.model_type == "electra":

@@ -23,6 +23,11 @@ own patch grid as transformers builds it: the table's (2 gh - 1) x (2 gw - 1) pa
 each pair of patches' offset, three rows for the pairs with [CLS]. A ``terms`` dict passed to
 :func:`forward_vision` receives BEiT's score terms separately: ``"content"`` (q k^T / sqrt(hs)) and
 ``"position bias"``, both (L, nh, T, T); their sum is what the softmax takes.
+
+Swin (:mod:`attnviz.checkpoints.swin`) is shown by its first stage, whose tokens are the patches: each layer's
+window attention laid into the (T, T) map of the patch grid (0 outside a query's window); ``hidden`` is its
+``last_hidden_state`` (the last stage's merged tokens); ``terms`` gets its content, position bias, shift mask
+and window mask.
 """
 
 from __future__ import annotations
@@ -85,6 +90,13 @@ def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.floa
         atts, states = vision_hidden_states(c, weights, pixels, dtype=dtype, kernel=kernel, edit=edit)
         hidden = states[-1] if c.model_type in CLIP_TYPES else post_norm(c, weights, states[-1], dtype=dtype)
         return atts, hidden, grid
+    if c.model_type == "swin":  # stage 0's layers, each window laid into the patch grid's map (checkpoints.swin)
+        from attnviz.checkpoints.swin import forward_swin
+
+        if edit is not None:
+            raise CheckpointError("interventions are not available for Swin's windowed attention")
+        stages, hidden = forward_swin(c, weights, pixels, dtype=dtype, kernel=kernel, terms=terms)
+        return stages[0].maps(), hidden, grid
     if c.model_type == "beit":
         atts, hidden = _beit(c, _Cast(weights, dtype), pixels, grid, dtype, kernel, edit, terms)
         return atts, hidden, grid

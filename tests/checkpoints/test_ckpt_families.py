@@ -114,7 +114,7 @@ def _edit(path, **changes):
 
 
 @pytest.mark.parametrize("model_type, needs", [
-    ("swin", "windowed attention"),
+    ("swinv2", "scaled cosine attention"),
 ])
 def test_unsupported_family_is_named_with_what_is_missing(tmp_path, model_type, needs):
     from attnviz.checkpoints import CheckpointError
@@ -207,12 +207,12 @@ def test_cli_refuses_an_unsupported_family_by_name(tmp_path, capsys):
 
     from attnviz.cli import main
 
-    d = tmp_path / "swin"
+    d = tmp_path / "swinv2"
     shutil.copytree(DATA / "tiny_roberta", d)
-    _edit(d / "config.json", model_type="swin")
+    _edit(d / "config.json", model_type="swinv2")
     assert main(["model", "inspect", str(d), "--text", "river", "--npz", str(tmp_path / "x.npz")]) == 1
     err = capsys.readouterr().err
-    assert "'swin'" in err and "windowed attention" in err and "Traceback" not in err
+    assert "'swinv2'" in err and "scaled cosine attention" in err and "Traceback" not in err
 
 
 def test_clip_processor_with_bare_numbers_resizes_the_short_side(tmp_path, family):

@@ -56,10 +56,10 @@ def test_described_from_headers_only(hub):
 
 
 def test_unsupported_and_broken_folders_are_listed_with_the_reason(tmp_path):
-    (tmp_path / "swin").mkdir()
-    (tmp_path / "swin" / "config.json").write_text('{"model_type": "swin"}')
-    d = describe_folder(tmp_path / "swin")
-    assert not d.supported and d.note == "no model.safetensors" and "swin" in d.line()
+    (tmp_path / "swinv2").mkdir()
+    (tmp_path / "swinv2" / "config.json").write_text('{"model_type": "swinv2"}')
+    d = describe_folder(tmp_path / "swinv2")
+    assert not d.supported and d.note == "no model.safetensors" and "swinv2" in d.line()
 
 
 def test_cli_list_shows_the_cache(hub, capsys):

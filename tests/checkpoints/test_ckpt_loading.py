@@ -99,7 +99,7 @@ def test_missing_preprocessor_config(tiny_copy):
 
 
 @pytest.mark.parametrize("changes, expected", [
-    ({"model_type": "swin", "architectures": ["SwinModel"]}, r"'swin'.*SwinModel.*not supported: it needs windowed"),
+    ({"model_type": "swinv2", "architectures": ["Swinv2Model"]}, r"'swinv2'.*Swinv2Model.*not supported: it needs scaled cosine"),
     ({"model_type": "no_such_model"}, r"'no_such_model'.* is not supported: attnviz has no forward pass for it$"),
     ({"model_type": None}, "has no 'model_type', so the architecture is unknown$"),
     ({"n_head": 3}, "not divisible by 3 heads"),

@@ -181,7 +181,7 @@ def test_bad_configs_are_one_clear_line(cfg, message):
     assert "\n" not in str(err.value) and len(str(err.value)) < 200
 
 
-@pytest.mark.parametrize("model_type", ["swin", "some_new_arch"])
+@pytest.mark.parametrize("model_type", ["swinv2", "some_new_arch"])
 def test_refused_families_say_so_in_one_short_line(model_type):
     with pytest.raises(CheckpointError) as err:
         parse_model_config(BASE | {"model_type": model_type})

@@ -197,7 +197,7 @@ def test_config_problems_are_one_clear_message(tmp_path, name, changes, expected
 
 
 def test_still_refused_families_name_what_they_miss(tmp_path):
-    for model_type in ("swin",):
+    for model_type in ("swinv2",):
         d = _copy_edit(tmp_path / model_type, "mpnet", model_type=model_type)
         with pytest.raises(CheckpointError, match=f"'{model_type}'.*not supported: it needs") as err:
             load_checkpoint(d)

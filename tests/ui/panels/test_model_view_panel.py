@@ -178,7 +178,7 @@ def test_bad_folder_shows_a_message_not_a_traceback(qtbot, tmp_path, problem):
     folder = tmp_path / "ckpt"
     if problem != "missing":
         folder.mkdir()
-        cfg = {"model_type": "swin"} if problem == "unsupported" else json.loads(
+        cfg = {"model_type": "swinv2"} if problem == "unsupported" else json.loads(
             (DATA / "tiny_gpt2" / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps(cfg))
     reports = []
