@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.spm_text import load_spm
 from attnviz.sources.errors import SourceError
 from attnviz.sources.text import BpeTokenizer, TextTokens
 
@@ -87,25 +88,13 @@ class MarianText(SeqTokenizer):
     """MarianTokenizer's ids from the two SentencePiece models and vocab.json."""
 
     def __init__(self, folder: Path, vocab_size: int, dec_vocab_size: int):
-        try:
-            import sentencepiece  # noqa: PLC0415  (only Marian needs it)
-        except ImportError:
-            raise CheckpointError("MarianMT's tokenizer needs the sentencepiece package (pip install sentencepiece)") \
-                from None
         cfg = _tokenizer_config(folder)
         sep = cfg.get("separate_vocabs", False)
         if not isinstance(sep, bool):
             raise CheckpointError(f"tokenizer_config.json: separate_vocabs must be true or false (got {sep!r})")
         self.spm = {}
         for side, name in (("source", "source.spm"), ("target", "target.spm")):
-            path = folder / name
-            if not path.is_file():
-                raise CheckpointError(f"the Marian tokenizer is missing: {path} not found")
-            try:
-                self.spm[side] = sentencepiece.SentencePieceProcessor(model_file=str(path))
-            except (OSError, RuntimeError) as exc:
-                raise CheckpointError(f"{path} is not a SentencePiece model ({str(exc).splitlines()[0][:120]})") \
-                    from None
+            self.spm[side] = load_spm(folder / name, "the Marian tokenizer")
         self.vocab = {"source": self._vocab(folder / "vocab.json")}
         self.vocab["target"] = self._vocab(folder / "target_vocab.json") if sep else self.vocab["source"]
         self.inverse = {side: {i: t for t, i in v.items()} for side, v in self.vocab.items()}
