@@ -1,6 +1,9 @@
 """Checkpoints already on this machine: the ready models, folders given, and the local Hugging Face cache.
 
-The hub cache is scanned by huggingface_hub (``scan_cache_dir``). Only files already present are read, and
+The hub cache is scanned by huggingface_hub (``scan_cache_dir``), which reads every file under a repo's
+``refs/`` whole and blocking; so those are looked at first (:func:`_refs_safe`), and a cache holding a ref
+that is not a small regular file (a FIFO, a link to ``/dev/zero``, a huge file) is scanned here instead,
+folder by folder, with each ``refs/main`` read bounded. Only files already present are read, and
 of the weights only the safetensors headers (:func:`describe_folder` gives family, size and dtype without
 loading anything); nothing is downloaded here (:mod:`attnviz.checkpoints.hub_fetch` does, when asked).
 :func:`resolve` turns a folder, a ready model's name or a cached repo id ``ORG/NAME`` into a folder.
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,6 +130,73 @@ def _mtime(p: Path) -> float:
         return 0.0
 
 
+MAX_REF_BYTES = 1024  # a ref holds a 40-character commit hash; anything longer is not one
+MAX_REF_ENTRIES = 10_000  # files and folders under one repo's refs/ looked at before giving up on it
+
+
+def _refs_safe(repo: Path) -> bool:
+    """True when everything under ``repo/refs`` is a folder or a regular file of at most
+    :data:`MAX_REF_BYTES`, none a link: what huggingface_hub's scan may read whole. False for a FIFO
+    (it would block), a device or a link to one (``/dev/zero`` never ends), a huge file, an unreadable
+    folder or more than :data:`MAX_REF_ENTRIES` entries."""
+    refs = repo / "refs"
+    try:
+        st = os.lstat(refs)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if stat.S_ISREG(st.st_mode):
+        return True  # the library rejects the repo as corrupted without reading it
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    seen = 0
+    pending = [refs]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            return False
+        for entry in entries:
+            seen += 1
+            if seen > MAX_REF_ENTRIES:
+                return False
+            try:
+                est = entry.stat(follow_symlinks=False)
+            except OSError:
+                return False
+            if stat.S_ISDIR(est.st_mode):
+                pending.append(Path(entry.path))
+            elif not stat.S_ISREG(est.st_mode) or est.st_size > MAX_REF_BYTES:
+                return False
+    return True
+
+
+def read_ref(repo: Path, ref: str = "main") -> str | None:
+    """The revision ``repo/refs/REF`` names, read without blocking and at most :data:`MAX_REF_BYTES`;
+    None when it is missing, not a regular file (or a link), too long, or not a plain folder name."""
+    try:
+        fd = os.open(repo / "refs" / ref, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_REF_BYTES:
+            return None
+        raw = os.read(fd, MAX_REF_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        rev = raw.decode("ascii").strip()
+    except UnicodeDecodeError:
+        return None
+    if len(raw) > MAX_REF_BYTES or not rev or rev in (".", "..") or "/" in rev or "\\" in rev or "\0" in rev:
+        return None
+    return rev
+
+
 def _scanned(cache: Path) -> dict[str, tuple[str, list[tuple[str, bool, float]]]] | None:
     """huggingface_hub's scan of the cache: {folder name: (repo id, [(revision, is main, last modified)])} of
     the model repos it accepts; None when the library cannot scan it (an unreadable folder) or is absent."""
@@ -134,6 +205,14 @@ def _scanned(cache: Path) -> dict[str, tuple[str, list[tuple[str, bool, float]]]
         from huggingface_hub.errors import CacheNotFound
     except ImportError:
         return None
+    try:
+        repos = [d for d in cache.iterdir() if d.name.startswith("models--")]
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return None
+    if not all(_refs_safe(d) for d in repos):
+        return None  # the library would block on a FIFO or read a device or a huge file whole
     try:
         info = scan_cache_dir(cache)
     except CacheNotFound:
@@ -146,7 +225,11 @@ def _scanned(cache: Path) -> dict[str, tuple[str, list[tuple[str, bool, float]]]
 
 
 def _newest(snaps: Path) -> Path | None:
-    """The most recently modified usable snapshot in ``snaps`` (no ref trusted), None when there is none."""
+    """The snapshot ``refs/main`` names (read bounded) when it is usable, else the most recently modified
+    usable snapshot in ``snaps``; None when there is none."""
+    main = read_ref(snaps.parent)
+    if main is not None and _usable(snaps, snaps / main):
+        return snaps / main
     try:
         cands = [p for p in snaps.iterdir() if _usable(snaps, p)]
     except OSError:
@@ -160,8 +243,8 @@ def cached_models(cache: Path | None = None) -> list[tuple[str, Path]]:
     The repos and revisions are huggingface_hub's ``scan_cache_dir``'s; of a repo's revisions the one
     ``refs/main`` names, else the newest. Only a folder inside the repo's ``snapshots/`` counts (a snapshot
     linked elsewhere is skipped). A repo the library rejects as corrupted (a ref naming a missing revision,
-    a broken blob link) or a cache it cannot read is still looked at folder by folder: its newest usable
-    snapshot is listed, no ref trusted.
+    a broken blob link) or a cache it cannot read (or should not: a ref that is a FIFO, a device or huge) is
+    still looked at folder by folder: the usable snapshot its ``refs/main`` names, read bounded, else its newest.
     """
     cache = cache_dir() if cache is None else Path(cache)
     scanned = _scanned(cache)
