@@ -14,6 +14,8 @@ import numpy as np
 
 from attnviz.checkpoints.analysis import HeadSummaries
 from attnviz.checkpoints.decoder import DecoderTrace, forward_decoder
+from attnviz.checkpoints.decoder_experts import experts_from_record
+from attnviz.checkpoints.decoder_moe import recording_experts
 from attnviz.checkpoints.decoder_text import encode
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.engine import attention_overview, lse_summaries, recompute_weights, runtime
@@ -109,6 +111,10 @@ class DecoderAttention:
     limit_note: str = ""  # how long inputs may be, and why
     band_bytes: int = BAND_BYTES  # bytes of weights recomputed at once for summaries and thumbnails
     chat: bool = False  # the text was put in the checkpoint's chat template
+    # mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): (L, T, k) the experts each layer's router picked per
+    # token, most probable first (-1 on dense layers), and their weights (0 there); None for other decoders
+    experts: np.ndarray | None = None
+    expert_weights: np.ndarray | None = None
 
     kind = "decoder"
 
@@ -273,13 +279,19 @@ def run_decoder(ckpt, text: str, *, dtype=np.float32, kernel: str = "auto", mode
             f"every attention map of {T:,} tokens needs {keep_all / 2**30:.2f} GiB, more than half the available "
             "memory; run it keeping only q, k and the log-sum-exp (mode 'qk')"
         )
-    res, hidden = forward_decoder(c, ckpt.weights, toks.ids, dtype=dtype, kernel=kernel, keep=mode)
     s = c.decoder
+    experts = expert_weights = None
+    if s.moe is not None:  # the routers' choices are kept from the same pass (a few numbers per token)
+        with recording_experts() as rec:
+            res, hidden = forward_decoder(c, ckpt.weights, toks.ids, dtype=dtype, kernel=kernel, keep=mode)
+        experts, expert_weights = experts_from_record(c, rec, T, dtype)
+    else:
+        res, hidden = forward_decoder(c, ckpt.weights, toks.ids, dtype=dtype, kernel=kernel, keep=mode)
     return DecoderAttention(
         model=ckpt.name, tokens=list(toks.pieces), labels=toks.labels(), special=np.asarray(toks.special, dtype=bool),
         ids=toks.ids, spans=list(toks.spans), hidden=hidden, n_layer=c.n_layer, n_head=c.n_head, group=s.group,
         windows=tuple(s.window(i) for i in range(c.n_layer)), scale=s.scale, softcap=s.attn_softcap,
         attentions=res if mode == "weights" else None, trace=res if mode == "qk" else None, limit_note=why,
-        band_bytes=int(band_bytes), chat=bool(chat),
+        band_bytes=int(band_bytes), chat=bool(chat), experts=experts, expert_weights=expert_weights,
     )
 
