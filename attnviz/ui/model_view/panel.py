@@ -35,6 +35,8 @@ from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.model_view.mask_handoff import open_model_mask
 from attnviz.ui.model_view.model_list import add_cached_models
 from attnviz.ui.model_view.more_views import install_more
+from attnviz.ui.model_view.router_view import install as install_router_view
+from attnviz.ui.model_view.score_terms_view import install as install_score_terms_view
 from attnviz.ui.model_view.seq2seq_view import Seq2SeqControls
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
@@ -218,6 +220,8 @@ class ModelViewPanel(QWidget):
         self._sync_input_page()
         self.corpus = install_corpus_view(self)  # "Corpus" tab: a STATS.parquet beside this input
         install_more(self)  # the further tabs: Intervene, Generate, Audio
+        self.score_terms = install_score_terms_view(self)  # "Score terms": DeBERTa's three terms of the head shown
+        self.router = install_router_view(self)  # "Experts": a mixture of experts' routing, layers x tokens
         for stack in (self.pages, self.inputs, self.tabs, self.vlm.tabs):
             only_current_sizes(stack)
 
