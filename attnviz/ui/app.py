@@ -407,6 +407,17 @@ def _start_rendering(app, window, renderer, on_shown) -> None:
     renderer.start(target)
 
 
+def _check_screenshot_target(given: str) -> None:
+    """ValueError when a FIFO, a device, a socket or a folder is at --screenshot's path (or where its link
+    points): refused before any work, as a session save refuses it, instead of blocking on the FIFO."""
+    from attnviz.persist import SessionError, check_save_target
+
+    try:
+        check_save_target(given)
+    except SessionError as exc:
+        raise ValueError(f"--screenshot {exc}") from None
+
+
 def _check_window_options(args) -> str | None:
     """The message of the first bad --workspace / --size / --screenshot value, else None (values set)."""
     from attnviz.ui.render import check_output, check_workspace, parse_size
@@ -416,7 +427,9 @@ def _check_window_options(args) -> str | None:
             check_workspace(args.workspace)
         args.size = parse_size(args.size) if args.size is not None else None
         if args.screenshot is not None:
-            args.screenshot = check_output(args.screenshot)
+            given = args.screenshot
+            args.screenshot = check_output(given)
+            _check_screenshot_target(given)
             if args.smoke_test or args.startup_report:
                 raise ValueError("--screenshot cannot be combined with --smoke-test or --startup-report")
     except ValueError as exc:
