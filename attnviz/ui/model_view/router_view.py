@@ -50,8 +50,7 @@ def strip_image(experts: np.ndarray, weights: np.ndarray, palette: np.ndarray, s
     cum = np.cumsum(frac, axis=-1)  # (L, T, k)
     pos = (np.arange(sub) + 0.5) / sub  # (sub,) centre of each image row in the layer's band
     slot = np.minimum((pos[None, :, None, None] >= cum[:, None, :, :]).sum(axis=-1), k - 1)  # (L, sub, T)
-    ids = np.take_along_axis(experts[:, None, :, :].repeat(sub, axis=1), slot[..., None], axis=-1)[..., 0]
-    # ids (L, sub, T): the expert drawn in each image row of each token's column
+    ids = experts[np.arange(L)[:, None, None], np.arange(T)[None, None, :], slot]  # (L, sub, T) expert drawn
     img = np.empty((L, sub, T, 3), dtype=np.uint8)
     dense = ids < 0
     img[~dense] = palette[ids[~dense] % max(len(palette), 1)]

@@ -117,3 +117,26 @@ def test_strip_image_splits_each_cell_by_weight():
     assert (img[:6, 0] == pal[2]).all() and (img[6:8, 0] == pal[0]).all()  # 3/4 then 1/4 of the rows
     assert (img[:4, 1] == pal[1]).all() and (img[4:8, 1] == pal[3]).all()
     assert (img[8:] == DENSE_RGB).all()
+
+
+def test_many_experts_get_colours_and_a_key_that_says_the_tooltip_names_them(qtbot):
+    from types import SimpleNamespace
+
+    from attnviz.ui.model_view.router_view import RouterView
+
+    rng = np.random.default_rng(3)
+    experts = rng.integers(0, 128, size=(4, 300, 8))  # Qwen3-MoE's 128 experts, top-8, 300 tokens
+    weights = rng.random((4, 300, 8)).astype(np.float32)
+    result = SimpleNamespace(decoder=SimpleNamespace(experts=experts, expert_weights=weights),
+                             labels=[f"t{i}" for i in range(300)])
+    view = RouterView()
+    qtbot.addWidget(view)
+    view.resize(600, 300)
+    assert view.set_result(result)
+    assert view.n_experts == 128 and "the tooltip names each" in view.key.text()
+    assert len({tuple(c) for c in expert_palette(128).tolist()}) > 100  # nearly all distinct
+    assert view.strip.minimumWidth() >= 300 * 4  # too many tokens for the width: the strip scrolls
+    view.set_layer(3)
+    assert view.load.text().startswith("L3: its 300 tokens go to")
+    assert not view.set_result(SimpleNamespace(decoder=None, labels=[]))
+    assert view.strip.experts is None and view.load.text() == ""
