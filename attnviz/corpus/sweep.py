@@ -2,7 +2,7 @@
 
 For each document every head of the checkpoint is ablated alone (``mode`` zero or mean over the document's
 positions) and its effect measured as in :func:`attnviz.checkpoints.intervention_study.sweep`: for a decoder
-LLM the KL divergence of the last position's next-token distribution (``kl``, nats) or the drop of the logit
+LLM (GPT-2 included) the KL divergence of the last position's next-token distribution (``kl``, nats) or the drop of the logit
 difference of two tokens (``logit_diff``); for a text encoder ``cosine``, 1 - the cosine of the class token's
 output before and after. The per-document effects are folded into a mean and a standard deviation per head
 (count, mean and sum of squared deviations, merged partition by partition in corpus order, so the numbers do
@@ -92,7 +92,9 @@ class SweepPartResult:
 
 
 def document_ids(ckpt, text, max_tokens: int | None) -> np.ndarray:
-    """The token ids a document gives the checkpoint (as the Pretrained panel tokenises it)."""
+    """The token ids a document gives the checkpoint, as the Pretrained panel tokenises it: a decoder LLM's text
+    encoded with its special tokens (no chat template); GPT-2's and an encoder's through the checkpoint's
+    tokenizer with its special tokens (:func:`attnviz.checkpoints.run.run_text`)."""
     from attnviz.sources.errors import SourceError
 
     if isinstance(text, Exception):
@@ -248,9 +250,6 @@ def _check_metric(ckpt, metric: str | None, tokens) -> tuple[str, tuple[int, int
     from attnviz.checkpoints.intervention_study import default_metric, token_id
 
     metric = metric or default_metric(ckpt.config)
-    if ckpt.kind == "gpt2":
-        raise CorpusRunError(f"{ckpt.name} is GPT-2: the sweep runs on decoder LLMs (Llama, Mistral, Qwen2, Qwen3, "
-                             "Gemma) and text encoders (the BERT family)")
     if ckpt.kind == "vit":
         raise CorpusRunError(f"{ckpt.name} is an image model; the corpus sweep reads text")
     encoder = ckpt.kind == "bert"
