@@ -5,7 +5,8 @@ linear-GELU-linear projector, and a decoder LLM reading the projected patches wh
 
 Token ids and pixel values follow transformers' ``LlavaProcessor`` (CLIP image processor, the
 placeholder repeated ``(H/P)(W/P) + num_additional_image_tokens`` times, one fewer under "default");
-the mask is the decoder's causal one.
+the mask is the decoder's causal one. The language model may be any decoder attnviz reads, a mixture of
+experts (Mixtral) included: its tensors are found under the family's own names (``block_sparse_moe.experts.{e}.w1``).
 """
 
 from __future__ import annotations
@@ -139,9 +140,13 @@ def load(folder: Path, cfg: dict, name: str | None) -> MultimodalCheckpoint:
     upto = max(spec.hidden_index(v) for v in spec.feature_layers)
     vision_names = {k: v for k, v in family_tensors(spec.vision).items()
                     if not k.startswith("encoder.layers.") or int(k.split(".")[2]) < upto}
+    own = {n: dec.stored_name(spec.text, n) for n in dec.decoder_tensors(spec.text)}  # canonical -> the family's
+    text_shapes = {own[n]: shape for n, shape in dec.decoder_tensors(spec.text).items()}
     parts = [Part("vision", vision_names, VISION_PREFIXES), Part("projector", _projector_tensors(spec), PROJECTOR_PREFIXES),
-             Part("text", dec.decoder_tensors(spec.text), TEXT_PREFIXES)]
+             Part("text", text_shapes, TEXT_PREFIXES)]
     store = load_parts(folder, parts, "LLaVA")
+    if any(n != o for n, o in own.items()):  # Mixtral's block_sparse_moe ...: read under the canonical names
+        _canonical_text_names(store, parts, own)
     v, t = spec.vision, spec.text
     summary = (f"CLIP {v.n_layer} layers x {v.n_head} heads (feature layer {', '.join(map(str, spec.feature_layers))}, "
                f"{spec.n_image_tokens} image tokens) + {t.model_type} {t.n_layer} layers x {t.n_head} heads, "
@@ -150,6 +155,19 @@ def load(folder: Path, cfg: dict, name: str | None) -> MultimodalCheckpoint:
                                 special_tokens=special, runner=run, summary=summary, n_images=1,
                                 prompt_hint=f"write {token} where the picture goes, e.g. 'USER: {token}\\nWhat is "
                                             "in the picture? ASSISTANT:'")
+
+
+def _canonical_text_names(store, parts: list[Part], own: dict[str, str]) -> None:
+    """Re-expose the text part's tensors, checked under the family's own names (a Mixtral language model keeps its
+    experts in ``block_sparse_moe``), under the canonical names the decoder's forward pass reads."""
+    keys = store.stored_names()
+    alias = {}
+    for part in parts:
+        probe = next(iter(part.tensors))
+        prefix = next(p for p in part.prefixes if p + probe in keys)  # load_parts found one
+        names = own if part.name == "text" else {n: n for n in part.tensors}
+        alias |= {f"{part.name}/{n}": prefix + o for n, o in names.items() if prefix + o in keys}
+    store.select(alias)
 
 
 def _features(spec: LlavaSpec, store, pixels: np.ndarray, dtype, kernel: str):
