@@ -16,14 +16,16 @@ from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import DEFAULT_CAP, ScoreRuleConfig
 from attnviz.model.sequence import MAX_TOKENS
 from attnviz.model.state import (MAX_HEADS, MAX_LAYERS, CrossConfig, CustomSource, ImageSource, Interventions,
-                                 KernelConfig, ModelConfig, QKOverride, SessionState, TextSource, TokenizerSpec,
+                                 KernelConfig, MeansFile, ModelConfig, QKOverride, SessionState, TextSource, TokenizerSpec,
                                  ToySource, ViewState, WEIGHT_NAMES)
 
 TOP_KEYS = ("sources", "tokenizer", "cross", "model", "positional", "score_rule", "kernel", "mask", "view")
 OPTIONAL_KEYS = ("interventions",)  # written only when set, so other files read as older versions wrote them
-INTERVENTIONS_VERSION = 1  # the version of the "interventions" tree (its own "version" key)
+INTERVENTIONS_VERSION = 2  # the newest version of the "interventions" tree (its own "version" key)
 INTERVENTION_KEYS = ("heads", "mode", "factor", "knockout_layers", "knockout_heads", "patch", "patch_layer",
-                     "patch_head", "patch_positions", "clean")
+                     "patch_head", "patch_positions", "clean")  # version 1: every key required
+INTERVENTION_KEYS_2 = ("means_file", "stack")  # version 2 adds these (optional: absent is the default)
+MEANS_FILE_KEYS = ("path", "size", "digest")
 TOKENIZER_BLOB = "tokenizer/tokenizer.json"
 
 
@@ -102,20 +104,36 @@ def dump_state(state: SessionState) -> tuple[dict, dict[str, np.ndarray], dict[s
 
 
 def _interventions_tree(iv: Interventions) -> dict:
-    return {"version": INTERVENTIONS_VERSION, "heads": [list(h) for h in iv.heads], "mode": iv.mode,
+    """The tree at the oldest version that holds ``iv`` (1 without a means file or another stack), so a file
+    whose interventions version 1 can say stays readable by the attnviz that wrote version 1."""
+    tree = {"version": 1, "heads": [list(h) for h in iv.heads], "mode": iv.mode,
             "factor": iv.factor, "knockout_layers": list(iv.knockout_layers),
             "knockout_heads": list(iv.knockout_heads), "patch": iv.patch, "patch_layer": iv.patch_layer,
             "patch_head": iv.patch_head, "patch_positions": list(iv.patch_positions), "clean": iv.clean}
+    if iv.means_file is not None:
+        m = iv.means_file
+        tree.update(version=2, means_file={"path": m.path, "size": m.size, "digest": m.digest})
+    if iv.stack != Interventions.stack:
+        tree.update(version=2, stack=iv.stack)
+    return tree
 
 
 def _load_interventions(R: "_Reader", d) -> Interventions:
-    d = R.keys(d, "interventions", ("version",) + INTERVENTION_KEYS)
-    version = R.int_(d["version"], "interventions.version")
+    if not isinstance(d, dict):
+        raise ValueError(f"interventions must be a mapping, got {type(d).__name__}")
+    version = R.int_(d.get("version"), "interventions.version")
     if version > INTERVENTIONS_VERSION:
         raise ValueError(f"interventions.version is {version}: written by a newer attnviz (this one reads up to "
                          f"{INTERVENTIONS_VERSION}); update attnviz to open it")
     if version < 1:
         raise ValueError(f"interventions.version is {version}; versions start at 1")
+    d = R.keys(d, "interventions", ("version",) + INTERVENTION_KEYS, INTERVENTION_KEYS_2 if version >= 2 else ())
+    means_file = None
+    if d.get("means_file") is not None:
+        m = R.keys(d["means_file"], "interventions.means_file", MEANS_FILE_KEYS)
+        means_file = MeansFile(path=R.str_(m["path"], "interventions.means_file.path"),
+                               size=R.int_(m["size"], "interventions.means_file.size"),
+                               digest=R.str_(m["digest"], "interventions.means_file.digest"))
     heads = []
     for j, pair in enumerate(R.list_(d["heads"], "interventions.heads")):
         where = f"interventions.heads[{j}]"
@@ -141,7 +159,8 @@ def _load_interventions(R: "_Reader", d) -> Interventions:
         patch_head=R.index(d["patch_head"], "interventions.patch_head", MAX_HEADS,
                            f"the heads a session can have (at most {MAX_HEADS})"),
         patch_positions=indices("patch_positions", MAX_TOKENS, "the token positions a sequence can have"),
-        clean=R.str_(d["clean"], "interventions.clean"))
+        clean=R.str_(d["clean"], "interventions.clean"), means_file=means_file,
+        stack=R.str_(d.get("stack", Interventions.stack), "interventions.stack"))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -375,12 +375,42 @@ def _index_tuple(name: str, values, stop: int) -> tuple[int, ...]:
     return out
 
 
+INTERVENTION_STACKS = ("decoder", "encoder", "cross")  # the attention an encoder-decoder's edited heads belong to
+MAX_PATH_CHARS = 4096  # the longest file path kept in a session
+
+
+@dataclass(frozen=True)
+class MeansFile:
+    """The corpus sweep file a mean ablation takes its head means from, and what it held when it was chosen:
+    its size in bytes and the SHA-256 of its head means (layers x heads x head size, float64 little-endian,
+    the shape first), so that a session reopened later can say the file is missing or has changed."""
+
+    path: str
+    size: int
+    digest: str  # 64 lowercase hex digits
+
+    def __post_init__(self):
+        if not isinstance(self.path, str) or not self.path.strip() or "\0" in self.path:
+            raise ValueError("the head means file must be a non-empty path")
+        if len(self.path) > MAX_PATH_CHARS:
+            raise ValueError(f"the head means file's path has {len(self.path):,} characters; at most "
+                             f"{MAX_PATH_CHARS:,}")
+        if _int("the head means file's size", self.size, lo=0) >= 1 << 62:
+            raise ValueError(f"the head means file's size {self.size} is out of range")
+        object.__setattr__(self, "size", int(self.size))
+        if not isinstance(self.digest, str) or len(self.digest) != 64 \
+                or any(ch not in "0123456789abcdef" for ch in self.digest):
+            raise ValueError("the head means file's digest must be 64 lowercase hex digits (SHA-256)")
+
+
 @dataclass(frozen=True)
 class Interventions:
-    """Edits of a pretrained decoder's forward pass, made in the Pretrained workspace's Intervene tab:
-    the chosen heads' outputs zeroed, set to their mean over the positions or scaled; the session's mask
-    knocking out attention edges in chosen layers (and heads); one head's output or the residual stream
-    entering a layer copied from a clean prompt of the same length. The default is no intervention."""
+    """Edits of a pretrained model's forward pass, made in the Pretrained workspace's Intervene tab:
+    the chosen heads' outputs zeroed, set to their mean over the positions (or to a corpus sweep file's
+    means, ``means_file``) or scaled; the session's mask knocking out attention edges in chosen layers (and
+    heads); one head's output or the residual stream entering a layer copied from a clean prompt of the same
+    length. On an encoder-decoder the heads belong to ``stack`` (its decoder's self-attention, its encoder's,
+    or the cross-attention); other models have one attention and ignore it. The default is no intervention."""
 
     heads: tuple[tuple[int, int], ...] = ()  # (layer, head) pairs edited, sorted, each once
     mode: str = "zero"  # one of INTERVENTION_MODES
@@ -392,8 +422,14 @@ class Interventions:
     patch_head: int = 0  # the head patched (patch "head")
     patch_positions: tuple[int, ...] = ()  # token positions of the residual patch; () every position
     clean: str = ""  # the clean prompt the patch is taken from
+    means_file: MeansFile | None = None  # mode "mean": the corpus sweep file of the means; None: the positions'
+    stack: str = "decoder"  # one of INTERVENTION_STACKS (read by encoder-decoders only)
 
     def __post_init__(self):
+        if self.means_file is not None and not isinstance(self.means_file, MeansFile):
+            raise ValueError(f"the head means file must be a MeansFile, got {type(self.means_file).__name__}")
+        if self.stack not in INTERVENTION_STACKS:
+            raise ValueError(f"intervention stack must be one of {INTERVENTION_STACKS}, got {self.stack!r}")
         heads = set()
         for pair in self.heads:
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
