@@ -208,3 +208,72 @@ def vlm_sweep(ckpt, images, text, *, mode: str = "zero", factor: float = 0.0, me
             if progress is not None:
                 progress(layer * c.n_head + head + 1, total)
     return Sweep(grid, metric, mode)
+
+
+IMAGE_FILES = "interventions_image{i}.png"  # what an exported script opens (the window saves the pictures beside it)
+
+
+def export_vlm_code(folder: str, images, text: str, spec, ckpt, *, allowed=None, means=None, clean_text=None,
+                    image_files=None) -> dict:
+    """{"pytorch": script or "", "pytorch_problem": why not or "", "lens": "", "lens_problem": why not, "images":
+    the pictures the script opens, "image_files": their names}: the forward-hook script of
+    :func:`attnviz.checkpoints.intervention_vlm_code.vlm_script` reproducing ``spec`` on ``images`` + ``text``
+    (a patch takes ``clean_text``). ``image_files`` (default :data:`IMAGE_FILES`) are the paths the script opens;
+    save ``images`` there. A request attnviz itself refuses is one CheckpointError line; what the script cannot
+    express the same way is said in ``pytorch_problem``."""
+    from attnviz.checkpoints.intervention_study import check_means, knockout
+    from attnviz.checkpoints.intervention_vlm_code import vlm_script
+    from attnviz.checkpoints.interventions import check_head
+
+    check_vlm(ckpt)
+    c = ckpt.spec.text
+    images = list(images) if images is not None else []
+    files = list(image_files) if image_files is not None else [IMAGE_FILES.format(i=i) for i in range(len(images))]
+    if len(files) != len(images):
+        raise CheckpointError(f"{len(images)} pictures but {len(files)} file names for the script")
+    out = {"pytorch": "", "pytorch_problem": "", "lens": "", "images": images, "image_files": files,
+           "lens_problem": "TransformerLens has no vision-language models; the PyTorch script holds these edits"}
+    inp = vlm_input(ckpt, images, text)
+    T = inp.T
+    heads = [check_head(c, layer, h) for layer, h in spec.heads]
+    if spec.mode not in ("zero", "mean", "scale"):
+        raise CheckpointError(f"intervention mode {spec.mode!r}: choose zero, mean or scale")
+    ablate = {lh: spec.mode for lh in heads} if spec.mode in ("zero", "mean") else {}
+    if spec.mode == "mean" and means is not None:
+        m = check_means(c, means)
+        ablate = {lh: m[lh] for lh in heads}
+    scale = {lh: float(spec.factor) for lh in heads} if spec.mode == "scale" else {}
+    ko = None
+    if spec.knockout_layers:
+        ko = knockout(c, allowed, T, spec.knockout_layers, spec.knockout_heads)
+        own = own_mask(inp)
+        for layer, removed in ko.items():
+            left = own & ~np.asarray(removed)
+            if not left.any(axis=-1).all():
+                out["pytorch_problem"] = (f"the knockout leaves a query of layer {layer} no key at all: attnviz gives "
+                                          "that row no weight, transformers spreads it over the removed keys; keep a "
+                                          "key in every row to export it")
+                return out
+    kw = {}
+    if spec.patch != "none":
+        if not isinstance(clean_text, str) or not clean_text.strip():
+            raise CheckpointError("a patch needs the clean prompt: type it in the clean prompt field")
+        clean = vlm_input(ckpt, images, clean_text, inp.weights)
+        if clean.T != T:
+            raise CheckpointError(f"the clean prompt has {clean.T} tokens and the corrupted one {T} (with the "
+                                  "picture's): patching needs the same length")
+        kw = {"clean_prompt": clean_text, "clean_ids": clean.prefix.ids.tolist()}
+        if spec.patch == "head":
+            kw["patch_head"] = check_head(c, spec.patch_layer, spec.patch_head)
+        elif spec.patch == "residual":
+            layer, _ = check_head(c, spec.patch_layer, 0)
+            pos = [int(p) for p in spec.patch_positions]
+            if pos and max(pos) >= T:
+                raise CheckpointError(f"patch position {max(pos)} is out of range: the prompt has {T} tokens "
+                                      f"(0 to {T - 1})")
+            kw["patch_residual"] = (layer, pos or None)
+        else:
+            raise CheckpointError(f"patch {spec.patch!r}: choose none, head or residual")
+    out["pytorch"] = vlm_script(str(folder), files, text, inp.prefix.ids.tolist(), family=ckpt.family, ablate=ablate,
+                                scale=scale, knockout=ko, **kw)
+    return out
