@@ -547,6 +547,8 @@ class MainWindow(QMainWindow):
         self.recent_menu.aboutToShow.connect(self._fill_recent)
         self.files.recent_changed.connect(lambda _l: self._fill_recent())
         self._fill_recent()
+        self.hub_action = self._action(f, "Open from &Hugging Face…", self._show_hub_dialog, "Ctrl+Shift+H",
+                                       "open a model from the local Hugging Face cache, or download one")
         f.addSeparator()
         self.save_action = self._action(f, "&Save", self.files.save, K.Save)
         self.save_as_action = self._action(f, "Save &As…", self.files.save_as, K.SaveAs)
@@ -605,6 +607,11 @@ class MainWindow(QMainWindow):
         h = bar.addMenu("&Help")
         self._action(h, "&Keyboard shortcuts", self.show_shortcuts, K.HelpContents)
         self._action(h, "&About attnviz", self.show_about)
+
+    def _show_hub_dialog(self):
+        from attnviz.ui.hub_dialog import show_hub_dialog
+
+        return show_hub_dialog(self)
 
     def _fill_recent(self) -> None:
         self.recent_menu.clear()
