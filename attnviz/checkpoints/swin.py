@@ -33,6 +33,7 @@ from attnviz.checkpoints.model_config import ModelConfig, act_field, bool_field,
 SHIFT_MASK = -100.0  # what transformers adds to the scores of a shifted window's pairs from different regions
 TORCH_LN_EPS = 1e-5  # the embeddings' and patch merging's LayerNorms use torch's default epsilon
 MAX_MAP_BYTES = 1 << 30  # laid (T_s, T_s) maps of one stage beyond this are refused (per-window weights only)
+MAX_TERM_BYTES = 256 << 20  # stage 0's four score terms are laid out only while they take no more than this
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,8 @@ def forward_swin(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float3
 
     ``terms``: a dict that receives stage 0's score terms laid into (L, nh, T, T) maps, whose sum is what the
     softmax takes: ``"content"`` (q k^T / sqrt(hs)) and ``"position bias"`` inside each window, ``"shift mask"``
-    (-100 for a shifted window's pairs from different regions), ``"window mask"`` (0 inside, -inf outside).
+    (-100 for a shifted window's pairs from different regions), ``"window mask"`` (0 inside, -inf outside);
+    left empty when the four would take more than MAX_TERM_BYTES (Swin-T at 224 px: 0.9 GB).
     """
     sp: SwinSpec = c.spec
     dt = np.dtype(dtype).type
@@ -305,10 +307,33 @@ def _fill_terms(terms: dict, stage0: SwinStage) -> None:
         return
     T = stage0.grid[0] * stage0.grid[1]
     nh = parts[0][0].shape[1]
-    if len(parts) * 4 * nh * T * T * parts[0][0].dtype.itemsize > MAX_MAP_BYTES:
+    if len(parts) * 4 * nh * T * T * parts[0][0].dtype.itemsize > MAX_TERM_BYTES:
         return  # too large to lay out four times: the maps alone are returned
     content, rel, shift = (np.stack([lay(np.ascontiguousarray(pt[j]), pt[3]) for pt in parts]) for j in range(3))
     outside = np.stack([np.where(lay(np.ones((pt[3].n_windows, 1, pt[3].size ** 2, pt[3].size ** 2), dtype=bool),
                                      pt[3])[0], 0.0, -np.inf) for pt in parts])  # (L, T, T)
     terms["content"], terms["position bias"], terms["shift mask"] = content, rel, shift
     terms["window mask"] = np.ascontiguousarray(np.broadcast_to(outside[:, None], content.shape)).astype(content.dtype)
+
+
+def stage_attention(ckpt, image, stage: int = 0, *, dtype=np.float32, kernel: str = "auto"):
+    """A :class:`~attnviz.checkpoints.run.ModelAttention` of stage ``stage`` of a loaded Swin checkpoint on an
+    (H, W, 3) uint8 image: that stage's layers laid into its (T_s, T_s) maps, its tokens "r,c" of its own grid
+    (stage s's token r, c covers patches 2^s r .. 2^s (r + 1) - 1 down, likewise across), ``hidden`` the stage's
+    output before its patch merging."""
+    from attnviz.checkpoints.preprocess import preprocess_image  # noqa: PLC0415
+    from attnviz.checkpoints.run import ModelAttention, patch_labels  # noqa: PLC0415
+
+    c = ckpt.config
+    if c.model_type != "swin":
+        raise CheckpointError(f"{ckpt.name} is a {c.model_type} model, not Swin: it has no stages")
+    n = len(c.spec.depths)
+    if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or not 0 <= stage < n:
+        raise CheckpointError(f"Swin stage {stage!r} does not exist; this model has stages 0 to {n - 1}")
+    pixels = preprocess_image(image, ckpt.image)  # (3, H, W)
+    stages, _ = forward_swin(c, ckpt.weights, pixels, dtype=dtype, kernel=kernel)
+    st = stages[int(stage)]
+    labels = patch_labels(st.grid, 0)
+    return ModelAttention(model=f"{ckpt.name} stage {int(stage)}", kind="vit", tokens=labels, labels=list(labels),
+                          special=np.zeros(len(labels), dtype=bool), attentions=st.maps(), hidden=st.hidden,
+                          grid=st.grid, n_extra_tokens=0, pixels=pixels)

@@ -144,3 +144,22 @@ def test_a_swin_folder_loads_and_runs(swin):
     win = layer_windows((12, 24), 3, True)
     laid_back = res.attentions[1][:, win.tokens[:, :, None], win.tokens[:, None, :]].transpose(1, 0, 2, 3)
     assert np.abs(laid_back - g["attn_0_1"]).max() <= 1e-5
+
+
+def test_every_stage_is_a_run_of_its_own(swin):
+    from attnviz.checkpoints.loader import Checkpoint
+    from attnviz.checkpoints.swin import stage_attention
+
+    c, w, g = swin
+    ic = parse_image_config(json.loads((SWIN / "preprocessor_config.json").read_text()), c)
+    ckpt = Checkpoint(folder=SWIN, name="tiny_swin", config=c, weights=w, tokenizer=None, image=ic)
+    for s, (grid, nh) in enumerate([((12, 24), 2), ((6, 12), 2), ((3, 6), 4)]):
+        res = stage_attention(ckpt, g["image"], s)
+        T = grid[0] * grid[1]
+        assert res.grid == grid and res.shape == (2, nh, T, T) and res.labels[-1] == f"{grid[0] - 1},{grid[1] - 1}"
+        win = layer_windows(grid, 3, True)
+        laid_back = res.attentions[1][:, win.tokens[:, :, None], win.tokens[:, None, :]].transpose(1, 0, 2, 3)
+        assert np.abs(laid_back - g[f"attn_{s}_1"]).max() <= 1e-5
+        np.testing.assert_allclose(res.hidden, g[f"hidden_{s}"], atol=5e-5, rtol=1e-5)
+    with pytest.raises(CheckpointError, match="stage 3 does not exist; this model has stages 0 to 2"):
+        stage_attention(ckpt, g["image"], 3)
