@@ -115,7 +115,7 @@ def _image_files(folder: Path) -> dict[str, Path]:
     """A 96 x 64 picture saved in every image format the application opens (one file per format)."""
     from PIL import Image
 
-    from attnviz.ui.file_actions import IMAGE_SUFFIXES
+    from attnviz.model.source_files import IMAGE_SUFFIXES
 
     yy, xx = np.mgrid[0:64, 0:96]  # (64, 96)
     rgb = np.stack([xx * 2, yy * 3, (xx + yy) % 256], axis=-1).astype(np.uint8)  # (64, 96, 3)

@@ -16,8 +16,9 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QMen
 from attnviz.model.commands import AddSource, MoveSource, RecolourSource, RemoveSource, RenameSource, SetCross
 from attnviz.model.source_list import ROLES, cross_from_roles, default_cross, source_roles
 from attnviz.model.state import CrossConfig, CustomSource, ImageSource, TextSource, ToySource
+from attnviz.model.source_files import IMAGE_FILTER, image_source_from_file, next_colour, unique_name
 from attnviz.sources.errors import SourceError
-from attnviz.ui.file_actions import IMAGE_FILTER, Prompts, image_source_from_file, next_colour, unique_name
+from attnviz.ui.file_actions import Prompts
 from attnviz.ui.panels import PanelSpec
 from attnviz.ui.source_editors.common import TEXT_COMMIT_MS, html_text, swatch  # noqa: F401 - TEXT_COMMIT_MS re-exported
 from attnviz.ui.source_editors.custom_editor import CustomEditor

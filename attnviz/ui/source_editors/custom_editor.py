@@ -8,8 +8,8 @@ from PySide6.QtWidgets import QComboBox, QDoubleSpinBox, QFormLayout, QLabel, QP
 from attnviz.model.commands import SetCustomBlock
 from attnviz.model.sequence import MAX_TOKENS
 from attnviz.model.state import CUSTOM_GENERATORS, CustomSource
+from attnviz.model.source_files import VALUES_FILTER
 from attnviz.sources.errors import SourceError
-from attnviz.ui.file_actions import VALUES_FILTER
 from attnviz.ui.source_editors.common import spin_box
 
 

@@ -10,8 +10,8 @@ from attnviz.model.commands import SetImage, SetPatch
 from attnviz.model.display.response_views import query_offset
 from attnviz.model.sequence import image_patches
 from attnviz.model.state import IMAGE_POLICIES, ImageSource
+from attnviz.model.source_files import IMAGE_FILTER, default_target, image_source_from_file
 from attnviz.sources.errors import SourceError
-from attnviz.ui.file_actions import IMAGE_FILTER, default_target, image_source_from_file
 from attnviz.ui.source_editors.common import spin_box
 from attnviz.ui.widgets.image_overlay import PatchImageView
 
