@@ -14,6 +14,9 @@ Its ``ViTImageProcessor`` resizes to 24 x 48.
 the (windows, heads, w*w, w*w) weights its SwinAttention returns (a forward hook on every layer: transformers'
 ``output_attentions`` keeps only each stage's last layer); ``last_hidden_state`` (after the final LayerNorm);
 ``hidden_<stage>`` (T_s, C_s) each stage's output before its patch merging.
+
+``tests/data/checkpoints/tiny_swin_cls``: the same weights inside a ``SwinForImageClassification`` (tensor names
+under ``swin.``, as the published checkpoints keep them), no golden of its own.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import SwinConfig, SwinModel, ViTImageProcessor
+from transformers import SwinConfig, SwinForImageClassification, SwinModel, ViTImageProcessor
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "checkpoints"
@@ -83,6 +86,21 @@ def swin() -> None:
     np.savez_compressed(d / "golden.npz", image=image, pixel_values=pv[0].numpy().astype(np.float32),
                         last_hidden_state=out.last_hidden_state[0].numpy().astype(np.float32), **got)
     print("tiny_swin:", sorted(got), out.last_hidden_state.shape)
+    swin_classifier(model, processor)
+
+
+def swin_classifier(base, processor) -> None:
+    """``tiny_swin_cls``: a SwinForImageClassification holding tiny_swin's weights (so under ``swin.``, as the
+    published Swin checkpoints are) with a 3-label head; its maps are tiny_swin's."""
+    d = OUT / "tiny_swin_cls"
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    cfg = base.config
+    cfg.num_labels = 3
+    model = SwinForImageClassification(cfg)
+    model.swin.load_state_dict(base.state_dict(), strict=False)
+    model.save_pretrained(d)
+    processor.save_pretrained(d)
 
 
 if __name__ == "__main__":
