@@ -8,7 +8,6 @@ scrubbing: the next preview matters more than this run's other heads).
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 
@@ -25,15 +24,6 @@ def _default_compute():
     return run
 
 
-def _takes_preview(compute) -> bool:
-    """True when ``compute`` accepts an ``on_preview`` keyword."""
-    try:
-        params = inspect.signature(compute).parameters
-    except (TypeError, ValueError):
-        return False
-    return "on_preview" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
 class ComputeController(QObject):
     """Runs compute requests off the GUI thread; emits ``finished(response)`` for the newest only."""
 
@@ -46,8 +36,9 @@ class ComputeController(QObject):
 
     def __init__(self, parent=None, throttle_ms: int = 12, compute=None, stale_grace_s: float = 0.15):
         super().__init__(parent)
-        self._compute = compute  # the pure function (swappable in tests); None: the model's run
-        self._previews = None  # whether it takes on_preview (known at its first use)
+        # the pure function: compute(request, progress=, is_cancelled=, on_preview=) -> response (swappable in
+        # tests); None: the model's run
+        self._compute = compute
         self._throttle_ms = throttle_ms  # coalescing delay while a computation is running
         self._stale_grace_s = stale_grace_s  # a stale computation younger than this may finish
         self._delivered_id = 0  # newest request id delivered so far
@@ -62,8 +53,12 @@ class ComputeController(QObject):
         self._request_kwargs: dict = {}
         self._state = None
         # request ids run ahead of the job's ids (edits coalesce), so busy is kept here, not the job's
-        self._job = LatestJob("attnviz-compute", self, deliver_overtaken=True)
+        # every exception is a bug of the compute path (bad input is a failed response, never raised): the job
+        # turns it into a one-line message, delivered as a failed response of its request
+        self._job = LatestJob("attnviz-compute", self, deliver_overtaken=True, expected=())
         self._job.done.connect(self._on_delivered)
+        self._job.failed.connect(self._on_failed)
+        self._request_of: dict[int, int] = {}  # job id -> the request id it computes
         self._job.start()
         self._deliver_preview.connect(self._on_preview_delivered)
 
@@ -122,7 +117,7 @@ class ComputeController(QObject):
         if self._state is None:
             return
         rid = self._latest_id
-        self._job.submit(self._run, rid, self._state, dict(self._request_kwargs))
+        self._request_of[self._job.submit(self._run, rid, self._state, dict(self._request_kwargs))] = rid
         self.started.emit(rid)
         self._set_busy(True)
 
@@ -154,21 +149,12 @@ class ComputeController(QObject):
                 # the rest of the run keeps both cores busy: let the GUI thread draw the preview first
                 self._preview_drawn.wait(self.PREVIEW_WAIT_S)
 
-        try:
-            from attnviz.model.compute import ComputeRequest
+        from attnviz.model.compute import ComputeRequest
 
-            if self._compute is None:
-                self._compute = _default_compute()
-            if self._previews is None:
-                self._previews = _takes_preview(self._compute)
-            request = ComputeRequest(request_id=rid, state=state, **kwargs)
-            extra = {"on_preview": on_preview} if self._previews else {}
-            resp = self._compute(request, progress=progress, is_cancelled=is_cancelled, **extra)
-        except Exception as exc:  # a bug must not kill the worker: report it as a failed response
-            from attnviz.model.compute import ComputeResponse
-
-            resp = ComputeResponse(rid, ok=False, error=f"internal error: {exc!r}",
-                                   messages=(f"internal error: {exc!r}",))
+        if self._compute is None:
+            self._compute = _default_compute()
+        request = ComputeRequest(request_id=rid, state=state, **kwargs)
+        resp = self._compute(request, progress=progress, is_cancelled=is_cancelled, on_preview=on_preview)
         if is_cancelled() or getattr(resp, "cancelled", False):
             raise Cancelled
         return resp
@@ -181,7 +167,17 @@ class ComputeController(QObject):
         finally:
             self._preview_drawn.set()
 
-    def _on_delivered(self, _jid: int, resp):
+    def _on_failed(self, jid: int, message: str):
+        from attnviz.model.compute import ComputeResponse  # imported already by the worker that failed
+
+        rid = self._request_of.get(jid, self._latest_id)
+        if rid != self._latest_id:  # a newer request is on its way: its answer is the one to show
+            return
+        self._on_delivered(jid, ComputeResponse(rid, ok=False, error=message, messages=(message,)))
+
+    def _on_delivered(self, jid: int, resp):
+        for done in [j for j in self._request_of if j <= jid]:  # delivered, overtaken or cancelled
+            del self._request_of[done]
         self._delivered_id = resp.request_id
         if resp.request_id == self._latest_id:
             self._set_busy(False)

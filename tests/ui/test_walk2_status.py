@@ -24,7 +24,7 @@ def compiling_ctx(qtbot):
     """A context whose first engine run takes COMPILE_S longer, as a first run that compiles does."""
     calls = []
 
-    def first_run_compiles(req, progress=None, is_cancelled=None):
+    def first_run_compiles(req, progress=None, is_cancelled=None, on_preview=None):
         if not calls:
             time.sleep(COMPILE_S)
         calls.append(req.request_id)

@@ -20,7 +20,7 @@ from attnviz.ui.widgets.busy_overlay import STALE_TEXT
 def test_cancel_from_the_heatmap_leaves_it_visibly_stale_until_the_next_result(qtbot, make_window):
     release = threading.Event()
 
-    def slow_run(req, progress=None, is_cancelled=None):
+    def slow_run(req, progress=None, is_cancelled=None, on_preview=None):
         if req.request_id == 2:
             while not release.is_set() and not (is_cancelled is not None and is_cancelled()):
                 time.sleep(0.01)

@@ -60,7 +60,7 @@ def test_newest_request_wins_and_event_loop_keeps_turning(qtbot):
     responses are dropped."""
     release = threading.Event()
 
-    def slow_run(req, progress=None, is_cancelled=None):
+    def slow_run(req, progress=None, is_cancelled=None, on_preview=None):
         if req.request_id == 1:
             while not release.is_set():
                 time.sleep(0.01)
@@ -93,7 +93,7 @@ def test_results_keep_arriving_during_a_stream_of_edits_and_never_go_back(qtbot)
     """Edits every 10 ms with computations of ~30 ms (a paint stroke): intermediate results are
     drawn while the stream goes on, in increasing request order, and the last edit is answered."""
 
-    def slowish_run(req, progress=None, is_cancelled=None):
+    def slowish_run(req, progress=None, is_cancelled=None, on_preview=None):
         time.sleep(0.03)
         return run(req, progress, is_cancelled)
 
@@ -113,9 +113,11 @@ def test_results_keep_arriving_during_a_stream_of_edits_and_never_go_back(qtbot)
 
 
 def test_a_failing_compute_is_reported_as_a_response_and_the_worker_goes_on(qtbot):
-    def flaky_run(req, progress=None, is_cancelled=None):
+    def flaky_run(req, progress=None, is_cancelled=None, on_preview=None):
         if req.request_id == 1:
             raise MemoryError("too big")
+        if req.request_id == 2:
+            raise RuntimeError("a bug")
         return run(req, progress, is_cancelled)
 
     ctrl = ComputeController(compute=flaky_run)
@@ -123,10 +125,15 @@ def test_a_failing_compute_is_reported_as_a_response_and_the_worker_goes_on(qtbo
     with qtbot.waitSignal(ctrl.finished, timeout=20000) as blocker:
         ctrl.submit_now(state)
     bad = blocker.args[0]
-    assert bad.request_id == 1 and not bad.ok and bad.error == "internal error: MemoryError('too big')"
+    assert bad.request_id == 1 and not bad.ok and bad.error == "not enough memory for this job"
     with qtbot.waitSignal(ctrl.finished, timeout=20000) as blocker:
         ctrl.submit_now(state)
-    assert blocker.args[0].request_id == 2 and blocker.args[0].ok and not ctrl.busy
+    bug = blocker.args[0]
+    assert bug.request_id == 2 and not bug.ok and bug.error == "internal error: RuntimeError: a bug"
+    assert bug.messages == (bug.error,) and not ctrl.busy
+    with qtbot.waitSignal(ctrl.finished, timeout=20000) as blocker:
+        ctrl.submit_now(state)
+    assert blocker.args[0].request_id == 3 and blocker.args[0].ok and not ctrl.busy
     ctrl.shutdown()
 
 

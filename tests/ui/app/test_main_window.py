@@ -338,7 +338,7 @@ def test_selection_shows_everywhere(make_window, qtbot):
 def test_event_loop_turns_during_a_long_compute_and_cancel_works(qtbot, tmp_path, make_window):
     release = threading.Event()
 
-    def slow_run(req, progress=None, is_cancelled=None):
+    def slow_run(req, progress=None, is_cancelled=None, on_preview=None):
         if req.request_id > 1:
             while not release.is_set():
                 if is_cancelled is not None and is_cancelled():

@@ -83,19 +83,6 @@ def test_a_newer_edit_cancels_a_previewed_run_at_once(qtbot):
     assert [p.request_id for p in previews] == [1]
 
 
-def test_compute_functions_without_on_preview_still_work(qtbot):
-    def plain(req, progress=None, is_cancelled=None):
-        return run(req, progress, is_cancelled)
-
-    ctrl = ComputeController(compute=plain)
-    got = []
-    ctrl.finished.connect(got.append)
-    ctrl.submit_now(big_state(seed=2), preview_head=0)
-    qtbot.waitUntil(lambda: len(got) == 1, timeout=60000)
-    ctrl.shutdown()
-    assert got[0].ok
-
-
 def test_heatmap_draws_the_preview_then_the_response(qtbot, make_ctx, respond):
     ctx = make_ctx(state=big_state())
     ctx.session.execute(set_view(head=3))
