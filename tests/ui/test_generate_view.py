@@ -102,7 +102,7 @@ def test_tokens_and_strip_rows_are_clickable(qtbot):
     view.text_view.anchorClicked.emit(QUrl(f"tok:{s.n_prompt + 1}"))
     assert view.slider.value() == 1 and view.top_table.rowCount() >= 10
     nh = s.shape[1]
-    view._on_strip_clicked(1 * nh + 3, 0)  # as a click on row "L1 h3"
+    view.strip.cell_clicked.emit(1 * nh + 3, 0)  # as a click on row "L1 h3"
     assert panel.selected == (1, 3) and (view.layer, view.head) == (1, 3)
 
 

@@ -88,7 +88,7 @@ def test_long_sequence_row_is_recomputed(qtbot, make_ctx, respond):
     thin = run(ComputeRequest(99, ctx.session.state, dense_limit=16))
     assert thin.weights is None
     ctx.set_view(query=30)
-    p._on_response(thin)
+    ctx.response_changed.emit(thin)
     np.testing.assert_allclose(p.overlay_weights().ravel(), dense.weights[0, 30, 1:], atol=1e-12)
 
 

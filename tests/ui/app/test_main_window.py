@@ -387,8 +387,8 @@ def test_the_status_bar_says_when_the_numpy_path_stands_in_for_the_engine(make_w
 
     w = make_window("river-bank")
     resp = w.ctx.response
-    w.status._on_response(dataclasses.replace(resp, path="numpy", stand_in=True))
+    w.ctx.response_changed.emit(dataclasses.replace(resp, path="numpy", stand_in=True))
     assert w.status.kernel_label.text() == "kernel: numpy · engine compiling…"
     assert "stands in" in w.status.kernel_label.toolTip()
-    w.status._on_response(resp)
+    w.ctx.response_changed.emit(resp)
     assert w.status.kernel_label.text() == "kernel: flash"

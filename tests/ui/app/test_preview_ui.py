@@ -125,16 +125,16 @@ def test_heatmap_ignores_a_preview_of_another_head_or_matrix(qtbot, make_ctx, re
     fake = HeadPreview(first.request_id + 1, 5, 8, np.ones((512, 512), np.float32), np.ones((512, 512), np.float32),
                        np.ones((512, 512), bool), first.query_labels, first.key_labels, first.query_segments,
                        first.key_segments, False, 0.01)
-    p._on_preview(fake)  # the view shows head 0
+    ctx.preview_changed.emit(fake)  # the view shows head 0
     assert p.drawn_request_id == first.request_id and p._preview is None
     ctx.session.execute(set_view(head=5, matrix="output"))
-    p._on_preview(fake)
+    ctx.preview_changed.emit(fake)
     assert p.drawn_request_id == first.request_id
     ctx.session.execute(set_view(matrix="scores"))
-    p._on_preview(fake)
+    ctx.preview_changed.emit(fake)
     assert p.drawn_request_id == fake.request_id
     old = dataclasses.replace(fake, request_id=first.request_id)
     p._resp = first
     p.drawn_request_id = first.request_id
-    p._on_preview(old)  # not newer than the response on show
+    ctx.preview_changed.emit(old)  # not newer than the response on show
     assert p.drawn_request_id == first.request_id

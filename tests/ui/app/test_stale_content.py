@@ -32,7 +32,7 @@ def test_new_session_clears_the_old_picture_and_typing_clears_the_problem(make_w
 def test_hover_readout_names_tokens_of_the_current_session_only(make_window, qtbot):
     w = make_window("vla-mask")
     heat = w.panel("heatmap").heatmap
-    heat._on_hover(3, 2)  # the mouse rests over a cell of the vla-mask demo
+    heat.frame.picker.hovered.emit(3, 2)  # the mouse rests over a cell of the vla-mask demo
     assert "'p3'" in heat.readout.text()
     assert w.files.new_session("river-bank")
     qtbot.waitUntil(lambda: w.ctx.response is not None and w.ctx.response.Tq == 4, timeout=10000)
@@ -40,7 +40,7 @@ def test_hover_readout_names_tokens_of_the_current_session_only(make_window, qtb
     assert "'bank'" in heat.readout.text() and "'river'" in heat.readout.text()  # the same cell, new tokens
     assert w.files.new_session("vla-mask")
     qtbot.waitUntil(lambda: w.panel("heatmap").heatmap.frame.n_rows == 44, timeout=10000)
-    heat._on_hover(30, 30)
+    heat.frame.picker.hovered.emit(30, 30)
     assert "q 30" in heat.readout.text()
     assert w.files.new_session("river-bank")
     qtbot.waitUntil(lambda: w.ctx.response is not None and w.ctx.response.Tq == 4, timeout=10000)

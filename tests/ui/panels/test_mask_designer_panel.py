@@ -56,13 +56,13 @@ def test_rule_chooser_window_and_ar_mask_and_its_mistakes(qtbot):
     ctx, panel = make_panel(qtbot)
     snap = panel.snapshot
     r, c = _index(snap.q_blocks, "image"), _index(snap.k_blocks, "image")
-    panel._on_cell_clicked(r, c)
+    panel.grid.cell_clicked.emit(r, c)
     panel.chooser.window.setValue(3)  # editing the window selects the sliding window
     assert panel.chooser.kind() == "sliding_window"
     assert panel.chooser.apply()
     assert ctx.session.state.mask.rule_for("image", "image") == Rule.sliding_window(3)
 
-    panel._on_cell_clicked(r, c)
+    panel.grid.cell_clicked.emit(r, c)
     panel.chooser.choose("ar_mask")
     panel.chooser.ar_text.setText("0 0 1 x")
     assert not panel.chooser.apply()  # a typo stays in the chooser as a message
@@ -71,7 +71,7 @@ def test_rule_chooser_window_and_ar_mask_and_its_mistakes(qtbot):
     assert panel.chooser.apply()
     assert ctx.session.state.mask.rule_for("image", "image") == Rule.ar_mask([0, 0, 0, 1, 1])
 
-    panel._on_cell_clicked(r, c)
+    panel.grid.cell_clicked.emit(r, c)
     panel.chooser.choose("inherit")
     assert panel.chooser.apply()
     assert ctx.session.state.mask.rule_for("image", "image") is None
@@ -189,7 +189,7 @@ def test_split_and_merge_sub_blocks(qtbot):
     assert names[:2] == ["image.1", "image.2"] and len(names) == 6
     assert len(panel.snapshot.cells) == 6 and len(panel.snapshot.cells[0]) == 6
     r, c = names.index("image.1"), names.index("image.2")
-    panel._on_cell_clicked(r, c)
+    panel.grid.cell_clicked.emit(r, c)
     panel.chooser.choose("deny")
     panel.chooser.apply()
     panel.flush()

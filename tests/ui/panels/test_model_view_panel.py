@@ -259,12 +259,12 @@ def test_open_folder_and_open_image_entries(qtbot, monkeypatch, tmp_path, river)
     open_index = panel.model_combo.findText("Open folder…")
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: ""))
     panel.model_combo.setCurrentIndex(open_index)
-    panel._on_model_chosen(open_index)  # cancelled: back to the previous entry, nothing loads
+    panel.model_combo.activated.emit(open_index)  # cancelled: back to the previous entry, nothing loads
     assert panel.model_combo.currentIndex() == 0 and panel._loading is None and not panel.jobs.busy
 
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: str(DATA / "tiny_vit")))
     with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
-        panel._on_model_chosen(open_index)
+        panel.model_combo.activated.emit(open_index)
     assert panel.model_combo.currentText() == "tiny_vit" and panel.ckpt.kind == "vit"
     assert panel.model_combo.itemText(panel.model_combo.count() - 1) == "Open folder…"
 
@@ -274,7 +274,7 @@ def test_open_folder_and_open_image_entries(qtbot, monkeypatch, tmp_path, river)
     Image.fromarray(np.ascontiguousarray(river[::-1])).save(path)
     monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(path), "")))
     with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS) as blocker:
-        panel._on_image_chosen(panel.image_combo.findData(OPEN_IMAGE))
+        panel.image_combo.activated.emit(panel.image_combo.findData(OPEN_IMAGE))
     assert panel.image_combo.currentText() == "file: flipped.png"
     want = run_image(panel.ckpt, river[::-1])
     np.testing.assert_array_equal(blocker.args[0].attentions, want.attentions)
