@@ -43,6 +43,7 @@ from attnviz.model.state import Interventions
 from attnviz.sources.errors import SourceError
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.model_view import intervene_seq2seq as s2s
 from attnviz.ui.model_view.intervene_means import MeansRow
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.theme import Theme, current_theme
@@ -58,7 +59,7 @@ ENCODER_METRICS = (("cosine", "1 − cos of the pooled output"),)
 SWEEP_OVER = (("input", "over this input"), ("corpus", "over a corpus…"))
 CORPUS_WORKERS = 1  # local Dask worker threads of the window's corpus sweep (the window keeps the other cores)
 WORST_TOKENS = 5  # tokens listed by how far their output turned
-KINDS = ("decoder", "gpt2", *ENCODER_KINDS)  # the checkpoint kinds the tab runs on
+KINDS = ("decoder", "gpt2", *ENCODER_KINDS, "seq2seq")  # the checkpoint kinds the tab runs on (not T5)
 
 
 def parse_indices(text: str, stop: int, what: str) -> tuple[int, ...]:
@@ -203,11 +204,14 @@ class ResidualChart(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot)
         self.values: np.ndarray | None = None
+        self.labels: list[str] | None = None
         self._theme = current_theme()
         self.on_theme_changed(self._theme)
 
-    def set_values(self, values) -> None:
+    def set_values(self, values, labels=None) -> None:
+        """``labels``: one tick per value (default: the layer numbers, "out" last)."""
         self.values = None if values is None else np.asarray(values, dtype=float)
+        self.labels = None if labels is None else list(labels)
         self._draw()
 
     def _draw(self) -> None:
@@ -220,7 +224,8 @@ class ResidualChart(QWidget):
         x = np.arange(v.size)
         pi.addItem(pg.BarGraphItem(x=x, height=v, width=0.7, brush=colour, pen=pg.mkPen(colour)))
         L = v.size - 1
-        ticks = [(i, str(i) if i < L else "out") for i in range(v.size)]
+        ticks = [(i, str(i) if i < L else "out") for i in range(v.size)] if self.labels is None else \
+            list(enumerate(self.labels))
         pi.getAxis("bottom").setTicks([ticks] if v.size <= 33 else None)
         pi.setXRange(-0.6, v.size - 0.4, padding=0)
         top = float(v.max())
@@ -306,6 +311,7 @@ class InterveneView(QWidget):
         self.heads_line.setWordWrap(True)
         self.heads_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.means_row = MeansRow(self)  # where a mean ablation's means come from (shown with mode mean)
+        self.stack_row = s2s.StackRow(self)  # an encoder-decoder's attention whose heads are edited
 
         self.knockout_check = QCheckBox("knock out the mask's edges in layers", self)
         self.knockout_check.setToolTip("edges the Mask workspace's mask forbids are removed before the softmax "
@@ -431,6 +437,7 @@ class InterveneView(QWidget):
         row1.addWidget(self.clear_button)
         row1.addWidget(self.code_button)
         col.addLayout(row1)
+        col.addWidget(self.stack_row)
         col.addWidget(self.heads_line)
         col.addWidget(self.means_row)
         row2 = QHBoxLayout()
@@ -545,12 +552,13 @@ class InterveneView(QWidget):
         self.token_a.editingFinished.connect(self._draw_results)
         self.token_b.editingFinished.connect(self._draw_results)
         self.means_row.changed.connect(self._on_means_changed)
+        self.stack_row.chosen.connect(self._on_stack_chosen)
         self.means_row.refused.connect(self._on_means_refused)
         self.clear_button.clicked.connect(self.clear_interventions)
         self.code_button.clicked.connect(self.show_code)
         self.heads_map.cell_clicked.connect(self.toggle_head)
-        self.importance_map.cell_clicked.connect(lambda r, c: self.panel.select_head(r, c))
-        self.later.head_clicked.connect(lambda r, _c: self.panel.select_head(self._later_first + r, self.selected[1]))
+        self.importance_map.cell_clicked.connect(self._pick)
+        self.later.head_clicked.connect(lambda r, _c: self._pick(self._later_first + r, self.selected[1]))
         self.sweep_button.clicked.connect(self.run_sweep)
         self.over_combo.currentIndexChanged.connect(lambda _i: self._sync_sweep_controls())
         self.browse_button.clicked.connect(self._browse_corpus)
@@ -582,7 +590,22 @@ class InterveneView(QWidget):
             return getattr(out.result, "kind", None) == "gpt2" and getattr(out.result, "ids", None) is not None
         if ck.kind in ENCODER_KINDS and getattr(out.result, "kind", None) == ck.kind:
             return self._encoder_input() is not None
+        if s2s.is_seq2seq(ck):
+            return s2s.supported(ck) and s2s.run_result(self.panel) is not None
         return False
+
+    def seq2seq(self) -> bool:
+        """The model loaded is an encoder-decoder (its heads: those of the chosen stack)."""
+        return s2s.is_seq2seq(self.panel.ckpt)
+
+    def shape(self) -> tuple[int, int] | None:
+        """(layers, heads) the edited heads are counted in: the model's, an encoder-decoder's chosen stack's."""
+        ck = self.panel.ckpt
+        if ck is None or ck.kind not in KINDS:
+            return None
+        if self.seq2seq():
+            return s2s.shape(ck, self.spec.stack)
+        return ck.config.n_layer, ck.config.n_head
 
     def encoder(self) -> bool:
         """The model loaded is an encoder or a vision model (effects: the pooled output's cosine)."""
@@ -635,6 +658,9 @@ class InterveneView(QWidget):
                 self._fail(f"The session's mask cannot be used: {exc}")
                 return None
         means = self.means()
+        if self.seq2seq():
+            self._clear_message()
+            return self.job.submit(s2s.study_job(ck, self.panel, spec, spec.stack, allowed))
         if self.encoder():
             x = self._encoder_input()
             self._clear_message()
@@ -665,7 +691,7 @@ class InterveneView(QWidget):
             self._fail(self._why_not_ready())
             return None
         ck = self.panel.ckpt
-        ids = self._encoder_input() if self.encoder() else self._text_ids()
+        ids = self._ids()
         metric = self.metric_combo.currentData()
         tokens = None
         if metric == "logit_diff":
@@ -683,7 +709,8 @@ class InterveneView(QWidget):
         stop = self._stop = threading.Event()
         self._sweep_no += 1
         number, signal = self._sweep_no, self._progress.moved
-        total = ck.config.n_layer * ck.config.n_head
+        n_layer, n_head = self.shape()
+        total = n_layer * n_head
         self.sweep_bar.setRange(0, total)
         self.sweep_bar.setValue(0)
         self.sweep_bar.setFormat("%v / %m heads")
@@ -692,6 +719,9 @@ class InterveneView(QWidget):
         self._clear_message()
         self._sweep_model = ck
         means = self.means()
+        if self.seq2seq():
+            return self.sweep_job.submit(s2s.sweep_job(ck, self.panel, spec, spec.stack, metric, tokens, stop,
+                                                       lambda i, n: signal.emit(number, i, n)))
         return self.sweep_job.submit(lambda: sweep(ck.config, ck.weights, ids, mode=spec.mode, factor=spec.factor,
                                                    metric=metric, tokens=tokens, cancelled=stop.is_set,
                                                    progress=lambda i, n: signal.emit(number, i, n), means=means))
@@ -702,7 +732,7 @@ class InterveneView(QWidget):
         ck = self.panel.ckpt
         if ck is None or ck.kind not in ("decoder", "bert"):
             self._fail("The corpus sweep runs on the decoder LLMs of the Llama family and on text encoders (the BERT "
-                       "family); GPT-2 and vision models sweep this input.")
+                       "family); GPT-2, encoder-decoders and vision models sweep this input.")
             return None
         path = (self.corpus_edit.text() if path is None else str(path)).strip()
         if not path:
@@ -766,6 +796,9 @@ class InterveneView(QWidget):
         if not self.ready():
             raise CheckpointError(self._why_not_ready())
         ck = self.panel.ckpt
+        if self.seq2seq():
+            raise CheckpointError("the hook scripts are written for decoder LLMs, encoders and vision models; an "
+                                  "encoder-decoder's interventions run here and in attnviz-cli model ablate / patch")
         ids = self._encoder_input() if self.encoder() else self._text_ids()
         allowed = None
         if self.spec.knockout_layers:
@@ -777,7 +810,7 @@ class InterveneView(QWidget):
 
     def means(self) -> np.ndarray | None:
         """(L, nh, hd) the heads are set to by a mean ablation (a sweep file's), None: their means over the input."""
-        return self.means_row.means if self.spec.mode == "mean" else None
+        return self.means_row.means if self.spec.mode == "mean" and not self.seq2seq() else None
 
     def _on_means_refused(self, text: str) -> None:
         self._means_problem = f"The head means cannot be used: {text}"  # kept over the pass that follows
@@ -801,6 +834,14 @@ class InterveneView(QWidget):
         dialog.show()
         self.code_dialog = dialog
         return dialog
+
+    def _pick(self, layer: int, head: int) -> None:
+        """A head clicked in the tab: the panel selects it (an encoder-decoder's heads are the tab's stack's, which
+        the panel's grid may not show: the tab alone shows it)."""
+        if self.seq2seq() and self.panel.seq2seq.stack() != self.spec.stack:
+            self.set_selected(layer, head)
+        else:
+            self.panel.select_head(layer, head)
 
     def set_selected(self, layer: int, head: int) -> None:
         self.selected = (int(layer), int(head))
@@ -829,12 +870,13 @@ class InterveneView(QWidget):
     def on_model_loaded(self, ckpt) -> None:
         kind = getattr(ckpt, "kind", None)
         decoder, encoder = kind in ("decoder", "gpt2"), kind in ENCODER_KINDS
+        seq = s2s.supported(ckpt)
         index = self.panel.tabs.indexOf(self)
         if index >= 0:
-            self.panel.tabs.setTabEnabled(index, decoder or encoder)
-            self.panel.tabs.setTabToolTip(index, "" if decoder or encoder else
+            self.panel.tabs.setTabEnabled(index, decoder or encoder or seq)
+            self.panel.tabs.setTabToolTip(index, "" if decoder or encoder or seq else
                                           "interventions run on decoder LLMs (GPT-2, Llama, Mistral, Qwen2, Qwen3, "
-                                          "Gemma), "
+                                          "Gemma), encoder-decoders (MarianMT, BART, mBART), "
                                           "the BERT family and vision transformers")
         self._stop.set()  # a sweep of the previous model is not wanted
         self.sweep_result = None
@@ -850,17 +892,17 @@ class InterveneView(QWidget):
                 self.metric_combo.addItem(text, key)
         corpus_item = self.over_combo.model().item(self.over_combo.findData("corpus"))
         corpus_item.setEnabled(kind in ("decoder", "bert"))
-        if kind in ("vit", "gpt2") and self.over_combo.currentData() == "corpus":
+        if kind not in ("decoder", "bert") and self.over_combo.currentData() == "corpus":
             self.over_combo.setCurrentIndex(self.over_combo.findData("input"))
         self.decoder_rows.setVisible(not encoder)  # no patch and no next token on an encoder or a vision model
+        self.stack_row.setVisible(seq)
+        residual = self.patch_combo.model().item(self.patch_combo.findData("residual"))
+        residual.setEnabled(not seq)  # an encoder-decoder patches a head's output
+        self.code_button.setEnabled(not seq)
         self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script"
                                     if not encoder else "the interventions as a PyTorch forward-hook script printing "
                                     "the pooled output before and after")
         self.means_row.set_config(ckpt.config if decoder or encoder else None)
-        if decoder or encoder:
-            c = ckpt.config
-            self.patch_layer.setRange(0, c.n_layer - 1)
-            self.patch_head.setRange(0, c.n_head - 1)
         self._sync_controls(self.spec)
 
     def on_attention_ready(self, _result) -> None:
@@ -874,9 +916,12 @@ class InterveneView(QWidget):
         self.refresh()
 
     def _ids(self) -> np.ndarray | None:
-        """The token ids of the panel's decoder or encoder run (a vision model's pixels), None without one."""
+        """The token ids of the panel's decoder or encoder run (a vision model's pixels; an encoder-decoder's source
+        and decoder ids), None without one."""
         if not self.ready():
             return None
+        if self.seq2seq():
+            return s2s.fingerprint(self.panel)
         if self.encoder():
             return np.asarray(self._encoder_input())
         return self._text_ids()
@@ -890,6 +935,24 @@ class InterveneView(QWidget):
     def _on_interventions_changed(self, spec) -> None:
         self._sync_controls(spec)
         self.refresh()
+
+    def _on_stack_chosen(self, stack: str) -> None:
+        """Another attention of an encoder-decoder: its heads are edited from now on (the heads and patch of the
+        previous one are dropped: they name other heads); one undo step. The sweep shown was another stack's."""
+        if stack == self.spec.stack:
+            return
+        if self.sweep_result is not None:
+            self._stop.set()
+            self.sweep_result = None
+            self.importance_map.clear("another attention: sweep again")
+            self.ranking.setText(" ")
+        n_layer, n_head = s2s.shape(self.panel.ckpt, stack) if self.seq2seq() else (1 << 10, 1 << 8)
+        spec = replace(self.spec, stack=stack, heads=tuple((a, b) for a, b in self.spec.heads
+                                                            if a < n_layer and b < n_head),
+                       patch_layer=min(self.spec.patch_layer, n_layer - 1),
+                       patch_head=min(self.spec.patch_head, n_head - 1))
+        if not self.set_interventions(spec, f"Edit the heads of the {stack} attention"):
+            self._sync_controls(self.spec)
 
     def _on_mask_changed(self, _value) -> None:
         if self.spec.knockout_layers:
@@ -910,17 +973,24 @@ class InterveneView(QWidget):
             self.patch_layer.setValue(spec.patch_layer)
             self.patch_head.setValue(spec.patch_head)
             self.patch_positions.setText(format_indices(spec.patch_positions))
+            self.stack_row.set_stack(spec.stack)
             if self.clean_edit.text() != spec.clean:
                 self.clean_edit.setText(spec.clean)
+            shape = self.shape()
+            if shape is not None:
+                self.patch_layer.setRange(0, shape[0] - 1)
+                self.patch_head.setRange(0, shape[1] - 1)
+                self.patch_layer.setValue(spec.patch_layer)
+                self.patch_head.setValue(spec.patch_head)
             patching = spec.patch != "none" and not self.encoder()
             for w in (self.patch_layer, self.patch_head, self.patch_positions):
                 w.setEnabled(patching)
             self.patch_head.setEnabled(patching and spec.patch == "head")
             self.patch_positions.setEnabled(patching and spec.patch == "residual")
             names = ", ".join(f"{a}.{b}" for a, b in spec.heads)
-            self.means_row.setVisible(spec.mode == "mean")
-            what = {"zero": "zeroed", "mean": self.means_row.describe(),
-                    "scale": f"scaled by {spec.factor:g}"}[spec.mode]
+            self.means_row.setVisible(spec.mode == "mean" and not self.seq2seq())
+            what = {"zero": "zeroed", "mean": "set to their mean over the positions" if self.seq2seq() else
+                    self.means_row.describe(), "scale": f"scaled by {spec.factor:g}"}[spec.mode]
             self.heads_line.setText(f"heads {what}: {names}" if names else
                                     "no head edited: click heads in the grid below")
         finally:
@@ -936,8 +1006,17 @@ class InterveneView(QWidget):
         self._edit_from_controls(label)
 
     def _n_layer(self) -> int | None:
+        """The layers a knockout names (an encoder-decoder's: its encoder's)."""
         ck = self.panel.ckpt
+        if ck is not None and s2s.is_seq2seq(ck):
+            return ck.spec.enc_layers
         return ck.config.n_layer if ck is not None and ck.kind in KINDS else None
+
+    def _ko_heads(self) -> int:
+        ck = self.panel.ckpt
+        if ck is not None and s2s.is_seq2seq(ck):
+            return ck.spec.enc_heads
+        return ck.config.n_head if ck is not None and ck.kind in KINDS else 256
 
     def _edit_from_controls(self, label: str) -> None:
         if self._syncing:
@@ -951,10 +1030,8 @@ class InterveneView(QWidget):
             self._sync_controls(self.spec)  # nothing changed, or refused (the app said why)
 
     def _spec_from_controls(self) -> Interventions:
-        ck = self.panel.ckpt
-        known = ck is not None and ck.kind in KINDS
-        n_layer = ck.config.n_layer if known else 1024
-        n_head = ck.config.n_head if known else 256
+        n_layer = self._n_layer() or 1024
+        n_head = self._ko_heads()
         layers = ()
         if self.knockout_check.isChecked():
             layers = parse_indices(self.ko_layers.text(), n_layer, "layer") or tuple(range(n_layer))
@@ -976,7 +1053,7 @@ class InterveneView(QWidget):
         self._draw_heads()
         self._draw_maps()
         self._draw_overlay()
-        self.residual.set_values(effects.residual_change)
+        self.residual.set_values(effects.residual_change, getattr(effects, "residual_labels", None))
         self.effects_ready.emit(effects)
 
     def _on_failed(self, _jid: int, message: str) -> None:
@@ -996,8 +1073,11 @@ class InterveneView(QWidget):
         if ck is None:
             return "Load a decoder LLM and run it on a text: its interventions are computed here."
         if ck.kind not in KINDS:
-            return (f"{ck.name} is not a decoder LLM, an encoder or a vision model: interventions run on GPT-2, "
-                    "Llama, Mistral, Qwen2, Qwen3, Gemma, the BERT family and vision transformers.")
+            return (f"{ck.name} is not a decoder LLM, an encoder-decoder, an encoder or a vision model: interventions "
+                    "run on GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma, MarianMT, BART, mBART, the BERT family and "
+                    "vision transformers.")
+        if s2s.is_seq2seq(ck):
+            return s2s.why_not_ready(ck, self.panel)
         if self.panel.outcome is None or (ck.kind in ENCODER_KINDS and self._encoder_input() is None):
             return "Run the model on an image first." if ck.kind == "vit" else "Run the model on a text first."
         return ("This input is too long for every map to be held; interventions need them: shorten the text.")
@@ -1013,7 +1093,12 @@ class InterveneView(QWidget):
 
     def _piece(self, t: int) -> str:
         tok = self.panel.ckpt.tokenizer if self.panel.ckpt is not None else None
-        piece = tok.id_to_piece(int(t)) if tok is not None else f"#{t}"
+        if tok is None:
+            piece = f"#{t}"
+        elif self.seq2seq():
+            piece = s2s.piece(self.panel.ckpt, t)
+        else:
+            piece = tok.id_to_piece(int(t))
         shown = repr(piece)[1:-1] if piece.strip() == piece else repr(piece)
         return html.escape(shown if len(shown) <= PIECE_CHARS else shown[:PIECE_CHARS - 1] + "…")
 
@@ -1022,6 +1107,8 @@ class InterveneView(QWidget):
         if not a and not b:
             return None
         ck = self.panel.ckpt
+        if self.seq2seq():
+            return s2s.tokens(ck, a, b)
         return token_id(ck, a), token_id(ck, b)
 
     def _draw_results(self) -> None:
@@ -1037,7 +1124,9 @@ class InterveneView(QWidget):
             rows.append(f"<tr><td>{self._piece(tb)}</td><td align='right'>{pb:.3f}</td><td>&nbsp;&nbsp;</td>"
                         f"<td>{self._piece(ta)}</td><td align='right'>{pa:.3f}</td></tr>")
         applied = "; ".join(eff.applied) or "nothing changed (no intervention)"
-        text = (f"<table cellspacing='2'><tr><th align='left'>before</th><th></th><th></th>"
+        where = ("<p>the next token after the last decoder row (teacher-forced on the target)</p>"
+                 if self.seq2seq() else "")
+        text = (f"{where}<table cellspacing='2'><tr><th align='left'>before</th><th></th><th></th>"
                 f"<th align='left'>after</th><th></th></tr>{''.join(rows)}</table>"
                 f"<p>KL(before ‖ after) = <b>{eff.kl:.4g}</b> nats</p>")
         try:
@@ -1117,21 +1206,27 @@ class InterveneView(QWidget):
         eff = self.effects
         if eff is None:
             return
-        L, nh = eff.before.attentions.shape[:2]
+        L, nh = (eff.maps("before") if hasattr(eff, "maps") else eff.before.attentions).shape[:2]
         layer, head = self.selected
         if not (layer < L and head < nh):
             layer, head = 0, 0
         b, a, d = eff.attention(layer, head)
-        labels = self._labels(b.shape[0])
-        causal = None if isinstance(eff, EncoderEffects) else np.tril(np.ones(b.shape, dtype=bool))
+        stack = getattr(eff, "stack", None)  # an encoder-decoder's
+        if stack is not None:
+            rows, cols = s2s.labels(self.panel, stack, *b.shape)
+            causal = np.tril(np.ones(b.shape, dtype=bool)) if stack == "decoder" else None
+        else:
+            rows = cols = self._labels(b.shape[0])
+            causal = None if isinstance(eff, EncoderEffects) else np.tril(np.ones(b.shape, dtype=bool))
         top = max(float(b.max()), float(a.max()), 1e-6)
         span = max(float(np.abs(d).max()), 1e-6)
         for m, values, title, levels, what in ((self.maps[0], b, "before", (0.0, top), "weight"),
                                                (self.maps[1], a, "after", (0.0, top), "weight"),
                                                (self.maps[2], d, "difference", (-span, span), "Δ weight")):
-            m.set_matrix(values, mask=causal, row_labels=labels, col_labels=labels, levels=levels, title=title,
+            m.set_matrix(values, mask=causal, row_labels=rows, col_labels=cols, levels=levels, title=title,
                          value_label=what)
-        self.maps_title.setText(f"layer {layer} · head {head}: attention before | after | difference "
+        named = f"{s2s.STACK_LABELS[stack]} " if stack is not None else ""
+        self.maps_title.setText(f"layer {layer} · head {head}: {named}attention before | after | difference "
                                 f"(largest change {span:.3g})")
         first = self._first_edited_layer()
         self._later_first = first
@@ -1153,6 +1248,8 @@ class InterveneView(QWidget):
     def _first_edited_layer(self) -> int:
         """The earliest layer the interventions touch (0 when none): no map before it changes."""
         spec = self.spec
+        if self.seq2seq():
+            return s2s.first_edited_layer(spec, spec.stack, (self.shape() or (1, 1))[0])
         layers = [layer for layer, _h in spec.heads] + list(spec.knockout_layers)
         if spec.patch != "none":
             layers.append(spec.patch_layer)

@@ -1,0 +1,140 @@
+"""The Intervene tab on an encoder-decoder (MarianMT, BART, mBART): the row choosing the attention whose heads are
+edited (the session's ``Interventions.stack``: the encoder's self-attention, the decoder's, or the
+cross-attention), and the parts of :class:`~attnviz.ui.model_view.intervene_view.InterveneView` that differ
+from a decoder LLM's -- the input (the panel's run: its source ids and the decoder's teacher-forced ids), the
+study and the sweep jobs (:mod:`attnviz.checkpoints.intervention_seq2seq_study`), the pieces of the target
+vocabulary, the maps' labels. The knockout is the encoder's self-attention's, with the session's mask when it
+is as wide as the source; the patch takes a head's output from a clean source of the same token count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
+
+from attnviz.checkpoints.intervention_seq2seq import stack_shape
+from attnviz.checkpoints.intervention_seq2seq_study import seq2seq_study, seq2seq_sweep, token_id
+from attnviz.checkpoints.seq2seq_study import STACK_LABELS, stack_labels
+
+STACK_ORDER = ("encoder", "decoder", "cross")
+
+
+def is_seq2seq(ckpt) -> bool:
+    return getattr(ckpt, "kind", None) == "seq2seq"
+
+
+def supported(ckpt) -> bool:
+    """An encoder-decoder whose interventions are written (MarianMT, BART, mBART; not T5)."""
+    return is_seq2seq(ckpt) and not getattr(ckpt.spec, "t5_like", False)
+
+
+class StackRow(QWidget):
+    """"heads of [encoder self-attention | decoder self-attention | cross-attention]"."""
+
+    chosen = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.combo = QComboBox(self)
+        for key in STACK_ORDER:
+            self.combo.addItem(STACK_LABELS[key], key)
+        self.combo.setToolTip("the attention whose heads are edited, patched and swept, and whose maps are shown "
+                              "before and after (a knockout is always the encoder's self-attention's)")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("attention", self))
+        row.addWidget(self.combo)
+        row.addStretch(1)
+        self.combo.activated.connect(lambda _i: self.chosen.emit(self.stack()))
+        self.setVisible(False)
+
+    def stack(self) -> str:
+        return self.combo.currentData()
+
+    def set_stack(self, stack: str) -> None:
+        i = self.combo.findData(stack)
+        if i >= 0 and i != self.combo.currentIndex():
+            self.combo.setCurrentIndex(i)
+
+
+def shape(ckpt, stack: str) -> tuple[int, int]:
+    """(layers, heads) of ``stack``."""
+    s = stack_shape(ckpt, stack)
+    return s.n_layer, s.n_head
+
+
+def run_result(panel):
+    """The Seq2SeqAttention of the panel's encoder-decoder run, None without one."""
+    out = panel.outcome
+    r = getattr(out, "result", None)
+    return r if r is not None and hasattr(r, "cross_attentions") else None
+
+
+def ids(panel) -> tuple[np.ndarray, np.ndarray]:
+    r = run_result(panel)
+    return np.asarray(r.encoder_ids, dtype=np.int64), np.asarray(r.decoder_ids, dtype=np.int64)
+
+
+def fingerprint(panel) -> np.ndarray | None:
+    """The run's source and decoder ids in one array (a sweep shown is dropped when they change)."""
+    if run_result(panel) is None:
+        return None
+    src, dec = ids(panel)
+    return np.concatenate([src, [-1], dec])
+
+
+def why_not_ready(ckpt, panel) -> str:
+    if getattr(ckpt.spec, "t5_like", False):
+        return (f"{ckpt.name} is a T5 model: its interventions are not written yet (MarianMT, BART and mBART's "
+                "are).")
+    return "Run the model on a source text first (the target empty: its own translation)."
+
+
+def study_job(ckpt, panel, spec, stack: str, allowed):
+    """The job computing the Seq2SeqEffects of ``spec`` on the panel's run (the clean source tokenised there)."""
+    src, dec = ids(panel)
+
+    def job():
+        clean_ids = None
+        if spec.patch == "head" and spec.clean.strip():
+            from attnviz.checkpoints.seq2seq_run import encode_source
+
+            clean_ids = encode_source(ckpt, spec.clean, np.float32)[0].ids
+        return seq2seq_study(ckpt, src, dec, spec, stack, allowed=allowed, clean_ids=clean_ids)
+
+    return job
+
+
+def sweep_job(ckpt, panel, spec, stack: str, metric: str, tokens, stop, progress):
+    src, dec = ids(panel)
+    return lambda: seq2seq_sweep(ckpt, src, dec, stack, mode=spec.mode, factor=spec.factor, metric=metric,
+                                 tokens=tokens, cancelled=stop.is_set, progress=progress)
+
+
+def piece(ckpt, t: int) -> str:
+    return ckpt.tokenizer.piece(int(t), "target")
+
+
+def tokens(ckpt, a: str, b: str) -> tuple[int, int]:
+    return token_id(ckpt, a), token_id(ckpt, b)
+
+
+def labels(panel, stack: str, rows: int, cols: int) -> tuple[list[str] | None, list[str] | None]:
+    r = run_result(panel)
+    if r is None:
+        return None, None
+    q, k = stack_labels(r, stack)
+    return (q if len(q) == rows else None), (k if len(k) == cols else None)
+
+
+def first_edited_layer(spec, stack: str, n_layer: int) -> int:
+    """The earliest layer of ``stack`` whose maps may change: a knockout of the encoder changes every decoder
+    layer (the memory they read), and every encoder layer from its first."""
+    layers = [layer for layer, _h in spec.heads]
+    if spec.patch == "head":
+        layers.append(spec.patch_layer)
+    if spec.knockout_layers:
+        layers.append(min(spec.knockout_layers) if stack == "encoder" else 0)
+    return min(min(layers), n_layer - 1) if layers else 0
+
