@@ -13,7 +13,9 @@ over the positions); ``scaled`` (head SCALE_HEAD times SCALE); and ``knockout``:
 from KO_FROM on may not see key KO_KEY, added to the scores as the dtype's minimum inside the model's own
 eager attention function (so each row renormalises over the keys left). ``inputs`` holds the ids or pixels.
 
-With ``scripts`` it runs instead attnviz's exported encoder hook scripts as written (:func:`scripts`).
+With ``scripts`` it runs instead attnviz's exported encoder hook scripts as written (:func:`scripts`); with
+``lens``, run by an interpreter that has transformer_lens 4 (e.g. a throw-away venv: pip install transformer_lens),
+its exported TransformerLens scripts for RoBERTa and XLM-R (:func:`lens`).
 """
 
 from __future__ import annotations
@@ -204,7 +206,56 @@ def scripts() -> None:
         print(name, T, found["cosine"])
 
 
+# ---- the exported TransformerLens scripts, run as written ------------------------------------------------
+
+# folder -> the transformers class whose TransformerLens adapter lays out its modules (the export's
+# LENS_ENCODER_ADAPTERS)
+LENS_MODELS = {"tiny_roberta": "RobertaForMaskedLM", "tiny_xlmr": "RobertaForMaskedLM"}
+LENS_ABLATE = {(0, 1): "zero", (1, 0): "mean"}
+LENS_SCALE = {(1, 1): 0.5}
+
+
+def lens_means(L: int, nh: int, hd: int) -> np.ndarray:
+    """(L, nh, hd) fixed values standing in for a corpus's means of each head's output."""
+    return np.random.default_rng(32).normal(0.0, 0.5, (L, nh, hd))
+
+
+def lens() -> None:
+    """For each of LENS_MODELS: write attnviz's exported TransformerLens script (head 0.1 zeroed, 1.0 set to its mean
+    over the positions, 1.1 scaled by 0.5; and one setting heads 0.1 and 1.0 to given means), run each as written
+    from the repository root with this interpreter (which must have transformer_lens 4), and keep in
+    ``golden_encoder_lens.npz`` their digests, the class token's output before and after they printed and the
+    cosines; ``means`` holds the given means."""
+    import hashlib
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from importlib.metadata import version
+
+    code = _code()
+    for name, adapter in LENS_MODELS.items():
+        rel = f"tests/data/checkpoints/{name}"
+        cfg = AutoModel.from_pretrained(DATA / name).config
+        means = lens_means(cfg.num_hidden_layers, cfg.num_attention_heads,
+                           cfg.hidden_size // cfg.num_attention_heads)
+        found = {"ids": np.array(IDS), "means": means, "transformer_lens": version("transformer_lens")}
+        given = {(0, 1): means[0, 1], (1, 0): means[1, 0]}
+        for key, ablate, scale in (("", LENS_ABLATE, LENS_SCALE), ("means_", given, {})):
+            text = code.lens_encoder_script(rel, IDS, adapter, ablate=ablate, scale=scale)
+            run = subprocess.run([sys.executable, "-c", text], cwd=ROOT, capture_output=True, text=True, check=True,
+                                 env=dict(os.environ, TRANSFORMERS_VERBOSITY="error", HF_HUB_OFFLINE="1"))
+            out = json.loads(run.stdout.strip().splitlines()[-1])
+            assert out["cosine"] < 1 - 1e-6, f"{name}: the script changed nothing"
+            found.update({f"{key}sha256": hashlib.sha256(text.encode()).hexdigest(),
+                          f"{key}pooled_before": np.array(out["pooled_before"]),
+                          f"{key}pooled_after": np.array(out["pooled_after"]), f"{key}cosine": out["cosine"]})
+        np.savez_compressed(DATA / name / "golden_encoder_lens.npz", **found)
+        print(name, found["cosine"], found["means_cosine"])
+
+
 if __name__ == "__main__":
     import sys
 
-    scripts() if sys.argv[1:] == ["scripts"] else main()
+    {"scripts": scripts, "lens": lens}.get(sys.argv[1] if sys.argv[1:] else "", main)()

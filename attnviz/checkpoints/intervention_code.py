@@ -10,7 +10,9 @@ on some layers only, and patching, have no one-line hook form and are refused by
 
 Encoders and vision models (:func:`encoder_script`): the same pre-hooks on transformers' AutoModel (the output
 projection at :data:`ENCODER_OUT_PROJ_PATHS`), the knockout added to the scores inside the modeling module's
-eager attention function; the script prints the pooled output before and after and their cosine.
+eager attention function; the script prints the pooled output before and after and their cosine. For BERT,
+RoBERTa and XLM-R the head edits also as TransformerLens 4 hooks (:func:`lens_encoder_script`: the encoder wrapped
+by its TransformerBridge, hooks on ``blocks.L.attn.hook_z``), printing the same.
 """
 
 from __future__ import annotations
@@ -148,19 +150,9 @@ def pytorch_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n
     return "\n".join(lines)
 
 
-def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
-    """The same head edits as TransformerLens hooks on ``blocks.L.attn.hook_z`` (batch, pos, head, d_head)."""
-    layers = _heads_by_layer(ablate or {}, scale or {})
-    given = any(how == "set" for v in layers.values() for _h, how, _f in v)
-    ids = [int(t) for t in ids]
-    lines = [
-        "import torch",
-        "from transformer_lens import HookedTransformer",
-        "",
-        f"model = HookedTransformer.from_pretrained({model!r})",
-        f"ids = torch.tensor([{ids}])",
-        "",
-        "",
+def _lens_edit_lines(given: bool) -> list[str]:
+    """The TransformerLens hook ``edit(heads)`` on ``blocks.L.attn.hook_z`` (batch, pos, head, d_head)."""
+    return [
         "def edit(heads):",
         "    def hook(z, hook):",
         "        for head, how, factor in heads:",
@@ -175,6 +167,23 @@ def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
         "    return hook",
         "",
         "",
+    ]
+
+
+def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
+    """The same head edits as TransformerLens hooks on ``blocks.L.attn.hook_z`` (batch, pos, head, d_head)."""
+    layers = _heads_by_layer(ablate or {}, scale or {})
+    given = any(how == "set" for v in layers.values() for _h, how, _f in v)
+    ids = [int(t) for t in ids]
+    lines = [
+        "import torch",
+        "from transformer_lens import HookedTransformer",
+        "",
+        f"model = HookedTransformer.from_pretrained({model!r})",
+        f"ids = torch.tensor([{ids}])",
+        "",
+        "",
+        *_lens_edit_lines(given),
         f"edits = {_literal(layers)}  # layer -> [(head, how, factor)]",
         "hooks = [(f\"blocks.{layer}.attn.hook_z\", edit(heads)) for layer, heads in edits.items()]",
         "logits = model.run_with_hooks(ids, fwd_hooks=hooks)[0, -1]",
@@ -264,6 +273,59 @@ def encoder_script(model: str, *, ids=None, pixels: str | None = None, pooled_fi
     lines += [
         "for hook in hooks:",
         "    hook.remove()",
+        "cosine = torch.nn.functional.cosine_similarity(before, after, dim=0).item()",
+        "print(json.dumps({\"pooled_before\": before.tolist(), \"pooled_after\": after.tolist(), \"cosine\": cosine}))",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+#: the transformers class whose TransformerLens 4 adapter (TransformerBridge) lays out an encoder family's modules:
+#: BERT's masked-LM model, and RoBERTa's for XLM-R too (the same modules under ``roberta.``). TransformerLens 4 has no
+#: adapter for ELECTRA, DistilBERT, ALBERT, DeBERTa or MPNet, and its HookedEncoder (TransformerLens 1 to 3) is gone
+LENS_ENCODER_ADAPTERS = {"bert": "BertForMaskedLM", "roberta": "RobertaForMaskedLM",
+                         "xlm-roberta": "RobertaForMaskedLM"}
+
+
+def lens_encoder_script(model: str, ids, adapter: str, *, ablate=None, scale=None) -> str:
+    """A runnable script: the text encoder in ``model`` (a folder or repo id) loaded by transformers'
+    AutoModelForMaskedLM in float32 with eager attention and wrapped by TransformerLens 4's TransformerBridge with
+    the ``adapter`` class's layout (:data:`LENS_ENCODER_ADAPTERS`), run on token ``ids`` once plain and once with the
+    head edits as hooks on ``blocks.L.attn.hook_z``, printing as JSON the class token's last hidden state
+    (``blocks.{last}.hook_resid_post``) before and after, and their cosine: what :func:`encoder_script` prints.
+    The masked-LM head (newly made when the folder holds the base model only) is never read."""
+    layers = _heads_by_layer(ablate or {}, scale or {})
+    given = any(how == "set" for v in layers.values() for _h, how, _f in v)
+    ids = [int(t) for t in ids]
+    lines = [
+        "import json",
+        "",
+        "import torch",
+        "from transformer_lens.model_bridge import TransformerBridge",
+        "from transformers import AutoModelForMaskedLM",
+        "",
+        f"hf = AutoModelForMaskedLM.from_pretrained({model!r}, dtype=torch.float32, attn_implementation=\"eager\").eval()",
+        f"model = TransformerBridge.boot_transformers({model!r}, hf_model=hf, dtype=torch.float32, device=\"cpu\",",
+        f"                                            hf_config_overrides={{\"architectures\": [{adapter!r}]}})",
+        f"ids = torch.tensor([{ids}])",
+        "last = f\"blocks.{model.cfg.n_layers - 1}.hook_resid_post\"  # the last hidden state",
+        "",
+        "",
+        *_lens_edit_lines(given),
+        "def pooled(hooks):",
+        "    kept = {}",
+        "",
+        "    def keep(x, hook):",
+        "        kept[\"h\"] = x[0, 0].detach().double()  # the class token",
+        "",
+        "    with torch.no_grad():",
+        "        model.run_with_hooks(ids, fwd_hooks=hooks + [(last, keep)])",
+        "    return kept[\"h\"]",
+        "",
+        "",
+        "before = pooled([])",
+        f"edits = {_literal(layers)}  # layer -> [(head, how, factor)]",
+        "after = pooled([(f\"blocks.{layer}.attn.hook_z\", edit(heads)) for layer, heads in edits.items()])",
         "cosine = torch.nn.functional.cosine_similarity(before, after, dim=0).item()",
         "print(json.dumps({\"pooled_before\": before.tolist(), \"pooled_after\": after.tolist(), \"cosine\": cosine}))",
         "",

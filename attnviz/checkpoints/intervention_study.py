@@ -400,11 +400,12 @@ def export_encoder_code(folder: str, x, spec, c, *, allowed=None, means=None, pi
     """:func:`export_code` for an encoder over token ids ``x`` (T,) or a vision model over pixels ``x`` (C, H, W):
     the PyTorch script of :func:`attnviz.checkpoints.intervention_code.encoder_script` printing the pooled output
     before and after the edits and their cosine; for a vision model ``"pixels"`` holds the (C, H, W) float32 array
-    the script reads from ``pixels_file``. TransformerLens has no hooks for these models: said instead."""
-    from attnviz.checkpoints.intervention_code import encoder_script
+    the script reads from ``pixels_file``. For BERT, RoBERTa and XLM-R ``"lens"`` holds the same head edits as
+    TransformerLens 4 hooks (:func:`attnviz.checkpoints.intervention_code.lens_encoder_script`, printing what the
+    PyTorch script prints); for the other models, and for a knockout, ``"lens_problem"`` says why not."""
+    from attnviz.checkpoints.intervention_code import LENS_ENCODER_ADAPTERS, encoder_script, lens_encoder_script
 
-    out = {"pytorch": "", "lens": "", "pytorch_problem": "",
-           "lens_problem": "TransformerLens hooks are written for decoder LLMs; the PyTorch script holds these edits"}
+    out = {"pytorch": "", "lens": "", "pytorch_problem": "", "lens_problem": lens_encoder_problem(c, spec)}
     if spec.patch != "none":
         out["pytorch_problem"] = "patching runs on decoder LLMs; choose no patch"
         return out
@@ -436,7 +437,30 @@ def export_encoder_code(folder: str, x, spec, c, *, allowed=None, means=None, pi
     if vision and out["pytorch"]:
         out["pixels"] = np.ascontiguousarray(pixels)
         out["pixels_file"] = pixels_file
+    if not out["lens_problem"]:
+        out["lens"] = lens_encoder_script(str(folder), kw["ids"], LENS_ENCODER_ADAPTERS[c.model_type], ablate=ablate,
+                                          scale=scale)
     return out
+
+
+def lens_encoder_problem(c, spec) -> str:
+    """Why an encoder's or a vision model's interventions have no TransformerLens script ("" when they have one)."""
+    from attnviz.checkpoints.intervention_code import LENS_ENCODER_ADAPTERS
+
+    if spec.patch != "none":
+        return "patching runs on decoder LLMs; choose no patch"
+    if c.kind == "vit":
+        return (f"the TransformerLens script is written for decoder LLMs and the text encoders BERT, RoBERTa and "
+                f"XLM-R; for {c.model_type} the PyTorch script holds these edits")
+    if c.model_type not in LENS_ENCODER_ADAPTERS:
+        return (f"TransformerLens 4 has no adapter for {c.model_type}: its TransformerBridge lays out BERT and RoBERTa "
+                "(and XLM-R, which has RoBERTa's modules) only, and HookedEncoder was removed in TransformerLens 4.0; "
+                "the PyTorch script holds these edits")
+    if spec.knockout_layers:
+        return ("a knockout has no TransformerLens form: TransformerLens 4's bridge of BERT and RoBERTa leaves the "
+                "attention to transformers' module, which discards an edited hook_attn_scores or hook_pattern; the "
+                "PyTorch script holds the knockout")
+    return ""
 
 
 def encoder_tokens(c, x) -> int:

@@ -2,9 +2,9 @@
 
 For each document every head of the checkpoint is ablated alone (``mode`` zero or mean over the document's
 positions) and its effect measured as in :func:`attnviz.checkpoints.intervention_study.sweep`: for a decoder
-LLM (GPT-2 included) the KL divergence of the last position's next-token distribution (``kl``, nats) or the drop of the logit
-difference of two tokens (``logit_diff``); for a text encoder ``cosine``, 1 - the cosine of the class token's
-output before and after. The per-document effects are folded into a mean and a standard deviation per head
+LLM (GPT-2 included) the KL divergence of the last position's next-token distribution (``kl``, nats) or the
+drop of the logit difference of two tokens (``logit_diff``); for a text encoder ``cosine``, 1 - the cosine of
+the class token's output before and after. The per-document effects are folded into a mean and a standard deviation per head
 (count, mean and sum of squared deviations, merged partition by partition in corpus order, so the numbers do
 not depend on the scheduler or the number of workers) and written to Parquet: one row per (layer, head) with
 ``mean``, ``std`` (over the documents, ddof 0), ``documents`` and ``rank`` (1 = the largest mean effect).
