@@ -2,11 +2,15 @@
 positions, or each head's mean output over a corpus, read from a head sweep file (``output_mean`` of
 ``attnviz-cli model sweep``, :func:`attnviz.corpus.sweep.read_sweep`). A file that cannot be used (not a sweep
 file, another model's heads) is one line for the tab's message; the row then stays on the input's positions.
-The choice is the window's, as the corpus field is: the session keeps the mode, not the file.
+The file chosen is part of the session (``Interventions.means_file``: its path, size and the digest of its
+head means); :meth:`MeansRow.restore` reads it again when a session is reopened and says plainly when it is
+missing, has changed, or is another model's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +19,7 @@ from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QLine
 
 from attnviz.checkpoints import CheckpointError
 from attnviz.checkpoints.intervention_study import check_means
+from attnviz.model.state import MeansFile
 
 SOURCES = (("positions", "over this input's positions"), ("file", "from a corpus sweep file…"))
 
@@ -40,6 +45,24 @@ def read_head_means(c, path) -> np.ndarray:
         raise CheckpointError(f"{Path(text).name}: {exc}") from None
 
 
+def means_digest(means) -> str:
+    """SHA-256 of head means (L, nh, hd): the shape as three little-endian int64, then the float64 values."""
+    m = np.ascontiguousarray(np.asarray(means, dtype="<f8"))
+    h = hashlib.sha256(np.asarray(m.shape, dtype="<i8").tobytes())
+    h.update(m.tobytes())
+    return h.hexdigest()
+
+
+def fingerprint(path, means) -> MeansFile:
+    """What the session keeps of a sweep file whose head means were read: its path, size and means' digest."""
+    text = str(path).strip()
+    try:
+        size = os.stat(Path(text).expanduser()).st_size
+    except OSError:
+        size = 0
+    return MeansFile(path=text, size=size, digest=means_digest(means))
+
+
 class MeansRow(QWidget):
     """The source of the means of a mean ablation (see the module doc); shown while the mode is mean."""
 
@@ -50,6 +73,7 @@ class MeansRow(QWidget):
         super().__init__(parent)
         self.means: np.ndarray | None = None  # (L, nh, hd) from the file, None: the input's positions
         self.path = ""  # the file the means were read from
+        self.fingerprint: MeansFile | None = None  # what the session keeps of it
         self.combo = QComboBox(self)
         for key, text in SOURCES:
             self.combo.addItem(text, key)
@@ -73,10 +97,8 @@ class MeansRow(QWidget):
         self._sync()
 
     def set_config(self, c) -> None:
-        """The model the means must fit; means read for another model are checked again (and dropped when wrong)."""
+        """The model the means must fit (the tab reads the session's file again for it: :meth:`restore`)."""
         self._config = c
-        if self.means is not None:
-            self.choose(self.path)
 
     def choose(self, path) -> bool:
         """Read the head means of ``path`` for the model; False (and ``refused``) when they cannot be used."""
@@ -89,14 +111,47 @@ class MeansRow(QWidget):
             self._refuse(str(exc))
             return False
         self.means, self.path = means, str(path).strip()
+        self.fingerprint = fingerprint(self.path, means)
         self.edit.setText(self.path)
         self.combo.setCurrentIndex(self.combo.findData("file"))
         self._sync()
         self.changed.emit()
         return True
 
+    def restore(self, saved: MeansFile) -> str:
+        """Read the file a session names again, without a signal: "" when its means are in use, else one line
+        saying why not (missing, changed since the session was saved, not a sweep file, another model's); the
+        row then uses the input's positions and shows the file's path for a new choice."""
+        self.means, self.path, self.fingerprint = None, "", None
+        self.edit.setText(saved.path)
+        name = Path(saved.path).name
+        problem = ""
+        if self._config is None:
+            problem = f"the head means file {name} is read once a model is loaded"
+        elif not Path(saved.path).expanduser().is_file():
+            problem = (f"the head means file {saved.path} that the session names is missing: the heads are set to "
+                       "their mean over the positions until a file is chosen again")
+        else:
+            try:
+                means = read_head_means(self._config, saved.path)
+            except CheckpointError as exc:
+                problem = f"the head means file the session names cannot be used: {exc}"
+            else:
+                now = fingerprint(saved.path, means)
+                if now != saved:
+                    what = "its head means differ" if now.digest != saved.digest else \
+                        f"its size is {now.size:,} bytes, was {saved.size:,}"
+                    problem = (f"the head means file {name} has changed since the session was saved ({what}): the "
+                               "heads are set to their mean over the positions; choose it again to use its new means")
+                else:
+                    self.means, self.path, self.fingerprint = means, saved.path, saved
+        self.combo.setCurrentIndex(self.combo.findData("file" if not problem else "positions"))
+        self._sync()
+        return problem
+
     def use_positions(self) -> None:
         had = self.means is not None
+        self.fingerprint = None
         self.means, self.path = None, ""
         self.combo.setCurrentIndex(self.combo.findData("positions"))
         self._sync()

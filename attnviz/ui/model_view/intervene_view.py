@@ -817,11 +817,36 @@ class InterveneView(QWidget):
         self._fail(self._means_problem)
 
     def _on_means_changed(self) -> None:
+        """A file chosen (or the positions) in the row: the session's means file, one undo step."""
         if self.means_row.means is not None:
             self._means_problem = ""
+        mf = self.means_row.fingerprint
+        if mf != self.spec.means_file:
+            label = (f"Take the head means from {Path(mf.path).name}" if mf is not None else
+                     "Take the head means over the positions")
+            if self.set_interventions(replace(self.spec, means_file=mf), label):
+                return  # the session's event syncs and runs
         self._sync_controls(self.spec)
         if self.spec.mode == "mean" and self.spec.heads:
             self.refresh()
+
+    def _sync_means(self, spec: Interventions, again: bool = False) -> None:
+        """The row follows the session's means file (an undo, a session opened, ``again``: another model): read
+        again and checked, or one line why it is not used."""
+        mf = spec.means_file
+        if mf == self.means_row.fingerprint and not again:
+            return
+        if mf is None:
+            if self.means_row.means is not None or again:
+                blocked = self.means_row.blockSignals(True)
+                self.means_row.use_positions()
+                self.means_row.blockSignals(blocked)
+            self._means_problem = ""
+            return
+        self._means_problem = self.means_row.restore(mf)
+        if self._means_problem:
+            self._means_problem = self._means_problem[0].upper() + self._means_problem[1:] + "."
+            self._fail(self._means_problem)
 
     def show_code(self) -> CodeDialog | None:
         try:
@@ -903,6 +928,8 @@ class InterveneView(QWidget):
                                     if not encoder else "the interventions as a PyTorch forward-hook script printing "
                                     "the pooled output before and after")
         self.means_row.set_config(ckpt.config if decoder or encoder else None)
+        if self.spec.means_file is not None and (decoder or encoder):
+            self._sync_means(self.spec, again=True)  # the file is checked against this model's heads
         self._sync_controls(self.spec)
 
     def on_attention_ready(self, _result) -> None:
@@ -933,6 +960,7 @@ class InterveneView(QWidget):
 
     # ------------------------------------------------------------------ edits
     def _on_interventions_changed(self, spec) -> None:
+        self._sync_means(spec)
         self._sync_controls(spec)
         self.refresh()
 
@@ -1046,7 +1074,7 @@ class InterveneView(QWidget):
     def _on_done(self, _jid: int, effects) -> None:
         self.effects = effects
         self._clear_message()
-        if self._means_problem and self.spec.mode == "mean":  # said once (failed), shown until it is dealt with
+        if self._means_problem:  # said once (failed), shown until it is dealt with
             self.message.setText(self._means_problem)
             self.message.setVisible(True)
         self._draw_results()
