@@ -24,10 +24,10 @@ KIND_OF_MODEL_TYPE = {"bert": "bert", "gpt2": "gpt2", "vit": "vit", "deit": "vit
 KIND_OF_MODEL_TYPE |= {"roberta": "bert", "xlm-roberta": "bert", "electra": "bert", "distilbert": "bert",
                        "clip_vision_model": "vit", "clip": "vit", "dinov2": "vit", "siglip_vision_model": "vit",
                        "siglip": "vit", "albert": "bert", "mpnet": "bert", "deberta-v2": "bert", "deberta": "bert",
-                       "dinov2_with_registers": "vit", "beit": "vit"}
+                       "dinov2_with_registers": "vit", "beit": "vit", "swin": "vit"}
 SUPPORTED = ("BERT-family encoders (model_type 'bert', e.g. MiniLM; 'roberta', 'xlm-roberta', 'electra', 'distilbert', "
              "'albert', 'mpnet', 'deberta', 'deberta-v2'), "
-             "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'dinov2_with_registers', 'beit', "
+             "GPT-2 ('gpt2') and vision transformers ('vit', 'deit', 'dinov2', 'dinov2_with_registers', 'beit', 'swin', "
              "'clip_vision_model', 'clip', "
              "'siglip_vision_model', 'siglip')")
 SUPPORTED += ("; decoder LLMs Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, GPT-NeoX / Pythia, Phi-1/2, "

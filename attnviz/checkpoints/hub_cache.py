@@ -28,7 +28,7 @@ FAMILIES = {"bert": "BERT", "gpt2": "GPT-2", "vit": "ViT", "deit": "DeiT", "llam
             "electra": "ELECTRA", "distilbert": "DistilBERT", "clip": "CLIP", "clip_vision_model": "CLIP vision",
             "dinov2": "DINOv2", "gemma": "Gemma", "gemma2": "Gemma 2", "gemma3_text": "Gemma 3"}
 FAMILIES |= {"albert": "ALBERT", "mpnet": "MPNet", "deberta": "DeBERTa", "deberta-v2": "DeBERTa v2 / v3",
-             "dinov2_with_registers": "DINOv2 with registers", "beit": "BEiT"}
+             "dinov2_with_registers": "DINOv2 with registers", "beit": "BEiT", "swin": "Swin"}
 FAMILIES |= {t: name for t, name in DECODER_FAMILY.items() if t not in FAMILIES}  # GPT-NeoX, Phi, OLMo, ...
 
 

@@ -22,6 +22,7 @@ ALLOW_PATTERNS = (
     "config.json",  # every loader (checkpoints/config.py, vla_config.py ...)
     "generation_config.json",  # generation defaults (decoder_config.py, seq2seq_generate.py)
     "tokenizer.json",  # the tokenizers library (sources/text.py, decoder_text.py ...)
+    "spm.model",  # DeBERTa v2 / v3 without tokenizer.json (spm_text.py)
     "tokenizer_config.json",  # special tokens, BOS/EOS, chat_template (decoder_text.py, decoder_chat.py)
     "special_tokens_map.json",  # special tokens a tokenizer_config leaves out (decoder_text.py)
     "preprocessor_config.json",  # image and audio preprocessing (preprocess.py, whisper_features.py ...)

@@ -121,12 +121,17 @@ def load_checkpoint(folder, name: str | None = None):
         image = parse_image_config(read_json(folder / "preprocessor_config.json", "the image preprocessor config"), config)
     else:
         tok_path = folder / "tokenizer.json"
-        if not tok_path.is_file():
+        if not tok_path.is_file() and config.model_type == "deberta-v2" and (folder / "spm.model").is_file():
+            from attnviz.checkpoints.spm_text import deberta_spm_tokenizer  # deberta-v3-base ships only spm.model
+
+            tokenizer = deberta_spm_tokenizer(folder, name or folder.name)
+        elif not tok_path.is_file():
             raise CheckpointError(f"the tokenizer is missing: {tok_path} not found (text checkpoints need tokenizer.json)")
-        try:
-            tokenizer = BpeTokenizer.from_file(tok_path, name=name or folder.name)
-        except SourceError as exc:
-            raise CheckpointError(str(exc)) from None
+        else:
+            try:
+                tokenizer = BpeTokenizer.from_file(tok_path, name=name or folder.name)
+            except SourceError as exc:
+                raise CheckpointError(str(exc)) from None
         if tokenizer.vocab_size > config.vocab_size:
             raise CheckpointError(
                 f"tokenizer.json has {tokenizer.vocab_size} tokens but the model's embedding table only "

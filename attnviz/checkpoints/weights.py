@@ -29,6 +29,8 @@ PREFIXES += ("gpt_neox.", "model.decoder.", "decoder.")
 # ... and the later encoder / vision families' (AlbertForMaskedLM, MPNetForMaskedLM, DebertaV2ForMaskedLM,
 # BeitForImageClassification, Dinov2WithRegistersForImageClassification)
 PREFIXES += ("albert.", "mpnet.", "deberta.", "beit.", "dinov2_with_registers.")
+# ... and SwinForImageClassification, as the published Swin checkpoints are
+PREFIXES += ("swin.",)
 # safetensors dtypes read as floating-point weights (BF16 and F16 are computed in float32).
 FLOAT_DTYPES = {"BF16": np.float32, "F16": np.float16, "F32": np.float32, "F64": np.float64}
 

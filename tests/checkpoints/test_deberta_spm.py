@@ -99,12 +99,7 @@ def test_a_folder_with_only_spm_model_loads_and_runs():
     from attnviz.checkpoints import load_checkpoint, run_text
 
     g = golden(SPM / "golden.npz")
-    try:
-        ckpt = load_checkpoint(SPM)
-    except CheckpointError as exc:
-        if "tokenizer.json not found" in str(exc):
-            pytest.xfail("attnviz.checkpoints.loader does not yet read spm.model for DeBERTa v2 / v3")
-        raise
+    ckpt = load_checkpoint(SPM)
     res = run_text(ckpt, str(g["text"]))
     np.testing.assert_array_equal(res.ids, g["input_ids"])
     assert np.abs(res.attentions - g["attentions"]).max() <= 1e-5

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from attnviz.checkpoints import CheckpointError
-from attnviz.checkpoints.config import KIND_OF_MODEL_TYPE, parse_image_config
+from attnviz.checkpoints.config import parse_image_config
 from attnviz.checkpoints.preprocess import preprocess_image
 from attnviz.checkpoints.swin import forward_swin, layer_windows, parse_swin, window_mask
 from attnviz.checkpoints.vision import forward_vision
-from attnviz.checkpoints.weights import PREFIXES, load_weights
+from attnviz.checkpoints.weights import load_weights
 
 from ckpt_helpers import DATA, golden
 
@@ -130,8 +130,6 @@ def test_an_edit_is_refused():
         forward_vision(c, {}, np.zeros((3, 24, 48), dtype=np.float32), edit=object())
 
 
-@pytest.mark.xfail("swin" not in KIND_OF_MODEL_TYPE, strict=True,
-                   reason="attnviz.checkpoints.config.KIND_OF_MODEL_TYPE does not list 'swin' yet")
 def test_a_swin_folder_loads_and_runs(swin):
     from attnviz.checkpoints import load_checkpoint, run_image
 
@@ -165,8 +163,6 @@ def test_every_stage_is_a_run_of_its_own(swin):
         stage_attention(ckpt, g["image"], 3)
 
 
-@pytest.mark.xfail("swin." not in PREFIXES, strict=True,
-                   reason="attnviz.checkpoints.weights.PREFIXES does not list SwinForImageClassification's 'swin.' yet")
 def test_an_image_classifier_reads_the_same_weights(swin):
     c, _, g = swin
     w = load_weights(DATA / "tiny_swin_cls" / "model.safetensors", c)  # names under swin., a classifier head
