@@ -15,7 +15,7 @@ exactly what transformers' SwinAttention computes, and the same weights *laid in
 windows make, so the map shows the window blocks.
 
 :func:`attnviz.checkpoints.vision.forward_vision` shows stage 0 (the patch grid, every token a patch) as a
-vision model's attentions (L, nh, T, T); :func:`stage_attention` makes a run's result for any stage.
+vision model's attentions (L, nh, T, T); :func:`attnviz.checkpoints.swin_stages.stage_attention` makes a run's result for any stage.
 """
 
 from __future__ import annotations
@@ -314,26 +314,3 @@ def _fill_terms(terms: dict, stage0: SwinStage) -> None:
                                      pt[3])[0], 0.0, -np.inf) for pt in parts])  # (L, T, T)
     terms["content"], terms["position bias"], terms["shift mask"] = content, rel, shift
     terms["window mask"] = np.ascontiguousarray(np.broadcast_to(outside[:, None], content.shape)).astype(content.dtype)
-
-
-def stage_attention(ckpt, image, stage: int = 0, *, dtype=np.float32, kernel: str = "auto"):
-    """A :class:`~attnviz.checkpoints.run.ModelAttention` of stage ``stage`` of a loaded Swin checkpoint on an
-    (H, W, 3) uint8 image: that stage's layers laid into its (T_s, T_s) maps, its tokens "r,c" of its own grid
-    (stage s's token r, c covers patches 2^s r .. 2^s (r + 1) - 1 down, likewise across), ``hidden`` the stage's
-    output before its patch merging."""
-    from attnviz.checkpoints.preprocess import preprocess_image  # noqa: PLC0415
-    from attnviz.checkpoints.run import ModelAttention, patch_labels  # noqa: PLC0415
-
-    c = ckpt.config
-    if c.model_type != "swin":
-        raise CheckpointError(f"{ckpt.name} is a {c.model_type} model, not Swin: it has no stages")
-    n = len(c.spec.depths)
-    if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or not 0 <= stage < n:
-        raise CheckpointError(f"Swin stage {stage!r} does not exist; this model has stages 0 to {n - 1}")
-    pixels = preprocess_image(image, ckpt.image)  # (3, H, W)
-    stages, _ = forward_swin(c, ckpt.weights, pixels, dtype=dtype, kernel=kernel)
-    st = stages[int(stage)]
-    labels = patch_labels(st.grid, 0)
-    return ModelAttention(model=f"{ckpt.name} stage {int(stage)}", kind="vit", tokens=labels, labels=list(labels),
-                          special=np.zeros(len(labels), dtype=bool), attentions=st.maps(), hidden=st.hidden,
-                          grid=st.grid, n_extra_tokens=0, pixels=pixels)

@@ -146,7 +146,7 @@ def test_a_swin_folder_loads_and_runs(swin):
 
 def test_every_stage_is_a_run_of_its_own(swin):
     from attnviz.checkpoints.loader import Checkpoint
-    from attnviz.checkpoints.swin import stage_attention
+    from attnviz.checkpoints.swin_stages import stage_attention
 
     c, w, g = swin
     ic = parse_image_config(json.loads((SWIN / "preprocessor_config.json").read_text()), c)
