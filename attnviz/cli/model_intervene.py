@@ -1,5 +1,6 @@
 """``attnviz-cli model ablate`` and ``model patch``: interventions on a decoder LLM (GPT-2 among them), their logits
-written.
+written; on a vision-language model (PaliGemma, LLaVA, Idefics3, SmolVLM: ``--image PIC --text PROMPT``, or
+``--image PIC --clean T1 --corrupted T2``) the language model's over the picture and prompt.
 
 ``ablate MODEL --text T --heads L.H[,L.H...] [--mode zero|mean] --npz OUT`` writes ``logits_before`` and
 ``logits_after`` (the last position, vocabulary-sized), ``attentions_before``, ``attentions_after`` and
@@ -34,7 +35,9 @@ def register(sub) -> None:
                                     "cosine instead of logits.")
     ab.add_argument("model_dir", metavar="MODEL", help="checkpoint folder, a ready model's name, or a cached repo id")
     ab.add_argument("--text", help="the input text (decoder LLMs, text encoders)")
-    ab.add_argument("--image", type=Path, help="the input image (vision models: ViT, DeiT, DINOv2, CLIP, SigLIP)")
+    ab.add_argument("--image", type=Path, action="append", metavar="IMAGE",
+                    help="the input image (vision models: ViT, DeiT, DINOv2, CLIP, SigLIP); vision-language models "
+                         "(PaliGemma, LLaVA, Idefics3, SmolVLM) read it with --text, repeated for several pictures")
     ab.add_argument("--heads", required=True, metavar="L.H[,L.H...]", help="heads to ablate, e.g. 0.3,2.1")
     ab.add_argument("--mode", choices=("zero", "mean"), default="zero",
                     help="zero: the head's output set to 0; mean: to its mean over the positions (default zero)")
@@ -54,6 +57,8 @@ def register(sub) -> None:
                         description="Run the corrupted text with head L.H's output taken from the clean text's "
                                     "pass; write the three passes' last-position logits.")
     pa.add_argument("model_dir", metavar="MODEL", help="checkpoint folder, a ready model's name, or a cached repo id")
+    pa.add_argument("--image", type=Path, action="append", metavar="IMAGE",
+                    help="vision-language models: the picture both prompts are about (repeat for several)")
     pa.add_argument("--clean", required=True, help="the clean text")
     pa.add_argument("--corrupted", required=True, help="the corrupted text (the same number of tokens)")
     pa.add_argument("--layer", type=int, required=True)
@@ -151,12 +156,14 @@ def _cmd_encoder_ablate(args, means) -> int | None:
         if ckpt.kind == "vit":
             if args.image is None or args.text is not None:
                 raise CliError(f"{ckpt.name} is a {c.model_type} image model: give --image, not --text")
+            if len(args.image) != 1:
+                raise CliError(f"{ckpt.name} reads one image; {len(args.image)} were given")
             from attnviz.checkpoints.preprocess import preprocess_image
             from attnviz.sources.image import load_image
 
-            if not args.image.is_file():
-                raise CliError(f"image not found: {args.image}")
-            x = preprocess_image(load_image(args.image, alpha="drop"), ckpt.image)  # (3, H, W)
+            if not args.image[0].is_file():
+                raise CliError(f"image not found: {args.image[0]}")
+            x = preprocess_image(load_image(args.image[0], alpha="drop"), ckpt.image)  # (3, H, W)
         else:
             if args.text is None or args.image is not None:
                 raise CliError(f"{ckpt.name} is a {c.model_type} text model: give --text, not --image")
@@ -187,6 +194,8 @@ def _cmd_ablate(args) -> int:
     from attnviz.cli.npz_out import write_npz
 
     means = _means(args)
+    if _vlm(args):
+        return _cmd_vlm(args, means)
     if _seq2seq(args):
         return _cmd_seq2seq(args, means)
     done = _cmd_encoder_ablate(args, means)
@@ -295,6 +304,93 @@ def _cmd_seq2seq(args, means) -> int:
     return 0
 
 
+def _vlm(args) -> bool:
+    """The model is a vision-language model (its checkpoint is loaded into ``args.ckpt``)."""
+    import json
+
+    from attnviz.checkpoints import CheckpointError, load_checkpoint
+    from attnviz.checkpoints.hub_cache import resolve
+    from attnviz.checkpoints.vlm_registry import is_multimodal
+
+    try:
+        folder, name = resolve(args.model_dir)
+        family = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    except (OSError, ValueError, AttributeError):
+        family = None  # the loader says what is wrong with the folder
+    if not is_multimodal(family):
+        return False
+    try:
+        args.ckpt = load_checkpoint(folder, name=name)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    return True
+
+
+def _cmd_vlm(args, means) -> int:
+    """``model ablate`` / ``model patch`` on a vision-language model: its language model over the pictures and the
+    prompt, the last position's logits before and after."""
+    from attnviz.checkpoints import CheckpointError
+    from attnviz.checkpoints.intervention_study import check_means
+    from attnviz.checkpoints.intervention_vlm import check_vlm, vlm_input, vlm_run
+    from attnviz.checkpoints.interventions import Edit, check_head, kl_divergence, parse_heads
+    from attnviz.cli.model_generate import read_picture
+    from attnviz.cli.npz_out import write_npz
+
+    ckpt = args.ckpt
+    patching = hasattr(args, "clean")
+    if getattr(args, "target", None) is not None or getattr(args, "stack", None) is not None:
+        raise CliError(f"--target and --stack are for encoder-decoders; {ckpt.name} is a vision-language model")
+    if not patching and args.text is None:
+        raise CliError(f"{ckpt.name} is a vision-language model: give the prompt with --text (and the picture with "
+                       "--image)")
+    pictures = [read_picture(p) for p in (args.image or [])]
+    c = ckpt.spec.text
+    try:
+        check_vlm(ckpt)
+        if patching:
+            layer, head = check_head(c, args.layer, args.head)
+            clean_in = vlm_input(ckpt, pictures, args.clean)
+            corrupted_in = vlm_input(ckpt, pictures, args.corrupted, clean_in.weights)
+            if clean_in.T != corrupted_in.T:
+                raise CheckpointError(f"the clean prompt has {clean_in.T} tokens and the corrupted one "
+                                      f"{corrupted_in.T} (with the picture's): patching needs the same length")
+            rec: dict = {}
+            clean = vlm_run(ckpt, clean_in, Edit(record=rec))
+            corrupted = vlm_run(ckpt, corrupted_in)
+            patched = vlm_run(ckpt, corrupted_in, Edit(patch_heads={(layer, head): rec[layer][head]}))
+        else:
+            heads = parse_heads(c, args.heads)
+            how = {h: args.mode for h in heads} if means is None else {h: check_means(c, means)[h] for h in heads}
+            inp = vlm_input(ckpt, pictures, args.text)
+            before = vlm_run(ckpt, inp)
+            after = vlm_run(ckpt, inp, Edit(ablate=how))
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    print(ckpt.describe())
+    if patching:
+        write_npz(args.npz, {"clean_ids": clean_in.prefix.ids, "corrupted_ids": corrupted_in.prefix.ids,
+                             "is_image": clean_in.prefix.is_image, "logits_clean": clean.logits,
+                             "logits_corrupted": corrupted.logits, "logits_patched": patched.logits})
+        print(f"head {layer}.{head} patched from the clean prompt into the corrupted one over {clean_in.T} tokens "
+              f"({int(clean_in.prefix.is_image.sum())} image) -> {args.npz}")
+        for what, p in (("clean", clean), ("corrupted", corrupted), ("patched", patched)):
+            print(f"{what + ':':11} {_top(ckpt.tokenizer, p.logits)}")
+        return 0
+    kl = kl_divergence(before.logits, after.logits)
+    write_npz(args.npz, {"ids": inp.prefix.ids, "is_image": inp.prefix.is_image,
+                         "heads": np.array(heads, dtype=np.int64), "logits_before": before.logits,
+                         "logits_after": after.logits, "attentions_before": before.attentions,
+                         "attentions_after": after.attentions, "kl": np.float64(kl)})
+    what = f"{args.mode}-ablated" if means is None else f"set to their means over {args.means}"
+    print(f"{what} {', '.join(f'{a}.{b}' for a, b in heads)} over {inp.T} tokens ({int(inp.prefix.is_image.sum())} "
+          f"image); KL(before || after) {kl:.4g} nats -> {args.npz}")
+    print(f"before: {_top(ckpt.tokenizer, before.logits)}")
+    print(f"after:  {_top(ckpt.tokenizer, after.logits)}")
+    return 0
+
+
 def _means(args):
     """The (L, nh, hd) head means of ``--means`` (None without it); one line for a file that cannot be used."""
     if args.means is None:
@@ -315,6 +411,11 @@ def _cmd_patch(args) -> int:
     from attnviz.checkpoints.interventions import patch_head
     from attnviz.cli.npz_out import write_npz
 
+    if _vlm(args):
+        return _cmd_vlm(args, None)
+    if getattr(args, "image", None):
+        raise CliError("--image is for vision-language models (PaliGemma, LLaVA, Idefics3, SmolVLM); patching a "
+                       "text model reads --clean and --corrupted only")
     if _seq2seq(args):
         return _cmd_seq2seq(args, None)
     ckpt, (clean_ids, corrupted_ids) = _load(args.model_dir, args.clean, args.corrupted)
