@@ -21,6 +21,7 @@ from attnviz.checkpoints import CheckpointError, load_checkpoint
 from attnviz.corpus.files import (AtomicParquet, StatsFileError, output_target, per_document_columns,
                                   per_document_schema, remove_stale_parts, stats_columns, stats_schema,
                                   temporary_path)
+from attnviz.corpus.screen import PrefixScreen, prefix_stable
 from attnviz.corpus.stats import HeadSums
 from attnviz.corpus.texts import CorpusError, count_documents, partitions
 from attnviz.corpus.worker import ModelUnavailable, PartitionJob, model_limit, run_partition
@@ -208,7 +209,9 @@ def _client(Client, LocalCluster, scheduler: str, workers: int | None):
     try:
         client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError, ValueError, TypeError, MemoryError) as exc:
-        raise CorpusRunError(f"no Dask scheduler answers at {scheduler} (waited {CONNECT_TIMEOUT_S:.0f} s: {exc})") from None
+        why = str(exc) or ("it accepted the connection but did not answer" if isinstance(exc, (OSError, TimeoutError))
+                           else type(exc).__name__)
+        raise CorpusRunError(f"no Dask scheduler answers at {scheduler} (waited {CONNECT_TIMEOUT_S:.0f} s: {why})") from None
     try:
         try:
             client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
@@ -296,7 +299,8 @@ def run_corpus(folder, name: str | None, texts, out, *, scheduler: str = "proces
     ckpt = check_model(folder, name, max_tokens)
     meta = {"model": ckpt.name, "model_folder": str(Path(folder).resolve()), "layers": ckpt.config.n_layer,
             "heads": ckpt.config.n_head, "corpus": str(texts), "scheduler": scheduler}
-    del ckpt  # the workers load their own copy
+    screen = _screen(ckpt, max_tokens)
+    del ckpt  # the workers load their own copy (the driver keeps its tokenizer only)
     files: list[AtomicParquet] = []
     try:
         doc_file = None
@@ -305,7 +309,7 @@ def run_corpus(folder, name: str | None, texts, out, *, scheduler: str = "proces
             files.append(doc_file)
         with open_client(scheduler, workers) as client:
             result = _drive(client, str(Path(folder).resolve()), name, texts, total, batch, max_tokens,
-                            doc_file, progress)
+                            doc_file, progress, screen)
         if result.sums.documents == 0:
             if not result.failed:  # the corpus changed between counting and reading
                 raise CorpusRunError(f"no document of {texts} was read (it held {total:,} when counted)")
@@ -330,8 +334,19 @@ def run_corpus(folder, name: str | None, texts, out, *, scheduler: str = "proces
             f.discard()
 
 
+def _screen(ckpt, max_tokens: int | None) -> PrefixScreen | None:
+    """The driver's check of long documents against the token limit (``max_tokens``, else the model's),
+    or None for a checkpoint whose tokenizer a prefix says nothing about (see :mod:`attnviz.corpus.screen`)."""
+    tok = getattr(getattr(ckpt, "tokenizer", None), "tokenizer", None)
+    if tok is None or not hasattr(tok, "encode") or not prefix_stable(tok):
+        return None
+    if max_tokens is not None:
+        return PrefixScreen(tok, max_tokens)
+    return PrefixScreen(tok, model_limit(ckpt), option="")
+
+
 def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_tokens, doc_file,
-           progress) -> CorpusResult:
+           progress, screen: PrefixScreen | None = None) -> CorpusResult:
     from distributed import as_completed
 
     n_threads = max(1, sum(client.nthreads().values()))
@@ -352,6 +367,8 @@ def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_t
             part = next(parts, None)
             if part is None:
                 return
+            if screen is not None:  # a long document with too many tokens fails here, its text not sent
+                part = [screen(doc) for doc in part]
             job = PartitionJob(index=part[0].index // batch, folder=folder, name=name, documents=part,
                                max_tokens=max_tokens, per_document=doc_file is not None)
             fut = client.submit(run_partition, job, pure=False, key=f"attnviz-corpus-{os.getpid()}-{job.index}")
