@@ -305,11 +305,16 @@ def test_file_menu_opens_the_dialog_and_the_model_opens_in_the_pretrained_worksp
         assert window.hub_dialog is dlg  # one dialog, raised again
         dlg.select_cached("acme/tiny-gpt2")
         panel = window.panel("pretrained")
+        assert hasattr(panel, "load_model"), getattr(panel, "text", lambda: panel)()  # not the placeholder
         with qtbot.waitSignal(panel.model_loaded, timeout=60000):
             assert dlg.open_cached()
         assert window.workspace == "pretrained"
         assert panel.ckpt.folder == snap and panel.ckpt.name == "acme/tiny-gpt2"
         assert calls == []
+        window.hub_action.trigger()  # the opened dialog closed (and was deleted): the menu makes a new one
+        assert window.hub_dialog is not dlg and window.hub_dialog.isVisible()
+        assert window.hub_dialog.cached_names() == ["acme/tiny-gpt2"]
+        window.hub_dialog.reject()
     finally:
         window.stop_workers()
         ctx.compute.shutdown(timeout=5)
