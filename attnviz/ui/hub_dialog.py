@@ -313,15 +313,15 @@ class HubDialog(QDialog):
 
     def cancel_download(self) -> bool:
         """Stop the running download at its next chunk; nothing is opened. False when none runs."""
-        if not self.downloading:
+        if not self.downloading or self.progress.stopped:
             return False
         self.progress.stop()
-        self.cancel_button.setEnabled(False)
-        self._say(f"cancelling the download of {self._downloading} …")
+        self._say(f"cancelling the download of {self._downloading} … (a file the Hub streams through Xet may "
+                  "finish first; Cancel again closes this dialog)")
         return True
 
     def reject(self) -> None:
-        """Cancel (and Esc): stop a running download, else close."""
+        """Cancel (and Esc): stop a running download, else close (also while a cancelled one is ending)."""
         if not self.cancel_download():
             super().reject()
 
@@ -345,7 +345,6 @@ class HubDialog(QDialog):
         self._timer.stop()
         self._show_progress()
         self.bar.hide()
-        self.cancel_button.setEnabled(True)
         self.refresh_cache()
         self._update_buttons()
         return repo

@@ -180,7 +180,7 @@ def test_cancel_stops_the_transfer_and_opens_nothing(qtbot, cache, dialog, monke
     assert "model.safetensors" not in hub.finished and sent < len(files["model.safetensors"]) / 2
     assert dlg.opened == [] and dlg.isVisible()
     assert dlg.message_text().startswith("download cancelled: nothing was opened; what arrived stays in the cache")
-    assert not dlg.bar.isVisible() and dlg.download_button.isEnabled() and dlg.cancel_button.isEnabled()
+    assert not dlg.bar.isVisible() and dlg.download_button.isEnabled()
     snaps = cache / "models--acme--tiny-gpt2" / "snapshots"
     assert not list(snaps.rglob("model.safetensors"))  # no partial model in the snapshot
     if "acme/tiny-gpt2" in dlg.cached_names():  # the small files had arrived: listed, but not openable
@@ -190,6 +190,22 @@ def test_cancel_stops_the_transfer_and_opens_nothing(qtbot, cache, dialog, monke
         assert dlg.message_text() == "acme/tiny-gpt2 cannot be opened: no model.safetensors"
     dlg.reject()
     assert not dlg.isVisible()  # Cancel with no download closes
+
+
+def test_cancel_twice_closes_while_the_download_is_ending(qtbot, cache, dialog, monkeypatch):
+    files = tiny_gpt2_padded("model.safetensors", 3_000_000)
+    with FakeHub({"acme/tiny-gpt2": files}, piece=8192, pause=0.01) as hub:
+        use_fake_hub(monkeypatch, hub, chunk=8192)
+        dlg = dialog()
+        dlg.repo_edit.setText("acme/tiny-gpt2")
+        dlg.download()
+        qtbot.waitUntil(lambda: hub.sent.get("model.safetensors", 0) > 50_000, timeout=WAIT_MS)
+        dlg.reject()
+        assert dlg.isVisible() and dlg.progress.stopped and "Cancel again closes" in dlg.message_text()
+        dlg.reject()
+        assert not dlg.isVisible()
+        qtbot.waitUntil(lambda: not dlg.downloading, timeout=WAIT_MS)
+    assert dlg.opened == [] and "model.safetensors" not in hub.finished
 
 
 def test_offline_is_one_line(qtbot, cache, dialog, monkeypatch):
