@@ -2,9 +2,9 @@
 
 Run once, in an environment with torch (CPU) and transformers 5; attnviz itself never imports them:
 
-    /tmp/gold/bin/python tools/make_vlm_intervention_goldens.py
+    /tmp/gold/bin/python tools/make_vlm_intervention_goldens.py [--only NAME ...]
 
-For tiny_paligemma, tiny_llava and tiny_smolvlm it reads the processor's ``input_ids`` and pixels kept in the
+For tiny_paligemma, tiny_paligemma2, tiny_llava and tiny_smolvlm it reads the processor's ``input_ids`` and pixels kept in the
 folder's ``golden.npz`` (made by make_vlm_goldens.py), runs transformers' eager model
 (``AutoModelForImageTextToText``) under PyTorch forward pre-hooks on each language-model layer's
 ``o_proj`` (a head's output is its slice of that input) in float64 (transformers' float32 pass is itself up to
@@ -44,6 +44,7 @@ DATA = ROOT / "tests" / "data" / "checkpoints"
 # folder -> (its pictures, the clean prompt: the golden prompt with a word changed, the same number of tokens)
 FOLDERS = {
     "tiny_paligemma": (["image.png"], "answer en what is on the picture?"),
+    "tiny_paligemma2": (["image.png"], "answer en what is on the picture?"),  # soft caps, a sliding window
     "tiny_llava": (["image.png"], "USER: <image>\nwhat is in the box? ASSISTANT:"),
     "tiny_smolvlm": (["image.png", "image2.png"],
                      "<|im_start|>User:<image>and<image>which picture is second?<end_of_utterance>\nAssistant:"),
@@ -288,8 +289,13 @@ def scripts(name: str, folder: Path, model, ids, clean_ids, removed, nh: int) ->
 
 
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="+", choices=sorted(FOLDERS), help="write only these folders' goldens")
+    args = ap.parse_args()
     torch.manual_seed(0)
-    for name in FOLDERS:
+    for name in args.only or FOLDERS:
         make(name)
 
 

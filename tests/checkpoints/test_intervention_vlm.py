@@ -1,4 +1,5 @@
-"""Interventions on vision-language models (PaliGemma's prefix-LM, LLaVA, SmolVLM with two pictures) against PyTorch
+"""Interventions on vision-language models (PaliGemma's prefix-LM, PaliGemma 2's soft caps and sliding window,
+LLaVA, SmolVLM with two pictures) against PyTorch
 forward hooks on transformers' eager model (tools/make_vlm_intervention_goldens.py): zero and mean ablation,
 scaling, a head and a residual patch from a clean prompt, knockouts in every head and in one, each within 1e-5 on
 the last position's logits; the exported hook scripts as that tool ran them; the overlay; the sweep; bad
@@ -19,12 +20,12 @@ from attnviz.cli import main
 from attnviz.model.state import Interventions
 from attnviz.sources.image import load_image
 
-NAMES = ["tiny_paligemma", "tiny_llava", "tiny_smolvlm"]
+NAMES = ["tiny_paligemma", "tiny_paligemma2", "tiny_llava", "tiny_smolvlm"]
 TOL = 1e-5
 # the scripts run transformers in float32 as written: its plain pass over tiny_smolvlm's 79 tokens is itself 8.2e-6
 # from the float64 one the hook goldens hold (ours 5.5e-6; 1.2e-5 apart), so the scripts' plain logits are compared
 # at the sum of the two there; every edited pass within 1e-5 (measured at most 6.9e-6)
-SCRIPT_TOL = {"tiny_paligemma": TOL, "tiny_llava": TOL, "tiny_smolvlm": 1.4e-5}
+SCRIPT_TOL = {"tiny_paligemma": TOL, "tiny_paligemma2": TOL, "tiny_llava": TOL, "tiny_smolvlm": 1.4e-5}
 
 
 @pytest.fixture(scope="module")
