@@ -12,7 +12,9 @@ give the same number of tokens.
 
 :func:`vlm_study` returns :class:`VlmEffects` (the fields and methods of
 :class:`~attnviz.checkpoints.intervention_study.Effects`, plus the patch groups, so a query's attention over
-the picture can be drawn before and after); :func:`vlm_sweep` ablates every head in turn.
+the picture can be drawn before and after); :func:`vlm_sweep` ablates every head in turn;
+:func:`export_vlm_code` writes the PyTorch forward-hook script (:mod:`attnviz.checkpoints.intervention_vlm_code`)
+that reproduces an intervention with transformers.
 """
 
 from __future__ import annotations
@@ -120,13 +122,6 @@ class VlmEffects(Effects):
                      for p in (self.before, self.after))
 
 
-def _described(ckpt, images, text: str, result):
-    """The forward pass's MultimodalAttention (tokens, labels, patch groups) of this picture and prompt."""
-    if result is None:
-        result = ckpt.run(images, text)
-    return result
-
-
 def vlm_study(ckpt, images, text, spec, *, allowed=None, clean_text=None, means=None, result=None) -> VlmEffects:
     """The plain pass of the language model over ``images`` + ``text``, the pass with ``spec`` applied (an object
     with the fields of ``attnviz.model.state.Interventions``), and what changed. ``allowed``: the (T, T) bool
@@ -155,7 +150,7 @@ def vlm_study(ckpt, images, text, spec, *, allowed=None, clean_text=None, means=
     edit, applied = build_edit(c, spec, T, allowed=allowed, clean=clean, means=means)
     before = vlm_run(ckpt, inp)
     after = vlm_run(ckpt, inp, edit)
-    res = _described(ckpt, images, text, result)
+    res = result if result is not None else ckpt.run(images, text)  # tokens, labels and patch groups
     if not np.array_equal(np.asarray(res.ids), inp.prefix.ids):
         raise CheckpointError("the forward pass given is of another picture or prompt; run this one first")
     return VlmEffects(ids=inp.prefix.ids, before=before, after=after, clean=clean,
