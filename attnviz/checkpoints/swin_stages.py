@@ -9,7 +9,7 @@ import numpy as np
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.preprocess import preprocess_image
 from attnviz.checkpoints.run import ModelAttention, patch_labels
-from attnviz.checkpoints.swin import forward_swin
+from attnviz.checkpoints.swin import forward_swin, stage_windows, window_mask
 
 
 def stage_attention(ckpt, image, stage: int = 0, *, dtype=np.float32, kernel: str = "auto"):
@@ -30,3 +30,15 @@ def stage_attention(ckpt, image, stage: int = 0, *, dtype=np.float32, kernel: st
     return ModelAttention(model=f"{ckpt.name} stage {int(stage)}", kind="vit", tokens=labels, labels=list(labels),
                           special=np.zeros(len(labels), dtype=bool), attentions=st.maps(), hidden=st.hidden,
                           grid=st.grid, n_extra_tokens=0, pixels=pixels)
+
+
+def layer_window_mask(config, grid: tuple[int, int], layer: int) -> np.ndarray:
+    """(T, T) bool of stage 0's layer ``layer`` on a (gh, gw) patch grid: query i may see key j when both sit in
+    one window (and, on a shifted layer, one region of the roll), in row-major patch order — the mask each of
+    that layer's maps is zero outside of."""
+    if config.model_type != "swin":
+        raise CheckpointError(f"a {config.model_type} model has no windows")
+    layers = stage_windows(config, tuple(grid))[0]
+    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < len(layers):
+        raise CheckpointError(f"Swin layer {layer!r} does not exist in stage 0 (layers 0 to {len(layers) - 1})")
+    return window_mask(layers[int(layer)])

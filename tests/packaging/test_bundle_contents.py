@@ -19,9 +19,10 @@ from pkgpaths import ROOT, load_script
 
 contents = load_script("bundle_contents")
 
-# The packages the desktop bundle is built from: every package of attnviz but the command-line tools.
+# The packages the desktop bundle is built from: every package of attnviz but the command-line tools and the
+# benchmark harness they run (attnviz.bench, which compares with torch when torch is importable).
 GUI_PACKAGES = tuple(sorted(p.name for p in (ROOT / "attnviz").iterdir()
-                            if (p / "__init__.py").is_file() and p.name != "cli"))
+                            if (p / "__init__.py").is_file() and p.name not in ("cli", "bench")))
 
 
 def _is_excluded_module(name: str, optional: bool = False) -> bool:
@@ -73,7 +74,7 @@ def test_no_module_the_code_imports_is_excluded():
 
 
 def test_the_bundled_packages_are_all_but_the_command_line():
-    assert "cli" not in GUI_PACKAGES
+    assert "cli" not in GUI_PACKAGES and "bench" not in GUI_PACKAGES
     assert {"ui", "engine", "model", "persist", "sources", "checkpoints"} <= set(GUI_PACKAGES)
 
 

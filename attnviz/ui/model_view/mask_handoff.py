@@ -1,5 +1,5 @@
-"""The Pretrained panel's "Open mask in Mask workspace": a vision-language(-action) run's own mask as a new
-session of its segments (:func:`attnviz.model.mask_session.session_for_model_mask`, whose design
+"""The Pretrained panel's "Open mask in Mask workspace": a vision-language(-action) run's own mask (or a Swin
+layer's window mask over its patches) as a new session of its segments (:func:`attnviz.model.mask_session.session_for_model_mask`, whose design
 reproduces the mask cell for cell), opened in the window like File ▸ New — asking first when the current
 session has unsaved changes — and the Mask workspace brought forward. A panel without a window replaces
 its session by one undoable step instead.
@@ -7,6 +7,7 @@ its session by one undoable step instead.
 
 from __future__ import annotations
 
+from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.study import mask_segments
 from attnviz.model.commands import SetFields
 from attnviz.model.mask.segmented import describe_design
@@ -20,12 +21,20 @@ def model_mask_state(result):
     return session_for_model_mask(result.mask, segs, labels=result.labels)
 
 
-def open_model_mask(widget, ctx, result) -> bool:
-    """Open ``result``'s mask as a session in the Mask workspace; False when the person cancels or it fails
-    (said through ``ctx.report``)."""
+def window_mask_state(result, config, layer: int):
+    """The session of a Swin run's patches under stage 0's layer ``layer``'s window mask."""
+    from attnviz.checkpoints.swin_stages import layer_window_mask
+
+    mask = layer_window_mask(config, result.grid, layer)  # (T, T)
+    return session_for_model_mask(mask, [ModelSegment("patches", 0, mask.shape[0], "image")], labels=result.labels)
+
+
+def open_model_mask(widget, ctx, result, *, config=None, layer: int | None = None) -> bool:
+    """Open ``result``'s mask as a session in the Mask workspace (with ``config`` and ``layer``: that Swin layer's
+    window mask); False when the person cancels or it fails (said through ``ctx.report``)."""
     try:
-        state = model_mask_state(result)
-    except ValueError as exc:
+        state = model_mask_state(result) if layer is None else window_mask_state(result, config, layer)
+    except (ValueError, CheckpointError) as exc:
         ctx.report(f"cannot open the mask of {result.model}: {exc}", "error")
         return False
     win = widget.window()

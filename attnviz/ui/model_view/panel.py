@@ -197,6 +197,7 @@ class ModelViewPanel(QWidget):
         self.vlm_inputs.run_requested.connect(self.run_input)
         self.vlm.head_clicked.connect(self.select_head)
         self.vlm.mask_requested.connect(self.open_model_mask)
+        self.vit.window_mask_requested.connect(self.open_window_mask)
         self.text_edit.textEdited.connect(self._on_text_edited)
         self.text_edit.returnPressed.connect(self.run_input)
         self.run_button.clicked.connect(self.run_input)
@@ -446,6 +447,14 @@ class ModelViewPanel(QWidget):
             return False
         return open_model_mask(self, self.ctx, self.outcome.result)
 
+    def open_window_mask(self, layer: int) -> bool:
+        """Open a Swin layer's window mask over the shown run's patches as a session in the Mask workspace."""
+        ckpt = self.study.ckpt
+        if ckpt is None or ckpt.config.model_type != "swin" or self.outcome is None:
+            self._show_message("Run a Swin model first: its layers' window masks are what opens in the Mask workspace.")
+            return False
+        return open_model_mask(self, self.ctx, self.outcome.result, config=ckpt.config, layer=layer)
+
     def shutdown(self) -> None:
         """Stop the loading/forward-pass thread (the window calls this when it closes)."""
         self._stop.set()
@@ -693,6 +702,7 @@ class ModelViewPanel(QWidget):
         if vit:
             ckpt = study.ckpt
             self.vit.set_result(r, outcome.rgb, ckpt.image, ckpt.config.patch_size, ckpt.config.grid)
+            self.vit.set_windowed(ckpt.config.model_type == "swin")
             if new_model:
                 self.tabs.setCurrentIndex(TAB_IMAGE)
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QVBoxLayout, QWidget
 
 from attnviz.checkpoints import ImageConfig, ModelAttention
 from attnviz.checkpoints.views import (HEAD_FUSIONS, OverlaySpec, default_overlay, display_image, display_patch,
@@ -27,6 +27,7 @@ class VitAttentionView(QWidget):
     """Image + patch grid + the chosen attention map over it."""
 
     overlay_changed = Signal()  # a new map is drawn (tests, screenshots)
+    window_mask_requested = Signal(int)  # a Swin layer whose window mask should open in the Mask workspace
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -48,6 +49,11 @@ class VitAttentionView(QWidget):
         self.discard_label = QLabel("discard 0 %", self)
         self.model_pixels = QCheckBox("model pixels", self)
         self.model_pixels.setToolTip("show the image exactly as the model received it (its resize, no smoothing)")
+        self.window_button = QPushButton("&Window mask → Mask workspace", self)
+        self.window_button.setToolTip("open the chosen layer's window mask (Swin: which patches see which, shifted "
+                                      "windows on odd layers) as a session in the Mask workspace")
+        self.window_button.setVisible(False)
+        self.window_button.clicked.connect(lambda: self.window_mask_requested.emit(max(self.layer_combo.currentIndex(), 0)))
         self.info = QLabel(" ", self)
         self.info.setWordWrap(True)
         self.legend = QLabel(" ", self)
@@ -71,6 +77,7 @@ class VitAttentionView(QWidget):
         row2.addSpacing(8)
         row2.addWidget(self.discard_label)
         row2.addWidget(self.discard, 1)
+        row2.addWidget(self.window_button)
         self.image_view = PatchImageView(self)
         self.image_view.set_colormap("inferno")
         layout = QVBoxLayout(self)
@@ -97,6 +104,10 @@ class VitAttentionView(QWidget):
         self._sync_enabled()
 
     # -- public API ----------------------------------------------------------------------------
+    def set_windowed(self, windowed: bool) -> None:
+        """Offer the window-mask button (a model whose attention is windowed: Swin) or hide it."""
+        self.window_button.setVisible(bool(windowed))
+
     def set_result(self, result: ModelAttention | None, rgb: np.ndarray | None, ic: ImageConfig | None,
                    patch_size: tuple[int, int] = (16, 16), trained_grid: tuple[int, int] | None = None) -> None:
         """Show a ViT forward pass (``result`` with grid, pixels) on the image ``rgb`` it was given."""
