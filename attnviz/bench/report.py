@@ -17,7 +17,9 @@ def format_report(report: Report) -> str:
                 if "torch" in m else "; torch not importable: no SDPA rows"),
              "load average (1 min) at the start {:.2f}, at the end {:.2f}".format(
                  load.get("start", [float("nan")])[0], load.get("end", [float("nan")])[0]),
-             f"sgemm (numpy float32 2048^3, best of the start and the end of this run): {report.sgemm_gflops:.0f} GFLOP/s"]
+             f"sgemm (numpy float32 2048^3, best of the start and the end of this run): {report.sgemm_gflops:.0f} GFLOP/s"
+             + (f"; FMA peak (measured, float32, the engine's vector width): {report.fma_peak_gflops:.0f} GFLOP/s"
+                if report.fma_peak_gflops else "")]
     if m.get("isa", "native") != "native":
         lines.append(f"instruction sets limited to {m['isa']} (--isa): numba, OpenBLAS, torch, oneDNN and MKL")
     elif m["OPENBLAS_CORETYPE"] or m["OPENBLAS_L2_SIZE"]:
