@@ -171,23 +171,30 @@ def _lens_edit_lines(given: bool) -> list[str]:
 
 
 def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
-    """The same head edits as TransformerLens hooks on ``blocks.L.attn.hook_z`` (batch, pos, head, d_head)."""
+    """The same head edits as TransformerLens hooks on ``blocks.L.attn.hook_z`` (batch, pos, head, d_head): a
+    runnable script loading ``model`` (a folder or repo id) with TransformerLens 4's TransformerBridge in float32
+    (transformers' weights as they are, eager attention; TransformerLens 4 removed HookedTransformer, whose
+    ``from_pretrained`` took only the official model names), printing the last position's logits as JSON, as
+    :func:`pytorch_script` does."""
     layers = _heads_by_layer(ablate or {}, scale or {})
     given = any(how == "set" for v in layers.values() for _h, how, _f in v)
     ids = [int(t) for t in ids]
     lines = [
-        "import torch",
-        "from transformer_lens import HookedTransformer",
+        "import json",
         "",
-        f"model = HookedTransformer.from_pretrained({model!r})",
+        "import torch",
+        "from transformer_lens.model_bridge import TransformerBridge",
+        "",
+        f"model = TransformerBridge.boot_transformers({model!r}, dtype=torch.float32, device=\"cpu\")",
         f"ids = torch.tensor([{ids}])",
         "",
         "",
         *_lens_edit_lines(given),
         f"edits = {_literal(layers)}  # layer -> [(head, how, factor)]",
         "hooks = [(f\"blocks.{layer}.attn.hook_z\", edit(heads)) for layer, heads in edits.items()]",
-        "logits = model.run_with_hooks(ids, fwd_hooks=hooks)[0, -1]",
-        "print(logits)",
+        "with torch.no_grad():",
+        "    logits = model.run_with_hooks(ids, fwd_hooks=hooks)[0, -1]",
+        "print(json.dumps(logits.double().tolist()))",
         "",
     ]
     return "\n".join(lines)

@@ -518,5 +518,31 @@ def export_code(folder: str, ids, spec, c, *, allowed=None, means=None) -> dict[
         out["lens_problem"] = ("a knockout is exported as a transformers attention mask only (TransformerLens has no "
                                "attention-mask argument); the PyTorch script holds it")
     else:
-        out["lens"] = lens_script(str(folder), ids, ablate=ablate, scale=scale)
+        out["lens_problem"] = lens_decoder_problem(c)
+        if not out["lens_problem"]:
+            out["lens"] = lens_script(str(folder), ids, ablate=ablate, scale=scale)
     return out
+
+
+#: decoder families whose exported TransformerLens script was run as written with TransformerLens 4
+#: (tools/make_decoder_lens_goldens.py) and gave attnviz's logits
+LENS_DECODER_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
+                      "gemma3_text", "gpt2", "gpt_neox", "phi3", "olmo", "olmo2", "stablelm", "falcon", "opt",
+                      "bloom")
+
+
+def lens_decoder_problem(c) -> str:
+    """Why a decoder LLM has no TransformerLens script ("" when it has one)."""
+    t = c.model_type
+    d = getattr(c, "decoder", None)
+    if t == "phi" and d is not None and d.qk_norm:
+        return ("TransformerLens 4's Phi adapter has no LayerNorm of the queries and keys (qk_layernorm), and its "
+                "bridge refuses this model; the PyTorch script holds these edits")
+    if t == "falcon" and d is not None and d.qkv == "grouped":
+        return (f"TransformerLens 4's Falcon adapter splits the fused query-key-value projection for one key-value "
+                f"head; this Falcon (new decoder architecture) has {d.n_kv_head}, and the bridge fails; the PyTorch "
+                "script holds these edits")
+    if t not in LENS_DECODER_TYPES:
+        return (f"the TransformerLens script is checked on {', '.join(LENS_DECODER_TYPES)}; {t} is not yet; the "
+                "PyTorch script holds these edits")
+    return ""
