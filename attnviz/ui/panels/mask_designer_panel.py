@@ -28,6 +28,7 @@ from attnviz.ui.mask_designer.block_grid import BlockGrid
 from attnviz.ui.mask_designer.export_dialog import MaskCodeDialog
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.mask_designer.legend import MaskLegend
+from attnviz.ui.mask_designer.narrow_layout import NarrowLayout
 from attnviz.ui.mask_designer.preset_bar import PresetBar
 from attnviz.ui.mask_designer.role_dialog import ask_in_dialog, choose_vla_roles
 from attnviz.ui.mask_designer.rule_chooser import RuleChooser
@@ -197,6 +198,7 @@ class MaskDesignerPanel(QWidget):
         split.set_shares([CELLS_SHARE, 1 - CELLS_SHARE])
         self.splitter = split
         self._blocks_box, self._cells_box = blocks, cells
+        self.narrow_layout = NarrowLayout(self, left, below)  # one column when two do not fit (640 x 480)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
