@@ -15,6 +15,11 @@ scaled or knocked out the same way (no patch) and the effect is the cosine of th
 before and after, each token's cosine, the maps before | after | difference and, for a vision model with a
 class token, its attention drawn over the picture before | after. The sweep ranks the heads by 1 - that
 cosine. What is computed is :mod:`attnviz.checkpoints.intervention_study`.
+
+On an encoder-decoder (MarianMT, BART, mBART) the heads are those of the attention chosen in the tab (the
+session's ``Interventions.stack``), the knockout is the encoder's and the effect is the next token after the last
+decoder row (:mod:`intervene_seq2seq`). A vision-language model gets a second view in its page's tabs
+(:func:`install_vlm`, :mod:`intervene_vlm`), with the last token's attention over the picture before | after.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from attnviz.sources.errors import SourceError
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.model_view import intervene_seq2seq as s2s
+from attnviz.ui.model_view import intervene_vlm as vlm
 from attnviz.ui.model_view.intervene_means import MeansRow
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.theme import Theme, current_theme
@@ -166,11 +172,18 @@ class CodeDialog(QDialog):
         """Write the script shown to ``path``; a vision model's PyTorch script also gets its pixels file beside it."""
         pixels = self.code.get("pixels") if self.current() == "pytorch" else None
         side = Path(path).with_name(self.code.get("pixels_file", "")) if pixels is not None else None
+        pictures = self.code.get("images") if self.current() == "pytorch" else None
         try:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(self.text())
             if side is not None:
                 np.save(side, pixels)
+            if pictures:  # a vision-language model's script opens its pictures beside it
+                from PIL import Image
+
+                for rgb, name in zip(pictures, self.code["image_files"]):
+                    Image.fromarray(np.asarray(rgb, dtype=np.uint8)).save(Path(path).with_name(name))
+                side = Path(path).with_name(self.code["image_files"][0])
         except OSError as exc:
             self.message.setText(f"could not save {path}: {exc.strerror or exc}")
             return False
@@ -270,9 +283,10 @@ class InterveneView(QWidget):
     sweep_ready = Signal(object)  # the Sweep drawn (complete or cancelled)
     failed = Signal(str)
 
-    def __init__(self, panel, parent=None):
+    def __init__(self, panel, parent=None, host: str = "panel"):
         super().__init__(parent)
         self.panel = panel
+        self.host = host  # "panel": the panel's tabs; "vlm": the vision-language page's (intervene_vlm.install)
         self.ctx = panel.ctx
         self.effects = None  # the Effects drawn
         self.sweep_result = None  # the Sweep drawn
@@ -409,6 +423,7 @@ class InterveneView(QWidget):
         for v in self.overlays:
             v.setMinimumSize(150, 200)
         self.overlay_box = QWidget(self)
+        self.vlm_overlay = vlm.VlmOverlay(self)  # a vision-language model's last token over the picture
         self.ranking = QLabel(" ", self)
         self.ranking.setWordWrap(True)
         self.ranking.setTextFormat(Qt.TextFormat.RichText)
@@ -501,6 +516,7 @@ class InterveneView(QWidget):
         obox.addLayout(orow)
         self.overlay_box.setVisible(False)
         col.addWidget(self.overlay_box)
+        col.addWidget(self.vlm_overlay)
         col.addWidget(self.later_title)
         col.addWidget(self.later)
         col.addWidget(_title("Residual stream change per layer"))
@@ -592,7 +608,17 @@ class InterveneView(QWidget):
             return self._encoder_input() is not None
         if s2s.is_seq2seq(ck):
             return s2s.supported(ck) and s2s.run_result(self.panel) is not None
+        if ck.kind == "vlm":
+            return self.host == "vlm" and vlm.supported(ck) and vlm.result(self.panel) is not None
         return False
+
+    def vlm(self) -> bool:
+        """A vision-language model is loaded and this is its page's tab."""
+        return self.host == "vlm" and getattr(self.panel.ckpt, "kind", None) == "vlm"
+
+    def tabs(self):
+        """The tab widget this view is a tab of."""
+        return self.panel.vlm.tabs if self.host == "vlm" else self.panel.tabs
 
     def seq2seq(self) -> bool:
         """The model loaded is an encoder-decoder (its heads: those of the chosen stack)."""
@@ -601,6 +627,8 @@ class InterveneView(QWidget):
     def shape(self) -> tuple[int, int] | None:
         """(layers, heads) the edited heads are counted in: the model's, an encoder-decoder's chosen stack's."""
         ck = self.panel.ckpt
+        if ck is not None and ck.kind == "vlm" and vlm.supported(ck):
+            return ck.spec.text.n_layer, ck.spec.text.n_head
         if ck is None or ck.kind not in KINDS:
             return None
         if self.seq2seq():
@@ -644,7 +672,7 @@ class InterveneView(QWidget):
             self.effects = None
             self._show_idle(self._why_not_ready())
             return None
-        if self.encoder() and not self.isVisible():
+        if (self.encoder() or self.vlm()) and not self.isVisible():
             self._stale = True
             return None
         self._stale = False
@@ -661,6 +689,9 @@ class InterveneView(QWidget):
         if self.seq2seq():
             self._clear_message()
             return self.job.submit(s2s.study_job(ck, self.panel, spec, spec.stack, allowed))
+        if self.vlm():
+            self._clear_message()
+            return self.job.submit(vlm.study_job(ck, self.panel, spec, allowed, means))
         if self.encoder():
             x = self._encoder_input()
             self._clear_message()
@@ -719,6 +750,9 @@ class InterveneView(QWidget):
         self._clear_message()
         self._sweep_model = ck
         means = self.means()
+        if self.vlm():
+            return self.sweep_job.submit(vlm.sweep_job(ck, self.panel, spec, metric, tokens, stop,
+                                                       lambda i, n: signal.emit(number, i, n)))
         if self.seq2seq():
             return self.sweep_job.submit(s2s.sweep_job(ck, self.panel, spec, spec.stack, metric, tokens, stop,
                                                        lambda i, n: signal.emit(number, i, n)))
@@ -799,13 +833,15 @@ class InterveneView(QWidget):
         if self.seq2seq():
             raise CheckpointError("the hook scripts are written for decoder LLMs, encoders and vision models; an "
                                   "encoder-decoder's interventions run here and in attnviz-cli model ablate / patch")
-        ids = self._encoder_input() if self.encoder() else self._text_ids()
         allowed = None
         if self.spec.knockout_layers:
             try:
                 allowed = session_mask(self.ctx.session.state)
             except (ValueError, SourceError) as exc:
                 raise CheckpointError(f"the session's mask cannot be used: {exc}") from None
+        if self.vlm():
+            return vlm.code(ck, self.panel, self.spec, allowed, self.means())
+        ids = self._encoder_input() if self.encoder() else self._text_ids()
         return export_code(str(ck.folder), ids, self.spec, ck.config, allowed=allowed, means=self.means())
 
     def means(self) -> np.ndarray | None:
@@ -875,7 +911,7 @@ class InterveneView(QWidget):
 
     def set_colormap(self, name: str) -> None:
         if name in colormaps.NAMES:
-            for m in (self.heads_map, self.importance_map, *self.maps, self.later):
+            for m in (self.heads_map, self.importance_map, *self.maps, self.later, self.vlm_overlay):
                 m.set_colormap(name)
 
     def message_text(self) -> str:
@@ -896,10 +932,13 @@ class InterveneView(QWidget):
         kind = getattr(ckpt, "kind", None)
         decoder, encoder = kind in ("decoder", "gpt2"), kind in ENCODER_KINDS
         seq = s2s.supported(ckpt)
-        index = self.panel.tabs.indexOf(self)
+        if self.host == "vlm":  # the vision-language page's tab: those models only
+            decoder, encoder, seq = vlm.supported(ckpt), False, False
+        tabs = self.tabs()
+        index = tabs.indexOf(self)
         if index >= 0:
-            self.panel.tabs.setTabEnabled(index, decoder or encoder or seq)
-            self.panel.tabs.setTabToolTip(index, "" if decoder or encoder or seq else
+            tabs.setTabEnabled(index, decoder or encoder or seq)
+            tabs.setTabToolTip(index, "" if decoder or encoder or seq else
                                           "interventions run on decoder LLMs (GPT-2, Llama, Mistral, Qwen2, Qwen3, "
                                           "Gemma), encoder-decoders (MarianMT, BART, mBART), "
                                           "the BERT family and vision transformers")
@@ -927,7 +966,7 @@ class InterveneView(QWidget):
         self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script"
                                     if not encoder else "the interventions as a PyTorch forward-hook script printing "
                                     "the pooled output before and after")
-        self.means_row.set_config(ckpt.config if decoder or encoder else None)
+        self.means_row.set_config((ckpt.spec.text if kind == "vlm" else ckpt.config) if decoder or encoder else None)
         if self.spec.means_file is not None and (decoder or encoder):
             self._sync_means(self.spec, again=True)  # the file is checked against this model's heads
         self._sync_controls(self.spec)
@@ -949,6 +988,8 @@ class InterveneView(QWidget):
             return None
         if self.seq2seq():
             return s2s.fingerprint(self.panel)
+        if self.vlm():
+            return np.asarray(vlm.result(self.panel).ids)
         if self.encoder():
             return np.asarray(self._encoder_input())
         return self._text_ids()
@@ -1038,12 +1079,16 @@ class InterveneView(QWidget):
         ck = self.panel.ckpt
         if ck is not None and s2s.is_seq2seq(ck):
             return ck.spec.enc_layers
+        if ck is not None and ck.kind == "vlm":
+            return ck.spec.text.n_layer
         return ck.config.n_layer if ck is not None and ck.kind in KINDS else None
 
     def _ko_heads(self) -> int:
         ck = self.panel.ckpt
         if ck is not None and s2s.is_seq2seq(ck):
             return ck.spec.enc_heads
+        if ck is not None and ck.kind == "vlm":
+            return ck.spec.text.n_head
         return ck.config.n_head if ck is not None and ck.kind in KINDS else 256
 
     def _edit_from_controls(self, label: str) -> None:
@@ -1106,6 +1151,8 @@ class InterveneView(QWidget):
                     "vision transformers.")
         if s2s.is_seq2seq(ck):
             return s2s.why_not_ready(ck, self.panel)
+        if ck.kind == "vlm":
+            return vlm.why_not_ready(ck)
         if self.panel.outcome is None or (ck.kind in ENCODER_KINDS and self._encoder_input() is None):
             return "Run the model on an image first." if ck.kind == "vit" else "Run the model on a text first."
         return ("This input is too long for every map to be held; interventions need them: shorten the text.")
@@ -1137,6 +1184,8 @@ class InterveneView(QWidget):
         ck = self.panel.ckpt
         if self.seq2seq():
             return s2s.tokens(ck, a, b)
+        if self.vlm():
+            return vlm.tokens(ck, a, b)
         return token_id(ck, a), token_id(ck, b)
 
     def _draw_results(self) -> None:
@@ -1189,6 +1238,10 @@ class InterveneView(QWidget):
     def _draw_overlay(self) -> None:
         """A vision model's class-token attention over the picture, before | after, for the selected head."""
         eff = self.effects
+        if self.vlm():
+            self.vlm_overlay.show_effects(eff, *self.selected)
+        else:
+            self.vlm_overlay.setVisible(False)
         show = isinstance(eff, EncoderEffects) and eff.has_overlay and self.panel.ckpt is not None \
             and self.panel.ckpt.image is not None
         self.overlay_box.setVisible(bool(show))
@@ -1246,6 +1299,8 @@ class InterveneView(QWidget):
         else:
             rows = cols = self._labels(b.shape[0])
             causal = None if isinstance(eff, EncoderEffects) else np.tril(np.ones(b.shape, dtype=bool))
+            if getattr(eff, "mask", None) is not None:  # a vision-language model's own (PaliGemma: prefix both ways)
+                causal = np.asarray(eff.mask, dtype=bool)
         top = max(float(b.max()), float(a.max()), 1e-6)
         span = max(float(np.abs(d).max()), 1e-6)
         for m, values, title, levels, what in ((self.maps[0], b, "before", (0.0, top), "weight"),
@@ -1350,4 +1405,19 @@ def install(panel) -> InterveneView:
     panel.attention_ready.connect(view.on_attention_ready)
     panel.head_selected.connect(view.set_selected)
     panel.ctx.session.events.view.connect(view._on_view_changed)
+    return view
+
+
+def install_vlm(panel) -> InterveneView:
+    """The Intervene tab of the panel's vision-language page (enabled for PaliGemma, LLaVA, Idefics3 and SmolVLM;
+    the panel's own tabs are hidden while such a model is loaded): :mod:`intervene_vlm`."""
+    page = panel.vlm
+    view = InterveneView(panel, host="vlm")
+    index = page.tabs.addTab(view, "Intervene")
+    page.tabs.setTabEnabled(index, False)
+    panel.model_loaded.connect(view.on_model_loaded)
+    panel.attention_ready.connect(view.on_attention_ready)
+    panel.head_selected.connect(view.set_selected)
+    panel.ctx.session.events.view.connect(view._on_view_changed)
+    vlm.follow_page(panel, view)
     return view

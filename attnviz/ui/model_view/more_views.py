@@ -12,6 +12,7 @@ def install_more(panel) -> None:
     """Install each further view on ``panel`` as ``panel.<attribute>`` (imports stay static: the bundle's
     analysis follows them)."""
     views = (("intervention", intervene_view.install), ("generation", generate_view.install),
-             ("vlm_generation", vlm_generate_view.install), ("audio", audio_view.install))
+             ("vlm_generation", vlm_generate_view.install), ("vlm_intervention", intervene_view.install_vlm),
+             ("audio", audio_view.install))
     for attribute, install in views:
         setattr(panel, attribute, install(panel))
