@@ -130,6 +130,10 @@ def test_the_sweep_ranks_the_chosen_stacks_heads(panel, qtbot, ckpt):
     one = seq2seq_study(ckpt, src, dec, Interventions(heads=((1, 2),)), "encoder")
     assert sw.grid[1, 2] == pytest.approx(one.kl, abs=1e-12)
     assert "head" in view.ranking.text()
+    changed(qtbot, view, lambda: view.stack_row.chosen.emit("decoder"))
+    assert view.sweep_result is None  # another attention's heads: the sweep shown was the encoder's
+    changed(qtbot, view, view.panel.ctx.undo_stack.undo)
+    assert view.spec.stack == "encoder" and view.sweep_result is None
     out = os.environ.get("ATTNVIZ_SHOTS")
     if out:  # screenshots for the docs and for review: ATTNVIZ_SHOTS=folder
         view.toggle_head(1, 2)

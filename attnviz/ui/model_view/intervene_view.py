@@ -298,6 +298,7 @@ class InterveneView(QWidget):
         self._stop = threading.Event()  # the running sweep's cancel flag
         self._sweep_no = 0
         self._sweep_ids: np.ndarray | None = None  # the input the sweep shown was run on
+        self._sweep_stack = "decoder"  # the attention an encoder-decoder's sweep shown ablated
         self.job = LatestJob("attnviz-intervene", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
         self.sweep_job = LatestJob("attnviz-intervene-sweep", self, expected=EXPECTED, memory_message=MEMORY_MESSAGE)
         self._progress = _Progress(self)
@@ -736,6 +737,7 @@ class InterveneView(QWidget):
                 return None
         spec = self.spec
         self._sweep_ids = ids
+        self._sweep_stack = spec.stack  # an encoder-decoder's sweep is of one attention
         self._stop.set()  # a sweep still running stops at its next head
         stop = self._stop = threading.Event()
         self._sweep_no += 1
@@ -1001,6 +1003,11 @@ class InterveneView(QWidget):
 
     # ------------------------------------------------------------------ edits
     def _on_interventions_changed(self, spec) -> None:
+        if self.seq2seq() and self.sweep_result is not None and spec.stack != self._sweep_stack:
+            self._stop.set()
+            self.sweep_result = None
+            self.importance_map.clear("another attention: sweep again")
+            self.ranking.setText(" ")
         self._sync_means(spec)
         self._sync_controls(spec)
         self.refresh()
@@ -1010,11 +1017,6 @@ class InterveneView(QWidget):
         previous one are dropped: they name other heads); one undo step. The sweep shown was another stack's."""
         if stack == self.spec.stack:
             return
-        if self.sweep_result is not None:
-            self._stop.set()
-            self.sweep_result = None
-            self.importance_map.clear("another attention: sweep again")
-            self.ranking.setText(" ")
         n_layer, n_head = s2s.shape(self.panel.ckpt, stack) if self.seq2seq() else (1 << 10, 1 << 8)
         spec = replace(self.spec, stack=stack, heads=tuple((a, b) for a, b in self.spec.heads
                                                             if a < n_layer and b < n_head),
@@ -1368,6 +1370,8 @@ class InterveneView(QWidget):
         finite = grid[np.isfinite(grid)]
         lo = min(0.0, float(finite.min())) if finite.size else 0.0
         hi = float(finite.max()) if finite.size and finite.max() > lo else lo + 1e-6
+        if self.seq2seq():
+            short = f"{s2s.STACK_LABELS[self._sweep_stack]} · {short}"
         self.importance_map.set_matrix(drawn, row_labels=[f"L{i}" for i in range(L)],
                                        col_labels=[f"h{j}" for j in range(nh)], levels=(lo, hi),
                                        title=f"{short} · each head {result.mode}-ablated{state}",
