@@ -12,7 +12,7 @@ from __future__ import annotations
 import types
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from attnviz.checkpoints.errors import CheckpointError
@@ -140,16 +140,20 @@ class VlmOverlay(QWidget):
 
 def follow_page(panel, view) -> None:
     """``view`` (an InterveneView with host "vlm"), a tab of the panel's vision-language page: it takes the share
-    chart's height while it is in front, as Generate does."""
+    chart's height while it is in front, as Generate does (the page shows the chart again on its own updates:
+    each time it does so while this tab is in front, it is hidden again)."""
     page = panel.vlm
 
     def hide_chart() -> None:
-        if page.tabs.currentWidget() is view:
+        if page.tabs.currentWidget() is view and page.chart.isVisible():
             page.chart.setVisible(False)
 
-    def sync(*_args) -> None:
-        QTimer.singleShot(0, hide_chart)  # after the page's own updates, which show it again
+    class _Shown(QObject):
+        def eventFilter(self, obj, ev):  # noqa: N802 - Qt's name
+            if ev.type() == QEvent.Type.Show:
+                QTimer.singleShot(0, hide_chart)
+            return False
 
-    page.tabs.currentChanged.connect(sync)
-    panel.model_loaded.connect(sync)
-    panel.attention_ready.connect(sync)
+    view._chart_filter = _Shown(view)
+    page.chart.installEventFilter(view._chart_filter)
+    page.tabs.currentChanged.connect(lambda _i: QTimer.singleShot(0, hide_chart))
