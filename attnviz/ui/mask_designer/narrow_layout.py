@@ -66,8 +66,7 @@ class NarrowLayout(QObject):
             m = self.panel.layout().contentsMargins()
             low, high = CANVAS_HEIGHT
             self.panel.canvas.setMinimumHeight(min(high, max(low, room.width() - m.left() - m.right() - 40)))
-            layout = self.left.layout()
-            layout.invalidate()
+            layout = self.left.layout()  # (never invalidated here: that would post the request watched above)
             need = layout.minimumSize().height()  # what its controls and the canvas take ...
             if layout.hasHeightForWidth():  # ... with the tile controls' wrapped lines at this width
                 need = max(need, layout.heightForWidth(max(self.left.width(), layout.minimumSize().width())))
