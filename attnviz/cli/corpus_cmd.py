@@ -36,7 +36,8 @@ def register(subparsers) -> None:
                         "cores, at most 4 per usable core")
     p.add_argument("--batch", type=int, default=16, metavar="N", help="documents per partition (default 16, at most 10,000)")
     p.add_argument("--max-tokens", type=int, default=None, metavar="T",
-                   help="documents with more tokens fail instead of running (default: the model's limit)")
+                   help="documents with more tokens fail instead of running (default: the model's limit); a long one "
+                        "is found from its first kilobytes and its text is not sent to a worker")
     p.add_argument("--per-document", type=Path, default=None, metavar="FILE",
                    help="also write each document's statistics, one row per (document, layer, head)")
     p.set_defaults(func=_cmd_corpus)
