@@ -109,12 +109,31 @@ def test_a_head_patch_takes_the_clean_source(panel, qtbot, ckpt):
     assert "same length" in blocker.args[0]
 
 
-def test_a_knockout_needs_a_mask_as_wide_as_the_source(panel, qtbot):
+def test_a_knockout_needs_a_mask_as_wide_as_the_source(panel, qtbot, ckpt):
+    from dataclasses import replace
+
+    from attnviz.model.sequence import assemble
+    from attnviz.model.state import TextSource
+
     view = panel.intervention
-    with qtbot.waitSignal(view.failed, timeout=WAIT_MS) as blocker:
+    with qtbot.waitSignal(view.failed, timeout=WAIT_MS) as blocker:  # the translation demo: a cross-attention
         view.knockout_check.setChecked(True)
-    assert "knock out the encoder's edges" in blocker.args[0] or "mask" in blocker.args[0]
-    assert view.spec.knockout_layers == tuple(range(panel.ckpt.spec.enc_layers))
+    assert "cross-attention" in blocker.args[0] and "self-attention" in blocker.args[0]
+    assert view.spec.knockout_layers == tuple(range(ckpt.spec.enc_layers))  # the encoder's layers
+    src, dec = _ids(panel)
+    state = panel.ctx.session.state
+    narrow = replace(state, sources=(TextSource("t", text="a b"),), cross=None)
+    with qtbot.waitSignal(view.failed, timeout=WAIT_MS) as blocker:
+        panel.ctx.session.replace_state(narrow)
+    n = assemble(narrow)[0].T
+    assert f"{n} tokens wide; the source has {src.size} tokens" in blocker.args[0]
+    fits = next(s for s in (replace(state, sources=(TextSource("t", text=" ".join(["a"] * k)),), cross=None)
+                            for k in range(1, 60)) if assemble(s)[0].T == src.size)
+    eff = changed(qtbot, view, lambda: panel.ctx.session.replace_state(fits))
+    allowed = np.asarray(fits.mask.compile(list(assemble(fits)[0].segments), None, src.size), dtype=bool)
+    ref = seq2seq_study(ckpt, src, dec, fits.interventions, "decoder", allowed=allowed)
+    np.testing.assert_array_equal(eff.after.logits, ref.after.logits)
+    assert "encoder's self-attention" in eff.applied[0]
 
 
 def test_the_sweep_ranks_the_chosen_stacks_heads(panel, qtbot, ckpt):

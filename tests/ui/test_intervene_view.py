@@ -483,6 +483,6 @@ def test_mean_ablation_takes_its_means_from_a_sweep_file_chosen_in_the_tab(panel
     with qtbot.waitSignal(view.failed, timeout=WAIT_MS) as blocker:
         view.means_row.choose(tmp_path / "notes.txt")
     assert "not a readable Parquet file" in blocker.args[0]
-    # another mode hides the row; the session keeps the mode only
+    # another mode hides the row (the session keeps a file chosen for when the mode is mean again)
     changed(qtbot, view, lambda: view.set_interventions(replace(view.spec, mode="zero")))
     assert not view.means_row.isVisibleTo(view)

@@ -98,7 +98,7 @@ def session_mask(state) -> np.ndarray:
     q, k = assemble(state)
     if q is not k:
         raise ValueError("the session is a cross-attention (queries and keys from different sources): its mask "
-                         "cannot knock out a decoder's self-attention")
+                         "cannot knock out a self-attention's edges")
     return np.asarray(state.mask.compile(list(q.segments), None, q.T), dtype=bool)
 
 
