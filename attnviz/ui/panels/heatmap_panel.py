@@ -2,14 +2,19 @@
 all-heads grid beside it; clicking a row selects that query everywhere. Beyond the response's dense
 limit the weights are never held: the panel asks :func:`attnviz.engine.overview.attention_overview`
 for a screen-sized picture on a worker thread, again for the visible block after every zoom or pan.
+A long one is drawn coarse first (:func:`attnviz.model.display.coarse_overview.coarse_overview`, a
+few sampled query rows, drawn at once), then at full resolution; a newer request stops the old job
+between its steps.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
+from attnviz.cancel import Cancelled
+from attnviz.model.display.coarse_overview import coarse_overview
 from attnviz.model.display.head_grid import GRID_TILE, grid_columns, grid_layout
 from attnviz.model.display.overview import overview_grid, overview_image
 from attnviz.model.display.pooling import pool_max
@@ -25,12 +30,21 @@ from attnviz.ui.widgets.small_multiples import HeadGrid
 
 NARROW_WIDTH = 520  # a panel narrower than this puts the small maps under the heatmap, not beside it
 SHORT_HEIGHT = 480  # ... and when it is also shorter than this, leaves them out (no room for both)
+#: weight cells (Tq x Tk, times the heads for the mean) beyond which the overview is drawn coarse first
+COARSE_CELLS = 1 << 22
+
+
+class _Relay(QObject):
+    """Carries the coarse picture from the overview's worker to the GUI thread (a queued signal)."""
+
+    coarse = Signal(object)
 
 
 class HeatmapPanel(QWidget):
     """Heatmap of the selected head and matrix, plus the all-heads grid."""
 
     rendered = Signal()  # the main heatmap was redrawn (for a response or a preview; tests, benchmarks)
+    coarse_rendered = Signal()  # a long sequence's coarse overview was drawn, the full one is on the way
 
     def __init__(self, ctx, parent=None):
         super().__init__(parent)
@@ -109,6 +123,10 @@ class HeatmapPanel(QWidget):
         self.job.done.connect(self._on_overview)
         self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
         self.job.busy_changed.connect(self._update_busy)
+        self._overview_token = None  # the newest overview request; an older job stops at its next step
+        self._base_coarse = False  # the heatmap's base picture is the coarse one
+        self._relay = _Relay(self)
+        self._relay.coarse.connect(self._on_coarse)
         # a bound method, not a lambda: the connection goes with the panel (a lambda outlived a closed
         # window and drew on its deleted overlay when the next window computed)
         ctx.compute.busy_changed.connect(self._update_busy)
@@ -331,6 +349,9 @@ class HeatmapPanel(QWidget):
             return
         if (r0, r1, c0, c1) == (0, self._resp.Tq, 0, self._resp.Tk):
             return  # the base picture already shows everything
+        if self._base_coarse:  # the full picture first (its job then refines the visible block)
+            self._request_overview(None, None, coarse_first=False)
+            return
         self._request_overview((r0, r1), (c0, c1))
 
     # ------------------------------------------------------------------ drawing
@@ -505,7 +526,7 @@ class HeatmapPanel(QWidget):
         W = int(min(cap, max(64, vb.width() * ratio)))
         return min(H, rows), min(W, cols)
 
-    def _request_overview(self, rows, cols) -> None:
+    def _request_overview(self, rows, cols, coarse_first: bool = True) -> None:
         resp, scale = self._resp, self._scale
         view = self.ctx.session.state.view
         head = check_head(resp, view.head)
@@ -518,19 +539,45 @@ class HeatmapPanel(QWidget):
         what = ", and every head's small map" if want_grid else ""
         self._overview_text = (f"drawing the overview of {resp.Tq:,} × {resp.Tk:,} weights\n"
                                f"({reduce} per pixel{what})…")
+        token = self._overview_token = object()
+        coarse = coarse_first and full and resp.Tq * resp.Tk * (n_heads(resp) if head == "mean" else 1) > COARSE_CELLS
+        relay = self._relay
+
+        def still_wanted():
+            if self._overview_token is not token:
+                raise Cancelled  # a newer edit, head or zoom: its own job draws
 
         def job():
+            if coarse:
+                small = coarse_overview(resp, head, scale, reduce, shape[1])
+                still_wanted()
+                try:
+                    relay.coarse.emit((token, resp, head, reduce, small))
+                except RuntimeError:  # the panel was closed while the job ran
+                    raise Cancelled from None
+            still_wanted()
             img = overview_image(resp, head, scale, reduce, shape, rows, cols)
+            still_wanted()
             grid = overview_grid(resp, scale, reduce) if want_grid else None
             return resp, head, reduce, rows, cols, img, grid
 
         self.job.submit(job)
         self._update_busy()
 
-    def _on_overview(self, _jid: int, result) -> None:
-        resp, head, reduce, rows, cols, img, grid = result
-        if resp is not self._resp:
+    def _on_coarse(self, payload) -> None:
+        """The coarse picture of the newest full overview request: drawn at once, unveiled (the title
+        says it is coarse); the full picture replaces it when ready."""
+        token, resp, head, reduce, img = payload
+        if token is not self._overview_token or resp is not self._resp or self._mode != "overview":
             return
+        self._draw_overview(resp, head, reduce, (0, resp.Tq), (0, resp.Tk), img,
+                            f" · coarse: {img.shape[0]} of {resp.Tq:,} query rows, the full picture follows")
+        self._base_coarse = True
+        self._overview_text = ""  # the picture is up: no veil over it while the full one is computed
+        self._update_busy()
+        self.coarse_rendered.emit()
+
+    def _draw_overview(self, resp, head, reduce, rows, cols, img, extra: str = "") -> None:
         view = self.ctx.session.state.view
         log = view.log_scale
         full = rows == (0, resp.Tq) and cols == (0, resp.Tk)
@@ -543,9 +590,18 @@ class HeatmapPanel(QWidget):
                                   log_scale=log, row_labels=self._row_labels, col_labels=self._key_labels,
                                   row_segments=resp.query_segments, col_segments=resp.key_segments,
                                   row_flags=fully_masked_rows(resp, head),
-                                  title=self._title("weights", head, f" · {reduce} per pixel"),
+                                  title=self._title("weights", head, f" · {reduce} per pixel{extra}"),
                                   value_label=f"{reduce} weight")
         self._select_row(view.query)
+
+    def _on_overview(self, _jid: int, result) -> None:
+        resp, head, reduce, rows, cols, img, grid = result
+        if resp is not self._resp:
+            return
+        full = rows == (0, resp.Tq) and cols == (0, resp.Tk)
+        if full:
+            self._base_coarse = False
+        self._draw_overview(resp, head, reduce, rows, cols, img)
         if grid is not None:
             maps, ok = grid
             self._show_grid(maps, ok)
