@@ -222,7 +222,8 @@ def lens_means(L: int, nh: int, hd: int) -> np.ndarray:
 
 def lens() -> None:
     """For each of LENS_MODELS: write attnviz's exported TransformerLens script (head 0.1 zeroed, 1.0 set to its mean
-    over the positions, 1.1 scaled by 0.5; and one setting heads 0.1 and 1.0 to given means), run each as written
+    over the positions, 1.1 scaled by 0.5; one setting heads 0.1 and 1.0 to given means; and one zeroing head 0.1
+with the knockout of KO_FROM and KO_KEY in every layer, ``knockout_``), run each as written
     from the repository root with this interpreter (which must have transformer_lens 4), and keep in
     ``golden_encoder_lens.npz`` their digests, the class token's output before and after they printed and the
     cosines; ``means`` holds the given means."""
@@ -242,8 +243,13 @@ def lens() -> None:
                            cfg.hidden_size // cfg.num_attention_heads)
         found = {"ids": np.array(IDS), "means": means, "transformer_lens": version("transformer_lens")}
         given = {(0, 1): means[0, 1], (1, 0): means[1, 0]}
-        for key, ablate, scale in (("", LENS_ABLATE, LENS_SCALE), ("means_", given, {})):
-            text = code.lens_encoder_script(rel, IDS, adapter, ablate=ablate, scale=scale)
+        ko = np.zeros((len(IDS), len(IDS)), bool)
+        ko[KO_FROM:, KO_KEY] = True
+        kos = {layer: ko for layer in range(cfg.num_hidden_layers)}
+        for key, ablate, scale, knock in (("", LENS_ABLATE, LENS_SCALE, None), ("means_", given, {}, None),
+                                          ("knockout_", {(0, 1): "zero"}, {}, kos)):
+            text = code.lens_encoder_script(rel, IDS, adapter, ablate=ablate, scale=scale, knockout=knock,
+                                            n_layer=cfg.num_hidden_layers)
             run = subprocess.run([sys.executable, "-c", text], cwd=ROOT, capture_output=True, text=True, check=True,
                                  env=dict(os.environ, TRANSFORMERS_VERBOSITY="error", HF_HUB_OFFLINE="1"))
             out = json.loads(run.stdout.strip().splitlines()[-1])

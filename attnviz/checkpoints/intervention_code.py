@@ -69,6 +69,19 @@ def _one_knockout_mask(knockout: dict, n_layer: int | None):
     return first
 
 
+def _causal_knockout_lines(first) -> list[str]:
+    """The script's 4-D additive ``mask``: the causal mask without the (T, T) knockout ``first``'s edges."""
+    removed = [[int(i), int(j)] for i, j in zip(*first.nonzero())]
+    return [
+        "T = ids.shape[1]",
+        "allowed = torch.tril(torch.ones(T, T, dtype=torch.bool))",
+        f"for i, j in {removed}:",
+        "    allowed[i, j] = False  # the knocked-out edges: query i may not see key j",
+        "mask = torch.zeros(1, 1, T, T)",
+        "mask[0, 0][~allowed] = torch.finfo(torch.float32).min",
+    ]
+
+
 def _hook_lines(view: str, proj: str, paths, given: bool) -> list[str]:
     """The script's ``edit(heads)`` pre-hook (``view``: the line splitting its input into heads; ``proj``: what
     it hooks, for its docstring) and ``out_proj(layer)``, which tries ``paths`` in turn."""
@@ -128,16 +141,7 @@ def pytorch_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n
     ]
     kw = ""
     if knockout is not None:
-        first = _one_knockout_mask(knockout, n_layer)
-        removed = [[int(i), int(j)] for i, j in zip(*first.nonzero())]
-        lines += [
-            "T = ids.shape[1]",
-            "allowed = torch.tril(torch.ones(T, T, dtype=torch.bool))",
-            f"for i, j in {removed}:",
-            "    allowed[i, j] = False  # the knocked-out edges: query i may not see key j",
-            "mask = torch.zeros(1, 1, T, T)",
-            "mask[0, 0][~allowed] = torch.finfo(torch.float32).min",
-        ]
+        lines += _causal_knockout_lines(_one_knockout_mask(knockout, n_layer))
         kw = ", attention_mask=mask"
     lines += [
         "with torch.no_grad():",
@@ -170,12 +174,13 @@ def _lens_edit_lines(given: bool) -> list[str]:
     ]
 
 
-def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
+def lens_script(model: str, ids, *, ablate=None, scale=None, knockout=None, n_layer: int | None = None) -> str:
     """The same head edits as TransformerLens hooks on ``blocks.L.attn.hook_z`` (batch, pos, head, d_head): a
     runnable script loading ``model`` (a folder or repo id) with TransformerLens 4's TransformerBridge in float32
     (transformers' weights as they are, eager attention; TransformerLens 4 removed HookedTransformer, whose
     ``from_pretrained`` took only the official model names), printing the last position's logits as JSON, as
-    :func:`pytorch_script` does."""
+    :func:`pytorch_script` does. A knockout (one (T, T) mask for every layer) goes in as the same 4-D attention
+    mask as in :func:`pytorch_script`, which the bridge hands to transformers' model."""
     layers = _heads_by_layer(ablate or {}, scale or {})
     given = any(how == "set" for v in layers.values() for _h, how, _f in v)
     ids = [int(t) for t in ids]
@@ -192,8 +197,14 @@ def lens_script(model: str, ids, *, ablate=None, scale=None) -> str:
         *_lens_edit_lines(given),
         f"edits = {_literal(layers)}  # layer -> [(head, how, factor)]",
         "hooks = [(f\"blocks.{layer}.attn.hook_z\", edit(heads)) for layer, heads in edits.items()]",
+    ]
+    kw = ""
+    if knockout is not None:
+        lines += _causal_knockout_lines(_one_knockout_mask(knockout, n_layer))
+        kw = ", attention_mask=mask"
+    lines += [
         "with torch.no_grad():",
-        "    logits = model.run_with_hooks(ids, fwd_hooks=hooks)[0, -1]",
+        f"    logits = model.run_with_hooks(ids{kw}, fwd_hooks=hooks)[0, -1]",
         "print(json.dumps(logits.double().tolist()))",
         "",
     ]
@@ -294,13 +305,17 @@ LENS_ENCODER_ADAPTERS = {"bert": "BertForMaskedLM", "roberta": "RobertaForMasked
                          "xlm-roberta": "RobertaForMaskedLM"}
 
 
-def lens_encoder_script(model: str, ids, adapter: str, *, ablate=None, scale=None) -> str:
+def lens_encoder_script(model: str, ids, adapter: str, *, ablate=None, scale=None, knockout=None,
+                        n_layer: int | None = None) -> str:
     """A runnable script: the text encoder in ``model`` (a folder or repo id) loaded by transformers'
     AutoModelForMaskedLM in float32 with eager attention and wrapped by TransformerLens 4's TransformerBridge with
     the ``adapter`` class's layout (:data:`LENS_ENCODER_ADAPTERS`), run on token ``ids`` once plain and once with the
     head edits as hooks on ``blocks.L.attn.hook_z``, printing as JSON the class token's last hidden state
     (``blocks.{last}.hook_resid_post``) before and after, and their cosine: what :func:`encoder_script` prints.
-    The masked-LM head (newly made when the folder holds the base model only) is never read."""
+    The masked-LM head (newly made when the folder holds the base model only) is never read. A knockout (one
+    (T, T) mask of removed edges for every layer) goes in the edited pass as a 4-D additive attention mask, which
+    the bridge hands to transformers' model (an edit of ``hook_attn_scores`` or ``hook_pattern`` would be
+    discarded: the bridge leaves the attention to transformers' module)."""
     layers = _heads_by_layer(ablate or {}, scale or {})
     given = any(how == "set" for v in layers.values() for _h, how, _f in v)
     ids = [int(t) for t in ids]
@@ -319,20 +334,34 @@ def lens_encoder_script(model: str, ids, adapter: str, *, ablate=None, scale=Non
         "",
         "",
         *_lens_edit_lines(given),
-        "def pooled(hooks):",
+        "def pooled(hooks" + (", **kw):" if knockout is not None else "):"),
         "    kept = {}",
         "",
         "    def keep(x, hook):",
         "        kept[\"h\"] = x[0, 0].detach().double()  # the class token",
         "",
         "    with torch.no_grad():",
-        "        model.run_with_hooks(ids, fwd_hooks=hooks + [(last, keep)])",
+        "        model.run_with_hooks(ids, fwd_hooks=hooks + [(last, keep)]" + (", **kw)" if knockout is not None
+                                                                              else ")"),
         "    return kept[\"h\"]",
         "",
         "",
         "before = pooled([])",
         f"edits = {_literal(layers)}  # layer -> [(head, how, factor)]",
-        "after = pooled([(f\"blocks.{layer}.attn.hook_z\", edit(heads)) for layer, heads in edits.items()])",
+    ]
+    kw = ""
+    if knockout is not None:
+        first = _one_knockout_mask(knockout, n_layer)
+        removed = [[int(i), int(j)] for i, j in zip(*first.nonzero())]
+        T = int(first.shape[0])
+        lines += [
+            f"knock = torch.zeros(1, 1, {T}, {T})",
+            f"for i, j in {removed}:",
+            "    knock[0, 0, i, j] = torch.finfo(torch.float32).min  # the knocked-out edges: query i may not see key j",
+        ]
+        kw = ", attention_mask=knock"
+    lines += [
+        f"after = pooled([(f\"blocks.{{layer}}.attn.hook_z\", edit(heads)) for layer, heads in edits.items()]{kw})",
         "cosine = torch.nn.functional.cosine_similarity(before, after, dim=0).item()",
         "print(json.dumps({\"pooled_before\": before.tolist(), \"pooled_after\": after.tolist(), \"cosine\": cosine}))",
         "",

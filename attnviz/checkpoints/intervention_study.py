@@ -400,9 +400,9 @@ def export_encoder_code(folder: str, x, spec, c, *, allowed=None, means=None, pi
     """:func:`export_code` for an encoder over token ids ``x`` (T,) or a vision model over pixels ``x`` (C, H, W):
     the PyTorch script of :func:`attnviz.checkpoints.intervention_code.encoder_script` printing the pooled output
     before and after the edits and their cosine; for a vision model ``"pixels"`` holds the (C, H, W) float32 array
-    the script reads from ``pixels_file``. For BERT, RoBERTa and XLM-R ``"lens"`` holds the same head edits as
+    the script reads from ``pixels_file``. For BERT, RoBERTa and XLM-R ``"lens"`` holds the same edits as
     TransformerLens 4 hooks (:func:`attnviz.checkpoints.intervention_code.lens_encoder_script`, printing what the
-    PyTorch script prints); for the other models, and for a knockout, ``"lens_problem"`` says why not."""
+    PyTorch script prints); for the other models ``"lens_problem"`` says why not."""
     from attnviz.checkpoints.intervention_code import LENS_ENCODER_ADAPTERS, encoder_script, lens_encoder_script
 
     out = {"pytorch": "", "lens": "", "pytorch_problem": "", "lens_problem": lens_encoder_problem(c, spec)}
@@ -438,8 +438,11 @@ def export_encoder_code(folder: str, x, spec, c, *, allowed=None, means=None, pi
         out["pixels"] = np.ascontiguousarray(pixels)
         out["pixels_file"] = pixels_file
     if not out["lens_problem"]:
-        out["lens"] = lens_encoder_script(str(folder), kw["ids"], LENS_ENCODER_ADAPTERS[c.model_type], ablate=ablate,
-                                          scale=scale)
+        try:
+            out["lens"] = lens_encoder_script(str(folder), kw["ids"], LENS_ENCODER_ADAPTERS[c.model_type],
+                                              ablate=ablate, scale=scale, knockout=ko, n_layer=c.n_layer)
+        except ValueError as exc:
+            out["lens_problem"] = str(exc)
     return out
 
 
@@ -451,15 +454,14 @@ def lens_encoder_problem(c, spec) -> str:
         return "patching runs on decoder LLMs; choose no patch"
     if c.kind == "vit":
         return (f"the TransformerLens script is written for decoder LLMs and the text encoders BERT, RoBERTa and "
-                f"XLM-R; for {c.model_type} the PyTorch script holds these edits")
+                f"XLM-R (TransformerLens 4 also adapts ViT and DeiT, not exported yet, and has no adapter for "
+                f"DINOv2, CLIP or SigLIP); for {c.model_type} the PyTorch script holds these edits")
     if c.model_type not in LENS_ENCODER_ADAPTERS:
         return (f"TransformerLens 4 has no adapter for {c.model_type}: its TransformerBridge lays out BERT and RoBERTa "
                 "(and XLM-R, which has RoBERTa's modules) only, and HookedEncoder was removed in TransformerLens 4.0; "
                 "the PyTorch script holds these edits")
-    if spec.knockout_layers:
-        return ("a knockout has no TransformerLens form: TransformerLens 4's bridge of BERT and RoBERTa leaves the "
-                "attention to transformers' module, which discards an edited hook_attn_scores or hook_pattern; the "
-                "PyTorch script holds the knockout")
+    if spec.knockout_layers and spec.knockout_heads:
+        return "a knockout on some heads only is not exported; choose every head to export it"
     return ""
 
 
@@ -474,8 +476,9 @@ def encoder_tokens(c, x) -> int:
 def export_code(folder: str, ids, spec, c, *, allowed=None, means=None) -> dict[str, str]:
     """{"pytorch": script or "", "lens": script or "", "pytorch_problem": why not or "", "lens_problem": ...}: the
     forward-hook scripts of attnviz.checkpoints.intervention_code reproducing ``spec`` on ``ids``. What a
-    snippet cannot express (a patch; for TransformerLens, a knockout; a knockout on some layers or heads only)
-    is said instead of a script that would compute something else. An encoder or a vision model (``ids`` its
+    snippet cannot express (a patch; a knockout on some layers or heads only, or in a family whose transformers
+    forward reads a 4-D mask as something else; for TransformerLens, a family its bridge refuses or that is not
+    checked, :func:`lens_decoder_problem`) is said instead of a script that would compute something else. An encoder or a vision model (``ids`` its
     token ids or pixels): :func:`export_encoder_code`. ``means`` (L, nh, hd), with mode "mean": the
     heads are set to these values (a corpus's means), written into the scripts."""
     from attnviz.checkpoints.intervention_code import lens_script, pytorch_script
@@ -514,13 +517,14 @@ def export_code(folder: str, ids, spec, c, *, allowed=None, means=None) -> dict[
                                             n_layer=c.n_layer)
         except ValueError as exc:
             out["pytorch_problem"] = str(exc)
-    if spec.knockout_layers:
-        out["lens_problem"] = ("a knockout is exported as a transformers attention mask only (TransformerLens has no "
-                               "attention-mask argument); the PyTorch script holds it")
-    else:
-        out["lens_problem"] = lens_decoder_problem(c)
-        if not out["lens_problem"]:
-            out["lens"] = lens_script(str(folder), ids, ablate=ablate, scale=scale)
+    out["lens_problem"] = lens_decoder_problem(c)
+    if not out["lens_problem"] and spec.knockout_layers and ko is None:
+        out["lens_problem"] = out["pytorch_problem"]  # the knockout goes in as the PyTorch script's 4-D mask
+    if not out["lens_problem"]:
+        try:
+            out["lens"] = lens_script(str(folder), ids, ablate=ablate, scale=scale, knockout=ko, n_layer=c.n_layer)
+        except ValueError as exc:
+            out["lens_problem"] = str(exc)
     return out
 
 

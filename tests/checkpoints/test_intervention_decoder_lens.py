@@ -1,5 +1,6 @@
 """The exported TransformerLens script of a decoder LLM: the scripts tools/make_decoder_lens_goldens.py ran as
-written with TransformerLens 4 (heads zeroed; heads mean-ablated and one scaled) are, byte for byte, the ones
+written with TransformerLens 4 (heads zeroed; heads mean-ablated and one scaled; heads zeroed with a knockout as
+a 4-D attention mask) are, byte for byte, the ones
 attnviz writes, and the last position's logits they printed equal attnviz's own intervention; the window's export
 holds that script, and says precisely why not for the models TransformerLens's bridge refuses."""
 
@@ -23,7 +24,7 @@ from attnviz.checkpoints.interventions import Edit, run
 from attnviz.model.state import Interventions
 
 sys.path.insert(0, str(DATA.parents[2] / "tools"))
-from make_decoder_lens_goldens import CLEAN, edits  # noqa: E402  (the golden maker's edits)
+from make_decoder_lens_goldens import CLEAN, KNOCKOUT_MODELS, edits, knockout  # noqa: E402  (the golden maker's)
 
 GOLDENS = sorted(p.parent.name for p in DATA.glob("*/golden_lens.npz"))
 # tiny_gemma2's soft-capped scores magnify BLAS rounding (as for its other interventions)
@@ -51,6 +52,13 @@ def test_the_lens_script_run_with_transformer_lens_gives_attnvizs_logits(name):
         ours = run(c, ck.weights, np.array(CLEAN), Edit(ablate=ablate, scale=sc)).logits
         np.testing.assert_allclose(ours, g[f"{key}_logits"], atol=ATOL.get(name, 1e-5), rtol=0)
         assert np.abs(ours - plain).max() > 0.1  # the edits did move the prediction
+    if name in KNOCKOUT_MODELS:
+        ko = knockout(c.n_layer)
+        text = lens_script(rel, CLEAN, ablate=zero, knockout=ko, n_layer=c.n_layer)
+        assert hashlib.sha256(text.encode()).hexdigest() == str(g["knockout_sha256"])
+        ours = run(c, ck.weights, np.array(CLEAN), Edit(ablate=zero, knockout=ko)).logits
+        np.testing.assert_allclose(ours, g["knockout_logits"], atol=ATOL.get(name, 1e-5), rtol=0)
+        assert np.abs(ours - g["zero_logits"]).max() > 1e-3  # the knockout did count (GPT-2: 6.8e-3)
 
 
 def test_the_windows_export_holds_the_script_and_names_what_the_bridge_refuses():
@@ -60,6 +68,15 @@ def test_the_windows_export_holds_the_script_and_names_what_the_bridge_refuses()
     assert code["lens"] == lens_script(str(ck.folder), CLEAN, scale={(0, 1): 0.25, (1, 0): 0.25})
     assert "TransformerBridge.boot_transformers" in code["lens"] and "json.dumps" in code["lens"]
     compile(code["lens"], "lens.py", "exec")
+    T = len(CLEAN)
+    allowed = np.tril(np.ones((T, T), bool))
+    allowed[3:, 1] = False
+    ko = Interventions(heads=((0, 1),), knockout_layers=(0, 1))
+    code = export_code(str(ck.folder), CLEAN, ko, ck.config, allowed=allowed)
+    assert "attention_mask=mask, fwd_hooks=hooks" in code["lens"] and code["lens_problem"] == ""
+    bloom = load_checkpoint(DATA / "tiny_bloom")  # ALiBi comes from the mask: no 4-D mask form
+    code = export_code(str(bloom.folder), CLEAN, ko, bloom.config, allowed=allowed)
+    assert code["lens"] == code["pytorch"] == "" and code["lens_problem"] == code["pytorch_problem"] != ""
     for name, words in (("tiny_phi", "qk_layernorm"), ("tiny_falcon", "key-value head")):
         ck = load_checkpoint(DATA / name)
         code = export_code(str(ck.folder), CLEAN, Interventions(heads=((0, 0),)), ck.config)

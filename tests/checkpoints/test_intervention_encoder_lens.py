@@ -1,8 +1,9 @@
 """The exported TransformerLens script of a BERT-family encoder: the scripts the golden maker ran with TransformerLens 4
 (tools/make_encoder_intervention_goldens.py lens: a head zeroed, one mean-ablated, one scaled; and heads set to
 given means) are, byte for byte, the ones attnviz writes, and the class token's output they printed before and
-after equals attnviz's own intervention to 1e-5; the window's export holds that script for BERT, RoBERTa and XLM-R
-and says precisely why not for the other encoders, vision models and a knockout."""
+after equals attnviz's own intervention to 1e-5 (a knockout too, as a 4-D attention mask); the window's export
+holds that script for BERT, RoBERTa and XLM-R and says precisely why not for the other encoders and vision
+models."""
 
 from __future__ import annotations
 
@@ -27,14 +28,15 @@ LENS_MODELS = {"tiny_roberta": "RobertaForMaskedLM", "tiny_xlmr": "RobertaForMas
 IDS = [0, 5, 9, 3, 7, 11, 4, 2]
 ABLATE = {(0, 1): "zero", (1, 0): "mean"}
 SCALE = {(1, 1): 0.5}
+KO_FROM, KO_KEY = 2, 1  # the knockout: query rows from KO_FROM on may not see key KO_KEY, in every layer
 TLENS = Path("/tmp/tlens/bin/python")  # a throw-away venv with transformer_lens 4
 
 
-def check(ck, g, prefix, ablate, scale):
+def check(ck, g, prefix, ablate, scale, knockout=None):
     c = ck.config
     x = np.array(IDS)
     before = encoder_run(c, ck.weights, x)
-    after = encoder_run(c, ck.weights, x, Edit(ablate=ablate, scale=scale))
+    after = encoder_run(c, ck.weights, x, Edit(ablate=ablate, scale=scale, knockout=knockout or {}))
     tol = 1e-5 * max(1.0, float(np.abs(g[f"{prefix}pooled_before"]).max()))
     np.testing.assert_allclose(before.pooled, g[f"{prefix}pooled_before"], atol=tol, rtol=0)
     np.testing.assert_allclose(after.pooled, g[f"{prefix}pooled_after"], atol=tol, rtol=0)
@@ -56,6 +58,15 @@ def test_the_lens_script_run_with_transformer_lens_gives_attnvizs_output(name):
     text = lens_encoder_script(rel, IDS, LENS_MODELS[name], ablate=given)
     assert hashlib.sha256(text.encode()).hexdigest() == str(g["means_sha256"])
     check(ck, g, "means_", given, {})
+    ko = np.zeros((len(IDS), len(IDS)), bool)
+    ko[KO_FROM:, KO_KEY] = True
+    kos = {layer: ko for layer in range(ck.config.n_layer)}
+    text = lens_encoder_script(rel, IDS, LENS_MODELS[name], ablate={(0, 1): "zero"}, knockout=kos,
+                               n_layer=ck.config.n_layer)
+    assert hashlib.sha256(text.encode()).hexdigest() == str(g["knockout_sha256"])
+    check(ck, g, "knockout_", {(0, 1): "zero"}, {}, kos)
+    alone = encoder_run(ck.config, ck.weights, np.array(IDS), Edit(ablate={(0, 1): "zero"})).pooled
+    assert np.abs(alone - g["knockout_pooled_after"]).max() > 1e-3  # the knockout did count
 
 
 def test_the_windows_export_holds_the_lens_script():
@@ -82,9 +93,17 @@ def test_what_has_no_lens_script_is_said():
         assert code["lens"] == "" and code["pytorch"]
         assert f"no adapter for {family}" in code["lens_problem"] and "HookedEncoder" in code["lens_problem"]
     ck = load_checkpoint(DATA / "tiny_roberta")
+    allowed = np.ones((T, T), bool)
+    allowed[KO_FROM:, KO_KEY] = False
     ko = Interventions(heads=((0, 1),), knockout_layers=(0, 1))
-    code = export_code(str(ck.folder), np.array(IDS), ko, ck.config, allowed=np.ones((T, T), bool))
-    assert code["lens"] == "" and code["pytorch"] and "hook_attn_scores" in code["lens_problem"]
+    code = export_code(str(ck.folder), np.array(IDS), ko, ck.config, allowed=allowed)
+    assert code["lens_problem"] == "" and "attention_mask=knock" in code["lens"]
+    assert "for i, j in [[2, 1], [3, 1], [4, 1], [5, 1], [6, 1], [7, 1]]:" in code["lens"]
+    some = Interventions(knockout_layers=(0, 1), knockout_heads=(1,))
+    code = export_code(str(ck.folder), np.array(IDS), some, ck.config, allowed=allowed)
+    assert code["lens"] == "" and "some heads only" in code["lens_problem"]
+    code = export_code(str(ck.folder), np.array(IDS), Interventions(knockout_layers=(0,)), ck.config, allowed=allowed)
+    assert code["lens"] == "" and "some layers only" in code["lens_problem"]
     vit = load_checkpoint(DATA / "tiny_vit")
     pixels = np.load(DATA / "tiny_vit" / "intervention_pixels.npy")
     code = export_code(str(vit.folder), pixels, heads, vit.config)
