@@ -16,8 +16,8 @@ from attnviz.model.positional import PositionalConfig
 from attnviz.model.score_rules import DEFAULT_CAP, ScoreRuleConfig
 from attnviz.model.sequence import MAX_TOKENS
 from attnviz.model.state import (MAX_HEADS, MAX_LAYERS, CrossConfig, CustomSource, ImageSource, Interventions,
-                                 KernelConfig, MeansFile, ModelConfig, QKOverride, SessionState, TextSource, TokenizerSpec,
-                                 ToySource, ViewState, WEIGHT_NAMES)
+                                 KernelConfig, MeansFile, ModelConfig, QKOverride, SessionState, TextSource,
+                                 TokenizerSpec, ToySource, ViewState, WEIGHT_NAMES)
 
 TOP_KEYS = ("sources", "tokenizer", "cross", "model", "positional", "score_rule", "kernel", "mask", "view")
 OPTIONAL_KEYS = ("interventions",)  # written only when set, so other files read as older versions wrote them

@@ -667,13 +667,13 @@ class InterveneView(QWidget):
 
     def refresh(self) -> int | None:
         """Run the session's interventions on the panel's input (off the GUI thread); returns the job id. On an
-        encoder or a vision model the run waits until the tab is shown (their runs in the other tabs do not pay
-        for two more passes)."""
+        encoder, a vision model, an encoder-decoder or a vision-language model the run waits until the tab is
+        shown (their runs in the other tabs do not pay for two more passes)."""
         if not self.ready():
             self.effects = None
             self._show_idle(self._why_not_ready())
             return None
-        if (self.encoder() or self.vlm()) and not self.isVisible():
+        if (self.encoder() or self.vlm() or self.seq2seq()) and not self.isVisible():
             self._stale = True
             return None
         self._stale = False
