@@ -209,4 +209,6 @@ def load_weights(path: Path, c: ModelConfig, *, lazy: bool = False):
     store.select(alias)
     if lazy:
         return store
-    return {name: np.ascontiguousarray(store[name]) for name in alias}
+    # copies, not views into the memory map: a file shortened on disk later must not take the process down
+    # with SIGBUS at the next pass (these families' weights are small; the lazy store re-checks its file instead)
+    return {name: np.array(store[name], order="C", copy=True) for name in alias}

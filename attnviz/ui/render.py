@@ -10,6 +10,8 @@ the first bad one.
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import re
 import time
@@ -130,12 +132,36 @@ class Renderer(QObject):
 
             pixmap = pixmap.scaled(w, h, Qt.AspectRatioMode.IgnoreAspectRatio,
                                    Qt.TransformationMode.SmoothTransformation)
-        if not pixmap.save(self.out, "PNG"):
-            self._fail(f"attnviz: could not write {self.out}")
+        if not self._save(pixmap):
             return
         self.written = True
         print(f"wrote {self.out} ({w}x{h}, workspace {self.window.workspace})", flush=True)
         self.app.exit(0)
+
+    def _save(self, pixmap) -> bool:
+        """Write the picture as a temporary beside ``out``, then put it in place: a FIFO or device made at ``out``
+        while the window was drawing is refused, never written into (which could block for ever)."""
+        import tempfile
+
+        from attnviz.persist import SessionError, check_save_target
+
+        try:
+            target = check_save_target(self.out)
+            fd, tmp = tempfile.mkstemp(prefix=".attnviz-shot-", suffix=".png", dir=os.path.dirname(target) or ".")
+            os.close(fd)
+        except (SessionError, OSError) as exc:
+            self._fail(f"attnviz: could not write {self.out}: {exc}")
+            return False
+        try:
+            if not pixmap.save(tmp, "PNG"):
+                raise OSError("the picture could not be encoded")
+            os.replace(tmp, target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            self._fail(f"attnviz: could not write {self.out}: {exc}")
+            return False
+        return True
 
     def _fail(self, text: str) -> None:
         import sys
