@@ -5,7 +5,7 @@
 
 writes ``intervention-seq2seq.png`` (tiny BART: heads 0.1 and 0.2 of the cross-attention zeroed, layer 1 head 0's
 cross-attention before | after | difference) and ``intervention-vlm.png`` (tiny PaliGemma: heads 0.1 and 0.3
-zeroed, the last token's attention over the picture before | after in layer 1, head 2) at 1024 x 700. The
+zeroed, the answering token's attention over the picture before | after in layer 1, head 2) at 1024 x 700. The
 ``prepare_*`` functions are the preparations make_screenshots.py runs once the window is shown.
 """
 

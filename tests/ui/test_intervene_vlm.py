@@ -59,6 +59,13 @@ def test_a_head_ablated_in_the_tab_is_vlm_studys_and_drawn_over_the_picture(qtbo
     lo, hi = ov.views[0].levels
     assert lo == 0.0 and hi == ov.views[1].levels[1] >= max(float(m.max()) for m in before + after)
     assert "layer 1 · head 0" in ov.title.text()
+    # a token chosen in the page's strip: its row over the picture
+    q = int(eff.patches[0].tokens[0]) if name == "tiny_paligemma" else len(eff.ids) - 2
+    panel.vlm.select_query(q)
+    before, after = ov.maps
+    np.testing.assert_array_equal(before[0], eff.overlay(1, 0, q, 0)[0])
+    np.testing.assert_array_equal(after[0], eff.overlay(1, 0, q, 0)[1])
+    assert f"token {q}" in ov.title.text()
     out = os.environ.get("ATTNVIZ_SHOTS")
     if out:
         qtbot.wait(800)

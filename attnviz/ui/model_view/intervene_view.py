@@ -19,7 +19,7 @@ cosine. What is computed is :mod:`attnviz.checkpoints.intervention_study`.
 On an encoder-decoder (MarianMT, BART, mBART) the heads are those of the attention chosen in the tab (the
 session's ``Interventions.stack``), the knockout is the encoder's and the effect is the next token after the last
 decoder row (:mod:`intervene_seq2seq`). A vision-language model gets a second view in its page's tabs
-(:func:`install_vlm`, :mod:`intervene_vlm`), with the last token's attention over the picture before | after.
+(:func:`install_vlm`, :mod:`intervene_vlm`), with a token's attention over the picture before | after.
 """
 
 from __future__ import annotations
@@ -1241,7 +1241,7 @@ class InterveneView(QWidget):
         """A vision model's class-token attention over the picture, before | after, for the selected head."""
         eff = self.effects
         if self.vlm():
-            self.vlm_overlay.show_effects(eff, *self.selected)
+            self.vlm_overlay.show_effects(eff, *self.selected, query=self.panel.vlm.query)
         else:
             self.vlm_overlay.setVisible(False)
         show = isinstance(eff, EncoderEffects) and eff.has_overlay and self.panel.ckpt is not None \

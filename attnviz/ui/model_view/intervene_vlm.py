@@ -3,8 +3,8 @@
 tabs replace the panel's while such a model is loaded), its language model's heads ablated, scaled, knocked
 out with the session's mask or patched from a clean prompt over the same picture, as
 :mod:`attnviz.checkpoints.intervention_vlm` computes it; and the overlay drawn here: the last token's attention
-(the one predicting the next token) over the picture's patches before | after, for the selected head, on one
-colour scale.
+(the one predicting the next token), or the token selected in the page's strip, over the picture's patches
+before | after, for the selected head, on one colour scale.
 """
 
 from __future__ import annotations
@@ -71,14 +71,14 @@ def tokens(ckpt, a: str, b: str) -> tuple[int, int]:
 
 
 class VlmOverlay(QWidget):
-    """The last token's attention over the picture's patches, before | after, for one head (one colour scale)."""
+    """A query's attention over the picture's patches, before | after, for one head (one colour scale)."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.title = QLabel(" ", self)
         self.title.setWordWrap(True)
         self.views = [PatchGroupsView(self) for _ in range(2)]
-        heading = QLabel("The last token's attention over the picture", self)
+        heading = QLabel("A token's attention over the picture (select it in the token strip)", self)
         heading.setStyleSheet("QLabel { font-weight: bold; padding: 4px 2px 0px 2px; }")
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
@@ -97,8 +97,9 @@ class VlmOverlay(QWidget):
         self.maps: tuple[list, list] | None = None  # (before, after): a (gh, gw) map per patch group
         self.setVisible(False)
 
-    def show_effects(self, eff, layer: int, head: int) -> bool:
-        """Draw ``eff``'s overlay of ``layer``, ``head`` (False, hidden, when the prompt has no picture)."""
+    def show_effects(self, eff, layer: int, head: int, query: int | None = None) -> bool:
+        """Draw ``eff``'s overlay of ``layer``, ``head`` for token ``query`` (None: the last, which predicts the
+        next token); False, hidden, when the prompt has no picture."""
         if eff is None or not getattr(eff, "patches", None) or not eff.images:
             self.setVisible(False)
             self.maps = None
@@ -106,8 +107,10 @@ class VlmOverlay(QWidget):
         L, nh = eff.before.attentions.shape[:2]
         if not (0 <= layer < L and 0 <= head < nh):
             layer, head = 0, 0
+        T = int(eff.before.attentions.shape[2])
+        q = T - 1 if query is None or not 0 <= int(query) < T else int(query)
         try:
-            pairs = [eff.overlay(layer, head, -1, g) for g in range(len(eff.patches))]
+            pairs = [eff.overlay(layer, head, q, g) for g in range(len(eff.patches))]
         except CheckpointError as exc:
             self.title.setText(str(exc))
             self.setVisible(True)
@@ -123,7 +126,8 @@ class VlmOverlay(QWidget):
         on_b = sum(float(m.sum()) for m in before)
         on_a = sum(float(m.sum()) for m in after)
         moved = 0.5 * sum(float(np.abs(a - b).sum()) for a, b in zip(before, after))
-        self.title.setText(f"layer {layer} · head {head} · the last token ({eff.tokens[-1]!r}): {on_b:.3g} of its "
+        who = "the last token" if q == T - 1 else f"token {q}"
+        self.title.setText(f"layer {layer} · head {head} · {who} ({eff.tokens[q]!r}): {on_b:.3g} of its "
                            f"attention on the picture before, {on_a:.3g} after; {moved:.3g} moved between patches "
                            f"or to the text · colour 0 … {top:.3g}")
         self.setVisible(True)
@@ -157,3 +161,4 @@ def follow_page(panel, view) -> None:
     view._chart_filter = _Shown(view)
     page.chart.installEventFilter(view._chart_filter)
     page.tabs.currentChanged.connect(lambda _i: QTimer.singleShot(0, hide_chart))
+    page.query_changed.connect(lambda _q: view._draw_overlay())  # a token chosen in the strip: its overlay
