@@ -83,8 +83,8 @@ def test_the_tab_is_installed_and_runs_gpt2_like_the_core(panel, qtbot):
     eff = changed(qtbot, view, lambda: view.set_interventions(Interventions(patch="head", patch_layer=1, patch_head=1,
                                                                             clean=clean)))
     assert eff.clean is not None and not np.array_equal(eff.after.logits, eff.before.logits)
-    # the corpus sweep is not offered for GPT-2
-    assert not view.over_combo.model().item(view.over_combo.findData("corpus")).isEnabled()
+    # the corpus sweep is offered for GPT-2 as for the other decoders
+    assert view.over_combo.model().item(view.over_combo.findData("corpus")).isEnabled()
 
 
 def test_the_tab_scrolls_instead_of_widening_or_lengthening_the_window(panel, qtbot):

@@ -957,8 +957,8 @@ class InterveneView(QWidget):
             for key, text in metrics:
                 self.metric_combo.addItem(text, key)
         corpus_item = self.over_combo.model().item(self.over_combo.findData("corpus"))
-        corpus_item.setEnabled(kind in ("decoder", "bert"))
-        if kind not in ("decoder", "bert") and self.over_combo.currentData() == "corpus":
+        corpus_item.setEnabled(kind in ("decoder", "gpt2", "bert"))  # the corpus sweep reads text
+        if kind not in ("decoder", "gpt2", "bert") and self.over_combo.currentData() == "corpus":
             self.over_combo.setCurrentIndex(self.over_combo.findData("input"))
         self.decoder_rows.setVisible(not encoder)  # no patch and no next token on an encoder or a vision model
         self.stack_row.setVisible(seq)
@@ -966,8 +966,9 @@ class InterveneView(QWidget):
         residual.setEnabled(not seq)  # an encoder-decoder patches a head's output
         self.code_button.setEnabled(not seq)
         self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script"
-                                    if not encoder else "the interventions as a PyTorch forward-hook script printing "
-                                    "the pooled output before and after")
+                                    if not encoder else "the interventions as a PyTorch forward-hook script (and, for "
+                                    "BERT, RoBERTa and XLM-R, a TransformerLens script) printing the pooled output "
+                                    "before and after")
         self.means_row.set_config((ckpt.spec.text if kind == "vlm" else ckpt.config) if decoder or encoder else None)
         if self.spec.means_file is not None and (decoder or encoder):
             self._sync_means(self.spec, again=True)  # the file is checked against this model's heads
