@@ -80,6 +80,10 @@ SHOTS = (  # the list the docs refer to
          "river-bank", "pretrained"),
     Shot("target-option", "attnviz tiny_marian --text SOURCE --target TARGET at 1024 x 700: the translation model "
                           "teacher-forced on the target, its cross-attention", "river-bank", "pretrained", "1024x700"),
+    Shot("intervention-seq2seq", "the Intervene tab on tiny BART: cross-attention heads 0.1, 0.2 zeroed, a head's "
+                                 "cross-attention before | after | difference", "translation", "pretrained", "1024x700"),
+    Shot("intervention-vlm", "the vision-language page's Intervene tab on tiny PaliGemma: heads 0.1, 0.3 zeroed, the "
+                             "answering token over the picture before | after", "river-bank", "pretrained", "1024x700"),
 )
 TINY_MARIAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data",
                            "tiny_marian")
@@ -289,6 +293,22 @@ def prepare_vlm_generation(window, ctx):
 
 
 # ------------------------------------------------------------------------------------------------
+
+
+def prepare_intervention_seq2seq(window, ctx):
+    """tiny BART's Intervene tab on the cross-attention (tools/screenshot_intervene_more.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from screenshot_intervene_more import prepare_intervention_seq2seq as prepare
+
+    prepare(window, ctx)
+
+
+def prepare_intervention_vlm(window, ctx):
+    """tiny PaliGemma's Intervene tab, the answering token over the picture (tools/screenshot_intervene_more.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from screenshot_intervene_more import prepare_intervention_vlm as prepare
+
+    prepare(window, ctx)
 
 
 def prepare_generation(window, ctx):
