@@ -84,12 +84,22 @@ def sdpa_calls(torch, q, k, v, masks: dict, threads: int) -> tuple[dict, dict]:
     return calls, backends
 
 
-def flex_calls(torch, q, k, v, masks: dict, threads: int) -> tuple[dict, dict, dict]:
+def tile_table(mask: np.ndarray, block_m: int, block_n: int) -> np.ndarray | None:
+    """(nQ, nK) bool: which (block_m x block_n) tiles of ``mask`` are allowed, when the mask is made of whole tiles
+    (as :func:`sparse_tile_mask` makes it); None when it is not."""
+    T, S = mask.shape
+    table = np.ascontiguousarray(mask[::block_m, ::block_n])  # (nQ, nK) each tile's first cell
+    whole = np.repeat(np.repeat(table, block_m, axis=0)[:T], block_n, axis=1)[:, :S]
+    return table if np.array_equal(whole, mask) else None
+
+
+def flex_calls(torch, q, k, v, masks: dict, threads: int, tiles: dict | None = None) -> tuple[dict, dict, dict]:
     """Compiled FlexAttention (``torch.compile(flex_attention)``) per mask name: ({name: callable}, {name: note},
     {name: seconds of its first call}), or three empty dicts when this torch has no FlexAttention.
 
-    The dense mask runs without a BlockMask, the causal one with ``q_idx >= kv_idx``, any other bool mask
-    with a ``mask_mod`` reading it; each BlockMask is made once (``create_block_mask``, torch's 128 x 128
+    The dense mask runs without a BlockMask, the causal one with ``q_idx >= kv_idx``, a mask made of whole
+    tiles (``tiles``: name -> (block_m, block_n)) with a ``mask_mod`` reading its small tile table, as one writes a
+    block-sparse mask for FlexAttention, any other bool mask with one reading the (T, T) mask; each BlockMask is made once (``create_block_mask``, torch's 128 x 128
     blocks). The first call of each compiles its kernel: that time is returned apart and never timed
     with the calls. A mask whose compilation fails (no C++ compiler, say) is left out with its reason as
     its note."""
@@ -106,15 +116,28 @@ def flex_calls(torch, q, k, v, masks: dict, threads: int) -> tuple[dict, dict, d
     for name, m in masks.items():
         torch.set_num_threads(threads)
         t0 = time.perf_counter()
+        how = ""
         try:
             if name == "dense":
                 block = None
             elif name == "causal":
                 block = create_block_mask(lambda b, h, qi, ki: qi >= ki, 1, 1, T, T, device="cpu")
             else:
-                tm = torch.from_numpy(np.ascontiguousarray(m))  # (T, T) bool
+                bm, bn = (tiles or {}).get(name, (0, 0))
+                table = tile_table(m, bm, bn) if bm else None
+                if table is not None:
+                    tt = torch.from_numpy(table)  # (nQ, nK) bool
 
-                block = create_block_mask(lambda b, h, qi, ki, tm=tm: tm[qi, ki], 1, 1, T, T, device="cpu")
+                    def mask_mod(b, h, qi, ki, tt=tt, bm=bm, bn=bn):
+                        return tt[qi // bm, ki // bn]
+                    how = f", mask_mod reads a {table.shape[0]}x{table.shape[1]} tile table"
+                else:
+                    tt = torch.from_numpy(np.ascontiguousarray(m))  # (T, T) bool
+
+                    def mask_mod(b, h, qi, ki, tt=tt):
+                        return tt[qi, ki]
+                    how = ", mask_mod reads the (T, T) mask"
+                block = create_block_mask(mask_mod, 1, 1, T, T, device="cpu")
             with torch.inference_mode():
                 compiled(tq, tk, tv, block_mask=block)
         except Exception as exc:  # noqa: BLE001 - a missing compiler or an old torch: the row is left out
@@ -128,6 +151,6 @@ def flex_calls(torch, q, k, v, masks: dict, threads: int) -> tuple[dict, dict, d
                 return compiled(tq, tk, tv, block_mask=block)
 
         calls[name] = call
-        notes[name] = ("compiled, no BlockMask" if block is None else "compiled, BlockMask 128x128") + \
+        notes[name] = ("compiled, no BlockMask" if block is None else "compiled, BlockMask 128x128") + how + \
             f"; first call {first[name]:.1f} s"
     return calls, notes, first

@@ -128,7 +128,7 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
             report.machine["sdpa_backends"] = backends
             if cfg.flex:
                 progress(f"T={T:<6} compiling FlexAttention for {len(masks)} masks ...")
-                flex, flex_notes, flex_first = flex_calls(torch, q, k, v, masks, threads)
+                flex, flex_notes, flex_first = flex_calls(torch, q, k, v, masks, threads, {"sparse": (bm, bn)})
                 for name, fn in flex.items():
                     calls[(name, "torch_flex")] = fn
                 for name, note in flex_notes.items():

@@ -85,3 +85,18 @@ def test_a_failed_compilation_leaves_only_that_row_out(fake):
 def test_a_torch_without_flex_gives_nothing(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.nn.attention.flex_attention", None)  # ImportError on import
     assert flex_calls(FakeTorch(), *(np.zeros((1, 8, 4), np.float32),) * 3, {"dense": None}, 1) == ({}, {}, {})
+
+
+def test_a_mask_of_whole_tiles_is_read_from_its_tile_table(fake):
+    from attnviz.bench.anchors import tile_table
+
+    torch, made = fake
+    T = 100
+    sparse = sparse_tile_mask(T, 32, 64, 0.4, seed=2)
+    table = tile_table(sparse, 32, 64)
+    assert table.shape == (4, 2)
+    assert tile_table(np.tri(T, dtype=bool), 32, 64) is None  # a causal mask is not made of whole tiles
+    q = k = v = np.zeros((1, T, 8), dtype=np.float32)
+    calls, notes, _ = flex_calls(torch, q, k, v, {"sparse": sparse}, 1, {"sparse": (32, 64)})
+    np.testing.assert_array_equal(made[0], sparse)  # the tile table's mask_mod gives the mask cell for cell
+    assert "4x2 tile table" in notes["sparse"]
