@@ -162,6 +162,7 @@ def test_model_generate_audio_transcribes_what_inspect_does(tmp_path, capsys):
     assert "Whisper" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_language_task_timestamps_and_beams_on_the_command_line(tmp_path, capsys):
     g = _golden(MODEL)
     out = tmp_path / "ts.npz"

@@ -381,6 +381,7 @@ print(json.dumps({"lanes": LANES, "enabled": enabled(), "errs": errs}))
 """
 
 
+@pytest.mark.slow
 def test_flash_on_the_avx2_micro_kernel_matches_reference():
     """On a CPU with AVX-512 the AVX2 kernels are compiled in a child process whose numba targets the
     CPU without AVX-512 (as ``bench --isa avx2`` does): flash float32 there runs on the 8-lane micro-kernel

@@ -24,6 +24,7 @@ def _tool(name: str):
     return module
 
 
+@pytest.mark.slow
 def test_training_reproduces_the_shipped_vocabulary():
     train = _tool("train_tokenizer")
     fresh = train.to_json(train.train())
@@ -33,6 +34,7 @@ def test_training_reproduces_the_shipped_vocabulary():
     assert fresh == shipped
 
 
+@pytest.mark.slow
 def test_training_check_mode_reports_a_difference(tmp_path):
     train = _tool("train_tokenizer")
     other = tmp_path / "tokenizer.json"

@@ -82,6 +82,7 @@ def test_session_and_image_file_arguments_open(tmp_path):
     assert rep["sources"] == ["river-scene"] and rep["ok"] and rep["T"] == 1 + 14 * 14
 
 
+@pytest.mark.slow
 def test_a_bad_file_argument_is_reported_and_the_demo_stays(tmp_path):
     bad = tmp_path / "broken.attnviz"
     bad.write_bytes(b"\x00" * 100)
@@ -132,6 +133,7 @@ def test_a_failing_script_exits_3_with_its_traceback(tmp_path):
     assert proc.returncode == 3 and "script failed on purpose" in proc.stderr
 
 
+@pytest.mark.slow
 def test_screenshot_writes_the_workspace_at_exactly_the_size_given(tmp_path):
     from PySide6.QtGui import QImage
 
