@@ -1,14 +1,15 @@
 """Session commands: every edit of a SessionState as a small frozen command that returns its inverse
 (the protocol of :mod:`attnviz.model.command`). Sources are addressed by name (names are unique);
 an invalid edit, an unknown source name included, raises ValueError before anything changes.
-:class:`SetFields` restores whole top-level fields (the inverse of structural edits), :class:`Compound`
-is several commands as one undo step, and :func:`merge` joins a drag stroke's commands into one.
+:class:`SetFields` restores whole top-level fields (the inverse of structural edits). Consecutive commands
+with the same ``merge_key`` (a drag stroke, a typing run) become one undo step in the window's undo stack
+(:mod:`attnviz.ui.undo`), which keeps each command and its inverse.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar, Hashable
+from typing import Any, ClassVar
 
 from attnviz.model.command import merge_key as _merge_key
 from attnviz.model.positional import PositionalConfig
@@ -60,35 +61,6 @@ class _ReplaceField:
     def apply(self, state: SessionState):
         name = self.state_field
         return replace(state, **{name: getattr(self, name)}), type(self)(getattr(state, name), self.label)
-
-
-@dataclass(frozen=True)
-class Compound:
-    """Several commands applied in order as one undo step."""
-
-    commands: tuple  # the commands, applied first to last
-    label: str = "Edit"
-    merge_key: Hashable | None = None  # kept from the merged commands (a drag stroke)
-
-    def apply(self, state: SessionState):
-        inverses = []
-        for c in self.commands:
-            state, inv = c.apply(state)
-            inverses.append(inv)
-        return state, Compound(tuple(reversed(inverses)), self.label, self.merge_key)
-
-
-def merge(first, second):
-    """One command doing ``first`` then ``second`` (for consecutive commands of one drag stroke).
-
-    Raises ValueError unless both have the same non-None merge_key.
-    """
-    k1, k2 = _merge_key(first), _merge_key(second)
-    if k1 is None or k1 != k2:
-        raise ValueError("only commands with the same merge_key can be merged")
-    a = first.commands if isinstance(first, Compound) else (first,)
-    b = second.commands if isinstance(second, Compound) else (second,)
-    return Compound(a + b, first.label, k1)
 
 
 # ------------------------------------------------------------------------------------------------

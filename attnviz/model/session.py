@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from psygnal import Signal, SignalGroup
 
-from attnviz.model.commands import merge
 from attnviz.model.state import FIELDS, SessionState
 
 VIEW_ONLY = frozenset({"view"})  # fields whose change alone does not make the session dirty
@@ -68,10 +67,6 @@ class Session:
             raise TypeError(f"{type(cmd).__name__}.apply must return a SessionState")
         self._commit(new, mark_dirty=True)
         return inverse
-
-    def merge(self, first, second):
-        """The single command equal to ``first`` then ``second`` (same merge_key; see commands.merge)."""
-        return merge(first, second)
 
     def replace_state(self, state: SessionState, dirty: bool = False) -> None:
         """Switch to another whole state (file opened, demo loaded): every field is emitted."""

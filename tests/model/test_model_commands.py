@@ -42,7 +42,6 @@ COMMANDS = [
     C.SetKernel("naive", 32, 16),
     C.SetMask(preset("causal", [])),
     C.set_view(head="mean", query=2, colormap="magma", log_scale=True, matrix="scores"),
-    C.Compound((C.SetText("prompt", "a"), C.RenameSource("prompt", "b"))),
 ]
 
 
@@ -145,20 +144,11 @@ def test_edit_mask_lifts_a_design_command_and_keeps_merge_key():
     a = C.EditMask(SetRule("prompt", "cam", Rule.deny()))
     b = C.EditMask(SetRule("cam", "prompt", Rule.deny()))
     assert a.merge_key == b.merge_key == ("mask", "stroke") and a.label == "Set rule"
-    merged = C.merge(a, b)
-    s1, inv = merged.apply(s0)
-    assert s1.mask.rule_for("prompt", "cam") == Rule.deny() and s1.mask.rule_for("cam", "prompt") == Rule.deny()
-    assert inv.apply(s1)[0] == s0
-    with pytest.raises(ValueError, match="merge_key"):
-        C.merge(a, C.SetText("prompt", "x"))
-
-
-def test_merge_of_text_edits_is_one_step():
-    s0 = base()
-    m = C.merge(C.merge(C.SetText("prompt", "a"), C.SetText("prompt", "ab")), C.SetText("prompt", "abc"))
-    assert len(m.commands) == 3
-    s1, inv = m.apply(s0)
-    assert s1.source("prompt").text == "abc" and inv.apply(s1)[0] == s0
+    s1, inv_a = a.apply(s0)
+    s2, inv_b = b.apply(s1)
+    assert s2.mask.rule_for("prompt", "cam") == Rule.deny() and s2.mask.rule_for("cam", "prompt") == Rule.deny()
+    assert inv_a.apply(inv_b.apply(s2)[0])[0] == s0
+    assert C.SetText("prompt", "x").merge_key != a.merge_key
 
 
 def test_set_weight_checks_shape():

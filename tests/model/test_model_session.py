@@ -65,14 +65,13 @@ def test_replace_state_emits_everything_and_is_clean():
     assert ("dirty", False) in seen and not s.dirty and s.state is st
 
 
-def test_mark_clean_and_merge():
+def test_mark_clean():
     s = Session(SessionState(sources=(TextSource("p", text="a"),)))
     inv1 = s.execute(C.SetText("p", "ab"))
     s.execute(C.SetText("p", "abc"))
     s.mark_clean()
     assert not s.dirty
-    merged = s.merge(C.SetText("p", "ab"), C.SetText("p", "abc"))
-    assert merged.merge_key == ("text", "p")
+    assert C.SetText("p", "ab").merge_key == C.SetText("p", "abc").merge_key == ("text", "p")
     s.execute(inv1)
     assert s.state.source("p").text == "a" and s.dirty
 

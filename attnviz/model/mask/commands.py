@@ -191,11 +191,6 @@ class PaintCells:
     def merge_key(self) -> Hashable | None:
         return None if self.stroke is None else ("paint-cells", self.stroke, self.value)
 
-    def merge(self, other: "PaintCells") -> "PaintCells":
-        if not isinstance(other, PaintCells) or other.merge_key != self.merge_key or self.merge_key is None:
-            raise ValueError("only paint commands of the same stroke merge")
-        return PaintCells(self.cells + other.cells, self.value, self.stroke)
-
     def apply(self, design: MaskDesign):
         arr = np.asarray(self.cells, dtype=np.int64).reshape(-1, 2)  # (n, 2)
         return _paint(design, arr[:, 0], arr[:, 1], self.value)
@@ -217,12 +212,6 @@ class RestoreCells:
     @property
     def merge_key(self) -> Hashable | None:
         return None if self.stroke is None else ("restore-cells", self.stroke)
-
-    def merge(self, other: "RestoreCells") -> "RestoreCells":
-        """Apply ``self`` then ``other`` (other's states win where both set a cell)."""
-        if not isinstance(other, RestoreCells):
-            raise ValueError("RestoreCells merges only with RestoreCells")
-        return RestoreCells(self.changes + other.changes, self.stroke, self.label)
 
     def apply(self, design: MaskDesign):
         c = self.changes
@@ -287,11 +276,6 @@ class PaintLines:
     @property
     def merge_key(self) -> Hashable | None:
         return None if self.stroke is None else (_LINE_WORDS[self.axis][1], self.stroke, self.value, self.length)
-
-    def merge(self, other: "PaintLines") -> "PaintLines":
-        if not isinstance(other, PaintLines) or other.merge_key != self.merge_key or self.merge_key is None:
-            raise ValueError(f"only {self.axis} paints of the same stroke merge")
-        return PaintLines(self.axis, self.lines + other.lines, self.length, self.value, self.stroke)
 
     def apply(self, design: MaskDesign):
         along, across = _whole_lines(self.lines, self.length)  # (n * length,) each
@@ -457,11 +441,6 @@ class OnHead:
     def merge_key(self) -> Hashable | None:
         key = getattr(self.command, "merge_key", None)
         return None if key is None else ("head", self.head, key)
-
-    def merge(self, other: "OnHead") -> "OnHead":
-        if not isinstance(other, OnHead) or other.head != self.head:
-            raise ValueError("only commands on the same head merge")
-        return OnHead(self.head, self.command.merge(other.command))
 
     def apply(self, design: MaskDesign):
         had = self.head in dict(design.heads)
