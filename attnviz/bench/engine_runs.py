@@ -78,7 +78,7 @@ def run_bench(cfg: BenchConfig, progress=lambda msg: None) -> Report:
 
 
 def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
-    from threadpoolctl import threadpool_limits
+    from attnviz.engine.runtime import blas_threads
 
     from attnviz.engine import BlockMask, attention
     from attnviz.engine.tiling import choose_blocks
@@ -101,7 +101,7 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
     gc = np.empty((n, n), dtype=np.float32)  # (n, n)
 
     def sgemm_call():
-        with threadpool_limits(threads, user_api="blas"):
+        with blas_threads(threads):
             np.matmul(ga, ga, out=gc)
 
     for T in cfg.sizes:
@@ -170,7 +170,7 @@ def _run_bench(cfg: BenchConfig, threads: int, progress) -> Report:
                                                                           times[(name, "torch_flex")])
         report.paired[str(T)] = paired
         if cfg.naive:  # plain numpy in its own block: it is slow, and not one of the targets
-            with threadpool_limits(threads, user_api="blas"):
+            with blas_threads(threads):
                 for name, m in masks.items():
                     add((name, "numpy"), *timed(lambda m=m: numpy_attention(q, k, v, m, scale), cfg.repeat), "")
 

@@ -66,13 +66,13 @@ def timed(fn, repeat: int, settle: float = 0.2) -> tuple[float, float, float | N
 
 def sgemm_gflops(threads: int | None, n: int = 2048, repeat: int = 5) -> float:
     """Best float32 matrix-product rate of numpy's BLAS on n x n, with the benchmark's thread count."""
-    from threadpoolctl import threadpool_limits
+    from attnviz.engine.runtime import blas_threads
 
     rng = np.random.default_rng(1)
     a = rng.standard_normal((n, n), dtype=np.float32)  # (n, n)
     b = rng.standard_normal((n, n), dtype=np.float32)  # (n, n)
     c = np.empty((n, n), dtype=np.float32)  # (n, n)
-    with threadpool_limits(threads, user_api="blas"):
+    with blas_threads(threads):
         np.matmul(a, b, out=c)
         best = min(once(lambda: np.matmul(a, b, out=c)) for _ in range(repeat))
     return 2.0 * n**3 / best / 1e9

@@ -52,9 +52,9 @@ class PartitionResult:
 def _limit_blas_threads() -> None:
     # One BLAS thread per worker thread: the same computation in every worker, and workers sharing a
     # machine do not oversubscribe its cores.
-    from threadpoolctl import threadpool_limits
+    from attnviz.engine.runtime import cap_blas_threads
 
-    threadpool_limits(limits=1, user_api="blas")  # for the rest of this process
+    cap_blas_threads(1)  # for the rest of this process
 
 
 def _stamp(folder: Path) -> tuple:

@@ -1,4 +1,6 @@
-"""How the parallel kernels run: thread count, one parallel kernel at a time, single-threaded BLAS inside.
+"""How the parallel kernels run: thread count, one parallel kernel at a time, single-threaded BLAS inside; and
+the one place attnviz caps numpy's BLAS threads (:func:`blas_threads` for a block, :func:`cap_blas_threads` for
+the rest of a process).
 
 - numba's ``workqueue`` threading layer aborts the process when two threads launch parallel kernels at
   once; every parallel launch therefore holds :data:`PARALLEL_LOCK`.
@@ -76,6 +78,39 @@ def _controller() -> ThreadpoolController:
     if _state["controller"] is None:
         _state["controller"] = ThreadpoolController()
     return _state["controller"]
+
+
+_blas = {"depth": 0, "limit": None}
+_blas_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def blas_threads(n: int | None):
+    """Cap numpy's BLAS at ``n`` threads inside the block (None: leave it alone). On 2-core machines
+    numpy's OpenBLAS pool and numba's worker pool fight when their calls alternate (measured 2-4x
+    slower GEMMs at two BLAS threads), and the engine kernels are parallel already. Runs on several
+    threads share one cap: the first to enter sets it, the last to leave restores the previous one."""
+    if n is None:
+        yield
+        return
+    with _blas_lock:
+        if _blas["depth"] == 0:
+            _blas["limit"] = _controller().limit(limits=int(n), user_api="blas")
+        _blas["depth"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas["depth"] -= 1
+            if _blas["depth"] == 0:
+                _blas["limit"].restore_original_limits()
+                _blas["limit"] = None
+
+
+def cap_blas_threads(n: int) -> None:
+    """Cap numpy's BLAS at ``n`` threads for the rest of this process (a corpus worker: one BLAS thread per
+    worker thread, so workers sharing a machine do not oversubscribe it)."""
+    _controller().limit(limits=int(n), user_api="blas")
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from attnviz.cancel import Cancelled  # noqa: F401 - raised here, and re-exporte
 from attnviz.engine import attention, display_matrices, recompute_weights
 from attnviz.engine import jitcache
 from attnviz.engine.blockmask import FULL, BlockMask
+from attnviz.engine.runtime import blas_threads
 from attnviz.engine.tiled_mask import TiledMask
 from attnviz.model import buffers
 from attnviz.model import compute_cache as cache
@@ -64,7 +65,7 @@ ROW_SHARE = 0.25
 #: whose start-up (waking the worker threads of a busy machine) costs more than a few rows
 FORMULA_CELLS = 1 << 20
 
-#: numpy BLAS threads while a run computes (:func:`attnviz.model.compute_cache.blas_threads`): the
+#: numpy BLAS threads while a run computes (:func:`attnviz.engine.runtime.blas_threads`): the
 #: engine kernels are parallel already, and two BLAS threads next to numba's pool ran 2-4x slower
 BLAS_THREADS = 1
 
@@ -173,7 +174,7 @@ def run(request: ComputeRequest, progress=None, is_cancelled=None, on_preview=No
     query row of a sequence large enough for that to matter (:func:`attnviz.model.preview.wanted`).
     """
     try:
-        with cache.blas_threads(BLAS_THREADS):
+        with blas_threads(BLAS_THREADS):
             return _run(request, progress, is_cancelled, on_preview)
     except Cancelled:
         return ComputeResponse(request.request_id, ok=False, cancelled=True, messages=("computation cancelled",))

@@ -7,7 +7,6 @@ stored. :func:`attnviz.model.compute.run` uses them; see docs/architecture.md.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -142,38 +141,3 @@ def block_mask(mask: np.ndarray, block_m: int, block_n: int, prev: BlockMask | N
             r0 = int(b) * block_m
             state[:, b:b + 1] = classify(m3[:, r0:r0 + block_m], block_m, block_n)  # (nh|1, 1, nK)
     return BlockMask.share(mask, block_m, block_n, state)
-
-
-# ------------------------------------------------------------------------------------------------
-# BLAS threads
-
-_blas = {"controller": None, "depth": 0, "limit": None}
-_blas_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def blas_threads(n: int | None):
-    """Cap numpy's BLAS at ``n`` threads inside the block (None: leave it alone). On 2-core machines
-    numpy's OpenBLAS pool and numba's worker pool fight when their calls alternate (measured 2-4x
-    slower GEMMs at two BLAS threads), and the engine kernels are parallel already. Runs on several
-    threads share one cap: the first to enter sets it, the last to leave restores the previous one.
-    """
-    if n is None:
-        yield
-        return
-    with _blas_lock:
-        if _blas["controller"] is None:
-            from threadpoolctl import ThreadpoolController
-
-            _blas["controller"] = ThreadpoolController()
-        if _blas["depth"] == 0:
-            _blas["limit"] = _blas["controller"].limit(limits=int(n), user_api="blas")
-        _blas["depth"] += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas["depth"] -= 1
-            if _blas["depth"] == 0:
-                _blas["limit"].restore_original_limits()
-                _blas["limit"] = None

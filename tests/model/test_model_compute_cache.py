@@ -306,17 +306,6 @@ def test_changed_rows_and_incremental_tile_map():
                                       BlockMask.from_dense(a, 8, 16).tile_state)
 
 
-def test_blas_threads_are_restored():
-    from threadpoolctl import threadpool_info
-
-    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-    with compute_cache.blas_threads(1):
-        with compute_cache.blas_threads(1):
-            assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
-        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
-    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
-
-
 def test_caches_stay_bounded():
     cache = sequence.LRUCache(3, max_bytes=100, nbytes=len)
     for i in range(5):
