@@ -309,42 +309,46 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
 
 
 class KernelWarmup:
-    """Compiles (or loads from the cache) every engine kernel on a background thread, one dtype at a
-    time, so that :meth:`stop` at exit waits for at most one dtype's kernels. When every dtype is done
-    the cache is marked warm (:func:`attnviz.engine.jitcache.mark_warm`): later starts go to the
-    engine at once."""
+    """Compiles (or loads from the cache) every engine kernel on a background job (the window's one job
+    primitive, :class:`~attnviz.ui.latest_job.LatestJob`), one dtype at a time, so that :meth:`stop` at exit
+    waits for at most one dtype's kernels. When every dtype is done the cache is marked warm
+    (:func:`attnviz.engine.jitcache.mark_warm`): later starts go to the engine at once. A failed warm-up only
+    means kernels compile on first use: the job's message is not shown."""
 
     DTYPES = ("float32", "float64")
 
-    def __init__(self):
+    def __init__(self, parent=None):
+        from attnviz.ui.latest_job import LatestJob
+
         self._stop = threading.Event()
-        self.thread: threading.Thread | None = None
+        self.job = LatestJob("attnviz-warmup", parent, expected=())
+        self._started = False
 
     def start(self) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._work, name="attnviz-warmup", daemon=True)
-            self.thread.start()
+        if not self._started and not self._stop.is_set():
+            self._started = True
+            self.job.submit(self._work)
 
     def _work(self) -> None:
-        try:
-            from attnviz.engine import jitcache
-            from attnviz.engine.warmup import warmup
+        from attnviz.cancel import Cancelled
+        from attnviz.engine import jitcache
+        from attnviz.engine.warmup import warmup
 
-            for dtype in self.DTYPES:
-                if self._stop.is_set():
-                    return
-                warmup(dtypes=(dtype,))
-            jitcache.mark_warm()
-        except Exception:  # noqa: BLE001 - a failed warm-up only means kernels compile on first use
-            pass
+        for dtype in self.DTYPES:
+            if self._stop.is_set():
+                raise Cancelled
+            warmup(dtypes=(dtype,))
+        jitcache.mark_warm()
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Block until the warm-up has ended (or never ran); False when it is still compiling after ``timeout``."""
+        return self.job.wait_idle(timeout)
 
     def stop(self, timeout: float = WARMUP_EXIT_WAIT_S) -> bool:
-        """Stop after the current dtype and wait for it; True when the thread has ended (or never ran)."""
+        """Stop after the current dtype and wait for it; True when the warm-up has ended (or never ran)."""
         self._stop.set()
-        if self.thread is not None:
-            self.thread.join(timeout)
-            return not self.thread.is_alive()
-        return True
+        self.job.shutdown(timeout)
+        return not self.job.working
 
 
 class _ExceptionReporter:

@@ -200,5 +200,5 @@ def test_a_complete_warmup_is_recorded_and_a_stopped_one_is_not(monkeypatch, tmp
     assert not jitcache.warm_marker().exists()
     warm = KernelWarmup()
     warm.start()
-    warm.thread.join(30)
+    assert warm.wait(30)
     assert jitcache.warm_marker().exists()
