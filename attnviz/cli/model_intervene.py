@@ -230,21 +230,30 @@ def _cmd_ablate(args) -> int:
     return 0
 
 
-def _seq2seq(args) -> bool:
-    """The model is an encoder-decoder (MarianMT, BART, mBART); --target and --stack are refused on the others."""
-    import json
-
-    from attnviz.checkpoints import CheckpointError, load_checkpoint
+def _family(args) -> tuple[Path, str | None, str | None]:
+    """(folder, name, model_type) of ``args.model_dir``; model_type None when config.json cannot say (the loader
+    then says what is wrong with the folder). The config is read through the guarded JSON reader."""
+    from attnviz.checkpoints import CheckpointError
+    from attnviz.checkpoints.config import read_json
     from attnviz.checkpoints.hub_cache import resolve
-    from attnviz.checkpoints.seq2seq_config import SEQ2SEQ_TYPES
 
     try:
         folder, name = resolve(args.model_dir)
-        family = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model_type")
     except CheckpointError as exc:
         raise CliError(str(exc)) from None
-    except (OSError, ValueError, AttributeError):
-        family = None  # the loader says what is wrong with the folder
+    try:
+        family = read_json(Path(folder) / "config.json", "config.json").get("model_type")
+    except CheckpointError:
+        family = None
+    return Path(folder), name, family if isinstance(family, str) else None
+
+
+def _seq2seq(args) -> bool:
+    """The model is an encoder-decoder (MarianMT, BART, mBART); --target and --stack are refused on the others."""
+    from attnviz.checkpoints import CheckpointError, load_checkpoint
+    from attnviz.checkpoints.seq2seq_config import SEQ2SEQ_TYPES
+
+    folder, name, family = _family(args)
     if family in SEQ2SEQ_TYPES:
         try:
             args.ckpt = load_checkpoint(folder, name=name)
@@ -306,19 +315,10 @@ def _cmd_seq2seq(args, means) -> int:
 
 def _vlm(args) -> bool:
     """The model is a vision-language model (its checkpoint is loaded into ``args.ckpt``)."""
-    import json
-
     from attnviz.checkpoints import CheckpointError, load_checkpoint
-    from attnviz.checkpoints.hub_cache import resolve
     from attnviz.checkpoints.vlm_registry import is_multimodal
 
-    try:
-        folder, name = resolve(args.model_dir)
-        family = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except CheckpointError as exc:
-        raise CliError(str(exc)) from None
-    except (OSError, ValueError, AttributeError):
-        family = None  # the loader says what is wrong with the folder
+    folder, name, family = _family(args)
     if not is_multimodal(family):
         return False
     try:
