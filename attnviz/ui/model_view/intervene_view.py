@@ -969,7 +969,8 @@ class InterveneView(QWidget):
                                     if not encoder else "the interventions as a PyTorch forward-hook script (and, for "
                                     "BERT, RoBERTa and XLM-R, a TransformerLens script) printing the pooled output "
                                     "before and after")
-        self.means_row.set_config((ckpt.spec.text if kind == "vlm" else ckpt.config) if decoder or encoder else None)
+        self.means_row.set_config((getattr(ckpt.spec, "text", None) if kind == "vlm" else ckpt.config)
+                                  if decoder or encoder else None)
         if self.spec.means_file is not None and (decoder or encoder):
             self._sync_means(self.spec, again=True)  # the file is checked against this model's heads
         self._sync_controls(self.spec)
@@ -1082,8 +1083,9 @@ class InterveneView(QWidget):
         ck = self.panel.ckpt
         if ck is not None and s2s.is_seq2seq(ck):
             return ck.spec.enc_layers
-        if ck is not None and ck.kind == "vlm":
-            return ck.spec.text.n_layer
+        if ck is not None and ck.kind == "vlm":  # a checkpoint without its language model's spec: none to name
+            text = getattr(ck.spec, "text", None)
+            return None if text is None else text.n_layer
         return ck.config.n_layer if ck is not None and ck.kind in KINDS else None
 
     def _ko_heads(self) -> int:
@@ -1091,7 +1093,8 @@ class InterveneView(QWidget):
         if ck is not None and s2s.is_seq2seq(ck):
             return ck.spec.enc_heads
         if ck is not None and ck.kind == "vlm":
-            return ck.spec.text.n_head
+            text = getattr(ck.spec, "text", None)
+            return 256 if text is None else text.n_head
         return ck.config.n_head if ck is not None and ck.kind in KINDS else 256
 
     def _edit_from_controls(self, label: str) -> None:

@@ -24,7 +24,8 @@ from attnviz.ui.widgets.patch_groups_view import PatchGroupsView
 
 
 def supported(ckpt) -> bool:
-    return getattr(ckpt, "kind", None) == "vlm" and getattr(ckpt, "family", None) in FAMILIES
+    return (getattr(ckpt, "kind", None) == "vlm" and getattr(ckpt, "family", None) in FAMILIES
+            and getattr(getattr(ckpt, "spec", None), "text", None) is not None)  # its language model to edit
 
 
 def result(panel):
