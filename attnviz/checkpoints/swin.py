@@ -218,8 +218,14 @@ class SwinStage:
 
 
 def forward_swin(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
-                 terms: dict | None = None):
+                 terms: dict | None = None, edit=None):
     """(stages [SwinStage], last_hidden_state (T_last, C_last)) of Swin on pixels (C, H, W).
+
+    ``edit`` (None: the plain pass) changes layer g (the global index over the stages, stage 0's first) through
+    three calls: ``edit.residual(g, x)`` the stream (T_s, C_s) entering it, ``edit.window_mask(g, win, nh)``
+    None or a bool (nW * nh, n, n) of the window pairs still allowed (the knockout; ANDed with nothing else, the
+    shift mask stays a -100 bias), and ``edit.merged(g, out, nh)`` the heads' outputs (T_s, C_s) in token order
+    before the output projection (see :mod:`attnviz.checkpoints.intervention_swin`).
 
     ``terms``: a dict that receives stage 0's score terms laid into (L, nh, T, T) maps, whose sum is what the
     softmax takes: ``"content"`` (q k^T / sqrt(hs)) and ``"position bias"`` inside each window, ``"shift mask"``
@@ -243,13 +249,15 @@ def forward_swin(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float3
                                   f"the input gives {gh}x{gw} (resize it to {c.image_size[0]}x{c.image_size[1]} px)")
         x = x + W["embeddings.position_embeddings"][0]
     plan, stages = stage_windows(c, (gh, gw)), []  # every stage's windows first: a bad grid is refused at once
-    grid = (gh, gw)
+    grid, g = (gh, gw), 0
     for s, wins in enumerate(plan):
         got = []
         for i, win in enumerate(wins):
             x, a = _layer(c, W, f"encoder.layers.{s}.blocks.{i}.", x, win, sp.heads[s], kernel,
-                          None if (terms is None or s) else terms.setdefault("_parts", []))
+                          None if (terms is None or s) else terms.setdefault("_parts", []),
+                          None if edit is None else (edit, g))
             got.append(a)
+            g += 1
         stages.append(SwinStage(grid=grid, windows=wins, weights=got, hidden=x))
         if s < len(sp.depths) - 1:
             x, grid = _merge(W, f"encoder.layers.{s}.downsample.", x, grid)
@@ -258,7 +266,10 @@ def forward_swin(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float3
     return stages, layer_norm(x, W["layernorm.weight"], W["layernorm.bias"], c.ln_eps)
 
 
-def _layer(c: ModelConfig, W: _Cast, p: str, x: np.ndarray, win: Windows, nh: int, kernel: str, parts):
+def _layer(c: ModelConfig, W: _Cast, p: str, x: np.ndarray, win: Windows, nh: int, kernel: str, parts, edit=None):
+    """One SwinLayer; ``edit`` None or (the edit, this layer's global index)."""
+    if edit is not None:
+        x = edit[0].residual(edit[1], x)
     T, C = x.shape
     n, nW = win.size * win.size, win.n_windows
     h = layer_norm(x, W[p + "layernorm_before.weight"], W[p + "layernorm_before.bias"], c.ln_eps)  # (T, C)
@@ -273,10 +284,14 @@ def _layer(c: ModelConfig, W: _Cast, p: str, x: np.ndarray, win: Windows, nh: in
     shift = np.where(win.region[:, :, None] == win.region[:, None, :], 0.0, SHIFT_MASK).astype(x.dtype)  # (nW, n, n)
     bias = rel[None] + shift[:, None]  # (nW, nh, n, n)
     content = np.empty((nW * nh, n, n), dtype=x.dtype) if parts is not None else None
+    allowed = None if edit is None else edit[0].window_mask(edit[1], win, nh)  # None or (nW*nh, n, n) bool
     ctx, a = biased_attention(by_window(q), by_window(k), by_window(v), nW * nh, bias.reshape(nW * nh, n, n),
-                              1.0 / math.sqrt(C // nh), kernel, content=content)  # (n, nW*C), (nW*nh, n, n)
+                              1.0 / math.sqrt(C // nh), kernel, mask=allowed,
+                              content=content)  # (n, nW*C), (nW*nh, n, n)
     out = np.empty_like(x)
     out[win.tokens] = ctx.reshape(n, nW, C).transpose(1, 0, 2)  # (T, C) back in token order
+    if edit is not None:
+        out = edit[0].merged(edit[1], out, nh)
     x = x + linear(out, W[p + "attention.output.dense.weight"], W[p + "attention.output.dense.bias"])
     h = layer_norm(x, W[p + "layernorm_after.weight"], W[p + "layernorm_after.bias"], c.ln_eps)
     h = activation(c.act, linear(h, W[p + "intermediate.dense.weight"], W[p + "intermediate.dense.bias"]))
