@@ -162,8 +162,12 @@ def _mlp_block(W: Weights, p: str, x: np.ndarray, eps: float) -> np.ndarray:
     return x + linear(gate, W[m + "down_proj.weight"], W.get(m + "down_proj.bias"))  # (T, C)
 
 
-def vlm_layer(c, W: Weights, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, kernel: str):
-    """One VLM layer over the prefix -> (x (Tp, C), weights (nh, Tp, Tp), k (nkv, Tp, hd) after the rotation, v)."""
+def vlm_layer(c, W: Weights, i: int, x: np.ndarray, positions: np.ndarray, mask: np.ndarray, kernel: str,
+              edit=None):
+    """One VLM layer over the prefix -> (x (Tp, C), weights (nh, Tp, Tp), k (nkv, Tp, hd) after the rotation, v).
+
+    ``edit`` (an :class:`attnviz.checkpoints.interventions.Edit` over the prefix, or None) removes knocked-out
+    edges from ``mask`` and edits the heads' outputs before ``o_proj``, as a forward pre-hook there would."""
     s = c.decoder
     p, a = f"layers.{i}.", f"layers.{i}.self_attn."
     h = rms_norm(x, W[p + "input_layernorm.weight"], c.ln_eps)  # (Tp, C)
@@ -171,19 +175,25 @@ def vlm_layer(c, W: Weights, i: int, x: np.ndarray, positions: np.ndarray, mask:
     k = split_heads(linear(h, W[a + "k_proj.weight"], W.get(a + "k_proj.bias")), s.n_kv_head)  # (nkv, Tp, hd)
     v = split_heads(linear(h, W[a + "v_proj.weight"], W.get(a + "v_proj.bias")), s.n_kv_head)  # (nkv, Tp, hd)
     q, k = rope(q, positions), rope(k, positions)
+    if edit is not None:
+        mask = edit.mask(i, mask)  # (Tp, Tp) or (nh, Tp, Tp)
     ctx, w = _attend(q, k, v, mask, s.group, s.head_dim, kernel)  # (Tp, nh*hd), (nh, Tp, Tp)
+    if edit is not None:
+        ctx = edit.merged(i, ctx, c.n_head)
     x = x + linear(ctx, W[a + "o_proj.weight"], W.get(a + "o_proj.bias"))  # (Tp, C)
     return _mlp_block(W, p, x, c.ln_eps), w, k, v
 
 
 def expert_layer(c, W: Weights, j: int, e: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, cross: bool,
-                 positions: np.ndarray, mask: np.ndarray, kernel: str):
+                 positions: np.ndarray, mask: np.ndarray, kernel: str, edit=None):
     """Expert layer j over the action tokens -> (e (Ta, C_e), weights (nh, Ta, Tk)).
 
     Self-attention (``cross`` False): keys and values are the VLM layer's cached prefix ones followed by the
     expert's own, rotated at ``positions`` (the suffix's, after the prefix); ``mask`` (Ta, Tp + Ta).
     Cross-attention: keys and values are the expert's k/v projections of the cached (rotated) prefix keys and
-    values, not rotated again; the queries are rotated at 0..Ta-1; ``mask`` (Ta, Tp)."""
+    values, not rotated again; the queries are rotated at 0..Ta-1; ``mask`` (Ta, Tp). ``edit`` (an
+    :class:`~attnviz.checkpoints.interventions.Edit` over the action rows: knockouts (Ta, Tk), head outputs
+    (nh, Ta, hd)) as in :func:`vlm_layer`."""
     s = c.decoder
     p, a = f"layers.{j}.", f"layers.{j}.self_attn."
     h = rms_norm(e, W[p + "input_layernorm.weight"], c.ln_eps)  # (Ta, C_e)
@@ -199,7 +209,11 @@ def expert_layer(c, W: Weights, j: int, e: np.ndarray, k_cache: np.ndarray, v_ca
         q, k = rope(q, positions), rope(k, positions)
         k = np.concatenate([k_cache, k], axis=1)  # (nkv, Tp + Ta, hd)
         v = np.concatenate([v_cache, v], axis=1)  # (nkv, Tp + Ta, hd)
+    if edit is not None:
+        mask = edit.mask(j, mask)  # (Ta, Tk) or (nh, Ta, Tk)
     ctx, w = _attend(q, k, v, mask, s.group, s.head_dim, kernel)  # (Ta, nh*hd), (nh, Ta, Tk)
+    if edit is not None:
+        ctx = edit.merged(j, ctx, c.n_head)
     e = e + linear(ctx, W[a + "o_proj.weight"], W.get(a + "o_proj.bias"))  # (Ta, C_e)
     return _mlp_block(W, p, e, c.ln_eps), w
 

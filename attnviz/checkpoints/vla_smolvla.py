@@ -209,8 +209,13 @@ def action_noise(seed: int, chunk: int, width: int) -> np.ndarray:
 
 
 def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32, kernel: str = "auto",
-        state=None, noise_seed: int = 0, time: float = 1.0) -> MultimodalAttention:
-    """One forward pass of the VLM over the prefix and of the action expert at flow time ``time``."""
+        state=None, noise_seed: int = 0, time: float = 1.0, edit=None) -> MultimodalAttention:
+    """One forward pass of the VLM over the prefix and of the action expert at flow time ``time``.
+
+    ``edit`` (None: the plain pass) is an object with ``vlm`` and ``expert``, each an
+    :class:`attnviz.checkpoints.interventions.Edit` or None, in each stack's own coordinates: the VLM's over the
+    prefix (knockouts (Tp, Tp)), the expert's over the action rows (knockouts (Ta, Tp + Ta)); built and checked by
+    :mod:`attnviz.checkpoints.intervention_vla`."""
     spec: SmolVLASpec = ckpt.spec
     dtype = np.dtype(dtype).type
     if dtype not in (np.float32, np.float64):
@@ -299,6 +304,7 @@ def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32
     positions = np.cumsum(valid) - 1  # (Tp,)
 
     # ---- the VLM over the prefix, keeping each layer's keys and values ---------------------------------
+    vlm_edit, expert_edit = (None, None) if edit is None else (edit.vlm, edit.expert)
     c = spec.text
     L, nh = c.n_layer, c.n_head
     Ta = spec.chunk
@@ -306,7 +312,7 @@ def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32
     atts = np.zeros((L, nh, T, T), dtype=dtype)  # (L, nh, T, T)
     k_cache, v_cache = [], []
     for i in range(L):
-        x, w, k, v = vlm_layer(c, T_, i, x, positions, prefix_mask, kernel)
+        x, w, k, v = vlm_layer(c, T_, i, x, positions, prefix_mask, kernel, edit=vlm_edit)
         atts[i, :, :Tp, :Tp] = w
         k_cache.append(k)
         v_cache.append(v)
@@ -331,7 +337,8 @@ def run(ckpt: MultimodalCheckpoint, images: list, text: str, *, dtype=np.float32
         if j < 0:
             continue
         m = cross_mask if spec.cross[i] else self_mask
-        e, w = expert_layer(spec.expert, E, j, e, k_cache[i], v_cache[i], spec.cross[i], suffix_pos, m, kernel)
+        e, w = expert_layer(spec.expert, E, j, e, k_cache[i], v_cache[i], spec.cross[i], suffix_pos, m, kernel,
+                            edit=expert_edit)
         act_maps[j, :, :, : w.shape[-1]] = w
         layer_masks[j, :, : m.shape[1]] = m
         atts[i, :, Tp:, :] = act_maps[j]
