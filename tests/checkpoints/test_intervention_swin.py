@@ -7,6 +7,10 @@ byte the one the golden maker ran and prints attnviz's outputs; bad requests are
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -205,3 +209,36 @@ def test_the_residual_patch_and_the_recorded_heads(models):
     np.testing.assert_array_equal(patched.stream[2], rows)
     # every token of stage 1 patched: what follows is the clean pass's
     np.testing.assert_allclose(patched.hidden, clean.hidden, atol=1e-6, rtol=0)
+
+
+GOLD = Path("/tmp/gold/bin/python")
+
+
+@pytest.mark.skipif(not GOLD.is_file(), reason="no torch and transformers environment at /tmp/gold")
+def test_an_export_of_every_kind_together_runs_as_written(models, tmp_path):
+    """Given values, a per-head knockout and a patch in one script, run by transformers from its own folder."""
+    ck, cls, g = models["tiny_swin_cls"]
+    c, w = ck.config, ck.weights
+    lay = swin_layout(c, (12, 24))
+    values = np.random.default_rng(5).normal(0.0, 0.5, lay.head_dim(2)).astype(np.float32)
+    per_head = np.zeros((4, 18, 18), dtype=bool)
+    per_head[2] = knockout_mask(3, 6)
+    ko = {4: window_knockout(lay, 4, per_head), 1: window_knockout(lay, 1, knockout_mask(12, 24))}
+    np.save(tmp_path / "pixels.npy", g["pixels"])
+    np.save(tmp_path / "clean.npy", g["clean_pixels"])
+    text = swin_script(str(ck.folder), "pixels.npy", lay.heads, ablate={(2, 1): values}, scale={(0, 0): -1.5},
+                       knockout=ko, grids={k: lay.grids[k] for k in ko}, patch=[(5, 0)], clean="clean.npy",
+                       classifier=True)
+    (tmp_path / "hooks.py").write_text(text)
+    out = subprocess.run([str(GOLD), "hooks.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, TRANSFORMERS_VERBOSITY="error", HF_HUB_OFFLINE="1"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    rec: dict = {}
+    swin_run(c, w, g["clean_pixels"], Edit(record=rec))
+    after = swin_run(c, w, g["pixels"], Edit(ablate={(2, 1): values}, scale={(0, 0): -1.5}, knockout=ko,
+                                              patch_heads={(5, 0): rec[5][0]}), cls)
+    tol = TOL * max(1.0, float(np.abs(after.pooled).max()))
+    np.testing.assert_allclose(after.pooled, found["pooled_after"], atol=tol, rtol=0)
+    np.testing.assert_allclose(after.logits, found["logits_after"], atol=TOL, rtol=0)
+    assert found["cosine"] < 0.999
