@@ -9,7 +9,9 @@ row-major token order (T_s, hd_s), so "mean" ablation is the mean over the stage
 
 A knockout is a bool (T_s, T_s) (or (nh_s, T_s, T_s)) mask of removed edges in the stage's token order: only
 the pairs some window holds exist, the rest are ignored. Removed edges are dropped before the softmax, so each
-row renormalises over its window's keys left (a shifted window's pairs from other regions keep their -100).
+row renormalises over its window's keys left (a shifted window's pairs from other regions keep their -100). A
+row left with no key gets weights 0 and output 0, as in the other families (transformers, given float32's minimum
+on every key of a row, spreads it evenly instead: the hook script agrees only while every row keeps a key).
 
 :func:`swin_run` returns each layer's laid (nh_s, T_s, T_s) map, the pooled output (the final LayerNorm's tokens
 averaged, transformers' ``pooler_output``) and the class logits when a classifier is given
