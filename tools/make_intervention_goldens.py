@@ -190,36 +190,83 @@ SUBLAYERS = {"encoder": "model.encoder.layers.{i}.self_attn", "decoder": "model.
 S2S_KO = {"encoder": (3, 1), "cross": (2, 4)}  # stack -> (rows from, key): the edges removed in every layer
 
 
+T5_DATA = {"tiny_t5": 0, "tiny_t5_gated": 0, "tiny_t5_mt5": 0}  # folder -> the case of its cases.json
+T5_SUBLAYERS = {"encoder": "encoder.block.{i}.layer.0.SelfAttention", "decoder": "decoder.block.{i}.layer.0.SelfAttention",
+                "cross": "decoder.block.{i}.layer.1.EncDecAttention"}
+WHISPER = ("tiny_whisper", "tiny_whisper_en")  # in tests/data/checkpoints; the corrupted input: the frames reversed
+
+
+def _shape(cfg) -> tuple[dict, dict]:
+    """(layers, heads) per stack of a BART-like, T5 or Whisper config."""
+    if cfg.model_type in ("t5", "mt5"):
+        dec = cfg.num_decoder_layers if cfg.num_decoder_layers is not None else cfg.num_layers
+        return ({"encoder": cfg.num_layers, "decoder": dec, "cross": dec},
+                {"encoder": cfg.num_heads, "decoder": cfg.num_heads, "cross": cfg.num_heads})
+    return ({"encoder": cfg.encoder_layers, "decoder": cfg.decoder_layers, "cross": cfg.decoder_layers},
+            {"encoder": cfg.encoder_attention_heads, "decoder": cfg.decoder_attention_heads,
+             "cross": cfg.decoder_attention_heads})
+
+
+def _seq2seq_inputs():
+    """folder -> (model class, inputs dict of numpy arrays: src, corrupted, dec)."""
+    out = {}
+    for name, (src, bad, dec) in SEQ2SEQ.items():
+        out[SEQ2SEQ_DATA / name] = (np.array(src), np.array(bad), np.array(dec))
+    for name, case in T5_DATA.items():
+        c = json.loads((SEQ2SEQ_DATA / name / "cases.json").read_text())[case]
+        src = np.array(c["input_ids"])
+        bad = src.copy()
+        bad[2] = (bad[2] + 7) % 100 + 2  # one source token changed
+        out[SEQ2SEQ_DATA / name] = (src, bad, np.array(c["decoder_input_ids"]))
+    for name in WHISPER:
+        g = np.load(DATA / name / "golden.npz")
+        feats = g["input_features"].astype(np.float32)
+        out[DATA / name] = (feats, np.ascontiguousarray(feats[:, ::-1]), g["decoder_input_ids"])
+    return out
+
+
 def seq2seq_goldens() -> None:
-    """For SEQ2SEQ: ``golden_interventions.npz`` with every decoder row's logits (T, V) of transformers' eager
-    model under pre-hooks on the stack's ``out_proj``: ``plain``; per stack ``{stack}_zero`` and ``{stack}_mean``
-    (heads ABLATE moved into range), ``{stack}_scaled`` (SCALE_HEAD times SCALE), ``{stack}_patched`` (head PATCH on
-    the corrupted source taken from the clean one) and ``corrupted``; ``{stack}_knockout`` for the encoder's
-    self-attention and the cross-attention (rows from S2S_KO's first number may not see its key), added to the
-    scores inside the modeling module's eager attention for those modules only."""
+    """For SEQ2SEQ, T5_DATA and WHISPER: ``golden_interventions.npz`` with every decoder row's logits (T, V) of
+    transformers' eager model under pre-hooks on the stack's output projection (``out_proj``; T5: ``o``):
+    ``plain``; per stack ``{stack}_zero`` and ``{stack}_mean`` (heads ABLATE moved into range), ``{stack}_scaled``
+    (SCALE_HEAD times SCALE), ``{stack}_patched`` (head PATCH on the corrupted source taken from the clean one) and
+    ``corrupted``; ``{stack}_knockout`` for the encoder's self-attention and the cross-attention (rows from S2S_KO's
+    first number may not see its key), added to the scores inside the modeling module's eager attention for those
+    modules only. Whisper's source is its log-mel features (``src_features``; corrupted: the frames reversed). T5 and
+    Whisper run in float64 (``float64`` True): float32's own rounding on their logits reaches 1e-5 (T5's RMSNorm, which
+    transformers takes in float32 whatever the dtype, is kept in float64 too)."""
     import importlib
 
-    from transformers import AutoModelForSeq2SeqLM
+    from transformers import AutoModelForSeq2SeqLM, WhisperForConditionalGeneration
 
-    for name, (src, bad, dec) in SEQ2SEQ.items():
-        folder = SEQ2SEQ_DATA / name
-        model = AutoModelForSeq2SeqLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    for folder, (src, bad, dec) in _seq2seq_inputs().items():
+        whisper = folder.name in WHISPER
+        cls = WhisperForConditionalGeneration if whisper else AutoModelForSeq2SeqLM
+        model = cls.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
         cfg = model.config
-        layers = {"encoder": cfg.encoder_layers, "decoder": cfg.decoder_layers, "cross": cfg.decoder_layers}
-        heads_of = {"encoder": cfg.encoder_attention_heads, "decoder": cfg.decoder_attention_heads,
-                    "cross": cfg.decoder_attention_heads}
+        t5 = cfg.model_type in ("t5", "mt5")
+        wide = t5 or whisper  # float64: float32's own rounding reaches 1e-5 on these logits
+        if wide:
+            model = model.double()
+        if t5:  # T5LayerNorm takes the variance in float32 whatever the model's dtype: keep float64 through
+            for m in model.modules():
+                if type(m).__name__ in ("T5LayerNorm", "MT5LayerNorm"):
+                    m.forward = lambda x, m=m: m.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
+                                                                          + m.variance_epsilon))
+        sublayers, proj = (T5_SUBLAYERS, ".o") if t5 else (SUBLAYERS, ".out_proj")
+        layers, heads_of = _shape(cfg)
         modeling = importlib.import_module(type(model).__module__)
 
-        def logits(ids, hooks=(), knock=None):
+        def logits(x, hooks=(), knock=None):
             handles = []
             for stack, layer, fn in hooks:
-                mod = model.get_submodule(SUBLAYERS[stack].format(i=layer) + ".out_proj")
+                mod = model.get_submodule(sublayers[stack].format(i=layer) + proj)
                 nh = heads_of[stack]
 
                 def pre(module, args, fn=fn, nh=nh):
-                    x = args[0].clone()
-                    b, t, c = x.shape
-                    h = x.view(b, t, nh, c // nh)
+                    y = args[0].clone()
+                    b, t, c = y.shape
+                    h = y.view(b, t, nh, c // nh)
                     fn(h)
                     return (h.view(b, t, c),) + tuple(args[1:])
 
@@ -227,27 +274,33 @@ def seq2seq_goldens() -> None:
             orig = modeling.eager_attention_forward
             if knock is not None:
                 stack, (start, key) = knock
-                targets = {id(model.get_submodule(SUBLAYERS[stack].format(i=i))) for i in range(layers[stack])}
+                targets = {id(model.get_submodule(sublayers[stack].format(i=i))) for i in range(layers[stack])}
 
                 def knocked(module, query, k, value, attention_mask, *args, **kw):
                     if id(module) in targets:
-                        add = torch.zeros(1, 1, query.shape[2], k.shape[2])
-                        add[0, 0, start:, key] = torch.finfo(torch.float32).min
+                        add = torch.zeros(1, 1, query.shape[2], k.shape[2], dtype=query.dtype)
+                        add[0, 0, start:, key] = torch.finfo(query.dtype).min
                         attention_mask = add if attention_mask is None else attention_mask + add
                     return orig(module, query, k, value, attention_mask, *args, **kw)
 
                 modeling.eager_attention_forward = knocked
             try:
                 with torch.no_grad():
-                    out = model(input_ids=torch.tensor([ids]), decoder_input_ids=torch.tensor([dec])).logits[0]
+                    inputs = ({"input_features": torch.tensor(x[None], dtype=model.dtype)} if whisper else
+                              {"input_ids": torch.tensor([x])})
+                    out = model(**inputs, decoder_input_ids=torch.tensor([dec])).logits[0]
             finally:
                 modeling.eager_attention_forward = orig
                 for h in handles:
                     h.remove()
             return out.double().numpy()
 
-        out = {"src_ids": np.array(src), "corrupted_ids": np.array(bad), "dec_ids": np.array(dec),
-               "plain": logits(src), "corrupted": logits(bad)}
+        out = {"dec_ids": np.array(dec), "plain": logits(src), "corrupted": logits(bad)}
+        if whisper:
+            out["src_features"], out["corrupted_features"] = src, bad
+        else:
+            out["src_ids"], out["corrupted_ids"] = np.array(src), np.array(bad)
+        assert np.abs(out["corrupted"] - out["plain"]).max() > 1e-4, f"{folder.name}: the corruption changed nothing"
         for stack in ("encoder", "decoder", "cross"):
             nh, L = heads_of[stack], layers[stack]
             heads = [(min(layer, L - 1), min(h, nh - 1)) for layer, h in ABLATE]
@@ -265,10 +318,10 @@ def seq2seq_goldens() -> None:
             if stack in S2S_KO:
                 out[f"{stack}_ko"] = np.array(S2S_KO[stack])
                 out[f"{stack}_knockout"] = logits(src, knock=(stack, S2S_KO[stack]))
-                assert np.abs(out[f"{stack}_knockout"] - out["plain"]).max() > 1e-4, f"{name} {stack}: no change"
-        out["scale"] = SCALE
+                assert np.abs(out[f"{stack}_knockout"] - out["plain"]).max() > 1e-4, f"{folder.name} {stack}: no change"
+        out["scale"], out["float64"] = SCALE, wide
         np.savez_compressed(folder / "golden_interventions.npz", **out)
-        print(name, sorted(out))
+        print(folder.name, sorted(out))
 
 
 if __name__ == "__main__":

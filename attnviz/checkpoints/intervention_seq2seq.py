@@ -1,11 +1,14 @@
-"""Interventions on the BART-like encoder-decoders (MarianMT, BART, mBART): heads of the encoder's self-attention,
+"""Interventions on the encoder-decoders (MarianMT, BART, mBART, T5 and mT5, Whisper): heads of the encoder's self-attention,
 the decoder's self-attention or its cross-attention zeroed, mean-ablated, scaled, set to given values or
-patched, and attention edges knocked out, in the pass of :mod:`attnviz.checkpoints.seq2seq` itself (its
-``encode`` and ``decode`` take an :class:`~attnviz.checkpoints.interventions.Edit` per attention).
+patched, and attention edges knocked out, in the pass of :mod:`attnviz.checkpoints.seq2seq` (or
+:mod:`~attnviz.checkpoints.seq2seq_t5`) itself: its ``encode`` and ``decode`` take an
+:class:`~attnviz.checkpoints.interventions.Edit` per attention. Whisper's encoder reads log-mel frames instead of
+source ids (:func:`whisper_run`).
 
 A head's output is its slice of what the sublayer's ``out_proj`` reads, as a PyTorch forward pre-hook on
 ``model.encoder.layers.L.self_attn.out_proj``, ``model.decoder.layers.L.self_attn.out_proj`` or
-``model.decoder.layers.L.encoder_attn.out_proj`` sees it; a mean ablation takes the mean over that stack's
+``model.decoder.layers.L.encoder_attn.out_proj`` sees it (T5: ``encoder.block.L.layer.0.SelfAttention.o``,
+``decoder.block.L.layer.0.SelfAttention.o``, ``decoder.block.L.layer.1.EncDecAttention.o``); a mean ablation takes the mean over that stack's
 positions (the source tokens for the encoder, the target tokens for the decoder's two). The effect is read on the
 next-token logits of every decoder row (teacher-forced: the decoder's first steps at once).
 """
@@ -19,7 +22,7 @@ import numpy as np
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.interventions import Edit, check_head
 from attnviz.checkpoints.parts import PartView
-from attnviz.checkpoints.seq2seq import decode, encode
+from attnviz.checkpoints import seq2seq, seq2seq_t5
 from attnviz.checkpoints.seq2seq_head import next_token_logits
 
 STACKS = ("encoder", "decoder", "cross")  # encoder self-attention, decoder self-attention, cross-attention
@@ -53,9 +56,6 @@ def stack_shape(ckpt, stack: str) -> _Shape:
 
 def _check(ckpt, edits: dict, S: int, T: int) -> dict:
     s = ckpt.spec
-    if s.t5_like:
-        raise CheckpointError(f"{ckpt.name} is a T5 model: its interventions are not written yet (MarianMT, BART and "
-                              "mBART are)")
     shapes = {"encoder": (s.enc_layers, s.enc_heads, S, S), "decoder": (s.dec_layers, s.dec_heads, T, T),
               "cross": (s.dec_layers, s.dec_heads, T, S)}
     for stack, e in edits.items():
@@ -63,7 +63,7 @@ def _check(ckpt, edits: dict, S: int, T: int) -> dict:
             raise CheckpointError(f"{stack!r} is not an attention of the model: choose {', '.join(STACKS)}")
         L, nh, rows, cols = shapes[stack]
         c = _Shape(L, nh)
-        hd = s.d_model // nh
+        hd = s.head_dim if getattr(s, "t5_like", False) else s.d_model // nh
         for (layer, head), how in e.ablate.items():
             check_head(c, layer, head)
             if isinstance(how, str) and how not in ("zero", "mean"):
@@ -87,9 +87,11 @@ def _check(ckpt, edits: dict, S: int, T: int) -> dict:
     return {stack: edits.get(stack) or Edit() for stack in STACKS}
 
 
-def seq2seq_run(ckpt, src_ids, dec_ids, edits: dict | None = None, *, kernel: str = "auto") -> Seq2SeqPass:
+def seq2seq_run(ckpt, src_ids, dec_ids, edits: dict | None = None, *, kernel: str = "auto",
+                dtype=np.float32) -> Seq2SeqPass:
     """The encoder over source ids (S,), the decoder teacher-forced over ``dec_ids`` (T,) (its start token first), in
-    float32, with ``edits`` {stack: Edit} applied (stack one of STACKS; None: the plain pass)."""
+    ``dtype`` (the window's float32, or float64), with ``edits`` {stack: Edit} applied (stack one of STACKS; None:
+    the plain pass)."""
     s = ckpt.spec
     src = np.asarray(src_ids, dtype=np.int64).reshape(-1)
     dec = np.asarray(dec_ids, dtype=np.int64).reshape(-1)
@@ -103,9 +105,30 @@ def seq2seq_run(ckpt, src_ids, dec_ids, edits: dict | None = None, *, kernel: st
     S, T = src.size, dec.size
     e = _check(ckpt, dict(edits or {}), S, T)
     weights = PartView(ckpt.weights, "s2s")
-    enc, memory = encode(s, weights, src, kernel=kernel, edit=e["encoder"])  # (L, nh, S, S), (S, C)
-    self_atts, cross, y = decode(s, weights, dec, memory, kernel=kernel, edit=e["decoder"], cross_edit=e["cross"])
-    logits = next_token_logits(ckpt, y, np.float32).astype(np.float64)  # (T, V)
+    fwd = seq2seq_t5 if s.t5_like else seq2seq
+    enc, memory = fwd.encode(s, weights, src, dtype=dtype, kernel=kernel, edit=e["encoder"])  # (L, nh, S, S), (S, C)
+    self_atts, cross, y = fwd.decode(s, weights, dec, memory, dtype=dtype, kernel=kernel, edit=e["decoder"],
+                                     cross_edit=e["cross"])
+    logits = next_token_logits(ckpt, y, dtype).astype(np.float64)  # (T, V)
+    return Seq2SeqPass(logits=logits, encoder=enc, decoder=self_atts, cross=cross,
+                       heads={k: dict(v.record) for k, v in e.items() if v.record is not None})
+
+
+def whisper_run(ckpt, features, dec_ids, edits: dict | None = None, *, kernel: str = "auto",
+                dtype=np.float32) -> Seq2SeqPass:
+    """Whisper's encoder over log-mel ``features`` (n_mels, frames), its decoder teacher-forced over ``dec_ids`` (T,)
+    (the prompt first), in ``dtype``, with ``edits`` {stack: Edit} applied (the encoder's heads act on its audio
+    positions, frames / 2)."""
+    from attnviz.checkpoints import whisper
+
+    feats = np.asarray(features)
+    dec = np.asarray(dec_ids, dtype=np.int64).reshape(-1)
+    S = ckpt.spec.n_frames // 2  # audio positions: the second convolution has stride 2
+    e = _check(ckpt, dict(edits or {}), S, dec.size)  # encode_features / decode check the features and the ids
+    enc, memory = whisper.encode_features(ckpt, feats, dtype=dtype, kernel=kernel, edit=e["encoder"])
+    self_atts, cross, y = whisper.decode(ckpt, dec, memory, dtype=dtype, kernel=kernel, edit=e["decoder"],
+                                         cross_edit=e["cross"])
+    logits = whisper.logits(ckpt, y).astype(np.float64)  # (T, V)
     return Seq2SeqPass(logits=logits, encoder=enc, decoder=self_atts, cross=cross,
                        heads={k: dict(v.record) for k, v in e.items() if v.record is not None})
 

@@ -85,8 +85,17 @@ def _qkv(W, p: str, x, memory):
             linear(memory, W.matrix(p + "v.weight"), None))
 
 
-def encode(s: Seq2SeqSpec, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
-    """Encoder on source ids (T,) -> (attentions (L_enc, nh, T, T), hidden (T, C) after the final norm)."""
+def _edited(edit, i: int, mask, nh: int):
+    """Layer ``i``'s mask with an Edit's knocked-out edges removed, and a function that edits the heads' merged
+    outputs ctx (T, nh * d_kv) as the sublayer's ``o`` reads them (a PyTorch pre-hook on ``...SelfAttention.o``)."""
+    if edit is None:
+        return mask, (lambda out: out)
+    return edit.mask(i, mask), (lambda out: edit.merged(i, out, nh))
+
+
+def encode(s: Seq2SeqSpec, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None):
+    """Encoder on source ids (T,) -> (attentions (L_enc, nh, T, T), hidden (T, C) after the final norm).
+    ``edit``: an Edit of the self-attention (and the stream entering each block)."""
     W = _W(weights, dtype)
     x = W.rows("shared.weight", ids)  # (T, C)
     T = ids.shape[0]
@@ -94,19 +103,24 @@ def encode(s: Seq2SeqSpec, weights, ids: np.ndarray, *, dtype=np.float32, kernel
     atts = np.empty((s.enc_layers, s.enc_heads, T, T), dtype=dtype)  # (L, nh, T, T)
     for i in range(s.enc_layers):
         p = f"encoder.block.{i}.layer."
+        if edit is not None:
+            x = edit.residual(i, x)
         h = rms_norm(x, W[p + "0.layer_norm.weight"], s.ln_eps)  # (T, C)
         q, k, v = _qkv(W, p + "0.SelfAttention.", h, h)
-        ctx, atts[i] = biased_attention(q, k, v, s.enc_heads, bias, None, kernel)
-        x = x + linear(ctx, W.matrix(p + "0.SelfAttention.o.weight"), None)  # (T, C)
+        mask, heads = _edited(edit, i, None, s.enc_heads)
+        ctx, atts[i] = biased_attention(q, k, v, s.enc_heads, bias, mask, kernel)
+        x = x + linear(heads(ctx), W.matrix(p + "0.SelfAttention.o.weight"), None)  # (T, C)
         x = x + _mlp(s, W, p + "1.", rms_norm(x, W[p + "1.layer_norm.weight"], s.ln_eps))
     return atts, rms_norm(x, W["encoder.final_layer_norm.weight"], s.ln_eps)
 
 
 def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
-           cross_cache: dict | None = None):
+           cross_cache: dict | None = None, edit=None, cross_edit=None):
     """Decoder on target ids (T,) over the encoder's hidden states memory (S, C) -> (self-attentions
     (L_dec, nh, T, T) causal, cross-attentions (L_dec, nh, T, S), hidden (T, C) after the final norm).
-    ``cross_cache``: a dict kept across calls over the same memory (the cross-attention's keys and values)."""
+    ``cross_cache``: a dict kept across calls over the same memory (the cross-attention's keys and values);
+    ``edit`` / ``cross_edit``: Edits of the self-attention (and the stream entering each block) / the
+    cross-attention."""
     W = _W(weights, dtype)
     x = W.rows("shared.weight", ids)  # (T, C)
     T, S = ids.shape[0], memory.shape[0]
@@ -117,10 +131,13 @@ def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtyp
     cross = np.empty((s.dec_layers, s.dec_heads, T, S), dtype=dtype)  # (L, nh, T, S)
     for i in range(s.dec_layers):
         p = f"decoder.block.{i}.layer."
+        if edit is not None:
+            x = edit.residual(i, x)
         h = rms_norm(x, W[p + "0.layer_norm.weight"], s.ln_eps)
         q, k, v = _qkv(W, p + "0.SelfAttention.", h, h)
-        ctx, self_atts[i] = biased_attention(q, k, v, s.dec_heads, bias, causal, kernel)
-        x = x + linear(ctx, W.matrix(p + "0.SelfAttention.o.weight"), None)
+        mask, heads = _edited(edit, i, causal, s.dec_heads)
+        ctx, self_atts[i] = biased_attention(q, k, v, s.dec_heads, bias, mask, kernel)
+        x = x + linear(heads(ctx), W.matrix(p + "0.SelfAttention.o.weight"), None)
         h = rms_norm(x, W[p + "1.layer_norm.weight"], s.ln_eps)
         c = p + "1.EncDecAttention."
         if cross_cache is not None and c in cross_cache:
@@ -129,7 +146,8 @@ def decode(s: Seq2SeqSpec, weights, ids: np.ndarray, memory: np.ndarray, *, dtyp
             q, k, v = _qkv(W, c, h, memory)
             if cross_cache is not None:
                 cross_cache[c] = k, v
-        ctx, cross[i] = multi_head(q, k, v, s.dec_heads, None, 1.0, kernel)
-        x = x + linear(ctx, W.matrix(p + "1.EncDecAttention.o.weight"), None)
+        mask, heads = _edited(cross_edit, i, None, s.dec_heads)
+        ctx, cross[i] = multi_head(q, k, v, s.dec_heads, mask, 1.0, kernel)
+        x = x + linear(heads(ctx), W.matrix(p + "1.EncDecAttention.o.weight"), None)
         x = x + _mlp(s, W, p + "2.", rms_norm(x, W[p + "2.layer_norm.weight"], s.ln_eps))
     return self_atts, cross, rms_norm(x, W["decoder.final_layer_norm.weight"], s.ln_eps)

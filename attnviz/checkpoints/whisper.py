@@ -162,8 +162,10 @@ def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.ndarra
     return (cols @ w.reshape(w.shape[0], -1).T + b).T  # (C_out, n)
 
 
-def encode_features(ckpt: WhisperCheckpoint, features: np.ndarray, *, dtype=np.float32, kernel: str = "auto"):
-    """(n_mels, 2 P) features -> (encoder attentions (L, nh, P, P), hidden (P, d_model))."""
+def encode_features(ckpt: WhisperCheckpoint, features: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
+                    edit=None):
+    """(n_mels, 2 P) features -> (encoder attentions (L, nh, P, P), hidden (P, d_model)); ``edit``: an Edit of the
+    self-attention (:mod:`attnviz.checkpoints.intervention_seq2seq`)."""
     s = ckpt.spec
     f = np.asarray(features)
     if f.shape != (s.n_mels, s.n_frames):
@@ -174,7 +176,8 @@ def encode_features(ckpt: WhisperCheckpoint, features: np.ndarray, *, dtype=np.f
     x = activation("gelu", _conv(f.astype(dtype), W["encoder.conv1.weight"], W["encoder.conv1.bias"], 1))
     x = activation("gelu", _conv(x, W["encoder.conv2.weight"], W["encoder.conv2.bias"], 2))  # (C, P)
     x = x.T + W["encoder.embed_positions.weight"]  # (P, C)
-    return seq2seq.encode(s, PartView(ckpt.weights, "whisper"), None, dtype=dtype, kernel=kernel, embedded=x)
+    return seq2seq.encode(s, PartView(ckpt.weights, "whisper"), None, dtype=dtype, kernel=kernel, embedded=x,
+                          edit=edit)
 
 
 def _embed_decoder(ckpt: WhisperCheckpoint, ids: np.ndarray, dtype) -> np.ndarray:
@@ -184,8 +187,9 @@ def _embed_decoder(ckpt: WhisperCheckpoint, ids: np.ndarray, dtype) -> np.ndarra
 
 
 def decode(ckpt: WhisperCheckpoint, ids: np.ndarray, memory: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
-           cross_cache: dict | None = None):
-    """The decoder on ids (T,) over the encoder's frames -> (self (L, nh, T, T), cross (L, nh, T, P), hidden)."""
+           cross_cache: dict | None = None, edit=None, cross_edit=None):
+    """The decoder on ids (T,) over the encoder's frames -> (self (L, nh, T, T), cross (L, nh, T, P), hidden);
+    ``edit`` / ``cross_edit``: Edits of the self-attention / the cross-attention."""
     s = ckpt.spec
     ids = np.asarray(ids, dtype=np.int64)
     if ids.size == 0 or ids.size > s.max_target_positions:
@@ -193,7 +197,8 @@ def decode(ckpt: WhisperCheckpoint, ids: np.ndarray, memory: np.ndarray, *, dtyp
     if ids.min() < 0 or ids.max() >= s.vocab_size:
         raise CheckpointError(f"token id {int(ids.max())} is outside the {s.vocab_size}-row token table")
     return seq2seq.decode(s, PartView(ckpt.weights, "whisper"), ids, memory, dtype=dtype, kernel=kernel,
-                          cross_cache=cross_cache, embedded=_embed_decoder(ckpt, ids, dtype))
+                          cross_cache=cross_cache, embedded=_embed_decoder(ckpt, ids, dtype), edit=edit,
+                          cross_edit=cross_edit)
 
 
 def logits(ckpt: WhisperCheckpoint, hidden: np.ndarray) -> np.ndarray:

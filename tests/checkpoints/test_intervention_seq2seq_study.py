@@ -81,7 +81,9 @@ def test_a_session_mask_knocks_out_the_encoders_edges(bart, g):
     one_head = seq2seq_study(bart, src, dec, Interventions(knockout_layers=(0,), knockout_heads=(1,)), "encoder",
                              allowed=allowed)
     assert np.all(one_head.after.encoder[0, 1, start:, key] == 0)
-    np.testing.assert_array_equal(one_head.after.encoder[0, 0], one_head.before.encoder[0, 0])
+    # head 0 keeps every edge: the same map (the masked kernel call may round differently from the unmasked one)
+    np.testing.assert_allclose(one_head.after.encoder[0, 0], one_head.before.encoder[0, 0], atol=1e-6, rtol=0)
+    assert np.abs(one_head.after.encoder[0, 1] - one_head.before.encoder[0, 1]).max() > 1e-3
     with pytest.raises(CheckpointError, match=f"the source has {src.size} tokens"):
         seq2seq_study(bart, src, dec, spec, "encoder", allowed=np.ones((3, 3), bool))
 
