@@ -1,6 +1,7 @@
-"""Interventions on the tiny SmolVLA policy against lerobot 0.4.4 under PyTorch forward pre-hooks on the o_proj
-of the VLM text layers and of the action expert (tools/make_vla_intervention_goldens.py): the expert's
-velocity of every ablation, scaling, patch and knockout, the maps of some; the effect read-out; bad input."""
+"""Interventions on the tiny SmolVLA policies (tiny_smolvla, tiny_smolvla_markers) against lerobot 0.4.4 under
+PyTorch forward pre-hooks on the o_proj of the VLM text layers and of the action expert
+(tools/make_vla_intervention_goldens.py): the expert's velocity of every ablation, scaling, patch and knockout,
+the maps of some; the effect read-out; bad input."""
 
 from __future__ import annotations
 
@@ -114,6 +115,31 @@ def test_knockouts(policy, dtype):
     layer, head = (int(v) for v in g["ko_head"])
     assert not h[layer, head, :, :Tp - 13].any() and h[layer, head - 1, :, :Tp - 13].any()
     assert L_e == 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_markers_policy(policy, dtype):
+    """Image markers, a padded empty camera, a max_length-padded instruction and two expert layers beside VLM
+    layers 0 and 2: lerobot's pads are left out of attnviz's sequence, so a mean is over the valid positions and
+    a knockout's edges are attnviz's tokens (the golden maps them to lerobot's)."""
+    _, g, _ = policy
+    folder = DATA / "tiny_smolvla_markers"
+    ck = load_checkpoint(folder)
+    pics = [np.asarray(Image.open(p).convert("RGB")) for p in sorted(folder.glob("camera*.png"))]
+    inp = vla_input(ck, pics, str(g["markers_instruction"]), state=g["markers_state"],
+                    noise_seed=int(g["noise_seed"]), time=float(g["time"]))
+    np.testing.assert_allclose(vla_run(ck, inp, dtype=dtype).velocity, g["markers_velocity_plain"],
+                               atol=VELOCITY_TOL, rtol=0)
+    for stack in ("vlm", "expert"):
+        for mode in ("zero", "mean"):
+            eff = vla_ablate(ck, inp, _heads(g[f"markers_ablate_{stack}"]), stack=stack, mode=mode, dtype=dtype)
+            v = g[f"markers_velocity_{stack}_{mode}"]
+            np.testing.assert_allclose(eff.after.velocity, v, atol=VELOCITY_TOL, rtol=0)
+            assert np.abs(v - g["markers_velocity_plain"]).max() > 0.1
+    eff = vla_knockout(ck, inp, g["markers_removed"], stack="expert", dtype=dtype)
+    np.testing.assert_allclose(eff.after.velocity, g["markers_velocity_knockout_actions_state"], atol=VELOCITY_TOL,
+                               rtol=0)
+    np.testing.assert_array_equal(block_knockout(eff.before.result, "actions", "state"), g["markers_removed"])
 
 
 def test_block_knockout_is_the_segment_block(policy):
