@@ -92,6 +92,8 @@ class VlaInput:
 
 
 def vla_input(ckpt, images, text: str, *, state, noise_seed: int = 0, time: float = 1.0) -> VlaInput:
+    """The inputs of a pass of policy ``ckpt`` (the pass itself checks the pictures, the instruction, the seed and
+    t, each in one line)."""
     check_vla(ckpt)
     if state is None:
         raise CheckpointError(f"the policy needs the robot state: {ckpt.spec.state_dim} numbers (--state x,y,...)")
@@ -156,6 +158,14 @@ def _check_stack_edit(ckpt, stack: str, e: Edit, T: int, rows: int) -> None:
         raise CheckpointError("residual-stream patching is not offered on a SmolVLA policy; patch a head's output")
 
 
+@dataclass(frozen=True)
+class _Pair:
+    """The per-stack edits run() reads, in each stack's own coordinates."""
+
+    vlm: Edit
+    expert: Edit
+
+
 def _local(e: Edit, rows: slice) -> Edit:
     """``e`` with its (T, T) knockouts cut to the stack's rows (the columns cut by the layer's own mask)."""
     return Edit(ablate=e.ablate, scale=e.scale, patch_heads=e.patch_heads, record=e.record,
@@ -202,12 +212,6 @@ def vla_run(ckpt, inp: VlaInput, edit: VlaEdit | None = None, *, dtype=np.float3
         raise CheckpointError("the edited pass gave a velocity that is not finite numbers")
     return VlaPass(velocity=v, attentions=res.attentions, action_attentions=res.action_attentions,
                    heads={k: dict(r or {}) for k, r in recs.items()}, result=res)
-
-
-@dataclass(frozen=True)
-class _Pair:
-    vlm: Edit
-    expert: Edit
 
 
 @dataclass(frozen=True, eq=False)

@@ -96,7 +96,6 @@ def test_knockouts(policy, dtype):
     ck, g, pics = policy
     inp = _inp(ck, g, pics)
     Tp = g["prefix_attentions_knockout_actions_state"].shape[-1]
-    L_e = ck.spec.expert.n_layer
     runs = {"knockout_actions_state": vla_knockout(ck, inp, g["removed_knockout_actions_state"], stack="expert",
                                                    dtype=dtype),
             "knockout_language_wrist": vla_knockout(ck, inp, g["removed_knockout_language_wrist"], stack="vlm",
@@ -113,8 +112,8 @@ def test_knockouts(policy, dtype):
     assert not a[:, :, :, Tp - 1].any() and runs["knockout_actions_state"].before.action_attentions[:, :, :, Tp - 1].all()
     h = runs["knockout_expert_head"].after.action_attentions
     layer, head = (int(v) for v in g["ko_head"])
-    assert not h[layer, head, :, :Tp - 13].any() and h[layer, head - 1, :, :Tp - 13].any()
-    assert L_e == 4
+    n_img = runs["knockout_expert_head"].before.result.segment("images").stop
+    assert not h[layer, head, :, :n_img].any() and h[layer, head - 1, :, :n_img].any()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -159,7 +158,7 @@ def test_effects_read_out(policy):
     cos = before.ravel() @ after.ravel() / (np.linalg.norm(before) * np.linalg.norm(after))
     assert eff.cosine == pytest.approx(cos, abs=1e-5) and eff.cosine < 0.99
     # an expert edit leaves the VLM's prefix maps alone; its first edited layer (1) changes from there on
-    assert not eff.map_change[0] and eff.expert_map_change[0] == 0 and eff.expert_map_change[2] > 0
+    assert not eff.map_change[0] and not eff.expert_map_change[:2].any() and eff.expert_map_change[2] > 0
     np.testing.assert_array_equal(eff.after.attentions[:, :, :-5, :-5], eff.before.attentions[:, :, :-5, :-5])
 
 
