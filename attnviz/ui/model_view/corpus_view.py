@@ -2,7 +2,10 @@
 layers x heads grid beside the same statistics of the panel's current input, on one colour scale so
 that a colour means the same on both sides. A file for another model, or one that cannot be read, is
 said in the view's message line, never raised. Before a file is open the corpus side says which
-command writes one for the loaded checkpoint (its folder filled in), with a button that copies it.
+command writes one for the loaded checkpoint (its folder filled in), with a button that copies it;
+**Run on a folder…** runs those statistics from the window on a folder of .txt files or a text file
+(:mod:`attnviz.ui.model_view.corpus_run`: off the GUI thread, with progress and Cancel), saves the
+STATS file where the person says and opens it.
 :func:`install` adds it as a tab of the model view.
 """
 
@@ -16,12 +19,13 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSplitter,
-                               QStackedWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMenu, QProgressBar,
+                               QPushButton, QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from attnviz.corpus import LABELS, STATISTICS, CorpusStats, StatsFileError, read_stats
 from attnviz.corpus.compare import mismatch, result_statistics, shared_levels
 from attnviz.ui import colormaps
+from attnviz.ui.model_view.corpus_run import CorpusRun, suggested_output
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 
 
@@ -134,6 +138,30 @@ class CorpusStatsView(QWidget):
 
         self.open_button = QPushButton("Open statistics…", self)
         self.open_button.setToolTip("a STATS.parquet written by: attnviz-cli corpus MODEL TEXTS --out STATS.parquet")
+        self.run_button = QPushButton("&Run on a folder…", self)
+        self.run_button.setToolTip("run the loaded model over a folder of .txt files (or a text file, one document "
+                                   "per line) here, as attnviz-cli corpus does, and open the statistics it writes")
+        menu = QMenu(self.run_button)
+        self.folder_action = menu.addAction("a &folder of .txt files…", self._on_run_folder)
+        self.file_action = menu.addAction("a &text file, one document per line…", self._on_run_file)
+        self.run_button.setMenu(menu)
+        self.run_bar = QProgressBar(self)
+        self.run_bar.setTextVisible(True)
+        self.run_bar.setFormat("%v / %m")
+        self.run_bar.setMinimumWidth(110)
+        self.run_bar.setMaximumWidth(200)
+        self.cancel_button = QPushButton("&Cancel", self)
+        self.cancel_button.setToolTip("stop the corpus run after the document it is on; nothing is written")
+        self.runner = CorpusRun(self)
+        self.runner.progress.connect(self._on_run_progress)
+        self.runner.finished.connect(self._on_run_finished)
+        self.runner.failed.connect(self._on_run_failed)
+        self.runner.stopped.connect(self._on_run_stopped)
+        self.cancel_button.clicked.connect(self.runner.cancel)
+        self._ckpt = None  # the panel's checkpoint: what Run on a folder… runs
+        self._run_texts: Path | None = None
+        self.ask_texts = self._ask_texts  # (kind "folder" | "file") -> path or None; tests answer instead
+        self.ask_output = self._ask_output  # (suggested Path) -> path or None
         self.source = QLabel("No corpus statistics open.", self)
         self.source.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.statistic_combo = QComboBox(self)
@@ -143,6 +171,9 @@ class CorpusStatsView(QWidget):
         bar = QHBoxLayout()
         bar.setContentsMargins(6, 4, 6, 0)
         bar.addWidget(self.open_button)
+        bar.addWidget(self.run_button)
+        bar.addWidget(self.run_bar)
+        bar.addWidget(self.cancel_button)
         bar.addWidget(self.source, 1)
         bar.addWidget(self.statistic_combo)
         self.message = QLabel("", self)
@@ -184,6 +215,7 @@ class CorpusStatsView(QWidget):
         layout.addWidget(self.line)
 
         self.open_button.clicked.connect(self._on_open_clicked)
+        self._show_running(False)
         self.statistic_combo.currentIndexChanged.connect(lambda _i: self._draw())
         self.corpus_map.cell_clicked.connect(self.head_clicked.emit)
         self.input_map.cell_clicked.connect(self.head_clicked.emit)
@@ -205,9 +237,111 @@ class CorpusStatsView(QWidget):
         self._draw()
         return True
 
+    def shutdown(self) -> None:
+        """Stop a corpus run still going (the window is closing); nothing is written."""
+        self.runner.shutdown()
+
     def set_checkpoint(self, ckpt) -> None:
-        """The panel's loaded checkpoint: the command that writes its statistics is offered before a file is open."""
+        """The panel's loaded checkpoint: the command that writes its statistics is offered before a file is
+        open, and Run on a folder… runs it."""
+        self._ckpt = ckpt
         self.command_hint.show_for(ckpt)
+
+    # ------------------------------------------------------------------ a run from the window
+    def run_on(self, texts, out=None) -> bool:
+        """Run the loaded checkpoint over ``texts`` (a folder of .txt files or a text file) and write the
+        statistics to ``out`` (None: ask, the dialog suggesting a name); False (the message says why) when
+        it cannot start."""
+        ck = self._ckpt
+        if ck is None:
+            self._show_message("Load a text model above first: the corpus run goes through its forward pass.")
+            return False
+        why = not_text(ck)
+        if why is not None:
+            self._show_message(f"The corpus statistics run text checkpoints; {ck.name} is {why}.")
+            return False
+        if self.runner.running:
+            self._show_message("A corpus run is going: Cancel it first, or wait for its statistics.")
+            return False
+        if out is None:
+            out = self.ask_output(suggested_output(texts, ck.name))
+            if not out:
+                return False
+        name = ck.name if ck.name != Path(ck.folder).name else None
+        self._clear_message()
+        self._run_texts = Path(texts)
+        self.run_bar.setRange(0, 0)  # counting the documents
+        self.source.setText(f"running {ck.name} over {Path(texts).name}…")
+        self._show_running(True)
+        self.runner.start(ck.folder, name, texts, out)
+        return True
+
+    def _show_running(self, running: bool) -> None:
+        self.run_bar.setVisible(running)
+        self.cancel_button.setVisible(running)
+        self.run_button.setEnabled(not running)
+        self.open_button.setEnabled(not running)
+
+    def _on_run_folder(self) -> None:
+        self._ask_and_run("folder")
+
+    def _on_run_file(self) -> None:
+        self._ask_and_run("file")
+
+    def _ask_and_run(self, kind: str) -> None:
+        texts = self.ask_texts(kind)
+        if texts:
+            self.run_on(texts)
+
+    def _ask_texts(self, kind: str):
+        if kind == "folder":
+            return QFileDialog.getExistingDirectory(self, "Run the corpus statistics on a folder of .txt files") or None
+        path, _ = QFileDialog.getOpenFileName(self, "Run the corpus statistics on a text file (one document per line)",
+                                              "", "Texts (*.txt *.jsonl *.parquet);;All files (*)")
+        return path or None
+
+    def _ask_output(self, suggested: Path):
+        path, _ = QFileDialog.getSaveFileName(self, "Save the corpus statistics as", str(suggested),
+                                              "Parquet (*.parquet)")
+        return path or None
+
+    def _on_run_progress(self, p) -> None:
+        self.run_bar.setRange(0, max(1, p.total))
+        self.run_bar.setValue(p.done)
+        failed = f", {p.failed:,} failed" if p.failed else ""
+        self.run_bar.setToolTip(f"{p.done:,} of {p.total:,} documents{failed}")
+
+    def _on_run_finished(self, result, out) -> None:
+        self._show_running(False)
+        if not self.open_stats(out):
+            return
+        notes = []
+        if result.failed:
+            _i, doc, message = result.failed[0]
+            notes.append(f"{len(result.failed):,} of {result.total:,} documents failed (first {doc}: {message}); "
+                         "the statistics are of the others")
+        if result.changed:
+            notes.append(f"{self._run_texts} changed during the run ({result.counted:,} documents when counted, "
+                         f"{result.total:,} when read)")
+        if notes:
+            self._show_message(" · ".join(notes))
+
+    def _on_run_failed(self, message: str) -> None:
+        self._show_running(False)
+        self._restore_source()
+        self._show_message(f"The corpus run did not finish: {message}")
+
+    def _on_run_stopped(self) -> None:
+        self._show_running(False)
+        self._restore_source()
+        self._show_message("Corpus run cancelled: nothing was written.")
+
+    def _restore_source(self) -> None:
+        if self.stats is None:
+            self.source.setText("No corpus statistics open.")
+        else:
+            self.source.setText(f"{self.stats.model or 'model ?'} · {self.stats.documents:,} documents · "
+                                f"{Path(self.stats.path).name}")
 
     def set_input(self, result, summaries=None) -> None:
         """The panel's current forward pass (a ModelAttention or a long decoder run) and its head summaries,

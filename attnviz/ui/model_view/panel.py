@@ -460,6 +460,10 @@ class ModelViewPanel(QWidget):
         self._stop.set()
         self.jobs.shutdown()
         self.long_map.shutdown()
+        for view in self.findChildren(QWidget):  # the tabs' own jobs: Intervene, Generate, Audio, Corpus, ...
+            stop = getattr(view, "shutdown", None)
+            if callable(stop):
+                stop()
 
     def select_head(self, layer: int, head: int) -> None:
         """Show ``head`` of ``layer`` large in the detail heatmap and outline it in the grids."""
