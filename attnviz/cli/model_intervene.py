@@ -6,8 +6,10 @@ written; on a vision-language model (PaliGemma, LLaVA, Idefics3, SmolVLM: ``--im
 ``logits_after`` (the last position, vocabulary-sized), ``attentions_before``, ``attentions_after`` and
 ``kl`` (nats); on an encoder (``--text``) or a vision model (``--image``) it writes ``hidden_before`` and
 ``hidden_after`` (the last hidden state), the attentions and ``cosine`` (of the pooled / class-token output
-before and after) instead of logits; on an encoder-decoder (``--target``, ``--stack encoder|decoder|cross``) the
-logits of every decoder row. ``patch MODEL --clean T1 --corrupted T2 --layer L --head H --npz OUT`` writes
+before and after) instead of logits; on an encoder-decoder (MarianMT, BART, mBART, T5; ``--target``, ``--stack
+encoder|decoder|cross``) the logits of every decoder row, and on Whisper the same with ``--audio`` for the source
+(:mod:`attnviz.cli.model_intervene_whisper`); Swin and SmolVLA policies have their own read-outs
+(:mod:`~attnviz.cli.model_intervene_swin`, :mod:`~attnviz.cli.model_intervene_vla`). ``patch MODEL --clean T1 --corrupted T2 --layer L --head H --npz OUT`` writes
 ``logits_clean``, ``logits_corrupted`` and ``logits_patched`` (head L.H's output on the corrupted text
 taken from the clean one; both texts must give the same number of tokens).
 ``sweep MODEL CORPUS... --out OUT.parquet`` ablates every head in turn over each document of the corpora on
@@ -22,8 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.cli import CliError
+from attnviz.cli.model_intervene_vla import add_vla_arguments
 
 STACKS = ("encoder", "decoder", "cross")  # an encoder-decoder's attentions (intervention_seq2seq.STACKS)
+VLA_STACKS = ("vlm", "expert")  # a SmolVLA policy's: the VLM's prefix layers, the action expert's
 
 
 def register(sub) -> None:
@@ -47,9 +51,12 @@ def register(sub) -> None:
     ab.add_argument("--target", default=None, metavar="T",
                     help="encoder-decoders (MarianMT, BART, mBART): the target text teacher-forced through the decoder "
                          "(default: none, the start token only); the logits of every decoder row are written")
-    ab.add_argument("--stack", choices=STACKS, default=None,
-                    help="encoder-decoders: the attention whose heads are edited: the encoder's self-attention, the "
-                         "decoder's self-attention or the cross-attention (default encoder)")
+    ab.add_argument("--stack", choices=STACKS + VLA_STACKS, default=None,
+                    help="encoder-decoders (and Whisper): the attention whose heads are edited: the encoder's "
+                         "self-attention, the decoder's self-attention or the cross-attention (default encoder); "
+                         "SmolVLA policies: vlm (the VLM's prefix layers, the default) or expert (the action expert)")
+    ab.add_argument("--audio", metavar="A", help="Whisper: the audio file (its --target text is teacher-forced)")
+    add_vla_arguments(ab)
     ab.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     ab.set_defaults(func=_cmd_ablate)
 
@@ -59,14 +66,16 @@ def register(sub) -> None:
     pa.add_argument("model_dir", metavar="MODEL", help="checkpoint folder, a ready model's name, or a cached repo id")
     pa.add_argument("--image", type=Path, action="append", metavar="IMAGE",
                     help="vision-language models: the picture both prompts are about (repeat for several)")
-    pa.add_argument("--clean", required=True, help="the clean text")
-    pa.add_argument("--corrupted", required=True, help="the corrupted text (the same number of tokens)")
+    pa.add_argument("--clean", required=True, help="the clean text (Whisper: the clean audio file)")
+    pa.add_argument("--corrupted", required=True,
+                    help="the corrupted text, the same number of tokens (Whisper: the corrupted audio file)")
     pa.add_argument("--layer", type=int, required=True)
     pa.add_argument("--head", type=int, required=True)
     pa.add_argument("--target", default=None, metavar="T", help="encoder-decoders: the target text (as for ablate)")
-    pa.add_argument("--stack", choices=STACKS, default=None,
+    pa.add_argument("--stack", choices=STACKS + VLA_STACKS, default=None,
                     help="encoder-decoders: the attention of head L.H (default encoder); the clean and corrupted "
-                         "texts are sources")
+                         "texts are sources; SmolVLA policies: vlm or expert")
+    add_vla_arguments(pa, patching=True)
     pa.add_argument("--npz", type=Path, required=True, metavar="OUT", help="output .npz file")
     pa.set_defaults(func=_cmd_patch)
 
@@ -152,6 +161,10 @@ def _cmd_encoder_ablate(args, means) -> int | None:
     if getattr(ckpt, "kind", None) not in ENCODER_KINDS or getattr(ckpt, "config", None) is None:
         return None
     c = ckpt.config
+    if c.model_type == "swin":
+        from attnviz.cli.model_intervene_swin import cmd_swin
+
+        return cmd_swin(args, ckpt)
     try:
         if ckpt.kind == "vit":
             if args.image is None or args.text is not None:
@@ -194,6 +207,12 @@ def _cmd_ablate(args) -> int:
     from attnviz.cli.npz_out import write_npz
 
     means = _means(args)
+    special = _special(args)
+    if special is not None:
+        return special
+    if getattr(args, "audio", None) is not None:
+        raise CliError("--audio is for Whisper speech models; "
+                       f"{Path(args.model_dir).name} is not one")
     if _vlm(args):
         return _cmd_vlm(args, means)
     if _seq2seq(args):
@@ -248,8 +267,43 @@ def _family(args) -> tuple[Path, str | None, str | None]:
     return Path(folder), name, family if isinstance(family, str) else None
 
 
+def _special(args) -> int | None:
+    """A SmolVLA policy or a Whisper checkpoint: its own command's exit code; None for any other model. A robot
+    policy's --stack or flags on another model are one line."""
+    from attnviz.checkpoints import CheckpointError, load_checkpoint
+    from attnviz.checkpoints.config import read_json
+
+    folder, name, family = _family(args)
+    try:
+        policy = read_json(Path(folder) / "config.json", "config.json").get("type") == "smolvla"
+    except CheckpointError:
+        policy = False
+    if not policy:
+        vla_flags = [f"--{f.replace('_', '-')}" for f in ("state", "clean_state") if getattr(args, f, None) is not None]
+        if args.stack in VLA_STACKS or vla_flags:
+            what = f"--stack {args.stack}" if args.stack in VLA_STACKS else vla_flags[0]
+            raise CliError(f"{what} is for SmolVLA robot policies; {name or Path(folder).name} is not one")
+    if not policy and family != "whisper":
+        return None
+    try:
+        ckpt = load_checkpoint(folder, name=name)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    if policy:
+        from attnviz.cli.model_intervene_vla import cmd_vla
+
+        return cmd_vla(args, ckpt)
+    if args.stack in VLA_STACKS:
+        raise CliError(f"--stack {args.stack} is for SmolVLA robot policies; {ckpt.name} is Whisper: choose "
+                       f"{', '.join(STACKS)}")
+    from attnviz.cli.model_intervene_whisper import cmd_whisper
+
+    return cmd_whisper(args, ckpt)
+
+
 def _seq2seq(args) -> bool:
-    """The model is an encoder-decoder (MarianMT, BART, mBART); --target and --stack are refused on the others."""
+    """The model is an encoder-decoder (MarianMT, BART, mBART, T5, mT5); --target and --stack are refused on the
+    others."""
     from attnviz.checkpoints import CheckpointError, load_checkpoint
     from attnviz.checkpoints.seq2seq_config import SEQ2SEQ_TYPES
 
@@ -261,7 +315,7 @@ def _seq2seq(args) -> bool:
             raise CliError(str(exc)) from None
         return True
     if args.target is not None or args.stack is not None:
-        raise CliError(f"--target and --stack are for encoder-decoders (MarianMT, BART, mBART); "
+        raise CliError(f"--target and --stack are for encoder-decoders (MarianMT, BART, mBART, T5, Whisper); "
                        f"{name or Path(folder).name} is not one")
     return False
 
@@ -411,6 +465,9 @@ def _cmd_patch(args) -> int:
     from attnviz.checkpoints.interventions import patch_head
     from attnviz.cli.npz_out import write_npz
 
+    special = _special(args)
+    if special is not None:
+        return special
     if _vlm(args):
         return _cmd_vlm(args, None)
     if getattr(args, "image", None):

@@ -77,9 +77,9 @@ def test_bad_requests_are_one_line(tmp_path, capsys):
         (["model", "patch", str(MODEL), "--clean", "the river bank", "--corrupted", "the money bank", "--layer", "0", "--head", "0",
           "--npz", npz], "same length"),
         (["model", "ablate", str(DATA / "tiny_whisper"), "--text", "hi", "--heads", "0.0", "--npz", npz],
-         "decoder LLMs"),
+         "give the audio with --audio"),
         (["model", "patch", str(DATA / "tiny_whisper"), "--clean", "hi", "--corrupted", "ho", "--layer", "0", "--head",
-          "0", "--npz", npz], "decoder LLMs"),
+          "0", "--npz", npz], "hi"),  # Whisper's clean and corrupted inputs are audio files: "hi" is not one
         (["model", "ablate", str(DATA / "tiny_gpt2"), "--text", "hi", "--heads", "0.2", "--npz", npz],
          "head 2 is out of range"),
     ):
@@ -117,8 +117,8 @@ def test_an_encoder_decoders_heads_are_ablated_and_patched_per_attention(tmp_pat
          "head 5 is out of range"),
         (["model", "ablate", str(DATA / "tiny_gpt2"), "--text", "hi", "--stack", "cross", "--heads", "0.1", "--npz",
           npz], "for encoder-decoders"),
-        (["model", "ablate", str(DATA.parent / "tiny_t5"), "--text", "hi", "--heads", "0.1", "--npz", npz],
-         "T5 model"),
+        (["model", "ablate", str(DATA.parent / "tiny_t5"), "--text", "hi", "--heads", "0.4", "--npz", npz],
+         "head 4 is out of range"),
     ):
         assert main(argv) == 1
         err = capsys.readouterr().err
