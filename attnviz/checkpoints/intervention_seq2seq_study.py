@@ -1,4 +1,4 @@
-"""What the window's Intervene tab computes for an encoder-decoder (MarianMT, BART, mBART), without Qt: the
+"""What the window's Intervene tab computes for an encoder-decoder (MarianMT, BART, mBART, T5, Whisper), without Qt: the
 session's interventions (the fields of ``attnviz.model.state.Interventions``) on one attention of the model --
 ``stack`` "encoder" (the encoder's self-attention), "decoder" (the decoder's self-attention) or "cross" (its
 cross-attention over the source) -- turned into the :class:`~attnviz.checkpoints.interventions.Edit` per
@@ -9,7 +9,9 @@ change entering each encoder and decoder layer. The sweep ablates every head of 
 
 A knockout removes the session's mask's forbidden edges from the encoder's self-attention (the mask must be
 (S, S) for the S source tokens); a head patch copies the chosen stack's head output from a clean source of the
-same token count (the same decoder ids). Every problem a person can cause is one :class:`CheckpointError` line.
+same token count (the same decoder ids). Whisper's source is its log-mel features (n_mels, frames) instead of
+ids: S is its audio positions (frames / 2), a clean source another clip's features. Every problem a person can cause
+is one :class:`CheckpointError` line.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.intervention_seq2seq import STACKS, seq2seq_run, stack_shape
+from attnviz.checkpoints.intervention_seq2seq import STACKS, seq2seq_run, stack_shape, whisper_run
 from attnviz.checkpoints.intervention_study import MAPS_BUDGET, METRICS, TOP_K, Sweep, logit_difference, top_k
 from attnviz.checkpoints.interventions import Edit, check_head, kl_divergence
 
@@ -34,7 +36,7 @@ class Seq2SeqEffects:
     decoder row; the maps of ``stack``)."""
 
     stack: str
-    src_ids: np.ndarray  # (S,) the (corrupted) source
+    src_ids: np.ndarray  # (S,) the (corrupted) source; Whisper: its (n_mels, frames) features
     dec_ids: np.ndarray  # (T,) the decoder's input ids (start token first)
     before: object  # Seq2SeqPass
     after: object
@@ -70,11 +72,44 @@ def check_stack(stack: str) -> str:
     return stack
 
 
+def is_whisper(ckpt) -> bool:
+    return getattr(ckpt, "kind", None) == "whisper"
+
+
+def _runner(ckpt):
+    """The pass of this model: (src, dec_ids, edits) -> Seq2SeqPass."""
+    if is_whisper(ckpt):
+        return lambda src, dec, edits=None: whisper_run(ckpt, src, dec, edits)
+    return lambda src, dec, edits=None: seq2seq_run(ckpt, src, dec, edits)
+
+
+def _source(ckpt, src) -> tuple[np.ndarray, int]:
+    """(the source as the pass reads it, S its positions): ids (S,), or Whisper's (n_mels, frames) features."""
+    if is_whisper(ckpt):
+        x = np.asarray(src, dtype=np.float32)
+        return x, int(ckpt.spec.n_frames // 2)
+    x = np.asarray(src, dtype=np.int64).reshape(-1)
+    return x, int(x.size)
+
+
+def _vocab(ckpt) -> int:
+    """Rows of the decoder's token table (Whisper has one vocabulary)."""
+    s = ckpt.spec
+    return int(getattr(s, "dec_vocab_size", None) or s.vocab_size)
+
+
+def _target_ids(ckpt, text: str) -> list[int]:
+    if is_whisper(ckpt):
+        return [int(i) for i in ckpt.text.encode(text, add_special_tokens=False).ids]
+    toks = ckpt.tokenizer.encode(text, "target")
+    return [int(i) for i, sp in zip(toks.ids, toks.special) if not sp]
+
+
 def token_id(ckpt, text: str) -> int:
     """A target-vocabulary id: ``#123``, or a text the target tokenizer makes into one token (its end of text
     and other special tokens aside)."""
     text = str(text)
-    vocab = int(ckpt.spec.dec_vocab_size)
+    vocab = _vocab(ckpt)
     s = text.strip()
     if s.startswith("#") and s[1:].isdigit():
         i = int(s[1:])
@@ -84,8 +119,7 @@ def token_id(ckpt, text: str) -> int:
         return i
     if not text:
         raise CheckpointError("name a token: a word that is one target token, or #ID")
-    toks = ckpt.tokenizer.encode(text, "target")
-    ids = [int(i) for i, sp in zip(toks.ids, toks.special) if not sp]
+    ids = _target_ids(ckpt, text)
     if len(ids) != 1:
         raise CheckpointError(f"{text!r} is {len(ids)} target tokens for this tokenizer, not one: write a shorter "
                               "word or #ID")
@@ -176,24 +210,27 @@ def seq2seq_study(ckpt, src_ids, dec_ids, spec, stack: str, *, allowed=None, cle
     """The plain pass of the source ``src_ids`` (S,) teacher-forced on ``dec_ids`` (T,), the pass with ``spec``
     applied on ``stack``, and what changed."""
     check_stack(stack)
-    src = np.asarray(src_ids, dtype=np.int64).reshape(-1)
+    src, S = _source(ckpt, src_ids)
     dec = np.asarray(dec_ids, dtype=np.int64).reshape(-1)
-    S, T = int(src.size), int(dec.size)
+    T = int(dec.size)
     patching = spec.patch == "head"
     _check_size(ckpt, S, T, 3 if patching else 2)
+    run = _runner(ckpt)
     clean = None
     if patching:
-        clean_ids = None if clean_ids is None else np.asarray(clean_ids, dtype=np.int64).reshape(-1)
-        if clean_ids is None or clean_ids.size == 0:
-            raise CheckpointError("a patch needs the clean source: type it in the clean prompt field")
-        if clean_ids.size != S:
-            raise CheckpointError(f"the clean source has {clean_ids.size} tokens and the corrupted one {S}: "
+        if clean_ids is None or np.size(clean_ids) == 0:
+            raise CheckpointError("a patch needs the clean source: " + (
+                "give another audio file's path in the clean prompt field" if is_whisper(ckpt) else
+                "type it in the clean prompt field"))
+        clean_src, S_clean = _source(ckpt, clean_ids)
+        if S_clean != S:
+            raise CheckpointError(f"the clean source has {S_clean} tokens and the corrupted one {S}: "
                                   "patching needs the same length")
-        clean = seq2seq_run(ckpt, clean_ids, dec, {stack: Edit(record={})})
+        clean = run(clean_src, dec, {stack: Edit(record={})})
     edits, applied = build_edits(ckpt, spec, stack, S, T, allowed=allowed, clean=clean)
     plain = _streams()
-    before = seq2seq_run(ckpt, src, dec, plain)
-    after = seq2seq_run(ckpt, src, dec, edits)
+    before = run(src, dec, plain)
+    after = run(src, dec, edits)
     change, labels = _residual(plain, edits)
     return Seq2SeqEffects(stack=stack, src_ids=src, dec_ids=dec, before=before, after=after, clean=clean,
                           kl=kl_divergence(before.logits[-1], after.logits[-1]), residual_change=change,
@@ -218,14 +255,15 @@ def seq2seq_sweep(ckpt, src_ids, dec_ids, stack: str, *, mode: str = "zero", fac
             raise CheckpointError("the logit difference needs two tokens")
         a, b = (int(t) for t in tokens)
         for t in (a, b):
-            if not 0 <= t < ckpt.spec.dec_vocab_size:
+            if not 0 <= t < _vocab(ckpt):
                 raise CheckpointError(f"token id {t} is out of range: the target vocabulary has "
-                                      f"{ckpt.spec.dec_vocab_size:,} tokens")
-    src = np.asarray(src_ids, dtype=np.int64).reshape(-1)
+                                      f"{_vocab(ckpt):,} tokens")
+    src, S = _source(ckpt, src_ids)
     dec = np.asarray(dec_ids, dtype=np.int64).reshape(-1)
-    _check_size(ckpt, int(src.size), int(dec.size), 2)
+    _check_size(ckpt, S, int(dec.size), 2)
     shape = stack_shape(ckpt, stack)
-    before = seq2seq_run(ckpt, src, dec).logits[-1]
+    run = _runner(ckpt)
+    before = run(src, dec).logits[-1]
     grid = np.full((shape.n_layer, shape.n_head), np.nan)
     total = grid.size
     for layer in range(shape.n_layer):
@@ -233,7 +271,7 @@ def seq2seq_sweep(ckpt, src_ids, dec_ids, stack: str, *, mode: str = "zero", fac
             if cancelled is not None and cancelled():
                 return Sweep(grid, metric, mode)
             e = Edit(scale={(layer, head): float(factor)}) if mode == "scale" else Edit(ablate={(layer, head): mode})
-            after = seq2seq_run(ckpt, src, dec, {stack: e}).logits[-1]
+            after = run(src, dec, {stack: e}).logits[-1]
             if metric == "kl":
                 grid[layer, head] = kl_divergence(before, after)
             else:

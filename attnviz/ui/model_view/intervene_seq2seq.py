@@ -1,10 +1,12 @@
-"""The Intervene tab on an encoder-decoder (MarianMT, BART, mBART): the row choosing the attention whose heads are
+"""The Intervene tab on an encoder-decoder (MarianMT, BART, mBART, T5, Whisper): the row choosing the attention whose heads are
 edited (the session's ``Interventions.stack``: the encoder's self-attention, the decoder's, or the
 cross-attention), and the parts of :class:`~attnviz.ui.model_view.intervene_view.InterveneView` that differ
 from a decoder LLM's -- the input (the panel's run: its source ids and the decoder's teacher-forced ids), the
 study and the sweep jobs (:mod:`attnviz.checkpoints.intervention_seq2seq_study`), the pieces of the target
 vocabulary, the maps' labels. The knockout is the encoder's self-attention's, with the session's mask when it
-is as wide as the source; the patch takes a head's output from a clean source of the same token count.
+is as wide as the source; the patch takes a head's output from a clean source of the same token count. Whisper's
+source is the Audio tab's clip (the log-mel features of its run; the maps' audio frames labelled as the panel labels
+them), and its clean source another audio file, named in the clean prompt field.
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ STACK_ORDER = ("encoder", "decoder", "cross")
 
 
 def is_seq2seq(ckpt) -> bool:
-    return getattr(ckpt, "kind", None) == "seq2seq"
+    return getattr(ckpt, "kind", None) in ("seq2seq", "whisper")
+
+
+def is_whisper(ckpt) -> bool:
+    return getattr(ckpt, "kind", None) == "whisper"
 
 
 def supported(ckpt) -> bool:
-    """An encoder-decoder whose interventions are written (MarianMT, BART, mBART; not T5)."""
-    return is_seq2seq(ckpt) and not getattr(ckpt.spec, "t5_like", False)
+    """An encoder-decoder whose interventions are written (MarianMT, BART, mBART, T5, mT5, Whisper)."""
+    return is_seq2seq(ckpt)
 
 
 class StackRow(QWidget):
@@ -65,30 +71,52 @@ def shape(ckpt, stack: str) -> tuple[int, int]:
 
 
 def run_result(panel):
-    """The Seq2SeqAttention of the panel's encoder-decoder run, None without one."""
+    """The Seq2SeqAttention of the panel's encoder-decoder run (Whisper's as the panel shows it), None without one
+    (or, for Whisper, without the Audio tab's run the features come from)."""
     out = panel.outcome
     r = getattr(out, "result", None)
+    if is_whisper(panel.ckpt) and getattr(getattr(panel, "audio", None), "outcome", None) is None:
+        return None
     return r if r is not None and hasattr(r, "cross_attentions") else None
 
 
 def ids(panel) -> tuple[np.ndarray, np.ndarray]:
+    """(source, decoder ids) of the panel's run: the source ids, or Whisper's (n_mels, frames) features."""
     r = run_result(panel)
+    if is_whisper(panel.ckpt):  # the Audio tab's run holds the features the encoder read
+        w = panel.audio.outcome.result
+        return np.asarray(w.features, dtype=np.float32), np.asarray(w.decoder_ids, dtype=np.int64)
     return np.asarray(r.encoder_ids, dtype=np.int64), np.asarray(r.decoder_ids, dtype=np.int64)
 
 
 def fingerprint(panel) -> np.ndarray | None:
-    """The run's source and decoder ids in one array (a sweep shown is dropped when they change)."""
+    """The run's source and decoder ids in one array (a sweep shown is dropped when they change); Whisper's
+    features enter as a digest."""
     if run_result(panel) is None:
         return None
     src, dec = ids(panel)
-    return np.concatenate([src, [-1], dec])
+    if src.ndim == 2:
+        import hashlib
+
+        src = np.frombuffer(hashlib.sha256(np.ascontiguousarray(src).tobytes()).digest(), dtype=np.uint8)
+    return np.concatenate([src.astype(np.int64), [-1], dec])
 
 
 def why_not_ready(ckpt, panel) -> str:
-    if getattr(ckpt.spec, "t5_like", False):
-        return (f"{ckpt.name} is a T5 model: its interventions are not written yet (MarianMT, BART and mBART's "
-                "are).")
+    if is_whisper(ckpt):
+        return "Run the model on a clip first (the Audio tab: open a sound file, then Run)."
     return "Run the model on a source text first (the target empty: its own translation)."
+
+
+def clean_source(ckpt, text: str):
+    """The clean source a patch reads: the text's source ids, or (Whisper) the features of the audio file it names."""
+    if is_whisper(ckpt):
+        from attnviz.checkpoints.whisper import input_features, read_audio
+
+        return input_features(ckpt, read_audio(text.strip(), ckpt))
+    from attnviz.checkpoints.seq2seq_run import encode_source
+
+    return encode_source(ckpt, text, np.float32)[0].ids
 
 
 def study_job(ckpt, panel, spec, stack: str, allowed):
@@ -98,9 +126,7 @@ def study_job(ckpt, panel, spec, stack: str, allowed):
     def job():
         clean_ids = None
         if spec.patch == "head" and spec.clean.strip():
-            from attnviz.checkpoints.seq2seq_run import encode_source
-
-            clean_ids = encode_source(ckpt, spec.clean, np.float32)[0].ids
+            clean_ids = clean_source(ckpt, spec.clean)
         return seq2seq_study(ckpt, src, dec, spec, stack, allowed=allowed, clean_ids=clean_ids)
 
     return job
@@ -113,7 +139,7 @@ def sweep_job(ckpt, panel, spec, stack: str, metric: str, tokens, stop, progress
 
 
 def piece(ckpt, t: int) -> str:
-    return ckpt.tokenizer.piece(int(t), "target")
+    return ckpt.piece(int(t)) if is_whisper(ckpt) else ckpt.tokenizer.piece(int(t), "target")
 
 
 def tokens(ckpt, a: str, b: str) -> tuple[int, int]:
@@ -124,7 +150,7 @@ def labels(panel, stack: str, rows: int, cols: int) -> tuple[list[str] | None, l
     r = run_result(panel)
     if r is None:
         return None, None
-    q, k = stack_labels(r, stack)
+    q, k = stack_labels(r, stack)  # Whisper's run as the panel holds it: its frames are the source ("f12 0.24s")
     return (q if len(q) == rows else None), (k if len(k) == cols else None)
 
 

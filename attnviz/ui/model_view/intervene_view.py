@@ -65,7 +65,7 @@ ENCODER_METRICS = (("cosine", "1 − cos of the pooled output"),)
 SWEEP_OVER = (("input", "over this input"), ("corpus", "over a corpus…"))
 CORPUS_WORKERS = 1  # local Dask worker threads of the window's corpus sweep (the window keeps the other cores)
 WORST_TOKENS = 5  # tokens listed by how far their output turned
-KINDS = ("decoder", "gpt2", *ENCODER_KINDS, "seq2seq")  # the checkpoint kinds the tab runs on (not T5)
+KINDS = ("decoder", "gpt2", *ENCODER_KINDS, "seq2seq", "whisper")  # the checkpoint kinds the tab runs on
 
 
 def parse_indices(text: str, stop: int, what: str) -> tuple[int, ...]:
@@ -942,7 +942,7 @@ class InterveneView(QWidget):
             tabs.setTabEnabled(index, decoder or encoder or seq)
             tabs.setTabToolTip(index, "" if decoder or encoder or seq else
                                           "interventions run on decoder LLMs (GPT-2, Llama, Mistral, Qwen2, Qwen3, "
-                                          "Gemma), encoder-decoders (MarianMT, BART, mBART), "
+                                          "Gemma), encoder-decoders (MarianMT, BART, mBART, T5, Whisper), "
                                           "the BERT family and vision transformers")
         self._stop.set()  # a sweep of the previous model is not wanted
         self.sweep_result = None
@@ -1153,8 +1153,8 @@ class InterveneView(QWidget):
             return "Load a decoder LLM and run it on a text: its interventions are computed here."
         if ck.kind not in KINDS:
             return (f"{ck.name} is not a decoder LLM, an encoder-decoder, an encoder or a vision model: interventions "
-                    "run on GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma, MarianMT, BART, mBART, the BERT family and "
-                    "vision transformers.")
+                    "run on GPT-2, Llama, Mistral, Qwen2, Qwen3, Gemma, MarianMT, BART, mBART, T5, Whisper, the BERT "
+                    "family and vision transformers.")
         if s2s.is_seq2seq(ck):
             return s2s.why_not_ready(ck, self.panel)
         if ck.kind == "vlm":
