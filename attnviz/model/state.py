@@ -375,7 +375,9 @@ def _index_tuple(name: str, values, stop: int) -> tuple[int, ...]:
     return out
 
 
-INTERVENTION_STACKS = ("decoder", "encoder", "cross")  # the attention an encoder-decoder's edited heads belong to
+# the attention the edited heads belong to: an encoder-decoder's (decoder, encoder, cross), a SmolVLA policy's (vlm:
+# the VLM's prefix layers, expert: the action expert's)
+INTERVENTION_STACKS = ("decoder", "encoder", "cross", "vlm", "expert")
 MAX_PATH_CHARS = 4096  # the longest file path kept in a session
 
 
