@@ -74,6 +74,8 @@ class JacobianTab(DiagnosticTab):
 
         self.study = None  # the last JacobianStudy drawn
         self.row_norms = None  # (unscaled (rows,), scaled (rows,)) of the last redraw
+        self._line_rows = None  # rows of the lines on the per-row plot (None: bars or nothing)
+        self._row_title = None  # the per-row plot's title as set
         self.job = LatestJob("attnviz-jacobian", self, memory_message=STUDY_MEMORY_MESSAGE)
         self.job.done.connect(self._on_study)
         self.job.failed.connect(lambda _jid, msg: self.busy.setText(msg))
@@ -120,16 +122,22 @@ class JacobianTab(DiagnosticTab):
                 row_jacobian_norms(dots, mask, 1.0 / math.sqrt(hs)))  # (rows,)
 
     def present(self, numbers, resp, state):
+        """Hand the norms of ``numbers`` to the plot: bars are made anew, lines of as many rows as the last
+        ones keep their items and only take the new arrays (an edit of a long input makes no items)."""
         plot = self.row_plot.getPlotItem()
-        for it in self.row_items:
-            plot.removeItem(it)
-        self.row_items = []
         if numbers is None:
+            for it in self.row_items:
+                plot.removeItem(it)
+            self.row_items, self._line_rows = [], None
             self.row_norms = None
             return
         h, note, rows, hs, un, sc = numbers
         self.row_norms = (un, sc)
         x = np.arange(rows, dtype=float)  # (rows,)
+        if rows <= BAR_LIMIT or rows != self._line_rows:
+            for it in self.row_items:
+                plot.removeItem(it)
+            self.row_items, self._line_rows = [], None
         if rows <= BAR_LIMIT:
             w = 0.38
             for vals, off, colour, name in ((un, -w / 2, UNSCALED_COLOUR, "unscaled q·k"),
@@ -138,11 +146,18 @@ class JacobianTab(DiagnosticTab):
                 plot.addItem(bars)
                 self.row_items.append(bars)
             label_ticks(plot, [resp.query_labels[i] for i in range(rows)])  # as many as fit, never overlapping
+        elif self._line_rows == rows:
+            for item, vals in zip(self.row_items, (un, sc)):
+                item.setData(x, vals)
         else:
             for vals, colour, name in ((un, UNSCALED_COLOUR, "unscaled q·k"), (sc, SCALED_COLOUR, "scaled")):
                 self.row_items.append(plot.plot(x, vals, pen=pg.mkPen(colour, width=1), name=name))
+            self._line_rows = rows
             clear_label_ticks(plot)
-        plot.setTitle(f"‖J‖_F per query row, head {h} (d_k = {hs})" + (f" — {note}" if note else ""))
+        title = f"‖J‖_F per query row, head {h} (d_k = {hs})" + (f" — {note}" if note else "")
+        if title != self._row_title:  # the same title again would still lay the plot out again
+            plot.setTitle(title)
+            self._row_title = title
         plot.enableAutoRange()
         self.status.setText(f"mean over rows: unscaled {fmt(un.mean(), 3)}, scaled {fmt(sc.mean(), 3)}"
                             + (f" (first {rows} of {resp.Tq} rows)" if resp.Tq > rows else ""))

@@ -2,6 +2,11 @@
 Scaled, No sqrt(d_k) or Uniform rule, with each query row's entropy (nats, against the uniform row's
 log n) and largest weight. The selector is ``view.normalisation`` (through ``ctx.set_view``), so every
 view that follows it changes together.
+
+``compute`` (a worker past SYNC_CELLS) makes what the tab draws of all three rules (the maps as float32,
+their levels, the entropy curves, the tables' text; :mod:`attnviz.model.diagnostics.normalisation_display`),
+so ``present`` only hands arrays to the widgets, and a switch of rule on the same response is drawn from the
+numbers held. An edit of a long input updates the entropy lines in place (no items or legend made again).
 """
 
 from __future__ import annotations
@@ -12,8 +17,11 @@ import numpy as np
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QRadioButton, QSplitter, QWidget, QVBoxLayout
 from PySide6.QtCore import Qt, QTimer
 
-from attnviz.model.diagnostics.normalisation import MODES, compare_modes
 import pyqtgraph as pg
+
+from attnviz.model.diagnostics.normalisation import MODES, compare_modes
+from attnviz.model.diagnostics.normalisation_display import (BAR_LIMIT, entropy_curves, entropy_range,  # noqa: F401
+                                                             keys_drawn, map_display, weight_levels)
 
 from attnviz.ui.diagnostics.common import (KEY_COLOUR, QUERY_COLOUR, cell, connect_event, fit_height, fmt, head_mask,
                                          make_plot, new_table, selected_head)
@@ -26,36 +34,8 @@ MODE_TITLES = {"scaled": "Scaled  softmax(q·k / √dₖ)", "unscaled": "No √d
 #: query rows studied at most (each row is independent; beyond this only the first rows are shown)
 MAX_ROWS = 512
 TABLE_CHUNK = 64  # table rows filled per turn of the event loop
-BAR_LIMIT = 64  # grouped bars up to this many query rows, lines beyond
 MODE_COLOURS = {"scaled": KEY_COLOUR, "unscaled": QUERY_COLOUR, "uniform": "#999999"}
 TABLE_COLUMNS = ("query", "entropy (nats)", "uniform log n", "max weight", "attends most to")
-
-
-def entropy_range(modes, rows: int, headroom: float = 0.35) -> tuple[float, float]:
-    """y range of the entropy plot: from 0 (bars) or just below the lowest value (lines) to the
-    highest value plus ``headroom`` of the span, where the legend sits."""
-    vals = np.concatenate([modes[m].entropy_nats for m in MODES])
-    top = float(vals.max(initial=0.0))
-    bottom = 0.0 if rows <= BAR_LIMIT or not vals.size else float(vals.min())
-    span = top - bottom if top > bottom else max(abs(top), 1.0)
-    if rows > BAR_LIMIT:
-        bottom -= 0.05 * span
-    return bottom, top + headroom * span
-
-
-def weight_levels(weights: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
-    """Colour scale of a weight matrix: 0 to its largest allowed weight, as the main heatmap draws
-    weights (a fixed 0-1 scale leaves weights of ~0.01, e.g. over 197 image patches, all dark)."""
-    hi = float(np.max(weights, where=mask, initial=0.0))
-    return 0.0, hi if hi > 0 else 1.0
-
-
-def keys_drawn(mask: np.ndarray) -> int:
-    """Keys the map shows for (rows, Tk) ``mask``: up to the last key a shown query may attend to (the
-    first 512 rows of a 2,900-token causal sequence draw a 512 x 512 map, not a strip at the left of a
-    512 x 2,900 one); at least one."""
-    allowed = np.flatnonzero(np.asarray(mask, dtype=bool).any(axis=0))  # (n,) keys some row may attend to
-    return int(allowed[-1]) + 1 if allowed.size else max(1, mask.shape[1])
 
 
 def clip_segments(segments, stop: int) -> list:
@@ -122,6 +102,9 @@ class NormalisationTab(DiagnosticTab):
         self.outer.addWidget(split, 1)
         self.outer.addWidget(self.status)
         self.modes = None  # {mode: Normalisation} of the last redraw
+        self._drawn = None  # (response, view.head, numbers) drawn last: another rule of them needs no compute
+        self._curve_layout = None  # (rows, selected rule) of the entropy lines on the plot; None: bars or none
+        self._tick_labels = None  # the query labels the entropy plot's axis names
         self._table_rows: list = []  # the text of every row of the table being filled
         self.rows_filled = 0  # how many of them the table shows so far
         self._sync_buttons(ctx.session.state.view)
@@ -139,8 +122,20 @@ class NormalisationTab(DiagnosticTab):
     def work_size(self, resp, state) -> int:
         return 0 if resp is None or resp.q is None else min(resp.Tq, MAX_ROWS) * resp.Tk * 3
 
+    def redraw(self, response, state):
+        """Draw ``response``; another rule (or the same one again) of the response and head already
+        computed is drawn from the numbers held, without computing again."""
+        drawn = self._drawn
+        if drawn is not None and response is not None and drawn[0] is response and drawn[1] == state.view.head:
+            if self._numbers_job is not None:
+                self._numbers_job.cancel()  # an older request (another head) must not arrive after this
+            self.present(drawn[2], response, state)
+            return
+        super().redraw(response, state)
+
     def compute(self, resp, state):
-        """The three normalisations of the selected head's first MAX_ROWS query rows (no Qt)."""
+        """The three normalisations of the selected head's first MAX_ROWS query rows and what the tab draws
+        of each (no Qt): the maps as the heatmap takes them, the entropy curves, the table's text."""
         if resp is None or resp.q is None:
             return None
         h, note = selected_head(state, resp.q.shape[0])
@@ -151,41 +146,43 @@ class NormalisationTab(DiagnosticTab):
         dots = q @ k.T  # (rows, Tk) raw q·k, before any scale
         mask = head_mask(resp, h, slice(0, rows))  # (rows, Tk)
         modes = compare_modes(dots, mask, d_k=q.shape[1])
-        return {"empty": False, "h": h, "note": note, "rows": rows, "dots": dots, "mask": mask, "modes": modes,
-                "table": row_table(modes[state.view.normalisation], resp.query_labels, resp.key_labels)}
+        return {"empty": False, "h": h, "note": note, "rows": rows, "dots": dots, "modes": modes,
+                "map": map_display(modes, mask), "curves": entropy_curves(modes, rows),
+                "tables": {m: row_table(modes[m], resp.query_labels, resp.key_labels) for m in MODES}}
 
     def present(self, numbers, resp, state):
+        """Hand the ready arrays and texts of ``numbers`` to the widgets (the table fills over later turns)."""
         if numbers is None or numbers["empty"]:
+            self._drawn = None
             self.heatmap.clear()
             self.table.setRowCount(0)
             if numbers is not None:
                 self.status.setText("the sequence is empty")
             return
-        h, note, rows, dots, mask = (numbers[n] for n in ("h", "note", "rows", "dots", "mask"))
+        h, note, rows, dots, shown = (numbers[n] for n in ("h", "note", "rows", "dots", "map"))
         self.modes = numbers["modes"]
-        Tq, k = resp.Tq, resp.k[h]
+        self._drawn = (resp, state.view.head, numbers)
+        Tq, Tk = resp.Tq, resp.Tk
         mode = state.view.normalisation
-        cur = self.modes[mode]
+        cols, cur = shown.cols, shown.maps[mode]
         ql, kl = list(resp.query_labels[:rows]), list(resp.key_labels)
-        cols = keys_drawn(mask)
-        self.heatmap.set_matrix(cur.weights[:, :cols], mask=mask[:, :cols], row_labels=ql, col_labels=kl[:cols],
+        self.heatmap.set_matrix(cur.values, mask=shown.mask, row_labels=ql, col_labels=kl[:cols],
                                 row_segments=[s for s in resp.query_segments if s.stop <= rows],
-                                col_segments=clip_segments(resp.key_segments, cols),
-                                levels=weight_levels(cur.weights, mask),
+                                col_segments=clip_segments(resp.key_segments, cols), levels=cur.levels,
                                 title=f"weights under {MODE_TITLES[mode].split('  ')[0]} (head {h})",
                                 value_label="weight")
         self.heatmap.set_readout_provider(lambda i, j, d=dots: f"q·k {d[i, j]:.4g}")
         self.table.setRowCount(rows)
-        self._table_rows = numbers["table"]
+        self._table_rows = numbers["tables"][mode]
         self._fill_table(0)
         fit_height(self.table, 12)
-        self._plot_entropies(rows, ql, mode)
-        means = "   ".join(f"{MODE_TITLES[m].split('  ')[0]} {fmt(np.mean(self.modes[m].entropy_nats), 3)}"
-                           for m in MODES)
+        curves = numbers["curves"]
+        self._plot_entropies(curves, ql, mode)
+        means = "   ".join(f"{MODE_TITLES[m].split('  ')[0]} {fmt(curves.means[m], 3)}" for m in MODES)
         extra = [note] if note else []
         if Tq > rows:
             extra.append(f"showing the first {rows} of {Tq} query rows")
-        if cols < k.shape[0]:
+        if cols < Tk:
             extra.append(f"the map ends at key {cols - 1}: no query shown may attend to a later one")
         self.summary.setText(f"mean row entropy (nats):  {means}\n"
                              "Lower entropy = a sharper, more hard-lookup-like row; uniform has the most."
@@ -204,31 +201,42 @@ class NormalisationTab(DiagnosticTab):
         if stop < len(rows):
             QTimer.singleShot(0, self.table, lambda r=rows, s=stop: self._table_rows is r and self._fill_table(s))
 
-    def _plot_entropies(self, rows, labels, selected):
+    def _plot_entropies(self, curves, labels, selected):
+        """Draw the entropy series of ``curves``: grouped bars are made anew; lines of the same rows and
+        selected rule as the last ones keep their items and only take the new arrays (an edit of a long
+        input: no items made, no legend laid out again)."""
         plot = self.entropy_plot.getPlotItem()
-        for it in self.entropy_items:
-            plot.removeItem(it)
-        self.entropy_items = []
-        x = np.arange(rows, dtype=float)  # (rows,)
-        w = 0.27
-        for n, m in enumerate(MODES):
-            e = self.modes[m].entropy_nats  # (rows,)
-            colour = MODE_COLOURS[m]
-            name = MODE_TITLES[m].split("  ")[0] + (" (selected)" if m == selected else "")
-            if rows <= BAR_LIMIT:
-                item = pg.BarGraphItem(x=x + (n - 1) * w, height=e, width=w, brush=colour,
-                                       pen=pg.mkPen("#000000", width=2) if m == selected else None, name=name)
-                plot.addItem(item)
-            else:
-                item = plot.plot(x, e, pen=pg.mkPen(colour, width=2 if m == selected else 1), name=name)
-            self.entropy_items.append(item)
-        label_ticks(plot, [labels[i] for i in range(rows)])  # as many as fit, never overlapping
-        # the legend is one row along the top, over empty headroom above the bars and lines
-        legend = plot.legend
-        if legend is not None:
-            legend.setColumnCount(len(MODES))
-            legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 4))
-        lo, hi = entropy_range(self.modes, rows)
+        x, rows = curves.x, len(curves.x)  # (rows,)
+        layout = (rows, selected)
+        if curves.bars or layout != self._curve_layout:
+            for it in self.entropy_items:
+                plot.removeItem(it)
+            self.entropy_items = []
+            w = 0.27
+            for n, m in enumerate(MODES):
+                e = curves.entropy[m]  # (rows,)
+                colour = MODE_COLOURS[m]
+                name = MODE_TITLES[m].split("  ")[0] + (" (selected)" if m == selected else "")
+                if curves.bars:
+                    item = pg.BarGraphItem(x=x + (n - 1) * w, height=e, width=w, brush=colour,
+                                           pen=pg.mkPen("#000000", width=2) if m == selected else None, name=name)
+                    plot.addItem(item)
+                else:
+                    item = plot.plot(x, e, pen=pg.mkPen(colour, width=2 if m == selected else 1), name=name)
+                self.entropy_items.append(item)
+            self._curve_layout = None if curves.bars else layout
+            # the legend is one row along the top, over empty headroom above the bars and lines
+            legend = plot.legend
+            if legend is not None:
+                legend.setColumnCount(len(MODES))
+                legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 4))
+        else:
+            for item, m in zip(self.entropy_items, MODES):
+                item.setData(x, curves.entropy[m])
+        if labels != self._tick_labels:
+            label_ticks(plot, labels)  # as many as fit, never overlapping
+            self._tick_labels = labels
+        lo, hi = curves.y_range
         plot.enableAutoRange(axis="x")
         plot.setYRange(lo, hi, padding=0)
 
