@@ -1,5 +1,5 @@
-"""Write ``golden_seq2seq_code.npz`` beside tiny_bart, tiny_marian, tiny_t5, tiny_t5_gated (tests/data) and
-tiny_whisper (tests/data/checkpoints): attnviz's exported encoder-decoder hook scripts
+"""Write ``golden_seq2seq_code.npz`` beside tiny_bart, tiny_marian, tiny_mbart, tiny_t5, tiny_t5_gated, tiny_t5_mt5
+(tests/data) and tiny_whisper (tests/data/checkpoints): attnviz's exported encoder-decoder hook scripts
 (attnviz/checkpoints/intervention_seq2seq_code.py) run as written with transformers.
 
 Run once, in an environment with torch (CPU) and transformers; attnviz itself never imports them:
@@ -16,7 +16,7 @@ one-head cross-attention knockout and a cross-attention patch). The inputs are t
 where a patch is taken from its clean one. For each case the tool writes the script with the module's
 ``hook_script`` (loaded by path: it needs the standard library only), runs it from a scratch folder holding a link
 to tests/ (and Whisper's features files), and keeps ``{case}_sha256``, ``{case}_before`` and ``{case}_after`` (every
-decoder row's logits, (T, V)). T5 and Whisper also get every case in float64 (``{case}64_...``, the script's
+decoder row's logits, (T, V)). T5, mT5 and Whisper also get every case in float64 (``{case}64_...``, the script's
 ``float64``).
 """
 
@@ -34,9 +34,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = {"tiny_bart": "tests/data/tiny_bart", "tiny_marian": "tests/data/tiny_marian", "tiny_t5": "tests/data/tiny_t5",
-          "tiny_t5_gated": "tests/data/tiny_t5_gated", "tiny_whisper": "tests/data/checkpoints/tiny_whisper"}
-WIDE = ("tiny_t5", "tiny_t5_gated", "tiny_whisper")  # also run in float64
+MODELS = {"tiny_bart": "tests/data/tiny_bart", "tiny_marian": "tests/data/tiny_marian", "tiny_mbart": "tests/data/tiny_mbart",
+          "tiny_t5": "tests/data/tiny_t5", "tiny_t5_gated": "tests/data/tiny_t5_gated", "tiny_t5_mt5": "tests/data/tiny_t5_mt5",
+          "tiny_whisper": "tests/data/checkpoints/tiny_whisper"}
+WIDE = ("tiny_t5", "tiny_t5_gated", "tiny_t5_mt5", "tiny_whisper")  # also run in float64
 ENC_KO, DEC_KO, CROSS_KO = (3, 1), (3, 1), (2, 4)  # (rows from, key): the edges removed
 GIVEN_SEED = 31
 

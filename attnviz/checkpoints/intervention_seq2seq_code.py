@@ -22,9 +22,13 @@ script). ``float64`` runs the whole model in float64 (T5's RMSNorm, which transf
 the dtype, is then replaced by the same formula in float64): float32's own rounding on T5's and Whisper's logits
 reaches about 1e-5.
 
-:func:`hook_script` is plain text generation with the standard library only (the golden maker, run where torch
-lives, loads this file by path); :func:`seq2seq_script` turns the window's session (an ``Interventions``) or
-explicit edits into its arguments and imports attnviz's checks when called.
+For T5 and mT5 the same edits also as TransformerLens 4 hooks (:func:`lens_script`: the model wrapped by its
+TransformerBridge, the heads edited on ``hook_z``); its bridges for BART, MarianMT and mBART are not checked and
+it has none for Whisper (:func:`lens_problem`).
+
+:func:`hook_script` and :func:`lens_script` are plain text generation with the standard library only (the golden
+makers, run where torch lives, load this file by path); :func:`seq2seq_script` turns the window's session (an
+``Interventions``) or explicit edits into their arguments and imports attnviz's checks when called.
 """
 
 from __future__ import annotations
@@ -73,6 +77,28 @@ def removed_edges(mask) -> list[list[int]]:
     if rows and rows[0] and isinstance(rows[0][0], (list, tuple)):
         return [[h, i, j] for h, plane in enumerate(rows) for i, row in enumerate(plane) for j, v in enumerate(row) if v]
     return [[-1, i, j] for i, row in enumerate(rows) for j, v in enumerate(row) if v]
+
+
+#: the eager attention wrapper of the scripts: the knocked-out edges of the module's stack and layer set to the
+#: mask's minimum (``which``: id of an attention module -> (stack, layer); ``knockout``: their removed edges)
+_KNOCKED = (
+    "def knocked(module, query, key, value, attention_mask, *args, **kwargs):",
+    "    where = which.get(id(module))",
+    "    if where is not None:",
+    "        removed = torch.zeros(1, query.shape[1], query.shape[2], key.shape[2], dtype=torch.bool)",
+    "        for head, i, j in knockout[where[0]][where[1]]:",
+    "            if head < 0:",
+    "                removed[0, :, i, j] = True",
+    "            else:",
+    "                removed[0, head, i, j] = True",
+    "        if attention_mask is None:",
+    "            attention_mask = torch.zeros(1, 1, query.shape[2], key.shape[2], dtype=query.dtype)",
+    "        if attention_mask.dtype == torch.bool:",
+    "            attention_mask = attention_mask & ~removed",
+    "        else:",
+    "            attention_mask = attention_mask.masked_fill(removed, torch.finfo(attention_mask.dtype).min)",
+    "    return eager(module, query, key, value, attention_mask, *args, **kwargs)",
+)
 
 
 def _inputs_line(name: str, ids, features: str | None) -> str:
@@ -210,22 +236,7 @@ def hook_script(folder: str, family: str, n_head: dict, dec_ids, *, src_ids=None
             "which = {id(attention(stack, layer)): (stack, layer) for stack, layers in knockout.items() for layer in layers}",
             "",
             "",
-            "def knocked(module, query, key, value, attention_mask, *args, **kwargs):",
-            "    where = which.get(id(module))",
-            "    if where is not None:",
-            "        removed = torch.zeros(1, query.shape[1], query.shape[2], key.shape[2], dtype=torch.bool)",
-            "        for head, i, j in knockout[where[0]][where[1]]:",
-            "            if head < 0:",
-            "                removed[0, :, i, j] = True",
-            "            else:",
-            "                removed[0, head, i, j] = True",
-            "        if attention_mask is None:",
-            "            attention_mask = torch.zeros(1, 1, query.shape[2], key.shape[2], dtype=query.dtype)",
-            "        if attention_mask.dtype == torch.bool:",
-            "            attention_mask = attention_mask & ~removed",
-            "        else:",
-            "            attention_mask = attention_mask.masked_fill(removed, torch.finfo(attention_mask.dtype).min)",
-            "    return eager(module, query, key, value, attention_mask, *args, **kwargs)",
+            *_KNOCKED,
             "",
             "",
             "modeling.eager_attention_forward = knocked",
@@ -242,11 +253,138 @@ def hook_script(folder: str, family: str, n_head: dict, dec_ids, *, src_ids=None
     return "\n".join(lines)
 
 
-#: TransformerLens 4 adapts T5, BART, MarianMT and mBART (not Whisper) with its TransformerBridge, but no script
-#: for them has been run against attnviz's passes yet
-LENS_PROBLEM = ("a TransformerLens script is not exported for encoder-decoders yet (TransformerLens 4's bridge has "
-                "adapters for T5, BART, MarianMT and mBART, none for Whisper, and none is checked here); the PyTorch "
-                "script holds these edits")
+# ---- TransformerLens ---------------------------------------------------------------------------------
+
+#: TransformerLens 4's TransformerBridge hook on each stack's heads' outputs, (batch, positions, heads, head width)
+LENS_HOOKS = {"encoder": "encoder_blocks.{i}.attn.hook_z", "decoder": "decoder_blocks.{i}.self_attn.hook_z",
+              "cross": "decoder_blocks.{i}.cross_attn.hook_z"}
+#: the families whose TransformerLens script was run as written (tools/make_seq2seq_lens_goldens.py) and gave
+#: attnviz's logits: T5 v1.0, v1.1 gated and mT5 (TransformerLens' T5 adapter takes both architectures)
+LENS_FAMILIES = ("t5", "mt5")
+
+
+def lens_problem(family: str) -> str:
+    """Why an encoder-decoder family has no TransformerLens script ("" when it has one)."""
+    if family in LENS_FAMILIES:
+        return ""
+    if family == "whisper":
+        return ("TransformerLens 4 has no adapter for Whisper (its bridge adapts T5, BART, MarianMT and mBART among "
+                "the encoder-decoders); the PyTorch script holds these edits")
+    return (f"the TransformerLens script is checked on T5 and mT5; TransformerLens 4's {family} adapter refuses "
+            "encoders and decoders of different head counts, layer counts or MLP widths, which attnviz's test models "
+            "have, so none is checked; the PyTorch script holds these edits")
+
+
+def lens_script(folder: str, family: str, n_head: dict, dec_ids, src_ids, *, edits: dict | None = None,
+                knockout: dict | None = None, clean_ids=None) -> str:
+    """The same intervention as :func:`hook_script` for a T5 or mT5 ``folder``, in float32, with TransformerLens 4:
+    transformers' model wrapped by its TransformerBridge, the head edits as hooks on ``LENS_HOOKS`` (a patch from a
+    first run over ``clean_ids`` recording the same hook), printing what :func:`hook_script` prints. A knockout is
+    set in the mask inside the modeling module's eager attention function, as in :func:`hook_script`: the bridge
+    hands each attention to transformers' module, which discards an edit of ``hook_attn_scores`` or
+    ``hook_pattern``; the attention modules are looked up before the bridge wraps them."""
+    if family not in LENS_FAMILIES:
+        raise ValueError(lens_problem(family))
+    edits = {st: v for st, v in (edits or {}).items() if v}
+    knockout = {st: v for st, v in (knockout or {}).items() if v}
+    kinds = {how for layers in edits.values() for heads in layers.values() for _h, how, _f in heads}
+    patching = "patch" in kinds
+    if patching != (clean_ids is not None):
+        raise ValueError("a patch needs the clean source, and the clean source a head to patch")
+    lines = ["import json"] + (["import sys"] if knockout else []) + [
+        "",
+        "import torch",
+        "from transformer_lens.model_bridge import TransformerBridge",
+        "from transformers import AutoModelForSeq2SeqLM",
+        "",
+        f"hf = AutoModelForSeq2SeqLM.from_pretrained({folder!r}, dtype=torch.float32, attn_implementation=\"eager\").eval()",
+    ]
+    if knockout:
+        lines += [
+            f"sublayers = {SUBLAYERS['t5']!r}  # stack -> its attention in layer i",
+            f"knockout = {knockout!r}  # stack -> layer -> [head (-1: every head), query i, key j]: edges removed",
+            "which = {id(hf.get_submodule(sublayers[stack].format(i=layer))): (stack, layer)  # before the bridge wraps them",
+            "         for stack, layers in knockout.items() for layer in layers}",
+        ]
+    lines += [
+        f"model = TransformerBridge.boot_transformers({folder!r}, hf_model=hf, dtype=torch.float32, device=\"cpu\")",
+        f"hook_names = {LENS_HOOKS!r}  # stack -> hook_z of layer i: (batch, positions, heads, head width)",
+        f"source = torch.tensor([{[int(t) for t in src_ids]}])",
+    ]
+    if patching:
+        lines += [f"clean = torch.tensor([{[int(t) for t in clean_ids]}])  # the source the patched heads come from"]
+    lines += [
+        f"dec_ids = torch.tensor([{[int(t) for t in dec_ids]}])  # the decoder's input, its start token first",
+        "",
+        "",
+        "def logits(ids, hooks):",
+        "    with torch.no_grad():",
+        "        return model.run_with_hooks(ids, decoder_input_ids=dec_ids, fwd_hooks=hooks)[0].double()  # (T, V)",
+        "",
+        "",
+    ]
+    if patching:
+        lines += [
+            "recorded = {}",
+            "",
+            "",
+            "def record(stack, layer):",
+            "    def hook(z, hook):",
+            "        recorded[stack, layer] = z.detach().clone()",
+            "    return hook",
+            "",
+            "",
+        ]
+    lines += [
+        "def edit(stack, layer, heads):",
+        "    def hook(z, hook):",
+        "        z = z.clone()",
+        "        for head, how, factor in heads:",
+        "            if how == \"zero\":",
+        "                z[:, :, head] = 0",
+        "            elif how == \"mean\":",
+        "                z[:, :, head] = z[:, :, head].mean(dim=1, keepdim=True)  # over the stack's positions",
+    ]
+    if "set" in kinds:
+        lines += ["            elif how == \"set\":", "                z[:, :, head] = torch.tensor(factor, dtype=z.dtype)"]
+    if patching:
+        lines += ["            elif how == \"patch\":", "                z[:, :, head] = recorded[stack, layer][:, :, head]"]
+    lines += [
+        "            else:",
+        "                z[:, :, head] *= factor",
+        "        return z",
+        "    return hook",
+        "",
+        "",
+        "before = logits(source, [])",
+        f"edits = {edits!r}  # stack -> layer -> [(head, how, factor)]",
+    ]
+    if patching:
+        lines += [
+            "logits(clean, [(hook_names[stack].format(i=layer), record(stack, layer))",
+            "               for stack, layers in edits.items() for layer, heads in layers.items()",
+            "               if any(how == \"patch\" for _head, how, _factor in heads)])",
+        ]
+    lines += [
+        "hooks = [(hook_names[stack].format(i=layer), edit(stack, layer, heads))",
+        "         for stack, layers in edits.items() for layer, heads in layers.items()]",
+    ]
+    if knockout:
+        lines += [
+            "modeling = sys.modules[type(hf).__module__]",
+            "eager = modeling.eager_attention_forward",
+            "",
+            "",
+            *_KNOCKED,
+            "",
+            "",
+            "modeling.eager_attention_forward = knocked",
+        ]
+    lines += ["after = logits(source, hooks)"]
+    if knockout:
+        lines += ["modeling.eager_attention_forward = eager"]
+    lines += ["print(json.dumps({\"before\": before.tolist(), \"after\": after.tolist()}))", ""]
+    return "\n".join(lines)
 
 
 class _FromClean:
@@ -263,7 +401,8 @@ class _Any:
 
 def seq2seq_script(ckpt, source, dec_ids, stack: str = "decoder", spec=None, *, edits: dict | None = None,
                    allowed=None, clean=None, folder: str | None = None, float64: bool = False) -> dict:
-    """{"pytorch": script, "lens": "", "pytorch_problem": "", "lens_problem": why not} reproducing an intervention
+    """{"pytorch": script, "lens": script or "", "pytorch_problem": "", "lens_problem": why not or ""} reproducing an
+    intervention
     on the loaded encoder-decoder ``ckpt`` (a Seq2SeqCheckpoint or WhisperCheckpoint; ``folder``: the path the
     script loads, default ``ckpt.folder``): over ``source`` (S,) source ids, or Whisper's log-mel features
     (n_mels, frames), teacher-forced on ``dec_ids`` (T,).
@@ -275,7 +414,8 @@ def seq2seq_script(ckpt, source, dec_ids, stack: str = "decoder", spec=None, *, 
     source, ids (S,) or features like ``source``. For Whisper the dict also holds ``"features"`` (the float32
     array) and ``"features_file"`` (the name the script reads it from, relative to where it runs: save the array
     there with numpy.save), and with a patch ``"clean_features"`` and ``"clean_features_file"``. ``float64`` runs
-    the script's model in float64 (compare with attnviz's float64 pass). Bad input is one CheckpointError line."""
+    the PyTorch script's model in float64 (compare with attnviz's float64 pass); the TransformerLens script
+    (:func:`lens_script`, T5 and mT5 only) runs in float32. Bad input is one CheckpointError line."""
     import numpy as np
 
     from attnviz.checkpoints.errors import CheckpointError
@@ -327,7 +467,7 @@ def seq2seq_script(ckpt, source, dec_ids, stack: str = "decoder", spec=None, *, 
              for st, e in built.items() if e.knockout}
     n_head = {"encoder": s.enc_heads, "decoder": s.dec_heads, "cross": s.dec_heads}
     patching = any(patch.values())
-    out = {"pytorch": "", "lens": "", "pytorch_problem": "", "lens_problem": LENS_PROBLEM}
+    out = {"pytorch": "", "lens": "", "pytorch_problem": "", "lens_problem": lens_problem(family)}
     kw = {}
     if whisper:
         kw["features"] = FEATURES_FILE
@@ -340,6 +480,10 @@ def seq2seq_script(ckpt, source, dec_ids, stack: str = "decoder", spec=None, *, 
         kw["src_ids"] = [int(t) for t in src]
         if patching:
             kw["clean_ids"] = [int(t) for t in np.asarray(clean).reshape(-1)]
-    out["pytorch"] = hook_script(str(folder if folder is not None else ckpt.folder), family, n_head, dec.tolist(),
-                                 edits=script_edits, knockout=knock, float64=float64, **kw)
+    name = str(folder if folder is not None else ckpt.folder)
+    out["pytorch"] = hook_script(name, family, n_head, dec.tolist(), edits=script_edits, knockout=knock,
+                                 float64=float64, **kw)
+    if not out["lens_problem"]:
+        out["lens"] = lens_script(name, family, n_head, dec.tolist(), kw["src_ids"], edits=script_edits,
+                                  knockout=knock, clean_ids=kw.get("clean_ids"))
     return out

@@ -1,9 +1,10 @@
-"""The exported hook scripts of the encoder-decoders (MarianMT, BART, T5 v1.0 and v1.1 gated, Whisper): the scripts
-the golden maker ran with transformers (tools/make_seq2seq_code_goldens.py: the window's spec on each stack with
+"""The exported hook scripts of the encoder-decoders (MarianMT, BART, mBART, T5 v1.0 and v1.1 gated, mT5, Whisper):
+the scripts the golden maker ran with transformers (tools/make_seq2seq_code_goldens.py: the window's spec on each stack with
 knockouts and patches, and explicit edits of all three stacks at once) are, byte for byte, the ones attnviz writes
 today from the session's ``Interventions`` or from explicit edits, and the logits of every decoder row they printed
-before and after equal attnviz's own passes (float32 scripts against attnviz's float32 pass; T5's and Whisper's
-float64 scripts against its float64 pass); bad requests are one line."""
+before and after equal attnviz's own passes (float32 scripts against attnviz's float32 pass; T5's, mT5's and
+Whisper's float64 scripts against its float64 pass); for T5 and mT5 the TransformerLens script too
+(tools/make_seq2seq_lens_goldens.py); bad requests are one line."""
 
 from __future__ import annotations
 
@@ -25,30 +26,43 @@ from attnviz.checkpoints.interventions import Edit
 from attnviz.model.state import Interventions
 
 S2S = DATA.parent
-FOLDERS = {"tiny_bart": S2S / "tiny_bart", "tiny_marian": S2S / "tiny_marian", "tiny_t5": S2S / "tiny_t5",
-           "tiny_t5_gated": S2S / "tiny_t5_gated", "tiny_whisper": DATA / "tiny_whisper"}
+FOLDERS = {"tiny_bart": S2S / "tiny_bart", "tiny_marian": S2S / "tiny_marian", "tiny_mbart": S2S / "tiny_mbart",
+           "tiny_t5": S2S / "tiny_t5", "tiny_t5_gated": S2S / "tiny_t5_gated", "tiny_t5_mt5": S2S / "tiny_t5_mt5",
+           "tiny_whisper": DATA / "tiny_whisper"}
 REL = {name: str(path.relative_to(DATA.parents[2])) for name, path in FOLDERS.items()}  # as the goldens' scripts name them
 CASES = ("enc", "cross", "dec", "mix")
-WIDE = ("tiny_t5", "tiny_t5_gated", "tiny_whisper")
-# float32 script against attnviz's float32 pass: at most 2.4e-6 measured, but 9.2e-6 on tiny_t5_gated (its gated
-# MLP magnifies float32 rounding; another CPU's BLAS may pass 1e-5 there): its 1e-5 check is the float64 one
-TOL32 = {"tiny_t5_gated": 2e-5}
+WIDE = ("tiny_t5", "tiny_t5_gated", "tiny_t5_mt5", "tiny_whisper")
+# float32 script against attnviz's float32 pass: at most 2.4e-6 measured, but 9.2e-6 on tiny_t5_gated and 1.1e-5 on
+# tiny_t5_mt5 (T5 v1.1's gated MLP magnifies float32 rounding): their 1e-5 check is the float64 script's
+TOL32 = {"tiny_t5_gated": 2e-5, "tiny_t5_mt5": 2e-5}
 TOL64 = 1e-10  # float64 script against attnviz's float64 pass: at most 5e-14 measured
 GOLD = Path("/tmp/gold/bin/python")
+
+
+LENS = {"tiny_t5": S2S / "tiny_t5", "tiny_t5_gated": S2S / "tiny_t5_gated", "tiny_t5_mt5": S2S / "tiny_t5_mt5"}
 
 
 class _Models(dict):
     """name -> (checkpoint, golden), each loaded when first asked for."""
 
+    def __init__(self, folders, file):
+        super().__init__()
+        self.folders, self.file = folders, file
+
     def __missing__(self, name):
-        path = FOLDERS[name]
-        self[name] = (load_checkpoint(path), golden(path / "golden_seq2seq_code.npz"))
+        path = self.folders[name]
+        self[name] = (load_checkpoint(path), golden(path / self.file))
         return self[name]
 
 
 @pytest.fixture(scope="module")
 def models():
-    return _Models()
+    return _Models(FOLDERS, "golden_seq2seq_code.npz")
+
+
+@pytest.fixture(scope="module")
+def lens_models():
+    return _Models(LENS, "golden_seq2seq_lens.npz")
 
 
 def _source(g, which):
@@ -140,6 +154,33 @@ def test_the_script_run_with_transformers_gives_attnvizs_logits(models, name, ca
     if case.get("spec") is not None and name != "tiny_whisper" and not wide:  # what the window's tab computes
         effects = seq2seq_study(ck, x, dec, kw["spec"], case["stack"], allowed=kw["allowed"], clean_ids=kw["clean"])
         np.testing.assert_array_equal(effects.after.logits, after)
+
+
+@pytest.mark.parametrize("name", list(LENS))
+@pytest.mark.parametrize("case_name", CASES)
+def test_the_transformer_lens_script_gives_attnvizs_logits(lens_models, name, case_name):
+    """T5 and mT5: the TransformerLens script (tools/make_seq2seq_lens_goldens.py ran it with transformer_lens 4)
+    is the one attnviz writes, and its logits are attnviz's float32 pass."""
+    ck, g = lens_models[name]
+    case = json.loads(str(g[f"{case_name}_case"]))
+    kw, edits = rebuild(ck, g, case)
+    x, dec = _source(g, case["source"]), g["dec_ids"]
+    code = seq2seq_script(ck, x, dec, folder=str(LENS[name].relative_to(DATA.parents[2])), **kw)
+    assert not code["lens_problem"] and "TransformerBridge" in code["lens"] and "hook_z" in code["lens"]
+    assert hashlib.sha256(code["lens"].encode()).hexdigest() == str(g[f"{case_name}_sha256"])
+    tol = TOL32.get(name, 1e-5)
+    np.testing.assert_allclose(_run(ck, x, dec).logits, g[f"{case_name}_before"], atol=tol, rtol=0)
+    np.testing.assert_allclose(_run(ck, x, dec, edits).logits, g[f"{case_name}_after"], atol=tol, rtol=0)
+    assert np.abs(g[f"{case_name}_after"] - g[f"{case_name}_before"]).max() > 1e-4
+
+
+def test_the_transformer_lens_entry_says_why_not(models):
+    ck, g = models["tiny_bart"]
+    code = seq2seq_script(ck, g["src_ids"], g["dec_ids"], "cross", Interventions(heads=((0, 1),)))
+    assert code["pytorch"] and code["lens"] == "" and "refuses encoders and decoders of different" in code["lens_problem"]
+    ck, g = models["tiny_whisper"]
+    code = seq2seq_script(ck, g["src_features"], g["dec_ids"], "cross", Interventions(heads=((0, 1),)))
+    assert code["pytorch"] and code["lens"] == "" and "no adapter for Whisper" in code["lens_problem"]
 
 
 def test_the_script_names_the_modules_and_whisper_carries_its_features(models):
