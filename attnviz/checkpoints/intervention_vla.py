@@ -154,8 +154,10 @@ def _check_stack_edit(ckpt, stack: str, e: Edit, T: int, rows: int) -> None:
         if np.shape(v) != (rows, hd):
             raise CheckpointError(f"the patch of {stack} head {layer}.{head} is {np.shape(v)}; it must be ({rows}, {hd}): "
                                   "the clean and the corrupted input must have the same token count")
-    if e.patch_residual or e.stream is not None:
+    if e.patch_residual:
         raise CheckpointError("residual-stream patching is not offered on a SmolVLA policy; patch a head's output")
+    if e.stream is not None and not isinstance(e.stream, list):
+        raise CheckpointError("an edit's stream records into a list (the stream entering each layer)")
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,7 @@ class _Pair:
 
 def _local(e: Edit, rows: slice) -> Edit:
     """``e`` with its (T, T) knockouts cut to the stack's rows (the columns cut by the layer's own mask)."""
-    return Edit(ablate=e.ablate, scale=e.scale, patch_heads=e.patch_heads, record=e.record,
+    return Edit(ablate=e.ablate, scale=e.scale, patch_heads=e.patch_heads, record=e.record, stream=e.stream,
                 knockout={i: np.ascontiguousarray(np.asarray(ko, dtype=bool)[..., rows, :])
                           for i, ko in e.knockout.items()})
 

@@ -38,6 +38,8 @@ class VlaWindowEffects:
     clean: object | None
     action_dim: int
     applied: tuple[str, ...]
+    residual_change: np.ndarray  # (L + L_e,) ||after - before|| / ||before|| of the stream entering each layer
+    residual_labels: tuple[str, ...]  # "V0", ... the VLM's layers, "X0", ... the expert's
 
     def _stack_maps(self, p) -> np.ndarray:
         """(L, nh, rows, T): the VLM's maps over the prefix (its own rows and keys), or the expert's action rows."""
@@ -148,7 +150,9 @@ def build_vla_edit(ckpt, spec, stack: str, T: int, *, allowed=None, clean=None, 
         raise CheckpointError("patching the residual stream runs on decoder LLMs; on a policy patch a head's output")
     elif spec.patch != "none":
         raise CheckpointError(f"patch {spec.patch!r}: choose none or head")
-    return VlaEdit(**{stack: e}), tuple(said)
+    edit = VlaEdit(**{stack: e})
+    edit.vlm.stream, edit.expert.stream = [], []  # the streams entering each layer, for the residual change
+    return edit, tuple(said)
 
 
 def vla_window_study(ckpt, inp: VlaInput, spec, stack: str, *, allowed=None) -> VlaWindowEffects:
@@ -167,11 +171,20 @@ def vla_window_study(ckpt, inp: VlaInput, spec, stack: str, *, allowed=None) -> 
                                   "the same length")
         clean = vla_run(ckpt, VlaInput(images=inp.images, text=text, state=inp.state, noise_seed=inp.noise_seed,
                                        time=inp.time), record=True)
-    before = vla_run(ckpt, inp)
+    plain = VlaEdit(vlm=Edit(stream=[]), expert=Edit(stream=[]))
+    before = vla_run(ckpt, inp, plain)
     edit, applied = build_vla_edit(ckpt, spec, stack, Tp + Ta, allowed=allowed, clean=clean, result=before.result)
     after = vla_run(ckpt, inp, edit)
+    values, labels = [], []
+    for name, tag in (("vlm", "V"), ("expert", "X")):
+        for i, (b, a) in enumerate(zip(getattr(plain, name).stream, getattr(edit, name).stream)):
+            b = np.asarray(b, dtype=np.float64)
+            d = np.asarray(a, dtype=np.float64) - b
+            values.append(np.sqrt((d * d).sum()) / max(np.sqrt((b * b).sum()), np.finfo(np.float64).tiny))
+            labels.append(f"{tag}{i}")
     return VlaWindowEffects(stack=stack, before=before, after=after, clean=clean,
-                            action_dim=int(ckpt.spec.action_dim), applied=applied)
+                            action_dim=int(ckpt.spec.action_dim), applied=applied,
+                            residual_change=np.asarray(values), residual_labels=tuple(labels))
 
 
 def vla_window_sweep(ckpt, inp: VlaInput, stack: str, *, mode: str = "zero", factor: float = 0.0,

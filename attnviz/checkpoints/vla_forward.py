@@ -167,9 +167,12 @@ def vlm_layer(c, W: Weights, i: int, x: np.ndarray, positions: np.ndarray, mask:
     """One VLM layer over the prefix -> (x (Tp, C), weights (nh, Tp, Tp), k (nkv, Tp, hd) after the rotation, v).
 
     ``edit`` (an :class:`attnviz.checkpoints.interventions.Edit` over the prefix, or None) removes knocked-out
-    edges from ``mask`` and edits the heads' outputs before ``o_proj``, as a forward pre-hook there would."""
+    edges from ``mask`` and edits the heads' outputs before ``o_proj``, as a forward pre-hook there would; its
+    ``stream``, when a list, gets the residual stream entering the layer."""
     s = c.decoder
     p, a = f"layers.{i}.", f"layers.{i}.self_attn."
+    if edit is not None and edit.stream is not None:
+        edit.stream.append(x)  # the residual stream entering the layer
     h = rms_norm(x, W[p + "input_layernorm.weight"], c.ln_eps)  # (Tp, C)
     q = split_heads(linear(h, W[a + "q_proj.weight"], W.get(a + "q_proj.bias")), c.n_head)  # (nh, Tp, hd)
     k = split_heads(linear(h, W[a + "k_proj.weight"], W.get(a + "k_proj.bias")), s.n_kv_head)  # (nkv, Tp, hd)
@@ -196,6 +199,8 @@ def expert_layer(c, W: Weights, j: int, e: np.ndarray, k_cache: np.ndarray, v_ca
     (nh, Ta, hd)) as in :func:`vlm_layer`."""
     s = c.decoder
     p, a = f"layers.{j}.", f"layers.{j}.self_attn."
+    if edit is not None and edit.stream is not None:
+        edit.stream.append(e)  # the action rows' stream entering the layer
     h = rms_norm(e, W[p + "input_layernorm.weight"], c.ln_eps)  # (Ta, C_e)
     q = split_heads(linear(h, W[a + "q_proj.weight"], W.get(a + "q_proj.bias")), c.n_head)  # (nh, Ta, hd)
     if cross:

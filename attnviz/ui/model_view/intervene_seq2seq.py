@@ -20,6 +20,8 @@ from attnviz.checkpoints.intervention_seq2seq_study import seq2seq_study, seq2se
 from attnviz.checkpoints.seq2seq_study import STACK_LABELS, stack_labels
 
 STACK_ORDER = ("encoder", "decoder", "cross")
+SEQ2SEQ_TIP = ("the attention whose heads are edited, patched and swept, and whose maps are shown before and after "
+               "(a knockout is always the encoder's self-attention's)")
 
 
 def is_seq2seq(ckpt) -> bool:
@@ -43,10 +45,7 @@ class StackRow(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.combo = QComboBox(self)
-        for key in STACK_ORDER:
-            self.combo.addItem(STACK_LABELS[key], key)
-        self.combo.setToolTip("the attention whose heads are edited, patched and swept, and whose maps are shown "
-                              "before and after (a knockout is always the encoder's self-attention's)")
+        self.set_stacks([(key, STACK_LABELS[key]) for key in STACK_ORDER], SEQ2SEQ_TIP)
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(QLabel("attention", self))
@@ -57,6 +56,17 @@ class StackRow(QWidget):
 
     def stack(self) -> str:
         return self.combo.currentData()
+
+    def set_stacks(self, items, tooltip: str) -> None:
+        """Offer the attentions ``items`` [(key, label), ...] (an encoder-decoder's three, a policy's two)."""
+        if [self.combo.itemData(i) for i in range(self.combo.count())] == [k for k, _t in items]:
+            return
+        blocked = self.combo.blockSignals(True)
+        self.combo.clear()
+        for key, label in items:
+            self.combo.addItem(label, key)
+        self.combo.blockSignals(blocked)
+        self.combo.setToolTip(tooltip)
 
     def set_stack(self, stack: str) -> None:
         i = self.combo.findData(stack)

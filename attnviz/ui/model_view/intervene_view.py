@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (QBoxLayout, QCheckBox, QComboBox, QDialog, QDoubl
 from attnviz.checkpoints import CheckpointError
 from attnviz.checkpoints.decoder_text import encode
 from attnviz.checkpoints.intervention_study import EncoderEffects, encoder_study, export_code, study, sweep, token_id
+from attnviz.checkpoints.intervention_vla_study import VlaWindowEffects
 from attnviz.checkpoints.interventions import ENCODER_KINDS
 from attnviz.checkpoints.views import display_image, display_patch
 from attnviz.model.commands import SetFields
@@ -49,6 +50,7 @@ from attnviz.sources.errors import SourceError
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.model_view import intervene_seq2seq as s2s
+from attnviz.ui.model_view import intervene_vla as vla
 from attnviz.ui.model_view import intervene_vlm as vlm
 from attnviz.ui.model_view.intervene_means import MeansRow
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
@@ -482,13 +484,15 @@ class InterveneView(QWidget):
         row4.addWidget(QLabel("clean prompt", body))
         row4.addWidget(self.clean_edit, 1)
         drows.addLayout(row4)
-        row5 = QHBoxLayout()
+        self.logit_row = QWidget(self.decoder_rows)  # a next token to read: not a robot policy's
+        row5 = QHBoxLayout(self.logit_row)
+        row5.setContentsMargins(0, 0, 0, 0)
         row5.addWidget(QLabel("logit difference of", body))
         row5.addWidget(self.token_a)
         row5.addWidget(QLabel("−", body))
         row5.addWidget(self.token_b)
         row5.addStretch(1)
-        drows.addLayout(row5)
+        drows.addWidget(self.logit_row)
         col.addWidget(self.decoder_rows)
         col.addWidget(self.message)
 
@@ -609,13 +613,19 @@ class InterveneView(QWidget):
             return self._encoder_input() is not None
         if s2s.is_seq2seq(ck):
             return s2s.supported(ck) and s2s.run_result(self.panel) is not None
+        if ck.kind == "vlm" and vla.supported(ck):
+            return self.host == "vlm" and vla.result(self.panel) is not None
         if ck.kind == "vlm":
             return self.host == "vlm" and vlm.supported(ck) and vlm.result(self.panel) is not None
         return False
 
     def vlm(self) -> bool:
-        """A vision-language model is loaded and this is its page's tab."""
-        return self.host == "vlm" and getattr(self.panel.ckpt, "kind", None) == "vlm"
+        """A vision-language model (not a robot policy) is loaded and this is its page's tab."""
+        return self.host == "vlm" and getattr(self.panel.ckpt, "kind", None) == "vlm" and not self.vla()
+
+    def vla(self) -> bool:
+        """A SmolVLA robot policy is loaded and this is its page's tab (its heads: those of the chosen stack)."""
+        return self.host == "vlm" and vla.supported(self.panel.ckpt)
 
     def tabs(self):
         """The tab widget this view is a tab of."""
@@ -628,6 +638,8 @@ class InterveneView(QWidget):
     def shape(self) -> tuple[int, int] | None:
         """(layers, heads) the edited heads are counted in: the model's, an encoder-decoder's chosen stack's."""
         ck = self.panel.ckpt
+        if ck is not None and vla.supported(ck):
+            return vla.shape(ck, self.spec)
         if ck is not None and ck.kind == "vlm" and vlm.supported(ck):
             return ck.spec.text.n_layer, ck.spec.text.n_head
         if ck is None or ck.kind not in KINDS:
@@ -673,7 +685,7 @@ class InterveneView(QWidget):
             self.effects = None
             self._show_idle(self._why_not_ready())
             return None
-        if (self.encoder() or self.vlm() or self.seq2seq()) and not self.isVisible():
+        if (self.encoder() or self.vlm() or self.vla() or self.seq2seq()) and not self.isVisible():
             self._stale = True
             return None
         self._stale = False
@@ -690,6 +702,14 @@ class InterveneView(QWidget):
         if self.seq2seq():
             self._clear_message()
             return self.job.submit(s2s.study_job(ck, self.panel, spec, spec.stack, allowed))
+        if self.vla():
+            try:
+                job = vla.study_job(ck, self.panel, spec, allowed)
+            except CheckpointError as exc:
+                self._fail(f"The intervention cannot run: {exc}")
+                return None
+            self._clear_message()
+            return self.job.submit(job)
         if self.vlm():
             self._clear_message()
             return self.job.submit(vlm.study_job(ck, self.panel, spec, allowed, means))
@@ -737,7 +757,7 @@ class InterveneView(QWidget):
                 return None
         spec = self.spec
         self._sweep_ids = ids
-        self._sweep_stack = spec.stack  # an encoder-decoder's sweep is of one attention
+        self._sweep_stack = vla.stack(spec) if self.vla() else spec.stack  # the sweep is of one attention
         self._stop.set()  # a sweep still running stops at its next head
         stop = self._stop = threading.Event()
         self._sweep_no += 1
@@ -752,6 +772,13 @@ class InterveneView(QWidget):
         self._clear_message()
         self._sweep_model = ck
         means = self.means()
+        if self.vla():
+            try:
+                job = vla.sweep_job(ck, self.panel, spec, metric, stop, lambda i, n: signal.emit(number, i, n))
+            except CheckpointError as exc:
+                self._on_sweep_failed(0, str(exc))
+                return None
+            return self.sweep_job.submit(job)
         if self.vlm():
             return self.sweep_job.submit(vlm.sweep_job(ck, self.panel, spec, metric, tokens, stop,
                                                        lambda i, n: signal.emit(number, i, n)))
@@ -835,6 +862,10 @@ class InterveneView(QWidget):
         if self.seq2seq():
             raise CheckpointError("the hook scripts are written for decoder LLMs, encoders and vision models; an "
                                   "encoder-decoder's interventions run here and in attnviz-cli model ablate / patch")
+        if self.vla():
+            raise CheckpointError("the hook scripts are written for decoder LLMs, encoders, vision and "
+                                  "vision-language models; a policy's interventions run here and in attnviz-cli "
+                                  "model ablate / patch")
         allowed = None
         if self.spec.knockout_layers:
             try:
@@ -848,7 +879,7 @@ class InterveneView(QWidget):
 
     def means(self) -> np.ndarray | None:
         """(L, nh, hd) the heads are set to by a mean ablation (a sweep file's), None: their means over the input."""
-        return self.means_row.means if self.spec.mode == "mean" and not self.seq2seq() else None
+        return self.means_row.means if self.spec.mode == "mean" and not (self.seq2seq() or self.vla()) else None
 
     def _on_means_refused(self, text: str) -> None:
         self._means_problem = f"The head means cannot be used: {text}"  # kept over the pass that follows
@@ -934,13 +965,14 @@ class InterveneView(QWidget):
         kind = getattr(ckpt, "kind", None)
         decoder, encoder = kind in ("decoder", "gpt2"), kind in ENCODER_KINDS
         seq = s2s.supported(ckpt)
+        policy = False
         if self.host == "vlm":  # the vision-language page's tab: those models only
-            decoder, encoder, seq = vlm.supported(ckpt), False, False
+            decoder, encoder, seq, policy = vlm.supported(ckpt), False, False, vla.supported(ckpt)
         tabs = self.tabs()
         index = tabs.indexOf(self)
         if index >= 0:
-            tabs.setTabEnabled(index, decoder or encoder or seq)
-            tabs.setTabToolTip(index, "" if decoder or encoder or seq else
+            tabs.setTabEnabled(index, decoder or encoder or seq or policy)
+            tabs.setTabToolTip(index, "" if decoder or encoder or seq or policy else
                                           "interventions run on decoder LLMs (GPT-2, Llama, Mistral, Qwen2, Qwen3, "
                                           "Gemma), encoder-decoders (MarianMT, BART, mBART, T5, Whisper), "
                                           "the BERT family and vision transformers")
@@ -951,7 +983,7 @@ class InterveneView(QWidget):
         self.importance_map.clear("no sweep yet")
         self.ranking.setText(" ")
         self.overlay_box.setVisible(False)
-        metrics = ENCODER_METRICS if encoder else METRIC_NAMES
+        metrics = ENCODER_METRICS if encoder else vla.METRIC_NAMES if policy else METRIC_NAMES
         if [self.metric_combo.itemData(i) for i in range(self.metric_combo.count())] != [k for k, _t in metrics]:
             self.metric_combo.clear()
             for key, text in metrics:
@@ -961,10 +993,17 @@ class InterveneView(QWidget):
         if kind not in ("decoder", "gpt2", "bert") and self.over_combo.currentData() == "corpus":
             self.over_combo.setCurrentIndex(self.over_combo.findData("input"))
         self.decoder_rows.setVisible(not encoder)  # no patch and no next token on an encoder or a vision model
-        self.stack_row.setVisible(seq)
+        self.logit_row.setVisible(not policy)  # a policy's effect is its action chunk
+        if policy:
+            self.stack_row.set_stacks(list(vla.STACK_LABELS.items()),
+                                      "the policy's stack whose heads are edited, knocked out, patched and swept: the "
+                                      "VLM's layers over the prefix or the action expert's over the action rows")
+        elif seq:
+            self.stack_row.set_stacks([(k, s2s.STACK_LABELS[k]) for k in s2s.STACK_ORDER], s2s.SEQ2SEQ_TIP)
+        self.stack_row.setVisible(seq or policy)
         residual = self.patch_combo.model().item(self.patch_combo.findData("residual"))
-        residual.setEnabled(not seq)  # an encoder-decoder patches a head's output
-        self.code_button.setEnabled(not seq)
+        residual.setEnabled(not (seq or policy))  # an encoder-decoder and a policy patch a head's output
+        self.code_button.setEnabled(not (seq or policy))
         self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script"
                                     if not encoder else "the interventions as a PyTorch forward-hook script (and, for "
                                     "BERT, RoBERTa and XLM-R, a TransformerLens script) printing the pooled output "
@@ -992,6 +1031,8 @@ class InterveneView(QWidget):
             return None
         if self.seq2seq():
             return s2s.fingerprint(self.panel)
+        if self.vla():
+            return vla.fingerprint(self.panel.ckpt, self.panel)
         if self.vlm():
             return np.asarray(vlm.result(self.panel).ids)
         if self.encoder():
@@ -1005,7 +1046,7 @@ class InterveneView(QWidget):
 
     # ------------------------------------------------------------------ edits
     def _on_interventions_changed(self, spec) -> None:
-        if self.seq2seq() and self.sweep_result is not None and spec.stack != self._sweep_stack:
+        if (self.seq2seq() or self.vla()) and self.sweep_result is not None and spec.stack != self._sweep_stack:
             self._stop.set()
             self.sweep_result = None
             self.importance_map.clear("another attention: sweep again")
@@ -1019,7 +1060,12 @@ class InterveneView(QWidget):
         previous one are dropped: they name other heads); one undo step. The sweep shown was another stack's."""
         if stack == self.spec.stack:
             return
-        n_layer, n_head = s2s.shape(self.panel.ckpt, stack) if self.seq2seq() else (1 << 10, 1 << 8)
+        if self.seq2seq():
+            n_layer, n_head = s2s.shape(self.panel.ckpt, stack)
+        elif self.vla():
+            n_layer, n_head = vla.shape(self.panel.ckpt, replace(self.spec, stack=stack))
+        else:
+            n_layer, n_head = 1 << 10, 1 << 8
         spec = replace(self.spec, stack=stack, heads=tuple((a, b) for a, b in self.spec.heads
                                                             if a < n_layer and b < n_head),
                        patch_layer=min(self.spec.patch_layer, n_layer - 1),
@@ -1061,7 +1107,7 @@ class InterveneView(QWidget):
             self.patch_head.setEnabled(patching and spec.patch == "head")
             self.patch_positions.setEnabled(patching and spec.patch == "residual")
             names = ", ".join(f"{a}.{b}" for a, b in spec.heads)
-            self.means_row.setVisible(spec.mode == "mean" and not self.seq2seq())
+            self.means_row.setVisible(spec.mode == "mean" and not (self.seq2seq() or self.vla()))
             what = {"zero": "zeroed", "mean": "set to their mean over the positions" if self.seq2seq() else
                     self.means_row.describe(), "scale": f"scaled by {spec.factor:g}"}[spec.mode]
             self.heads_line.setText(f"heads {what}: {names}" if names else
@@ -1083,6 +1129,8 @@ class InterveneView(QWidget):
         ck = self.panel.ckpt
         if ck is not None and s2s.is_seq2seq(ck):
             return ck.spec.enc_layers
+        if ck is not None and vla.supported(ck):
+            return vla.shape(ck, self.spec)[0]
         if ck is not None and ck.kind == "vlm":  # a checkpoint without its language model's spec: none to name
             text = getattr(ck.spec, "text", None)
             return None if text is None else text.n_layer
@@ -1092,6 +1140,8 @@ class InterveneView(QWidget):
         ck = self.panel.ckpt
         if ck is not None and s2s.is_seq2seq(ck):
             return ck.spec.enc_heads
+        if ck is not None and vla.supported(ck):
+            return vla.shape(ck, self.spec)[1]
         if ck is not None and ck.kind == "vlm":
             text = getattr(ck.spec, "text", None)
             return 256 if text is None else text.n_head
@@ -1157,6 +1207,8 @@ class InterveneView(QWidget):
                     "family and vision transformers.")
         if s2s.is_seq2seq(ck):
             return s2s.why_not_ready(ck, self.panel)
+        if ck.kind == "vlm" and vla.supported(ck):
+            return vla.why_not_ready(ck)
         if ck.kind == "vlm":
             return vlm.why_not_ready(ck)
         if self.panel.outcome is None or (ck.kind in ENCODER_KINDS and self._encoder_input() is None):
@@ -1200,6 +1252,9 @@ class InterveneView(QWidget):
             return
         if isinstance(eff, EncoderEffects):
             self._draw_encoder_results(eff)
+            return
+        if isinstance(eff, VlaWindowEffects):
+            self.results.setText(vla.results_html(eff))
             return
         before, after = eff.top("before"), eff.top("after")
         rows = []
@@ -1298,8 +1353,11 @@ class InterveneView(QWidget):
         if not (layer < L and head < nh):
             layer, head = 0, 0
         b, a, d = eff.attention(layer, head)
-        stack = getattr(eff, "stack", None)  # an encoder-decoder's
-        if stack is not None:
+        stack = getattr(eff, "stack", None)  # an encoder-decoder's, a policy's
+        if isinstance(eff, VlaWindowEffects):
+            rows, cols = vla.labels(self.panel, stack, *b.shape)
+            causal = eff.mask
+        elif stack is not None:
             rows, cols = s2s.labels(self.panel, stack, *b.shape)
             causal = np.tril(np.ones(b.shape, dtype=bool)) if stack == "decoder" else None
         else:
@@ -1314,7 +1372,8 @@ class InterveneView(QWidget):
                                                (self.maps[2], d, "difference", (-span, span), "Δ weight")):
             m.set_matrix(values, mask=causal, row_labels=rows, col_labels=cols, levels=levels, title=title,
                          value_label=what)
-        named = f"{s2s.STACK_LABELS[stack]} " if stack is not None else ""
+        named = (f"{vla.STACK_LABELS[stack]} " if isinstance(eff, VlaWindowEffects) else
+                 f"{s2s.STACK_LABELS[stack]} " if stack is not None else "")
         self.maps_title.setText(f"layer {layer} · head {head}: {named}attention before | after | difference "
                                 f"(largest change {span:.3g})")
         first = self._first_edited_layer()
@@ -1364,7 +1423,8 @@ class InterveneView(QWidget):
         grid = result.grid
         L, nh = grid.shape
         drawn = np.where(np.isfinite(grid), grid, -np.inf)  # heads not reached: hatched
-        short = {"kl": "KL", "logit_diff": "logit diff drop", "cosine": "1 − cos"}[result.metric]
+        short = {"kl": "KL", "logit_diff": "logit diff drop", "cosine": "1 − cos", "action_change": "max |Δ action|",
+                 "action_cosine": "1 − cos of the actions"}[result.metric]
         state = "" if result.complete else f" · cancelled after {result.done} of {grid.size}"
         if corpus is not None:
             short = f"mean {short}, {corpus.documents:,} docs"
@@ -1376,11 +1436,14 @@ class InterveneView(QWidget):
         hi = float(finite.max()) if finite.size and finite.max() > lo else lo + 1e-6
         if self.seq2seq():
             short = f"{s2s.STACK_LABELS[self._sweep_stack]} · {short}"
+        elif self.vla():
+            short = f"{vla.STACK_LABELS[self._sweep_stack]} · {short}"
         self.importance_map.set_matrix(drawn, row_labels=[f"L{i}" for i in range(L)],
                                        col_labels=[f"h{j}" for j in range(nh)], levels=(lo, hi),
                                        title=f"{short} · each head {result.mode}-ablated{state}",
-                                       value_label={"kl": "nats", "logit_diff": "Δ logit",
-                                                    "cosine": "1 − cos"}[result.metric])
+                                       value_label={"kl": "nats", "logit_diff": "Δ logit", "cosine": "1 − cos",
+                                                    "action_change": "|Δ v|",
+                                                    "action_cosine": "1 − cos"}[result.metric])
         ranks = result.ranks()
         spread = corpus.std if corpus is not None else None
         self.importance_map.set_readout_provider(
