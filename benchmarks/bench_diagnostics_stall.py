@@ -10,7 +10,7 @@ that response, the Normalisation table holds every row (it fills 64 rows per tur
 the tab is repainted.
 
 ``stall`` is the longest the GUI thread went without running a 5 ms timer during the edit (what a click
-would wait for); ``present`` is the GUI-thread time inside the tab's ``present`` (the table's later
+would wait for); the Normalisation tab is also timed on a switch of rule (Scaled / No √dₖ) of the same response; ``present`` is the GUI-thread time inside the tab's ``present`` (the table's later
 chunks and the repaints come on top). Medians over ``--repeat`` edits after one untimed warm-up edit.
 """
 
@@ -58,7 +58,8 @@ def drawn(tab, resp, log) -> bool:
     return rows is None or tab.rows_filled == len(rows)
 
 
-def one_edit(ctx, tab, log, seed: int, timeout_s: float = 120.0) -> dict:
+def one_edit(ctx, tab, log, seed: int, timeout_s: float = 120.0, edit=None) -> dict:
+    """Time ``edit`` (default: a new model seed) until ``tab`` has drawn the newest response whole."""
     loop, t = QEventLoop(), {}
     gaps, last = [], [time.perf_counter()]
     del log[:]
@@ -78,7 +79,10 @@ def one_edit(ctx, tab, log, seed: int, timeout_s: float = 120.0) -> dict:
     ticker.start(5)
     QTimer.singleShot(int(timeout_s * 1000), loop.quit)
     t0 = time.perf_counter()
-    ctx.execute(set_model(seed=seed))
+    if edit is None:
+        ctx.execute(set_model(seed=seed))
+    else:
+        edit()
     loop.exec()
     ticker.stop()
     if "full" not in t:
@@ -91,7 +95,12 @@ def bench_tab(ctx, panel, cls, repeat: int) -> dict:
     log: list = []
     timed_present(tab, log)
     rows = [one_edit(ctx, tab, log, 700 + i) for i in range(repeat + 1)][1:]
-    return {k: 1000 * statistics.median(r[k] for r in rows) for k in rows[0]}
+    med = {k: 1000 * statistics.median(r[k] for r in rows) for k in rows[0]}
+    if cls is NormalisationTab:  # a switch of rule on the same response, back and forth
+        rules = ["unscaled", "scaled"] * repeat
+        switches = [one_edit(ctx, tab, log, 0, edit=lambda r=r: ctx.set_view(normalisation=r)) for r in rules]
+        med.update({f"switch_{k}": 1000 * statistics.median(r[k] for r in switches) for k in ("full", "stall")})
+    return med
 
 
 def main(argv=None) -> int:
@@ -111,7 +120,9 @@ def main(argv=None) -> int:
         resp = ctx.response
         print(f"{args.demo} (T = {resp.Tq:,}, {name} tab, {app.platformName()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}): edit -> tab drawn "
               f"{med['full']:.0f} ms, longest GUI stall {med['stall']:.0f} ms, present {med['present']:.0f} ms "
-              f"(medians of {args.repeat})", flush=True)
+              f"(medians of {args.repeat})" + (f"; rule switch -> drawn {med['switch_full']:.0f} ms, stall "
+                                                f"{med['switch_stall']:.0f} ms" if "switch_full" in med else ""),
+              flush=True)
     panel.shutdown()
     ctx.compute.shutdown(timeout=5)
     return 0

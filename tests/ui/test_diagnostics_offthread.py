@@ -135,6 +135,19 @@ def test_another_rule_of_a_long_input_is_drawn_without_computing_again(opened, q
     qtbot.waitUntil(lambda: tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
     assert tab.entropies() == [r[1] for r in numbers["tables"]["unscaled"]]
     assert tab.heatmap.frame.title.text.startswith("weights under No √dₖ")
+    lines = list(tab.entropy_items)
+    assert tab.entropy_items[1].opts["pen"].width() == 2 and tab.entropy_items[0].opts["pen"].width() == 1
+    assert [label.text for _s, label in tab.entropy_plot.getPlotItem().legend.items] == [
+        "Scaled", "No √dₖ (selected)", "Uniform"]
+    qtbot.wait(200)
+    in_place = grab_bytes(tab)  # lines restyled and table items given new text ...
+    tab._curve_layout = None
+    tab.table.clearContents()
+    tab.present(numbers, ctx.response, ctx.session.state)  # ... look as lines and items made anew
+    qtbot.waitUntil(lambda: tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
+    qtbot.wait(200)
+    assert tab.entropy_items != lines
+    assert grab_bytes(tab) == in_place
     monkeypatch.undo()
     with qtbot.waitSignal(ctx.response_changed, timeout=TIMEOUT):
         ctx.execute(set_model(seed=5))

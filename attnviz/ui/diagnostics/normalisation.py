@@ -194,19 +194,26 @@ class NormalisationTab(DiagnosticTab):
         rows = self._table_rows
         stop = min(len(rows), start + TABLE_CHUNK)
         left = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter
+        table = self.table
         for i in range(start, stop):
             for c, text in enumerate(rows[i]):
-                self.table.setItem(i, c, cell(text, align=left) if c in (0, 4) else cell(text))
+                item = table.item(i, c)
+                if item is not None:  # a row the last fill made: only its text changes (a tenth of the time)
+                    item.setText(text)
+                else:
+                    table.setItem(i, c, cell(text, align=left) if c in (0, 4) else cell(text))
         self.rows_filled = stop
         if stop < len(rows):
             QTimer.singleShot(0, self.table, lambda r=rows, s=stop: self._table_rows is r and self._fill_table(s))
 
     def _plot_entropies(self, curves, labels, selected):
-        """Draw the entropy series of ``curves``: grouped bars are made anew; lines of the same rows and
-        selected rule as the last ones keep their items and only take the new arrays (an edit of a long
-        input: no items made, no legend laid out again)."""
+        """Draw the entropy series of ``curves``: grouped bars are made anew; lines of as many rows as the
+        last ones keep their items, restyled for the selected rule, and only take the new arrays (an edit or
+        a switch of rule on a long input: no items made)."""
         plot = self.entropy_plot.getPlotItem()
         x, rows = curves.x, len(curves.x)  # (rows,)
+        if not curves.bars and self._curve_layout is not None and self._curve_layout[0] == rows:
+            self._restyle_lines(selected)
         layout = (rows, selected)
         if curves.bars or layout != self._curve_layout:
             for it in self.entropy_items:
@@ -222,14 +229,12 @@ class NormalisationTab(DiagnosticTab):
                                            pen=pg.mkPen("#000000", width=2) if m == selected else None, name=name)
                     plot.addItem(item)
                 else:
-                    item = plot.plot(x, e, pen=pg.mkPen(colour, width=2 if m == selected else 1), name=name)
+                    pen, name = self._line_style(m, selected)
+                    item = plot.plot(x, e, pen=pen, name=name)
                 self.entropy_items.append(item)
             self._curve_layout = None if curves.bars else layout
-            # the legend is one row along the top, over empty headroom above the bars and lines
-            legend = plot.legend
-            if legend is not None:
-                legend.setColumnCount(len(MODES))
-                legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 4))
+            if plot.legend is not None:
+                self._place_legend(plot.legend)
         else:
             for item, m in zip(self.entropy_items, MODES):
                 item.setData(x, curves.entropy[m])
@@ -239,6 +244,35 @@ class NormalisationTab(DiagnosticTab):
         lo, hi = curves.y_range
         plot.enableAutoRange(axis="x")
         plot.setYRange(lo, hi, padding=0)
+
+    def _line_style(self, mode: str, selected: str):
+        """(pen, legend name) of ``mode``'s entropy line when ``selected`` is the rule shown."""
+        name = MODE_TITLES[mode].split("  ")[0] + (" (selected)" if mode == selected else "")
+        return pg.mkPen(MODE_COLOURS[mode], width=2 if mode == selected else 1), name
+
+    def _restyle_lines(self, selected: str) -> None:
+        """Mark another rule as selected on the lines already drawn: pens change and the legend is written
+        again (three labels), the lines stay (a switch of rule on a long input makes no curves)."""
+        if self._curve_layout[1] == selected:
+            return
+        legend = self.entropy_plot.getPlotItem().legend
+        if legend is not None:
+            legend.clear()  # entries laid out afresh: a label's column never keeps a longer old name's width
+        for item, m in zip(self.entropy_items, MODES):
+            pen, name = self._line_style(m, selected)
+            item.setPen(pen)
+            item.opts["name"] = name
+            if legend is not None:
+                legend.addItem(item, name)
+        if legend is not None:
+            self._place_legend(legend)
+        self._curve_layout = (self._curve_layout[0], selected)
+
+    @staticmethod
+    def _place_legend(legend) -> None:
+        """The legend is one row along the top, over empty headroom above the bars and lines."""
+        legend.setColumnCount(len(MODES))
+        legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 4))
 
     def legend_overlaps_data(self) -> bool:
         """True when the legend's box covers a plotted bar top or line point (for tests)."""
