@@ -40,6 +40,8 @@ from PySide6.QtWidgets import (QBoxLayout, QCheckBox, QComboBox, QDialog, QDoubl
 from attnviz.checkpoints import CheckpointError
 from attnviz.checkpoints.decoder_text import encode
 from attnviz.checkpoints.intervention_study import EncoderEffects, encoder_study, export_code, study, sweep, token_id
+from attnviz.checkpoints.intervention_swin_study import SwinEffects, is_swin, swin_study, swin_sweep
+from attnviz.checkpoints.intervention_swin_study import shape as swin_shape
 from attnviz.checkpoints.intervention_vla_study import VlaWindowEffects
 from attnviz.checkpoints.interventions import ENCODER_KINDS
 from attnviz.checkpoints.views import display_image, display_patch
@@ -646,6 +648,9 @@ class InterveneView(QWidget):
             return None
         if self.seq2seq():
             return s2s.shape(ck, self.spec.stack)
+        if is_swin(ck.config):  # every stage's blocks, the most heads of a stage
+            x = self._encoder_input()
+            return swin_shape(ck.config, x.shape) if x is not None else (ck.config.n_layer, ck.config.n_head)
         return ck.config.n_layer, ck.config.n_head
 
     def encoder(self) -> bool:
@@ -716,6 +721,10 @@ class InterveneView(QWidget):
         if self.encoder():
             x = self._encoder_input()
             self._clear_message()
+            if is_swin(ck.config):
+                classifier = self._swin_classifier(ck)
+                return self.job.submit(lambda: swin_study(ck.config, ck.weights, x, spec, allowed=allowed,
+                                                          classifier=classifier))
             return self.job.submit(lambda: encoder_study(ck.config, ck.weights, x, spec, allowed=allowed, means=means))
         ids = self._text_ids()
         chat = bool(getattr(self.panel.outcome.result.decoder, "chat", False)) if ck.kind == "decoder" else False
@@ -785,6 +794,10 @@ class InterveneView(QWidget):
         if self.seq2seq():
             return self.sweep_job.submit(s2s.sweep_job(ck, self.panel, spec, spec.stack, metric, tokens, stop,
                                                        lambda i, n: signal.emit(number, i, n)))
+        if is_swin(ck.config):
+            return self.sweep_job.submit(lambda: swin_sweep(ck.config, ck.weights, ids, mode=spec.mode,
+                                                            factor=spec.factor, cancelled=stop.is_set,
+                                                            progress=lambda i, n: signal.emit(number, i, n)))
         return self.sweep_job.submit(lambda: sweep(ck.config, ck.weights, ids, mode=spec.mode, factor=spec.factor,
                                                    metric=metric, tokens=tokens, cancelled=stop.is_set,
                                                    progress=lambda i, n: signal.emit(number, i, n), means=means))
@@ -1250,7 +1263,7 @@ class InterveneView(QWidget):
         eff = self.effects
         if eff is None:
             return
-        if isinstance(eff, EncoderEffects):
+        if isinstance(eff, (EncoderEffects, SwinEffects)):
             self._draw_encoder_results(eff)
             return
         if isinstance(eff, VlaWindowEffects):
@@ -1282,15 +1295,35 @@ class InterveneView(QWidget):
 
     def _draw_encoder_results(self, eff: EncoderEffects) -> None:
         labels = self._labels(eff.before.hidden.shape[0])
-        pooled = "the class token" if eff.before.n_extra else "the mean over the tokens"
+        pooled = "the class token" if getattr(eff.before, "n_extra", 0) else "the mean over the tokens"
         order = np.argsort(eff.token_cosine, kind="stable")[:WORST_TOKENS]
         rows = "".join(f"<tr><td>{html.escape(labels[t]) if labels else t}</td>"
                        f"<td align='right'>{eff.token_cosine[t]:.5f}</td></tr>" for t in order)
         applied = "; ".join(eff.applied) or "nothing changed (no intervention)"
+        classes = ""
+        logits = getattr(eff, "logits", None)  # Swin with a classifier: its top classes before and after
+        if logits is not None:
+            pb, pa = (np.exp(z - z.max()) / np.exp(z - z.max()).sum() for z in logits)
+            top = np.argsort(-pb, kind="stable")[:3]
+            classes = ("<p>classes (before → after): " + ", ".join(f"#{c} {pb[c]:.3f} → {pa[c]:.3f}" for c in top)
+                       + "</p>")
         self.results.setText(f"<p>cosine of the pooled output ({pooled}) before and after: <b>{eff.cosine:.6f}</b> "
-                             f"(1 − cos = {1.0 - eff.cosine:.3g})</p>"
+                             f"(1 − cos = {1.0 - eff.cosine:.3g})</p>{classes}"
                              f"<table cellspacing='2'><tr><th align='left'>token</th><th align='right'>cosine</th>"
                              f"</tr>{rows}</table><p><i>{html.escape(applied)}</i></p>")
+
+    def _swin_classifier(self, ck):
+        """Swin's classifier (weight, bias) read once per checkpoint from its folder, None without one."""
+        cached = getattr(self, "_classifier", (None, None))
+        if cached[0] is not ck:
+            from attnviz.checkpoints.intervention_swin import swin_classifier
+
+            try:
+                cached = (ck, swin_classifier(ck.folder))
+            except CheckpointError:
+                cached = (ck, None)
+            self._classifier = cached
+        return cached[1]
 
     def _labels(self, T: int) -> list[str] | None:
         labels = list(self.panel.outcome.result.labels) if self.panel.outcome is not None else None
@@ -1331,15 +1364,18 @@ class InterveneView(QWidget):
         eff = self.effects
         if eff is None:
             return
-        change = eff.attention_change()  # (L, nh)
+        change = eff.attention_change()  # (L, nh); NaN: a head a Swin stage does not have
         L, nh = change.shape
-        allowed = np.ones((L, nh), dtype=bool)
+        allowed = np.isfinite(change)  # Swin's missing heads are drawn hatched, as an edited head is
         for layer, h in self.spec.heads:
             if layer < L and h < nh:
                 allowed[layer, h] = False  # an edited head is drawn hatched
+        change = np.where(np.isfinite(change), change, 0.0)
+        title = ("|Δ weight| · hatched: edited, or not in the stage" if isinstance(eff, SwinEffects) else
+                 "|Δ weight| per head · edited: hatched")
         self.heads_map.set_matrix(change, mask=allowed, row_labels=[f"L{i}" for i in range(L)],
                                   col_labels=[f"h{j}" for j in range(nh)], levels=(0.0, max(float(change.max()), 1e-6)),
-                                  title="|Δ weight| per head · edited: hatched", value_label="|Δ|")
+                                  title=title, value_label="|Δ|")
         layer, head = self.selected
         if layer < L:
             self.heads_map.set_selected_row(layer)
@@ -1348,10 +1384,12 @@ class InterveneView(QWidget):
         eff = self.effects
         if eff is None:
             return
-        L, nh = (eff.maps("before") if hasattr(eff, "maps") else eff.before.attentions).shape[:2]
+        L, nh = eff.attention_change().shape
         layer, head = self.selected
         if not (layer < L and head < nh):
             layer, head = 0, 0
+        if isinstance(eff, SwinEffects) and head >= eff.heads_per_layer[layer]:
+            head = 0  # this stage has fewer heads
         b, a, d = eff.attention(layer, head)
         stack = getattr(eff, "stack", None)  # an encoder-decoder's, a policy's
         if isinstance(eff, VlaWindowEffects):
@@ -1362,7 +1400,7 @@ class InterveneView(QWidget):
             causal = np.tril(np.ones(b.shape, dtype=bool)) if stack == "decoder" else None
         else:
             rows = cols = self._labels(b.shape[0])
-            causal = None if isinstance(eff, EncoderEffects) else np.tril(np.ones(b.shape, dtype=bool))
+            causal = None if isinstance(eff, (EncoderEffects, SwinEffects)) else np.tril(np.ones(b.shape, dtype=bool))
             if getattr(eff, "mask", None) is not None:  # a vision-language model's own (PaliGemma: prefix both ways)
                 causal = np.asarray(eff.mask, dtype=bool)
         top = max(float(b.max()), float(a.max()), 1e-6)
@@ -1379,11 +1417,17 @@ class InterveneView(QWidget):
         first = self._first_edited_layer()
         self._later_first = first
         stack = []
-        for i in range(first, L):
+        later = range(first, L)
+        if isinstance(eff, SwinEffects):  # one stage's layers share a size: the selected layer's stage
+            stage = eff.before.layout.stage
+            later = [i for i in later if stage[i] == stage[layer]] or [layer]
+            first = later[0]
+            self._later_first = first
+        for i in later:
             bi, ai, di = eff.attention(i, head)
             stack.append([bi, ai, di])
         self.later.setMinimumHeight(min(640, 60 + 80 * len(stack)))  # a few layers: large enough tiles
-        self.later.set_matrices(np.asarray(stack), [f"L{i}" for i in range(first, L)],
+        self.later.set_matrices(np.asarray(stack), [f"L{i}" for i in later],
                                 ["before", "after", "difference"], mask=causal)
         if first <= layer:
             self.later.set_selected(layer - first, 1)
