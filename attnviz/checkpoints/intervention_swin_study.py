@@ -177,3 +177,25 @@ def swin_sweep(c, weights, pixels, *, mode: str = "zero", factor: float = 0.0, c
             if progress is not None:
                 progress(done, total)
     return SwinSweep(grid, "cosine", mode, tuple(heads))
+
+
+PIXELS_FILE = "intervention_pixels.npy"  # what the exported script loads, saved beside it
+
+
+def swin_code(ckpt, pixels, spec, allowed=None, classifier: bool = False) -> dict:
+    """The session's interventions on Swin as a PyTorch forward-hook script
+    (:func:`attnviz.checkpoints.intervention_swin_code.swin_script`) over ``pixels`` (C, H, W), with the pixels it
+    reads (``"pixels"``, saved as ``"pixels_file"`` beside it); TransformerLens has no Swin bridge."""
+    from attnviz.checkpoints.intervention_swin_code import swin_script
+
+    c = ckpt.config
+    x = np.asarray(pixels, dtype=np.float32)
+    lay = swin_layout(c, (x.shape[1] // c.patch_size[0], x.shape[2] // c.patch_size[1]))
+    edit, _said = build_swin_edit(c, spec, lay, allowed=allowed)
+    grids = {layer: lay.grids[layer] for layer in edit.knockout}
+    script = swin_script(str(ckpt.folder), PIXELS_FILE, list(lay.heads), ablate=dict(edit.ablate) or None,
+                         scale=dict(edit.scale) or None, knockout=dict(edit.knockout) or None, grids=grids or None,
+                         classifier=classifier)
+    return {"pytorch": script, "lens": "", "pytorch_problem": "",
+            "lens_problem": "TransformerLens has no bridge for Swin: the PyTorch script holds these edits",
+            "pixels": x, "pixels_file": PIXELS_FILE}

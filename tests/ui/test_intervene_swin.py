@@ -102,3 +102,17 @@ def test_the_sweep_covers_every_stages_heads(panel, qtbot):
         changed(qtbot, view, lambda: view.toggle_head(*sw.ranking()[0][:2]))
         qtbot.wait(800)
         panel.grab().save(str(Path(out) / "intervene_swin.png"))
+
+
+def test_the_code_dialog_saves_the_swin_script_and_its_pixels(panel, qtbot, tmp_path):
+    view = panel.intervention
+    changed(qtbot, view, lambda: view.toggle_head(5, 1))
+    dialog = view.show_code()
+    assert dialog is not None and "register_forward_pre_hook" in dialog.text("pytorch")
+    assert "TransformerLens has no bridge for Swin" in dialog.code["lens_problem"]
+    out = tmp_path / "hooks.py"
+    assert dialog.save(out)
+    pixels = np.load(tmp_path / "intervention_pixels.npy")
+    np.testing.assert_array_equal(pixels, panel.outcome.result.pixels)
+    assert out.read_text(encoding="utf-8") == dialog.text("pytorch") and "AutoModelForImageClassification" in dialog.text()
+    dialog.close()

@@ -106,3 +106,33 @@ def test_whisper_heads_are_ablated_and_patched_from_another_clip(qtbot, tmp_path
         view.shutdown()
         audio.shutdown()
         p.shutdown()
+
+
+def test_the_code_dialog_writes_whispers_script_and_its_features(qtbot, tmp_path):
+    from attnviz.checkpoints.intervention_seq2seq_code import seq2seq_script
+
+    p = _panel(qtbot, "river-bank")
+    audio = getattr(p, "audio", None) or audio_view.install(p)
+    view = p.intervention
+    try:
+        with qtbot.waitSignal(audio.outcome_ready, timeout=WAIT_MS):
+            p.load_model(WHISPER)
+        with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
+            p.tabs.setCurrentWidget(view)
+            view.refresh()
+        changed(qtbot, view, lambda: view.toggle_head(1, 1))  # the decoder's self-attention (the default stack)
+        assert view.code_button.isEnabled()
+        dialog = view.show_code()
+        assert dialog is not None
+        r = audio.outcome.result
+        want = seq2seq_script(load_checkpoint(WHISPER), r.features, r.decoder_ids, "decoder", view.spec)
+        assert dialog.text("pytorch") == want["pytorch"]
+        out = tmp_path / "hooks.py"
+        assert dialog.save(out)
+        np.testing.assert_array_equal(np.load(tmp_path / want["features_file"]), r.features.astype(np.float32))
+        assert "arrays it reads" in dialog.message.text()
+        dialog.close()
+    finally:
+        view.shutdown()
+        audio.shutdown()
+        p.shutdown()

@@ -42,6 +42,7 @@ from attnviz.checkpoints.decoder_text import encode
 from attnviz.checkpoints.intervention_study import EncoderEffects, encoder_study, export_code, study, sweep, token_id
 from attnviz.checkpoints.intervention_swin_study import SwinEffects, is_swin, swin_study, swin_sweep
 from attnviz.checkpoints.intervention_swin_study import shape as swin_shape
+from attnviz.checkpoints.intervention_swin_study import swin_code
 from attnviz.checkpoints.intervention_vla_study import VlaWindowEffects
 from attnviz.checkpoints.interventions import ENCODER_KINDS
 from attnviz.checkpoints.views import display_image, display_patch
@@ -166,22 +167,32 @@ class CodeDialog(QDialog):
         self.save_button.setEnabled(ok)
         self.message.setText(self.code.get(f"{key}_problem", "") or " ")
 
+    def arrays(self) -> dict:
+        """{file name: array} the script shown reads beside it: a vision model's pixels, Whisper's log-mel features
+        (and a patch's clean ones)."""
+        out = {}
+        for key in ("pixels", "features", "clean_features"):
+            if self.code.get(key) is not None and self.code.get(f"{key}_file") and (
+                    self.current() == "pytorch" or key != "pixels"):
+                out[self.code[f"{key}_file"]] = self.code[key]
+        return out
+
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.text())
-        pixels = self.code.get("pixels") is not None and self.current() == "pytorch"
-        note = f"; the script reads its pixels from {self.code['pixels_file']}, which Save… writes" if pixels else ""
+        files = list(self.arrays())
+        note = f"; the script reads {', '.join(files)} beside it, which Save… writes" if files else ""
         self.message.setText("copied to the clipboard" + note)
 
     def save(self, path) -> bool:
-        """Write the script shown to ``path``; a vision model's PyTorch script also gets its pixels file beside it."""
-        pixels = self.code.get("pixels") if self.current() == "pytorch" else None
-        side = Path(path).with_name(self.code.get("pixels_file", "")) if pixels is not None else None
+        """Write the script shown to ``path``, and the arrays it reads (pixels, features) beside it."""
+        arrays = self.arrays()
+        side = Path(path).with_name(next(iter(arrays))) if arrays else None
         pictures = self.code.get("images") if self.current() == "pytorch" else None
         try:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(self.text())
-            if side is not None:
-                np.save(side, pixels)
+            for name, values in arrays.items():
+                np.save(Path(path).with_name(name), values)
             if pictures:  # a vision-language model's script opens its pictures beside it
                 from PIL import Image
 
@@ -191,8 +202,9 @@ class CodeDialog(QDialog):
         except OSError as exc:
             self.message.setText(f"could not save {path}: {exc.strerror or exc}")
             return False
+        what = "the pixels it reads" if "pixels" in self.code else "the arrays it reads"
         self.message.setText(f"saved {path}" if side is None else
-                             f"saved {path} and the pixels it reads, {side.name}, beside it: run it from that folder")
+                             f"saved {path} and {what}, {side.name}, beside it: run it from that folder")
         return True
 
     def _ask_save(self) -> None:
@@ -873,8 +885,7 @@ class InterveneView(QWidget):
             raise CheckpointError(self._why_not_ready())
         ck = self.panel.ckpt
         if self.seq2seq():
-            raise CheckpointError("the hook scripts are written for decoder LLMs, encoders and vision models; an "
-                                  "encoder-decoder's interventions run here and in attnviz-cli model ablate / patch")
+            return self._seq2seq_code(ck)
         if self.vla():
             raise CheckpointError("the hook scripts are written for decoder LLMs, encoders, vision and "
                                   "vision-language models; a policy's interventions run here and in attnviz-cli "
@@ -887,8 +898,31 @@ class InterveneView(QWidget):
                 raise CheckpointError(f"the session's mask cannot be used: {exc}") from None
         if self.vlm():
             return vlm.code(ck, self.panel, self.spec, allowed, self.means())
+        if self.encoder() and is_swin(ck.config):
+            return swin_code(ck, self._encoder_input(), self.spec, allowed, self._swin_classifier(ck) is not None)
         ids = self._encoder_input() if self.encoder() else self._text_ids()
         return export_code(str(ck.folder), ids, self.spec, ck.config, allowed=allowed, means=self.means())
+
+    def _seq2seq_code(self, ck) -> dict:
+        """The encoder-decoder's scripts (:func:`intervention_seq2seq_code.seq2seq_script`) of the session's
+        interventions on the panel's run."""
+        from attnviz.checkpoints.intervention_seq2seq_code import seq2seq_script
+
+        spec = self.spec
+        src, dec = s2s.ids(self.panel)
+        allowed = None
+        if spec.knockout_layers:
+            try:
+                allowed = session_mask(self.ctx.session.state)
+            except (ValueError, SourceError) as exc:
+                raise CheckpointError(f"the session's mask cannot be used: {exc}") from None
+        clean = None
+        if spec.patch == "head" and spec.clean.strip():
+            try:
+                clean = s2s.clean_source(ck, spec.clean)
+            except SourceError as exc:
+                raise CheckpointError(f"the clean source: {exc}") from None
+        return seq2seq_script(ck, src, dec, spec.stack, spec, allowed=allowed, clean=clean)
 
     def means(self) -> np.ndarray | None:
         """(L, nh, hd) the heads are set to by a mean ablation (a sweep file's), None: their means over the input."""
@@ -1016,7 +1050,7 @@ class InterveneView(QWidget):
         self.stack_row.setVisible(seq or policy)
         residual = self.patch_combo.model().item(self.patch_combo.findData("residual"))
         residual.setEnabled(not (seq or policy))  # an encoder-decoder and a policy patch a head's output
-        self.code_button.setEnabled(not (seq or policy))
+        self.code_button.setEnabled(not policy)
         self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script"
                                     if not encoder else "the interventions as a PyTorch forward-hook script (and, for "
                                     "BERT, RoBERTa and XLM-R, a TransformerLens script) printing the pooled output "
