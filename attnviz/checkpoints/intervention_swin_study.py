@@ -193,7 +193,11 @@ def swin_code(ckpt, pixels, spec, allowed=None, classifier: bool = False) -> dic
     lay = swin_layout(c, (x.shape[1] // c.patch_size[0], x.shape[2] // c.patch_size[1]))
     edit, _said = build_swin_edit(c, spec, lay, allowed=allowed)
     grids = {layer: lay.grids[layer] for layer in edit.knockout}
-    script = swin_script(str(ckpt.folder), PIXELS_FILE, list(lay.heads), ablate=dict(edit.ablate) or None,
+    from pathlib import Path
+
+    folder = Path(ckpt.folder)
+    model = str(folder.resolve()) if folder.is_dir() else str(folder)  # the script runs from where it is saved
+    script = swin_script(model, PIXELS_FILE, list(lay.heads), ablate=dict(edit.ablate) or None,
                          scale=dict(edit.scale) or None, knockout=dict(edit.knockout) or None, grids=grids or None,
                          classifier=classifier)
     return {"pytorch": script, "lens": "", "pytorch_problem": "",

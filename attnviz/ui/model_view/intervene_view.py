@@ -922,7 +922,9 @@ class InterveneView(QWidget):
                 clean = s2s.clean_source(ck, spec.clean)
             except SourceError as exc:
                 raise CheckpointError(f"the clean source: {exc}") from None
-        return seq2seq_script(ck, src, dec, spec.stack, spec, allowed=allowed, clean=clean)
+        folder = Path(ck.folder)
+        model = str(folder.resolve()) if folder.is_dir() else str(folder)  # the script runs from where it is saved
+        return seq2seq_script(ck, src, dec, spec.stack, spec, allowed=allowed, clean=clean, folder=model)
 
     def means(self) -> np.ndarray | None:
         """(L, nh, hd) the heads are set to by a mean ablation (a sweep file's), None: their means over the input."""
