@@ -84,6 +84,12 @@ SHOTS = (  # the list the docs refer to
                                  "cross-attention before | after | difference", "translation", "pretrained", "1024x700"),
     Shot("intervention-vlm", "the vision-language page's Intervene tab on tiny PaliGemma: heads 0.1, 0.3 zeroed, the "
                              "answering token over the picture before | after", "river-bank", "pretrained", "1024x700"),
+    Shot("intervention-vla", "the Intervene tab on tiny SmolVLA: the action expert's heads 1.2, 3.0 zeroed, the action "
+                             "chunk before and after, an expert head's action rows", "river-bank", "pretrained",
+         "1024x700"),
+    Shot("intervention-swin", "the Intervene tab on tiny Swin: heads of its last stages zeroed, every stage's heads in "
+                              "one grid, the pooled output's cosine and the classes", "river-bank", "pretrained",
+         "1024x700"),
 )
 TINY_MARIAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data",
                            "tiny_marian")
@@ -307,6 +313,22 @@ def prepare_intervention_vlm(window, ctx):
     """tiny PaliGemma's Intervene tab, the answering token over the picture (tools/screenshot_intervene_more.py)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from screenshot_intervene_more import prepare_intervention_vlm as prepare
+
+    prepare(window, ctx)
+
+
+def prepare_intervention_vla(window, ctx):
+    """tiny SmolVLA's Intervene tab on the action expert (tools/screenshot_intervene_policies.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from screenshot_intervene_policies import prepare_intervention_vla as prepare
+
+    prepare(window, ctx)
+
+
+def prepare_intervention_swin(window, ctx):
+    """tiny Swin's Intervene tab, heads of its last stages zeroed (tools/screenshot_intervene_policies.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from screenshot_intervene_policies import prepare_intervention_swin as prepare
 
     prepare(window, ctx)
 

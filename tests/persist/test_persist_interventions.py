@@ -91,7 +91,8 @@ MEANS = MeansFile(path="/data/sweeps/heads.parquet", size=12_345, digest="ab" * 
     Interventions(heads=((0, 1),), mode="mean", means_file=MEANS),
     Interventions(heads=((1, 0),), stack="cross", patch="head", clean="hello there"),
     replace(FULL, means_file=MEANS, stack="encoder"),
-], ids=["means-file", "stack", "both"])
+    Interventions(heads=((2, 1),), stack="expert", knockout_layers=(0, 1)),  # a SmolVLA policy's action expert
+], ids=["means-file", "stack", "both", "policy-stack"])
 def test_a_means_file_and_a_stack_round_trip_as_version_2(tmp_path, iv):
     state = replace(build_demo("river-bank"), interventions=iv)
     back = load_session(save_session(tmp_path / "iv.attnviz", state))
