@@ -71,7 +71,7 @@ def test_a_head_of_the_expert_ablated_in_the_tab_moves_the_action_chunk(panel, q
     assert page.tabs.isTabEnabled(page.tabs.indexOf(view)) and view.ready() and view.vla() and not view.vlm()
     assert view.stack_row.isVisibleTo(view)
     assert [view.stack_row.combo.itemData(i) for i in range(view.stack_row.combo.count())] == ["vlm", "expert"]
-    assert not view.code_button.isEnabled()
+    assert view.code_button.isEnabled()
     eff = changed(qtbot, view, lambda: view.stack_row.chosen.emit("expert"))
     assert view.spec.stack == "expert" and eff.stack == "expert" and eff.max_abs_change == 0.0
     eff = changed(qtbot, view, lambda: view.toggle_head(1, 2))
@@ -136,3 +136,20 @@ def test_a_bad_state_field_is_one_line(panel, qtbot):
         view.toggle_head(0, 0)
     text = blocker.args[0]
     assert "state" in text and "\n" not in text and "Traceback" not in text
+
+
+def test_the_code_dialog_saves_the_policy_script_and_its_pictures(panel, qtbot, policy, tmp_path):
+    from attnviz.checkpoints.intervention_vla_code import vla_script
+
+    view = panel.vlm_intervention
+    changed(qtbot, view, lambda: view.stack_row.chosen.emit("expert"))
+    changed(qtbot, view, lambda: view.toggle_head(1, 2))
+    dialog = view.show_code()
+    assert dialog is not None
+    want = vla_script(policy, _inp(panel, policy), view.spec, "expert")
+    assert dialog.text("pytorch") == want["pytorch"] and "register_forward_pre_hook" in want["pytorch"]
+    out = tmp_path / "hooks.py"
+    assert dialog.save(out)
+    for name in want["image_files"]:
+        assert (tmp_path / name).is_file()
+    dialog.close()

@@ -887,9 +887,7 @@ class InterveneView(QWidget):
         if self.seq2seq():
             return self._seq2seq_code(ck)
         if self.vla():
-            raise CheckpointError("the hook scripts are written for decoder LLMs, encoders, vision and "
-                                  "vision-language models; a policy's interventions run here and in attnviz-cli "
-                                  "model ablate / patch")
+            return vla.code(ck, self.panel, self.spec, self._session_mask_or_none())
         allowed = None
         if self.spec.knockout_layers:
             try:
@@ -902,6 +900,15 @@ class InterveneView(QWidget):
             return swin_code(ck, self._encoder_input(), self.spec, allowed, self._swin_classifier(ck) is not None)
         ids = self._encoder_input() if self.encoder() else self._text_ids()
         return export_code(str(ck.folder), ids, self.spec, ck.config, allowed=allowed, means=self.means())
+
+    def _session_mask_or_none(self):
+        """The session's mask when the interventions knock edges out, else None; one line when it cannot be used."""
+        if not self.spec.knockout_layers:
+            return None
+        try:
+            return session_mask(self.ctx.session.state)
+        except (ValueError, SourceError) as exc:
+            raise CheckpointError(f"the session's mask cannot be used: {exc}") from None
 
     def _seq2seq_code(self, ck) -> dict:
         """The encoder-decoder's scripts (:func:`intervention_seq2seq_code.seq2seq_script`) of the session's
@@ -1052,7 +1059,7 @@ class InterveneView(QWidget):
         self.stack_row.setVisible(seq or policy)
         residual = self.patch_combo.model().item(self.patch_combo.findData("residual"))
         residual.setEnabled(not (seq or policy))  # an encoder-decoder and a policy patch a head's output
-        self.code_button.setEnabled(not policy)
+        self.code_button.setEnabled(True)
         self.code_button.setToolTip("the interventions as a PyTorch forward-hook script and a TransformerLens script"
                                     if not encoder else "the interventions as a PyTorch forward-hook script (and, for "
                                     "BERT, RoBERTa and XLM-R, a TransformerLens script) printing the pooled output "

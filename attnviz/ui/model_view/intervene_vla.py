@@ -69,6 +69,14 @@ def sweep_job(ckpt, panel, spec, metric, stop, progress):
                                     cancelled=stop.is_set, progress=progress)
 
 
+def code(ckpt, panel, spec, allowed) -> dict:
+    """The lerobot hook script of the session's interventions on the page's inputs
+    (:func:`attnviz.checkpoints.intervention_vla_code.vla_script`; its pictures saved beside it)."""
+    from attnviz.checkpoints.intervention_vla_code import vla_script
+
+    return vla_script(ckpt, inputs(ckpt, panel), spec, stack(spec), allowed=allowed)
+
+
 def results_html(eff) -> str:
     """The read-out beside the maps: the action chunk before and after."""
     change = eff.dimension_change()
