@@ -243,12 +243,12 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
 def _install_facts() -> dict:
     """Where this copy found its parts (the start-up report; a frozen bundle is checked with it)."""
     from attnviz.resources_path import resources_root
-    from attnviz.ui.panels import discover_panels, panel_modules
+    from attnviz.ui.panels import PANELS, panel_modules
 
     numba = sys.modules.get("numba")
     return {"frozen": bool(getattr(sys, "frozen", False)), "meipass": getattr(sys, "_MEIPASS", None),
             "resources": str(resources_root()), "panel_modules": panel_modules(),
-            "panels": sorted(s.id for s in discover_panels()),
+            "panels": sorted(s.id for s in PANELS),
             "numba_cache": numba.config.CACHE_DIR if numba is not None else None}
 
 

@@ -1,9 +1,9 @@
 """The main window: an always-present sidebar (the panels whose spec says ``area="left"``) and a central
 area showing one workspace at a time (:mod:`attnviz.ui.workspaces`), with the menus, status and
 notice bars, drag and drop of files, and a layout kept across runs (one that no longer fits falls back
-to the default). Panels are discovered, never listed here, and built late: the sidebar and the heatmap
-with the window, the shown workspace's other panels after the first result (so the heatmap is drawn
-first), every other panel when its workspace is first shown.
+to the default). The panels are :data:`attnviz.ui.panels.PANELS`, built late: the sidebar and the
+heatmap with the window, the shown workspace's other panels after the first result (so the heatmap is
+drawn first), every other panel when its workspace is first shown.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QApplication, QDialog, QFrame, QHBoxLayout, QHead
 from attnviz.model.demos import list_demos
 from attnviz.model.state import ImageSource
 from attnviz.ui.file_actions import FileActions
-from attnviz.ui.panels import discover_panels
+from attnviz.ui.panels import PANELS
 from attnviz.ui.settings import AppSettings
 from attnviz.ui.status import StatusBar
 from attnviz.ui.theme import apply_theme, current_theme
@@ -198,7 +198,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.ctx = ctx
         self.settings = settings if settings is not None else AppSettings()
-        self.specs = list(panels) if panels is not None else discover_panels()
+        self.specs = list(panels if panels is not None else PANELS)
         self.panels: dict[str, QWidget] = {}
         self._pending: dict[str, object] = {}  # panel id -> spec not built yet
         self._queued: list[str] = []  # panels of the shown workspace waiting for the first result

@@ -34,7 +34,7 @@ def test_the_bundle_finds_its_panels_and_resources(bundle, tmp_path):
     assert got["frozen"]
     source_modules = sorted(p.stem for p in Path(panels.__file__).parent.glob("*.py") if p.stem != "__init__")
     assert got["panel_modules"] == source_modules
-    assert got["panels"] == sorted(s.id for s in panels.discover_panels())
+    assert got["panels"] == sorted(s.id for s in panels.PANELS)
     assert Path(got["resources"]) == Path(got["meipass"]) / "resources"
 
 

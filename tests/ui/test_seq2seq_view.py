@@ -299,7 +299,7 @@ def test_in_the_window_the_button_opens_the_alignment_at_1024_by_700(qtbot, tmp_
     from attnviz.persist import AutosaveStore
     from attnviz.ui.file_actions import Prompts
     from attnviz.ui.main_window import MainWindow
-    from attnviz.ui.panels import discover_panels
+    from attnviz.ui.panels import PANELS
     from attnviz.ui.settings import AppSettings
 
     class Discard(Prompts):
@@ -307,7 +307,7 @@ def test_in_the_window_the_button_opens_the_alignment_at_1024_by_700(qtbot, tmp_
             return "discard"
 
     ctx = AppContext(Session(build_demo("translation")))
-    specs = [s for s in discover_panels() if s.id in ("inputs", "model", "heatmap", "image", "pretrained",
+    specs = [s for s in PANELS if s.id in ("inputs", "model", "heatmap", "image", "pretrained",
                                                       "diagnostics")]
     store = AutosaveStore(tmp_path / "data")
     store.mark_running()

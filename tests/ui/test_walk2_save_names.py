@@ -37,10 +37,10 @@ class Offered(Prompts):
 @pytest.fixture
 def window(qtbot, tmp_path):
     from attnviz.ui.main_window import MainWindow
-    from attnviz.ui.panels import discover_panels
+    from attnviz.ui.panels import PANELS
 
     ctx = AppContext(Session(build_demo("river-bank")))
-    specs = [s for s in discover_panels() if s.id in ("inputs", "model", "heatmap", "mask_designer")]
+    specs = [s for s in PANELS if s.id in ("inputs", "model", "heatmap", "mask_designer")]
     w = MainWindow(ctx, settings=AppSettings(tmp_path / "settings.ini"), autosave=AutosaveStore(tmp_path / "data"),
                    prompts=Offered(), panels=specs)
     qtbot.addWidget(w)

@@ -18,7 +18,6 @@ from attnviz.ui.diagnostics.normalisation import NormalisationTab
 from attnviz.ui.diagnostics.permutation import PermutationTab
 from attnviz.ui.diagnostics.positional import PositionalTab
 from attnviz.ui.diagnostics.variants import VariantsTab
-from attnviz.ui.panels import PanelSpec
 from attnviz.ui.widgets.fit_scroll import FitScroll
 
 TAB_TYPES = (NormalisationTab, JacobianTab, PositionalTab, PermutationTab, FlashCheckTab, AlignmentTab,
@@ -75,7 +74,3 @@ class DiagnosticsPanel(QWidget):
         tab = self.by_type[cls]
         self.tabs.setCurrentIndex(list(self.by_type).index(cls))
         return tab
-
-
-PANEL = PanelSpec(id="diagnostics", title="Diagnostics", factory=lambda ctx: DiagnosticsPanel(ctx), area="bottom",
-                  order=50)

@@ -22,7 +22,6 @@ from attnviz.model.display.response_views import (MATRICES, check_head, cell_val
                                                   fully_masked_rows, matrix_view, n_heads)
 from attnviz.ui import colormaps
 from attnviz.ui.latest_job import LatestJob
-from attnviz.ui.panels import PanelSpec
 from attnviz.ui.widgets.busy_overlay import LIVE_DELAY_MS, STALE_TEXT, BusyOverlay
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
@@ -635,6 +634,3 @@ class HeatmapPanel(QWidget):
         if weight is not None and (view.matrix != "weights" or self._mode == "overview"):
             parts.append(f"weight {weight:.4g}" if allowed else "weight 0 (masked)")
         return "  ·  ".join(parts)
-
-
-PANEL = PanelSpec(id="heatmap", title="Attention heatmap", factory=HeatmapPanel, area="center", order=0)

@@ -21,7 +21,6 @@ from attnviz.model.display.response_views import (check_head, compact_label, def
 from attnviz.model.sequence import image_patches
 from attnviz.model.state import ImageSource
 from attnviz.sources.errors import SourceError
-from attnviz.ui.panels import PanelSpec
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.image_overlay import PatchImageView
 
@@ -401,6 +400,3 @@ class ImagePanel(QWidget):
         else:
             self.view.set_highlight(None)
         self.rendered.emit()
-
-
-PANEL = PanelSpec(id="image", title="Attention over the image", factory=ImagePanel, area="right", order=40)

@@ -19,7 +19,6 @@ from attnviz.model.state import CrossConfig, CustomSource, ImageSource, TextSour
 from attnviz.model.source_files import IMAGE_FILTER, image_source_from_file, next_colour, unique_name
 from attnviz.sources.errors import SourceError
 from attnviz.ui.file_actions import Prompts
-from attnviz.ui.panels import PanelSpec
 from attnviz.ui.source_editors.common import TEXT_COMMIT_MS, html_text, swatch  # noqa: F401 - TEXT_COMMIT_MS re-exported
 from attnviz.ui.source_editors.custom_editor import CustomEditor
 from attnviz.ui.source_editors.image_editor import ImageEditor
@@ -431,6 +430,3 @@ class InputsPanel(QWidget):
         self.editors.setCurrentWidget(editor)
         kinds = {"text": "text", "image": "image", "custom": "custom token block", "toy": "hand-set tokens"}
         self.editor_title.setText(f"<b>{html_text(src.name)}</b> · {kinds.get(src.kind, src.kind)}")
-
-
-PANEL = PanelSpec(id="inputs", title="Inputs", factory=InputsPanel, area="left", order=10)

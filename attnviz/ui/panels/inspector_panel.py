@@ -22,7 +22,6 @@ from attnviz.model.state import ToySource
 from attnviz.ui.diagnostics.breakdown_view import BreakdownView
 from attnviz.ui.diagnostics.common import connect_event, head_mask, selected_head
 from attnviz.ui.diagnostics.qk_scatter import QKScatter
-from attnviz.ui.panels import PanelSpec
 from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.workspaces.area import ShareSplitter
@@ -370,7 +369,3 @@ class InspectorPanel(QWidget):
         self._scatter_of = (id(resp), h)
         self.scatter.set_embedding(emb, resp.query_labels, resp.key_labels, resp.query_segments,
                                    resp.key_segments, selected_query=i, selected_key=j)
-
-
-PANEL = PanelSpec(id="inspector", title="Q/K/V inspector", factory=lambda ctx: InspectorPanel(ctx), area="right",
-                  order=20)

@@ -35,7 +35,6 @@ from attnviz.ui.mask_designer.rule_chooser import RuleChooser
 from attnviz.model.mask.flash_timing import time_flash
 from attnviz.ui.mask_designer.split_controls import SplitControls
 from attnviz.ui.mask_designer.tile_controls import TileControls
-from attnviz.ui.panels import PanelSpec
 from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
 from attnviz.ui.workspaces.area import ShareSplitter
 from attnviz.ui.workspaces.sidebar import VerticalScroll
@@ -663,7 +662,3 @@ def _segment_length(axes: Axes | None, name: str) -> int:
     if axes is None:
         return 0
     return max((len(s) for s in list(axes.q_segments) + list(axes.k_segments) if s.name == name), default=0)
-
-
-PANEL = PanelSpec(id="mask_designer", title="Mask designer", factory=lambda ctx: MaskDesignerPanel(ctx),
-                  area="right", order=30)

@@ -5,6 +5,5 @@ token's attention and the attention rollout over the image (see :mod:`attnviz.ui
 from __future__ import annotations
 
 from attnviz.ui.model_view.panel import ModelViewPanel
-from attnviz.ui.panels import PanelSpec
 
-PANEL = PanelSpec(id="pretrained", title="Pretrained model", factory=ModelViewPanel, area="center", order=30)
+__all__ = ["ModelViewPanel"]

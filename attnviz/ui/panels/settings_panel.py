@@ -16,7 +16,6 @@ from attnviz.model.commands import SetKernel, SetPositional, SetScoreRule, set_m
 from attnviz.model.positional import KINDS as POSITIONAL_KINDS
 from attnviz.model.score_rules import FORMULAS, MAX_CAP, RULES
 from attnviz.model.state import KERNEL_NAMES
-from attnviz.ui.panels import PanelSpec
 
 SIZE_FIELDS = ("d_model", "nh", "hs", "hv")  # changing these invalidates hand-set weight shapes
 BASE_KINDS = ("sinusoidal", "rope")  # encodings whose frequencies follow the base
@@ -258,6 +257,3 @@ class SettingsPanel(QWidget):
         self.handset_note.setText("Hand-set weights: seeds leave them; a size change replaces them."
                                   if m.handset else "")
         self.handset_note.setVisible(m.handset)
-
-
-PANEL = PanelSpec(id="model", title="Model", factory=SettingsPanel, area="left", order=20)

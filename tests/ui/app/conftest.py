@@ -89,10 +89,10 @@ def make_window(qtbot, tmp_path, make_ctx):
     def make(demo: str = "river-bank", state=None, compute=True, autosave_ms: int = 60_000, ctx=None,
              all_panels: bool = False):
         """all_panels=False builds the window with the application's own docks only (inputs, model,
-        heatmap, image) to keep the tests fast; one test builds every discovered panel."""
-        from attnviz.ui.panels import discover_panels
+        heatmap, image) to keep the tests fast; one test builds every panel."""
+        from attnviz.ui.panels import PANELS
 
-        specs = discover_panels()
+        specs = list(PANELS)
         if not all_panels:
             specs = [s for s in specs if s.id in OWN_PANELS]
         ctx = ctx or make_ctx(demo, state)

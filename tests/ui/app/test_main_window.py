@@ -1,4 +1,4 @@
-"""The main window with every discovered panel: menus and shortcuts, open/save round trips through
+"""The main window with every panel: menus and shortcuts, open/save round trips through
 real files, undo/redo, theme switch, drag and drop, messages for bad files, export, autosave and
 the recovery offer, unexpected errors, and a GUI that keeps turning during a long computation."""
 
@@ -24,13 +24,13 @@ from attnviz.sources.image import bundled_image
 from attnviz.ui.compute_controller import ComputeController
 from attnviz.ui.context import AppContext
 from attnviz.ui.export import PNG_SCALES
-from attnviz.ui.panels import discover_panels
+from attnviz.ui.panels import PANELS
 from attnviz.ui.theme import DARK, LIGHT, current_theme
 
 
-def test_every_discovered_panel_is_in_the_sidebar_or_a_workspace(make_window, qtbot):
+def test_every_panel_is_in_the_sidebar_or_a_workspace(make_window, qtbot):
     w = make_window("vla-mask", all_panels=True)
-    specs = discover_panels()
+    specs = PANELS
     assert {s.id for s in specs} >= {"inputs", "model", "heatmap", "image"}
     placed = {pid for page in w.area.pages.values() for pid in page.slots} | set(w.sidebar.scrolls)
     assert placed == {s.id for s in specs}

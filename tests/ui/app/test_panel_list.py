@@ -1,86 +1,78 @@
-"""The panel registry: it repeats every panel module's own ``PANEL`` spec exactly, discovery lists
-the panels without importing their modules, a registered factory imports its module when it builds
-the panel, and a module missing from the registry is still discovered."""
+"""The panel list: it names every panel module of the package once, in the window's (area, order, id)
+order; listing the panels imports none of their modules, and a panel's factory imports its module and
+builds its class when the panel is built."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 
 from attnviz.ui import panels
-from attnviz.ui.panels import REGISTRY, LazyFactory, PanelSpec, discover_panels, panel_modules
-
-FIELDS = [f.name for f in dataclasses.fields(PanelSpec) if f.name != "factory"]
+from attnviz.ui.panels import PANELS, LazyFactory, panel_modules
 
 
-def _own_spec(module: str) -> PanelSpec:
-    return importlib.import_module(f"attnviz.ui.panels.{module}").PANEL
-
-
-def _fields(spec) -> dict:
-    return {name: getattr(spec, name) for name in FIELDS}
-
-
-def test_every_panel_module_is_registered_once():
+def test_every_panel_module_is_listed_once():
     files = sorted(p.stem for p in Path(panels.__file__).parent.glob("*.py") if p.stem != "__init__")
     assert panel_modules() == files
-    assert sorted(e.module for e in REGISTRY) == files
-    assert len({e.id for e in REGISTRY}) == len(REGISTRY)
+    assert sorted(s.factory.module for s in PANELS) == files
+    assert len({s.id for s in PANELS}) == len(PANELS)
 
 
-@pytest.mark.parametrize("entry", REGISTRY, ids=lambda e: e.module)
-def test_registry_entry_matches_the_modules_own_panel_spec(entry):
-    own = _own_spec(entry.module)
-    assert isinstance(own, PanelSpec)
-    assert {name: getattr(entry, name) for name in FIELDS} == _fields(own)
+def test_the_list_is_in_the_windows_order():
+    assert list(PANELS) == sorted(PANELS, key=lambda s: (s.area, s.order, s.id))
 
 
-def test_discovered_specs_equal_the_modules_specs_in_order():
-    found = discover_panels()
-    own = sorted((_own_spec(e.module) for e in REGISTRY), key=lambda s: (s.area, s.order, s.id))
-    assert [_fields(s) for s in found] == [_fields(s) for s in own]
-    for spec in found:
-        assert isinstance(spec.factory, LazyFactory)
-        assert spec.factory.load() is _own_spec(spec.factory.module)
+def test_the_panels_ids_titles_and_places():
+    # the window's panels as the saved layouts, the workspaces and the tabs know them
+    assert [(s.id, s.title, s.area, s.order) for s in PANELS] == [
+        ("diagnostics", "Diagnostics", "bottom", 50),
+        ("heatmap", "Attention heatmap", "center", 0),
+        ("pretrained", "Pretrained model", "center", 30),
+        ("inputs", "Inputs", "left", 10),
+        ("model", "Model", "left", 20),
+        ("inspector", "Q/K/V inspector", "right", 20),
+        ("mask_designer", "Mask designer", "right", 30),
+        ("image", "Attention over the image", "right", 40),
+    ]
 
 
-def test_discovery_imports_no_panel_module():
+@pytest.mark.parametrize("spec", PANELS, ids=lambda s: s.id)
+def test_each_factory_names_a_widget_class_of_its_module(spec):
+    from PySide6.QtWidgets import QWidget
+
+    cls = spec.factory.load()
+    assert isinstance(cls, type) and issubclass(cls, QWidget)
+    assert cls is getattr(importlib.import_module(f"attnviz.ui.panels.{spec.factory.module}"), spec.factory.name)
+
+
+def test_listing_the_panels_imports_no_panel_module():
     code = ("import json, sys\n"
-            "from attnviz.ui.panels import discover_panels\n"
-            "ids = [s.id for s in discover_panels()]\n"
+            "from attnviz.ui.panels import PANELS\n"
+            "ids = [s.id for s in PANELS]\n"
             "mods = sorted(m for m in sys.modules if m.startswith('attnviz.ui.panels.'))\n"
             "print(json.dumps({'ids': ids, 'mods': mods, 'qt': 'PySide6' in sys.modules}))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
-    assert sorted(got["ids"]) == sorted(e.id for e in REGISTRY)
+    assert got["ids"] == [s.id for s in PANELS]
     assert got["mods"] == []
     assert got["qt"] is False
 
 
 def test_a_lazy_factory_builds_the_modules_panel(qtbot, make_ctx):
-    spec = next(s for s in discover_panels() if s.id == "model")
+    spec = next(s for s in PANELS if s.id == "model")
     widget = spec.factory(make_ctx())
     qtbot.addWidget(widget)
     assert type(widget) is importlib.import_module("attnviz.ui.panels.settings_panel").SettingsPanel
 
 
-def test_a_module_missing_from_the_registry_is_still_discovered(monkeypatch):
-    monkeypatch.setattr(panels, "REGISTRY", tuple(e for e in REGISTRY if e.module != "image_panel"))
-    found = {s.id: s for s in discover_panels()}
-    assert set(found) == {e.id for e in REGISTRY}
-    assert found["image"] is _own_spec("image_panel")  # imported for its PANEL
-    assert isinstance(found["heatmap"].factory, LazyFactory)
-
-
-def test_a_module_without_a_panel_spec_is_reported_by_its_factory(monkeypatch):
-    monkeypatch.setitem(sys.modules, "attnviz.ui.panels.not_a_panel", types.ModuleType("not_a_panel"))
-    with pytest.raises(RuntimeError, match="not_a_panel defines no PANEL"):
-        LazyFactory("not_a_panel").load()
+def test_a_factory_naming_a_missing_class_fails_when_it_builds():
+    factory = LazyFactory("settings_panel", "NoSuchPanel")
+    assert repr(factory) == "LazyFactory('settings_panel', 'NoSuchPanel')"
+    with pytest.raises(AttributeError, match="NoSuchPanel"):
+        factory(None)

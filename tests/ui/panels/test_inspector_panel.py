@@ -16,7 +16,7 @@ from attnviz.model.session import Session  # noqa: E402
 from attnviz.model.state import ModelConfig, SessionState, TextSource  # noqa: E402
 from attnviz.ui.context import AppContext  # noqa: E402
 from qt_tables import table_texts  # noqa: E402
-from attnviz.ui.panels import discover_panels  # noqa: E402
+from attnviz.ui.panels import PANELS  # noqa: E402
 from attnviz.ui.panels.inspector_panel import InspectorPanel  # noqa: E402
 
 TIMEOUT = 20000
@@ -203,8 +203,8 @@ def test_learned_session_is_not_editable_and_heads_switch(text_session):
     assert "head 0" in panel.note.text()
 
 
-def test_panels_are_discovered():
-    ids = {p.id for p in discover_panels()}
+def test_panels_are_listed():
+    ids = {p.id for p in PANELS}
     assert {"inspector", "diagnostics"} <= ids
 
 

@@ -24,7 +24,7 @@ from attnviz.ui.context import AppContext  # noqa: E402
 from attnviz.ui.latest_job import LatestJob  # noqa: E402
 from attnviz.ui.model_view.panel import OPEN_IMAGE, TAB_HEADS, TAB_IMAGE, ModelViewPanel  # noqa: E402
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE  # noqa: E402
-from attnviz.ui.panels import discover_panels  # noqa: E402
+from attnviz.ui.panels import PANELS  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "checkpoints"
 WAIT_MS = 30000
@@ -52,10 +52,10 @@ def river():
     return load_image(bundled_image("river-scene.png"))
 
 
-def test_panel_is_discovered_as_a_dock():
-    spec = {s.id: s for s in discover_panels()}["pretrained"]
+def test_panel_is_listed():
+    spec = {s.id: s for s in PANELS}["pretrained"]
     assert spec.title == "Pretrained model"
-    assert spec.factory.load().factory is ModelViewPanel  # the registry's lazy factory builds this class
+    assert spec.factory.load() is ModelViewPanel  # the list's lazy factory builds this class
 
 
 def test_tiny_gpt2_grid_and_clicked_head_in_the_detail_heatmap(qtbot, mouse):
