@@ -292,9 +292,9 @@ def vla_script(ckpt, inp, spec, stack: str, *, allowed=None, folder=None) -> dic
     :func:`~attnviz.checkpoints.intervention_vla_study.vla_window_study` applies it: its heads zeroed, set to their
     mean or scaled, the session's mask ``allowed`` (T, T) knocked out of its chosen layers (and heads), a head
     patched from the clean instruction ``spec.clean``. ``folder``: the path the script loads (default
-    ``ckpt.folder``); save ``images`` under ``image_files`` beside the script and run it from there. A request the
-    window refuses is one CheckpointError line; a knockout leaving a row no key (attnviz gives it no weight,
-    lerobot spreads it evenly) is said in ``pytorch_problem`` instead of a script."""
+    ``ckpt.folder`` made absolute); save ``images`` under ``image_files`` beside the script and run it from
+    there. A request the window refuses is one CheckpointError line; a knockout leaving a row no key (attnviz gives
+    it no weight, lerobot spreads it evenly) is said in ``pytorch_problem`` instead of a script."""
     import numpy as np
 
     from attnviz.checkpoints.errors import CheckpointError
@@ -345,7 +345,11 @@ def vla_script(ckpt, inp, spec, stack: str, *, allowed=None, folder=None) -> dic
             return out
     edits = {stack: vla_edits(e.ablate, e.scale, sorted(e.patch_heads))}
     knock = {stack: {int(layer): removed_edges(np.asarray(ko, dtype=bool)) for layer, ko in sorted(e.knockout.items())}}
-    name = str(folder if folder is not None else ckpt.folder)
+    if folder is None:  # the script runs from the folder it is saved in: name the policy by its absolute path
+        from pathlib import Path
+
+        folder = Path(ckpt.folder).resolve() if Path(ckpt.folder).is_dir() else ckpt.folder
+    name = str(folder)
     out["pytorch"] = hook_script(name, list(s.cameras), files, inp.text, [float(v) for v in state], noise_seed=seed,
                                  time=t, edits=edits, knockout=knock, clean=clean)
     return out

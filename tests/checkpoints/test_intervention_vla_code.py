@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -21,18 +23,30 @@ from attnviz.model.state import Interventions
 from attnviz.sources.image import load_image
 
 FOLDER = Path(__file__).resolve().parents[1] / "data" / "checkpoints" / "tiny_smolvla"
-REL = str(FOLDER.relative_to(FOLDER.parents[3]))  # as the goldens' scripts name the policy
-CASES = ("vlm_zero_patch", "expert_mean_knockout", "vlm_scale_knockout", "expert_scale_head_patch")
+MARKERS = FOLDER.parent / "tiny_smolvla_markers"  # image markers, a padded empty camera, the instruction padded
+CASES = {"tiny_smolvla": ("vlm_zero_patch", "expert_mean_knockout", "vlm_scale_knockout", "expert_scale_head_patch"),
+         "tiny_smolvla_markers": ("markers_vlm_mean_patch", "markers_expert_mean_knockout")}
+LEROBOT = Path("/tmp/lerobot/bin/python")
+
+
+def _policy(folder: Path):
+    """(checkpoint, golden, VlaInput) of a policy folder's golden_vla_code.npz."""
+    ck = load_checkpoint(folder)
+    g = dict(np.load(folder / "golden_vla_code.npz"))
+    images = [np.asarray(load_image(folder / f"camera{i}.png", alpha="drop")) for i in range(len(ck.spec.cameras))]
+    inp = vla_input(ck, images, str(g["instruction"]), state=[float(v) for v in g["state"]],
+                    noise_seed=int(g["noise_seed"]), time=float(g["time"]))
+    return ck, g, inp
 
 
 @pytest.fixture(scope="module")
 def policy():
-    ck = load_checkpoint(FOLDER)
-    g = dict(np.load(FOLDER / "golden_vla_code.npz"))
-    images = [np.asarray(load_image(FOLDER / f"camera{i}.png", alpha="drop")) for i in range(2)]
-    inp = vla_input(ck, images, str(g["instruction"]), state=[float(v) for v in g["state"]],
-                    noise_seed=int(g["noise_seed"]), time=float(g["time"]))
-    return ck, g, inp
+    return _policy(FOLDER)
+
+
+@pytest.fixture(scope="module")
+def policies(policy):
+    return {"tiny_smolvla": policy, "tiny_smolvla_markers": _policy(MARKERS)}
 
 
 def session(g, name):
@@ -45,14 +59,15 @@ def session(g, name):
     return case["stack"], spec, allowed
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_the_script_run_with_lerobot_gives_the_windows_velocity(policy, name):
-    ck, g, inp = policy
+@pytest.mark.parametrize("model, name", [(m, c) for m, cases in CASES.items() for c in cases])
+def test_the_script_run_with_lerobot_gives_the_windows_velocity(policies, model, name):
+    ck, g, inp = policies[model]
     stack, spec, allowed = session(g, name)
-    code = vla_script(ck, inp, spec, stack, allowed=allowed, folder=REL)
+    rel = f"tests/data/checkpoints/{model}"  # as the goldens' scripts name the policy
+    code = vla_script(ck, inp, spec, stack, allowed=allowed, folder=rel)
     assert not code["pytorch_problem"] and code["lens"] == "" and "TransformerLens" in code["lens_problem"]
     assert hashlib.sha256(code["pytorch"].encode()).hexdigest() == str(g[f"{name}_sha256"])
-    assert code["image_files"] == [IMAGE_FILES.format(i=i) for i in range(2)]
+    assert code["image_files"] == [IMAGE_FILES.format(i=i) for i in range(len(inp.images))]
     for saved, given in zip(code["images"], inp.images):
         np.testing.assert_array_equal(saved, given)
     eff = vla_window_study(ck, inp, spec, stack, allowed=allowed)
@@ -67,7 +82,7 @@ def test_the_script_holds_only_the_edits_asked_for(policy):
     compile(text, "hooks.py", "exec")
     assert "edits = {'expert': {1: [(2, 'zero', None)]}}" in text
     assert "knock" not in text and "recorded" not in text and "clean" not in text
-    assert repr(str(ck.folder)) in text and f"default_rng({int(g['noise_seed'])})" in text
+    assert repr(str(Path(ck.folder).resolve())) in text and f"default_rng({int(g['noise_seed'])})" in text
 
 
 def test_a_knockout_leaving_a_row_no_key_is_said_not_written(policy):
@@ -103,3 +118,24 @@ def test_bad_requests_are_one_line(policy, call, message):
     with pytest.raises(CheckpointError, match=message) as err:
         call(ck, inp, g)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.skipif(not LEROBOT.is_file(), reason="no lerobot environment at /tmp/lerobot")
+def test_the_export_runs_as_the_window_saves_it(policy, tmp_path):
+    """The script and its pictures as the code dialog saves them (PNG files under the names the dict gives), run
+    with lerobot from a folder of their own, the policy named by its absolute path (the default)."""
+    from PIL import Image
+
+    ck, g, inp = policy
+    spec = Interventions(heads=((0, 1), (3, 3)), mode="scale", factor=-1.0, stack="expert")
+    code = vla_script(ck, inp, spec, "expert")
+    (tmp_path / "hooks.py").write_text(code["pytorch"])
+    for rgb, name in zip(code["images"], code["image_files"]):
+        Image.fromarray(np.asarray(rgb, dtype=np.uint8)).save(tmp_path / name)
+    out = subprocess.run([str(LEROBOT), "hooks.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, TRANSFORMERS_VERBOSITY="error", HF_HUB_OFFLINE="1"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    eff = vla_window_study(ck, inp, spec, "expert")
+    np.testing.assert_allclose(eff.actions_after, found["after"], atol=1e-5, rtol=0)
+    assert found["largest_change"] == pytest.approx(eff.max_abs_change, abs=1e-5) and found["largest_change"] > 1e-2
