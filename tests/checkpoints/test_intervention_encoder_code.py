@@ -111,6 +111,7 @@ def test_what_the_export_cannot_write_is_said():
     assert code["pytorch"] == "" and "some heads only" in code["pytorch_problem"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GOLD.is_file(), reason="no torch and transformers environment at /tmp/gold")
 def test_the_windows_vision_export_runs_as_saved(tmp_path):
     """The script and its pixels file as the window saves them, run in a folder of their own."""

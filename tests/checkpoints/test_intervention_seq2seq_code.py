@@ -242,6 +242,7 @@ def test_other_models_and_bad_features_are_one_line(models):
         seq2seq_script(gpt2, [1, 2], [1], "encoder", Interventions(heads=((0, 0),)))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GOLD.is_file(), reason="no torch and transformers environment at /tmp/gold")
 def test_the_whisper_export_runs_as_saved(models, tmp_path):
     """The script and its features file as a person saves them (numpy.save under the names the dict gives), run

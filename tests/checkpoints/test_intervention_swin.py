@@ -214,6 +214,7 @@ def test_the_residual_patch_and_the_recorded_heads(models):
 GOLD = Path("/tmp/gold/bin/python")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GOLD.is_file(), reason="no torch and transformers environment at /tmp/gold")
 def test_an_export_of_every_kind_together_runs_as_written(models, tmp_path):
     """Given values, a per-head knockout and a patch in one script, run by transformers from its own folder."""
