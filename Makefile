@@ -40,12 +40,12 @@ run: setup
 
 # the import contracts (pyproject.toml [tool.importlinter]), then the tests on one xdist worker per core
 # (the tests of the real window share one: their xdist_group)
-# Python's byte code, pytest's cache and the real-window tests' screenshots go to the user's cache and the
-# temporary folder, so the suite writes nothing into the checkout
+# Python's byte code, pytest's and import-linter's caches and the real-window tests' screenshots go to the
+# user's cache and the temporary folder, so the suite writes nothing into the checkout
 TEST_ENV := QT_QPA_PLATFORM=offscreen PYTHONPYCACHEPREFIX=$(HOME)/.cache/attnviz/pycache
 PYTEST   := $(PY) -m pytest -o cache_dir=$(HOME)/.cache/attnviz/pytest
 test: setup
-	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/lint-imports --no-logo --cache-dir $(HOME)/.cache/attnviz/import-linter
 	$(TEST_ENV) $(PYTEST) -q -n auto --dist loadgroup
 
 # the quick loop: everything but the tests marked slow and those of the real window under Xvfb
