@@ -1,7 +1,7 @@
 """Workspaces: the window's central area shows one task at a time, each laid out at full size.
 :data:`WORKSPACES` is their table (``attnviz --workspace NAME`` takes these names): the main panel,
 the panels beside it and the main view's default share of the width. A panel named by two workspaces
-moves to the one shown; a discovered panel that no workspace names gets a workspace of its own. The
+moves to the one shown; a listed panel that no workspace names gets a workspace of its own. The
 sidebar is not a workspace: it stays beside all of them.
 """
 
