@@ -248,8 +248,9 @@ class MainWindow(QMainWindow):
         try:
             w = spec.factory(self.ctx)
         except Exception as exc:  # one broken panel must not take the window down
+            why = f"the {spec.title} panel could not be created: {exc}"  # exc is unbound once the block ends
             w = placeholder(f"The {spec.title} panel could not be created:\n{exc}")
-            QTimer.singleShot(0, lambda: self.notify("error", f"the {spec.title} panel could not be created: {exc}"))
+            QTimer.singleShot(0, lambda: self.notify("error", why))
         if hasattr(w, "prompts"):
             w.prompts = self.files.prompts
         w.setObjectName(w.objectName() or f"panel_{spec.id}")

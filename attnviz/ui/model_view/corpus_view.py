@@ -20,7 +20,7 @@ import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMenu, QProgressBar,
-                               QPushButton, QSplitter, QStackedWidget, QVBoxLayout, QWidget)
+                               QPushButton, QSizePolicy, QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from attnviz.corpus import LABELS, STATISTICS, CorpusStats, StatsFileError, read_stats
 from attnviz.corpus.compare import mismatch, result_statistics, shared_levels
@@ -164,7 +164,11 @@ class CorpusStatsView(QWidget):
         self.ask_output = self._ask_output  # (suggested Path) -> path or None
         self.source = QLabel("No corpus statistics open.", self)
         self.source.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # the bar fits a narrow panel: the file's line gives up its width first (its tooltip holds it whole)
+        self.source.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.statistic_combo = QComboBox(self)
+        self.statistic_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.statistic_combo.setMinimumContentsLength(14)
         for name in STATISTICS:
             self.statistic_combo.addItem(LABELS[name][0], name)
         self.statistic_combo.setToolTip("which statistic colours both grids (mean over every query row)")
@@ -231,11 +235,16 @@ class CorpusStatsView(QWidget):
         self.stats = stats
         m = stats.metadata
         failed = int(m.get("failed", "0") or 0)
-        self.source.setText(f"{stats.model or 'model ?'} · {stats.documents:,} documents, {stats.rows:,} rows"
+        self._set_source(f"{stats.model or 'model ?'} · {stats.documents:,} documents, {stats.rows:,} rows"
                             + (f" ({failed:,} failed)" if failed else "") + f" · {Path(path).name}")
         self.source.setToolTip(f"{stats.path}\ncorpus: {m.get('corpus', '?')}")
         self._draw()
         return True
+
+    def _set_source(self, text: str) -> None:
+        """The file's line beside the buttons, whole in its tooltip when the bar is too narrow for it."""
+        self.source.setText(text)
+        self.source.setToolTip(text)
 
     def shutdown(self) -> None:
         """Stop a corpus run still going (the window is closing); nothing is written."""
@@ -271,7 +280,7 @@ class CorpusStatsView(QWidget):
         self._clear_message()
         self._run_texts = Path(texts)
         self.run_bar.setRange(0, 0)  # counting the documents
-        self.source.setText(f"running {ck.name} over {Path(texts).name}…")
+        self._set_source(f"running {ck.name} over {Path(texts).name}…")
         self._show_running(True)
         self.runner.start(ck.folder, name, texts, out)
         return True
@@ -338,9 +347,9 @@ class CorpusStatsView(QWidget):
 
     def _restore_source(self) -> None:
         if self.stats is None:
-            self.source.setText("No corpus statistics open.")
+            self._set_source("No corpus statistics open.")
         else:
-            self.source.setText(f"{self.stats.model or 'model ?'} · {self.stats.documents:,} documents · "
+            self._set_source(f"{self.stats.model or 'model ?'} · {self.stats.documents:,} documents · "
                                 f"{Path(self.stats.path).name}")
 
     def set_input(self, result, summaries=None) -> None:

@@ -1,0 +1,20 @@
+"""A panel whose factory raises is drawn as a placeholder saying why, and the window's notice says it too (the
+message is kept past the except block: no NameError once the event loop runs)."""
+
+from __future__ import annotations
+
+from attnviz.ui.panels import PanelSpec
+
+
+def test_a_panel_that_cannot_be_built_is_a_placeholder_and_a_notice(make_window, qtbot):
+    window = make_window()
+    said = []
+    window.notify = lambda level, text: said.append((level, text))
+
+    def broken(_ctx):
+        raise RuntimeError("no such widget")
+
+    w = window._make(PanelSpec(id="broken", title="Broken", factory=broken))
+    qtbot.waitUntil(lambda: bool(said), timeout=3000)
+    assert said == [("error", "the Broken panel could not be created: no such widget")]
+    assert w.objectName() == "panel_broken" and window.panels["broken"] is w
