@@ -386,8 +386,8 @@ class FileActions(QObject):
                           f"attnviz did not close properly last time. An autosaved copy {of} from {when} (UTC) "
                           "can be recovered.", QMessageBox.StandardButton.NoButton, self.window)
         box.setObjectName("recovery_offer")
-        self.recover_button = box.addButton("Recover", QMessageBox.ButtonRole.AcceptRole)
-        self.discard_button = box.addButton("Discard", QMessageBox.ButtonRole.DestructiveRole)
+        self.recover_button = box.addButton("&Recover", QMessageBox.ButtonRole.AcceptRole)
+        self.discard_button = box.addButton("&Discard", QMessageBox.ButtonRole.DestructiveRole)
         box.setDefaultButton(self.recover_button)
         box.finished.connect(lambda _r: self._on_recovery_answer(box.clickedButton() is self.recover_button, info))
         self.recovery_box = box

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QApplication, QDialog, QFrame, QHBoxLayout, QHead
 
 from attnviz.model.demos import list_demos
 from attnviz.model.state import ImageSource
+from attnviz.ui.access_keys import set_standard_keys
 from attnviz.ui.file_actions import FileActions
 from attnviz.ui.panels import PANELS
 from attnviz.ui.settings import AppSettings
@@ -655,6 +656,7 @@ class MainWindow(QMainWindow):
                           f"<b>attnviz {__version__}</b><p>A desktop laboratory for the attention mechanism: "
                           "tokens, Q, K and V, masks, and live scores, weights and outputs per head from a numba "
                           "flash-attention engine.</p>", QMessageBox.StandardButton.Ok, self)
+        set_standard_keys(box)
         box.open()
         self._about_box = box
         return box
@@ -691,6 +693,10 @@ class MainWindow(QMainWindow):
                           "keep working. Please report this with the details below.", QMessageBox.StandardButton.Ok,
                           self)
         box.setDetailedText(text)
+        set_standard_keys(box)
+        for button in box.buttons():  # "Show Details..." is the one Qt adds itself
+            if box.buttonRole(button) == QMessageBox.ButtonRole.ActionRole and "&" not in button.text():
+                button.setText("Show &Details…")
         box.setObjectName("exception_box")
         box.setModal(False)
         box.show()

@@ -242,7 +242,7 @@ while window.files.recovery_box is None and time.monotonic() < end:
 box = window.files.recovery_box
 wait(300)
 offered = {"shown": box is not None and box.isVisible(), "text": box.text() if box is not None else "",
-           "buttons": [b.text() for b in box.buttons()] if box is not None else []}
+           "buttons": [b.text().replace("&", "") for b in box.buttons()] if box is not None else []}
 shoot("e2e_recovery_2_offer.png")
 design_before = repr(ctx.session.state.mask)
 upper_before = np.array(settle().weights)[0][0, 1:].tolist()
