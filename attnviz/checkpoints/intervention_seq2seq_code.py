@@ -33,6 +33,8 @@ makers, run where torch lives, load this file by path); :func:`seq2seq_script` t
 
 from __future__ import annotations
 
+from attnviz.checkpoints.hook_edits import layer_edits, removed_edges
+
 STACKS = ("encoder", "decoder", "cross")
 #: where transformers keeps each stack's attention module (its output projection is PROJ[...] under it)
 SUBLAYERS = {
@@ -50,33 +52,9 @@ FEATURES_FILE = "intervention_features.npy"  # Whisper: the log-mel features (n_
 CLEAN_FEATURES_FILE = "intervention_clean_features.npy"  # Whisper: the clean features a patch is taken from
 
 
-def _value(f):
-    """A factor (float), given values (a list of floats) or None, as plain Python."""
-    if f is None:
-        return None
-    return [float(x) for x in f] if isinstance(f, (list, tuple)) or hasattr(f, "tolist") else float(f)
-
-
 def stack_edits(ablate=None, scale=None, patch=None) -> dict[int, list]:
-    """One stack's {layer: [(head, "zero" | "mean" | "set" | "scale" | "patch", None | values | factor)]}, in the
-    order attnviz applies them: ablation, scaling, patching (``patch``: (layer, head) pairs)."""
-    out: dict[int, list] = {}
-    for (layer, head), how in sorted((ablate or {}).items()):
-        entry = (int(head), how, None) if isinstance(how, str) else (int(head), "set", _value(list(how)))
-        out.setdefault(int(layer), []).append(entry)
-    for (layer, head), f in sorted((scale or {}).items()):
-        out.setdefault(int(layer), []).append((int(head), "scale", float(f)))
-    for layer, head in sorted(patch or ()):
-        out.setdefault(int(layer), []).append((int(head), "patch", None))
-    return out
-
-
-def removed_edges(mask) -> list[list[int]]:
-    """[head (-1: every head), query, key] of a (rows, cols) or (nh, rows, cols) bool array-like of removed edges."""
-    rows = mask.tolist() if hasattr(mask, "tolist") else mask
-    if rows and rows[0] and isinstance(rows[0][0], (list, tuple)):
-        return [[h, i, j] for h, plane in enumerate(rows) for i, row in enumerate(plane) for j, v in enumerate(row) if v]
-    return [[-1, i, j] for i, row in enumerate(rows) for j, v in enumerate(row) if v]
+    """One stack's {layer: [(head, how, None | values | factor)]} (:func:`attnviz.checkpoints.hook_edits.layer_edits`)."""
+    return layer_edits(ablate, scale, patch)
 
 
 #: the eager attention wrapper of the scripts: the knocked-out edges of the module's stack and layer set to the

@@ -15,25 +15,12 @@ generation with the standard library only, so any interpreter (the golden maker'
 
 from __future__ import annotations
 
-
-def _value(f):
-    if f is None:
-        return None
-    return [float(x) for x in f] if isinstance(f, (list, tuple)) or hasattr(f, "tolist") else float(f)
+from attnviz.checkpoints.hook_edits import layer_edits
 
 
 def swin_edits(ablate=None, scale=None, patch=None) -> dict[int, list]:
-    """{layer: [(head, "zero" | "mean" | "set" | "scale" | "patch", None | values | factor)]}, in the order attnviz
-    applies them: ablation, scaling, patching."""
-    out: dict[int, list] = {}
-    for (layer, head), how in sorted((ablate or {}).items()):
-        entry = (int(head), how, None) if isinstance(how, str) else (int(head), "set", _value(list(how)))
-        out.setdefault(int(layer), []).append(entry)
-    for (layer, head), f in sorted((scale or {}).items()):
-        out.setdefault(int(layer), []).append((int(head), "scale", float(f)))
-    for layer, head in sorted(patch or ()):
-        out.setdefault(int(layer), []).append((int(head), "patch", None))
-    return out
+    """{layer: [(head, how, None | values | factor)]} (:func:`attnviz.checkpoints.hook_edits.layer_edits`)."""
+    return layer_edits(ablate, scale, patch)
 
 
 def _edges(mask) -> list:

@@ -27,6 +27,8 @@ arguments and imports attnviz's checks when called.
 
 from __future__ import annotations
 
+from attnviz.checkpoints.hook_edits import layer_edits, removed_edges
+
 STACKS = ("vlm", "expert")
 IMAGE_FILES = "interventions_camera{i}.png"  # the pictures a script opens, one per camera (saved beside it)
 LENS_PROBLEM = ("TransformerLens has no robot policies (its bridge wraps transformers' language models, not "
@@ -35,25 +37,11 @@ LENS_PROBLEM = ("TransformerLens has no robot policies (its bridge wraps transfo
 
 def vla_edits(ablate=None, scale=None, patch=None) -> dict[int, list]:
     """One stack's {layer: [(head, "zero" | "mean" | "scale" | "patch", None | factor)]}, in the order attnviz
-    applies them: ablation, scaling, patching (``patch``: (layer, head) pairs)."""
-    out: dict[int, list] = {}
-    for (layer, head), how in sorted((ablate or {}).items()):
-        if how not in ("zero", "mean"):
+    applies them (:func:`attnviz.checkpoints.hook_edits.layer_edits`; the policy's script takes no given values)."""
+    for how in (ablate or {}).values():
+        if not isinstance(how, str) or how not in ("zero", "mean"):
             raise ValueError(f"ablation {how!r}: the SmolVLA script zeroes a head or sets it to its mean")
-        out.setdefault(int(layer), []).append((int(head), how, None))
-    for (layer, head), f in sorted((scale or {}).items()):
-        out.setdefault(int(layer), []).append((int(head), "scale", float(f)))
-    for layer, head in sorted(patch or ()):
-        out.setdefault(int(layer), []).append((int(head), "patch", None))
-    return out
-
-
-def removed_edges(mask) -> list[list[int]]:
-    """[head (-1: every head), i, j] of a (T, T) or (nh, T, T) bool array-like of removed edges."""
-    rows = mask.tolist() if hasattr(mask, "tolist") else mask
-    if rows and rows[0] and isinstance(rows[0][0], (list, tuple)):
-        return [[h, i, j] for h, plane in enumerate(rows) for i, row in enumerate(plane) for j, v in enumerate(row) if v]
-    return [[-1, i, j] for i, row in enumerate(rows) for j, v in enumerate(row) if v]
+    return layer_edits(ablate, scale, patch)
 
 
 def hook_script(folder: str, cameras, image_files, instruction: str, state, *, noise_seed: int, time: float,
