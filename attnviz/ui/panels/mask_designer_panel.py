@@ -444,7 +444,7 @@ class MaskDesignerPanel(QWidget):
         self.canvas.set_mask(snap.layers.rules, snap.layers.overrides, row_labels=self._labels[0],
                              col_labels=self._labels[1], row_segments=_segments(snap.q_blocks),
                              col_segments=_segments(snap.k_blocks),
-                             title=f"mask of {who} · painted cells bright and outlined")
+                             title=f"mask of {who}")  # the legend beside it says how painted cells look
         if (frame.n_rows, frame.n_cols) != shape:
             self.fit_square()
         self.canvas.set_tiles(snap.tiles.tile_state[0] if self.tiles.overlay.isChecked() else None,
