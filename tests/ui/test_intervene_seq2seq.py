@@ -67,7 +67,7 @@ def test_the_tab_runs_an_encoder_decoders_chosen_stack_like_the_core(panel, qtbo
     view = panel.intervention
     assert panel.tabs.isTabEnabled(panel.tabs.indexOf(view)) and view.ready() and view.seq2seq()
     assert view.stack_row.isVisibleTo(view) and not view.means_row.isVisibleTo(view)
-    assert not view.code_button.isEnabled()
+    assert view.code_button.isEnabled()  # the encoder-decoder's hook script (intervention_seq2seq_code)
     eff = changed(qtbot, view, lambda: view.stack_row.chosen.emit("cross"))
     assert view.spec.stack == "cross" and eff.stack == "cross"
     eff = changed(qtbot, view, lambda: view.toggle_head(1, 1))
