@@ -33,7 +33,7 @@ makers, run where torch lives, load this file by path); :func:`seq2seq_script` t
 
 from __future__ import annotations
 
-from attnviz.checkpoints.hook_edits import layer_edits, removed_edges
+from attnviz.checkpoints.hook_edits import RecordedInScript, layer_edits, removed_edges
 
 STACKS = ("encoder", "decoder", "cross")
 #: where transformers keeps each stack's attention module (its output projection is PROJ[...] under it)
@@ -365,18 +365,6 @@ def lens_script(folder: str, family: str, n_head: dict, dec_ids, src_ids, *, edi
     return "\n".join(lines)
 
 
-class _FromClean:
-    """Stands in for the clean pass build_edits reads a patched head from: the script records it itself."""
-
-    def __init__(self, stack: str):
-        self.heads = {stack: _Any()}
-
-
-class _Any:
-    def __getitem__(self, _key):
-        return self
-
-
 def seq2seq_script(ckpt, source, dec_ids, stack: str = "decoder", spec=None, *, edits: dict | None = None,
                    allowed=None, clean=None, folder: str | None = None, float64: bool = False) -> dict:
     """{"pytorch": script, "lens": script or "", "pytorch_problem": "", "lens_problem": why not or ""} reproducing an
@@ -432,7 +420,7 @@ def seq2seq_script(ckpt, source, dec_ids, stack: str = "decoder", spec=None, *, 
                                   "same length")
     if spec is not None:
         built, _said = build_edits(ckpt, spec, stack, S, T, allowed=allowed,
-                                   clean=_FromClean(stack) if clean is not None else None)
+                                   clean=RecordedInScript(stack) if clean is not None else None)
         patch = {st: sorted(e.patch_heads) for st, e in built.items()}
     else:
         built = dict(edits)

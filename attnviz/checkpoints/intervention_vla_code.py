@@ -27,7 +27,7 @@ arguments and imports attnviz's checks when called.
 
 from __future__ import annotations
 
-from attnviz.checkpoints.hook_edits import layer_edits, removed_edges
+from attnviz.checkpoints.hook_edits import RecordedInScript, layer_edits, removed_edges
 
 STACKS = ("vlm", "expert")
 IMAGE_FILES = "interventions_camera{i}.png"  # the pictures a script opens, one per camera (saved beside it)
@@ -237,18 +237,6 @@ def hook_script(folder: str, cameras, image_files, instruction: str, state, *, n
     return "\n".join(lines)
 
 
-class _FromClean:
-    """Stands in for the clean pass build_vla_edit reads a patched head from: the script records it itself."""
-
-    def __init__(self, stack: str):
-        self.heads = {stack: _Any()}
-
-
-class _Any:
-    def __getitem__(self, _key):
-        return self
-
-
 def _own_masks(ckpt, Tp: int, Ta: int):
     """({"vlm": (Tp, T), "expert": {layer: (Ta, T)}}) bool: the keys each stack's rows see under the policy's block
     mask (images and language see each other, the state sees the prefix; the actions the prefix and, in a
@@ -314,7 +302,7 @@ def vla_script(ckpt, inp, spec, stack: str, *, allowed=None, folder=None) -> dic
             raise CheckpointError(f"the clean instruction gives {Tc} tokens and this one {T}: patching needs the "
                                   "same length")
     built, _said = build_vla_edit(ckpt, spec, stack, T, allowed=allowed,
-                                  clean=_FromClean(stack) if clean is not None else None)
+                                  clean=RecordedInScript(stack) if clean is not None else None)
     e = built.stack(stack)
     files = [IMAGE_FILES.format(i=i) for i in range(len(images))]
     out = {"pytorch": "", "lens": "", "pytorch_problem": "", "lens_problem": LENS_PROBLEM, "images": images,
