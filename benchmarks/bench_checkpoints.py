@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.checkpoints import load_checkpoint, ready_models
-from attnviz.checkpoints.config import ModelConfig
+from attnviz.checkpoints.config import CheckpointConfig
 from attnviz.checkpoints.forward import forward_bert, forward_vit
 from attnviz.checkpoints.preprocess import preprocess_image
 from attnviz.checkpoints.weights import expected_tensors
@@ -64,7 +64,7 @@ def minilm_ids(ckpt, T: int = 128) -> np.ndarray:
 
 def vit_tiny16_like(seed: int = 0):
     """A ViT-Ti/16-shaped model (d 192, 3 heads, 12 layers, 224x224) with random weights."""
-    c = ModelConfig(kind="vit", model_type="vit", d_model=192, n_layer=12, n_head=3, d_ff=768, act="gelu",
+    c = CheckpointConfig(kind="vit", model_type="vit", d_model=192, n_layer=12, n_head=3, d_ff=768, act="gelu",
                     ln_eps=1e-12, image_size=(224, 224), patch_size=(16, 16), num_channels=3, n_extra=1)
     rng = np.random.default_rng(seed)
     w = {k: rng.normal(0, 0.05, s).astype(np.float32) for k, s in expected_tensors(c).items()}

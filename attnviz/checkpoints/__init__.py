@@ -20,7 +20,7 @@ from attnviz.checkpoints.analysis import (
     head_summaries,
 )
 from attnviz.checkpoints.config import ImageConfig
-from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.checkpoints.model_config import CheckpointConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.loader import Checkpoint, load_checkpoint, ready_models
 from attnviz.checkpoints.run import ModelAttention, run_image, run_text
@@ -36,7 +36,7 @@ __all__ = [
     "HeadSummaries",
     "ImageConfig",
     "ModelAttention",
-    "ModelConfig",
+    "CheckpointConfig",
     "Rollout",
     "Seq2SeqAttention",
     "Seq2SeqCheckpoint",

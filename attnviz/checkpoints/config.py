@@ -1,7 +1,7 @@
 """What ``config.json`` and ``preprocessor_config.json`` of a checkpoint folder say, checked.
 
 :func:`parse_model_config` turns a Hugging Face ``config.json`` (BERT-family, GPT-2, ViT/DeiT and the
-families of :mod:`.families`) into one frozen :class:`ModelConfig`; :func:`parse_image_config` turns a
+families of :mod:`.families`) into one frozen :class:`CheckpointConfig`; :func:`parse_image_config` turns a
 ViT, CLIP, DINOv2 or SigLIP ``preprocessor_config.json`` into an :class:`ImageConfig`.  Anything missing, mistyped or unsupported raises
 :class:`~attnviz.checkpoints.errors.CheckpointError` naming the key and what is supported.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 from attnviz.checkpoints.decoder_config import DECODER_TYPES, parse_decoder_config
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.families import FAMILY_KIND, parse_family, unsupported_reason
-from attnviz.checkpoints.model_config import (LN_EPS_RANGE, ModelConfig, act_field, bool_field, eps_field, float_field,
-                                              int_field, pair_field)
+from attnviz.checkpoints.model_config import (LN_EPS_RANGE, CheckpointConfig, act_field, bool_field, eps_field,
+                                              float_field, int_field, pair_field)
 from attnviz.checkpoints.json_file import MAX_JSON_BYTES, MAX_JSON_DEPTH, read_json  # noqa: F401 - re-exported
 
 # model_type in config.json -> the forward pass that runs it
@@ -58,8 +58,8 @@ class ImageConfig:
     resize_to: tuple[int, int] = (0, 0)  # DeiT-style: a fixed (H, W) resize before the centre crop ((0, 0): none)
 
 
-def parse_model_config(cfg: dict) -> ModelConfig:
-    """Check a config.json dict and return the ModelConfig of a supported architecture."""
+def parse_model_config(cfg: dict) -> CheckpointConfig:
+    """Check a config.json dict and return the CheckpointConfig of a supported architecture."""
     model_type = cfg.get("model_type")
     if model_type is None:
         raise CheckpointError("config.json has no 'model_type', so the architecture is unknown")
@@ -83,7 +83,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
             raise CheckpointError(
                 f"config.json: position_embedding_type {pet!r} is not supported; only 'absolute' BERT position tables are"
             )
-        c = ModelConfig(
+        c = CheckpointConfig(
             kind=kind, model_type=model_type, d_model=int_field(cfg, "hidden_size"), n_layer=int_field(cfg, "num_hidden_layers"),
             n_head=int_field(cfg, "num_attention_heads"), d_ff=int_field(cfg, "intermediate_size"),
             act=act_field(cfg, "hidden_act", "gelu"), ln_eps=eps_field(cfg, "layer_norm_eps", 1e-12),
@@ -92,7 +92,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
         )
     elif kind == "gpt2":
         d = int_field(cfg, "n_embd", cfg.get("hidden_size"))
-        c = ModelConfig(
+        c = CheckpointConfig(
             kind=kind, model_type=model_type, d_model=d, n_layer=int_field(cfg, "n_layer"), n_head=int_field(cfg, "n_head"),
             d_ff=int_field(cfg, "n_inner", 4 * d) if cfg.get("n_inner") is not None else 4 * d,
             act=act_field(cfg, "activation_function", "gelu_new"), ln_eps=eps_field(cfg, "layer_norm_epsilon", 1e-5),
@@ -102,7 +102,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
         if not bool_field(cfg, "scale_attn_weights", True):
             raise CheckpointError("config.json: scale_attn_weights=false is not supported (scores are always scaled by 1/sqrt(hs))")
     else:
-        c = ModelConfig(
+        c = CheckpointConfig(
             kind=kind, model_type=model_type, d_model=int_field(cfg, "hidden_size"), n_layer=int_field(cfg, "num_hidden_layers"),
             n_head=int_field(cfg, "num_attention_heads"), d_ff=int_field(cfg, "intermediate_size"),
             act=act_field(cfg, "hidden_act", "gelu"), ln_eps=eps_field(cfg, "layer_norm_eps", 1e-12),
@@ -123,7 +123,7 @@ def parse_model_config(cfg: dict) -> ModelConfig:
     return c
 
 
-def parse_image_config(pp: dict, model: ModelConfig) -> ImageConfig:
+def parse_image_config(pp: dict, model: CheckpointConfig) -> ImageConfig:
     """Check a preprocessor_config.json dict against the model it feeds."""
     where = "preprocessor_config.json"
     size = pp.get("size", {"height": model.image_size[0], "width": model.image_size[1]})
@@ -192,7 +192,7 @@ MAX_INPUT_PIXELS = 40_000_000  # a processor size (or a short-side resize) beyon
 MAX_ATTENTION_BYTES = 2 << 30  # every layer's and head's (T, T) float32 maps of one image
 
 
-def _check_input_size(ic: ImageConfig, model: ModelConfig, where: str) -> None:
+def _check_input_size(ic: ImageConfig, model: CheckpointConfig, where: str) -> None:
     """Refuse a processor size whose pixels or whose attention maps (L, nh, T, T) would not fit."""
     H, W = ic.size
     if H * W > MAX_INPUT_PIXELS:

@@ -19,7 +19,7 @@ import numpy as np
 
 from attnviz.checkpoints.decoder_config import alibi_slopes
 from attnviz.checkpoints.decoder_moe import moe_mlp, moe_tensors, stored_moe_name
-from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.checkpoints.model_config import CheckpointConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.layers import activation, layer_norm, linear, merge_heads, pick_kernel, split_heads
 from attnviz.checkpoints.rope import cos_sin, inverse_frequencies, rotate
@@ -30,7 +30,7 @@ BAND_CELLS = 1 << 22  # mask cells per band of query rows when a soft-capped lon
 MASK_KEYS = ("full_attention", "sliding_attention")  # the layer types a mask mapping is keyed by (transformers')
 
 
-def _norm_tensors(c: ModelConfig, name: str, width: int) -> dict[str, tuple[int, ...]]:
+def _norm_tensors(c: CheckpointConfig, name: str, width: int) -> dict[str, tuple[int, ...]]:
     kind = c.decoder.norm
     if kind == "plain":  # OLMo's LayerNorm has neither weight nor bias
         return {}
@@ -40,7 +40,7 @@ def _norm_tensors(c: ModelConfig, name: str, width: int) -> dict[str, tuple[int,
     return out
 
 
-def decoder_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+def decoder_tensors(c: CheckpointConfig) -> dict[str, tuple[int, ...]]:
     """Canonical name -> shape of every tensor the decoder forward pass reads (base model layout, in
     Llama's names: :func:`stored_name` gives each family's own)."""
     s = c.decoder
@@ -128,7 +128,7 @@ _FALCON_NAMES = ((".self_attn.qkv_proj.", ".self_attention.query_key_value."),
                  (".mlp.down_proj.", ".mlp.dense_4h_to_h."))
 
 
-def stored_name(c: ModelConfig, name: str) -> str:
+def stored_name(c: CheckpointConfig, name: str) -> str:
     """The name canonical tensor ``name`` has in the family's files (without the base model's prefix)."""
     if c.model_type in ("falcon", "bloom"):
         top = {"embed_tokens.weight": "word_embeddings.weight", "norm.weight": "ln_f.weight", "norm.bias": "ln_f.bias",
@@ -169,7 +169,7 @@ def rms_norm_plus_one(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return out.astype(x.dtype, copy=False)
 
 
-def apply_norm(c: ModelConfig, W, name: str, x: np.ndarray) -> np.ndarray:
+def apply_norm(c: CheckpointConfig, W, name: str, x: np.ndarray) -> np.ndarray:
     """The family's norm ``name`` (e.g. "layers.0.input_layernorm", "norm") of rows x (..., C): RMSNorm,
     Gemma's (1 + w) RMSNorm, LayerNorm with weight and bias, or OLMo's LayerNorm without either."""
     s = c.decoder
@@ -181,12 +181,12 @@ def apply_norm(c: ModelConfig, W, name: str, x: np.ndarray) -> np.ndarray:
     return layer_norm(x, one(1.0), one(0.0), c.ln_eps)
 
 
-def final_norm(c: ModelConfig, W, x: np.ndarray) -> np.ndarray:
+def final_norm(c: CheckpointConfig, W, x: np.ndarray) -> np.ndarray:
     """The norm after the last layer (what the head reads) of rows x (..., C)."""
     return apply_norm(c, W, "norm", x)
 
 
-def enter(c: ModelConfig, W, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
+def enter(c: CheckpointConfig, W, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The rows entering the first layer from the token rows x (n, C) at positions ``pos`` (n,): as they are,
     LayerNormed (BLOOM), or with the learned position table's rows added (OPT: row position + 2)."""
     s = c.decoder
@@ -199,7 +199,7 @@ def enter(c: ModelConfig, W, x: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return x + W.rows("embed_positions.weight", pos + s.position_offset)  # (n, C)
 
 
-def rotary_tables(c: ModelConfig, layer: int, pos: np.ndarray, dtype, cache: dict):
+def rotary_tables(c: CheckpointConfig, layer: int, pos: np.ndarray, dtype, cache: dict):
     """(cos, sin) (T, rotary_dim) of ``layer`` at positions ``pos``, kept in ``cache`` per rotary setting (None,
     None for learned positions). The length-dependent types (dynamic, longrope) read the highest position + 1,
     as transformers does per call."""
@@ -214,14 +214,14 @@ def rotary_tables(c: ModelConfig, layer: int, pos: np.ndarray, dtype, cache: dic
     return cache[rope]
 
 
-def layer_input(c: ModelConfig, W, i: int, x: np.ndarray) -> np.ndarray:
+def layer_input(c: CheckpointConfig, W, i: int, x: np.ndarray) -> np.ndarray:
     """What layer ``i``'s attention reads: its input norm of the residual stream x (n, C) (OLMo 2: x itself)."""
     if c.decoder.block == "post":
         return x
     return apply_norm(c, W, f"layers.{i}.input_layernorm", x)
 
 
-def layer_qkv(c: ModelConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray | None = None):
+def layer_qkv(c: CheckpointConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np.ndarray, pos: np.ndarray | None = None):
     """(q (nh, n, hd), k (nkv, n, hd), v (nkv, n, hd)) of layer ``i`` from its attention input h (n, C): the
     projections (separate, fused or per head), OLMo's clamp, the q/k norms, the rotation (of the first
     rotary_dim features of each head). With ALiBi (BLOOM) q and k carry one feature more, 1 and
@@ -279,7 +279,7 @@ def layer_qkv(c: ModelConfig, W, i: int, h: np.ndarray, cos: np.ndarray, sin: np
     return q, k, np.ascontiguousarray(v, dtype=dtype)
 
 
-def layer_mlp(c: ModelConfig, W, i: int, h: np.ndarray) -> np.ndarray:
+def layer_mlp(c: CheckpointConfig, W, i: int, h: np.ndarray) -> np.ndarray:
     """Layer ``i``'s MLP on rows h (n, C) -> (n, C): gated (separate or fused gate/up), plain, or a sparse
     layer's mixture of experts (:mod:`attnviz.checkpoints.decoder_moe`)."""
     s = c.decoder
@@ -297,7 +297,7 @@ def layer_mlp(c: ModelConfig, W, i: int, h: np.ndarray) -> np.ndarray:
     return linear(gate, W.matrix(m + "down_proj.weight"), W.get(m + "down_proj.bias"))  # (n, C)
 
 
-def layer_output(c: ModelConfig, W, i: int, x: np.ndarray, h: np.ndarray, out: np.ndarray) -> np.ndarray:
+def layer_output(c: CheckpointConfig, W, i: int, x: np.ndarray, h: np.ndarray, out: np.ndarray) -> np.ndarray:
     """The residual stream leaving layer ``i``: x (n, C) entering it, h (n, C) its attention's input and
     out (nh, n, hd) the heads' outputs, through the output projection, the MLP and the family's block."""
     s = c.decoder
@@ -356,7 +356,7 @@ def windowed(mask: np.ndarray, window: int) -> np.ndarray:
     return mask & (np.arange(T)[None, :] > np.arange(T)[:, None] - window)  # (T, T)
 
 
-def block_sequence_masks(c: ModelConfig, block_ids) -> dict[str, np.ndarray]:
+def block_sequence_masks(c: CheckpointConfig, block_ids) -> dict[str, np.ndarray]:
     """The masks transformers 5.24 builds from ``block_sequence_ids`` (PaliGemma's prefix, Gemma 3's
     images): a token sees the earlier keys (within the window on a sliding layer) and every token of its
     own block (id >= 0, -1: no block), whatever the window. Returns the mapping ``forward_decoder``
@@ -370,20 +370,20 @@ def block_sequence_masks(c: ModelConfig, block_ids) -> dict[str, np.ndarray]:
     return {"full_attention": causal_mask(T) | same, "sliding_attention": causal_mask(T, window) | same}
 
 
-def embed_scale(c: ModelConfig, dtype=np.float32):
+def embed_scale(c: CheckpointConfig, dtype=np.float32):
     """The number token rows are multiplied by before the first layer: sqrt(d_model) in ``dtype`` for
     the Gemma families (transformers keeps it as a tensor in the weights' dtype), None for the others."""
     return np.dtype(dtype).type(math.sqrt(c.d_model)) if c.decoder.embed_scale else None
 
 
-def embed_tokens(c: ModelConfig, weights, ids, dtype=np.float32) -> np.ndarray:
+def embed_tokens(c: CheckpointConfig, weights, ids, dtype=np.float32) -> np.ndarray:
     """(T, d_model) rows of the token embedding table for ``ids`` (T,), in ``dtype``, BEFORE the family's
     embedding scale (:func:`embed_scale`): what :func:`forward_decoder` takes as ``embeds``."""
     ids = _check_ids(c, ids)
     return np.array(_W(weights, dtype).rows("embed_tokens.weight", ids), dtype=dtype)  # (T, C), a copy to edit
 
 
-def _check_ids(c: ModelConfig, ids) -> np.ndarray:
+def _check_ids(c: CheckpointConfig, ids) -> np.ndarray:
     ids = np.asarray(ids)
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
         raise CheckpointError(f"token ids must be a 1-D array of integers (got {ids.dtype} {ids.shape})")
@@ -478,7 +478,7 @@ class DecoderTrace:
         self.masks: dict[int, TiledMask] = {}  # window -> tiled mask of the layers with that window
 
 
-def forward_decoder(c: ModelConfig, weights, ids: np.ndarray | None, *, dtype=np.float32, kernel: str = "auto",
+def forward_decoder(c: CheckpointConfig, weights, ids: np.ndarray | None, *, dtype=np.float32, kernel: str = "auto",
                     keep: str = "weights", embeds=None, mask=None, positions=None):
     """Decoder on token ids (T,). Returns (attentions (L, nh, T, T), hidden) for ``keep="weights"``,
     (DecoderTrace, hidden) for ``keep="qk"`` (flash kernel, causal TiledMask; a soft-capped family runs

@@ -1,6 +1,6 @@
 """``config.json`` of a decoder LLM (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, GPT-NeoX /
 Pythia, Phi-1/2, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT, BLOOM, and the mixture-of-experts Mixtral,
-Qwen2-MoE and Qwen3-MoE) -> a checked :class:`ModelConfig`.
+Qwen2-MoE and Qwen3-MoE) -> a checked :class:`CheckpointConfig`.
 
 They share one block (a norm, grouped-query attention with RoPE, an MLP, a final norm); what differs
 (biases, q/k norms, sliding windows, head_dim, rope scaling and partial rotary, Gemma's (1 + w) norms,
@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.model_config import ModelConfig, act_field, bool_field, float_field, int_field
+from attnviz.checkpoints.model_config import CheckpointConfig, act_field, bool_field, float_field, int_field
 
 # model_type -> (q/k/v bias default, q/k RMSNorm)
 DECODER_TYPES = {"llama": (False, False), "mistral": (False, False), "qwen2": (True, False), "qwen3": (False, True)}
@@ -80,7 +80,7 @@ class MoeSpec:
 
 @dataclass(frozen=True)
 class DecoderSpec:
-    """What a decoder block needs beyond ModelConfig's shared numbers."""
+    """What a decoder block needs beyond CheckpointConfig's shared numbers."""
 
     n_kv_head: int  # key/value heads; query head h reads kv head h // (n_head // n_kv_head)
     head_dim: int  # width of each q/k/v head (Qwen3 and Mistral may set it apart from d_model / n_head)
@@ -94,7 +94,7 @@ class DecoderSpec:
     layer_types: tuple[str, ...] | None  # config.json's layer_types when given ("sliding_attention" ...)
     rope: RopeSpec
 
-    n_head: int = 0  # query heads (ModelConfig.n_head), so the spec answers kv_head alone
+    n_head: int = 0  # query heads (CheckpointConfig.n_head), so the spec answers kv_head alone
     norm_plus_one: bool = False  # RMSNorm gains are (1 + w), computed in at least float32 (Gemma)
     embed_scale: bool = False  # token rows are multiplied by sqrt(d_model), a number in the compute dtype (Gemma)
     sandwich_norm: bool = False  # attention's output and the MLP's input and output are RMSNormed too (Gemma 2, 3)
@@ -302,8 +302,8 @@ def _windows(cfg: dict, model_type: str, n_layer: int) -> tuple[int, int, tuple[
     return w, 0, tuple(types)
 
 
-def parse_decoder_config(cfg: dict) -> ModelConfig:
-    """A decoder LLM's config.json (a model_type of :data:`DECODER_TYPES`) -> ModelConfig with ``decoder`` set."""
+def parse_decoder_config(cfg: dict) -> CheckpointConfig:
+    """A decoder LLM's config.json (a model_type of :data:`DECODER_TYPES`) -> CheckpointConfig with ``decoder`` set."""
     model_type = cfg["model_type"]
     if model_type in GEMMA_TYPES:
         return _parse_gemma(cfg, model_type)
@@ -344,7 +344,7 @@ def parse_decoder_config(cfg: dict) -> ModelConfig:
         sliding_window=w, window_from=first, layer_types=types, rope=_rope(cfg, max_pos, head_dim=head_dim), n_head=nh,
         moe=_moe(cfg, model_type) if model_type in MOE_TYPES else None,
     )
-    return ModelConfig(
+    return CheckpointConfig(
         kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
         d_ff=int_field(cfg, "intermediate_size"), act="silu", ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
         max_positions=_context(max_pos, spec.rope), decoder=spec,
@@ -458,8 +458,8 @@ def _gemma_rope(cfg: dict, max_positions: int) -> tuple[RopeSpec, RopeSpec | Non
     return full, local
 
 
-def _parse_gemma(cfg: dict, model_type: str) -> ModelConfig:
-    """A Gemma / Gemma 2 / Gemma 3 text config.json -> ModelConfig, read as transformers 5.24 reads it."""
+def _parse_gemma(cfg: dict, model_type: str) -> CheckpointConfig:
+    """A Gemma / Gemma 2 / Gemma 3 text config.json -> CheckpointConfig, read as transformers 5.24 reads it."""
     defaults = GEMMA_DEFAULTS[model_type]
     d = int_field(cfg, "hidden_size")
     nh = int_field(cfg, "num_attention_heads")
@@ -504,7 +504,7 @@ def _parse_gemma(cfg: dict, model_type: str) -> ModelConfig:
         sliding_window=extra.pop("sliding_window", 0), window_from=0, layer_types=extra.pop("layer_types", None),
         rope=rope, n_head=nh, norm_plus_one=True, embed_scale=True, **extra,
     )
-    return ModelConfig(
+    return CheckpointConfig(
         kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
         d_ff=int_field(cfg, "intermediate_size"), act=act, ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
         max_positions=_context(max_pos, spec.rope), decoder=spec,
@@ -596,7 +596,7 @@ def _falcon_layout(cfg: dict) -> dict:
                 tied=bool_field(cfg, "tie_word_embeddings", True))
 
 
-def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
+def _parse_other(cfg: dict, model_type: str) -> CheckpointConfig:
     """GPT-NeoX, Phi, Phi-3, OLMo, OLMo 2, StableLM, Falcon, OPT and BLOOM, read as transformers 5.24 reads them."""
     act_key, act_default, eps_key, partial_default = _OTHER[model_type]
     if model_type == "bloom":  # BloomConfig's own names (n_embed: the old name of hidden_size) and defaults
@@ -676,14 +676,14 @@ def _parse_other(cfg: dict, model_type: str) -> ModelConfig:
                    block="parallel" if bool_field(cfg, "use_parallel_residual", False) else "sequential")
     if act not in ("silu", "swish") and kw.get("mlp", "gated") != "plain":
         raise CheckpointError(f"config.json: {act_key} {act!r} is not supported for {model_type} (its gated MLP uses 'silu')")
-    return ModelConfig(
+    return CheckpointConfig(
         kind="decoder", model_type=model_type, d_model=d, n_layer=n_layer, n_head=nh,
         d_ff=_d_ff(cfg, model_type, d), act=act, ln_eps=eps, vocab_size=int_field(cfg, "vocab_size"),
         max_positions=_context(max_pos, rope), decoder=DecoderSpec(**kw),
     )
 
 
-def _describe_positions(c: ModelConfig) -> str:
+def _describe_positions(c: CheckpointConfig) -> str:
     s = c.decoder
     if s.learned_positions:
         return "learned positions"
@@ -700,7 +700,7 @@ def _describe_rope(r: RopeSpec) -> str:
     return out if r.partial == 1 else f"{out} on {r.partial:g} of each head"
 
 
-def describe_decoder(c: ModelConfig) -> str:
+def describe_decoder(c: CheckpointConfig) -> str:
     """The decoder's attention in a phrase: 'GQA 8 q / 2 kv heads, hs 64, rope llama3 x8'; Gemma 2's
     'GQA 8 q / 4 kv heads, hs 256, rope, window 4096 on alternate layers, softcap 50'."""
     s = c.decoder

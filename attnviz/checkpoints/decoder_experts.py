@@ -7,10 +7,10 @@ import numpy as np
 from attnviz.checkpoints.decoder import forward_decoder
 from attnviz.checkpoints.decoder_moe import recording_experts
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.checkpoints.model_config import CheckpointConfig
 
 
-def routed_experts(c: ModelConfig, weights, ids, **kw) -> tuple[np.ndarray, np.ndarray]:
+def routed_experts(c: CheckpointConfig, weights, ids, **kw) -> tuple[np.ndarray, np.ndarray]:
     """(experts (L, T, k) int64, weights (L, T, k)) the routers pick for each layer and token of ``ids`` (T,),
     the most probable first; -1 and 0 on the layers that keep a dense MLP. ``kw`` go to
     :func:`~attnviz.checkpoints.decoder.forward_decoder`."""
@@ -22,7 +22,7 @@ def routed_experts(c: ModelConfig, weights, ids, **kw) -> tuple[np.ndarray, np.n
     return experts_from_record(c, rec, int(np.size(ids)), kw.get("dtype", np.float32))
 
 
-def experts_from_record(c: ModelConfig, rec: dict, T: int, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+def experts_from_record(c: CheckpointConfig, rec: dict, T: int, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
     """(experts (L, T, k) int64, weights (L, T, k)) of what :func:`recording_experts` kept over a pass of T tokens
     (each layer's calls in order: chunks of a cached pass follow each other); -1 and 0 on the dense layers."""
     m = c.decoder.moe

@@ -26,7 +26,7 @@ import numpy as np
 
 from attnviz.checkpoints.decoder_config import MoeSpec
 from attnviz.checkpoints.layers import activation, linear
-from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.checkpoints.model_config import CheckpointConfig
 from attnviz.checkpoints.topk import topk_rows
 
 _MIXTRAL_EXPERT = re.compile(r"\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.")
@@ -47,7 +47,7 @@ def recording_experts():
         _RECORD.reset(token)
 
 
-def moe_tensors(c: ModelConfig, layer: int) -> dict[str, tuple[int, ...]]:
+def moe_tensors(c: CheckpointConfig, layer: int) -> dict[str, tuple[int, ...]]:
     """Canonical name -> shape of the tensors of sparse layer ``layer``'s mixture (router, experts, shared expert)."""
     m: MoeSpec = c.decoder.moe
     d, w = c.d_model, m.d_expert
@@ -63,7 +63,7 @@ def moe_tensors(c: ModelConfig, layer: int) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def stored_moe_name(c: ModelConfig, name: str) -> str:
+def stored_moe_name(c: CheckpointConfig, name: str) -> str:
     """The name canonical tensor ``name`` has in the family's files: Mixtral keeps its mixture in
     ``block_sparse_moe`` with experts ``w1`` (gate), ``w3`` (up) and ``w2`` (down); the Qwen families as named."""
     if c.model_type != "mixtral" or ".mlp." not in name:
@@ -72,7 +72,7 @@ def stored_moe_name(c: ModelConfig, name: str) -> str:
     return name.replace(".mlp.gate.", ".block_sparse_moe.gate.")
 
 
-def route(c: ModelConfig, W, layer: int, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def route(c: CheckpointConfig, W, layer: int, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(experts (n, k) int64, weights (n, k) in the dtype of h) the router of ``layer`` picks for rows h (n, C):
     the most probable first, probabilities from a float32 softmax, renormalised when the spec says so."""
     m: MoeSpec = c.decoder.moe
@@ -86,14 +86,14 @@ def route(c: ModelConfig, W, layer: int, h: np.ndarray) -> tuple[np.ndarray, np.
     return experts.astype(np.int64), top.astype(h.dtype)
 
 
-def _swiglu(c: ModelConfig, W, prefix: str, x: np.ndarray) -> np.ndarray:
+def _swiglu(c: CheckpointConfig, W, prefix: str, x: np.ndarray) -> np.ndarray:
     """down(act(gate x) * up x) of the expert whose tensors start with ``prefix``, on rows x (n, C) -> (n, C)."""
     g = activation(c.act, linear(x, W.matrix(prefix + "gate_proj.weight"), None))  # (n, w)
     g *= linear(x, W.matrix(prefix + "up_proj.weight"), None)
     return linear(g, W.matrix(prefix + "down_proj.weight"), None)  # (n, C)
 
 
-def moe_mlp(c: ModelConfig, W, layer: int, h: np.ndarray) -> np.ndarray:
+def moe_mlp(c: CheckpointConfig, W, layer: int, h: np.ndarray) -> np.ndarray:
     """Sparse layer ``layer``'s mixture of experts on rows h (n, C) -> (n, C)."""
     p = f"layers.{layer}.mlp."
     experts, weights = route(c, W, layer, h)  # (n, k) each

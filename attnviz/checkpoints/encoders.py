@@ -37,14 +37,14 @@ import numpy as np
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.forward import _Cast, bert_blocks, biased_attention
 from attnviz.checkpoints.layers import activation, layer_norm, linear, self_attention, split_heads
-from attnviz.checkpoints.model_config import ModelConfig, act_field, bool_field, eps_field, int_field
+from attnviz.checkpoints.model_config import CheckpointConfig, act_field, bool_field, eps_field, int_field
 
 TEXT_FAMILY_TYPES = ("albert", "mpnet", "deberta-v2", "deberta")  # parsed here, run by forward_encoder
 MPNET_BUCKETS, MPNET_MAX_DISTANCE = 32, 128  # MPNetEncoder.compute_position_bias's fixed arguments
 MPNET_PAD = 1  # MPNetEmbeddings.padding_idx: fixed at 1 whatever pad_token_id says
 
 
-def position_ids(c: ModelConfig, ids: np.ndarray) -> np.ndarray:
+def position_ids(c: CheckpointConfig, ids: np.ndarray) -> np.ndarray:
     """(T,) rows of the position table: 0..T-1, or RoBERTa's count of non-padding tokens after the pad index."""
     if c.padding_idx < 0:
         return np.arange(ids.shape[0])
@@ -52,7 +52,7 @@ def position_ids(c: ModelConfig, ids: np.ndarray) -> np.ndarray:
     return np.cumsum(real) * real + c.padding_idx  # (T,) pad + 1 + i as fairseq made them; padding gets row pad
 
 
-def forward_encoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None,
+def forward_encoder(c: CheckpointConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None,
                     terms: dict | None = None):
     """RoBERTa, XLM-RoBERTa, ELECTRA, DistilBERT, ALBERT or MPNet on token ids (T,), no padding; ``edit``: an
     intervention, applied as in :func:`attnviz.checkpoints.forward.bert_blocks`;
@@ -77,7 +77,7 @@ def forward_encoder(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float3
     return bert_blocks(c, W, x, None, dtype, kernel, edit)
 
 
-def _distilbert(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit=None):
+def _distilbert(c: CheckpointConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit=None):
     T = ids.shape[0]
     x = W.rows("embeddings.word_embeddings.weight", ids) + W.rows("embeddings.position_embeddings.weight", slice(0, T))
     x = layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], c.ln_eps)  # (T, C)
@@ -104,12 +104,12 @@ def _distilbert(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, e
 # ---- ALBERT ---------------------------------------------------------------------------------------------
 
 
-def albert_group(c: ModelConfig, i: int) -> int:
+def albert_group(c: CheckpointConfig, i: int) -> int:
     """The weight group layer i runs, as AlbertTransformer computes it (a float division, truncated)."""
     return int(i / (c.n_layer / c.n_groups))
 
 
-def _albert(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit):
+def _albert(c: CheckpointConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit):
     T = ids.shape[0]
     x = W.rows("embeddings.word_embeddings.weight", ids)  # (T, E)
     if c.type_vocab_size:
@@ -140,7 +140,7 @@ def _albert(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit)
 # ---- MPNet ----------------------------------------------------------------------------------------------
 
 
-def mpnet_bias(c: ModelConfig, table: np.ndarray, T: int) -> np.ndarray:
+def mpnet_bias(c: CheckpointConfig, table: np.ndarray, T: int) -> np.ndarray:
     """(nh, T, T) relative position bias of MPNet's scores from the (buckets, nh) table."""
     from attnviz.checkpoints.seq2seq_t5 import relative_buckets  # T5's bucketing: the same rule, bidirectional
 
@@ -148,7 +148,7 @@ def mpnet_bias(c: ModelConfig, table: np.ndarray, T: int) -> np.ndarray:
     return np.ascontiguousarray(table[b].transpose(2, 0, 1))  # (nh, T, T)
 
 
-def _mpnet(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit, terms: dict | None):
+def _mpnet(c: CheckpointConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit, terms: dict | None):
     T = ids.shape[0]
     x = W.rows("embeddings.word_embeddings.weight", ids) + W.rows("embeddings.position_embeddings.weight",
                                                                    position_ids(c, ids))  # (T, C)
@@ -233,7 +233,7 @@ def _conv_act(name: str, x: np.ndarray) -> np.ndarray:
     return np.tanh(x) if name == "tanh" else activation(name, x)
 
 
-def _deberta_conv(c: ModelConfig, W: _Cast, emb: np.ndarray, out: np.ndarray) -> np.ndarray:
+def _deberta_conv(c: CheckpointConfig, W: _Cast, emb: np.ndarray, out: np.ndarray) -> np.ndarray:
     """DeBERTa v2's ConvLayer after layer 0: LN(out + act(conv1d(emb))) over the tokens, zero-padded."""
     s = c.spec
     k, g = s.conv_kernel, s.conv_groups
@@ -252,7 +252,7 @@ def _deberta_conv(c: ModelConfig, W: _Cast, emb: np.ndarray, out: np.ndarray) ->
     return layer_norm(out + y, W["encoder.conv.LayerNorm.weight"], W["encoder.conv.LayerNorm.bias"], c.ln_eps)
 
 
-def _deberta(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit, terms: dict | None):
+def _deberta(c: CheckpointConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit, terms: dict | None):
     s: DebertaSpec = c.spec
     T, nh = ids.shape[0], c.n_head
     x = W.rows("embeddings.word_embeddings.weight", ids)  # (T, E)
@@ -332,7 +332,7 @@ def _deberta(c: ModelConfig, W: _Cast, ids: np.ndarray, dtype, kernel: str, edit
     return atts, x
 
 
-def _parse_deberta(cfg: dict, v1: bool = False) -> ModelConfig:
+def _parse_deberta(cfg: dict, v1: bool = False) -> CheckpointConfig:
     if v1 and bool_field(cfg, "talking_head", False):
         raise CheckpointError("config.json: talking_head=true (DeBERTa v1's head-mixing projections) is not supported")
     pat = cfg.get("pos_att_type") or []
@@ -374,7 +374,7 @@ def _parse_deberta(cfg: dict, v1: bool = False) -> ModelConfig:
     if spec.buckets > 0 and spec.max_relative - 1 <= buckets // 2:
         raise CheckpointError(f"config.json: max_relative_positions {spec.max_relative} must exceed half the "
                               f"{buckets} position buckets + 1")
-    c = ModelConfig(
+    c = CheckpointConfig(
         kind="bert", model_type="deberta" if v1 else "deberta-v2", d_model=d,
         n_layer=int_field(cfg, "num_hidden_layers", 12 if v1 else 24), n_head=n_head,
         d_ff=int_field(cfg, "intermediate_size", 3072 if v1 else 6144), act=act_field(cfg, "hidden_act", "gelu"),
@@ -386,7 +386,7 @@ def _parse_deberta(cfg: dict, v1: bool = False) -> ModelConfig:
     return c
 
 
-def _deberta_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+def _deberta_tensors(c: CheckpointConfig) -> dict[str, tuple[int, ...]]:
     s: DebertaSpec = c.spec
     d, ff, e = c.d_model, c.d_ff, c.embedding_size
     shapes = {"embeddings.word_embeddings.weight": (c.vocab_size, e)}
@@ -430,8 +430,8 @@ def _deberta_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
 # ---- config.json and tensor lists ----------------------------------------------------------------------
 
 
-def parse_text_family(cfg: dict, model_type: str) -> ModelConfig:
-    """The ModelConfig of an ALBERT or MPNet config.json (defaults: the transformers config class's)."""
+def parse_text_family(cfg: dict, model_type: str) -> CheckpointConfig:
+    """The CheckpointConfig of an ALBERT or MPNet config.json (defaults: the transformers config class's)."""
     if model_type == "albert":
         if int_field(cfg, "inner_group_num", 1) != 1:
             raise CheckpointError(f"config.json: inner_group_num {cfg['inner_group_num']} is not supported (only 1 "
@@ -439,7 +439,7 @@ def parse_text_family(cfg: dict, model_type: str) -> ModelConfig:
         pet = cfg.get("position_embedding_type", "absolute")
         if pet != "absolute":
             raise CheckpointError(f"config.json: position_embedding_type {pet!r} is not supported; only 'absolute' tables are")
-        c = ModelConfig(
+        c = CheckpointConfig(
             kind="bert", model_type=model_type, d_model=int_field(cfg, "hidden_size", 4096),
             n_layer=int_field(cfg, "num_hidden_layers", 12), n_head=int_field(cfg, "num_attention_heads", 64),
             d_ff=int_field(cfg, "intermediate_size", 16384), act=act_field(cfg, "hidden_act", "gelu_new"),
@@ -451,7 +451,7 @@ def parse_text_family(cfg: dict, model_type: str) -> ModelConfig:
             raise CheckpointError(f"config.json: num_hidden_groups {c.n_groups} is more than the {c.n_layer} layers")
         return c
     if model_type == "mpnet":
-        c = ModelConfig(
+        c = CheckpointConfig(
             kind="bert", model_type=model_type, d_model=int_field(cfg, "hidden_size", 768),
             n_layer=int_field(cfg, "num_hidden_layers", 12), n_head=int_field(cfg, "num_attention_heads", 12),
             d_ff=int_field(cfg, "intermediate_size", 3072), act=act_field(cfg, "hidden_act", "gelu"),
@@ -478,7 +478,7 @@ def _lin(name: str, n_out: int, n_in: int) -> dict:
     return {f"{name}.weight": (n_out, n_in), f"{name}.bias": (n_out,)}
 
 
-def text_family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+def text_family_tensors(c: CheckpointConfig) -> dict[str, tuple[int, ...]]:
     """Canonical tensor name -> shape of every tensor ALBERT's or MPNet's forward pass reads."""
     d, ff = c.d_model, c.d_ff
     if c.model_type == "albert":

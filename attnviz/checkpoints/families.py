@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from attnviz.checkpoints.model_config import LN_EPS_RANGE, ModelConfig, act_field, bool_field, float_field, int_field, pair_field
+from attnviz.checkpoints.model_config import (LN_EPS_RANGE, CheckpointConfig, act_field, bool_field, float_field,
+                                              int_field, pair_field)
 from attnviz.checkpoints.errors import CheckpointError
 
 ROBERTA_TYPES = ("roberta", "xlm-roberta")
@@ -65,8 +66,8 @@ def _sub_config(cfg: dict, key: str) -> dict:
     return sub
 
 
-def vision_tower_config(vision_config: dict, defaults: dict | None = None) -> ModelConfig:
-    """The ModelConfig of a vision-language model's ``vision_config`` (a CLIP or SigLIP tower, or
+def vision_tower_config(vision_config: dict, defaults: dict | None = None) -> CheckpointConfig:
+    """The CheckpointConfig of a vision-language model's ``vision_config`` (a CLIP or SigLIP tower, or
     Idefics3's / SmolVLM's SigLIP), checked as a folder's config.json is.
 
     ``defaults`` are values for the keys the saved dict may leave out (transformers writes only what
@@ -92,8 +93,8 @@ def vision_tower_config(vision_config: dict, defaults: dict | None = None) -> Mo
     return c
 
 
-def parse_family(cfg: dict, model_type: str) -> ModelConfig:
-    """The ModelConfig of one of :data:`FAMILY_KIND`'s model types (shared checks are the caller's)."""
+def parse_family(cfg: dict, model_type: str) -> CheckpointConfig:
+    """The CheckpointConfig of one of :data:`FAMILY_KIND`'s model types (shared checks are the caller's)."""
     c = _parse(cfg, model_type)
     for axis, (s, p) in enumerate(zip(c.image_size, c.patch_size)):
         if p and s % p:
@@ -101,7 +102,7 @@ def parse_family(cfg: dict, model_type: str) -> ModelConfig:
     return c
 
 
-def _parse(cfg: dict, model_type: str) -> ModelConfig:
+def _parse(cfg: dict, model_type: str) -> CheckpointConfig:
     if model_type in ("albert", "mpnet", "deberta-v2", "deberta"):
         from attnviz.checkpoints.encoders import parse_text_family
 
@@ -118,7 +119,7 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
             raise CheckpointError(f"config.json: position_embedding_type {pet!r} is not supported; only 'absolute' tables are")
         d = int_field(cfg, "hidden_size")
         pad = int_field(cfg, "pad_token_id", 1, minimum=0)
-        c = ModelConfig(
+        c = CheckpointConfig(
             kind="bert", model_type=model_type, d_model=d, n_layer=int_field(cfg, "num_hidden_layers"),
             n_head=int_field(cfg, "num_attention_heads"), d_ff=int_field(cfg, "intermediate_size"),
             act=act_field(cfg, "hidden_act", "gelu"), ln_eps=float_field(cfg, "layer_norm_eps", 1e-12),
@@ -133,7 +134,7 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
             raise CheckpointError(f"config.json: pad_token_id {pad} is outside the {c.vocab_size}-row embedding table")
         return c
     if model_type == "distilbert":  # LayerNorm epsilon fixed at 1e-12 in DistilBERT's code, not in its config
-        return ModelConfig(
+        return CheckpointConfig(
             kind="bert", model_type=model_type, d_model=int_field(cfg, "dim", 768), n_layer=int_field(cfg, "n_layers", 6),
             n_head=int_field(cfg, "n_heads", 12), d_ff=int_field(cfg, "hidden_dim", 3072), act=act_field(cfg, "activation", "gelu"),
             ln_eps=1e-12, vocab_size=int_field(cfg, "vocab_size"), max_positions=int_field(cfg, "max_position_embeddings", 512),
@@ -141,14 +142,14 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
     if model_type in CLIP_TYPES:
         if model_type == "clip":
             cfg = _sub_config(cfg, "vision_config")
-        return ModelConfig(**_vision_common(
+        return CheckpointConfig(**_vision_common(
             cfg, model_type, d_ff=int_field(cfg, "intermediate_size", 3072), act=act_field(cfg, "hidden_act", "quick_gelu"),
             ln_eps=float_field(cfg, "layer_norm_eps", 1e-5), patch_size=pair_field(cfg, "patch_size", 32), qkv_bias=True))
     if model_type in SIGLIP_TYPES + TOWER_TYPES:  # no class token; the attention-pooling head ("head.*") is not read
         if model_type == "siglip":
             cfg = _sub_config(cfg, "vision_config")
         dflt = _TOWER_DEFAULTS["siglip_vision_model" if model_type in SIGLIP_TYPES else model_type]
-        return ModelConfig(**_vision_common(
+        return CheckpointConfig(**_vision_common(
             cfg, model_type, n_extra=0, hidden=dflt["hidden_size"], heads=dflt["num_attention_heads"],
             d_ff=int_field(cfg, "intermediate_size", 3072), act=act_field(cfg, "hidden_act", "gelu_pytorch_tanh"),
             ln_eps=float_field(cfg, "layer_norm_eps", 1e-6), patch_size=pair_field(cfg, "patch_size", dflt["patch_size"]),
@@ -160,7 +161,7 @@ def _parse(cfg: dict, model_type: str) -> ModelConfig:
         ratio = float_field(cfg, "mlp_ratio", 4)
         if not ratio > 0:
             raise CheckpointError(f"config.json: 'mlp_ratio' must be > 0 (got {ratio})")
-        return ModelConfig(**_vision_common(
+        return CheckpointConfig(**_vision_common(
             cfg, model_type, d_ff=max(1, int(d * ratio)), act=act_field(cfg, "hidden_act", "gelu"),
             ln_eps=float_field(cfg, "layer_norm_eps", 1e-6), patch_size=pair_field(cfg, "patch_size", 14),
             qkv_bias=bool_field(cfg, "qkv_bias", True)))
@@ -178,7 +179,7 @@ def _lin(name: str, n_out: int, n_in: int, bias: bool = True) -> dict:
     return out
 
 
-def _bert_layers(c: ModelConfig) -> dict:
+def _bert_layers(c: CheckpointConfig) -> dict:
     d, ff, shapes = c.d_model, c.d_ff, {}
     for i in range(c.n_layer):
         p = f"encoder.layer.{i}."
@@ -189,7 +190,7 @@ def _bert_layers(c: ModelConfig) -> dict:
     return shapes
 
 
-def _pre_ln_layers(c: ModelConfig) -> dict:
+def _pre_ln_layers(c: CheckpointConfig) -> dict:
     """The encoder layers CLIP and SigLIP share: layer_norm1, self_attn q/k/v/out_proj, layer_norm2, mlp fc1/fc2."""
     d, ff, shapes = c.d_model, c.d_ff, {}
     for i in range(c.n_layer):
@@ -201,7 +202,7 @@ def _pre_ln_layers(c: ModelConfig) -> dict:
     return shapes
 
 
-def siglip_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+def siglip_tensors(c: CheckpointConfig) -> dict[str, tuple[int, ...]]:
     """Canonical name -> shape of every tensor a SigLIP tower reads (post_layernorm included; ``head.*`` not):
     the names inside ``vision_model.`` of a SiglipModel, or after a VLM's prefix such as
     ``model.vision_tower.vision_model.``."""
@@ -213,7 +214,7 @@ def siglip_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes | _pre_ln_layers(c) | _ln("post_layernorm", d)
 
 
-def family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+def family_tensors(c: CheckpointConfig) -> dict[str, tuple[int, ...]]:
     """Canonical tensor name -> shape for every tensor the forward pass of a family model reads."""
     if c.model_type in ("albert", "mpnet", "deberta-v2", "deberta"):
         from attnviz.checkpoints.encoders import text_family_tensors
@@ -273,8 +274,8 @@ def family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
 # ---- DINOv2 with registers and BEiT --------------------------------------------------------------------
 
 
-def parse_vision_family(cfg: dict, model_type: str) -> ModelConfig:
-    """The ModelConfig of a DINOv2-with-registers or BEiT config.json (defaults: transformers' config class's)."""
+def parse_vision_family(cfg: dict, model_type: str) -> CheckpointConfig:
+    """The CheckpointConfig of a DINOv2-with-registers or BEiT config.json (defaults: transformers' config class's)."""
     if model_type == "dinov2_with_registers":
         c = parse_family({"patch_size": 16, **cfg}, "dinov2")
         r = int_field(cfg, "num_register_tokens", 4, minimum=0)
@@ -284,7 +285,7 @@ def parse_vision_family(cfg: dict, model_type: str) -> ModelConfig:
             raise CheckpointError("config.json: add_fpn=true (BEiT's detection neck) is not supported")
         use_rel = bool_field(cfg, "use_relative_position_bias", False)
         use_shared = bool_field(cfg, "use_shared_relative_position_bias", False)
-        return ModelConfig(
+        return CheckpointConfig(
             kind="vit", model_type=model_type, d_model=int_field(cfg, "hidden_size", 768),
             n_layer=int_field(cfg, "num_hidden_layers", 12), n_head=int_field(cfg, "num_attention_heads", 12),
             d_ff=int_field(cfg, "intermediate_size", 3072), act=act_field(cfg, "hidden_act", "gelu"),
@@ -297,7 +298,7 @@ def parse_vision_family(cfg: dict, model_type: str) -> ModelConfig:
     raise CheckpointError(f"config.json: model_type {model_type!r} is not dinov2_with_registers or beit")
 
 
-def vision_family_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+def vision_family_tensors(c: CheckpointConfig) -> dict[str, tuple[int, ...]]:
     """Canonical tensor name -> shape of every tensor DINOv2-with-registers' or BEiT's forward pass reads."""
     d, ff = c.d_model, c.d_ff
     gh, gw = c.grid

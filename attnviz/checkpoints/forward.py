@@ -15,7 +15,7 @@ import numpy as np
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.layers import (activation, conv1d, layer_norm, linear, merge_heads, pick_kernel, self_attention,
                                         split_heads)
-from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.checkpoints.model_config import CheckpointConfig
 from attnviz.engine import attention
 
 
@@ -65,7 +65,7 @@ def biased_attention(q, k, v, nh: int, bias: np.ndarray, scale: float, kernel: s
     return merge_heads(res.out).astype(q.dtype, copy=False), res.weights.astype(q.dtype, copy=False)
 
 
-def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray | None = None,
+def forward_bert(c: CheckpointConfig, weights, ids: np.ndarray, type_ids: np.ndarray | None = None,
                  key_mask: np.ndarray | None = None, *, dtype=np.float32, kernel: str = "auto", edit=None):
     """BERT-family encoder (post-LN blocks) on token ids (T,); ``key_mask`` (T,) bool, False for padding keys.
     ``edit``: an intervention (see :func:`bert_blocks`), None for the plain pass."""
@@ -80,7 +80,7 @@ def forward_bert(c: ModelConfig, weights, ids: np.ndarray, type_ids: np.ndarray 
     return bert_blocks(c, W, x, key_mask, dtype, kernel, edit)
 
 
-def bert_blocks(c: ModelConfig, W, x: np.ndarray, key_mask: np.ndarray | None, dtype, kernel: str, edit=None):
+def bert_blocks(c: CheckpointConfig, W, x: np.ndarray, key_mask: np.ndarray | None, dtype, kernel: str, edit=None):
     """BERT's post-LN blocks on the embedded tokens x (T, C); W reads weights in ``dtype`` (see _Cast).
 
     ``edit`` (an :class:`attnviz.checkpoints.interventions.Edit`, None for the plain pass) may change, per
@@ -108,7 +108,7 @@ def bert_blocks(c: ModelConfig, W, x: np.ndarray, key_mask: np.ndarray | None, d
     return atts, x
 
 
-def forward_gpt2(c: ModelConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None,
+def forward_gpt2(c: CheckpointConfig, weights, ids: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None,
                  stream: list | None = None):
     """GPT-2 (pre-LN blocks, Conv1D weights stored (in, out)) on token ids (T,), causal; hidden is after ``ln_f``.
 
@@ -154,7 +154,7 @@ def patchify(pixels: np.ndarray, patch_size: tuple[int, int]) -> np.ndarray:
     return x.reshape(gh * gw, C * ph * pw)  # (N, C*ph*pw)
 
 
-def forward_vit(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None):
+def forward_vit(c: CheckpointConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None):
     """ViT / DeiT on preprocessed pixels (C, H, W) of the model's image size; hidden is after the final LayerNorm.
     ``edit``: an intervention, applied as in :func:`bert_blocks`."""
     W = _Cast(weights, dtype)

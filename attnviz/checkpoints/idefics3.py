@@ -35,7 +35,7 @@ from attnviz.checkpoints.idefics3_processor import (IMAGE, IMAGE_SEQ_LEN_DEFAULT
                                                     PromptSpec, PromptTokens, check_placeholders, parse_image_steps,
                                                     process_images, tokenise)
 from attnviz.checkpoints.layers import linear
-from attnviz.checkpoints.model_config import ModelConfig, int_field
+from attnviz.checkpoints.model_config import CheckpointConfig, int_field
 from attnviz.checkpoints.multimodal import (MultimodalAttention, MultimodalCheckpoint, PatchGroup, check_segments,
                                             segments_from_runs)
 from attnviz.checkpoints.parts import Part, PartView, load_parts
@@ -62,8 +62,8 @@ class Idefics3Spec:
     """An Idefics3 / SmolVLM checkpoint's parts and processor, checked against each other."""
 
     family: str  # "idefics3" | "smolvlm"
-    vision: ModelConfig  # the SigLIP tower (model_type idefics3_vision / smolvlm_vision)
-    text: ModelConfig  # the Llama decoder (kind "decoder")
+    vision: CheckpointConfig  # the SigLIP tower (model_type idefics3_vision / smolvlm_vision)
+    text: CheckpointConfig  # the Llama decoder (kind "decoder")
     scale_factor: int  # the connector's pixel shuffle: s x s patches -> one token
     image_token_id: int  # id of <image>, the tokens the features replace
     steps: ImageSteps  # the image processor's settings

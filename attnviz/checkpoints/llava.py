@@ -23,7 +23,7 @@ from attnviz.checkpoints.decoder_text import encode
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.families import family_tensors, parse_family
 from attnviz.checkpoints.layers import activation, linear
-from attnviz.checkpoints.model_config import ACTIVATIONS, ModelConfig, bool_field, int_field
+from attnviz.checkpoints.model_config import ACTIVATIONS, CheckpointConfig, bool_field, int_field
 from attnviz.checkpoints.multimodal import (MultimodalAttention, MultimodalCheckpoint, PatchGroup, check_segments,
                                             segments_from_runs)
 from attnviz.checkpoints.parts import Part, PartView, load_parts
@@ -45,8 +45,8 @@ TEXT_PREFIXES = ("language_model.model.", "model.language_model.", "language_mod
 class LlavaSpec:
     """A LLaVA checkpoint's three parts and how they are joined."""
 
-    vision: ModelConfig  # the CLIP vision tower (kind "vit")
-    text: ModelConfig  # the decoder LLM (kind "decoder")
+    vision: CheckpointConfig  # the CLIP vision tower (kind "vit")
+    text: CheckpointConfig  # the decoder LLM (kind "decoder")
     feature_layers: tuple[int, ...]  # hidden states the projector reads (negative: from the end), concatenated
     strategy: str  # "default" drops the class token's feature, "full" keeps it
     projector_act: str  # activation between the projector's two linear maps

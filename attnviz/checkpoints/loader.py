@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.checkpoints.config import ImageConfig, parse_image_config, parse_model_config, read_json
-from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.checkpoints.model_config import CheckpointConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.weights import load_weights
 from attnviz.sources.errors import SourceError
@@ -33,7 +33,7 @@ class Checkpoint:
 
     folder: Path  # where it was loaded from
     name: str  # display name (the folder's name unless a ready model names it)
-    config: ModelConfig  # architecture numbers, see ModelConfig
+    config: CheckpointConfig  # architecture numbers, see CheckpointConfig
     weights: dict[str, np.ndarray]  # canonical tensor name -> array (see weights.expected_tensors)
     tokenizer: BpeTokenizer | None  # text models: the folder's tokenizer.json; None for ViT
     image: ImageConfig | None  # ViT: the folder's preprocessing; None for text models

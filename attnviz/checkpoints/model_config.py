@@ -1,4 +1,4 @@
-"""The numbers a checkpoint's forward pass needs (:class:`ModelConfig`) and the typed readers of
+"""The numbers a checkpoint's forward pass needs (:class:`CheckpointConfig`) and the typed readers of
 config.json values that every architecture's parser shares: each refusal names the key and what it
 must be."""
 
@@ -16,7 +16,7 @@ LN_EPS_RANGE = (1e-30, 0.1)  # LayerNorm epsilons in use are 1e-12 .. 1e-5; outs
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class CheckpointConfig:
     """The numbers a forward pass needs, under one set of names for all three architectures."""
 
     kind: str  # "bert" | "gpt2" | "vit": which forward pass runs the weights

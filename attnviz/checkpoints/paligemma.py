@@ -29,7 +29,7 @@ from attnviz.checkpoints.decoder_config import parse_decoder_config
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.families import siglip_tensors, vision_tower_config
 from attnviz.checkpoints.layers import linear
-from attnviz.checkpoints.model_config import ModelConfig, int_field
+from attnviz.checkpoints.model_config import CheckpointConfig, int_field
 from attnviz.checkpoints.multimodal import (MultimodalAttention, MultimodalCheckpoint, PatchGroup, check_segments,
                                             segments_from_runs)
 from attnviz.checkpoints.paligemma_processor import ProcessorSpec, parse_processor, process, read_tokenizer
@@ -53,8 +53,8 @@ PROMPT_HINT = ("a task prefix, e.g. 'caption en', 'answer en what is in the pict
 class PaliGemmaSpec:
     """A PaliGemma checkpoint's three parts and how they are joined."""
 
-    vision: ModelConfig  # the SigLIP tower (kind "vit", no class token)
-    text: ModelConfig  # Gemma or Gemma 2 (kind "decoder")
+    vision: CheckpointConfig  # the SigLIP tower (kind "vit", no class token)
+    text: CheckpointConfig  # Gemma or Gemma 2 (kind "decoder")
     processor: ProcessorSpec  # pixels and the sequence rule
     image_token_id: int  # id of the <image> tokens the projected patches replace
 

@@ -26,7 +26,7 @@ from attnviz.checkpoints.config import ImageConfig, parse_image_config
 from attnviz.checkpoints.decoder_text import SpecialTokens
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.json_file import read_json
-from attnviz.checkpoints.model_config import ModelConfig, bool_field, int_field
+from attnviz.checkpoints.model_config import CheckpointConfig, bool_field, int_field
 from attnviz.checkpoints.preprocess import preprocess_image
 from attnviz.sources.errors import SourceError
 from attnviz.sources.text import BpeTokenizer
@@ -69,7 +69,7 @@ class PaliGemmaInputs:
     pixels: np.ndarray  # (3, H', W') float32 pixel_values
 
 
-def parse_processor(proc: dict, image_pp: dict, vision: ModelConfig, special: dict) -> ProcessorSpec:
+def parse_processor(proc: dict, image_pp: dict, vision: CheckpointConfig, special: dict) -> ProcessorSpec:
     """Check the processor and image processor settings against the SigLIP tower they feed."""
     where = "processor_config.json" if "image_processor" in proc else "preprocessor_config.json"
     cls = proc.get("processor_class", image_pp.get("processor_class"))

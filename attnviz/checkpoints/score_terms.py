@@ -49,7 +49,7 @@ def _present(config) -> tuple[bool, bool, bool]:
 
 
 def head_terms(result, layer: int, head: int, config=None) -> TermMaps:
-    """The three term maps of (``layer``, ``head``) in float64, which of them ``config`` (a DeBERTa ModelConfig,
+    """The three term maps of (``layer``, ``head``) in float64, which of them ``config`` (a DeBERTa CheckpointConfig,
     or None: all) computes, their sum and the head's weights. ValueError without DeBERTa's terms or such a head."""
     if not has_deberta_terms(result):
         raise ValueError("this run keeps no DeBERTa score terms (only DeBERTa's disentangled attention has them)")

@@ -28,7 +28,8 @@ import numpy as np
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.forward import _Cast, biased_attention, patchify
 from attnviz.checkpoints.layers import activation, layer_norm, linear
-from attnviz.checkpoints.model_config import ModelConfig, act_field, bool_field, eps_field, float_field, int_field, pair_field
+from attnviz.checkpoints.model_config import (CheckpointConfig, act_field, bool_field, eps_field, float_field,
+                                              int_field, pair_field)
 
 SHIFT_MASK = -100.0  # what transformers adds to the scores of a shifted window's pairs from different regions
 TORCH_LN_EPS = 1e-5  # the embeddings' and patch merging's LayerNorms use torch's default epsilon
@@ -38,7 +39,7 @@ MAX_TERM_BYTES = 256 << 20  # stage 0's four score terms are laid out only while
 
 @dataclass(frozen=True)
 class SwinSpec:
-    """What a Swin config says beyond :class:`ModelConfig` (which describes stage 0)."""
+    """What a Swin config says beyond :class:`CheckpointConfig` (which describes stage 0)."""
 
     depths: tuple[int, ...]  # layers per stage
     heads: tuple[int, ...]  # heads per stage
@@ -53,8 +54,8 @@ class SwinSpec:
         return int(self.mlp_ratio * self.width(s))
 
 
-def parse_swin(cfg: dict) -> ModelConfig:
-    """The ModelConfig of a Swin config.json (defaults: transformers' SwinConfig's); n_layer and n_head are stage
+def parse_swin(cfg: dict) -> CheckpointConfig:
+    """The CheckpointConfig of a Swin config.json (defaults: transformers' SwinConfig's); n_layer and n_head are stage
     0's, ``spec`` a :class:`SwinSpec`."""
     depths, heads = (_int_list(cfg, k, d) for k, d in (("depths", [2, 2, 6, 2]), ("num_heads", [3, 6, 12, 24])))
     if len(depths) != len(heads):
@@ -68,7 +69,7 @@ def parse_swin(cfg: dict) -> ModelConfig:
         raise CheckpointError(f"config.json: 'mlp_ratio' must be > 0 (got {ratio})")
     spec = SwinSpec(depths=tuple(depths), heads=tuple(heads), window=int_field(cfg, "window_size", 7), embed_dim=embed,
                     mlp_ratio=ratio)
-    return ModelConfig(
+    return CheckpointConfig(
         kind="vit", model_type="swin", d_model=embed, n_layer=depths[0], n_head=heads[0], d_ff=spec.ff(0),
         act=act_field(cfg, "hidden_act", "gelu"), ln_eps=eps_field(cfg, "layer_norm_eps", 1e-5),
         image_size=pair_field(cfg, "image_size", 224), patch_size=pair_field(cfg, "patch_size", 4),
@@ -83,7 +84,7 @@ def _int_list(cfg: dict, key: str, default: list[int]) -> list[int]:
     return [int_field({key: v}, key) for v in value]
 
 
-def swin_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+def swin_tensors(c: CheckpointConfig) -> dict[str, tuple[int, ...]]:
     """Canonical (published) tensor name -> shape of every tensor Swin's forward pass reads."""
     sp: SwinSpec = c.spec
     d0, (gh, gw) = sp.embed_dim, c.grid
@@ -159,7 +160,7 @@ def layer_windows(grid: tuple[int, int], window: int, shifted: bool) -> Windows:
     return Windows(grid=(h, w), size=size, shift=shift, tokens=part(ids), region=part(reg))
 
 
-def stage_windows(c: ModelConfig, grid: tuple[int, int]) -> list[list[Windows]]:
+def stage_windows(c: CheckpointConfig, grid: tuple[int, int]) -> list[list[Windows]]:
     """Each stage's layers' windows for an input of (gh, gw) patches (patch merging halves a side, rounding up)."""
     sp: SwinSpec = c.spec
     out = []
@@ -217,7 +218,7 @@ class SwinStage:
         return np.stack([window_mask(win) for win in self.windows])
 
 
-def forward_swin(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
+def forward_swin(c: CheckpointConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
                  terms: dict | None = None, edit=None):
     """(stages [SwinStage], last_hidden_state (T_last, C_last)) of Swin on pixels (C, H, W).
 
@@ -266,7 +267,7 @@ def forward_swin(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float3
     return stages, layer_norm(x, W["layernorm.weight"], W["layernorm.bias"], c.ln_eps)
 
 
-def _layer(c: ModelConfig, W: _Cast, p: str, x: np.ndarray, win: Windows, nh: int, kernel: str, parts, edit=None):
+def _layer(c: CheckpointConfig, W: _Cast, p: str, x: np.ndarray, win: Windows, nh: int, kernel: str, parts, edit=None):
     """One SwinLayer; ``edit`` None or (the edit, this layer's global index)."""
     if edit is not None:
         x = edit[0].residual(edit[1], x)

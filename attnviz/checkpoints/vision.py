@@ -42,7 +42,7 @@ from attnviz.checkpoints.families import CLIP_TYPES, SIGLIP_TYPES, TOWER_TYPES
 from attnviz.checkpoints.forward import _Cast, biased_attention, forward_vit, patchify
 from attnviz.checkpoints.interpolate import bilinear_resize, interpolate_positions
 from attnviz.checkpoints.layers import KERNEL_CHOICES, activation, layer_norm, linear, self_attention
-from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.checkpoints.model_config import CheckpointConfig
 
 # model_type -> name of its position table, and whether the table has a leading batch axis
 POSITIONS = {"vit": ("embeddings.position_embeddings", True), "deit": ("embeddings.position_embeddings", True),
@@ -54,7 +54,7 @@ HIDDEN_STATE_TYPES = CLIP_TYPES + SIGLIP_TYPES + TOWER_TYPES  # towers vision_hi
 ANTIALIASED = ("dinov2_with_registers",)  # position tables resized with antialias=True
 
 
-def input_grid(c: ModelConfig, hw: tuple[int, int]) -> tuple[int, int]:
+def input_grid(c: CheckpointConfig, hw: tuple[int, int]) -> tuple[int, int]:
     """(gh, gw) patch grid of an input of (H, W) pixels; refuses one smaller than a patch."""
     gh, gw = hw[0] // c.patch_size[0], hw[1] // c.patch_size[1]
     if gh < 1 or gw < 1:
@@ -64,7 +64,7 @@ def input_grid(c: ModelConfig, hw: tuple[int, int]) -> tuple[int, int]:
     return gh, gw
 
 
-def positions_for(c: ModelConfig, weights, grid: tuple[int, int]) -> np.ndarray:
+def positions_for(c: CheckpointConfig, weights, grid: tuple[int, int]) -> np.ndarray:
     """(n_extra + gh*gw, d) position rows for ``grid``: the stored table, or it interpolated."""
     name, batched = POSITIONS[c.model_type]
     table = weights[name][0] if batched else weights[name]  # (N, d)
@@ -73,7 +73,7 @@ def positions_for(c: ModelConfig, weights, grid: tuple[int, int]) -> np.ndarray:
     return interpolate_positions(table, c.n_extra - c.n_registers, grid, antialias=c.model_type in ANTIALIASED)
 
 
-def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None,
+def forward_vision(c: CheckpointConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto", edit=None,
                    terms: dict | None = None):
     """(attentions (L, nh, T, T), hidden (T, d), grid (gh, gw)) of a vision model on pixels (C, H, W).
 
@@ -113,7 +113,7 @@ def forward_vision(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.floa
     return atts, hidden, grid
 
 
-def _patches(c: ModelConfig, W: _Cast, pixels: np.ndarray, weight: str, bias: str | None, dtype) -> np.ndarray:
+def _patches(c: CheckpointConfig, W: _Cast, pixels: np.ndarray, weight: str, bias: str | None, dtype) -> np.ndarray:
     proj = W[weight].reshape(c.d_model, -1)  # (d, C*ph*pw)
     x = patchify(np.ascontiguousarray(pixels).astype(dtype, copy=False), c.patch_size)  # (N, C*ph*pw)
     return linear(x, proj, None if bias is None else W[bias])  # (N, d)
@@ -122,7 +122,7 @@ def _patches(c: ModelConfig, W: _Cast, pixels: np.ndarray, weight: str, bias: st
 # ---- CLIP and SigLIP towers: per-layer hidden states ---------------------------------------------------
 
 
-def vision_hidden_states(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
+def vision_hidden_states(c: CheckpointConfig, weights, pixels: np.ndarray, *, dtype=np.float32, kernel: str = "auto",
                          upto: int | None = None, patch_mask: np.ndarray | None = None, edit=None):
     """(attentions (L', nh, T, T), hidden_states [L' + 1 arrays (T, d)]) of a CLIP or SigLIP tower on pixels (C, H, W).
 
@@ -183,7 +183,7 @@ def vision_hidden_states(c: ModelConfig, weights, pixels: np.ndarray, *, dtype=n
     return atts, states
 
 
-def post_norm(c: ModelConfig, weights, hidden: np.ndarray, *, dtype=np.float32) -> np.ndarray:
+def post_norm(c: CheckpointConfig, weights, hidden: np.ndarray, *, dtype=np.float32) -> np.ndarray:
     """``post_layernorm`` applied to hidden states (T, d): SigLIP's ``last_hidden_state`` from the last entry of
     :func:`vision_hidden_states` (PaliGemma, Idefics3 read it). CLIP checkpoints hold the same tensor, but
     transformers applies it to the pooled class token only, and family_tensors does not list it for CLIP."""
@@ -192,7 +192,7 @@ def post_norm(c: ModelConfig, weights, hidden: np.ndarray, *, dtype=np.float32) 
     return layer_norm(h, W["post_layernorm.weight"], W["post_layernorm.bias"], c.ln_eps)  # (T, d)
 
 
-def layers_needed(c: ModelConfig, upto: int | None) -> int:
+def layers_needed(c: CheckpointConfig, upto: int | None) -> int:
     """How many layers to run for hidden-state index ``upto`` (of L + 1 entries; negative from the end)."""
     if upto is None:
         return c.n_layer
@@ -204,7 +204,7 @@ def layers_needed(c: ModelConfig, upto: int | None) -> int:
     return int(upto) % n
 
 
-def _pre_ln_layers(c: ModelConfig, W: _Cast, x: np.ndarray, n_run: int, key_mask, kernel: str, edit=None):
+def _pre_ln_layers(c: CheckpointConfig, W: _Cast, x: np.ndarray, n_run: int, key_mask, kernel: str, edit=None):
     """CLIP / SigLIP encoder layers 0 .. n_run-1 on x (T, d): (attentions (n_run, nh, T, T), [x, out_0, ...])."""
     T, scale = x.shape[0], 1.0 / math.sqrt(c.head_size)
     mask = None if key_mask is None else np.broadcast_to(key_mask[None, :], (T, T))  # (T, T) query may see key
@@ -309,7 +309,7 @@ def bucket_position_ids(real: np.ndarray, n_side: int) -> np.ndarray:
 # ---- DINOv2 ---------------------------------------------------------------------------------------------
 
 
-def _dinov2(c: ModelConfig, W: _Cast, pixels, pos, dtype, kernel, edit=None):
+def _dinov2(c: CheckpointConfig, W: _Cast, pixels, pos, dtype, kernel, edit=None):
     emb = _patches(c, W, pixels, "embeddings.patch_embeddings.projection.weight",
                    "embeddings.patch_embeddings.projection.bias", dtype)  # (N, d)
     x = np.concatenate([W["embeddings.cls_token"][0], emb], axis=0) + pos  # (1 + N, d)
@@ -357,7 +357,7 @@ def beit_bias_index(grid: tuple[int, int]) -> np.ndarray:
     return idx
 
 
-def beit_bias(c: ModelConfig, table: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+def beit_bias(c: CheckpointConfig, table: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
     """(nh, T, T) relative position bias of a BEiT layer on an input of (gh, gw) patches, from its table
     ((2 Gh - 1)(2 Gw - 1) + 3, nh) trained on the (Gh, Gw) grid: transformers views the patch part as
     (2 Gw - 1, 2 Gh - 1) (its own axis order), resizes that bilinearly to (2 gh - 1, 2 gw - 1) (a square grid
@@ -371,7 +371,7 @@ def beit_bias(c: ModelConfig, table: np.ndarray, grid: tuple[int, int]) -> np.nd
     return np.ascontiguousarray(full[beit_bias_index(grid)].transpose(2, 0, 1))  # (nh, T, T)
 
 
-def _beit(c: ModelConfig, W: _Cast, pixels, grid, dtype, kernel: str, edit, terms: dict | None):
+def _beit(c: CheckpointConfig, W: _Cast, pixels, grid, dtype, kernel: str, edit, terms: dict | None):
     emb = _patches(c, W, pixels, "embeddings.patch_embeddings.projection.weight",
                    "embeddings.patch_embeddings.projection.bias", dtype)  # (N, d)
     x = np.concatenate([W["embeddings.cls_token"][0], emb], axis=0)  # (T, d)

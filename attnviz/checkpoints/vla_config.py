@@ -23,7 +23,7 @@ import numpy as np
 from attnviz.checkpoints.config import read_json
 from attnviz.checkpoints.decoder_config import parse_decoder_config
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.checkpoints.model_config import ModelConfig, bool_field, float_field, int_field
+from attnviz.checkpoints.model_config import CheckpointConfig, bool_field, float_field, int_field
 
 VLM_TYPES = ("smolvlm", "idefics3")  # config.json model_type of the VLM folder vlm_model_name names
 VISION_DEFAULTS = {"hidden_size": 1152, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 16,
@@ -73,8 +73,8 @@ class StateNorm:
 class SmolVLASpec:
     """Everything a SmolVLA forward pass reads beyond its weights."""
 
-    text: ModelConfig  # the VLM's Llama decoder, kind "decoder", n_layer = the layers the policy keeps
-    expert: ModelConfig  # the action expert (same heads and head_dim, narrower, no embedding table)
+    text: CheckpointConfig  # the VLM's Llama decoder, kind "decoder", n_layer = the layers the policy keeps
+    expert: CheckpointConfig  # the action expert (same heads and head_dim, narrower, no embedding table)
     vision: VisionSpec
     scale_factor: int  # pixel-shuffle factor of the connector
     cameras: tuple[str, ...]  # image feature keys the user gives pictures for, in config order

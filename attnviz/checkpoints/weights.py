@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnviz.checkpoints.model_config import ModelConfig
+from attnviz.checkpoints.model_config import CheckpointConfig
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.safetensors_file import StoredTensors, weight_files
 
@@ -52,7 +52,7 @@ def _conv1d(name: str, n_in: int, n_out: int) -> dict[str, tuple[int, ...]]:
     return {f"{name}.weight": (n_in, n_out), f"{name}.bias": (n_out,)}
 
 
-def expected_tensors(c: ModelConfig) -> dict[str, tuple[int, ...]]:
+def expected_tensors(c: CheckpointConfig) -> dict[str, tuple[int, ...]]:
     """Canonical tensor name -> shape for every tensor the forward pass of ``c`` reads."""
     if c.kind == "decoder":
         from attnviz.checkpoints.decoder import decoder_tensors
@@ -112,7 +112,7 @@ def _stored_name(name: str, keys: set[str], prefix: str) -> str | None:
     return None
 
 
-def _head_name(c: ModelConfig, keys: set[str]) -> str | None:
+def _head_name(c: CheckpointConfig, keys: set[str]) -> str | None:
     """Where the file keeps the causal LM's head (GPT-NeoX files before transformers 5: embed_out), or None."""
     names = (HEAD,)
     if c.kind == "decoder":
@@ -122,7 +122,7 @@ def _head_name(c: ModelConfig, keys: set[str]) -> str | None:
     return next((n for n in names if n in keys), None)
 
 
-def implied_counts(c: ModelConfig) -> tuple[int, int]:
+def implied_counts(c: CheckpointConfig) -> tuple[int, int]:
     """(tensors, elements) the config implies, computed from one layer's list: no list of n_layer entries
     is built, so a config claiming 10^7 layers is checked against the file in microseconds."""
     none, one = expected_tensors(replace(c, n_layer=0)), expected_tensors(replace(c, n_layer=1))
@@ -134,7 +134,7 @@ def implied_counts(c: ModelConfig) -> tuple[int, int]:
 LIST_SLACK = 10_000  # tensors beyond the file's count still listed, so the message can name the missing ones
 
 
-def _check_sizes(store: StoredTensors, c: ModelConfig, where: str) -> None:
+def _check_sizes(store: StoredTensors, c: CheckpointConfig, where: str) -> None:
     """Refuse a config that implies far more tensors than the file(s) hold before listing them (the list
     of a config claiming 10^7 layers would take minutes and gigabytes); a near miss is left to the
     tensor-by-tensor check, whose message names what is missing."""
@@ -147,7 +147,7 @@ def _check_sizes(store: StoredTensors, c: ModelConfig, where: str) -> None:
         )
 
 
-def load_weights(path: Path, c: ModelConfig, *, lazy: bool = False):
+def load_weights(path: Path, c: CheckpointConfig, *, lazy: bool = False):
     """Read, check and return every tensor :func:`expected_tensors` lists, as float32 (float64 if stored so).
 
     ``path`` is the folder's ``model.safetensors``; when it is absent, the folder's

@@ -44,7 +44,7 @@ class ScoreTermsView(QWidget):
         layout.addLayout(self._grid, 1)
         self._arrange(True)
         self.result = None
-        self.config = None  # the DeBERTa ModelConfig of the run (its head size and terms), or None
+        self.config = None  # the DeBERTa CheckpointConfig of the run (its head size and terms), or None
         self.shown: TermMaps | None = None
         self.selected: tuple[int, int] = (0, 0)
 
