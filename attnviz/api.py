@@ -273,7 +273,8 @@ def prepare(attentions, tokens, *, target_tokens=None, image=None, title=None, b
             "title": check_title(title), "computed": computed}
 
 
-def _write_npz(fh, fields: dict) -> None:
+def write_npz(fh, fields: dict) -> None:
+    """Write the checked ``fields`` of :func:`prepare` to ``fh`` as a compressed ``.npz`` maps file."""
     arrays = {"attnviz_maps": np.array(FORMAT_VERSION, dtype=np.int64), "attentions": fields["attentions"],
               "tokens": np.array(fields["tokens"], dtype=str), "computed": np.array(fields["computed"], dtype=str)}
     if fields["target_tokens"] is not None:
@@ -326,7 +327,7 @@ def save(path, attentions, tokens, *, target_tokens=None, image=None, title=None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh:
-            (_write_npz if suffix == ".npz" else _write_safetensors)(fh, fields)
+            (write_npz if suffix == ".npz" else _write_safetensors)(fh, fields)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

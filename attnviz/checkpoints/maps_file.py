@@ -14,6 +14,7 @@ match — is one :class:`~attnviz.checkpoints.errors.CheckpointError` line.
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 import zipfile
@@ -101,12 +102,17 @@ def _npz_member(zf: zipfile.ZipFile, path: Path, name: str, check) -> np.ndarray
         raise _bad(path, f"{name} cannot be read: {str(exc).splitlines()[0][:120] or type(exc).__name__}") from None
 
 
-def _check_maps_header(path: Path):
+def _check_maps_header(path: Path, expect=None):
+    """The attentions' header check; ``expect`` (shape, dtype): what a session's manifest declares, which the
+    member must hold exactly (so the caps that bound it hold before its data is read)."""
     def check(shape, dtype):
         if len(shape) != 4:
             raise _bad(path, f"attentions must be (layers, heads, Tq, Tk), got shape {tuple(shape)}")
         if dtype.type not in MAP_DTYPES:
             raise _bad(path, f"attentions must be float16, float32 or float64, got {dtype}")
+        if expect is not None and (tuple(shape) != tuple(expect[0]) or dtype != np.dtype(expect[1])):
+            raise _bad(path, f"attentions are {dtype.str} {tuple(shape)}, the session's manifest says "
+                             f"{expect[1]} {tuple(expect[0])}")
         n = int(np.prod(shape, dtype=object))
         if n > api.MAX_VALUES or max(shape[2:]) > api.MAX_TOKENS:
             raise _bad(path, f"attentions of shape {tuple(shape)} are larger than attnviz reads "
@@ -141,9 +147,11 @@ def _strings(a: np.ndarray) -> list[str]:
     return [str(x) for x in a.tolist()]
 
 
-def _read_npz(path: Path) -> tuple:
+def _read_npz(path: Path, source=None, expect=None) -> tuple:
+    """The fields of the .npz at ``path`` (or in ``source``, a file object, named ``path``); ``expect``: see
+    :func:`_check_maps_header`."""
     try:
-        zf = zipfile.ZipFile(path)
+        zf = zipfile.ZipFile(path if source is None else source)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
         raise _bad(path, f"not a zip archive as .npz files are: {str(exc)[:120]}") from None
     with zf:
@@ -154,7 +162,7 @@ def _read_npz(path: Path) -> tuple:
         for need in ("attentions", "tokens"):
             if need not in names:
                 raise _bad(path, f"no {need!r} array (it has {', '.join(sorted(names)) or 'none'})")
-        a = _npz_member(zf, path, "attentions", _check_maps_header(path))
+        a = _npz_member(zf, path, "attentions", _check_maps_header(path, expect))
         tokens = _strings(_npz_member(zf, path, "tokens", _check_strings(path, "tokens", 1)))
         target = None
         if "target_tokens" in names:
@@ -240,7 +248,37 @@ def read_maps(path) -> Maps:
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise CheckpointError(f"{path.name}: attention maps are read from .npz or .safetensors files")
-    a, tokens, target, image, title, computed = _read_npz(path) if suffix == ".npz" else _read_safetensors(path)
+    fields = _read_npz(path) if suffix == ".npz" else _read_safetensors(path)
+    return _checked(path, *fields)
+
+
+def maps_from_bytes(data: bytes, name: str, shape, dtype: str) -> Maps:
+    """The maps of an ``.npz`` held in memory (a session's maps member, see
+    :mod:`attnviz.persist.session_maps`), named ``name`` in messages: checked as a maps file is, and its
+    attentions must be exactly ``dtype`` ("<f2" or "<f4") of ``shape`` (L, nh, Tq, Tk) as the session's
+    manifest declares (so what they may allocate is bounded before they are decompressed).
+    CheckpointError (one line) for any problem."""
+    path = Path(name or "maps.npz")
+    if np.dtype(dtype) not in (np.dtype("<f2"), np.dtype("<f4")):
+        raise _bad(path, f"the session stores maps as float16 or float32, not {dtype}")
+    fields = _read_npz(path, io.BytesIO(data), expect=(tuple(shape), dtype))
+    return _checked(path, *fields)
+
+
+def maps_npz_bytes(maps: Maps) -> bytes:
+    """``maps`` as the compressed ``.npz`` :func:`attnviz.save` writes: attentions in float16 when the file
+    stored them so (exact: float16 -> float32 -> float16 loses nothing), else float32 (as shown)."""
+    stored = np.float16 if maps.stored == "float16" else np.float32
+    fields = {"attentions": np.ascontiguousarray(maps.attentions, dtype=stored), "tokens": list(maps.tokens),
+              "target_tokens": None if maps.target_tokens is None else list(maps.target_tokens),
+              "image": maps.image, "title": maps.title, "computed": maps.computed}
+    buf = io.BytesIO()
+    api.write_npz(buf, fields)
+    return buf.getvalue()
+
+
+def _checked(path: Path, a, tokens, target, image, title, computed) -> Maps:
+    """The fields read from a maps file, checked (values, tokens, image, title) into a :class:`Maps`."""
     if computed is not None and computed not in COMPUTED:
         raise _bad(path, f"'computed' is {computed[:40]!r}, not one of {', '.join(COMPUTED)}")
     computed = computed or str(a.dtype)

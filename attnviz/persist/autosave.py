@@ -16,7 +16,7 @@ from pathlib import Path
 from attnviz.persist.atomic import atomic_write
 from attnviz.persist.container import utc_now_iso
 from attnviz.persist.errors import SessionError
-from attnviz.persist.session import load_session, save_session
+from attnviz.persist.session import read_session, save_session
 
 AUTOSAVE_NAME = "autosave.attnviz"
 INFO_NAME = "autosave.json"
@@ -43,7 +43,7 @@ class AutosaveStore:
             directory = platformdirs.user_data_dir("attnviz")
         self.directory = Path(directory)
         self._previous_unclean: bool | None = None  # set by mark_running: the marker was already there
-        self._last_written = None  # the state last autosaved by this store (for write_if_changed)
+        self._last_written = None  # (state, maps) last autosaved by this store (for write_if_changed)
 
     # paths ------------------------------------------------------------------------------------
     @property
@@ -102,22 +102,24 @@ class AutosaveStore:
         return self.running_path.exists()  # asked before mark_running: a marker means a crash
 
     # autosave slot ----------------------------------------------------------------------------
-    def write(self, state, source_path: str | os.PathLike | None = None) -> Path:
-        """Autosave ``state`` atomically (``source_path``: the session's own file, if any)."""
+    def write(self, state, source_path: str | os.PathLike | None = None, maps=None) -> Path:
+        """Autosave ``state`` atomically (``source_path``: the session's own file, if any; ``maps``: the
+        attention maps the window shows, a SessionMaps, or None)."""
         self._mkdir()
-        path = save_session(self.autosave_path, state)
+        path = save_session(self.autosave_path, state, maps=maps)
         self._write_json(self.info_path, {
             "saved_at": utc_now_iso(),
             "source_path": None if source_path is None else os.fspath(source_path),
         })
-        self._last_written = state
+        self._last_written = (state, maps)
         return path
 
-    def write_if_changed(self, state, source_path: str | os.PathLike | None = None) -> bool:
-        """Autosave ``state`` unless it equals the state this store wrote last; True if written."""
-        if self._last_written is not None and self._last_written == state and self.autosave_path.exists():
+    def write_if_changed(self, state, source_path: str | os.PathLike | None = None, maps=None) -> bool:
+        """Autosave ``state`` (and ``maps``) unless they are what this store wrote last; True if written."""
+        last = self._last_written
+        if last is not None and last[0] == state and last[1] is maps and self.autosave_path.exists():
             return False
-        self.write(state, source_path)
+        self.write(state, source_path, maps)
         return True
 
     def recoverable(self) -> RecoveryInfo | None:
@@ -140,9 +142,15 @@ class AutosaveStore:
 
     def load(self):
         """The autosaved ``SessionState``; SessionError when there is none or it is damaged."""
+        return self.load_with_maps()[0]
+
+    def load_with_maps(self):
+        """(the autosaved ``SessionState``, the attention maps it carries or None); SessionError when there is
+        none or it is damaged."""
         if not self.autosave_path.exists():
             raise SessionError(f"there is no autosaved session in {self.directory}")
-        return load_session(self.autosave_path)
+        state, payload = read_session(self.autosave_path)
+        return state, payload.maps
 
     def discard(self) -> None:
         """Remove the autosave copy (after recovery was declined, or the session was saved)."""
@@ -150,8 +158,8 @@ class AutosaveStore:
         self._remove(self.info_path)
         self._last_written = None
 
-    def save_clean(self, path: str | os.PathLike, state) -> Path:
-        """Save ``state`` to its real file, then drop the now redundant autosave copy."""
-        written = save_session(path, state)
+    def save_clean(self, path: str | os.PathLike, state, maps=None) -> Path:
+        """Save ``state`` (and ``maps``) to its real file, then drop the now redundant autosave copy."""
+        written = save_session(path, state, maps=maps)
         self.discard()
         return written

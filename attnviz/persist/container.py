@@ -31,6 +31,7 @@ from attnviz.persist.manifest import (
     member_name, parse_manifest,
 )
 from attnviz.persist.migrations import SCHEMA_VERSION, migrate
+from attnviz.persist.session_maps import MAPS_KEY, MAPS_MEMBER, SessionMaps, check_maps, entry_json, parse_entry
 
 _CHUNK = 1 << 20
 _ALLOWED_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
@@ -46,6 +47,7 @@ class Payload:
     schema_version: int = SCHEMA_VERSION  # the schema the file was written with (before migration)
     app_version: str = attnviz.__version__  # the attnviz version that wrote the file
     created: str = ""  # UTC ISO 8601 time the file was written
+    maps: SessionMaps | None = None  # the read-only attention maps of a file the window showed (session_maps.py)
 
 
 def utc_now_iso() -> str:
@@ -100,8 +102,9 @@ def _write_member(zf: zipfile.ZipFile, name: str, data: bytes, date_time, limits
 
 def save_payload(path: str | os.PathLike, tree: dict, arrays: Mapping[str, np.ndarray] | None = None,
                  blobs: Mapping[str, bytes] | None = None, *, limits: Limits = DEFAULT_LIMITS,
-                 created: str | None = None) -> Path:
-    """Write ``tree``, ``arrays`` and ``blobs`` as a session file at ``path``, atomically.
+                 created: str | None = None, maps: SessionMaps | None = None) -> Path:
+    """Write ``tree``, ``arrays`` and ``blobs`` (and ``maps``, the attention maps of a file, when given) as a
+    session file at ``path``, atomically.
 
     The previous file at ``path`` (if any) stays byte-identical unless the new one is complete.
     Raises SessionError for content that cannot be stored (non-JSON tree, unsafe dtype, NaN,
@@ -124,6 +127,8 @@ def save_payload(path: str | os.PathLike, tree: dict, arrays: Mapping[str, np.nd
     for key, value in blobs.items():
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise SessionError(f"cannot save blob {key!r}: expected bytes, got {type(value).__name__}")
+    if maps is not None:
+        check_maps(maps, limits, saving=True)  # before anything is written: a map too big is one line
     created = created or utc_now_iso()
     date_time = _zip_time(created)
     target = Path(path)
@@ -146,8 +151,13 @@ def save_payload(path: str | os.PathLike, tree: dict, arrays: Mapping[str, np.nd
                 name = member_name("blobs", i, key)
                 _write_member(zf, name, data, date_time, limits)
                 manifest_blobs[key] = BlobEntry(key, name, len(data), hashlib.sha256(data).hexdigest()).to_json()
+            maps_entry = None
+            if maps is not None:
+                total += len(maps.data) + maps.nbytes  # what a load may allocate: the member and its maps
+                _write_member(zf, MAPS_MEMBER, maps.data, date_time, limits)
+                maps_entry = entry_json(maps, hashlib.sha256(maps.data).hexdigest())
             if total > limits.max_total_bytes:
-                raise SessionError(f"cannot save: {total:,} bytes of arrays and blobs, the limit is "
+                raise SessionError(f"cannot save: {total:,} bytes of arrays, blobs and maps, the limit is "
                                    f"{limits.max_total_bytes:,}")
             manifest = {
                 "format": FORMAT,
@@ -158,6 +168,8 @@ def save_payload(path: str | os.PathLike, tree: dict, arrays: Mapping[str, np.nd
                 "arrays": manifest_arrays,
                 "blobs": manifest_blobs,
             }
+            if maps_entry is not None:  # a session without maps is written exactly as before
+                manifest[MAPS_KEY] = maps_entry
             raw = dump_manifest(manifest)
             if len(raw) > limits.max_manifest_bytes:
                 raise SessionError(f"cannot save: the manifest is {len(raw):,} bytes, the limit is "
@@ -320,6 +332,14 @@ def _read_payload(f, limits: Limits) -> Payload:
         app_version = manifest.get("app_version")
         created = manifest.get("created")
         array_entries, blob_entries = check_tables(manifest, limits)
+        maps_spec = None
+        if MAPS_KEY in manifest:
+            maps_spec, maps_sha = parse_entry(manifest[MAPS_KEY], limits)
+            total = (sum(e.size for e in array_entries) + sum(e.size for e in blob_entries)
+                     + _maps_size(manifest) + maps_spec.nbytes)
+            if total > limits.max_total_bytes:
+                raise SessionError(f"manifest.json declares {total:,} bytes of arrays, blobs and maps, more than "
+                                   f"the {limits.max_total_bytes:,}-byte limit")
 
         def info_for(member: str) -> zipfile.ZipInfo:
             info = by_name.get(member)
@@ -340,9 +360,19 @@ def _read_payload(f, limits: Limits) -> Payload:
             data = _read_member(zf, info_for(entry.member), entry.size, limits.max_member_bytes, limits)
             _check_hash(entry.member, data, entry.sha256)
             blobs[entry.key] = data
+        maps = None
+        if maps_spec is not None:
+            data = _read_member(zf, info_for(MAPS_MEMBER), _maps_size(manifest), limits.max_member_bytes, limits)
+            _check_hash(MAPS_MEMBER, data, maps_sha)
+            maps = SessionMaps(maps_spec.name, data, maps_spec.dtype, maps_spec.shape)
     return Payload(tree, arrays, blobs, written_version,
                    app_version if isinstance(app_version, str) else "unknown",
-                   created if isinstance(created, str) else "")
+                   created if isinstance(created, str) else "", maps)
+
+
+def _maps_size(manifest: dict) -> int:
+    """The maps member's declared size (checked by parse_entry)."""
+    return manifest[MAPS_KEY]["size"]
 
 
 def load_payload(path: str | os.PathLike, *, limits: Limits = DEFAULT_LIMITS) -> Payload:

@@ -17,11 +17,13 @@ from attnviz.persist.atomic import check_save_target
 from attnviz.persist.container import Payload, load_payload, save_payload
 from attnviz.persist.errors import SessionError
 from attnviz.persist.limits import DEFAULT_LIMITS, Limits
+from attnviz.persist.session_maps import SessionMaps
 
 
 def save_session(path: str | os.PathLike, state, *, limits: Limits = DEFAULT_LIMITS,
-                 created: str | None = None) -> Path:
-    """Write ``state`` (a ``SessionState``) to ``path`` atomically; returns the path written.
+                 created: str | None = None, maps: SessionMaps | None = None) -> Path:
+    """Write ``state`` (a ``SessionState``) to ``path`` atomically, with ``maps`` (the read-only attention maps
+    of a file the window shows, :mod:`attnviz.persist.session_maps`) when given; returns the path written.
 
     Raises SessionError when the state cannot be stored or the file cannot be written; the previous
     file at ``path`` is then unchanged.
@@ -33,12 +35,13 @@ def save_session(path: str | os.PathLike, state, *, limits: Limits = DEFAULT_LIM
         tree, arrays, blobs = serialize.dump_state(state)
     except (ValueError, TypeError) as exc:
         raise SessionError(f"cannot save {path}: the session cannot be serialised ({exc})") from exc
-    return save_payload(path, tree, arrays, blobs, limits=limits, created=created)
+    return save_payload(path, tree, arrays, blobs, limits=limits, created=created, maps=maps)
 
 
 def read_session(path: str | os.PathLike, *, limits: Limits = DEFAULT_LIMITS) -> tuple[SessionState, Payload]:
     """The ``SessionState`` at ``path`` and the payload it was built from (schema version, app
-    version, creation time, arrays and blobs), for tools that describe a file."""
+    version, creation time, arrays and blobs, and ``payload.maps``: the attention maps it carries, or None),
+    for tools that describe a file and for the window, which shows the maps."""
     payload = load_payload(path, limits=limits)
     try:
         state = serialize.load_state(payload.tree, payload.arrays, payload.blobs)

@@ -119,11 +119,15 @@ def session_for_file(path: str):
 
 def open_maps_file(window, path: str) -> bool:
     """Show a file of attention maps (attnviz.save, attnviz-cli model inspect --npz) read-only in the Pretrained
-    workspace; the panel's message line says what is wrong with a file it cannot read."""
+    workspace; the panel's message line says what is wrong with a file it cannot read. Once loaded they are the
+    session's maps (``ctx.maps``): the Attention workspace shows them too and File ▸ Save keeps them."""
+    from attnviz.ui.session_maps import follow_pretrained
+
     panel = window.panel("pretrained")
     if panel is None or not hasattr(panel, "load_model"):
         window.ctx.report(f"cannot open {os.path.basename(path)}: there is no Pretrained workspace", "error")
         return False
+    follow_pretrained(window)
     panel.auto_load = False
     window.show_workspace("pretrained")
     panel.load_model(os.path.abspath(path))

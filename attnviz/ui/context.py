@@ -23,6 +23,8 @@ class AppContext(QObject):
     # HeadPreview of the newest request (a long run's first part), before its response; only the heatmap draws it
     preview_changed = Signal(object)
     message = Signal(str, str)  # (level "info"|"warning"|"error", text) for the status bar / dialogs
+    # the read-only maps of a file the window shows (attnviz.ui.session_maps.ShownMaps) or None; saved with the session
+    maps_changed = Signal(object)
 
     def __init__(self, session, parent=None, compute_controller: ComputeController | None = None):
         super().__init__(parent)
@@ -33,6 +35,7 @@ class AppContext(QObject):
         self.compute.previewed.connect(self.preview_changed)
         self.response = None
         self.request_rows: tuple[int, ...] = ()
+        self.maps = None  # ShownMaps: a maps file shown read-only (Pretrained and Attention workspaces), or None
         # "when-compiled": dot-product rules run on the float64 numpy path until the engine's kernels are
         # compiled (the application's first start); "always": on the engine (compiling on first use)
         self.engine_mode = "always"
@@ -58,6 +61,14 @@ class AppContext(QObject):
             self.session.execute(set_view(**fields))
         except ValueError as exc:
             self.report(str(exc), "error")
+
+    def set_maps(self, maps) -> None:
+        """The maps file the window shows (a ShownMaps) or None; they are not state the compute reads, so this is
+        no edit: File ▸ Save writes them beside the session."""
+        if maps is self.maps:
+            return
+        self.maps = maps
+        self.maps_changed.emit(maps)
 
     def report(self, text: str, level: str = "warning") -> None:
         self.message.emit(level, text)

@@ -20,7 +20,7 @@ from attnviz.model.source_files import (IMAGE_SUFFIXES, OPEN_FILTER, SESSION_FIL
                                         block_source_from_file)
 from attnviz.model.source_files import classify, image_source_from_file, text_source_from_file  # noqa: F401 - also app.py's
 from attnviz.model.state import PALETTE, SessionState, TextSource
-from attnviz.persist import AutosaveStore, SessionError, load_session, save_session
+from attnviz.persist import AutosaveStore, SessionError, read_session, save_session
 from attnviz.sources.errors import SourceError
 from attnviz.ui import png_dialogs
 from attnviz.ui.access_keys import set_standard_keys
@@ -116,6 +116,36 @@ class FileActions(QObject):
         self._set_path(path)
         self.session_replaced.emit()
 
+    def _session_maps(self):
+        """The maps file the window shows, as the session file stores it (SessionMaps), or None."""
+        shown = self.ctx.maps
+        return None if shown is None else shown.to_session()
+
+    def _show_maps(self, stored) -> None:
+        """Show the maps a session carries (None: drop the maps shown, they belonged to the session replaced)."""
+        from attnviz.ui.session_maps import show_in_pretrained
+
+        if stored is None:
+            self.ctx.set_maps(None)
+        elif self.window is not None and hasattr(self.window, "panel"):
+            show_in_pretrained(self.window, stored)
+        else:
+            self.ctx.set_maps(stored)
+
+    @staticmethod
+    def _decode_maps(path, payload_maps):
+        """The ShownMaps of a session's maps member (None without one); SessionError naming ``path`` for maps
+        that are not readable (checked as any maps file is)."""
+        if payload_maps is None:
+            return None
+        from attnviz.checkpoints.errors import CheckpointError  # (here: no checkpoint code loads before it is needed)
+        from attnviz.ui.session_maps import from_session
+
+        try:
+            return from_session(payload_maps)
+        except CheckpointError as exc:
+            raise SessionError(f"{path}: its attention maps: {exc}") from None
+
     def _set_path(self, path: str | None) -> None:
         self.path = None if path is None else os.path.abspath(path)
         self.path_changed.emit(self.path)
@@ -139,6 +169,7 @@ class FileActions(QObject):
             self.ctx.report(str(exc), "error")
             return False
         self._replace(state, None, demo=demo or None)
+        self._show_maps(None)
         self.ctx.report(f"opened the {demo!r} demo" if demo else "new session", "info")
         return True
 
@@ -164,15 +195,18 @@ class FileActions(QObject):
         if not self.maybe_save("opening another session"):
             return False
         try:
-            state = load_session(path)
+            state, payload = read_session(path)
+            maps = self._decode_maps(path, payload.maps)
         except SessionError as exc:
             self.ctx.report(f"cannot open the session: {exc}", "error")
             if self.settings is not None and not Path(path).exists():
                 self.recent_changed.emit(self.settings.remove_recent(path))
             return False
         self._replace(state, path)
+        self._show_maps(maps)
         self._remember(path)
-        self.ctx.report(f"opened {Path(path).name}", "info")
+        self.ctx.report(f"opened {Path(path).name}" + (f" with the attention maps of {maps.name}" if maps else ""),
+                        "info")
         return True
 
     def add_file(self, path, kind: str | None = None) -> bool:
@@ -233,10 +267,11 @@ class FileActions(QObject):
     def _save_to(self, path: str) -> bool:
         state = self.ctx.session.state
         try:
+            maps = self._session_maps()
             if self.autosave is not None:
-                self.autosave.save_clean(path, state)
+                self.autosave.save_clean(path, state, maps)
             else:
-                save_session(path, state)
+                save_session(path, state, maps=maps)
         except SessionError as exc:
             self.ctx.report(f"cannot save: {exc}", "error")
             return False
@@ -366,7 +401,7 @@ class FileActions(QObject):
         if self.autosave is None or not self.ctx.session.dirty or self.recovery_box is not None:
             return False
         try:
-            return self.autosave.write_if_changed(self.ctx.session.state, self.path)
+            return self.autosave.write_if_changed(self.ctx.session.state, self.path, self._session_maps())
         except SessionError as exc:
             if not self._autosave_error_shown:  # once: a full disk would otherwise report every 30 s
                 self._autosave_error_shown = True
@@ -409,12 +444,14 @@ class FileActions(QObject):
     def recover(self, info=None) -> bool:
         """Load the autosaved session (dirty: it is not saved anywhere yet)."""
         try:
-            state = self.autosave.load()
+            state, stored = self.autosave.load_with_maps()
+            maps = self._decode_maps(self.autosave.autosave_path, stored)
         except SessionError as exc:
             self.ctx.report(f"cannot recover the autosaved session: {exc}", "error")
             return False
         source = getattr(info, "source_path", None)
         self._replace(state, source, dirty=True)
+        self._show_maps(maps)
         self.ctx.report("recovered the autosaved session; save it to keep it", "info")
         return True
 

@@ -5,6 +5,12 @@ for a screen-sized picture on a worker thread, again for the visible block after
 A long one is drawn coarse first (:func:`attnviz.model.display.coarse_overview.coarse_overview`, a
 few sampled query rows, drawn at once), then at full resolution; a newer request stops the old job
 between its steps.
+
+Read-only maps: while the window shows a maps file (``ctx.maps``, :mod:`attnviz.ui.session_maps`), a "maps
+from FILE" box (ticked when they arrive) draws the file's maps instead of the session's computation: a layer
+and a head (or their mean) in the heatmap, the layer's heads in the grid, a banner saying that the inputs,
+model and mask designer do not recompute them. Unticking it, or maps that go away, returns to the session's
+own attention, which kept computing meanwhile.
 """
 
 from __future__ import annotations
@@ -76,6 +82,14 @@ class HeatmapPanel(QWidget):
         self.grid_check = QCheckBox("all heads", self)
         self.grid_check.setChecked(True)
         self.grid_check.setToolTip("show every head as a small map; click one to select it")
+        self.maps_check = QCheckBox("maps from file", self)
+        self.maps_check.setToolTip("show the read-only attention maps of the file the window opened instead of "
+                                   "this session's computation")
+        self.maps_check.setVisible(False)
+        self.layer_combo = QComboBox(self)
+        self.layer_combo.setToolTip("layer of the file's maps shown")
+        self.layer_label = QLabel("layer", self)
+        self._maps_head = 0  # head of the file's maps shown ("mean" or an index)
 
         bar = FlowLayout(spacing=6)  # wraps when the panel is narrow (the mask workspace's column)
         bar.setContentsMargins(6, 4, 6, 0)
@@ -89,6 +103,15 @@ class HeatmapPanel(QWidget):
             bar.addWidget(pair)
         bar.addWidget(self.log_check)
         bar.addWidget(self.grid_check)
+        layer_pair = QWidget(self)
+        ll = QHBoxLayout(layer_pair)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addWidget(self.layer_label)
+        ll.addWidget(self.layer_combo)
+        self._layer_pair = layer_pair
+        layer_pair.setVisible(False)
+        bar.addWidget(self.maps_check)
+        bar.addWidget(layer_pair)
 
         self.heatmap = AttentionHeatmap(self)
         self.heatmap.set_readout_provider(self._readout_extra)
@@ -151,7 +174,12 @@ class HeatmapPanel(QWidget):
         ctx.response_changed.connect(self._on_response)
         ctx.preview_changed.connect(self._on_preview)
         ctx.session.events.view.connect(self._on_view_changed)
+        self.maps_check.toggled.connect(self._on_maps_toggled)
+        self.layer_combo.activated.connect(lambda _i: self._redraw())
+        ctx.maps_changed.connect(self._on_maps_changed)
         self._sync_controls(ctx.session.state.view)
+        if getattr(ctx, "maps", None) is not None:
+            self._on_maps_changed(ctx.maps)
         if ctx.response is not None:
             self._on_response(ctx.response)
 
@@ -189,6 +217,12 @@ class HeatmapPanel(QWidget):
     def current_matrix(self):
         """(values (Tq, Tk|hv), row labels, column labels, name) of the heatmap as shown; ValueError
         when the response does not hold it (long sequences: only the overview exists)."""
+        if self.maps_shown():
+            values, head = self._maps_matrix()
+            shown = self.ctx.maps
+            layer = self.layer_combo.currentIndex()
+            name = f"maps_layer{layer}_{'mean' if head == 'mean' else f'head{head}'}"
+            return values, shown.row_tokens, list(shown.maps.tokens), name
         resp = self._resp
         if resp is None or not resp.ok:
             raise ValueError("there is no computed attention to export yet")
@@ -204,6 +238,9 @@ class HeatmapPanel(QWidget):
 
     def current_stack(self):
         """(array, name): the shown matrix for every head, (nh, Tq, Tk|hv) (the mask as bool)."""
+        if self.maps_shown():
+            layer = self.layer_combo.currentIndex()
+            return self.ctx.maps.maps.attentions[layer], f"maps_layer{layer}"
         resp = self._resp
         if resp is None or not resp.ok:
             raise ValueError("there is no computed attention to export yet")
@@ -225,7 +262,8 @@ class HeatmapPanel(QWidget):
     def _update_busy(self, *_args) -> None:
         """Show what the views wait for: the attention itself (cancellable), or the overview of a
         long sequence being drawn; nothing when neither runs."""
-        if self.ctx.compute.busy:  # over a picture, live edits (paint strokes) do not flash the veil
+        # over a picture, live edits (paint strokes) do not flash the veil; the file's maps wait for nothing
+        if self.ctx.compute.busy and not self.maps_shown():
             self.busy.start("computing the attention…", cancellable=True,
                             delay_ms=None if self._mode in ("empty", "message") else LIVE_DELAY_MS)
         elif self.job.busy and self._overview_text:
@@ -242,7 +280,8 @@ class HeatmapPanel(QWidget):
         """Draw the first computed head of a long run (attnviz.model.preview) when it is the head and
         matrix on show; the full response redraws everything when it arrives."""
         view = self.ctx.session.state.view
-        drawable = self._mode in ("dense", "empty") or (self._mode == "message" and self._resp is None)
+        drawable = ((self._mode in ("dense", "empty") and not self.maps_shown())
+                    or (self._mode == "message" and self._resp is None))
         if p.head != view.head or view.matrix not in ("weights", "scores") or not drawable:
             return
         if self._resp is not None and self._resp.request_id >= p.request_id:
@@ -262,6 +301,9 @@ class HeatmapPanel(QWidget):
         if self.busy.is_stale():
             self.busy.stop()  # the result the controls ask for
         if not resp.ok:
+            if self.maps_shown():  # the file's maps stay on screen; the session's problem is reported
+                self._resp = None
+                return
             self._show_nothing(resp.error or "the attention could not be computed")
             return
         self._resp = resp
@@ -269,6 +311,8 @@ class HeatmapPanel(QWidget):
         self._row_labels = compact_labels(resp.query_labels)
         self._key_labels = compact_labels(resp.key_labels)
         self._scale = engine_scale(self.ctx.session.state)
+        if self.maps_shown():
+            return  # drawn when the person leaves the file's maps
         nh = n_heads(resp)
         items = ["mean"] + [f"head {h}" for h in range(nh)]
         if [self.head_combo.itemText(i) for i in range(self.head_combo.count())] != items:
@@ -292,6 +336,10 @@ class HeatmapPanel(QWidget):
 
     def _on_view_changed(self, view) -> None:
         self._sync_controls(view)
+        if self.maps_shown():
+            if self._drawn_view != ("maps", view.log_scale, self._cmap_name(view)):
+                self._redraw()
+            return
         if self._resp is None:
             return
         drawn = self._drawn_view
@@ -304,9 +352,15 @@ class HeatmapPanel(QWidget):
         self._select_row(view.query)
 
     def _on_head_picked(self, index: int) -> None:
+        if self.maps_shown():
+            self._maps_head = "mean" if index == 0 else index - 1
+            self._redraw()
+            return
         self.ctx.set_view(head="mean" if index == 0 else index - 1)
 
     def _on_row_clicked(self, row: int) -> None:
+        if self.maps_shown():
+            return  # the file's rows are not the session's queries
         if self._resp is not None and 0 <= row < self._resp.Tq:
             self.ctx.set_view(query=row)
 
@@ -314,9 +368,17 @@ class HeatmapPanel(QWidget):
         return r * grid_columns(max(1, n_heads(self._resp))) + c
 
     def _on_grid_clicked(self, r: int, c: int) -> None:
+        if self.maps_shown():
+            self._maps_head = r * grid_columns(self.ctx.maps.shape[1]) + c
+            self._redraw()
+            return
         self.ctx.set_view(head=self._grid_head(r, c))
 
     def _on_grid_hovered(self, r: int, c: int) -> None:
+        if self.maps_shown():
+            head = r * grid_columns(self.ctx.maps.shape[1]) + c
+            self.grid.readout.setText(f"layer {self.layer_combo.currentIndex()} head {head}" if r >= 0 else " ")
+            return
         self.grid.readout.setText(f"head {self._grid_head(r, c)}" if r >= 0 else " ")
 
     def _select_grid_head(self, head) -> None:
@@ -335,7 +397,8 @@ class HeatmapPanel(QWidget):
         """The small maps are shown: asked for, more than one head, and room for them (in a short,
         narrow column, the mask workspace's at 1280 x 800, the heatmap takes the whole pane: the
         attention workspace shows every head)."""
-        return self.grid_check.isChecked() and n_heads(self._resp) > 1 and not self._cramped()
+        nh = self.ctx.maps.shape[1] if self.maps_shown() else n_heads(self._resp)
+        return self.grid_check.isChecked() and nh > 1 and not self._cramped()
 
     def _cramped(self) -> bool:
         return self.width() < NARROW_WIDTH and self.height() < SHORT_HEIGHT
@@ -358,7 +421,7 @@ class HeatmapPanel(QWidget):
         for w in (self.head_combo, self.matrix_combo, self.cmap_combo, self.log_check):
             w.blockSignals(True)
         idx = 0 if view.head == "mean" else (view.head + 1 if isinstance(view.head, int) else 1)
-        if idx < self.head_combo.count():
+        if idx < self.head_combo.count() and not self.maps_shown():
             self.head_combo.setCurrentIndex(idx)
         self.matrix_combo.setCurrentIndex(MATRICES.index(view.matrix))
         if view.colormap in colormaps.NAMES:
@@ -411,6 +474,9 @@ class HeatmapPanel(QWidget):
             self._redraw()
 
     def _redraw(self) -> None:
+        if self.maps_shown():
+            self._draw_maps()
+            return
         resp = self._resp
         if resp is None:
             return
@@ -489,6 +555,9 @@ class HeatmapPanel(QWidget):
     def _draw_grid(self) -> None:
         """Pool every head's map to a grid tile on a worker (tens of ms at T = 1024, off the GUI
         thread); the grid is drawn when the pooled maps arrive."""
+        if self._mode == "maps":
+            self._draw_maps_grid()
+            return
         resp = self._resp
         if resp is None or not self.grid.isVisible() or self._mode != "dense":
             return  # overview mode: the overview job brings the grid's maps
@@ -510,6 +579,12 @@ class HeatmapPanel(QWidget):
         self.grid_job.submit(job)
 
     def _on_grid_pooled(self, _jid: int, result) -> None:
+        if isinstance(result[0], str):  # "maps": the file's layer, pooled by _draw_maps_grid
+            _tag, shown, layer, maps, ok = result
+            if self._mode == "maps" and shown is self.ctx.maps and layer == self.layer_combo.currentIndex():
+                self._show_grid(maps, ok)
+                self._select_maps_grid_head()
+            return
         resp, matrix, maps, ok = result
         if resp is not self._resp or self._mode != "dense" or matrix != self.ctx.session.state.view.matrix:
             return
@@ -613,6 +688,8 @@ class HeatmapPanel(QWidget):
 
     # ------------------------------------------------------------------ readout
     def _readout_extra(self, row: int, col: int) -> str:
+        if self.maps_shown():
+            return ""  # the heatmap's own readout gives the file's weight
         p = self._preview
         if p is not None:  # the preview on screen holds both matrices of its head
             if row >= p.Tq or col >= p.Tk:
@@ -634,3 +711,118 @@ class HeatmapPanel(QWidget):
         if weight is not None and (view.matrix != "weights" or self._mode == "overview"):
             parts.append(f"weight {weight:.4g}" if allowed else "weight 0 (masked)")
         return "  ·  ".join(parts)
+
+    # ------------------------------------------------------------------ read-only maps of a file
+    def maps_shown(self) -> bool:
+        """True while the heatmap shows the file's read-only maps, not the session's computation."""
+        return getattr(self.ctx, "maps", None) is not None and self.maps_check.isChecked()
+
+    def _on_maps_changed(self, shown) -> None:
+        """New maps (ticked at once: the window was asked to show them) or none (back to the session)."""
+        self.maps_check.blockSignals(True)
+        if shown is None:
+            self.maps_check.setChecked(False)
+            self.maps_check.setVisible(False)
+        else:
+            L, nh = shown.shape[:2]
+            self.maps_check.setText(f"maps from {shown.name}")
+            self.maps_check.setVisible(True)
+            self.maps_check.setChecked(True)
+            self.layer_combo.clear()
+            self.layer_combo.addItems([f"{i}" for i in range(L)])
+            self._maps_head = 0
+        self.maps_check.blockSignals(False)
+        self._on_maps_toggled(self.maps_check.isChecked())
+
+    def _on_maps_toggled(self, on: bool) -> None:
+        self._layer_pair.setVisible(self.maps_shown())
+        self.matrix_combo.setEnabled(not self.maps_shown())  # a file holds weights only
+        if self.maps_shown():
+            nh = self.ctx.maps.shape[1]
+            self.head_combo.blockSignals(True)
+            self.head_combo.clear()
+            self.head_combo.addItems(["mean"] + [f"head {h}" for h in range(nh)])
+            self.head_combo.setCurrentIndex(0 if self._maps_head == "mean" else self._maps_head + 1)
+            self.head_combo.blockSignals(False)
+            self._update_busy()
+            self._redraw()
+            return
+        # back to the session's own attention: its newest response (computed meanwhile) is drawn
+        self._drawn_view = None
+        self.head_combo.blockSignals(True)
+        self.head_combo.clear()
+        self.head_combo.blockSignals(False)
+        self._show_note("")
+        self._mode = "empty"
+        resp = self.ctx.response
+        if resp is not None and resp.ok:
+            self._on_response(resp)
+        else:
+            self.heatmap.clear("")
+            self.grid.setVisible(False)
+        self._update_busy()
+
+    def _maps_matrix(self):
+        """((Tq, Tk) float32 weights of the file's chosen layer and head (or their mean), the head)."""
+        a = self.ctx.maps.maps.attentions  # (L, nh, Tq, Tk)
+        layer = max(0, self.layer_combo.currentIndex())
+        head = self._maps_head
+        if head != "mean" and not 0 <= head < a.shape[1]:
+            head = self._maps_head = 0
+        values = a[layer].mean(axis=0, dtype=np.float32) if head == "mean" else a[layer, head]
+        return values, head
+
+    def _draw_maps(self) -> None:
+        """The file's chosen map in the heatmap (pooled to the screen and zoomable, as any held matrix), its
+        layer's heads in the grid and the banner saying where they come from."""
+        shown = self.ctx.maps
+        if self.window().isVisible() and not self.isVisible():
+            self._hidden_change = True
+            return
+        view = self.ctx.session.state.view
+        cmap = self._sync_colormap(view)
+        values, head = self._maps_matrix()
+        L, nh, Tq, Tk = shown.shape
+        layer = self.layer_combo.currentIndex()
+        self._mode = "maps"
+        self._preview = None
+        self._drawn_view = ("maps", view.log_scale, cmap)
+        self.pool_label.setVisible(False)
+        self.pool_combo.setVisible(False)
+        hi = float(values.max())
+        levels = None if view.log_scale else (0.0, hi if hi > 0 else 1.0)
+        who = "mean over heads" if head == "mean" else f"head {head}"
+        self.heatmap.set_matrix(values, row_labels=compact_labels(shown.row_tokens),
+                                col_labels=compact_labels(list(shown.maps.tokens)), levels=levels,
+                                log_scale=view.log_scale, value_label="weight",
+                                title=f"weights · layer {layer} · {who} · read-only maps from {shown.name}")
+        self.heatmap.set_selected_row(None)
+        size = f"{Tq:,} × {Tk:,} tokens" + (" (cross-attention)" if shown.maps.cross else "")
+        self._show_note(f"Read-only maps from {shown.name} ({L} layers × {nh} heads, {size}): the inputs, model "
+                        f"and mask designer do not recompute them. Untick the box to return to the session's "
+                        f"attention.")
+        self._select_maps_grid_head()
+        self._draw_grid_later()
+        self.rendered.emit()
+
+    def _select_maps_grid_head(self) -> None:
+        nh = self.ctx.maps.shape[1]
+        cols = grid_columns(max(1, nh))
+        if self._maps_head == "mean" or self.grid.grid_shape() != (max(1, nh) // cols, cols):
+            self.grid.set_selected(None)
+        else:
+            self.grid.set_selected(*divmod(self._maps_head, cols))
+
+    def _draw_maps_grid(self) -> None:
+        """Pool the chosen layer's heads to grid tiles on the grid's worker."""
+        shown = self.ctx.maps
+        if shown is None or not self.grid.isVisible():
+            return
+        layer = self.layer_combo.currentIndex()
+        maps = shown.maps.attentions[layer]  # (nh, Tq, Tk)
+
+        def job():
+            pooled, ok = pool_max(maps, None, (GRID_TILE, GRID_TILE))  # (nh, h, w)
+            return "maps", shown, layer, np.where(ok, pooled, 0.0).astype(np.float32), ok
+
+        self.grid_job.submit(job)
