@@ -16,17 +16,18 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizeP
                                QWidget)
 
 from attnviz.model.commands import SetPatch
-from attnviz.model.display.response_views import (check_head, compact_label, default_query, engine_scale, head_mask,
+from attnviz.model.display.response_views import (check_head, default_query, engine_scale, head_mask,
                                                   image_keys, n_heads, patch_weights, row_weights, token_of_patch)
 from attnviz.model.sequence import image_patches
 from attnviz.model.state import ImageSource
 from attnviz.sources.errors import SourceError
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.image_overlay import PatchImageView
+from attnviz.ui.widgets.label_ticks import clear_label_ticks, label_ticks
 
 FOLLOW = "selected head"  # head choice that follows the heatmap's head
-BAR_TICKS = 24  # key labels under the bar chart at most (thinned evenly beyond that)
 BAR_VALUES = 16  # up to this many keys, each bar is labelled with its weight
+BAR_WIDTH = 0.8  # of the distance between two keys
 
 
 def key_colours(segments, Tk: int, fallback: str = "#808080") -> list[str]:
@@ -38,16 +39,21 @@ def key_colours(segments, Tk: int, fallback: str = "#808080") -> list[str]:
     return out
 
 
-def tick_indices(n: int, at_most: int = BAR_TICKS) -> list[int]:
-    """Evenly spread indices 0..n-1, at most ``at_most`` of them (all when they fit)."""
-    if n <= at_most:
-        return list(range(n))
-    step = -(-n // at_most)
-    return list(range(0, n, step))
+def bars_by_colour(colours) -> dict[str, np.ndarray]:
+    """{colour: indices of the keys drawn in it}, in the order the colours first appear."""
+    out: dict[str, list[int]] = {}
+    for j, c in enumerate(colours):
+        out.setdefault(c, []).append(j)
+    return {c: np.asarray(ix, dtype=np.int64) for c, ix in out.items()}
 
 
 class QueryBars(pg.PlotWidget):
-    """One query's weights over every key as bars (the image panel's view without an image)."""
+    """One query's weights over every key as bars (the image panel's view without an image).
+
+    The bars of one colour (one segment's keys) are one :class:`pyqtgraph.BarGraphItem` with one brush
+    and a one-pixel outline of the same colour: its rectangles are drawn in one call, and a bar narrower
+    than a pixel (2,900 keys on 600 px) still shows as a line, so a long row is never an empty chart. The
+    key labels are as many as fit without overlapping at the plot's width and zoom (:func:`label_ticks`)."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -58,12 +64,25 @@ class QueryBars(pg.PlotWidget):
         self.plotItem.setLabel("left", "weight")
         self.plotItem.getAxis("left").enableAutoSIPrefix(False)  # weights read 0.685, not 685 x 0.001
         self._values: list[pg.TextItem] = []
-        self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        self.bar_items: list[pg.BarGraphItem] = []  # one per key colour
         self.masked = pg.ScatterPlotItem(symbol="x", size=9)
-        self.addItem(self.bars)
         self.addItem(self.masked)
         self.weights: np.ndarray | None = None  # (Tk,) drawn heights
+        self.ticks = None  # the key labels' keeper (label_ticks), once a row is drawn
         self.on_theme_changed(current_theme())
+
+    def _set_bars(self, w: np.ndarray, colours) -> None:
+        for item in self.bar_items:
+            self.removeItem(item)
+        self.bar_items = []
+        x = np.arange(w.shape[0], dtype=np.float64)  # (Tk,)
+        for colour, ix in bars_by_colour(colours).items():
+            c = QColor(colour)
+            item = pg.BarGraphItem(x=x[ix], height=w[ix], width=BAR_WIDTH, brush=pg.mkBrush(c),
+                                   pen=pg.mkPen(c, width=1, cosmetic=True))
+            self.addItem(item)
+            self.bar_items.append(item)
+        self.masked.setZValue(1)
 
     def set_row(self, weights, allowed, labels, colours, title: str) -> None:
         """Draw ``weights`` (Tk,), mark keys not ``allowed`` (Tk,) bool, label ticks with ``labels``."""
@@ -71,8 +90,7 @@ class QueryBars(pg.PlotWidget):
         n = w.shape[0]
         self.weights = w
         x = np.arange(n, dtype=np.float64)  # (Tk,)
-        self.bars.setOpts(x=x, height=w, width=0.8, brushes=[QColor(c) for c in colours],
-                          pens=[pg.mkPen(None)] * n)
+        self._set_bars(w, colours)
         dead = np.flatnonzero(~np.asarray(allowed, dtype=bool))
         self.masked.setData(x=x[dead], y=np.zeros(dead.size))
         for item in self._values:
@@ -85,20 +103,23 @@ class QueryBars(pg.PlotWidget):
                 t.setPos(float(j), float(w[j]))
                 self.addItem(t)
                 self._values.append(t)
-        ticks = [(int(j), compact_label(labels[j])) for j in tick_indices(n)]
-        self.plotItem.getAxis("bottom").setTicks([ticks, []])
         hi = float(w.max()) if n else 1.0
         self.plotItem.setYRange(0.0, hi * 1.12 if hi > 0 else 1.0, padding=0)
-        self.plotItem.setXRange(-0.6, max(n - 0.4, 0.6), padding=0)
+        pad = max(0.6, 0.01 * n)  # a few pixels: the first and last bars clear of the axes
+        self.plotItem.setXRange(-pad, max(n - 1 + pad, 0.6), padding=0)
         self.plotItem.setTitle(title, size="9pt")
+        self.ticks = label_ticks(self.plotItem, list(labels))
 
     def clear_row(self, title: str) -> None:
         self.weights = None
         for item in self._values:
             self.removeItem(item)
         self._values = []
-        self.bars.setOpts(x=[], height=[], width=0.8)
+        for item in self.bar_items:
+            self.removeItem(item)
+        self.bar_items = []
         self.masked.setData(x=[], y=[])
+        clear_label_ticks(self.plotItem)
         self.plotItem.setTitle(title, size="9pt")
 
     def on_theme_changed(self, theme) -> None:
