@@ -14,11 +14,16 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from attnviz.model.display.overlays import segment_at
-from attnviz.model.display.pooling import pool_max
+from attnviz.model.display import pooled_matrix
+from attnviz.model.display.pooled_matrix import PooledMatrix
 from attnviz.model.segments import Segment
 from attnviz.ui import colormaps
+from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.matrix_frame import CellImageLayer, MatrixFrame, masked_colours
+
+
+SYNC_POOL_CELLS = 2048 * 2048  # a larger matrix is checked and pooled on the widget's worker thread
 
 
 @dataclass(frozen=True)
@@ -30,25 +35,6 @@ class HeatmapConfig:
     log_floor: float = 1e-6  # values below this are drawn as this in log scale (weights can be exactly 0)
 
 
-def _finite_levels(values: np.ndarray, allowed: np.ndarray, pooled=None) -> tuple[float, float]:
-    """(low, high) of the allowed values; ``pooled`` = (max-pooled image, its allowed pixels), when
-    given, supplies the high end (the maximum survives max pooling) from far fewer pixels."""
-    if not allowed.any():
-        return 0.0, 1.0
-    if allowed.all():
-        lo = float(values.min())
-        hi = float(values.max()) if pooled is None else None
-    else:  # reductions over the allowed cells in place: no gathered copy of a large matrix
-        lo = float(np.min(values, where=allowed, initial=np.inf))
-        hi = None if pooled is not None else float(np.max(values, where=allowed, initial=-np.inf))
-    if hi is None:
-        img, ok = pooled
-        hi = float(np.max(img, where=ok, initial=-np.inf))
-    if not hi > lo:
-        lo, hi = lo - 0.5, hi + 0.5
-    return lo, hi
-
-
 class AttentionHeatmap(QWidget):
     """Heatmap of one (Tq, Tk) matrix. Signals carry cell indices of the full matrix."""
 
@@ -56,6 +42,7 @@ class AttentionHeatmap(QWidget):
     row_clicked = Signal(int)  # query row clicked (left button)
     cell_clicked = Signal(int, int)  # (row, col) clicked (left button)
     view_region_changed = Signal(int, int, int, int)  # visible (r0, r1, c0, c1) after zoom/pan, debounced
+    matrix_shown = Signal()  # a matrix of set_matrix is drawn (at once, or when its worker has pooled it)
 
     def __init__(self, parent=None, *, config: HeatmapConfig = HeatmapConfig()):
         super().__init__(parent)
@@ -94,6 +81,10 @@ class AttentionHeatmap(QWidget):
         self._colorbar_state: Optional[tuple] = None  # (colormap, levels, label) the colorbar shows
         self._hover_cell: Optional[tuple[int, int]] = None  # cell under the mouse, for the readout
         self._empty = True  # nothing drawn (or cleared): the readout stays blank
+        self._pool_job: Optional[LatestJob] = None  # pools large matrices; made at the first one
+        self._pending_id: Optional[int] = None  # the job pooling the newest set_matrix, while it runs
+        self._pending_axes: Optional[dict] = None  # its labels, segments and title, drawn with it
+        self._detail_job: Optional[LatestJob] = None  # pools a large zoomed block of a large matrix
 
         self.frame.picker.hovered.connect(self._on_hover)
         self.frame.picker.clicked.connect(self._on_click)
@@ -111,62 +102,133 @@ class AttentionHeatmap(QWidget):
                    title: str = "", value_label: str = "value") -> None:
         """Show ``values`` (Tq, Tk); ``mask`` (Tq, Tk) bool with False = masked (drawn hatched,
         rows with no allowed key marked). -inf values are masked too; NaN at an allowed cell is an
-        error. ``levels`` = (low, high) in value units, else the allowed values' range."""
+        error. ``levels`` = (low, high) in value units, else the allowed values' range.
+
+        ``values`` may also be a :class:`PooledMatrix` already pooled to :attr:`display_shape`
+        (``pool_matrix`` run on the caller's worker): it is drawn as it is (``mask``, ``levels``
+        and ``log_scale`` are then the ones it was pooled with). A matrix of more than
+        :data:`SYNC_POOL_CELLS` cells is checked and pooled on this widget's worker thread: the call
+        returns at once, the picture before stays until the new one is ready (``pooling()``), and
+        a matrix found bad there is reported in the title instead of raising."""
+        axes = dict(row_labels=row_labels, col_labels=col_labels, row_segments=row_segments,
+                    col_segments=col_segments, title=title, value_label=value_label)
+        if isinstance(values, PooledMatrix):
+            self._check_axes(values.shape, row_labels, col_labels)
+            self._drop_pending()
+            self._show_pooled(values, axes)
+            return
         v = np.asarray(values)
-        if v.ndim != 2 or v.size == 0:
-            raise ValueError(f"values must be a non-empty (Tq, Tk) matrix, got shape {v.shape}")
-        if not (np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)):
-            raise ValueError(f"values must be real numbers, got dtype {v.dtype}")
-        v = v.astype(np.float32, copy=False)
-        allowed = None
-        if not np.isfinite(v).all():  # one pass in the common all-finite case
-            if np.isnan(v).any():
-                raise ValueError("values contain NaN")
-            if np.isposinf(v).any():
-                raise ValueError("values contain +inf")
-            allowed = np.isfinite(v)  # (Tq, Tk) -inf cells are masked
-        if mask is not None:
-            m = np.asarray(mask)
-            if m.dtype != bool or m.shape != v.shape:
-                raise ValueError(f"mask must be a bool array of shape {v.shape}, got {m.dtype} {m.shape}")
-            allowed = m.copy() if allowed is None else allowed & m  # a copy: the caller may edit its mask
-        if allowed is None:
-            allowed = np.ones(v.shape, dtype=bool)  # (Tq, Tk)
-        Tq, Tk = v.shape
-        self._overview = False
-        self._values, self._allowed = v, allowed
-        self._setup_axes(Tq, Tk, row_labels, col_labels, row_segments, col_segments, title)
-        self.frame.set_row_flags(None if allowed.all() else ~allowed.any(axis=1))
-        self._log = bool(log_scale)
-        self._value_label = value_label
-        disp = self._to_display(v)
+        pooled_matrix.check_shape(v, mask)  # cheap: shape and dtype
+        self._check_axes(v.shape, row_labels, col_labels)
         if levels is not None:
-            self._levels = self._resolve_levels(levels, disp, allowed)
-        H, W = self._display_shape(Tq, Tk)
-        self._pooled = (H, W) != (Tq, Tk)
-        if self._pooled:
-            img, ok = pool_max(disp, allowed, (H, W))  # (H, W)
-        else:
-            img, ok = np.where(allowed, disp, np.nan).astype(np.float32), allowed
-        if levels is None:
-            self._levels = _finite_levels(disp, allowed, (img, ok))
-        self.base.show(img, ok, (0, Tq, 0, Tk), self._levels, self._lut(), self._masked())
+            pooled_matrix.given_levels(levels, log_scale, self.config.log_floor)  # bad levels raise now
+        shape = self.display_shape(*v.shape)
+        if v.size <= SYNC_POOL_CELLS:
+            self._drop_pending()
+            pm = pooled_matrix.pool_matrix(v, mask, shape, log_scale=log_scale, log_floor=self.config.log_floor,
+                                           levels=levels)
+            self._show_pooled(pm, axes)
+            return
+        m = None if mask is None else np.array(mask, dtype=bool)  # a copy: the caller may edit its mask
+        job = self._job()
+        self._pending_axes = axes
+        self._pending_id = job.submit(pooled_matrix.pool_matrix, v, m, shape, log_scale=log_scale,
+                                      log_floor=self.config.log_floor, levels=levels)
+
+    def display_shape(self, n_rows: int, n_cols: int) -> tuple[int, int]:
+        """Image pixels per axis to pool an (n_rows, n_cols) matrix to: no more than the view has
+        screen pixels (so the painter never scales a peak away) nor than config.max_display. Ask
+        it on the GUI thread, pool with it anywhere (``pool_matrix``)."""
+        rect = self.frame.view.sceneBoundingRect()
+        ratio = self.devicePixelRatioF()
+        h = max(int(np.ceil(rect.height() * ratio)), 64)
+        w = max(int(np.ceil(rect.width() * ratio)), 64)
+        return min(n_rows, self.config.max_display, h), min(n_cols, self.config.max_display, w)
+
+    def pooling(self) -> bool:
+        """True while a matrix given to :meth:`set_matrix` is being pooled on the worker."""
+        return self._pending_id is not None
+
+    def _job(self) -> LatestJob:
+        if self._pool_job is None:
+            self._pool_job = LatestJob("attnviz-heatmap-pool", self)
+            self._pool_job.setObjectName("attnviz-heatmap-pool")
+            self._pool_job.done.connect(self._on_pool_done)
+            self._pool_job.failed.connect(self._on_pool_failed)
+        return self._pool_job
+
+    def _drop_pending(self) -> None:
+        """Whatever the worker is pooling is no longer wanted (newer content, or none)."""
+        if self._pending_id is not None and self._pool_job is not None:
+            self._pool_job.cancel()
+        self._pending_id = None
+        self._pending_axes = None
+
+    def _on_pool_done(self, jid: int, result) -> None:
+        if jid != self._pending_id:
+            if isinstance(result, tuple) and result[0] == "base":
+                self._on_repooled(result)
+            return
+        axes, self._pending_id, self._pending_axes = self._pending_axes, None, None
+        self._show_pooled(result, axes)
+
+    def _on_pool_failed(self, jid: int, message: str) -> None:
+        if jid == self._pending_id:
+            self._pending_id = self._pending_axes = None
+            self.clear(f"cannot draw this matrix: {message}")
+
+    def _check_axes(self, shape, row_labels, col_labels) -> None:
+        for labels, n, what in ((row_labels, shape[0], "row"), (col_labels, shape[1], "column")):
+            if labels is not None and len(labels) != n:
+                raise ValueError(f"{len(labels)} {what} labels for {n} {what}s")
+
+    def _show_pooled(self, pm: PooledMatrix, axes: dict) -> None:
+        """Draw a pooled matrix: only screen-sized work on the GUI thread."""
+        Tq, Tk = pm.shape
+        self._overview = False
+        self._values, self._allowed = pm.values, pm.allowed
+        self._setup_axes(Tq, Tk, axes["row_labels"], axes["col_labels"], axes["row_segments"],
+                         axes["col_segments"], axes["title"])
+        self.frame.set_row_flags(pm.row_flags)
+        self._log = pm.log_scale
+        self._value_label = axes["value_label"]
+        self._levels = pm.levels
+        self._pooled = pm.pooled
+        self.base.show(pm.image, pm.image_allowed, (0, Tq, 0, Tk), self._levels, self._lut(), self._masked())
         self.detail.clear()
         self._update_colorbar()
         self._empty = False
         self._refresh_readout()
         if self._pooled:
             self._on_region(*self.frame.visible_region())
+        self.matrix_shown.emit()
 
     def _repool_base(self) -> None:
-        """After a resize, pool a held matrix again to the view's new pixel size."""
+        """After a resize, pool a held matrix again to the view's new pixel size (on the worker
+        for a large one; later, when a new matrix is still being pooled)."""
         if self._values is None or not self._pooled:
             return
+        if self._pending_id is not None:
+            self._resize_timer.start()
+            return
         Tq, Tk = self._values.shape
-        shape = self._display_shape(Tq, Tk)
+        shape = self.display_shape(Tq, Tk)
         if self.base.values is not None and self.base.values.shape == shape:
             return
-        img, ok = pool_max(self._to_display(self._values), self._allowed, shape)  # (H, W)
+        if self._values.size <= SYNC_POOL_CELLS:
+            self._on_repooled(("base", self._values, *self._pool_base(self._values, self._allowed, shape)))
+        else:
+            self._job().submit(lambda v=self._values, a=self._allowed: ("base", v, *self._pool_base(v, a, shape)))
+
+    def _pool_base(self, values, allowed, shape):
+        return pooled_matrix.pool_block(pooled_matrix.to_display(values, self._log, self.config.log_floor),
+                                        allowed, shape)  # (H, W)
+
+    def _on_repooled(self, result) -> None:
+        _, values, img, ok = result
+        if values is not self._values:
+            return  # pooled for a matrix no longer shown
+        Tq, Tk = values.shape
         self.base.show(img, ok, (0, Tq, 0, Tk), self._levels, self._lut(), self._masked())
         if self.detail.extent is not None:
             self._on_region(*self.frame.visible_region())
@@ -187,6 +249,7 @@ class AttentionHeatmap(QWidget):
         r0, r1, c0, c1 = (int(e) for e in extent)
         if not (0 <= r0 < r1 <= Tq and 0 <= c0 < c1 <= Tk):
             raise ValueError(f"extent {extent} is not a non-empty block of a {Tq}x{Tk} matrix")
+        self._drop_pending()  # a matrix still being pooled must not cover this image later
         full = (r0, r1, c0, c1) == (0, Tq, 0, Tk)
         same_matrix = self._overview and (self.frame.n_rows, self.frame.n_cols) == (Tq, Tk)
         self._log = bool(log_scale)
@@ -242,6 +305,7 @@ class AttentionHeatmap(QWidget):
     def clear(self, title: str = "") -> None:
         """Show no matrix: no cells, no token labels, bands or row marks of the last one, a blank
         readout, and ``title`` (e.g. why there is nothing to show)."""
+        self._drop_pending()
         self.base.clear()
         self.detail.clear()
         self._values = self._allowed = None
@@ -270,31 +334,13 @@ class AttentionHeatmap(QWidget):
         self._row_labels = None if row_labels is None else [str(s) for s in row_labels]
         self._col_labels = None if col_labels is None else [str(s) for s in col_labels]
 
-    def _display_shape(self, n_rows: int, n_cols: int) -> tuple[int, int]:
-        """Image pixels per axis: no more than the view has screen pixels (so the painter never
-        scales a peak away) nor than config.max_display."""
-        rect = self.frame.view.sceneBoundingRect()
-        ratio = self.devicePixelRatioF()
-        h = max(int(np.ceil(rect.height() * ratio)), 64)
-        w = max(int(np.ceil(rect.width() * ratio)), 64)
-        return min(n_rows, self.config.max_display, h), min(n_cols, self.config.max_display, w)
-
     def _to_display(self, v: np.ndarray) -> np.ndarray:
-        if not self._log:
-            return v
-        return np.log10(np.maximum(v, self.config.log_floor)).astype(np.float32)
+        return pooled_matrix.to_display(v, self._log, self.config.log_floor)
 
     def _resolve_levels(self, levels, disp, allowed) -> tuple[float, float]:
         if levels is None:
-            return _finite_levels(disp, allowed)
-        lo, hi = (float(x) for x in levels)
-        if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
-            raise ValueError(f"levels must be finite with low < high, got {levels}")
-        if self._log:
-            if lo <= 0 and hi <= 0:
-                raise ValueError(f"log scale needs positive levels, got {levels}")
-            lo, hi = np.log10(max(lo, self.config.log_floor)), np.log10(hi)
-        return float(lo), float(hi)
+            return pooled_matrix.finite_levels(disp, allowed)
+        return pooled_matrix.given_levels(levels, self._log, self.config.log_floor)
 
     def _lut(self) -> np.ndarray:
         return colormaps.lut(self._cmap)
@@ -317,11 +363,29 @@ class AttentionHeatmap(QWidget):
             if (r0, r1, c0, c1) == (0, self.frame.n_rows, 0, self.frame.n_cols):
                 self.detail.clear()
             else:
-                disp = self._to_display(self._values[r0:r1, c0:c1])  # (r1-r0, c1-c0)
+                values, extent = self._values, (r0, r1, c0, c1)
+                block = values[r0:r1, c0:c1]  # (r1-r0, c1-c0) a view
                 allowed = self._allowed[r0:r1, c0:c1]
-                img, ok = pool_max(disp, allowed, self._display_shape(r1 - r0, c1 - c0))
-                self.detail.show(img, ok, (r0, r1, c0, c1), self._levels, self._lut(), self._masked())
+                shape, log, floor = self.display_shape(r1 - r0, c1 - c0), self._log, self.config.log_floor
+
+                def pool():
+                    return values, extent, *pooled_matrix.pool_block(pooled_matrix.to_display(block, log, floor),
+                                                                    allowed, shape)
+
+                if block.size <= SYNC_POOL_CELLS:
+                    self._on_detail(0, pool())
+                else:  # a large block of a large matrix: on its own worker, so a base repool is not dropped
+                    if self._detail_job is None:
+                        self._detail_job = LatestJob("attnviz-heatmap-detail", self)
+                        self._detail_job.setObjectName("attnviz-heatmap-detail")
+                        self._detail_job.done.connect(self._on_detail)
+                    self._detail_job.submit(pool)
         self.view_region_changed.emit(r0, r1, c0, c1)
+
+    def _on_detail(self, _jid: int, result) -> None:
+        values, extent, img, ok = result
+        if values is self._values and extent == self.frame.visible_region():
+            self.detail.show(img, ok, extent, self._levels, self._lut(), self._masked())
 
     def _cell_value(self, row: int, col: int) -> tuple[Optional[float], bool, bool]:
         """(value, allowed, exact) under a cell: exact values when the matrix is held."""
