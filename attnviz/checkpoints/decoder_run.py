@@ -139,10 +139,6 @@ class DecoderAttention:
         tr = self.trace
         return tr.q[layer][head], tr.k[layer][self.kv_head(head)], tr.lse[layer][head], tr.masks[self.windows[layer]]
 
-    def map_bytes(self) -> int:
-        """Bytes of one (T, T) float32 map."""
-        return self.T * self.T * 4
-
     def head_map(self, layer: int, head: int) -> np.ndarray:
         """(T, T) weights of one head (recomputed from q, k and lse in mode "qk")."""
         layer, head = self._check(layer, head)

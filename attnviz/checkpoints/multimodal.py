@@ -88,10 +88,6 @@ class MultimodalAttention:
             return np.zeros(0, dtype=np.int64)
         return np.concatenate([g.tokens for g in self.patches])
 
-    def segment_table(self) -> np.ndarray:
-        """(S, 3) object array of (name, start, stop), the ``segments`` array of ``model inspect --npz``."""
-        return np.array([(s.name, s.start, s.stop) for s in self.segments], dtype=object)
-
     def share_to(self, layer_maps: np.ndarray, queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """(L,) mean over ``queries`` (and heads) of the attention given to ``keys``: per layer, how much
         the text (or action) tokens look at the image, the text, the first token."""

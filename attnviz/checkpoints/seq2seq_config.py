@@ -60,11 +60,6 @@ class Seq2SeqSpec:
         return NAMES[self.family]
 
     @property
-    def dec_head_dim(self) -> int:
-        """Per-head width of the decoder's self- and cross-attention (BART-likes: d_model / decoder heads)."""
-        return self.head_dim if self.t5_like else self.d_model // self.dec_heads
-
-    @property
     def t5_like(self) -> bool:
         """T5's layout (relative-position buckets, RMSNorm, unscaled scores): T5 and mT5."""
         return self.family in T5_TYPES

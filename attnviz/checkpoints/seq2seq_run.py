@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.checkpoints import seq2seq, seq2seq_t5
-from attnviz.checkpoints.decoder import causal_mask
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.parts import Part, PartView, load_parts
 from attnviz.checkpoints.seq2seq_head import head_part, next_token_logits
@@ -92,11 +91,6 @@ class Seq2SeqAttention:
     position_bias: dict | None = None
 
     kind = "seq2seq"
-
-    @property
-    def decoder_mask(self) -> np.ndarray:
-        """(T_dec, T_dec) bool: the causal mask of the decoder's self-attention."""
-        return causal_mask(len(self.decoder_ids))
 
 
 def load_seq2seq(folder, cfg: dict, name: str | None = None) -> Seq2SeqCheckpoint:

@@ -106,10 +106,6 @@ class SmolVLASpec:
         g = self.resize[0] // self.vision.patch // self.scale_factor
         return g, g
 
-    @property
-    def n_expert_layers(self) -> int:
-        return self.expert.n_layer
-
 
 def intermediate_size(hidden: int, ffn_dim_multiplier: int = 4, multiple_of: int = 256) -> int:
     """lerobot's get_intermediate_size for the expert's MLP."""

@@ -104,10 +104,6 @@ class VlmGenerationStudy(GenerationStudy):
             self.is_image = np.asarray(progress.is_image, dtype=bool)
         super().add(progress)
 
-    def image_positions(self) -> np.ndarray:
-        """(N_img,) int64 positions of the prefix's image tokens."""
-        return np.flatnonzero(self.is_image)
-
     def values_at(self, position: int, mode: str, layer: int = 0, head: int = 0) -> np.ndarray:
         """(position + 1,) what the token at ``position`` gives each token before it (and itself) under ``mode``:
         one head's weights ("head"), the mean over ``layer``'s heads ("mean"), or its row of the rollout

@@ -25,7 +25,7 @@ import numpy as np
 
 from attnviz.checkpoints import seq2seq
 from attnviz.checkpoints.config import read_json
-from attnviz.checkpoints.decoder import _W, causal_mask
+from attnviz.checkpoints.decoder import _W
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.layers import activation, linear
 from attnviz.checkpoints.parts import Part, PartView, load_parts
@@ -244,10 +244,6 @@ class WhisperAttention:
     def decoder_special(self) -> np.ndarray:
         """(T_dec,) bool: the prompt's tokens."""
         return np.arange(len(self.decoder_ids)) < self.prompt_length
-
-    @property
-    def decoder_mask(self) -> np.ndarray:
-        return causal_mask(len(self.decoder_ids))
 
     @property
     def written(self) -> np.ndarray:

@@ -310,11 +310,6 @@ class MainWindow(QMainWindow):
         else:
             self.area.place(panel_id, widget)
 
-    def build_all_panels(self) -> None:
-        """Build every panel now (tests and screenshots that visit them all)."""
-        for panel_id in list(self._pending):
-            self._build_pending(panel_id)
-
     def _build_panels(self) -> None:
         left = [s for s in self.specs if s.area == "left"]
         rest = [s for s in self.specs if s.area != "left"]

@@ -79,10 +79,6 @@ class AppSettings:
         self._qs.setValue("window/layout", json.dumps(layout, sort_keys=True))
         self._qs.setValue("window/layout_version", self.config.layout_version)
 
-    def clear_window(self) -> None:
-        for key in ("window/geometry", "window/layout", "window/state", "window/layout_version"):
-            self._qs.remove(key)
-
     # ------------------------------------------------------------------ first start
     def hint_dismissed(self) -> bool:
         value = self._qs.value("ui/hint_dismissed", False)

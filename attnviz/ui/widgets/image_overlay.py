@@ -128,10 +128,6 @@ class PatchImageView(QWidget):
         else:
             self.set_highlight(self.highlighted)
 
-    def set_value_label(self, text: str) -> None:
-        """The colour scale's title (default "weight")."""
-        self.colorbar.getAxis("right").setLabel(text)
-
     def colour_scale(self) -> Optional[tuple[float, float]]:
         """(low, high) of the colour scale shown beside the image, None while there is no overlay."""
         return tuple(float(v) for v in self.colorbar.levels()) if self.colorbar.isVisible() else None

@@ -266,16 +266,6 @@ class WorkspaceArea(QWidget):
             if p.workspace.main == panel_id:
                 p.adopt(panel)  # built once, placed in its own workspace's layout from the start
 
-    def workspace_of(self, panel_id: str) -> str | None:
-        """The first workspace showing this panel as its main view (else beside it)."""
-        for ws in self.workspaces:
-            if ws.main == panel_id:
-                return ws.name
-        for ws in self.workspaces:
-            if panel_id in ws.side:
-                return ws.name
-        return None
-
     # -- sizes -----------------------------------------------------------------------------------
     def shares(self) -> dict[str, list[float]]:
         """``{"<workspace>/<splitter>": shares}`` of every workspace with more than one pane."""
