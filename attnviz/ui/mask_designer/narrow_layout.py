@@ -1,9 +1,9 @@
 """The mask designer in an area narrower than its two columns (a 640 x 480 window leaves it about 320 px
 beside the sidebar): the side column (presets, blocks, legend) goes under the cells instead of beside them,
 the cells keep the area's whole height with a canvas about as tall as it is wide, "Mask as code…" goes
-under the tile controls, and the presets and blocks scroll sideways in their own area when a wide block
-table needs it. Nothing is cut at the right of the designer and it scrolls up and down only; a wider area
-brings the two columns back."""
+under the tile controls, and the presets and the block rules (two tabs) scroll sideways in their own
+pages when a wide block table needs it. Nothing is cut at the right of the designer and it scrolls up and
+down only; a wider area brings the two columns back."""
 
 from __future__ import annotations
 
@@ -79,17 +79,17 @@ class NarrowLayout(QObject):
         code = self.panel.code_button
         self.below.setDirection(QBoxLayout.Direction.TopToBottom if narrow else QBoxLayout.Direction.LeftToRight)
         self.below.setAlignment(code, Qt.AlignmentFlag.AlignLeft if narrow else Qt.AlignmentFlag.AlignBottom)
-        controls = self.panel.controls
+        pages = (self.panel.controls, self.panel.blocks_scroll)  # the side column's two tab pages
         if narrow:
             self._canvas_min = self.panel.canvas.minimumHeight()
-            controls.setMinimumWidth(NARROW_CONTROLS_WIDTH)  # instead of its content's width
-            controls.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         else:
             self.left.setMinimumHeight(0)
             self.panel.side_splitter.setMinimumHeight(0)
             self.panel.canvas.setMinimumHeight(self._canvas_min)
-            controls.setMinimumWidth(0)
-            controls.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        for page in pages:
+            page.setMinimumWidth(NARROW_CONTROLS_WIDTH if narrow else 0)  # narrow: not its content's width
+            page.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded if narrow
+                                              else Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         split.setOrientation(Qt.Orientation.Vertical if narrow else Qt.Orientation.Horizontal)
         shares = split.shares()
         split.set_shares(shares)  # the same shares along the new direction

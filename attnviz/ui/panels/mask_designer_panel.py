@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 from PySide6.QtCore import QCoreApplication, QEvent, QPoint, Qt, QTimer
-from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy, QToolButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMenu, QPushButton, QTabWidget,
+                               QToolButton, QVBoxLayout, QWidget)
 
 from attnviz.model.commands import EditMask, SetKernel
 from attnviz.model.display.mask_snapshot import (Axes, Snapshot, Target, axes_from_response, axes_from_state,
@@ -34,6 +34,7 @@ from attnviz.ui.mask_designer.role_dialog import ask_in_dialog, choose_vla_roles
 from attnviz.ui.mask_designer.rule_chooser import RuleChooser
 from attnviz.model.mask.flash_timing import time_flash
 from attnviz.ui.mask_designer.split_controls import SplitControls
+from attnviz.ui.mask_designer.status_line import StatusLine
 from attnviz.ui.mask_designer.tile_controls import TileControls
 from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
 from attnviz.ui.workspaces.area import ShareSplitter
@@ -98,7 +99,10 @@ class MaskDesignerPanel(QWidget):
         self.split_controls = SplitControls(self)
         self.chooser = RuleChooser(self)
         self.canvas = MaskCanvas(self)
-        self.canvas.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # may be cut
+        status = StatusLine(self.canvas)  # the canvas's status whole, wrapped, without what the tile controls say
+        self.canvas.layout().replaceWidget(self.canvas.status, status)
+        self.canvas.status.deleteLater()
+        self.canvas.status = status
         self.canvas.frame.view.setAspectLocked(True, ratio=1.0)  # square cells at every zoom
         self._fitted = True  # the view shows the whole mask (not zoomed or panned by the person)
         self.canvas.frame.view.sigResized.connect(self._on_view_resized)
@@ -169,20 +173,30 @@ class MaskDesignerPanel(QWidget):
         cl.addLayout(below)
 
         # the cells large on the left with their tools, the flash tiles drawn over them and "Mask as
-        # code"; presets, blocks and the legend in a column on the right (at 1280 x 800 it scrolls up
-        # and down for the legend only); ``side_splitter`` takes more views under it
+        # code"; on the right two tabs over the resulting heatmap: the presets with the legend, and the
+        # block rules, each scrolling up and down in its own page (a 1024 x 700 window has about 300 px
+        # for them: one column of presets, grid and legend put the grid under the fold); ``side_splitter``
+        # takes more views under the tabs
         controls = QWidget(self)
         ctl = QVBoxLayout(controls)
         ctl.setContentsMargins(0, 0, 0, 0)
         ctl.setSpacing(4)
         ctl.addWidget(self.preset_bar)
-        ctl.addWidget(blocks, 1)
         ctl.addWidget(self.legend)
+        ctl.addStretch(1)
         self.controls = VerticalScroll(self)
         self.controls.setWidget(controls)
+        self.blocks_scroll = VerticalScroll(self)
+        self.blocks_scroll.setWidget(blocks)
+        self.side_tabs = QTabWidget(self)
+        self.side_tabs.setDocumentMode(True)
+        self.side_tabs.addTab(self.controls, "Presets")
+        self.side_tabs.addTab(self.blocks_scroll, "Block rules")
+        self.side_tabs.setTabToolTip(0, "mask presets, how they combine, the head whose mask is edited; the colours")
+        self.side_tabs.setTabToolTip(1, "one rule per (query block, key block); split a segment into sub-blocks")
         self.side_splitter = ShareSplitter(Qt.Orientation.Vertical, self)
         self.side_splitter.setObjectName("mask_side")
-        self.side_splitter.addWidget(self.controls)
+        self.side_splitter.addWidget(self.side_tabs)
         left = QWidget(self)
         ll = QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)
