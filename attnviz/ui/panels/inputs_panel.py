@@ -42,7 +42,6 @@ class InputsPanel(QWidget):
         self.tree = SourceTree(self)
         self.tree.setHeaderLabels(["source", "kind", "tokens", "role"])
         self.tree.setRootIsDecorated(False)
-        self.tree.setUniformRowHeights(True)
         self.tree.setEditTriggers(QTreeWidget.EditTrigger.NoEditTriggers)
         self.tree.header().setStretchLastSection(False)
         self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -341,6 +340,7 @@ class InputsPanel(QWidget):
             item = QTreeWidgetItem([s.name, s.kind, str(counts.get(s.name, "…"))])
             item.setData(0, Qt.ItemDataRole.UserRole, s.name)
             item.setIcon(0, swatch(s.color))
+            item.setToolTip(0, f"{s.name}\n{s.kind} source · double-click to rename, drag to move it in the sequence")
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             item.setTextAlignment(2, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.tree.addTopLevelItem(item)
@@ -370,14 +370,18 @@ class InputsPanel(QWidget):
             combo = self.role_combos.get(name)
             if cross is None:
                 continue
-            if combo is None or self.tree.itemWidget(item, ROLE_COLUMN) is not combo:
+            if combo is None or self.tree.itemWidget(item, ROLE_COLUMN) is not combo.parentWidget():
                 combo = QComboBox()
                 combo.addItems(list(ROLES))
                 for j, r in enumerate(ROLES):
                     combo.setItemData(j, ROLE_TIPS[r], Qt.ItemDataRole.ToolTipRole)
                 combo.setToolTip(f"role of {name!r} in the cross-attention")
                 combo.activated.connect(lambda j, n=name: self.set_role(n, ROLES[j]))
-                self.tree.setItemWidget(item, ROLE_COLUMN, combo)
+                holder = QWidget()  # the combo keeps its height in a row two names' lines tall
+                hl = QVBoxLayout(holder)
+                hl.setContentsMargins(0, 0, 0, 0)
+                hl.addWidget(combo, 0, Qt.AlignmentFlag.AlignVCenter)
+                self.tree.setItemWidget(item, ROLE_COLUMN, holder)
                 self.role_combos[name] = combo
             combo.blockSignals(True)
             combo.setCurrentIndex(ROLES.index(roles.get(name, "unused")))
