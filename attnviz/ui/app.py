@@ -187,7 +187,9 @@ class StartupClock:
 
 def _distinct_colours(widget, limit: int = 64) -> int:
     """How many colours a widget's current picture holds (sampled), to show the heatmap is not blank."""
-    img = widget.grab().toImage()
+    from attnviz.ui.export import capture
+
+    img = capture(widget)
     seen = set()
     step_x, step_y = max(1, img.width() // 97), max(1, img.height() // 89)
     for y in range(0, img.height(), step_y):

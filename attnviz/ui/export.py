@@ -40,6 +40,32 @@ def scale_for_width(widget: QWidget, width: int) -> float:
     return float(width) / widget.width()
 
 
+def capture(widget: QWidget, scale: float = 1.0) -> QImage:
+    """What ``widget`` shows, as a QImage of exactly :func:`png_size` pixels: the widget's own grab where that
+    has the size (scale 1 on a screen of device pixel ratio 1), else the widget painted at that device pixel
+    ratio, so text and lines are drawn sharp at the larger size and matrix cells stay crisp blocks. The one
+    capture of the application: PNG export, ``--screenshot`` and the start-up check of a drawn heatmap."""
+    w, h = png_size(widget, scale)
+    if scale == 1.0:
+        image = widget.grab().toImage()
+        if (image.width(), image.height()) == (w, h):
+            return image
+    image = QImage(w, h, QImage.Format.Format_ARGB32_Premultiplied)
+    image.setDevicePixelRatio(w / max(1, widget.width()))
+    image.fill(widget.palette().window().color())
+    painter = QPainter()
+    if not painter.begin(image):
+        raise ExportError(f"could not draw the {w} x {h} picture")
+    try:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+        widget.render(painter, QPoint(0, 0))
+    finally:
+        painter.end()
+    image.setDevicePixelRatio(1.0)
+    return image
+
+
 def export_png(widget: QWidget, path, scale: float = 1.0) -> Path:
     """Save what ``widget`` shows as a PNG image at ``scale`` times its on-screen size: the widget
     paints itself at that device pixel ratio, so text and lines are drawn sharp at the larger size
@@ -54,22 +80,7 @@ def export_png(widget: QWidget, path, scale: float = 1.0) -> Path:
     if max(w, h) > MAX_PNG_SIDE:
         raise ExportError(f"a {w} x {h} picture is larger than {MAX_PNG_SIDE} pixels per side: choose a smaller "
                           "resolution")
-    if scale == 1.0:
-        image = widget.grab().toImage()
-    else:
-        image = QImage(w, h, QImage.Format.Format_ARGB32_Premultiplied)
-        image.setDevicePixelRatio(w / widget.width())
-        image.fill(widget.palette().window().color())
-        painter = QPainter()
-        if not painter.begin(image):
-            raise ExportError(f"could not draw the {w} x {h} picture")
-        try:
-            painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
-            painter.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
-            widget.render(painter, QPoint(0, 0))
-        finally:
-            painter.end()
-        image.setDevicePixelRatio(1.0)
+    image = capture(widget, scale)
     if not image.save(str(path), "PNG"):
         raise ExportError(f"could not write PNG {path}")
     return path

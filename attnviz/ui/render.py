@@ -126,19 +126,15 @@ class Renderer(QObject):
             self._fail(f"attnviz: the window could not be made {w}x{h} (it is {target.width()}x"
                        f"{target.height()}; it needs at least {need.width()}x{need.height()})")
             return
-        pixmap = target.grab()
-        if pixmap.width() != w or pixmap.height() != h:  # a device pixel ratio above 1
-            from PySide6.QtCore import Qt
+        from attnviz.ui.export import capture
 
-            pixmap = pixmap.scaled(w, h, Qt.AspectRatioMode.IgnoreAspectRatio,
-                                   Qt.TransformationMode.SmoothTransformation)
-        if not self._save(pixmap):
+        if not self._save(capture(target)):  # (w, h) pixels whatever the screen's device pixel ratio
             return
         self.written = True
         print(f"wrote {self.out} ({w}x{h}, workspace {self.window.workspace})", flush=True)
         self.app.exit(0)
 
-    def _save(self, pixmap) -> bool:
+    def _save(self, image) -> bool:
         """Write the picture as a temporary beside ``out``, then put it in place: a FIFO or device made at ``out``
         while the window was drawing is refused, never written into (which could block for ever)."""
         import tempfile
@@ -153,7 +149,7 @@ class Renderer(QObject):
             self._fail(f"attnviz: could not write {self.out}: {exc}")
             return False
         try:
-            if not pixmap.save(tmp, "PNG"):
+            if not image.save(tmp, "PNG"):
                 raise OSError("the picture could not be encoded")
             os.replace(tmp, target)
         except OSError as exc:

@@ -144,3 +144,28 @@ def test_every_widget_exports_a_png_in_either_theme(theme, qapp, qtbot, tmp_path
             assert (img.pixelColor(2, 2).lightness() < 60) == (theme == "dark"), name
     finally:
         apply_theme(qapp, "light")
+
+
+def test_one_capture_gives_the_exact_pixel_size_at_every_scale(heatmap, monkeypatch):
+    """export.capture is the application's one picture of a widget (PNG export, --screenshot, the start-up check):
+    exactly png_size pixels, also where the widget's own grab would have another size (a high-DPI screen)."""
+    from PySide6.QtGui import QPixmap
+
+    from attnviz.ui import export
+
+    assert export.capture(heatmap).size().toTuple() == (500, 420)
+    assert export.capture(heatmap, 2.0).size().toTuple() == (1000, 840)
+    doubled = QPixmap(1000, 840)  # what grab() returns at a device pixel ratio of 2
+    monkeypatch.setattr(type(heatmap), "grab", lambda self, *a: doubled)
+    img = export.capture(heatmap)
+    assert img.size().toTuple() == (500, 420)
+    assert len({img.pixel(x, y) for x in range(0, 500, 25) for y in range(0, 420, 21)}) > 3  # painted, not blank
+
+
+def test_capture_is_the_only_grab_in_the_application():
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[3] / "attnviz"
+    grabs = [str(p.relative_to(root)) for p in root.rglob("*.py") if re.search(r"\.grab\(\)", p.read_text())]
+    assert grabs == ["ui/export.py"]
