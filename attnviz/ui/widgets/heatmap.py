@@ -58,13 +58,7 @@ class AttentionHeatmap(QWidget):
         layout.addWidget(self.readout)
 
         self._cmap = colormaps.DEFAULT
-        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=colormaps.colormap(self._cmap), width=12,
-                                        interactive=False, colorMapMenu=False)
-        self.colorbar.getAxis("right").enableAutoSIPrefix(False)
-        # the colour axis sizes itself to its tick labels and its title (a fixed width lets "-6.25" or
-        # "0.009" run into the title, or the title off the widget's edge)
-        self.colorbar.getAxis("right").setWidth(None)
-        self.frame.ci.addItem(self.colorbar, row=3, col=3)
+        self._colorbar: Optional[pg.ColorBarItem] = None  # made with the first content (see colorbar)
         self.base = CellImageLayer(self.frame.view, z=0)
         self.detail = CellImageLayer(self.frame.view, z=10)
 
@@ -96,6 +90,26 @@ class AttentionHeatmap(QWidget):
         self.frame.view.sigResized.connect(lambda *_: self._resize_timer.start())
 
     # -- public API ----------------------------------------------------------------------------
+    @property
+    def colorbar(self) -> pg.ColorBarItem:
+        """The colour bar beside the matrix, made the first time it is wanted: a pyqtgraph
+        ColorBarItem is a whole plot (half of this widget's construction time), and a panel builds
+        many heatmaps in tabs that are never opened."""
+        if self._colorbar is None:
+            cb = pg.ColorBarItem(values=(0, 1), colorMap=colormaps.colormap(self._cmap), width=12,
+                                 interactive=False, colorMapMenu=False)
+            axis = cb.getAxis("right")
+            axis.enableAutoSIPrefix(False)
+            # the colour axis sizes itself to its tick labels and its title (a fixed width lets "-6.25" or
+            # "0.009" run into the title, or the title off the widget's edge)
+            axis.setWidth(None)
+            fg = current_theme().plot_foreground
+            axis.setPen(fg)
+            axis.setTextPen(fg)
+            self.frame.ci.addItem(cb, row=3, col=3)
+            self._colorbar = cb
+        return self._colorbar
+
     def set_matrix(self, values, *, mask=None, row_labels: Optional[Sequence[str]] = None,
                    col_labels: Optional[Sequence[str]] = None, row_segments: Sequence[Segment] = (),
                    col_segments: Sequence[Segment] = (), levels=None, log_scale: bool = False,
@@ -351,6 +365,8 @@ class AttentionHeatmap(QWidget):
     def _update_colorbar(self) -> None:
         label = f"log10 {self._value_label}" if self._log else self._value_label
         state = (self._cmap, tuple(self._levels), label)
+        if self._colorbar is None and self.base.values is None and self.detail.values is None:
+            return  # nothing drawn yet (a colormap chosen early): the bar is made with the first picture
         if state == self._colorbar_state:
             return  # redrawing the same colorbar would relayout the frame on every live update
         self._colorbar_state = state
@@ -443,5 +459,6 @@ class AttentionHeatmap(QWidget):
     def on_theme_changed(self, theme: Theme) -> None:
         for layer in (self.base, self.detail):
             layer.restyle(self._masked())
-        self.colorbar.getAxis("right").setPen(theme.plot_foreground)
-        self.colorbar.getAxis("right").setTextPen(theme.plot_foreground)
+        if self._colorbar is not None:  # one made later takes the theme then
+            self._colorbar.getAxis("right").setPen(theme.plot_foreground)
+            self._colorbar.getAxis("right").setTextPen(theme.plot_foreground)

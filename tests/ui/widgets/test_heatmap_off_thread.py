@@ -106,3 +106,24 @@ def test_a_bad_large_matrix_is_reported_in_the_title_not_raised(heatmap, qtbot):
     assert "values contain NaN" in heatmap.frame.title.text
     with pytest.raises(ValueError, match="labels"):  # what costs nothing to check still raises at once
         heatmap.set_matrix(v, row_labels=["a"])
+
+
+def test_the_colour_bar_is_made_with_the_first_picture_in_the_theme_of_then(qtbot, qapp):
+    import pyqtgraph as pg
+
+    from attnviz.ui.theme import apply_theme, current_theme
+
+    apply_theme(qapp, "dark")
+    try:
+        w = AttentionHeatmap()
+        qtbot.addWidget(w)
+        w.set_colormap("viridis")  # a colormap chosen early makes no bar yet
+        bars = [i for i in w.frame.ci.items if isinstance(i, pg.ColorBarItem)]
+        assert bars == [] and w._colorbar is None  # half the widget's construction time, skipped
+        w.set_matrix(np.eye(3, dtype=np.float32))
+        assert isinstance(w.colorbar, pg.ColorBarItem) and w.colorbar in w.frame.ci.items
+        axis = w.colorbar.getAxis("right")
+        assert axis.textPen().color().name() == pg.mkColor(current_theme().plot_foreground).name()
+        assert tuple(w.colorbar.levels()) == pytest.approx(w.levels())
+    finally:
+        apply_theme(qapp, "light")
