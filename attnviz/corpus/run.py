@@ -32,6 +32,12 @@ WORKERS_PER_CORE = 4  # a local cluster has at most this many workers per usable
 WORKERS_TIMEOUT_S = 10.0  # how long a scheduler may take to show its first worker
 MAX_BATCH = 10_000  # documents per partition: a partition is held whole, here and on its worker
 IN_FLIGHT_PER_THREAD = 2  # partitions queued per worker thread: enough to keep it busy, little memory
+# glibc malloc of each local worker process, chosen here, not inherited. Dask's nanny starts workers with
+# MALLOC_TRIM_THRESHOLD_=65536, and setting any of these variables also fixes glibc's mmap threshold at
+# 128 KiB: every array of a pass past that size was mapped and unmapped again, 3,600 page faults and 1.5x
+# the CPU per MiniLM sentence instead of 7 (benchmarks/README.md). With both set, freed arrays stay in
+# the heap for the next document, as glibc's own adaptive default keeps them.
+WORKER_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(64 << 20), "MALLOC_MMAP_THRESHOLD_": str(32 << 20)}
 
 
 class CorpusRunError(ValueError):
@@ -163,6 +169,26 @@ def _sigint_ignored():
 
 
 @contextmanager
+def worker_malloc():
+    """Local worker processes started in here get :data:`WORKER_MALLOC`, whatever this process's environment
+    or the Dask configuration says (the nanny reads the variables from both, the environment first, and
+    writes them into this process's environment: restored on the way out)."""
+    import dask
+
+    saved = {k: os.environ.get(k) for k in WORKER_MALLOC}
+    os.environ.update(WORKER_MALLOC)
+    try:
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()}):
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextmanager
 def open_client(scheduler: str, workers: int | None = None):
     """A ``distributed.Client`` for ``scheduler``: "threads" (one worker process of the caller, N threads),
     "processes" (N single-threaded workers on 127.0.0.1) or "tcp://HOST:PORT" (a running scheduler).
@@ -191,7 +217,7 @@ def _client(Client, LocalCluster, scheduler: str, workers: int | None):
         processes = scheduler == "processes"
         where = {"host": "127.0.0.1"} if processes else {}  # threads: in-process, no network at all
         try:
-            with _sigint_ignored() if processes else nullcontext():
+            with _sigint_ignored() if processes else nullcontext(), worker_malloc() if processes else nullcontext():
                 cluster = LocalCluster(n_workers=n if processes else 1, threads_per_worker=1 if processes else n,
                                        # None does not turn the dashboard off (dask/distributed#8136): a
                                        # free local port instead of :8787, which a second cluster finds taken
@@ -370,7 +396,8 @@ def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_t
             if screen is not None:  # a long document with too many tokens fails here, its text not sent
                 part = [screen(doc) for doc in part]
             job = PartitionJob(index=part[0].index // batch, folder=folder, name=name, documents=part,
-                               max_tokens=max_tokens, per_document=doc_file is not None)
+                               max_tokens=max_tokens, per_document=doc_file is not None,
+                               driver_pid=os.getpid())
             fut = client.submit(run_partition, job, pure=False, key=f"attnviz-corpus-{os.getpid()}-{job.index}")
             futures.add(fut)
             pending.add(fut)

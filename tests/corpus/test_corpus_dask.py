@@ -28,7 +28,9 @@ from attnviz.corpus.worker import load_count
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-TOL = 1e-9
+# the corpus stacks documents of similar length (attnviz/corpus/batched.py): float32 rounding ~5e-8 from the
+# one-document passes of the reference (tests/corpus/test_corpus_batched.py holds both to the float64 pass)
+TOL = 1e-6
 
 
 def _env() -> dict:
