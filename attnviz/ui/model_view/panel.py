@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton,
                                QSizePolicy, QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
@@ -34,9 +34,6 @@ from attnviz.ui.model_view.decoder_view import LongMapView
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.model_view.mask_handoff import open_model_mask
 from attnviz.ui.model_view.model_list import add_cached_models
-from attnviz.ui.model_view.more_views import install_more
-from attnviz.ui.model_view.router_view import install as install_router_view
-from attnviz.ui.model_view.score_terms_view import install as install_score_terms_view
 from attnviz.ui.model_view.seq2seq_view import Seq2SeqControls
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
@@ -70,6 +67,31 @@ def only_current_sizes(stack) -> None:
 
     stack.currentChanged.connect(follow)
     follow()
+
+
+# The further tabs, one step each; their modules are imported with their step (most of the panel's
+# import time), still by plain import statements, which the bundle's analysis follows.
+def _install_more(panel) -> None:
+    from attnviz.ui.model_view.more_views import install_more
+
+    install_more(panel)  # Intervene, Generate, Audio (and the vision-language page's Generate, Intervene)
+
+
+def _install_score_terms(panel) -> None:
+    from attnviz.ui.model_view.score_terms_view import install
+
+    panel.score_terms = install(panel)  # "Score terms": DeBERTa's three terms of the head shown
+
+
+def _install_router(panel) -> None:
+    from attnviz.ui.model_view.router_view import install
+
+    panel.router = install(panel)  # "Experts": a mixture of experts' routing, layers x tokens
+
+
+# the attributes of the further tabs' views, set when they are built (ModelViewPanel.finish_building)
+DEFERRED_VIEWS = frozenset({"intervention", "generation", "vlm_generation", "vlm_intervention", "audio",
+                            "score_terms", "router"})
 
 
 class ModelViewPanel(QWidget):
@@ -220,11 +242,45 @@ class ModelViewPanel(QWidget):
         ctx.session.events.view.connect(self._on_view_changed)
         self._sync_input_page()
         self.corpus = install_corpus_view(self)  # "Corpus" tab: a STATS.parquet beside this input
-        install_more(self)  # the further tabs: Intervene, Generate, Audio
-        self.score_terms = install_score_terms_view(self)  # "Score terms": DeBERTa's three terms of the head shown
-        self.router = install_router_view(self)  # "Experts": a mixture of experts' routing, layers x tokens
-        for stack in (self.pages, self.inputs, self.tabs, self.vlm.tabs):
+        for stack in (self.pages, self.inputs):
             only_current_sizes(stack)
+        # The further tabs are built over the next turns of the event loop, one step a turn: together
+        # they are two dozen plots (seconds on a loaded machine), which held the window frozen on the
+        # workspace's first visit. They are disabled until a model loads, and anything that needs them
+        # sooner (a load's result, a head chosen, their attribute asked for) builds the rest at once.
+        self._installs = [_install_more, _install_score_terms, _install_router]
+        QTimer.singleShot(0, self, self._install_next)
+
+    def _install_next(self) -> None:
+        """Build the next of the further tabs; the one after it on the next turn of the event loop."""
+        if self._installs:
+            self._installs.pop(0)(self)
+            if self._installs:
+                QTimer.singleShot(0, self, self._install_next)
+            else:
+                self._installed()
+
+    def finish_building(self) -> None:
+        """Build every further tab not built yet, now (before a model's result reaches them)."""
+        if self.__dict__.get("_installs"):
+            while self._installs:
+                self._installs.pop(0)(self)
+            self._installed()
+
+    def building(self) -> bool:
+        """True while further tabs are still to be built on coming turns of the event loop."""
+        return bool(self.__dict__.get("_installs"))
+
+    def _installed(self) -> None:
+        for stack in (self.tabs, self.vlm.tabs):
+            only_current_sizes(stack)
+
+    def __getattr__(self, name: str):
+        # only for attributes not found: a further tab's view asked for before its turn came
+        if name in DEFERRED_VIEWS and self.__dict__.get("_installs"):
+            self.finish_building()
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @staticmethod
     def default_shares(key: str) -> list[float] | None:
@@ -467,6 +523,7 @@ class ModelViewPanel(QWidget):
 
     def select_head(self, layer: int, head: int) -> None:
         """Show ``head`` of ``layer`` large in the detail heatmap and outline it in the grids."""
+        self.finish_building()  # every tab follows what comes next
         study = self.study
         if study.outcome is None:
             return
@@ -609,6 +666,7 @@ class ModelViewPanel(QWidget):
         return self.jobs.submit(fn)
 
     def _on_job_finished(self, _jid: int, result) -> None:
+        self.finish_building()  # every tab follows what comes next
         if self._job_kind == "load":
             self._loading = None
             self.study.loaded(result)
@@ -643,6 +701,7 @@ class ModelViewPanel(QWidget):
             self._show_outcome(result)
 
     def _on_job_failed(self, _jid: int, message: str) -> None:
+        self.finish_building()  # every tab follows what comes next
         if self._job_kind == "load":
             folder, name, added = self._loading or ("", None, False)
             self._loading = None
@@ -663,6 +722,7 @@ class ModelViewPanel(QWidget):
         self.failed.emit(text)
 
     def _show_outcome(self, outcome) -> None:
+        self.finish_building()
         study = self.study
         new_model = study.show(outcome)
         r = outcome.result
