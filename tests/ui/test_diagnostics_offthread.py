@@ -134,11 +134,10 @@ def test_another_rule_of_a_long_input_is_drawn_without_computing_again(opened, q
     assert tab.heatmap._values is numbers["map"].maps["unscaled"].values
     qtbot.waitUntil(lambda: tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
     assert tab.entropies() == [r[1] for r in numbers["tables"]["unscaled"]]
-    assert tab.heatmap.frame.title.text.startswith("weights under No √dₖ")
+    assert tab.heatmap.title_text().startswith("weights under No √dₖ")  # whole, above the map
     lines = list(tab.entropy_items)
     assert tab.entropy_items[1].opts["pen"].width() == 2 and tab.entropy_items[0].opts["pen"].width() == 1
-    assert [label.text for _s, label in tab.entropy_plot.getPlotItem().legend.items] == [
-        "Scaled", "No √dₖ (selected)", "Uniform"]
+    assert tab.entropy_plot.legend_names() == ["Scaled", "No √dₖ (selected)", "Uniform"]  # a line above the plot
     qtbot.wait(200)
     in_place = grab_bytes(tab)  # lines restyled and table items given new text ...
     tab._curve_layout = None
@@ -167,7 +166,7 @@ def test_an_edit_of_a_long_input_updates_the_lines_in_place(opened, qtbot):
     assert tab.entropy_items == lines  # the same items: no curves or legend entries made again
     for item, m in zip(tab.entropy_items, MODES):
         np.testing.assert_array_equal(item.yData, tab.modes[m].entropy_nats)  # ... holding the new numbers
-    assert len(tab.entropy_plot.getPlotItem().legend.items) == len(MODES)
+    assert len(tab.entropy_plot.legend_names()) == len(MODES)
 
     qtbot.waitUntil(lambda: not jac.computing() and jac.row_norms is not None, timeout=TIMEOUT)
     jac_lines = list(jac.row_items)

@@ -115,6 +115,11 @@ class BreakdownView(QWidget):
         self.output_table = new_table(len(OUTPUT_ROWS), 1)
         QVBoxLayout(self.output_box).addWidget(self.output_table)
 
+        for t in (self.pair_table, self.row_table, self.output_table):
+            # wide rows scroll sideways under a bar that is always there: a table's height (all its rows and
+            # the bar) never depends on whether the columns happen to fit, so no row hides behind the bar
+            t.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
+            t.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # every row shows (fit_height)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         for box in (self.pair_box, self.row_box, self.output_box):

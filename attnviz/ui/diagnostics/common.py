@@ -13,8 +13,8 @@ from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QTableWidget, QTableWidgetItem
 
 from attnviz.model.display.response_views import mask_rows
+from attnviz.ui.diagnostics.titled_view import TitledView
 from attnviz.ui.theme import current_theme
-from attnviz.ui.widgets.matrix_frame import elide_plot_title
 
 #: colours of the two sides of attention wherever queries and keys are drawn together
 QUERY_COLOUR = "#d55e00"
@@ -85,14 +85,13 @@ def connect_event(widget, signal, slot) -> None:
 
 
 def make_plot(title: str = "", x_label: str = "", y_label: str = "", log_x: bool = False,
-              log_y: bool = False) -> pg.PlotWidget:
-    """A PlotWidget with the current theme's colours, labels, a light grid and a legend."""
+              log_y: bool = False, inside_legend: bool = False):
+    """A themed PlotWidget (labels, a light grid) in a :class:`TitledView`: its title whole above the plot
+    and its legend (``set_legend``) a line between them, never over the data. ``inside_legend`` keeps
+    pyqtgraph's own legend in the plot instead (a scatter whose points leave a corner free)."""
     theme = current_theme()
     w = pg.PlotWidget(background=theme.plot_background)
     item = w.getPlotItem()
-    elide_plot_title(item)  # a long title is cut, not laid out past the widget's right edge
-    if title:
-        item.setTitle(title, color=theme.plot_foreground, size="10pt")
     for side, text in (("bottom", x_label), ("left", y_label)):
         ax = item.getAxis(side)
         ax.enableAutoSIPrefix(False)  # "x0.001" on an axis reads as a different quantity
@@ -102,9 +101,12 @@ def make_plot(title: str = "", x_label: str = "", y_label: str = "", log_x: bool
             ax.setLabel(text, color=theme.plot_foreground)
     item.setLogMode(x=log_x, y=log_y)
     item.showGrid(x=True, y=True, alpha=0.2)
-    item.addLegend(offset=(-10, 10), labelTextColor=theme.plot_foreground)
+    if inside_legend:
+        item.addLegend(offset=(-10, 10), labelTextColor=theme.plot_foreground)
     w.setMinimumSize(220, 160)
-    return w
+    titled = TitledView(w, title)
+    titled.title.setVisible(bool(title))
+    return titled
 
 
 def cell(text: str, tooltip: str = "", editable: bool = False, bold: bool = False,
@@ -136,11 +138,13 @@ def shade(item: QTableWidgetItem, weight: float) -> None:
 
 
 def fit_height(table: QTableWidget, max_rows: int = 12) -> None:
-    """Make a table exactly as tall as its header and rows (at most ``max_rows`` rows, then scroll)."""
+    """Make a table exactly as tall as its header and rows (at most ``max_rows`` rows, then scroll), and its
+    horizontal scroll bar when it may show one (always, under ScrollBarAlwaysOn: no row hides behind it)."""
     rows = min(table.rowCount(), max_rows)
     h = table.horizontalHeader().height() if table.horizontalHeader().isVisible() else 0
     h += sum(table.rowHeight(r) for r in range(rows)) + 2 * table.frameWidth()
-    if table.horizontalScrollBar().isVisible() or table.columnCount() > 12:
+    if (table.horizontalScrollBar().isVisible() or table.columnCount() > 12
+            or table.horizontalScrollBarPolicy() == Qt.ScrollBarPolicy.ScrollBarAlwaysOn):
         h += table.horizontalScrollBar().sizeHint().height()
     table.setFixedHeight(h + 2)
 

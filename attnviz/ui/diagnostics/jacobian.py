@@ -58,6 +58,7 @@ class JacobianTab(DiagnosticTab):
         self.scaled_curve = self.study_plot.plot([], [], pen=pg.mkPen(SCALED_COLOUR, width=1.5), symbol="s",
                                                  symbolBrush=SCALED_COLOUR, symbolPen=None, symbolSize=6,
                                                  name="scaled  z / √d_k")
+        self.study_plot.set_legend([(UNSCALED_COLOUR, "unscaled z ~ N(0, d_k)"), (SCALED_COLOUR, "scaled z / √d_k")])
         self.row_plot = make_plot("‖J‖_F per query row (selected head)", "query", "Frobenius norm")
         self.row_plot.getPlotItem().getAxis("bottom").enableAutoSIPrefix(False)
         self.row_items = []
@@ -146,6 +147,8 @@ class JacobianTab(DiagnosticTab):
                 plot.addItem(bars)
                 self.row_items.append(bars)
             label_ticks(plot, [resp.query_labels[i] for i in range(rows)])  # as many as fit, never overlapping
+            self.row_plot.set_legend([(UNSCALED_COLOUR, "unscaled q·k", "bar"),
+                                      (SCALED_COLOUR, f"scaled q·k / √{hs}", "bar")])
         elif self._line_rows == rows:
             for item, vals in zip(self.row_items, (un, sc)):
                 item.setData(x, vals)
@@ -154,9 +157,10 @@ class JacobianTab(DiagnosticTab):
                 self.row_items.append(plot.plot(x, vals, pen=pg.mkPen(colour, width=1), name=name))
             self._line_rows = rows
             clear_label_ticks(plot)
+            self.row_plot.set_legend([(UNSCALED_COLOUR, "unscaled q·k"), (SCALED_COLOUR, f"scaled q·k / √{hs}")])
         title = f"‖J‖_F per query row, head {h} (d_k = {hs})" + (f" — {note}" if note else "")
         if title != self._row_title:  # the same title again would still lay the plot out again
-            plot.setTitle(title)
+            self.row_plot.set_title(title)
             self._row_title = title
         plot.enableAutoRange()
         self.status.setText(f"mean over rows: unscaled {fmt(un.mean(), 3)}, scaled {fmt(sc.mean(), 3)}"

@@ -26,6 +26,7 @@ from attnviz.model.diagnostics.normalisation_display import (BAR_LIMIT, entropy_
 from attnviz.ui.diagnostics.common import (KEY_COLOUR, QUERY_COLOUR, cell, connect_event, fit_height, fmt, head_mask,
                                          make_plot, new_table, selected_head)
 from attnviz.ui.diagnostics.tab import DiagnosticTab
+from attnviz.ui.diagnostics.titled_view import TitledView
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.label_ticks import label_ticks
 
@@ -33,6 +34,7 @@ MODE_TITLES = {"scaled": "Scaled  softmax(q·k / √dₖ)", "unscaled": "No √d
                "uniform": "Uniform  1 / n"}
 #: query rows studied at most (each row is independent; beyond this only the first rows are shown)
 MAX_ROWS = 512
+TABLE_ROWS_SHOWN = 6  # rows the table shows before it scrolls: the entropy plot keeps room at 1024 x 700
 TABLE_CHUNK = 64  # table rows filled per turn of the event loop
 MODE_COLOURS = {"scaled": KEY_COLOUR, "unscaled": QUERY_COLOUR, "uniform": "#999999"}
 TABLE_COLUMNS = ("query", "entropy (nats)", "uniform log n", "max weight", "attends most to")
@@ -77,7 +79,7 @@ class NormalisationTab(DiagnosticTab):
         self.group.idClicked.connect(lambda n: self.ctx.set_view(normalisation=MODES[n]))
         self.summary = QLabel(" ", self)
         self.summary.setWordWrap(True)
-        self.heatmap = AttentionHeatmap()
+        self.heatmap = TitledView(AttentionHeatmap())  # its title whole above it
         self.table = new_table(0, len(TABLE_COLUMNS))
         self.table.setHorizontalHeaderLabels(TABLE_COLUMNS)
         self.table.horizontalHeader().setStretchLastSection(True)
@@ -175,7 +177,7 @@ class NormalisationTab(DiagnosticTab):
         self.table.setRowCount(rows)
         self._table_rows = numbers["tables"][mode]
         self._fill_table(0)
-        fit_height(self.table, 12)
+        fit_height(self.table, TABLE_ROWS_SHOWN)
         curves = numbers["curves"]
         self._plot_entropies(curves, ql, mode)
         means = "   ".join(f"{MODE_TITLES[m].split('  ')[0]} {fmt(curves.means[m], 3)}" for m in MODES)
@@ -233,8 +235,7 @@ class NormalisationTab(DiagnosticTab):
                     item = plot.plot(x, e, pen=pen, name=name)
                 self.entropy_items.append(item)
             self._curve_layout = None if curves.bars else layout
-            if plot.legend is not None:
-                self._place_legend(plot.legend)
+            self._show_legend(selected, curves.bars)
         else:
             for item, m in zip(self.entropy_items, MODES):
                 item.setData(x, curves.entropy[m])
@@ -255,40 +256,25 @@ class NormalisationTab(DiagnosticTab):
         again (three labels), the lines stay (a switch of rule on a long input makes no curves)."""
         if self._curve_layout[1] == selected:
             return
-        legend = self.entropy_plot.getPlotItem().legend
-        if legend is not None:
-            legend.clear()  # entries laid out afresh: a label's column never keeps a longer old name's width
         for item, m in zip(self.entropy_items, MODES):
             pen, name = self._line_style(m, selected)
             item.setPen(pen)
             item.opts["name"] = name
-            if legend is not None:
-                legend.addItem(item, name)
-        if legend is not None:
-            self._place_legend(legend)
+        self._show_legend(selected, False)
         self._curve_layout = (self._curve_layout[0], selected)
 
-    @staticmethod
-    def _place_legend(legend) -> None:
-        """The legend is one row along the top, over empty headroom above the bars and lines."""
-        legend.setColumnCount(len(MODES))
-        legend.anchor(itemPos=(0, 0), parentPos=(0, 0), offset=(8, 4))
+    def _show_legend(self, selected: str, bars: bool) -> None:
+        """The legend is a line above the plot (wrapping between entries at a narrow width): it never
+        covers a bar or a line, and is never cut at the plot's right edge."""
+        self.entropy_plot.set_legend([(MODE_COLOURS[m], self._line_style(m, selected)[1], "bar" if bars else "line")
+                                      for m in MODES])
 
     def legend_overlaps_data(self) -> bool:
-        """True when the legend's box covers a plotted bar top or line point (for tests)."""
-        plot = self.entropy_plot.getPlotItem()
-        legend = plot.legend
-        if legend is None or self.modes is None:
-            return False
-        vb = plot.getViewBox()
-        box = vb.mapSceneToView(legend.mapRectToScene(legend.boundingRect())).boundingRect()
-        for m in MODES:
-            e = self.modes[m].entropy_nats
-            x = np.arange(len(e), dtype=float)
-            inside = (x >= box.left() - 0.5) & (x <= box.right() + 0.5) & (e >= min(box.top(), box.bottom()))
-            if inside.any():
-                return True
-        return False
+        """True when a legend is drawn inside the plot area, or its line is not above the plot (for tests)."""
+        if self.entropy_plot.getPlotItem().legend is not None:
+            return True
+        legend, view = self.entropy_plot.legend, self.entropy_plot.view
+        return legend.isVisible() and legend.geometry().bottom() >= view.geometry().top()
 
     def entropies(self) -> list[str]:
         """The entropy column as shown (for tests)."""

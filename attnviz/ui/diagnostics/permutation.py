@@ -18,6 +18,7 @@ from attnviz.model.positional import PositionalConfig
 from attnviz.model.sequence import assemble
 from attnviz.ui.diagnostics.common import fmt_sci, selected_head
 from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
+from attnviz.ui.diagnostics.titled_view import TitledView
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
@@ -106,9 +107,9 @@ class PermutationTab(DiagnosticTab):
         self.encoded_label = QLabel(" ", self)
         self.encoded_label.setWordWrap(True)
         QVBoxLayout(self.encoded_box).addWidget(self.encoded_label)
-        self.expected = AttentionHeatmap()
-        self.plain_map = AttentionHeatmap()
-        self.encoded_map = AttentionHeatmap()
+        self.expected = TitledView(AttentionHeatmap())  # each title whole above its map
+        self.plain_map = TitledView(AttentionHeatmap())
+        self.encoded_map = TitledView(AttentionHeatmap())
         boxes = QHBoxLayout()
         boxes.addWidget(self.plain_box, 1)
         boxes.addWidget(self.encoded_box, 1)

@@ -15,6 +15,7 @@ from attnviz.model.diagnostics.positional_study import rope_study, sinusoidal_st
 from attnviz.model.positional import apply_rope
 from attnviz.ui.diagnostics.common import KEY_COLOUR, QUERY_COLOUR, connect_event, fmt_sci, make_plot
 from attnviz.ui.diagnostics.tab import STUDY_MEMORY_MESSAGE, DiagnosticTab
+from attnviz.ui.diagnostics.titled_view import TitledView
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
@@ -48,11 +49,11 @@ class _Page(QWidget):
 
     def __init__(self, parent, table_title: str, gram_title: str):
         super().__init__(parent)
-        self.table = AttentionHeatmap()
-        self.gram = AttentionHeatmap()
-        self.rotation = AttentionHeatmap()
-        self.profile = make_plot(gram_title + " against t − s", "t − s", "mean along the diagonal")
-        self.error_plot = make_plot("|PE(pos + k) − M_k PE(pos)| per start position", "pos", "max abs error")
+        self.table = TitledView(AttentionHeatmap())  # each title whole above its map
+        self.gram = TitledView(AttentionHeatmap())
+        self.rotation = TitledView(AttentionHeatmap())
+        self.profile = make_plot(gram_title + " against t − s", "t − s", "diagonal mean")
+        self.error_plot = make_plot("error of M_k per position", "pos", "max abs error")  # the formula: the line below
         self.error_plot.getPlotItem().setLogMode(y=True)
         self.wavelengths = make_plot("wavelength per dimension", "dimension", "positions (log)", log_y=True)
         self.error = QLabel(" ", self)
@@ -88,9 +89,12 @@ class _Page(QWidget):
         p = self.profile.getPlotItem()
         p.clear()
         p.plot(offsets, measured, pen=pg.mkPen(KEY_COLOUR, width=2), name="measured mean")
+        legend = [(KEY_COLOUR, "measured mean")]
         if formula is not None:
             p.plot(offsets, formula, pen=pg.mkPen(QUERY_COLOUR, width=1, style=pg.QtCore.Qt.PenStyle.DashLine),
                    name="Σ cos(wᵢ (t − s))")
+            legend.append((QUERY_COLOUR, "Σ cos(wᵢ (t − s))", "dash"))
+        self.profile.set_legend(legend)  # above the plot: the curves fill it from side to side
 
     def show_error(self, per_pos):
         p = self.error_plot.getPlotItem()
@@ -105,8 +109,9 @@ class _Page(QWidget):
         x = np.arange(lam.shape[0])
         p.plot(x, lam, pen=pg.mkPen(KEY_COLOUR, width=1.5), symbol="o", symbolSize=4, symbolBrush=KEY_COLOUR,
                symbolPen=None)
-        p.getAxis("bottom").setLabel("dimension" if label_dims else "pair i (dimensions 2i, 2i+1)")
-        p.setTitle("wavelength per dimension" if label_dims else "wavelength per rotated pair")
+        p.getAxis("bottom").setLabel("dimension" if label_dims else "pair i")  # short: the axis is 190 px wide
+        self.wavelengths.set_title("wavelength per dimension" if label_dims
+                                   else "wavelength per rotated pair (dimensions 2i, 2i+1)")
 
 
 class PositionalTab(DiagnosticTab):
@@ -219,7 +224,7 @@ class PositionalTab(DiagnosticTab):
         p.gram.set_matrix(s.gram, title="PE(t)·PE(s)", value_label="dot",
                           row_labels=[str(t) for t in range(T)], col_labels=[str(t) for t in range(T)])
         p.show_profile(s.offsets, s.profile, s.profile_formula)
-        p.dependence.setText(f"largest spread along a diagonal t − s = const: {fmt_sci(s.shift_deviation)} "
+        p.dependence.setText(f"largest spread along a diagonal: {fmt_sci(s.shift_deviation)} "
                              "(0 = depends on t − s only)")
         m = s.rotation.shape[0]
         p.rotation.set_matrix(s.rotation, title=f"M_k for k = {s.k}  ({m} x {m}, block-diagonal rotations)",
@@ -239,11 +244,11 @@ class PositionalTab(DiagnosticTab):
                           value_label="score", row_labels=[str(t) for t in range(T)],
                           col_labels=[str(t) for t in range(T)])
         p.show_profile(r.offsets, r.profile)
-        p.dependence.setText(f"largest spread along a diagonal t − s = const: {fmt_sci(r.relative_error)} "
+        p.dependence.setText(f"largest spread along a diagonal: {fmt_sci(r.relative_error)} "
                              "(0 = depends on t − s only)")
         p.rotation.set_matrix(r.rotation, title=f"R_k for k = {r.k}  ({hs} x {hs})", value_label="entry",
                               row_labels=[str(c) for c in range(hs)], col_labels=[str(c) for c in range(hs)])
         p.show_error(err_per_pos)
-        p.error_plot.getPlotItem().setTitle("|rope(q, pos + k) − R_k rope(q, pos)| per start position")
+        p.error_plot.set_title("error of R_k per position")
         p.error.setText(f"max |rope(q, pos + {r.k}) − R_{r.k} rope(q, pos)| = {fmt_sci(r.rotation_error)}")
         p.show_wavelengths(r.wavelengths, False)

@@ -32,7 +32,7 @@ class QKScatter(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.plot = make_plot("", "PC 1", "PC 2")
+        self.plot = make_plot("", "PC 1", "PC 2", inside_legend=True)
         item = self.plot.getPlotItem()
         item.setAspectLocked(True)  # distances in the picture are distances in head space
         item.getViewBox().setDefaultPadding(0.12)  # room for the point names

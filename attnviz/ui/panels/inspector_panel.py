@@ -22,6 +22,7 @@ from attnviz.model.state import ToySource
 from attnviz.ui.diagnostics.breakdown_view import BreakdownView
 from attnviz.ui.diagnostics.common import connect_event, head_mask, selected_head
 from attnviz.ui.diagnostics.qk_scatter import QKScatter
+from attnviz.ui.diagnostics.titled_view import TitledView
 from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.workspaces.area import ShareSplitter
@@ -82,7 +83,8 @@ class InspectorPanel(QWidget):
 
         # matrices
         self.q_map, self.k_map, self.v_map = AttentionHeatmap(), AttentionHeatmap(), AttentionHeatmap()
-        self.wq_map, self.wk_map, self.wv_map, self.wo_map = (AttentionHeatmap() for _ in range(4))
+        # the weight maps' titles ("W^O rows, head 3") sit whole above their maps, wrapped where narrow
+        self.wq_map, self.wk_map, self.wv_map, self.wo_map = (TitledView(AttentionHeatmap()) for _ in range(4))
         qkv = QWidget(self)
         ql = QHBoxLayout(qkv)
         ql.setContentsMargins(0, 0, 0, 0)
