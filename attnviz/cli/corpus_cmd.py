@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -48,49 +47,6 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-class ProgressBar:
-    """Documents done, rate and time left on stderr: redrawn in place on a terminal, a line every few
-    seconds otherwise."""
-
-    WIDTH = 28
-
-    def __init__(self, stream=None, interval: float = 5.0):
-        stream = sys.stderr if stream is None else stream  # the stderr of the call, not of the import
-        self.stream = stream
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
-        self.interval = 0.2 if self.tty else interval
-        self._last = 0.0
-        self._drawn = False
-
-    def line(self, p) -> str:
-        frac = p.done / p.total if p.total else 1.0
-        fill = int(round(frac * self.WIDTH))
-        rate = p.done / p.elapsed if p.elapsed > 0 else 0.0
-        left = (p.total - p.done) / rate if rate > 0 else float("nan")
-        eta = _clock(left) if left == left else "--:--"
-        failed = f", {p.failed:,} failed" if p.failed else ""
-        return (f"[{'#' * fill}{'.' * (self.WIDTH - fill)}] {p.done:,}/{p.total:,} documents {frac:4.0%}"
-                f"  {rate:.1f} docs/s  {_clock(p.elapsed)} elapsed, {eta} left{failed}")
-
-    def __call__(self, p) -> None:
-        now = time.monotonic()
-        if p.done < p.total and now - self._last < self.interval:
-            return
-        self._last = now
-        if self.tty:
-            self.stream.write("\r" + self.line(p) + "\x1b[K")
-            self._drawn = True
-        else:
-            self.stream.write(self.line(p) + "\n")
-        self.stream.flush()
-
-    def end(self) -> None:
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._drawn = False
-
-
 @contextmanager
 def _terminate_as_interrupt():
     """SIGTERM (a job system stopping the run) stops it as cleanly as Ctrl+C: workers shut, no file left."""
@@ -120,7 +76,9 @@ def _cmd_corpus(args) -> int:
     except SessionError as exc:
         raise CliError(str(exc)) from None
     folder, name = _resolve(args.model)
-    bar = ProgressBar()
+    from attnviz.cli.progress import DocumentBar
+
+    bar = DocumentBar()
     try:
         with _terminate_as_interrupt():
             result = run_corpus(folder, name, args.texts, args.out, scheduler=args.scheduler, workers=args.workers,

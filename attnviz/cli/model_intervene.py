@@ -490,40 +490,6 @@ def _cmd_patch(args) -> int:
     return 0
 
 
-class _SweepBar:
-    """Documents swept, rate and time left on ``stream``: redrawn in place on a terminal, a line every few seconds
-    otherwise."""
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
-        self.interval = 0.2 if self.tty else 5.0
-        self._last = None
-        self._open = False
-
-    def __call__(self, p) -> None:
-        import time
-
-        now = time.monotonic()
-        if p.done < p.total and self._last is not None and now - self._last < self.interval:
-            return
-        self._last = now
-        rate = p.done / p.elapsed if p.elapsed > 0 else 0.0
-        left = f"{(p.total - p.done) / rate:.0f} s left" if rate > 0 else "-- left"
-        failed = f", {p.failed:,} failed" if p.failed else ""
-        line = (f"sweep: {p.done:,}/{p.total:,} documents ({p.done / max(p.total, 1):.0%}), {rate:.2f} docs/s, "
-                f"{p.elapsed:.0f} s elapsed, {left}{failed}")
-        self.stream.write(("\r" + line + "\x1b[K") if self.tty else line + "\n")
-        self._open = self.tty
-        self.stream.flush()
-
-    def end(self) -> None:
-        if self._open:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._open = False
-
-
 def _cmd_sweep(args) -> int:
     import signal
     import sys
@@ -543,7 +509,9 @@ def _cmd_sweep(args) -> int:
     except CheckpointError as exc:
         raise CliError(str(exc)) from None
     means = _means(args)
-    bar = _SweepBar(sys.stderr)
+    from attnviz.cli.progress import DocumentBar
+
+    bar = DocumentBar(sys.stderr, desc="sweep: ")
     seen = []
 
     def progress(p) -> None:
