@@ -103,7 +103,7 @@ def make_plot(title: str = "", x_label: str = "", y_label: str = "", log_x: bool
     item.showGrid(x=True, y=True, alpha=0.2)
     if inside_legend:
         item.addLegend(offset=(-10, 10), labelTextColor=theme.plot_foreground)
-    w.setMinimumSize(220, 160)
+    w.setMinimumSize(220, 140)  # with its title line above, as tall as a 160-pixel plot with its title inside
     titled = TitledView(w, title)
     titled.title.setVisible(bool(title))
     return titled

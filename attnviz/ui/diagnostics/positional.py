@@ -77,6 +77,7 @@ class _Page(QWidget):
         grid.addWidget(self.wavelengths, 1, 2)
         for plot in (self.profile, self.error_plot, self.wavelengths):
             plot.setMinimumWidth(190)  # three columns fit beside the sidebar in a 1024-pixel window
+        self.profile.view.setMinimumHeight(116)  # its two-line title, its legend and the line below fit 1024 x 700
         for c in range(3):
             grid.setColumnStretch(c, 1)
         for r in range(2):
