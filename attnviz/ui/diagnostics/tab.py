@@ -105,10 +105,6 @@ class DiagnosticTab(QWidget):
         """True while a split tab's numbers are computed on its worker."""
         return self._numbers_job is not None and self._numbers_job.busy
 
-    def wait_computed(self, timeout: float = 30.0) -> bool:
-        """Wait until the worker (if any) is idle; its result is delivered by the event loop (tests)."""
-        return self._numbers_job is None or self._numbers_job.wait_idle(timeout)
-
     def work_size(self, response, state) -> int:
         """Roughly how many score cells ``compute`` handles (split tabs)."""
         return 0
