@@ -18,6 +18,8 @@ import time
 from PySide6.QtCore import QCoreApplication, QEvent, QTimer
 from PySide6.QtWidgets import QApplication
 
+from attnviz.ui.messages import Level
+
 DEFAULT_DEMO = "river-bank"
 SMOKE_TIMEOUT_S = 180.0  # a cold numba cache compiles every kernel first: allow minutes, not seconds
 WARMUP_FALLBACK_MS = 3000  # warm-up starts after the first result, or this long after the first paint
@@ -125,7 +127,7 @@ def open_maps_file(window, path: str) -> bool:
 
     panel = window.panel("pretrained")
     if panel is None or not hasattr(panel, "load_model"):
-        window.ctx.report(f"cannot open {os.path.basename(path)}: there is no Pretrained workspace", "error")
+        window.ctx.report(Level.ERROR, f"cannot open {os.path.basename(path)}: there is no Pretrained workspace")
         return False
     follow_pretrained(window)
     panel.auto_load = False
@@ -141,10 +143,10 @@ def open_file_argument(window, path: str) -> bool:
 
     files = window.files
     if not os.path.exists(path):
-        files.ctx.report(f"cannot open {path}: no such file; showing the {DEFAULT_DEMO!r} demo", "error")
+        files.ctx.report(Level.ERROR, f"cannot open {path}: no such file; showing the {DEFAULT_DEMO!r} demo")
         return False
     if not os.path.isfile(path):  # a folder, a FIFO or a device: never read (a FIFO would block the window)
-        files.ctx.report(f"cannot open {path}: not a regular file; showing the {DEFAULT_DEMO!r} demo", "error")
+        files.ctx.report(Level.ERROR, f"cannot open {path}: not a regular file; showing the {DEFAULT_DEMO!r} demo")
         return False
     if os.path.splitext(path)[1].lower() in (".npz", ".safetensors"):  # attention maps: the Pretrained workspace
         return open_maps_file(window, path)
@@ -155,10 +157,10 @@ def open_file_argument(window, path: str) -> bool:
         try:
             state = session_for_file(path)
         except (SourceError, ValueError) as exc:
-            files.ctx.report(f"cannot open {os.path.basename(path)}: {exc}", "error")
+            files.ctx.report(Level.ERROR, f"cannot open {os.path.basename(path)}: {exc}")
             return False
         files._replace(state, None, dirty=True)
-        files.ctx.report(f"new session from {os.path.basename(path)}", "info")
+        files.ctx.report(Level.INFO, f"new session from {os.path.basename(path)}")
         return True
     return files.open_path(path)  # values files and unknown types: added or reported
 
@@ -534,7 +536,7 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
             autosave.mark_running()
         except SessionError as exc:
             autosave = None
-            ctx.report(f"autosave is off: {exc}", "warning")
+            ctx.report(Level.WARNING, f"autosave is off: {exc}")
     window = MainWindow(ctx, settings=settings, autosave=autosave,
                         autosave_interval_ms=int(max(0.05, args.autosave_interval) * 1000),
                         restore=not rendering, hint=not rendering)
@@ -544,7 +546,7 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
     reporter.install()
     if args.file:
         errors: list[str] = []
-        keep = lambda level, text: errors.append(text) if level == "error" else None  # noqa: E731
+        keep = lambda level, text: errors.append(text) if level == Level.ERROR else None  # noqa: E731
         ctx.message.connect(keep)
         opened = open_file_argument(window, args.file)
         ctx.message.disconnect(keep)

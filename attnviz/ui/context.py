@@ -14,6 +14,7 @@ from attnviz.model.commands import set_view
 from attnviz.model.state import FIELDS
 from attnviz.ui.compute_controller import ComputeController
 from attnviz.ui.undo import CommandAdapter
+from attnviz.ui.messages import Level
 
 
 class AppContext(QObject):
@@ -22,7 +23,7 @@ class AppContext(QObject):
     response_changed = Signal(object)  # the newest ComputeResponse
     # HeadPreview of the newest request (a long run's first part), before its response; only the heatmap draws it
     preview_changed = Signal(object)
-    message = Signal(str, str)  # (level "info"|"warning"|"error", text) for the status bar / dialogs
+    message = Signal(object, str)  # (a messages.Level, text) for the status bar / dialogs
     # the read-only maps of a file the window shows (attnviz.ui.session_maps.ShownMaps) or None; saved with the session
     maps_changed = Signal(object)
 
@@ -50,7 +51,7 @@ class AppContext(QObject):
         try:
             inverse = self.session.execute(command)
         except ValueError as exc:
-            self.report(str(exc), "error")
+            self.report(Level.ERROR, str(exc))
             return False
         self.undo_stack.push(CommandAdapter(self.session, command, inverse))
         return True
@@ -60,7 +61,7 @@ class AppContext(QObject):
         try:
             self.session.execute(set_view(**fields))
         except ValueError as exc:
-            self.report(str(exc), "error")
+            self.report(Level.ERROR, str(exc))
 
     def set_maps(self, maps) -> None:
         """The maps file the window shows (a ShownMaps) or None; they are not state the compute reads, so this is
@@ -70,8 +71,9 @@ class AppContext(QObject):
         self.maps = maps
         self.maps_changed.emit(maps)
 
-    def report(self, text: str, level: str = "warning") -> None:
-        self.message.emit(level, text)
+    def report(self, level: Level, text: str) -> None:
+        """Tell the person ``text`` at ``level`` (the window's status bar, and its notice for warnings and errors)."""
+        self.message.emit(Level(level), text)
 
     # ------------------------------------------------------------------ compute
     def recompute(self, now: bool = False) -> int:
@@ -89,4 +91,4 @@ class AppContext(QObject):
         self.response = response
         self.response_changed.emit(response)
         if not response.ok and response.error:
-            self.report(response.error, "error")
+            self.report(Level.ERROR, response.error)

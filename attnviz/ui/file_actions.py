@@ -26,6 +26,7 @@ from attnviz.ui import png_dialogs
 from attnviz.ui.access_keys import set_standard_keys
 from attnviz.ui.export import (PNG_SCALES, ExportError, export_csv, export_npy, export_png, export_svg,
                                png_size, scale_for_width)
+from attnviz.ui.messages import Level
 
 # ------------------------------------------------------------------------------------------------
 # dialogs
@@ -166,11 +167,11 @@ class FileActions(QObject):
         try:
             state = build_demo(demo) if demo else SessionState(sources=(TextSource("text", PALETTE[0], ""),))
         except ValueError as exc:
-            self.ctx.report(str(exc), "error")
+            self.ctx.report(Level.ERROR, str(exc))
             return False
         self._replace(state, None, demo=demo or None)
         self._show_maps(None)
-        self.ctx.report(f"opened the {demo!r} demo" if demo else "new session", "info")
+        self.ctx.report(Level.INFO, f"opened the {demo!r} demo" if demo else "new session")
         return True
 
     def open_dialog(self) -> bool:
@@ -183,9 +184,9 @@ class FileActions(QObject):
         path = os.fspath(path)
         kind = classify(path)
         if kind is None:
-            self.ctx.report(f"cannot open {Path(path).name}: attnviz opens .attnviz sessions, images "
-                            f"({', '.join(IMAGE_SUFFIXES)}), text ({', '.join(TEXT_SUFFIXES)}) and token values "
-                            "(.npy, .csv)", "error")
+            self.ctx.report(Level.ERROR, f"cannot open {Path(path).name}: attnviz opens .attnviz sessions, images "
+                                         f"({', '.join(IMAGE_SUFFIXES)}), text ({', '.join(TEXT_SUFFIXES)}) and token values "
+                                         "(.npy, .csv)")
             return False
         if kind == "session":
             return self.open_session(path)
@@ -198,15 +199,14 @@ class FileActions(QObject):
             state, payload = read_session(path)
             maps = self._decode_maps(path, payload.maps)
         except SessionError as exc:
-            self.ctx.report(f"cannot open the session: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot open the session: {exc}")
             if self.settings is not None and not Path(path).exists():
                 self.recent_changed.emit(self.settings.remove_recent(path))
             return False
         self._replace(state, path)
         self._show_maps(maps)
         self._remember(path)
-        self.ctx.report(f"opened {Path(path).name}" + (f" with the attention maps of {maps.name}" if maps else ""),
-                        "info")
+        self.ctx.report(Level.INFO, f"opened {Path(path).name}" + (f" with the attention maps of {maps.name}" if maps else ""))
         return True
 
     def add_file(self, path, kind: str | None = None) -> bool:
@@ -215,18 +215,18 @@ class FileActions(QObject):
         state = self.ctx.session.state
         makers = {"image": image_source_from_file, "text": text_source_from_file, "values": block_source_from_file}
         if kind not in makers:
-            self.ctx.report(f"{Path(path).name} is not an image, text or values file", "error")
+            self.ctx.report(Level.ERROR, f"{Path(path).name} is not an image, text or values file")
             return False
         try:
             src = makers[kind](state, path)
         except (SourceError, ValueError) as exc:
-            self.ctx.report(f"cannot add {Path(path).name}: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot add {Path(path).name}: {exc}")
             return False
         if not self.ctx.execute(AddSource(src, label=f"Add {kind} {src.name!r}")):
             return False
         if self.settings is not None:
             self.settings.set_last_folder(path)
-        self.ctx.report(f"added {kind} source {src.name!r} from {Path(path).name}", "info")
+        self.ctx.report(Level.INFO, f"added {kind} source {src.name!r} from {Path(path).name}")
         return True
 
     def open_paths(self, paths) -> int:
@@ -238,7 +238,7 @@ class FileActions(QObject):
         if sessions:
             done += int(self.open_session(sessions[0]))
             if len(sessions) > 1:
-                self.ctx.report("only one session can be open: opened the first one dropped", "warning")
+                self.ctx.report(Level.WARNING, "only one session can be open: opened the first one dropped")
         for p in paths:
             if classify(p) != "session":
                 done += int(self.open_path(p))
@@ -273,13 +273,13 @@ class FileActions(QObject):
             else:
                 save_session(path, state, maps=maps)
         except SessionError as exc:
-            self.ctx.report(f"cannot save: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot save: {exc}")
             return False
         self.ctx.session.mark_clean()
         self.ctx.undo_stack.setClean()
         self._set_path(path)
         self._remember(path)
-        self.ctx.report(f"saved {Path(path).name}", "info")
+        self.ctx.report(Level.INFO, f"saved {Path(path).name}")
         return True
 
     def _remember(self, path) -> None:
@@ -289,7 +289,7 @@ class FileActions(QObject):
 
     def open_recent(self, path) -> bool:
         if not Path(path).exists():
-            self.ctx.report(f"{path} no longer exists; removed it from the recent files", "error")
+            self.ctx.report(Level.ERROR, f"{path} no longer exists; removed it from the recent files")
             if self.settings is not None:
                 self.recent_changed.emit(self.settings.remove_recent(path))
             return False
@@ -299,7 +299,7 @@ class FileActions(QObject):
     def _heatmap_panel(self):
         panel = self.heatmap() if callable(self.heatmap) else None
         if panel is None:
-            self.ctx.report("there is no heatmap panel to export", "error")
+            self.ctx.report(Level.ERROR, "there is no heatmap panel to export")
         return panel
 
     def _ask(self, caption: str, filters: str, suffix: str, path, what: str = "") -> str | None:
@@ -316,13 +316,13 @@ class FileActions(QObject):
         try:
             written = write()
         except (ExportError, OSError, ValueError) as exc:
-            self.ctx.report(f"cannot export the {what}: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot export the {what}: {exc}")
             return False
         if written is None:
             return False
         if self.settings is not None:
             self.settings.set_last_folder(written)
-        self.ctx.report(f"exported the {what} to {Path(written).name}", "info")
+        self.ctx.report(Level.INFO, f"exported the {what} to {Path(written).name}")
         return True
 
     def export_png(self, path=None, scale: float | None = None) -> bool:
@@ -357,7 +357,7 @@ class FileActions(QObject):
         try:
             return scale_for_width(widget, width)
         except ExportError as exc:
-            self.ctx.report(f"cannot export the heatmap picture: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot export the heatmap picture: {exc}")
             return None
 
     def export_svg(self, path=None) -> bool:
@@ -405,7 +405,7 @@ class FileActions(QObject):
         except SessionError as exc:
             if not self._autosave_error_shown:  # once: a full disk would otherwise report every 30 s
                 self._autosave_error_shown = True
-                self.ctx.report(f"autosave failed: {exc}", "warning")
+                self.ctx.report(Level.WARNING, f"autosave failed: {exc}")
             return False
 
     def offer_recovery(self) -> bool:
@@ -437,7 +437,7 @@ class FileActions(QObject):
             try:
                 self.autosave.discard()
             except SessionError as exc:
-                self.ctx.report(str(exc), "warning")
+                self.ctx.report(Level.WARNING, str(exc))
             return
         self.recover(info)
 
@@ -447,12 +447,12 @@ class FileActions(QObject):
             state, stored = self.autosave.load_with_maps()
             maps = self._decode_maps(self.autosave.autosave_path, stored)
         except SessionError as exc:
-            self.ctx.report(f"cannot recover the autosaved session: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot recover the autosaved session: {exc}")
             return False
         source = getattr(info, "source_path", None)
         self._replace(state, source, dirty=True)
         self._show_maps(maps)
-        self.ctx.report("recovered the autosaved session; save it to keep it", "info")
+        self.ctx.report(Level.INFO, "recovered the autosaved session; save it to keep it")
         return True
 
     def shutdown(self) -> None:

@@ -35,6 +35,7 @@ from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.hub_cache import FoundCheckpoint, cache_dir, cached_models, describe_folder
 from attnviz.ui.hub_progress import DownloadProgress, Snapshot
 from attnviz.ui.latest_job import LatestJob
+from attnviz.ui.messages import Level
 
 NEEDS_HUB = ("downloading needs the huggingface_hub library, which this installation leaves out: "
              "pip install huggingface_hub (the models already in the cache open without it)")
@@ -376,7 +377,7 @@ def open_in_pretrained(window, folder, name: str) -> bool:
     """Load the checkpoint folder in the window's Pretrained workspace and show it."""
     panel = window.panel("pretrained")
     if panel is None or not hasattr(panel, "load_model"):
-        window.ctx.report(f"cannot open {name}: there is no Pretrained workspace", "error")
+        window.ctx.report(Level.ERROR, f"cannot open {name}: there is no Pretrained workspace")
         return False
     panel.auto_load = False
     window.show_workspace("pretrained")

@@ -30,12 +30,13 @@ from attnviz.ui.workspaces.hint import HintBar
 from attnviz.ui.workspaces.sidebar import DEFAULT_WIDTH as SIDEBAR_WIDTH
 from attnviz.ui.workspaces.sidebar import Sidebar, placeholder
 from attnviz.ui.workspaces.tabs import show_tab, split_target
+from attnviz.ui.messages import Level
 
 PANELS_FALLBACK_MS = 1500  # shown panels are built after the first result, or this long after the first paint
 DEFAULT_SIZE = (1600, 1000)  # a new window, at most 92 % of the screen
 SIDEBAR_MAX_SHARE = 0.5  # a saved sidebar wider than this share of the window is a broken layout
-NOTICE_COLOURS = {"info": ("#2f7bd8", "#e8f1fc", "#17324f"), "warning": ("#c98a00", "#fdf4df", "#4a3500"),
-                  "error": ("#d0202a", "#fbe6e7", "#5a0d12")}
+NOTICE_COLOURS = {Level.INFO: ("#2f7bd8", "#e8f1fc", "#17324f"), Level.WARNING: ("#c98a00", "#fdf4df", "#4a3500"),
+                  Level.ERROR: ("#d0202a", "#fbe6e7", "#5a0d12")}
 # keyboard focus must be visible: plots, tables and text views get a frame in the highlight colour
 FOCUS_FRAMED = ("QGraphicsView", "QAbstractItemView", "QTextEdit", "QPlainTextEdit")
 
@@ -146,15 +147,15 @@ class NoticeBar(QFrame):
         self.setGeometry(self.MARGIN, host.height() - height - self.MARGIN, width, height)
         self.raise_()
 
-    def show_notice(self, level: str, text: str, from_compute: bool = False) -> None:
-        border, bg, fg = NOTICE_COLOURS.get(level, NOTICE_COLOURS["info"])
+    def show_notice(self, level: Level, text: str, from_compute: bool = False) -> None:
+        border, bg, fg = NOTICE_COLOURS.get(level, NOTICE_COLOURS[Level.INFO])
         self.setStyleSheet(f"QFrame#notice {{ background: {bg}; border: 1px solid {border}; border-radius: 3px; }}"
                            f"QFrame#notice QLabel {{ color: {fg}; }}")
         self.level, self.from_compute = level, from_compute
         self.label.setText(text)
         self.setVisible(True)
         self._place()
-        if level == "info":
+        if level == Level.INFO:
             self._timer.start(self.INFO_MS)
         else:
             self._timer.stop()
@@ -251,7 +252,7 @@ class MainWindow(QMainWindow):
         except Exception as exc:  # one broken panel must not take the window down
             why = f"the {spec.title} panel could not be created: {exc}"  # exc is unbound once the block ends
             w = placeholder(f"The {spec.title} panel could not be created:\n{exc}")
-            QTimer.singleShot(0, lambda: self.notify("error", why))
+            QTimer.singleShot(0, lambda: self.notify(Level.ERROR, why))
         if hasattr(w, "prompts"):
             w.prompts = self.files.prompts
         w.setObjectName(w.objectName() or f"panel_{spec.id}")
@@ -668,12 +669,12 @@ class MainWindow(QMainWindow):
         self.theme_changed.emit(name)
 
     # ------------------------------------------------------------------ messages
-    def notify(self, level: str, text: str) -> None:
+    def notify(self, level: Level, text: str) -> None:
         """Show a message a person caused or must know: status bar, and a notice for warnings/errors."""
         resp = self.ctx.response
         from_compute = resp is not None and not resp.ok and resp.error == text
-        self.status.showMessage(text, 10_000 if level == "info" else 20_000)
-        if level in ("warning", "error"):
+        self.status.showMessage(text, 10_000 if level == Level.INFO else 20_000)
+        if level in (Level.WARNING, Level.ERROR):
             self.notice.show_notice(level, text, from_compute)
 
     def _on_response(self, resp) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from attnviz.ui.messages import Level
+
 TARGET_FAMILIES = "encoder-decoders (MarianMT, BART, mBART, T5) and Whisper"
 
 
@@ -100,7 +102,7 @@ def apply(window, args) -> None:
         return
     panel = window.panel("pretrained")
     if panel is None or not hasattr(panel, "load_model"):
-        window.ctx.report("there is no Pretrained workspace to open --model in", "error")
+        window.ctx.report(Level.ERROR, "there is no Pretrained workspace to open --model in")
         return
     panel.auto_load = False
     if args.workspace is None:
@@ -114,7 +116,7 @@ def apply(window, args) -> None:
         try:
             panel.set_images([(os.path.basename(p), load_image(p, alpha="drop")) for p in images])
         except (SourceError, ValueError) as exc:
-            window.ctx.report(f"cannot read the images: {exc}", "error")
+            window.ctx.report(Level.ERROR, f"cannot read the images: {exc}")
     elif images:
         panel.set_image_file(os.path.abspath(images[0]))
     options = dict(opt.partition("=")[::2] for opt in args.option or ())

@@ -13,6 +13,7 @@ from attnviz.model.commands import SetFields
 from attnviz.model.mask.segmented import describe_design
 from attnviz.model.mask_session import ModelSegment, session_for_model_mask
 from attnviz.model.state import FIELDS
+from attnviz.ui.messages import Level
 
 
 def model_mask_state(result):
@@ -35,7 +36,7 @@ def open_model_mask(widget, ctx, result, *, config=None, layer: int | None = Non
     try:
         state = model_mask_state(result) if layer is None else window_mask_state(result, config, layer)
     except (ValueError, CheckpointError) as exc:
-        ctx.report(f"cannot open the mask of {result.model}: {exc}", "error")
+        ctx.report(Level.ERROR, f"cannot open the mask of {result.model}: {exc}")
         return False
     win = widget.window()
     files = getattr(win, "files", None)
@@ -48,6 +49,5 @@ def open_model_mask(widget, ctx, result, *, config=None, layer: int | None = Non
                                    label=f"Open the mask of {result.model}")):
         return False
     names = ", ".join(s.name for s in state.sources)
-    ctx.report(f"the mask of {result.model} as a session of its segments ({names}): {describe_design(state.mask)}",
-               "info")
+    ctx.report(Level.INFO, f"the mask of {result.model} as a session of its segments ({names}): {describe_design(state.mask)}")
     return True

@@ -42,6 +42,7 @@ from attnviz.ui.model_view.vlm_view import VlmView
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
 from attnviz.ui.workspaces.area import ShareSplitter
+from attnviz.ui.messages import Level
 
 OPEN_FOLDER = "\x00open-folder"  # combo data of the "Open folder…" entry
 OPEN_IMAGE = "\x00open-image"  # combo data of the "Open image…" entry
@@ -696,7 +697,7 @@ class ModelViewPanel(QWidget):
             self.run_input()
             if problem is not None:
                 self._show_message(problem)
-                self.ctx.report(problem, "warning")
+                self.ctx.report(Level.WARNING, problem)
         else:
             self._show_outcome(result)
 
@@ -718,7 +719,7 @@ class ModelViewPanel(QWidget):
                 self._describe_seq2seq()
                 feed_for(self.ctx).report_failure(text)
         self._show_message(text)
-        self.ctx.report(text, "error")
+        self.ctx.report(Level.ERROR, text)
         self.failed.emit(text)
 
     def _show_outcome(self, outcome) -> None:

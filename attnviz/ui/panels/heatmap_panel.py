@@ -32,6 +32,7 @@ from attnviz.ui.widgets.busy_overlay import LIVE_DELAY_MS, STALE_TEXT, BusyOverl
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
+from attnviz.ui.messages import Level
 
 NARROW_WIDTH = 520  # a panel narrower than this puts the small maps under the heatmap, not beside it
 SHORT_HEIGHT = 480  # ... and when it is also shorter than this, leaves them out (no room for both)
@@ -143,7 +144,7 @@ class HeatmapPanel(QWidget):
         self._hidden_change = False  # a response arrived while another workspace was shown: draw it on show
         self.job = LatestJob("attnviz-overview", self)
         self.job.done.connect(self._on_overview)
-        self.job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
+        self.job.failed.connect(lambda _id, msg: self.ctx.report(Level.ERROR, msg))
         self.job.busy_changed.connect(self._update_busy)
         self._overview_token = None  # the newest overview request; an older job stops at its next step
         self._base_coarse = False  # the heatmap's base picture is the coarse one
@@ -155,7 +156,7 @@ class HeatmapPanel(QWidget):
         ctx.compute.cancelled.connect(self._on_cancelled)
         self.grid_job = LatestJob("attnviz-head-grid", self)
         self.grid_job.done.connect(self._on_grid_pooled)
-        self.grid_job.failed.connect(lambda _id, msg: self.ctx.report(msg, "error"))
+        self.grid_job.failed.connect(lambda _id, msg: self.ctx.report(Level.ERROR, msg))
         self._grid_timer = QTimer(self)
         self._grid_timer.setSingleShot(True)
         self._grid_timer.setInterval(0)

@@ -24,6 +24,7 @@ from attnviz.sources.errors import SourceError
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.image_overlay import PatchImageView
 from attnviz.ui.widgets.label_ticks import clear_label_ticks, label_ticks
+from attnviz.ui.messages import Level
 
 FOLLOW = "selected head"  # head choice that follows the heatmap's head
 BAR_VALUES = 16  # up to this many keys, each bar is labelled with its weight
@@ -317,7 +318,7 @@ class ImagePanel(QWidget):
             return
         token = token_of_patch(self._resp.query_tokens, src.name, patch)
         if token is None:
-            self.ctx.report(f"the patches of {src.name!r} are not among the queries (cross-attention)", "info")
+            self.ctx.report(Level.INFO, f"the patches of {src.name!r} are not among the queries (cross-attention)")
             return
         self.ctx.set_view(query=token)
 

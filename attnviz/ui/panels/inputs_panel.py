@@ -25,6 +25,7 @@ from attnviz.ui.source_editors.image_editor import ImageEditor
 from attnviz.ui.source_editors.source_tree import SourceTree
 from attnviz.ui.source_editors.text_editor import TextEditor
 from attnviz.ui.source_editors.toy_editor import ToyEditor
+from attnviz.ui.messages import Level
 
 ROLE_TIPS = {"queries": "its tokens are the query rows", "keys/values": "its tokens are the key/value columns",
              "both": "its tokens are queries and keys/values", "unused": "left out of the attention"}
@@ -162,7 +163,7 @@ class InputsPanel(QWidget):
     def _with_current(self, fn) -> None:
         name = self.current_name()
         if name is None:
-            self.ctx.report("select a source first", "info")
+            self.ctx.report(Level.INFO, "select a source first")
             return
         fn(name)
 
@@ -204,7 +205,7 @@ class InputsPanel(QWidget):
         try:
             src = image_source_from_file(self.ctx.session.state, path)
         except (SourceError, ValueError) as exc:
-            self.ctx.report(f"cannot add {Path(path).name}: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot add {Path(path).name}: {exc}")
             return False
         ok = self.ctx.execute(AddSource(src, label="Add image"))
         if ok:
@@ -253,7 +254,7 @@ class InputsPanel(QWidget):
             try:
                 cross = last if last is not None and set(last.queries + last.keys) <= names else default_cross(state)
             except ValueError as exc:
-                self.ctx.report(str(exc), "info")
+                self.ctx.report(Level.INFO, str(exc))
                 ok = False
             else:
                 ok = self.ctx.execute(SetCross(cross, label="Use cross-attention"))
@@ -281,7 +282,7 @@ class InputsPanel(QWidget):
         try:
             cross = cross_from_roles(state, roles)
         except ValueError as exc:
-            self.ctx.report(str(exc), "error")
+            self.ctx.report(Level.ERROR, str(exc))
             self._on_cross_changed(state.cross)
             return False
         ok = self.ctx.execute(SetCross(cross, label="Change cross-attention roles"))

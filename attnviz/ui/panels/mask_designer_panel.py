@@ -39,6 +39,7 @@ from attnviz.ui.mask_designer.tile_controls import TileControls
 from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
 from attnviz.ui.workspaces.area import ShareSplitter
 from attnviz.ui.workspaces.sidebar import VerticalScroll
+from attnviz.ui.messages import Level
 
 TOOL_TEXT = {"brush": "Brush", "rect": "Rectangle", "row": "Row", "column": "Column", "eraser": "Eraser"}
 TOOL_TIPS = {
@@ -361,7 +362,7 @@ class MaskDesignerPanel(QWidget):
             self.axes = axes
             self.schedule()
 
-    def _on_ctx_message(self, level: str, text: str) -> None:
+    def _on_ctx_message(self, level: Level, text: str) -> None:
         if self._executing:
             self._last_error = text
 
@@ -479,7 +480,7 @@ class MaskDesignerPanel(QWidget):
         self._reported_dead = rows
         if rows:
             labels = self.axes.q_labels if self.axes is not None else ()
-            self.ctx.report(describe_fully_masked(self.snapshot.all_heads_fully_masked, labels), "warning")
+            self.ctx.report(Level.WARNING, describe_fully_masked(self.snapshot.all_heads_fully_masked, labels))
 
     # -- edits ---------------------------------------------------------------------------------
     def execute(self, command) -> bool:

@@ -16,6 +16,7 @@ from attnviz.model.commands import SetKernel, SetPositional, SetScoreRule, set_m
 from attnviz.model.positional import KINDS as POSITIONAL_KINDS
 from attnviz.model.score_rules import FORMULAS, MAX_CAP, RULES
 from attnviz.model.state import KERNEL_NAMES
+from attnviz.ui.messages import Level
 
 SIZE_FIELDS = ("d_model", "nh", "hs", "hv")  # changing these invalidates hand-set weight shapes
 BASE_KINDS = ("sinusoidal", "rope")  # encodings whose frequencies follow the base
@@ -174,8 +175,8 @@ class SettingsPanel(QWidget):
         drop = model.handset and any(k in SIZE_FIELDS for k in changes)
         ok = self._run(set_model(drop_handset=drop, **changes))
         if ok and drop:
-            self.ctx.report("the hand-set weights no longer fit the new sizes and were replaced by seeded ones "
-                            "(Undo brings them back)", "info")
+            self.ctx.report(Level.INFO, "the hand-set weights no longer fit the new sizes and were replaced by seeded ones "
+                                        "(Undo brings them back)")
         return ok
 
     def _on_hs_auto(self, auto: bool) -> None:
@@ -193,7 +194,7 @@ class SettingsPanel(QWidget):
         try:
             new = replace(pos, **changes)
         except ValueError as exc:
-            self.ctx.report(str(exc), "error")
+            self.ctx.report(Level.ERROR, str(exc))
             self.sync()
             return False
         return self._run(SetPositional(new))

@@ -11,6 +11,7 @@ from attnviz.model.state import CUSTOM_GENERATORS, CustomSource
 from attnviz.model.source_files import VALUES_FILTER
 from attnviz.sources.errors import SourceError
 from attnviz.ui.source_editors.common import spin_box
+from attnviz.ui.messages import Level
 
 
 class CustomEditor(QWidget):
@@ -91,6 +92,6 @@ class CustomEditor(QWidget):
         try:
             values = load_block_values(path, self.ctx.session.state.model.d_model)  # (count, d_model)
         except (SourceError, ValueError) as exc:
-            self.ctx.report(f"cannot load {Path(path).name}: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot load {Path(path).name}: {exc}")
             return
         self._run(SetCustomBlock(self.name, count=int(values.shape[0]), generator="file", values=values))

@@ -14,6 +14,7 @@ from attnviz.model.source_files import IMAGE_FILTER, default_target, image_sourc
 from attnviz.sources.errors import SourceError
 from attnviz.ui.source_editors.common import spin_box
 from attnviz.ui.widgets.image_overlay import PatchImageView
+from attnviz.ui.messages import Level
 
 
 class ImageEditor(QWidget):
@@ -127,7 +128,7 @@ class ImageEditor(QWidget):
         try:
             rgb = load_image(src.data)
         except SourceError as exc:
-            self.ctx.report(str(exc), "error")
+            self.ctx.report(Level.ERROR, str(exc))
             return
         self._run(SetPatch(self.name, target=default_target(rgb.shape[0], rgb.shape[1], src.patch)))
 
@@ -146,7 +147,7 @@ class ImageEditor(QWidget):
         try:
             new = image_source_from_file(self.ctx.session.state, path)
         except (SourceError, ValueError) as exc:
-            self.ctx.report(f"cannot load {Path(path).name}: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot load {Path(path).name}: {exc}")
             return
         self._run(SetImage(self.name, new.data))
 

@@ -18,6 +18,7 @@ from attnviz.sources.errors import SourceError
 from attnviz.ui.source_editors.common import TEXT_COMMIT_MS
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.token_chips import TokenChips
+from attnviz.ui.messages import Level
 
 
 class _TextEdit(QPlainTextEdit):
@@ -166,7 +167,7 @@ class TextEditor(QWidget):
     def _on_chip_clicked(self, index: int) -> None:
         off = query_offset(self.ctx.response, self.name)
         if off is None:
-            self.ctx.report(f"{self.name!r} is not among the query tokens of the last computation", "info")
+            self.ctx.report(Level.INFO, f"{self.name!r} is not among the query tokens of the last computation")
             return
         self.ctx.set_view(query=off + index)
 
@@ -223,6 +224,6 @@ class TextEditor(QWidget):
             text = Path(path).read_text(encoding="utf-8")
             BpeTokenizer.from_json_str(text, name=Path(path).name, origin=Path(path).name)
         except (OSError, UnicodeDecodeError, SourceError) as exc:
-            self.ctx.report(f"cannot use {Path(path).name} as a tokenizer: {exc}", "error")
+            self.ctx.report(Level.ERROR, f"cannot use {Path(path).name} as a tokenizer: {exc}")
             return
         self.ctx.execute(SetTokenizer(TokenizerSpec(text, Path(path).name)))

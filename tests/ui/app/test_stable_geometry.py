@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRect
 
+from attnviz.ui.messages import Level
+
 
 def _where(w, widget):
     return QRect(widget.mapTo(w, widget.rect().topLeft()), widget.size()).getRect()
@@ -24,7 +26,7 @@ def test_a_notice_moves_nothing_in_the_mask_workspace(make_window, qtbot):
         return [_where(w, b) for b in md.preset_bar.buttons.values()] + [_where(w, md.canvas)]
 
     before = geometry()
-    w.notify("warning", "2 fully masked rows: 'by', 'the' attend to no key, their weights and outputs are 0 " * 3)
+    w.notify(Level.WARNING, "2 fully masked rows: 'by', 'the' attend to no key, their weights and outputs are 0 " * 3)
     qtbot.wait(100)
     assert w.notice.isVisible() and w.notice.label.text().startswith("2 fully masked")
     assert geometry() == before
