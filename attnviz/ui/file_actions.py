@@ -206,7 +206,8 @@ class FileActions(QObject):
         self._replace(state, path)
         self._show_maps(maps)
         self._remember(path)
-        self.ctx.report(Level.INFO, f"opened {Path(path).name}" + (f" with the attention maps of {maps.name}" if maps else ""))
+        with_maps = f" with the attention maps of {maps.name}" if maps else ""
+        self.ctx.report(Level.INFO, f"opened {Path(path).name}{with_maps}")
         return True
 
     def add_file(self, path, kind: str | None = None) -> bool:
