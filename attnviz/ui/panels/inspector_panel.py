@@ -1,6 +1,8 @@
 """The Q/K/V inspector: what one head does, down to single numbers. For the selected head it shows Q,
 K, V and the projections as heatmaps, a joint PCA of queries and keys, and the breakdown of the
-selected (query, key) pair as seed 002 walks ``by the river bank``. In a hand-set session a q or k
+selected (query, key) pair as seed 002 walks ``by the river bank``. The PCA of a long input (an SVD of
+thousands of rows) runs on its own worker (:class:`~attnviz.ui.latest_job.LatestJob`) and is drawn when it
+arrives. In a hand-set session a q or k
 component can be edited; the edit is a ``SetQKComponent`` command, so it is undoable and everything
 downstream recomputes.
 """
@@ -23,6 +25,7 @@ from attnviz.ui.diagnostics.breakdown_view import BreakdownView
 from attnviz.ui.diagnostics.common import connect_event, head_mask, selected_head
 from attnviz.ui.diagnostics.qk_scatter import QKScatter
 from attnviz.ui.diagnostics.titled_view import TitledView
+from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.workspaces.area import ShareSplitter
@@ -32,6 +35,8 @@ from attnviz.ui.workspaces.sidebar import VerticalScroll
 LABEL_LIMIT = 4096
 NORMALISATION_NAMES = {"scaled": "Scaled", "unscaled": "No √dₖ", "uniform": "Uniform"}
 RULE_MODES = {"dot": "unscaled", "uniform": "uniform"}
+#: query + key rows whose PCA still runs on the GUI thread (a few ms); more go to the PCA's worker
+SYNC_PCA_ROWS = 2048
 
 
 def _dims(prefix: str, n: int):
@@ -138,6 +143,9 @@ class InspectorPanel(QWidget):
         self.breakdown.key_clicked.connect(lambda j: self._select(key=j))
         self.breakdown.component_edited.connect(self._on_component_edited)
         self.breakdown.component_reset.connect(lambda which, dim: self._on_component_edited(which, dim, None))
+        self.pca_job = LatestJob("attnviz-qk-pca", self)  # the PCA of a long input, off the GUI thread
+        self.pca_job.done.connect(self._on_pca_done)
+        self.pca_job.failed.connect(self._on_pca_failed)
         self.scatter.point_clicked.connect(lambda side, t: self._select(**{"query" if side == "q" else "key": t}))
         ctx.response_changed.connect(self._on_response_changed)
         connect_event(self, ctx.session.events.view, self._on_view_changed)
@@ -355,19 +363,50 @@ class InspectorPanel(QWidget):
                        output=out, contribution=row_w[j] * vh[j])
 
     _scatter_of = None  # (response, head) the scatter was drawn for
+    _scatter_asked = None  # (response, head) whose PCA is on the worker
 
     def _redraw_scatter(self, resp, h, i, j):
         if self.window().isVisible() and not self.scatter.isVisible():
             return  # another matrix tab is shown: drawn when the PCA tab comes forward
-        if self._scatter_of == (id(resp), h):
+        key = (id(resp), h)
+        if self._scatter_of == key:
             self.scatter.set_selection(i, j)  # same points: only the outline moves
             return
+        q, k = resp.q[h], resp.k[h]  # (Tq, hs), (Tk, hs)
+        if q.shape[0] + k.shape[0] > SYNC_PCA_ROWS:
+            if self._scatter_asked != key:
+                self._scatter_asked = key
+                self.scatter.clear(f"computing the PCA of {q.shape[0]:,} queries and {k.shape[0]:,} keys …")
+                self.pca_job.submit(lambda: (resp, h, qk_embedding(q, k)))
+            return  # drawn when it arrives, with the selection of then
+        self.pca_job.cancel()  # an older, longer PCA must not arrive after this one
+        self._scatter_asked = None
         try:
-            emb = qk_embedding(resp.q[h], resp.k[h])
+            emb = qk_embedding(q, k)
         except ValueError as exc:
-            self.scatter.clear(str(exc))
-            self._scatter_of = None
+            self._show_pca_failure(str(exc))
             return
+        self._draw_scatter(resp, h, emb, i, j)
+
+    def _draw_scatter(self, resp, h, emb, i, j):
         self._scatter_of = (id(resp), h)
         self.scatter.set_embedding(emb, resp.query_labels, resp.key_labels, resp.query_segments,
                                    resp.key_segments, selected_query=i, selected_key=j)
+
+    def _on_pca_done(self, _jid, result):
+        resp, h, emb = result
+        self._scatter_asked = None
+        if resp is not self.ctx.response:
+            return  # a newer response is on its way (or drawn)
+        sel = self.selection()
+        if sel is None or sel[0] != h:
+            return  # another head is chosen now: its PCA was asked for
+        self._draw_scatter(resp, h, emb, sel[1], sel[2])
+
+    def _on_pca_failed(self, _jid, message):
+        self._scatter_asked = None
+        self._show_pca_failure(message)
+
+    def _show_pca_failure(self, message):
+        self.scatter.clear(message)
+        self._scatter_of = None
