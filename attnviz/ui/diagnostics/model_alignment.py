@@ -12,18 +12,22 @@ empty, writing its own translation.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QRect, Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QPushButton, QSizePolicy, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from attnviz.checkpoints.seq2seq_study import Alignment, Seq2SeqOutcome, alignment
 from attnviz.model.diagnostics.alignment import alignment_table
 from attnviz.ui import colormaps
 from attnviz.ui.diagnostics.common import fmt
 from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+
+if TYPE_CHECKING:  # the checkpoints package takes 0.3-0.6 s to import: only the view's first run needs it
+    from attnviz.checkpoints.seq2seq_study import Alignment, Seq2SeqOutcome
 
 FEED_NAME = "attnviz-alignment-feed"
 MAX_LINES = 40  # "target → source" pairs listed under the map at most
@@ -266,6 +270,8 @@ class ModelAlignmentView(QWidget):
         self.heading.setText(f"{r.model}: cross-attention alignment, {how}. Rows: the target token each decoder "
                              f"step writes; columns: the source tokens; ● each row's strongest source token. "
                              f"{out.describe()}")
+        from attnviz.checkpoints.seq2seq_study import alignment  # imported with the first run to align
+
         try:
             a = alignment(out, self.picker.heads())
         except ValueError as exc:

@@ -4,11 +4,15 @@ redraws, and slow studies run off the GUI thread. Each tab sits in its own
 :class:`~attnviz.ui.widgets.fit_scroll.FitScroll`: a tab that needs more room than the window gives
 scrolls there, and no tab raises the window's minimum size. The Pretrained panel's "Show alignment in
 Diagnostics" brings the Alignment tab forward on the translation model's cross-attention.
+
+A tab is built the first time it is shown (or asked for by :meth:`DiagnosticsPanel.tab`): until then
+its page holds a one-line placeholder. Building all seven at once (a dozen heatmaps, nine plots) held up
+the window for most of a second on the workspace's first visit.
 """
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 from attnviz.ui.diagnostics.alignment import AlignmentTab
 from attnviz.ui.diagnostics.flash_check import FlashCheckTab
@@ -24,8 +28,11 @@ TAB_TYPES = (NormalisationTab, JacobianTab, PositionalTab, PermutationTab, Flash
              VariantsTab)
 
 
+PLACEHOLDER_NAME = "diagnostics_placeholder"  # the object name of a page's stand-in before its tab is built
+
+
 class DiagnosticsPanel(QWidget):
-    """A tab widget holding every diagnostics tab."""
+    """A tab widget holding every diagnostics tab, each built on its first show."""
 
     def __init__(self, ctx, parent=None):
         super().__init__(parent)
@@ -37,23 +44,61 @@ class DiagnosticsPanel(QWidget):
         for cls in TAB_TYPES:
             page = FitScroll(self.tabs)
             page.setObjectName(f"diagnostics_page_{cls.__name__}")
-            tab = cls(ctx, page)
-            page.setWidget(tab)
-            self.by_type[cls] = tab
+            placeholder = QLabel(f"{cls.title} …", page)  # replaced by the tab when it first shows
+            placeholder.setObjectName(PLACEHOLDER_NAME)
+            page.setWidget(placeholder)
             self._pages.append(page)
             self.tabs.addTab(page, cls.title)
+        self.tabs.currentChanged.connect(self._on_current_changed)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.tabs)
         feed_for(ctx).show_requested.connect(self.show_model_alignment)
 
+    def built(self) -> list[type]:
+        """The tab types built so far, in tab order."""
+        return [cls for cls in TAB_TYPES if cls in self.by_type]
+
+    def _build(self, cls):
+        """The tab of type ``cls``, built now and put in its page in place of the placeholder."""
+        tab = self.by_type.get(cls)
+        if tab is None:
+            page = self._pages[TAB_TYPES.index(cls)]
+            tab = cls(self.ctx, page)
+            self.by_type[cls] = tab
+            old = page.takeWidget()
+            page.setWidget(tab)
+            tab.show()  # a scroll area already shown does not show the widget it is given
+            if old is not None:
+                old.deleteLater()
+        return tab
+
+    def _on_current_changed(self, index: int) -> None:
+        if 0 <= index < len(TAB_TYPES) and self.isVisible():
+            self._build(TAB_TYPES[index])
+
+    def showEvent(self, ev):  # noqa: N802 - Qt's name
+        super().showEvent(ev)
+        index = self.tabs.currentIndex()
+        if 0 <= index < len(TAB_TYPES):
+            self._build(TAB_TYPES[index])  # the tab in front is built the first time the panel shows
+
+    def findChildren(self, *args, **kwargs):  # noqa: N802 - Qt's name
+        """Qt's search, every tab built first when the search is for tab widgets: naming a nested tab
+        (``attnviz --workspace diagnostics/rope``, :mod:`attnviz.ui.workspaces.tabs`) must find it."""
+        if args and args[0] is QTabWidget:
+            for cls in TAB_TYPES:
+                self._build(cls)
+        return super().findChildren(*args, **kwargs)
+
     def tab(self, cls):
-        """The tab of type ``cls`` (e.g. ``panel.tab(AlignmentTab)``)."""
-        return self.by_type[cls]
+        """The tab of type ``cls`` (e.g. ``panel.tab(AlignmentTab)``), built now if it was not yet."""
+        return self._build(cls)
 
     def tab_at(self, index: int):
-        """The diagnostic tab shown by the tab bar's ``index`` (its page is the scroll area around it)."""
-        return self._pages[index].widget()
+        """The diagnostic tab shown by the tab bar's ``index`` (its page is the scroll area around it),
+        built now if it was not yet."""
+        return self._build(TAB_TYPES[index])
 
     def current_tab(self):
         return self.tab_at(self.tabs.currentIndex())
@@ -71,6 +116,6 @@ class DiagnosticsPanel(QWidget):
 
     def show_tab(self, cls):
         """Bring the tab of type ``cls`` to the front and return it."""
-        tab = self.by_type[cls]
-        self.tabs.setCurrentIndex(list(self.by_type).index(cls))
+        tab = self._build(cls)
+        self.tabs.setCurrentIndex(TAB_TYPES.index(cls))
         return tab
