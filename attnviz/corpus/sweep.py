@@ -35,7 +35,7 @@ from attnviz.corpus.files import AtomicParquet, StatsFileError, _pa, head_rows, 
 from attnviz.corpus.run import (IN_FLIGHT_PER_THREAD, MAX_BATCH, CorpusRunError, Progress, check_model,
                                 check_scheduler, check_writable, completion_queue, open_client)
 from attnviz.corpus.texts import CorpusError, Document, count_documents, partitions
-from attnviz.corpus.worker import ModelUnavailable, cached_checkpoint
+from attnviz.corpus.worker import ModelUnavailable, cached_checkpoint, document_text
 
 MODES = ("zero", "mean")
 SCHEMA_VERSION = "1"
@@ -97,12 +97,7 @@ def document_ids(ckpt, text, max_tokens: int | None) -> np.ndarray:
     tokenizer with its special tokens (:func:`attnviz.checkpoints.run.run_text`)."""
     from attnviz.sources.errors import SourceError
 
-    if isinstance(text, Exception):
-        raise CheckpointError(str(text))
-    if not isinstance(text, str):
-        raise CheckpointError(f"not text ({type(text).__name__})")
-    if not text.strip():
-        raise CheckpointError("empty document")
+    text = document_text(text)
     c = ckpt.config
     try:
         if ckpt.kind == "decoder":

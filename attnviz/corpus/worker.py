@@ -111,14 +111,19 @@ def model_limit(ckpt: Checkpoint) -> int:
     return int(getattr(c, "max_tokens", c.max_positions))
 
 
-def _document_attentions(ckpt: Checkpoint, doc: Document, max_tokens: int | None) -> np.ndarray:
-    text = doc.text
+def document_text(text) -> str:
+    """A document's text, or the one line that says why it is none: the reader's error, not text, or empty."""
     if isinstance(text, Exception):
         raise CheckpointError(str(text))
     if not isinstance(text, str):
         raise CheckpointError(f"not text ({type(text).__name__})")
     if not text.strip():
         raise CheckpointError("empty document")
+    return text
+
+
+def _document_attentions(ckpt: Checkpoint, doc: Document, max_tokens: int | None) -> np.ndarray:
+    text = document_text(doc.text)
     if max_tokens is not None and ckpt.kind in ("bert", "gpt2"):
         try:  # the tokenizer alone says whether the document fits, before any forward pass (run_text's own call)
             ckpt.tokenizer.encode(text, add_special_tokens=True, max_tokens=max_tokens)
@@ -133,13 +138,7 @@ def _document_attentions(ckpt: Checkpoint, doc: Document, max_tokens: int | None
 
 def _document_ids(ckpt: Checkpoint, doc: Document, max_tokens: int | None) -> np.ndarray:
     """(T,) token ids of a document for :func:`attnviz.corpus.batched.group_sums`, failing as run_text would."""
-    text = doc.text
-    if isinstance(text, Exception):
-        raise CheckpointError(str(text))
-    if not isinstance(text, str):
-        raise CheckpointError(f"not text ({type(text).__name__})")
-    if not text.strip():
-        raise CheckpointError("empty document")
+    text = document_text(doc.text)
     c = ckpt.config
     try:  # one tokenisation: the limit asked for (its message as is), else the model's (named, as run_text says)
         ids = ckpt.tokenizer.encode(text, add_special_tokens=True,
