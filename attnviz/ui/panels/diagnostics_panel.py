@@ -83,13 +83,11 @@ class DiagnosticsPanel(QWidget):
         if 0 <= index < len(TAB_TYPES):
             self._build(TAB_TYPES[index])  # the tab in front is built the first time the panel shows
 
-    def findChildren(self, *args, **kwargs):  # noqa: N802 - Qt's name
-        """Qt's search, every tab built first when the search is for tab widgets: naming a nested tab
-        (``attnviz --workspace diagnostics/rope``, :mod:`attnviz.ui.workspaces.tabs`) must find it."""
-        if args and args[0] is QTabWidget:
-            for cls in TAB_TYPES:
-                self._build(cls)
-        return super().findChildren(*args, **kwargs)
+    def build_all_tabs(self) -> None:
+        """Build every tab now: naming a nested tab (``attnviz --workspace diagnostics/rope``,
+        :mod:`attnviz.ui.workspaces.tabs`) must find it."""
+        for cls in TAB_TYPES:
+            self._build(cls)
 
     def tab(self, cls):
         """The tab of type ``cls`` (e.g. ``panel.tab(AlignmentTab)``), built now if it was not yet."""

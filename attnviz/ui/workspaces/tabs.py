@@ -24,6 +24,11 @@ def split_target(target: str) -> tuple[str, str]:
 
 
 def _tab_widgets(panel: QWidget) -> list[QTabWidget]:
+    """Every tab widget of ``panel``, outermost first; a panel that builds its tabs on first show
+    (``build_all_tabs``, the Diagnostics panel) builds them now, so that a nested tab is found by name."""
+    build = getattr(panel, "build_all_tabs", None)
+    if callable(build):
+        build()
     found = [panel] if isinstance(panel, QTabWidget) else []
     found += panel.findChildren(QTabWidget)
 
