@@ -304,6 +304,10 @@ class MainWindow(QMainWindow):
         spec = self._pending.pop(panel_id, None)
         if spec is not None:
             self._place(spec.id, self._make(spec))
+            if spec.id == "pretrained":  # a maps file loaded there in any way becomes the session's maps
+                from attnviz.ui.session_maps import follow_pretrained
+
+                follow_pretrained(self)
 
     def _place(self, panel_id: str, widget: QWidget) -> None:
         if panel_id in self.sidebar.scrolls:

@@ -186,3 +186,16 @@ def test_a_hostile_maps_member_is_refused_in_one_line(qtbot, window, tmp_path):
     assert text.startswith(f"cannot open the session: {bad}: its attention maps: ok.npz")
     assert "NaN" in text
     assert w.ctx.session.state is before and w.ctx.maps is not None  # nothing changed
+
+
+def test_a_maps_file_loaded_in_the_pretrained_panel_itself_becomes_the_sessions_maps(qtbot, window, tmp_path):
+    """The panel's own open dialog (load_model on a path) is followed too, not only ``attnviz FILE``."""
+    w = window
+    path = attnviz.save(tmp_path / "panel.npz", softmax((1, 2, 7, 7), seed=3), TOKENS)
+    w.show_workspace("pretrained")
+    panel = w.panel("pretrained")
+    panel.auto_load = False
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
+        panel.load_model(str(path))
+    qtbot.waitUntil(lambda: w.ctx.maps is not None, timeout=WAIT_MS)
+    assert w.ctx.maps.name == "panel.npz" and w.ctx.maps.shape == (1, 2, 7, 7)
