@@ -87,6 +87,9 @@ SHOTS = (  # the list the docs refer to
     Shot("intervention-vla", "the Intervene tab on tiny SmolVLA: the action expert's heads 1.2, 3.0 zeroed, the action "
                              "chunk before and after, an expert head's action rows", "river-bank", "pretrained",
          "1024x700"),
+    Shot("attention-maps-file", "a file's maps (attnviz.save, 3 layers x 6 heads, 40 causal tokens) read-only in the "
+                                "Attention workspace: the banner, layer 0 head 0 and the layer's heads", "river-bank",
+         "attention", "1024x700"),
     Shot("intervention-swin", "the Intervene tab on tiny Swin: heads of its last stages zeroed, every stage's heads in "
                               "one grid, the pooled output's cosine and the classes", "river-bank", "pretrained",
          "1024x700"),
@@ -418,6 +421,27 @@ def prepare_window_maps(window, ctx):
     panel = window.panel("pretrained")
     panel.auto_load = False
     panel.load_model(os.path.join(MAPS, "bart_cross.npz"))
+
+
+def prepare_attention_maps_file(window, ctx):
+    """demo_maps.npz (written here by attnviz.save: random causal rows, seed 0) opened as `attnviz FILE` opens
+    it, then shown in the Attention workspace once it is the session's maps."""
+    import tempfile
+
+    import numpy as np
+
+    import attnviz
+    from attnviz.ui.app import open_maps_file
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 6, 40, 40)) * 2.5
+    x[..., np.triu_indices(40, 1)[0], np.triu_indices(40, 1)[1]] = -np.inf  # causal: no weight on later keys
+    w = np.exp(x - x.max(axis=-1, keepdims=True))
+    w /= w.sum(axis=-1, keepdims=True)
+    path = os.path.join(tempfile.mkdtemp(prefix="attnviz-shot-"), "demo_maps.npz")
+    attnviz.save(path, w.astype(np.float32), [f"tok{i}" for i in range(40)])
+    ctx.maps_changed.connect(lambda maps: window.show_workspace("attention") if maps is not None else None)
+    open_maps_file(window, path)
 
 
 def inline_notebook_grid(out: str) -> int:

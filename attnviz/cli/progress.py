@@ -22,7 +22,7 @@ class _Lines:
         self._last = None
 
     def write(self, text: str) -> None:
-        text = text.replace("\r", "").replace("\x1b[A", "").rstrip("\n")
+        text = text.replace("\r", "").replace("\x1b[A", "").rstrip()  # tqdm pads a shorter redraw with spaces
         key = (text.split("|")[0], text.rsplit(" left", 1)[-1])  # documents done and failed, not the rate
         if text.strip() and key != self._last:  # closing redraws the last state: not twice
             self._last = key
