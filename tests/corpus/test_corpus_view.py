@@ -108,3 +108,24 @@ def test_statistics_of_another_model_are_not_compared(qtbot, tmp_path):
     assert "is for other-model with 3 layers x 4 heads; tiny_gpt2 has 2 x 2" in view.message_text()
     assert view.open_stats(_other_model_stats(tmp_path / "same_shape.parquet", shape=(2, 2)))
     assert "is for other-model, not tiny_gpt2" in view.message_text()
+
+
+def test_maps_from_a_file_are_compared_with_a_corpus_of_their_shape(qtbot, tmp_path):
+    """A maps file names no model, so a corpus of the same (layers, heads) is compared, whatever model it names."""
+    import attnviz
+
+    ctx = AppContext(Session(build_demo("river-bank")))
+    panel = ModelViewPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.auto_load = False
+    a = np.random.default_rng(2).random((3, 4, 6, 6))
+    a /= a.sum(axis=-1, keepdims=True)
+    maps = attnviz.save(tmp_path / "made_elsewhere.npz", a, [f"t{i}" for i in range(6)])
+    with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
+        panel.load_model(str(maps))
+    view = panel.corpus
+    assert view.open_stats(_other_model_stats(tmp_path / "other.parquet", shape=(3, 4)))
+    view.set_statistic("entropy")
+    np.testing.assert_allclose(view.input_matrix(), input_statistics(a)["entropy"], rtol=0, atol=1e-6)
+    assert view.open_stats(_other_model_stats(tmp_path / "wrong.parquet", shape=(2, 4)))
+    assert view.input_matrix() is None and "with 2 layers x 4 heads" in view.message_text()

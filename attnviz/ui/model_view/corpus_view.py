@@ -358,7 +358,8 @@ class CorpusStatsView(QWidget):
         self._input = (result, summaries)
         self.input_values = None
         self._input_problem = ""
-        self.input_model = "" if result is None else result.model
+        # maps read from a file do not say which model made them: their (layers, heads) alone decide
+        self.input_model = "" if result is None or getattr(result, "kind", None) == "maps" else result.model
         self.input_tokens = 0 if result is None else len(result.tokens)
         self._draw()
 
