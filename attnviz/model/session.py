@@ -57,6 +57,10 @@ class Session:
         """Call after saving."""
         self._set_dirty(False)
 
+    def mark_dirty(self) -> None:
+        """Call when something the session file keeps beside the state changed (the maps file shown)."""
+        self._set_dirty(True)
+
     def execute(self, cmd):
         """Apply ``cmd``; emit events for the changed fields; return the inverse command.
 

@@ -103,11 +103,16 @@ class _Follower:
         self.expect = None
 
     def on_loaded(self, ckpt) -> None:
+        """A session opened shows its own maps (no edit); a maps file the person opens, or another checkpoint
+        that drops the maps shown, changes what File ▸ Save writes: the session becomes unsaved work."""
         expect, self.expect = self.expect, None
         if getattr(ckpt, "kind", None) != "maps":
-            self.ctx.set_maps(None)
+            if self.ctx.maps is not None:
+                self.ctx.set_maps(None)
+                self.ctx.session.mark_dirty()
             return
         if expect is not None and os.path.abspath(str(ckpt.folder)) == os.path.abspath(expect[0]):
             self.ctx.set_maps(expect[1])
             return
         self.ctx.set_maps(ShownMaps(name=Path(ckpt.folder).name, maps=ckpt.maps))
+        self.ctx.session.mark_dirty()

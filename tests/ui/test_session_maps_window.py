@@ -87,8 +87,10 @@ def test_save_and_reopen_keeps_the_maps_bit_for_bit(qtbot, window, tmp_path):
     a = softmax((2, 4, 7, 7))
     path = attnviz.save(tmp_path / "river.npz", a, TOKENS, dtype="float16")
     want = a.astype(np.float16).astype(np.float32)  # what the file holds, as the window shows it
+    assert not w.ctx.session.dirty
     panel = open_maps(qtbot, w, path)
     assert w.ctx.maps.name == "river.npz"
+    assert w.ctx.session.dirty and w.isWindowModified()  # maps that no session file holds yet: unsaved work
 
     heat = heatmap_shows(qtbot, w)
     assert heat.maps_check.isVisibleTo(heat) and heat.maps_check.isChecked()
@@ -109,6 +111,7 @@ def test_save_and_reopen_keeps_the_maps_bit_for_bit(qtbot, window, tmp_path):
 
     session = tmp_path / "with-maps.attnviz"
     assert w.files.save_as(session)
+    assert not w.ctx.session.dirty
     state, payload = read_session(session)
     assert payload.maps.name == "river.npz" and payload.maps.dtype == "<f2"
     with zipfile.ZipFile(session) as zf:
@@ -120,6 +123,7 @@ def test_save_and_reopen_keeps_the_maps_bit_for_bit(qtbot, window, tmp_path):
     with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
         assert w.files.open_path(session)
     assert w.ctx.session.state == state and w.ctx.maps.name == "river.npz"
+    assert not w.ctx.session.dirty and not w.isWindowModified()  # the session's own maps: no edit
     assert np.array_equal(panel.grid._maps, want)  # the Pretrained workspace: the same maps, bit for bit
     assert np.array_equal(w.ctx.maps.maps.attentions, want)
     heat = heatmap_shows(qtbot, w)
@@ -199,3 +203,4 @@ def test_a_maps_file_loaded_in_the_pretrained_panel_itself_becomes_the_sessions_
         panel.load_model(str(path))
     qtbot.waitUntil(lambda: w.ctx.maps is not None, timeout=WAIT_MS)
     assert w.ctx.maps.name == "panel.npz" and w.ctx.maps.shape == (1, 2, 7, 7)
+    assert w.ctx.session.dirty
