@@ -88,8 +88,6 @@ class InspectorPanel(QWidget):
 
         # matrices
         self.q_map, self.k_map, self.v_map = AttentionHeatmap(), AttentionHeatmap(), AttentionHeatmap()
-        # the weight maps' titles ("W^O rows, head 3") sit whole above their maps, wrapped where narrow
-        self.wq_map, self.wk_map, self.wv_map, self.wo_map = (TitledView(AttentionHeatmap()) for _ in range(4))
         qkv = QWidget(self)
         ql = QHBoxLayout(qkv)
         ql.setContentsMargins(0, 0, 0, 0)
@@ -100,11 +98,9 @@ class InspectorPanel(QWidget):
             axis.setStyle(showValues=False)
             axis.setWidth(0)
             axis.hide()
-        ws = QWidget(self)
+        ws = QWidget(self)  # its four maps are made when first wanted (see _weight_maps)
         wl = QGridLayout(ws)
         wl.setContentsMargins(0, 0, 0, 0)
-        for n, m in enumerate((self.wq_map, self.wk_map, self.wv_map, self.wo_map)):
-            wl.addWidget(m, n // 2, n % 2)
         self.matrices = QTabWidget(self)
         self.matrices.addTab(qkv, "Q · K · V")
         self.matrices.addTab(ws, "W^Q · W^K · W^V · W^O")
@@ -112,6 +108,8 @@ class InspectorPanel(QWidget):
         self.matrices.addTab(self.scatter, "Q-K PCA")  # short: the three tabs fit a 1024-pixel window
         self.matrices.setTabToolTip(2, "queries and keys in one PCA embedding")
         self.matrices.currentChanged.connect(lambda _i: self.scatter.isVisible() and self._redraw_breakdown())
+        self.weights_page = ws
+        self.matrices.currentChanged.connect(lambda _i: self._weights_stale and self._redraw_weights())
 
         self.breakdown = BreakdownView(self)
         self.breakdown.edit_hint.setWordWrap(True)  # a long hint must not widen the panel
@@ -149,8 +147,29 @@ class InspectorPanel(QWidget):
         self.scatter.point_clicked.connect(lambda side, t: self._select(**{"query" if side == "q" else "key": t}))
         ctx.response_changed.connect(self._on_response_changed)
         connect_event(self, ctx.session.events.view, self._on_view_changed)
-        if ctx.response is not None:
-            self._on_response_changed(ctx.response)
+        # a result already there is drawn when the panel is first shown, on a later turn: building and
+        # drawing a long input's maps in one go held up the window on the workspace's first visit
+        self._hidden_change = ctx.response is not None
+
+    WEIGHT_MAPS = ("wq_map", "wk_map", "wv_map", "wo_map")
+
+    def _weight_maps(self) -> tuple:
+        """The W^Q, W^K, W^V, W^O maps, made the first time they are wanted (their tab shown, or asked
+        for): four heatmaps and their plots in a tab that is often never opened."""
+        if "wq_map" not in self.__dict__:
+            grid = self.weights_page.layout()
+            for n, name in enumerate(self.WEIGHT_MAPS):
+                # the titles ("W^O rows, head 3") sit whole above their maps, wrapped where narrow
+                m = TitledView(AttentionHeatmap())
+                setattr(self, name, m)
+                grid.addWidget(m, n // 2, n % 2)
+        return tuple(self.__dict__[name] for name in self.WEIGHT_MAPS)
+
+    def __getattr__(self, name: str):
+        # only for attributes not found: a weight map asked for before its tab was shown
+        if name in self.WEIGHT_MAPS and "weights_page" in self.__dict__:
+            return dict(zip(self.WEIGHT_MAPS, self._weight_maps()))[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @staticmethod
     def default_shares(key: str) -> list[float] | None:
@@ -170,11 +189,12 @@ class InspectorPanel(QWidget):
 
     def showEvent(self, ev):  # noqa: N802 - Qt's name
         super().showEvent(ev)
+        # 1 ms timers rather than posted calls: input and paints waiting since this turn come first
         if self._hidden_change:
             self._hidden_change = False
-            QTimer.singleShot(0, self, lambda: self._on_response_changed(self.ctx.response))
+            QTimer.singleShot(1, self, lambda: self._on_response_changed(self.ctx.response))
         else:
-            QTimer.singleShot(0, self, self._redraw_breakdown)  # tables fit their rows once they have a real size
+            QTimer.singleShot(1, self, self._redraw_breakdown)  # tables fit their rows once they have a real size
 
     # -- selection -----------------------------------------------------------------------------
     def selection(self) -> tuple[int, int, int] | None:
@@ -275,6 +295,8 @@ class InspectorPanel(QWidget):
         finally:
             self._updating = False
 
+    _weights_stale = False  # the weight maps wait for their tab to come forward
+
     def _redraw_matrices(self):
         resp = self.ctx.response
         state = self.ctx.session.state
@@ -283,22 +305,39 @@ class InspectorPanel(QWidget):
         ql = list(resp.query_labels) if resp.Tq <= LABEL_LIMIT else None
         kl = list(resp.key_labels) if resp.Tk <= LABEL_LIMIT else None
         hs, hv = resp.q.shape[2], resp.v.shape[2]
-        cmap = state.view.colormap
         for m, data, rows, segs, cols, title in (
                 (self.q_map, resp.q[h], ql, resp.query_segments, _dims("d", hs), "Q"),
                 (self.k_map, resp.k[h], kl, resp.key_segments, _dims("d", hs), "K"),
                 (self.v_map, resp.v[h], kl, resp.key_segments, _dims("v", hv), "V")):  # the head is in the bar above
             m.set_matrix(data, row_labels=rows, col_labels=cols, row_segments=segs, title=title, value_label="")
+        self._follow_colormap((self.q_map, self.k_map, self.v_map))
+        self._weights_stale = True
+        if not (self.window().isVisible() and not self.weights_page.isVisible()):
+            self._redraw_weights()  # else when the tab is shown: four more maps nobody looks at yet
+
+    def _redraw_weights(self):
+        """The four projection maps of the selected head."""
+        resp = self.ctx.response
+        self._weights_stale = False
+        if resp is None or not resp.ok or resp.q is None:
+            return
+        h, _ = selected_head(self.ctx.session.state, resp.q.shape[0])
+        hs, hv = resp.q.shape[2], resp.v.shape[2]
         W = resp.projections
         d_model = W.W_q.shape[1]
         xs = _dims("x", d_model)
+        wq, wk, wv, wo = maps = self._weight_maps()
         for m, data, rows, cols, title in (
-                (self.wq_map, W.W_q[h], xs, _dims("d", hs), f"W^Q, head {h}"),
-                (self.wk_map, W.W_k[h], xs, _dims("d", hs), f"W^K, head {h}"),
-                (self.wv_map, W.W_v[h], xs, _dims("v", hv), f"W^V, head {h}"),
-                (self.wo_map, W.W_o[h * hv:(h + 1) * hv], _dims("v", hv), xs, f"W^O rows, head {h}")):
+                (wq, W.W_q[h], xs, _dims("d", hs), f"W^Q, head {h}"),
+                (wk, W.W_k[h], xs, _dims("d", hs), f"W^K, head {h}"),
+                (wv, W.W_v[h], xs, _dims("v", hv), f"W^V, head {h}"),
+                (wo, W.W_o[h * hv:(h + 1) * hv], _dims("v", hv), xs, f"W^O rows, head {h}")):
             m.set_matrix(data, row_labels=rows, col_labels=cols, title=title, value_label="weight")
-        for m in (self.q_map, self.k_map, self.v_map, self.wq_map, self.wk_map, self.wv_map, self.wo_map):
+        self._follow_colormap(maps)
+
+    def _follow_colormap(self, maps):
+        cmap = self.ctx.session.state.view.colormap
+        for m in maps:
             if m.colormap_name() != cmap:
                 try:
                     m.set_colormap(cmap)

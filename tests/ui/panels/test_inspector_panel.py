@@ -162,6 +162,8 @@ def test_matrices_and_projections_are_drawn_for_the_head(river):
     ctx, panel = river
     np.testing.assert_array_equal(panel.q_map._values, ctx.response.q[0].astype(np.float32))
     np.testing.assert_array_equal(panel.v_map._values, ctx.response.v[0].astype(np.float32))
+    assert panel.wq_map._values is None  # the projections wait for their tab
+    panel.matrices.setCurrentWidget(panel.weights_page)
     np.testing.assert_array_equal(panel.wq_map._values, ctx.response.projections.W_q[0].astype(np.float32))
     np.testing.assert_array_equal(panel.wo_map._values, np.eye(4, dtype=np.float32))
     assert panel.q_map.readout_text(3, 0).startswith("q 3 'bank'")

@@ -1,0 +1,50 @@
+"""The Q/K/V inspector built when a result is already there (the workspace's first visit) draws it on
+the next turn of the event loop, not inside its constructor, and the four projection maps of a tab
+not shown wait for that tab: building and drawing everything in one step held up the window."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtWidgets import QWidget  # noqa: E402
+
+from attnviz.model.session import Session  # noqa: E402
+from attnviz.model.state import ModelConfig, SessionState, TextSource  # noqa: E402
+from attnviz.ui.context import AppContext  # noqa: E402
+from attnviz.ui.panels.inspector_panel import InspectorPanel  # noqa: E402
+
+TIMEOUT = 20000
+
+
+def test_a_result_already_there_is_drawn_on_the_next_turn_and_the_projections_with_their_tab(qtbot):
+    state = SessionState(sources=(TextSource("t", text="the cat sat on the mat"),), model=ModelConfig(d_model=8, nh=2))
+    ctx = AppContext(Session(state))
+    with qtbot.waitSignal(ctx.response_changed, timeout=TIMEOUT):
+        ctx.recompute(now=True)
+    window = QWidget()  # a shown window whose workspace shows the panel
+    qtbot.addWidget(window)
+    window.resize(1300, 800)
+    window.show()
+    try:
+        panel = InspectorPanel(ctx)  # as the window's panel factory builds it: no parent yet
+        assert panel.q_map._values is None  # nothing drawn by the constructor
+        panel.setParent(window)  # then placed in the shown window's workspace
+        panel.resize(1300, 800)
+        panel.show()
+        qtbot.waitUntil(lambda: panel.q_map._values is not None, timeout=TIMEOUT)
+        np.testing.assert_array_equal(panel.q_map._values, ctx.response.q[0].astype(np.float32))
+        assert panel.breakdown.formula.text().strip()  # the breakdown followed
+        assert panel.wq_map._values is None and panel.wo_map._values is None  # their tab is not shown
+        panel.matrices.setCurrentWidget(panel.weights_page)
+        np.testing.assert_array_equal(panel.wq_map._values, ctx.response.projections.W_q[0].astype(np.float32))
+        assert panel.wo_map._values is not None
+        ctx.set_view(head=1)  # another head while the projections are shown: drawn at once
+        np.testing.assert_array_equal(panel.wq_map._values, ctx.response.projections.W_q[1].astype(np.float32))
+    finally:
+        ctx.compute.shutdown()
+        window.close()
+        window.deleteLater()
+        ctx.deleteLater()
