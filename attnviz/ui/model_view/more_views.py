@@ -1,18 +1,55 @@
 """The Pretrained panel's further tabs beside "Layers × heads", "Image" and "Corpus": each module listed here
 adds its tab through an ``install(panel)`` function and follows the panel's signals (``model_loaded``,
 ``attention_ready``, ``head_selected``), so the panel itself stays unaware of what they show.
+
+Each view is one step of :data:`VIEWS` that imports its module when it runs (plain import statements, which
+the bundle's analysis follows), so the panel can build them on separate turns of the event loop.
 """
 
 from __future__ import annotations
 
-from attnviz.ui.model_view import audio_view, generate_view, intervene_view, vlm_generate_view
+
+def _intervention(panel):
+    from attnviz.ui.model_view import intervene_view
+
+    return intervene_view.install(panel)
+
+
+def _generation(panel):
+    from attnviz.ui.model_view import generate_view
+
+    return generate_view.install(panel)
+
+
+def _vlm_generation(panel):
+    from attnviz.ui.model_view import vlm_generate_view
+
+    return vlm_generate_view.install(panel)
+
+
+def _vlm_intervention(panel):
+    from attnviz.ui.model_view import intervene_view
+
+    return intervene_view.install_vlm(panel)
+
+
+def _audio(panel):
+    from attnviz.ui.model_view import audio_view
+
+    return audio_view.install(panel)
+
+
+# (attribute of the panel, install step), in the order of their tabs
+VIEWS = (("intervention", _intervention), ("generation", _generation), ("vlm_generation", _vlm_generation),
+         ("vlm_intervention", _vlm_intervention), ("audio", _audio))
+
+
+def install_one(panel, attribute: str) -> None:
+    """Install the further view ``attribute`` of :data:`VIEWS` on ``panel`` as ``panel.<attribute>``."""
+    setattr(panel, attribute, dict(VIEWS)[attribute](panel))
 
 
 def install_more(panel) -> None:
-    """Install each further view on ``panel`` as ``panel.<attribute>`` (imports stay static: the bundle's
-    analysis follows them)."""
-    views = (("intervention", intervene_view.install), ("generation", generate_view.install),
-             ("vlm_generation", vlm_generate_view.install), ("vlm_intervention", intervene_view.install_vlm),
-             ("audio", audio_view.install))
-    for attribute, install in views:
-        setattr(panel, attribute, install(panel))
+    """Install each further view on ``panel`` as ``panel.<attribute>``, all at once."""
+    for attribute, _install in VIEWS:
+        install_one(panel, attribute)

@@ -34,6 +34,7 @@ from attnviz.ui.model_view.decoder_view import LongMapView
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.model_view.mask_handoff import open_model_mask
 from attnviz.ui.model_view.model_list import add_cached_models
+from attnviz.ui.model_view.more_views import VIEWS, install_one
 from attnviz.ui.model_view.seq2seq_view import Seq2SeqControls
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
@@ -72,10 +73,11 @@ def only_current_sizes(stack) -> None:
 
 # The further tabs, one step each; their modules are imported with their step (most of the panel's
 # import time), still by plain import statements, which the bundle's analysis follows.
-def _install_more(panel) -> None:
-    from attnviz.ui.model_view.more_views import install_more
+def _install_view(attribute: str):
+    def step(panel) -> None:
+        install_one(panel, attribute)  # Intervene, Generate, Audio (and the vision-language page's Generate, Intervene)
 
-    install_more(panel)  # Intervene, Generate, Audio (and the vision-language page's Generate, Intervene)
+    return step
 
 
 def _install_score_terms(panel) -> None:
@@ -249,15 +251,18 @@ class ModelViewPanel(QWidget):
         # they are two dozen plots (seconds on a loaded machine), which held the window frozen on the
         # workspace's first visit. They are disabled until a model loads, and anything that needs them
         # sooner (a load's result, a head chosen, their attribute asked for) builds the rest at once.
-        self._installs = [_install_more, _install_score_terms, _install_router]
-        QTimer.singleShot(0, self, self._install_next)
+        # A job's answer arriving meanwhile waits for the last step (see _held) instead of building the
+        # rest in one go; the steps are 1 ms timers, not posted calls, so input and paints come between them.
+        self._installs = [*(_install_view(attribute) for attribute, _ in VIEWS), _install_score_terms, _install_router]
+        self._held = None  # (handler, job id, argument) of a job's answer that came while tabs were being built
+        QTimer.singleShot(1, self, self._install_next)
 
     def _install_next(self) -> None:
         """Build the next of the further tabs; the one after it on the next turn of the event loop."""
         if self._installs:
             self._installs.pop(0)(self)
             if self._installs:
-                QTimer.singleShot(0, self, self._install_next)
+                QTimer.singleShot(1, self, self._install_next)
             else:
                 self._installed()
 
@@ -275,6 +280,17 @@ class ModelViewPanel(QWidget):
     def _installed(self) -> None:
         for stack in (self.tabs, self.vlm.tabs):
             only_current_sizes(stack)
+        held, self._held = self._held, None
+        if held is not None and held[1] == self.jobs.latest_id:  # still the newest job's answer
+            held[0](held[1], held[2])
+
+    def _hold(self, handler, jid: int, arg) -> bool:
+        """True when a job's answer must wait for the further tabs still being built (it is then
+        handled after the last of them, so every tab follows it, and no turn builds them all)."""
+        if self.building():
+            self._held = (handler, jid, arg)
+            return True
+        return False
 
     def __getattr__(self, name: str):
         # only for attributes not found: a further tab's view asked for before its turn came
@@ -667,6 +683,8 @@ class ModelViewPanel(QWidget):
         return self.jobs.submit(fn)
 
     def _on_job_finished(self, _jid: int, result) -> None:
+        if self._hold(self._on_job_finished, _jid, result):
+            return
         self.finish_building()  # every tab follows what comes next
         if self._job_kind == "load":
             self._loading = None
@@ -702,6 +720,8 @@ class ModelViewPanel(QWidget):
             self._show_outcome(result)
 
     def _on_job_failed(self, _jid: int, message: str) -> None:
+        if self._hold(self._on_job_failed, _jid, message):
+            return
         self.finish_building()  # every tab follows what comes next
         if self._job_kind == "load":
             folder, name, added = self._loading or ("", None, False)

@@ -66,3 +66,18 @@ def test_a_model_loaded_before_the_turns_came_still_reaches_every_tab(qtbot):
     assert panel.tabs.isTabEnabled(index) and panel.intervention.ready()
     generate = panel.tabs.indexOf(panel.generation)  # not for GPT-2 without its LM head: it says why
     assert not panel.tabs.isTabEnabled(generate) and panel.tabs.tabToolTip(generate)
+
+
+def test_a_result_that_comes_while_tabs_are_built_waits_for_them_instead_of_building_them_all_at_once(qtbot):
+    panel = make(qtbot)
+    shown = []
+    panel.attention_ready.connect(shown.append)
+    panel.load_model(DATA / "tiny_gpt2")
+    assert panel.jobs.wait_idle(60)  # loaded, and no turn of the event loop has run: no further tab is built
+    with qtbot.waitSignal(panel.jobs.done, timeout=30000):
+        pass  # the answer reaches the GUI thread while the further tabs are still to come
+    assert panel.building() and not shown  # held: the rest is not built in this turn
+    with qtbot.waitSignal(panel.attention_ready, timeout=30000):
+        pass
+    assert not panel.building()
+    assert panel.ckpt is not None and panel.intervention.ready()  # the held answer reached every tab
