@@ -338,13 +338,21 @@ class MaskCanvas(QWidget):
     def _display_shape(self, n_rows: int, n_cols: int) -> tuple[int, int]:
         """Image pixels per axis: at most ``max_display`` and, once the view is laid out, at most its
         screen pixels (max pooling keeps every painted cell visible; a larger image would be thinned
-        out by the painter, and a single painted cell could vanish)."""
+        out by the painter, and a single painted cell could vanish). Before that, at most the shown
+        window's (or else the screen's) pixels: a picture of ``max_display`` squared cells took longer
+        to pool and to paint than any view shows, and the layout's resize pools it to the view anyway."""
         rect = self.frame.view.sceneBoundingRect()
         ratio = self.devicePixelRatioF()
         cap_h = cap_w = self.max_display
         if rect.width() >= 2 and rect.height() >= 2:
-            cap_h = min(cap_h, max(int(np.ceil(rect.height() * ratio)), 64))
-            cap_w = min(cap_w, max(int(np.ceil(rect.width() * ratio)), 64))
+            height, width = rect.height(), rect.width()
+        else:
+            win = self.window()
+            screen = self.screen()
+            size = win.size() if win is not self and win.isVisible() else (screen.size() if screen else None)
+            height, width = (size.height(), size.width()) if size is not None else (cap_h, cap_w)
+        cap_h = min(cap_h, max(int(np.ceil(height * ratio)), 64))
+        cap_w = min(cap_w, max(int(np.ceil(width * ratio)), 64))
         return min(n_rows, cap_h), min(n_cols, cap_w)
 
     def _picture(self, r0: int, r1: int, c0: int, c1: int) -> tuple[np.ndarray, bool]:

@@ -185,6 +185,36 @@ def test_shown_mask_pools_to_the_view_and_zoom_shows_cells(qtbot):
     assert detail[(2001 - r0) * f + f // 2, (2700 - c0) * f + f // 2] == RULE_DENY
 
 
+def test_a_mask_set_before_the_layout_is_pooled_no_larger_than_its_window_then_to_the_view(qtbot):
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    window = QWidget()  # a shown window the canvas arrives in (a workspace's first visit)
+    qtbot.addWidget(window)
+    window.resize(420, 320)
+    window.show()
+    qtbot.waitExposed(window)
+    c = MaskCanvas()
+    QVBoxLayout(window).addWidget(c)
+    T = 3000
+    over = np.zeros((T, T), dtype=np.int8)
+    over[2000, 2700] = ALLOW
+    c.set_mask(np.tri(T, dtype=bool), over)  # before any layout: the view has no size yet
+    ratio = c.devicePixelRatioF()
+    img = c.mask_image.image
+    assert img.shape[0] <= 320 * ratio and img.shape[1] <= 420 * ratio  # not max_display (2048) squared
+    assert (img == PAINT_ALLOW).sum() == 1  # the painted cell survives
+    c.show()
+    qtbot.waitUntil(lambda: c.frame.view.sceneBoundingRect().width() >= 2, timeout=2000)
+
+    def fits_view():
+        vb, shown = c.frame.view.sceneBoundingRect(), c.mask_image.image.shape
+        return abs(shown[0] - min(T, max(int(np.ceil(vb.height() * ratio)), 64))) <= 1 and \
+            abs(shown[1] - min(T, max(int(np.ceil(vb.width() * ratio)), 64))) <= 1
+
+    qtbot.waitUntil(fits_view, timeout=3000)  # the layout's resize pools it to the view
+    assert (c.mask_image.image == PAINT_ALLOW).sum() == 1
+
+
 def test_mask_picture_codes_and_outline():
     rule = np.tri(5, dtype=bool)
     over = np.zeros((5, 5), dtype=np.int8)
