@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPen
+from PySide6.QtGui import QColor, QPen, QTextDocument, QTextOption
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from attnviz.model.display.cell_geometry import cell_to_image_index, pixel_to_cell, visible_region
@@ -141,42 +141,102 @@ class CellImageLayer:
 
 
 class TitleLabel(pg.LabelItem):
-    """A frame's title that never widens the frame: shown whole when it fits above the map, else cut
-    at the end with an ellipsis (``text`` keeps the whole title)."""
+    """A title that never widens its frame and is always read whole: where the frame is narrower than the
+    title it wraps onto more lines (between words; inside a word only when one word is wider than the
+    frame) and its height follows, so the map or plot below gets less room instead of the title losing
+    words. ``text`` is the whole title."""
+
+    def __init__(self, text=" ", parent=None, angle=0, **args):
+        self._wrap_width = -1.0  # the text width the title is wrapped at; -1: one line
+        self._plot: Optional[pg.PlotItem] = None  # the plot whose title row this is (see wrap_plot_title)
+        super().__init__(text, parent, angle, **args)
+        doc = self.item.document()
+        option = doc.defaultTextOption()
+        option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        option.setAlignment(Qt.AlignmentFlag.AlignHCenter)  # every line centred over the map
+        doc.setDefaultTextOption(option)
+
+    def setText(self, text, **args):  # noqa: N802 - pyqtgraph's name
+        if self._wrap_width >= 0:
+            self._wrap_width = -1.0  # measured again on one line, then wrapped at the width it has
+            self.item.setTextWidth(-1)
+        super().setText(text, **args)
 
     def updateMin(self):  # noqa: N802 - pyqtgraph's name
-        h = self.itemRect().height()
+        h = float(self.itemRect().height())
+        hint = {Qt.SizeHint.MinimumSize: (0, h), Qt.SizeHint.PreferredSize: (0, h),
+                Qt.SizeHint.MaximumSize: (-1, h), Qt.SizeHint.MinimumDescent: (0, 0)}
+        if hint == self._sizeHint and self.minimumHeight() == h:
+            return  # unchanged: asking the layout again would only lay the frame out again
+        self._sizeHint = hint
         self.setMinimumWidth(0)
         self.setMinimumHeight(h)
-        self._sizeHint = {Qt.SizeHint.MinimumSize: (0, h), Qt.SizeHint.PreferredSize: (0, h),
-                          Qt.SizeHint.MaximumSize: (-1, -1), Qt.SizeHint.MinimumDescent: (0, 0)}
+        self.setMaximumHeight(h)  # room to spare goes to the map, not to blank lines of title
+        plot = self._plot
+        if plot is not None and self.isVisibleTo(plot):  # pyqtgraph fixes a plot's title row at 30 px
+            plot.layout.setRowFixedHeight(0, h)
         self.updateGeometry()
 
     def resizeEvent(self, ev):  # noqa: N802 - Qt's name
-        self._elide()
+        self._wrap()
         super().resizeEvent(ev)
 
-    def _elide(self) -> None:
-        text, width = str(self.text), int(self.rect().width())
-        if width <= 0 or "<" in text or "&" in text:
-            return  # not laid out yet, or markup that cannot be cut by characters
-        font = QFont(self.item.font())
-        size = str(self.opts.get("size", ""))
-        if size.endswith("pt"):
-            font.setPointSizeF(float(size[:-2]))
-        shown = QFontMetrics(font).elidedText(text, Qt.TextElideMode.ElideRight, max(0, width - 6))
-        colour = pg.mkColor(self.opts.get("color") or pg.getConfigOption("foreground"))
-        style = f"color: {colour.name(QColor.NameFormat.HexArgb)}" + (f"; font-size: {size}" if size else "")
-        self.item.setHtml(f"<span style='{style}'>{shown}</span>")
+    def _wrap(self) -> None:
+        """The title on one line when it fits the label's width, else wrapped at that width."""
+        width = float(self.rect().width())
+        if width <= 0:
+            return  # not laid out yet
+        want = -1.0 if self.natural_width() <= width else width
+        if want != self._wrap_width:
+            self._wrap_width = want
+            self.item.setTextWidth(want)
+
+    def natural_width(self) -> float:
+        """The width the title takes on one line (with the text item's margins)."""
+        doc = self.item.document()
+        if self._wrap_width < 0:
+            return float(doc.size().width())
+        doc.setTextWidth(-1)
+        width = float(doc.size().width())
+        doc.setTextWidth(self._wrap_width)
+        return width
+
+    def shown_text(self) -> str:
+        """The title as drawn, every character of it (lines joined by spaces)."""
+        return self.item.toPlainText()
+
+    def lines(self) -> int:
+        """How many lines the title is drawn on."""
+        doc = self.item.document()
+        return sum(doc.findBlockByNumber(i).layout().lineCount() for i in range(doc.blockCount()))
+
+    def is_whole(self) -> bool:
+        """True when the whole title is drawn inside the label: every character, no line wider than the
+        label and no line below its bottom."""
+        if str(self.text).strip() == "":
+            return True
+        shown = self.itemRect()
+        rect = self.rect()
+        return (self.shown_text() == _plain_text(str(self.text)) and shown.width() <= rect.width() + 1
+                and shown.height() <= rect.height() + 1)
 
 
-def elide_plot_title(item: pg.PlotItem) -> None:
-    """Give a PlotItem a :class:`TitleLabel`: its title is cut with an ellipsis where the plot is
-    narrower than the title, instead of widening the plot past its widget's edge."""
+def _plain_text(text: str) -> str:
+    doc = QTextDocument()
+    doc.setHtml(text)
+    return doc.toPlainText()
+
+
+def wrap_plot_title(item: pg.PlotItem) -> None:
+    """Give a PlotItem a :class:`TitleLabel`: a title longer than the plot is wide wraps onto a second
+    line (the title row grows, the plot below shrinks) instead of widening the plot past its widget's
+    edge, as pyqtgraph's own title does, or being cut."""
     old = item.titleLabel
     if isinstance(old, TitleLabel):
         return
     title = TitleLabel("", size="11pt", parent=item)
+    title._plot = item
+    title.setVisible(old.isVisibleTo(item))
     item.layout.removeItem(old)
     if old.scene() is not None:
         old.scene().removeItem(old)
