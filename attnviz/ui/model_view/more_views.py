@@ -8,6 +8,8 @@ the bundle's analysis follows), so the panel can build them on separate turns of
 
 from __future__ import annotations
 
+import importlib
+
 
 def _intervention(panel):
     from attnviz.ui.model_view import intervene_view
@@ -42,6 +44,19 @@ def _audio(panel):
 # (attribute of the panel, install step), in the order of their tabs
 VIEWS = (("intervention", _intervention), ("generation", _generation), ("vlm_generation", _vlm_generation),
          ("vlm_intervention", _vlm_intervention), ("audio", _audio))
+
+
+# Modules a view's step imports, the largest first loaded one per turn before it (tens of milliseconds each;
+# together the Intervene tab's import alone was about a third of a second); its own imports stay static.
+PRELOAD = {"intervention": ("attnviz.checkpoints.intervention_study", "attnviz.checkpoints.intervention_swin_study",
+                            "attnviz.checkpoints.intervention_vla_study", "attnviz.ui.model_view.intervene_vlm",
+                            "attnviz.ui.model_view.intervene_seq2seq", "attnviz.ui.model_view.intervene_view"),
+           "audio": ("attnviz.ui.model_view.audio_view",)}
+
+
+def preload(module: str) -> None:
+    """Import ``module`` now (a step before the view that needs it)."""
+    importlib.import_module(module)
 
 
 def install_one(panel, attribute: str) -> None:

@@ -34,7 +34,7 @@ from attnviz.ui.model_view.decoder_view import LongMapView
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.model_view.mask_handoff import open_model_mask
 from attnviz.ui.model_view.model_list import add_cached_models
-from attnviz.ui.model_view.more_views import VIEWS, install_one
+from attnviz.ui.model_view.more_views import PRELOAD, VIEWS, install_one, preload
 from attnviz.ui.model_view.seq2seq_view import Seq2SeqControls
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
@@ -78,6 +78,18 @@ def _install_view(attribute: str):
         install_one(panel, attribute)  # Intervene, Generate, Audio (and the vision-language page's Generate, Intervene)
 
     return step
+
+
+def _preload(module: str):
+    return lambda _panel: preload(module)
+
+
+def _install_steps() -> list:
+    """The further tabs' steps in the order of their tabs, a view's largest imports each a step before it."""
+    steps = []
+    for attribute, _ in VIEWS:
+        steps += [*(_preload(module) for module in PRELOAD.get(attribute, ())), _install_view(attribute)]
+    return [*steps, _install_score_terms, _install_router]
 
 
 def _install_score_terms(panel) -> None:
@@ -253,7 +265,7 @@ class ModelViewPanel(QWidget):
         # sooner (a load's result, a head chosen, their attribute asked for) builds the rest at once.
         # A job's answer arriving meanwhile waits for the last step (see _held) instead of building the
         # rest in one go; the steps are 1 ms timers, not posted calls, so input and paints come between them.
-        self._installs = [*(_install_view(attribute) for attribute, _ in VIEWS), _install_score_terms, _install_router]
+        self._installs = _install_steps()
         self._held = None  # (handler, job id, argument) of a job's answer that came while tabs were being built
         QTimer.singleShot(1, self, self._install_next)
 

@@ -81,3 +81,19 @@ def test_a_result_that_comes_while_tabs_are_built_waits_for_them_instead_of_buil
         pass
     assert not panel.building()
     assert panel.ckpt is not None and panel.intervention.ready()  # the held answer reached every tab
+
+
+def test_the_modules_loaded_a_turn_ahead_are_those_the_views_import():
+    import subprocess
+    import sys
+
+    from attnviz.ui.model_view.more_views import PRELOAD, VIEWS
+
+    assert set(PRELOAD) <= dict(VIEWS).keys()
+    views = {"intervention": "attnviz.ui.model_view.intervene_view", "audio": "attnviz.ui.model_view.audio_view"}
+    for attribute, modules in PRELOAD.items():
+        code = (f"import sys; import {views[attribute]}; "
+                f"print([m for m in {list(modules)!r} if m not in sys.modules])")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == "[]", (attribute, done.stdout)  # each one the view imports anyway
