@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--count", type=int, default=1000, help="sentences (tools/corpus_sentences.py)")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--batch", type=int, default=16, help="attnviz --batch (documents per partition)")
+    p.add_argument("--batch", type=int, default=None, help="attnviz --batch (documents per partition; default: its own)")
     p.add_argument("--python", default="/tmp/gold/bin/python", help="a Python with torch and transformers")
     p.add_argument("--model", type=Path, default=None, help="all-MiniLM-L6-v2 folder (default: the package's)")
     a = p.parse_args(argv)

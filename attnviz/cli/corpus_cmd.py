@@ -33,7 +33,8 @@ def register(subparsers) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="local cluster size: worker processes (processes) or threads (threads); default: the usable "
                         "cores, at most 4 per usable core")
-    p.add_argument("--batch", type=int, default=16, metavar="N", help="documents per partition (default 16, at most 10,000)")
+    p.add_argument("--batch", type=int, default=None, metavar="N",
+                   help="documents per partition, at most 10,000 (default: 16 to 128, at least 4 partitions per worker)")
     p.add_argument("--max-tokens", type=int, default=None, metavar="T",
                    help="documents with more tokens fail instead of running (default: the model's limit); a long one "
                         "is found from its first kilobytes and its text is not sent to a worker")

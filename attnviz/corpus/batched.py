@@ -23,6 +23,7 @@ from attnviz.checkpoints import Checkpoint, CheckpointError
 from attnviz.checkpoints.layers import AUTO, activation, layer_norm, linear, pick_kernel
 from attnviz.corpus.stats import STATISTICS, HeadSums
 from attnviz.engine import attention
+from attnviz.engine.activations import gelu_erf
 
 MAX_GROUP = 32  # documents per stacked pass: past this the fixed costs are amortised and memory grows
 MAX_PAD = 0.25  # a group takes a longer document while its padded cells stay within 25 % of the real ones
@@ -53,45 +54,6 @@ def length_groups(lengths: list[int]) -> list[list[int]]:
     if cur:
         groups.append(cur)
     return groups
-
-
-# erfc(z) = t exp(-z^2 + c0 + t (c1 + t (c2 + ... t c9))), t = 1 / (1 + z / 2), z >= 0, with a relative error
-# under 1.2e-7 (the Chebyshev fit of Numerical Recipes' erfcc): as close as float32 holds it, also in the
-# tails; scipy's float32 erf took a fifth of a sentence's pass, this about half of that.
-_ERFC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
-         -0.82215223, 0.17087277)
-GELU_CHUNK = 1 << 15  # values per pass: the steps run on float32 in the L2 cache
-
-
-def gelu_erf(x: np.ndarray) -> np.ndarray:
-    """Exact-form GELU x Phi(x) of float32 x, any shape, by chunks of GELU_CHUNK (Phi(x) = erfc(-x / sqrt 2) / 2)."""
-    out = np.empty_like(x)
-    flat, res = x.reshape(-1), out.reshape(-1)
-    z = np.empty(min(GELU_CHUNK, flat.size), dtype=x.dtype)
-    t = np.empty_like(z)
-    f = x.dtype.type
-    for s in range(0, flat.size, GELU_CHUNK):
-        xs, o = flat[s:s + GELU_CHUNK], res[s:s + GELU_CHUNK]
-        zz, tt = z[:xs.size], t[:xs.size]
-        np.abs(xs, out=zz)
-        zz *= f(1.0 / math.sqrt(2.0))  # z = |x| / sqrt(2)
-        np.multiply(zz, f(0.5), out=tt)
-        tt += f(1.0)
-        np.reciprocal(tt, out=tt)  # t
-        np.multiply(tt, f(_ERFC[9]), out=o)
-        for c in _ERFC[8:0:-1]:
-            o += f(c)
-            o *= tt
-        o += f(_ERFC[0])
-        np.square(zz, out=zz)
-        o -= zz  # -z^2 + c0 + t (c1 + ...)
-        np.exp(o, out=o)
-        o *= tt
-        o *= f(0.5)  # erfc(z) / 2 = Phi(-|x|)
-        np.subtract(f(1.0), o, out=tt)  # Phi(|x|)
-        np.copyto(tt, o, where=xs < 0)  # Phi(x)
-        np.multiply(xs, tt, out=o)
-    return out
 
 
 def _row_sums(w: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 Public entry: :func:`attention` (kernels ``"reference"``, ``"naive"``, ``"flash"``), :class:`AttentionResult`,
 :class:`BlockMask`, :class:`TiledMask` (a mask kept per tile, for sequences too long for a dense one), :func:`recompute_weights`, :func:`lse_summaries` (per-head row statistics from q, k and lse, tile by tile), :func:`display_matrices`, :func:`attention_overview`, :func:`warmup`, the thread
-cap :func:`set_num_threads`, and the float64 numpy :func:`masked_softmax` and :func:`row_entropy`. Conventions: ``mask[i, j] == True`` means query i may attend to key j;
+cap :func:`set_num_threads`, the float32 GELU of :mod:`attnviz.engine.activations`, and the float64 numpy :func:`masked_softmax` and :func:`row_entropy`. Conventions: ``mask[i, j] == True`` means query i may attend to key j;
 softmax runs over keys; a fully masked row gives weights 0, output 0 and lse = -inf, never NaN.
 ``attention(..., softcap=c)`` soft-caps the scaled scores at c tanh(s / c) (reference and naive kernels;
 :func:`recompute_weights` and :func:`attention_overview` take the same ``softcap``).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnviz.engine.activations import gelu_erf
 from attnviz.engine.api import KERNELS, attention
 from attnviz.engine.blockmask import tile_counts
 from attnviz.engine.convert import bf16_matmul_t, bf16_to_f32
@@ -26,6 +27,7 @@ def warmup(dtypes=("float32", "float64"), kernels=("naive", "flash"), overview: 
     matrices and (``overview``) overviews; ``kernels``: the attention kernels to run ("naive", "flash")."""
     rng = np.random.default_rng(0)
     _bf16_weights(rng)
+    gelu_erf(rng.standard_normal(8).astype(np.float32))  # a corpus pass's feed-forward activation
     for name in dtypes:
         dt = np.dtype(name)
         if dt not in (np.float32, np.float64):

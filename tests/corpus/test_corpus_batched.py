@@ -15,9 +15,10 @@ from corpus_helpers import sentences
 from attnviz.checkpoints import load_checkpoint, run_text
 from attnviz.checkpoints.layers import _gelu_erf
 from attnviz.corpus import batched
-from attnviz.corpus.batched import batchable, gelu_erf, group_sums, length_groups
+from attnviz.corpus.batched import batchable, group_sums, length_groups
 from attnviz.corpus.stats import STATISTICS, document_sums
 from attnviz.corpus.texts import Document
+from attnviz.engine.activations import gelu_erf
 from attnviz.corpus.worker import PartitionJob, run_partition
 
 TOL = 1e-6  # of max(1, |value|): float32 forward against the float64 one
@@ -113,3 +114,18 @@ def test_local_workers_get_the_chosen_malloc_settings(monkeypatch):
     assert list(seen.values()) == [WORKER_MALLOC]
     assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"  # this process's environment restored
     assert "MALLOC_MMAP_THRESHOLD_" not in os.environ
+
+
+def test_the_default_partition_size_fills_stacked_passes_and_every_worker():
+    from attnviz.corpus.run import MAX_AUTO_BATCH, MIN_AUTO_BATCH, auto_batch
+
+    assert auto_batch(2_000, 2) == MAX_AUTO_BATCH == 128  # a large corpus: the largest partitions
+    assert auto_batch(200, 2) == 25  # four partitions per worker thread
+    assert auto_batch(10, 4) == MIN_AUTO_BATCH == 16  # a small one: never below 16
+    assert auto_batch(0, 0) == MIN_AUTO_BATCH
+    for total in (1, 65, 513, 4_097, 10**6):
+        for threads in (1, 2, 3, 8):
+            b = auto_batch(total, threads)
+            assert MIN_AUTO_BATCH <= b <= MAX_AUTO_BATCH
+            if MIN_AUTO_BATCH < b < MAX_AUTO_BATCH:  # then every worker thread gets at least four partitions
+                assert -(-total // b) >= 4 * threads
