@@ -267,8 +267,8 @@ def prepare_target_option(window, ctx):
     """The options `attnviz tests/data/tiny_marian --text SOURCE --target TARGET` gives, applied as the app does."""
     import numpy as np
 
-    from attnviz.ui.app import build_parser
-    from attnviz.ui.model_view.cli_options import apply, check
+    from attnviz.app_start import build_parser, check_model_options as check
+    from attnviz.ui.model_view.cli_options import apply
 
     with np.load(os.path.join(TINY_MARIAN, "golden.npz"), allow_pickle=False) as g:
         source, target = str(g["source"]), str(g["target"])

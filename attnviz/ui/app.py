@@ -1,122 +1,30 @@
 """The ``attnviz`` desktop application: :func:`main` reads the options, opens the demo or a file and
 runs the window. Start-up is ordered for a fast first picture: the window paints before numba or the
 engine is imported, the first paint starts the first computation, and only its result starts the
-kernel warm-up (:class:`KernelWarmup`). How an edit becomes pixels: see docs/architecture.md.
+kernel warm-up (:class:`KernelWarmup`). How an edit becomes pixels: see docs/architecture.md. The parts
+that need no Qt (the options and their checks, --self-test, the start-up clock) are :mod:`attnviz.app_start`.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
 import signal
 import sys
 import threading
-import time
 
 from PySide6.QtCore import QCoreApplication, QEvent, QTimer
 from PySide6.QtWidgets import QApplication
 
+from attnviz.app_start import (DEFAULT_DEMO, REPORTED_MODULES, SMOKE_TIMEOUT_S, StartupClock, build_parser,
+                               check_options, no_display, run_self_test, session_for_file)
 from attnviz.ui.messages import Level
 
-DEFAULT_DEMO = "river-bank"
-SMOKE_TIMEOUT_S = 180.0  # a cold numba cache compiles every kernel first: allow minutes, not seconds
 WARMUP_FALLBACK_MS = 3000  # warm-up starts after the first result, or this long after the first paint
 WARMUP_EXIT_WAIT_S = 60.0  # on exit, wait this long for the warm-up's current dtype (a daemon thread
 # stopped inside a numba compile by interpreter shutdown can abort the process)
 FIRST_COMPUTE_FALLBACK_MS = 1000  # the first computation starts at the first paint, or after this long
-REPORTED_MODULES = ("numba", "scipy", "attnviz.engine", "attnviz.model.compute", "attnviz.checkpoints",
-                    "pyqtgraph", "tokenizers")  # heavy imports the start-up report says were loaded at show
-_IMPORTED_AT = time.time()  # fallback start time where the process start cannot be read
-
-
-def process_start_time() -> float:
-    """Wall-clock time (as ``time.time()``) this process started: from /proc on Linux (10 ms
-    resolution), elsewhere the moment this module was imported."""
-    try:
-        with open("/proc/self/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        with open("/proc/uptime", encoding="ascii") as fh:
-            uptime = float(fh.read().split()[0])
-        started = float(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time after boot, in ticks
-        return time.time() - (uptime - started)
-    except (OSError, ValueError, IndexError, AttributeError):
-        return _IMPORTED_AT
-
-
-AUTOSAVE_RANGE = (0.05, 86_400.0)  # seconds: from every edit to once a day
-
-
-def _autosave_seconds(text: str) -> float:
-    """--autosave-interval: a finite number of seconds in AUTOSAVE_RANGE (1e308 overflowed the timer)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    lo, hi = AUTOSAVE_RANGE
-    if not lo <= value <= hi:  # NaN fails both comparisons
-        raise argparse.ArgumentTypeError(f"{text} seconds: give {lo:g} to {hi:g}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from attnviz.model.demos import list_demos
-
-    p = argparse.ArgumentParser(prog="attnviz", description="attnviz: a desktop laboratory for the attention "
-                                                            "mechanism.")
-    p.add_argument("file", nargs="?", help="a session (.attnviz), an image or a text file to open, or attention "
-                                         "maps (.npz, .safetensors) to show in the Pretrained workspace")
-    p.add_argument("--demo", choices=[n for n, _ in list_demos()], default=DEFAULT_DEMO,
-                   help=f"bundled demo opened when no file is given (default {DEFAULT_DEMO})")
-    p.add_argument("--workspace", metavar="NAME[/TAB]",
-                   help="start on this workspace: attention, qkv, image, diagnostics, mask or pretrained; /TAB "
-                        "brings one of its tabs forward (the tab's title in lower case, spaces as hyphens), "
-                        "e.g. diagnostics/softmax-jacobian or pretrained/corpus")
-    p.add_argument("--size", metavar="WxH", help="window size in pixels, e.g. 1280x800")
-    p.add_argument("--screenshot", metavar="OUT.png",
-                   help="write the window as a PNG once every view shows its final result, then exit")
-    p.add_argument("--theme", choices=("light", "dark"), help="colour theme for this run (default: the saved one)")
-    p.add_argument("--autosave-interval", type=_autosave_seconds, default=30.0, metavar="SECONDS",
-                   help=f"seconds between autosaves of an unsaved session, {AUTOSAVE_RANGE[0]:g} to "
-                        f"{AUTOSAVE_RANGE[1]:g} (default 30)")
-    p.add_argument("--smoke-test", action="store_true",
-                   help="open the session, wait for the first computed result and exit (0 = it worked)")
-    p.add_argument("--startup-report", action="store_true",
-                   help="like --smoke-test, and print start-up times (first paint, first heatmap) as one JSON line")
-    p.add_argument("--self-test", action="store_true",
-                   help="open no window: check every engine kernel against the float64 reference, print the "
-                        "result as one JSON line, exit 0 when all agree")
-    from attnviz.ui.model_view.cli_options import add_arguments
-
-    add_arguments(p)  # --model, --image, --prompt, --option: a checkpoint in the Pretrained workspace
-    return p
-
-
-def run_self_test() -> int:
-    """--self-test: the engine's self check as one JSON line; 0 when every kernel agrees."""
-    from attnviz.engine.selfcheck import self_check
-
-    report = self_check()
-    print(json.dumps(report), flush=True)
-    return 0 if report["ok"] else 1
-
-
-def session_for_file(path: str):
-    """A new SessionState built around an image or text file (sessions are opened, not built)."""
-    from attnviz.model.positional import PositionalConfig
-    from attnviz.model.state import ModelConfig, SessionState
-    from attnviz.ui.file_actions import classify, image_source_from_file, text_source_from_file
-
-    kind = classify(path)
-    base = SessionState(model=ModelConfig(d_model=64, nh=4), positional=PositionalConfig("learned"))
-    if kind == "image":
-        return SessionState(sources=(image_source_from_file(base, path),), model=base.model,
-                            positional=base.positional)
-    if kind == "text":
-        return SessionState(sources=(text_source_from_file(base, path),), model=base.model,
-                            positional=PositionalConfig("sinusoidal"))
-    raise ValueError(f"{os.path.basename(path)} is not a session, image or text file")
 
 
 def open_maps_file(window, path: str) -> bool:
@@ -139,7 +47,7 @@ def open_maps_file(window, path: str) -> bool:
 def open_file_argument(window, path: str) -> bool:
     """Open the command line's file in the window; a failure is reported and the demo stays."""
     from attnviz.sources.errors import SourceError
-    from attnviz.ui.file_actions import classify
+    from attnviz.model.source_files import classify
 
     files = window.files
     if not os.path.exists(path):
@@ -163,28 +71,6 @@ def open_file_argument(window, path: str) -> bool:
         files.ctx.report(Level.INFO, f"new session from {os.path.basename(path)}")
         return True
     return files.open_path(path)  # values files and unknown types: added or reported
-
-
-class StartupClock:
-    """Wall-clock marks of one start-up (``time.time()``), and the report ``--startup-report`` prints."""
-
-    def __init__(self):
-        self.start = process_start_time()
-        self.marks: dict[str, float] = {}
-        self.loaded_at_show: dict[str, bool] = {}
-        self.panels_at_show: list[str] = []
-        self.modules_at_show: list[str] = []  # every module imported when the window first painted
-        self.threads_at_show: list[str] = []  # names of the threads running then
-
-    def mark(self, name: str) -> None:
-        self.marks.setdefault(name, time.time())
-
-    def report(self, **extra) -> dict:
-        return {"process_start": self.start, "marks": dict(self.marks),
-                "since_start": {k: round(v - self.start, 4) for k, v in self.marks.items()},
-                "loaded_at_show": dict(self.loaded_at_show), "panels_at_show": list(self.panels_at_show),
-                "modules_at_show": list(self.modules_at_show), "threads_at_show": list(self.threads_at_show),
-                **extra}
 
 
 def _distinct_colours(widget, limit: int = 64) -> int:
@@ -419,36 +305,17 @@ def _start_rendering(app, window, renderer, on_shown) -> None:
     renderer.start(target)
 
 
-def _check_screenshot_target(given: str) -> None:
-    """ValueError when a FIFO, a device, a socket or a folder is at --screenshot's path (or where its link
-    points): refused before any work, as a session save refuses it, instead of blocking on the FIFO."""
-    from attnviz.persist import SessionError, check_save_target
-
-    try:
-        check_save_target(given)
-    except SessionError as exc:
-        raise ValueError(f"--screenshot {exc}") from None
-
-
 def _check_window_options(args) -> str | None:
-    """The message of the first bad --workspace / --size / --screenshot value, else None (values set)."""
-    from attnviz.ui.render import check_output, check_workspace, parse_size
+    """The message of the first bad --workspace / --size / --screenshot / --model value, else None (values
+    set)."""
+    from attnviz.ui.render import check_workspace
 
-    try:
-        if args.workspace is not None:
+    if args.workspace is not None:
+        try:
             check_workspace(args.workspace)
-        args.size = parse_size(args.size) if args.size is not None else None
-        if args.screenshot is not None:
-            given = args.screenshot
-            args.screenshot = check_output(given)
-            _check_screenshot_target(given)
-            if args.smoke_test or args.startup_report:
-                raise ValueError("--screenshot cannot be combined with --smoke-test or --startup-report")
-    except ValueError as exc:
-        return str(exc)
-    from attnviz.ui.model_view.cli_options import check
-
-    return check(args)
+        except ValueError as exc:
+            return str(exc)
+    return check_options(args)
 
 
 def _early_problem(given: list[str]) -> int | None:
@@ -469,14 +336,8 @@ def _early_problem(given: list[str]) -> int | None:
 
 
 def _no_display() -> str | None:
-    """Why no window can open on this Linux session (no X11 or Wayland display and no Qt platform
-    chosen), else None: Qt would abort with a page of plugin names."""
-    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM") or QApplication.instance():
-        return None
-    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
-        return None
-    return ("no display to open the window on (neither DISPLAY nor WAYLAND_DISPLAY is set); run it in a desktop "
-            "session, or with QT_QPA_PLATFORM=offscreen for --screenshot and --smoke-test")
+    """Why no window can open (:func:`~attnviz.app_start.no_display`), unless a QApplication already runs."""
+    return None if QApplication.instance() else no_display()
 
 
 def main(argv: list[str] | None = None, on_shown=None) -> int:

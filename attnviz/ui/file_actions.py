@@ -18,7 +18,7 @@ from attnviz.model.commands import AddSource
 from attnviz.model.demos import build_demo
 from attnviz.model.source_files import (IMAGE_SUFFIXES, OPEN_FILTER, SESSION_FILTER, SESSION_SUFFIX, TEXT_SUFFIXES,
                                         block_source_from_file)
-from attnviz.model.source_files import classify, image_source_from_file, text_source_from_file  # noqa: F401 - also app.py's
+from attnviz.model.source_files import classify, image_source_from_file, text_source_from_file
 from attnviz.model.state import PALETTE, SessionState, TextSource
 from attnviz.persist import AutosaveStore, SessionError, read_session, save_session
 from attnviz.sources.errors import SourceError

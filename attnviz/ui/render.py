@@ -4,8 +4,8 @@ Final means: the session's newest request is answered and nothing is computing; 
 engine's (``response.stand_in`` is False: not the float64 numpy stand-in a first start shows while
 the kernels compile); no panel's worker thread (:class:`~attnviz.ui.latest_job.LatestJob`) is busy
 and no redraw is pending; and all of it has stayed so for ``STABLE_MS`` (a job's result can start
-another). Options are checked before the window opens: :func:`check_options` gives the message of
-the first bad one.
+another). Options are checked before the window opens: :func:`attnviz.app_start.check_options` and
+:func:`check_workspace` give the message of the first bad one.
 """
 
 from __future__ import annotations
@@ -13,41 +13,13 @@ from __future__ import annotations
 import contextlib
 
 import os
-import re
 import time
 
 from PySide6.QtCore import QObject, QTimer
 
-MIN_SIZE = (640, 480)  # smaller windows cannot lay out the sidebar and a workspace
-MAX_SIZE = (7680, 4320)  # 8K
 STABLE_MS = 600  # every view idle this long before the picture is taken
 POLL_MS = 50
 TIMEOUT_S = 300.0  # a cold numba cache compiles every kernel it needs first
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """``"1280x800"`` -> (1280, 800); ValueError naming the limits otherwise."""
-    m = re.fullmatch(r"\s*(\d{1,5})\s*[xX×]\s*(\d{1,5})\s*", text or "")
-    if m is None:
-        raise ValueError(f"--size {text!r}: give the window size as WIDTHxHEIGHT in pixels, e.g. 1280x800")
-    w, h = int(m.group(1)), int(m.group(2))
-    if not (MIN_SIZE[0] <= w <= MAX_SIZE[0] and MIN_SIZE[1] <= h <= MAX_SIZE[1]):
-        raise ValueError(f"--size {text}: the width must be {MIN_SIZE[0]} to {MAX_SIZE[0]} and the height "
-                         f"{MIN_SIZE[1]} to {MAX_SIZE[1]} pixels")
-    return w, h
-
-
-def check_output(path: str) -> str:
-    """The absolute path of a PNG that can be written; ValueError saying why not."""
-    if not path.lower().endswith(".png"):
-        raise ValueError(f"--screenshot {path}: the picture is written as PNG; give a file name ending in .png")
-    full = os.path.abspath(path)
-    folder = os.path.dirname(full)
-    if not os.path.isdir(folder):
-        raise ValueError(f"--screenshot {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or (os.path.exists(full) and not os.access(full, os.W_OK)):
-        raise ValueError(f"--screenshot {path}: cannot write there (no permission)")
-    return full
 
 
 def check_workspace(name: str) -> str:

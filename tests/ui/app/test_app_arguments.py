@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnviz.ui.app import AUTOSAVE_RANGE, build_parser
+from attnviz.app_start import AUTOSAVE_RANGE, build_parser
 
 
 @pytest.mark.parametrize("value", ["1e308", "nan", "inf", "-1", "0", "abc", "86401"])

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from attnviz.ui.render import busy_views, check_output, check_workspace, parse_size
+from attnviz.app_start import check_output, parse_size
+from attnviz.ui.render import busy_views, check_workspace
 
 
 def test_a_stand_in_result_or_a_busy_worker_is_not_final(make_window, qtbot):

@@ -57,10 +57,10 @@ def test_the_window_command_refuses_a_fifo_within_seconds(tmp_path):
 
 
 def test_a_regular_file_or_a_new_name_passes_the_check(tmp_path):
-    from attnviz.ui.app import _check_screenshot_target
+    from attnviz.app_start import check_screenshot_target
 
     (tmp_path / "old.png").write_bytes(b"x")
-    _check_screenshot_target(str(tmp_path / "old.png"))
-    _check_screenshot_target(str(tmp_path / "new.png"))
+    check_screenshot_target(str(tmp_path / "old.png"))
+    check_screenshot_target(str(tmp_path / "new.png"))
     (tmp_path / "dangling.png").symlink_to(tmp_path / "missing.png")
-    _check_screenshot_target(str(tmp_path / "dangling.png"))
+    check_screenshot_target(str(tmp_path / "dangling.png"))

@@ -12,8 +12,8 @@ pytest.importorskip("PySide6")
 
 from PIL import Image  # noqa: E402
 
-from attnviz.ui.app import build_parser  # noqa: E402
-from attnviz.ui.model_view.cli_options import apply, check  # noqa: E402
+from attnviz.app_start import build_parser, check_model_options as check  # noqa: E402
+from attnviz.ui.model_view.cli_options import apply  # noqa: E402
 from vlm_samples import fake_checkpoint, picture  # noqa: E402
 
 
