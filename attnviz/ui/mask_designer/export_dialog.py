@@ -23,6 +23,8 @@ from attnviz.model.mask.analysis import ar_mask_from_mask
 from attnviz.model.mask.commands import SetPerHead
 from attnviz.model.mask.export import (design_to_json, export_mask, flex_mask_mod_source, import_mask,
                                        load_npy, seqlens_document)
+from attnviz.ui.messages import Level
+from attnviz.ui.widgets.message_line import ERROR_STYLE, MessageLine
 
 #: (format key of attnviz.model.mask.export, menu text, file filter)
 FORMATS = (
@@ -64,8 +66,7 @@ class MaskCodeDialog(QDialog):
         font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         font.setStyleHint(QFont.StyleHint.Monospace)
         self.code.setFont(font)
-        self.message = QLabel("", self)
-        self.message.setWordWrap(True)
+        self.message = MessageLine(self, error_style=ERROR_STYLE, hide_empty=False)
         self.copy_button = QPushButton("&Copy", self)
         self.save_button = QPushButton("&Save…", self)
         self.import_button = QPushButton("&Import…", self)
@@ -149,16 +150,16 @@ class MaskCodeDialog(QDialog):
         except ValueError as exc:
             why = _WHY.get(fmt, "Cannot show the mask in this format")
             self.code.setPlainText(f"# {why}:\n# {exc}\n")
-            self._say(f"{why}: {exc}", error=True)
+            self.message.say(Level.ERROR, f"{why}: {exc}")
             self._set_ok(False)
             return False
         except RuntimeError as exc:  # the generated source failed its own check: a bug, said plainly
             self.code.setPlainText("")
-            self._say(f"could not generate the source: {exc}", error=True)
+            self.message.say(Level.ERROR, f"could not generate the source: {exc}")
             self._set_ok(False)
             return False
         self.code.setPlainText(text)
-        self._say("")
+        self.message.clear()
         self._set_ok(True)
         return True
 
@@ -173,7 +174,7 @@ class MaskCodeDialog(QDialog):
         if not self._ok:
             return False
         QGuiApplication.clipboard().setText(self.code.toPlainText())
-        self._say("copied to the clipboard")
+        self.message.say(Level.INFO, "copied to the clipboard")
         return True
 
     # -- files -----------------------------------------------------------------------------------
@@ -184,15 +185,15 @@ class MaskCodeDialog(QDialog):
             design, qs, ks, Tq, Tk, nh = self._args()
             export_mask(design, fmt, path, qs, ks, Tq, Tk, nh)
         except ValueError as exc:
-            self._say(f"{_WHY.get(fmt, 'Cannot export the mask')}: {exc}", error=True)
+            self.message.say(Level.ERROR, f"{_WHY.get(fmt, 'Cannot export the mask')}: {exc}")
             return False
         except OSError as exc:
-            self._say(f"cannot write {os.fspath(path)}: {exc.strerror or exc}", error=True)
+            self.message.say(Level.ERROR, f"cannot write {os.fspath(path)}: {exc.strerror or exc}")
             return False
         except RuntimeError as exc:
-            self._say(f"could not generate the mask: {exc}", error=True)
+            self.message.say(Level.ERROR, f"could not generate the mask: {exc}")
             return False
-        self._say(f"wrote {os.fspath(path)}")
+        self.message.say(Level.INFO, f"wrote {os.fspath(path)}")
         return True
 
     def import_from(self, path, fmt: str | None = None) -> bool:
@@ -210,21 +211,21 @@ class MaskCodeDialog(QDialog):
                 raise ValueError("this file holds one mask per head: import it as the shared mask "
                                  "(choose 'all heads' first)")
         except FileNotFoundError:
-            self._say(f"{name}: no such file", error=True)
+            self.message.say(Level.ERROR, f"{name}: no such file")
             return False
         except (ValueError, OSError, UnicodeDecodeError) as exc:
-            self._say(f"cannot import {os.path.basename(name)}: {exc}", error=True)
+            self.message.say(Level.ERROR, f"cannot import {os.path.basename(name)}: {exc}")
             return False
         if target.head is None:
             ok = self.ctx.execute(SetMask(design, f"Import mask {os.path.basename(name)}"))
         else:
             ok = self.ctx.execute(EditMask(SetPerHead(target.head, design)))
         if not ok:
-            self._say(f"cannot import {os.path.basename(name)}: the session refused it", error=True)
+            self.message.say(Level.ERROR, f"cannot import {os.path.basename(name)}: the session refused it")
             return False
-        self._say(f"imported {os.path.basename(name)}")
+        self.message.say(Level.INFO, f"imported {os.path.basename(name)}")
         self.refresh()
-        self._say(f"imported {os.path.basename(name)}")
+        self.message.say(Level.INFO, f"imported {os.path.basename(name)}")
         return True
 
     def session_stem(self) -> str:
@@ -252,10 +253,6 @@ class MaskCodeDialog(QDialog):
                                               "Masks (*.npy *.json *.npz);;All files (*)")
         if path:
             self.import_from(path)
-
-    def _say(self, text: str, error: bool = False) -> None:
-        self.message.setText(text)
-        self.message.setStyleSheet("color: #d0342c;" if error else "")
 
     @property
     def message_text(self) -> str:

@@ -14,7 +14,9 @@ from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QFrame, QGridLayout, QHB
                                QLineEdit, QPushButton, QRadioButton, QSpinBox, QVBoxLayout)
 
 from attnviz.model.mask.rules import Rule
+from attnviz.ui.messages import Level
 from attnviz.ui.theme import current_theme
+from attnviz.ui.widgets.message_line import ERROR_STYLE, MessageLine
 
 #: (kind, button text) in the order the chooser lists them; "inherit" removes the pair's own rule
 CHOICES = (("allow", "Allow"), ("deny", "Deny"), ("causal", "Causal"), ("anti_causal", "Anti-causal"),
@@ -80,9 +82,7 @@ class RuleChooser(QFrame):
         self.block_local = QCheckBox("positions local to the block", self)
         self.block_local.setToolTip("causal / anti-causal / window on the pair's own diagonal "
                                     "(bottom-right aligned) instead of global token positions")
-        self.error = QLabel("", self)
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #d0342c;")
+        self.error = MessageLine(self, style=ERROR_STYLE)
         self.error.setVisible(False)
         self.apply_button = QPushButton("Apply", self)
         self.apply_button.setDefault(True)
@@ -174,9 +174,8 @@ class RuleChooser(QFrame):
         return True
 
     def _show_error(self, text: str) -> None:
-        self.error.setText(text)
-        self.error.setVisible(bool(text))
-        self.adjustSize()
+        self.error.say(Level.ERROR, text)
+        self.adjustSize()  # the dialog grows or shrinks with the line
 
     def _sync_enabled(self) -> None:
         # the window and ar_mask fields stay editable: editing one selects its kind

@@ -42,6 +42,8 @@ from attnviz.ui.widgets.fit_scroll import FitScroll
 from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.token_chips import TokenChips
+from attnviz.ui.messages import Level
+from attnviz.ui.widgets.message_line import MessageLine
 
 DEMO_CLIP = ("demo: chirps.wav", ("audio", "chirps.wav"))
 FILTER = "Audio (*.wav *.flac *.ogg *.oga *.aiff *.aif *.mp3 *.opus);;All files (*)"
@@ -150,9 +152,7 @@ class AudioView(QWidget):
         self.segments.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.segments.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.segments.setVisible(False)
-        self.message = QLabel("", self)
-        self.message.setWordWrap(True)
-        self.message.setStyleSheet("QLabel { color: #e57373; padding: 2px 6px; }")
+        self.message = MessageLine(self, style="QLabel { color: #e57373; padding: 2px 6px; }")
         self.message.setVisible(False)
 
         self.plots = pg.GraphicsLayoutWidget(self)
@@ -318,9 +318,9 @@ class AudioView(QWidget):
     def run(self) -> int | None:
         """Run the clip chosen through the model (teacher-forced on the target, or transcribed)."""
         if self.ckpt is None:
-            self._show_message("Load a Whisper checkpoint first (the Audio tab runs speech models).")
+            self.message.say(Level.ERROR, "Load a Whisper checkpoint first (the Audio tab runs speech models).")
             return None
-        self._clear_message()
+        self.message.clear()
         if self._stop is not None:
             self._stop.set()  # the run this one replaces stops at its next step
         stop = self._stop = threading.Event()
@@ -374,7 +374,7 @@ class AudioView(QWidget):
 
     def _on_failed(self, _jid: int, message: str) -> None:
         text = f"Could not run {getattr(self.ckpt, 'name', 'the model')} on the clip: {message}"
-        self._show_message(text)
+        self.message.say(Level.ERROR, text)
         self.status.setText("")
         self.failed.emit(text)
 
@@ -416,7 +416,7 @@ class AudioView(QWidget):
         try:
             m = ws.alignment(out, layer, head)  # (N, F)
         except ValueError as exc:
-            self._show_message(str(exc))
+            self.message.say(Level.ERROR, str(exc))
             return
         r, fs, N = out.result, out.result.frame_seconds, m.shape[0]
         self.chips.set_tokens(out.pieces, out.result.written[:N] if N else [])
@@ -462,14 +462,6 @@ class AudioView(QWidget):
     def on_theme_changed(self, _theme) -> None:
         if self.outcome is not None:
             self._draw_spectrogram()
-
-    def _show_message(self, text: str) -> None:
-        self.message.setText(text)
-        self.message.setVisible(True)
-
-    def _clear_message(self) -> None:
-        self.message.setText("")
-        self.message.setVisible(False)
 
 
 def segments_text(out) -> str:

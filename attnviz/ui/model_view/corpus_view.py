@@ -27,6 +27,8 @@ from attnviz.corpus.compare import mismatch, result_statistics, shared_levels
 from attnviz.ui import colormaps
 from attnviz.ui.model_view.corpus_run import CorpusRun, suggested_output
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.messages import Level
+from attnviz.ui.widgets.message_line import MessageLine
 
 
 #: checkpoint kinds the corpus command does not run (it reads text through a text model's own pass)
@@ -180,9 +182,7 @@ class CorpusStatsView(QWidget):
         bar.addWidget(self.cancel_button)
         bar.addWidget(self.source, 1)
         bar.addWidget(self.statistic_combo)
-        self.message = QLabel("", self)
-        self.message.setWordWrap(True)
-        self.message.setStyleSheet("QLabel { color: #c62828; padding: 2px 6px; }")
+        self.message = MessageLine(self, style="QLabel { color: #c62828; padding: 2px 6px; }")
         self.message.setVisible(False)
         self.corpus_map = AttentionHeatmap(self)
         self.input_map = AttentionHeatmap(self)
@@ -230,7 +230,7 @@ class CorpusStatsView(QWidget):
         try:
             stats = read_stats(path)
         except StatsFileError as exc:
-            self._show_message(f"Could not open the corpus statistics: {exc}")
+            self.message.say(Level.ERROR, f"Could not open the corpus statistics: {exc}")
             return False
         self.stats = stats
         m = stats.metadata
@@ -263,21 +263,22 @@ class CorpusStatsView(QWidget):
         it cannot start."""
         ck = self._ckpt
         if ck is None:
-            self._show_message("Load a text model above first: the corpus run goes through its forward pass.")
+            self.message.say(Level.ERROR,
+                             "Load a text model above first: the corpus run goes through its forward pass.")
             return False
         why = not_text(ck)
         if why is not None:
-            self._show_message(f"The corpus statistics run text checkpoints; {ck.name} is {why}.")
+            self.message.say(Level.ERROR, f"The corpus statistics run text checkpoints; {ck.name} is {why}.")
             return False
         if self.runner.running:
-            self._show_message("A corpus run is going: Cancel it first, or wait for its statistics.")
+            self.message.say(Level.ERROR, "A corpus run is going: Cancel it first, or wait for its statistics.")
             return False
         if out is None:
             out = self.ask_output(suggested_output(texts, ck.name))
             if not out:
                 return False
         name = ck.name if ck.name != Path(ck.folder).name else None
-        self._clear_message()
+        self.message.clear()
         self._run_texts = Path(texts)
         self.run_bar.setRange(0, 0)  # counting the documents
         self._set_source(f"running {ck.name} over {Path(texts).name}…")
@@ -333,17 +334,17 @@ class CorpusStatsView(QWidget):
             notes.append(f"{self._run_texts} changed during the run ({result.counted:,} documents when counted, "
                          f"{result.total:,} when read)")
         if notes:
-            self._show_message(" · ".join(notes))
+            self.message.say(Level.WARNING, " · ".join(notes))
 
     def _on_run_failed(self, message: str) -> None:
         self._show_running(False)
         self._restore_source()
-        self._show_message(f"The corpus run did not finish: {message}")
+        self.message.say(Level.ERROR, f"The corpus run did not finish: {message}")
 
     def _on_run_stopped(self) -> None:
         self._show_running(False)
         self._restore_source()
-        self._show_message("Corpus run cancelled: nothing was written.")
+        self.message.say(Level.INFO, "Corpus run cancelled: nothing was written.")
 
     def _restore_source(self) -> None:
         if self.stats is None:
@@ -418,12 +419,12 @@ class CorpusStatsView(QWidget):
         levels = shared_levels(corpus, inp)
         problem = self._mismatch()
         if problem:
-            self._show_message(f"{problem}: the input is not drawn beside the corpus (load {self.stats.model} "
-                               "in the panel, or open statistics of this model).")
+            self.message.say(Level.WARNING, f"{problem}: the input is not drawn beside the corpus (load "
+                                             f"{self.stats.model} in the panel, or open statistics of this model).")
         elif self._input_problem:
-            self._show_message(self._input_problem)
+            self.message.say(Level.WARNING, self._input_problem)
         else:
-            self._clear_message()
+            self.message.clear()
         if self._input[0] is None:
             input_hint = "Run the model on an input to see its statistics here."
         elif self.input_values is None:
@@ -470,14 +471,6 @@ class CorpusStatsView(QWidget):
         path, _ = QFileDialog.getOpenFileName(self, "Open corpus statistics", "", "Parquet (*.parquet);;All files (*)")
         if path:
             self.open_stats(path)
-
-    def _show_message(self, text: str) -> None:
-        self.message.setText(text)
-        self.message.setVisible(True)
-
-    def _clear_message(self) -> None:
-        self.message.setText("")
-        self.message.setVisible(False)
 
 
 def install(panel) -> CorpusStatsView:

@@ -41,6 +41,8 @@ from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.fit_scroll import FitScroll
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.messages import Level
+from attnviz.ui.widgets.message_line import MessageLine
 
 LENS_K = 5  # tokens per layer in the logit lens
 REDRAW_MS = 40  # steps arriving faster than this are drawn together
@@ -140,9 +142,7 @@ class GenerateView(QWidget):
             bar.addWidget(box)
             if w in (self.temperature, self.top_k, self.top_p, self.seed):
                 self._sampling_widgets.append(box)
-        self.message = QLabel("", self)
-        self.message.setWordWrap(True)
-        self.message.setStyleSheet("QLabel { color: #e57373; padding: 2px 2px; }")
+        self.message = MessageLine(self, style="QLabel { color: #e57373; padding: 2px 2px; }")
         self.message.setVisible(False)
         self.status = QLabel("", self)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -304,7 +304,7 @@ class GenerateView(QWidget):
     def generate(self, prompt: str | None = None, max_new_tokens: int | None = None, **sampling) -> int | None:
         """Start writing after ``prompt`` (default: the prompt field); ``sampling`` keywords (sample, temperature,
         top_k, top_p, seed) override the fields. Returns the run id, None when refused (the message says why)."""
-        self._clear_message()
+        self.message.clear()
         text = self.prompt_edit.text() if prompt is None else prompt
         fields = dict(sample=bool(self.mode.currentData()), temperature=self.temperature.value(),
                       top_k=self.top_k.value(), top_p=self.top_p.value(), seed=self.seed.value())
@@ -328,7 +328,7 @@ class GenerateView(QWidget):
 
             fn = study.job(n, how, eos, cancelled=cancel.is_set, on_progress=emit)
         except (CheckpointError, TypeError, ValueError) as exc:
-            self._show_message(f"Cannot generate: {exc}")
+            self.message.say(Level.ERROR, f"Cannot generate: {exc}")
             return None
         self.study = study
         self.position = None
@@ -428,7 +428,7 @@ class GenerateView(QWidget):
             self.study.add(progress)
         except CheckpointError as exc:  # out of order: an internal fault, said and the run stopped
             self._cancel.set()
-            self._show_message(f"internal error: {exc}")
+            self.message.say(Level.ERROR, f"internal error: {exc}")
             return
         if not self._redraw.isActive():
             self._redraw.start()
@@ -460,13 +460,13 @@ class GenerateView(QWidget):
         try:
             s.finish(generation)
         except CheckpointError as exc:
-            self._show_message(f"internal error: {exc}")
+            self.message.say(Level.ERROR, f"internal error: {exc}")
         self._refresh()
         self.finished.emit(generation.stopped)
 
     def _on_failed(self, _jid: int, message: str) -> None:
         self.stop_button.setEnabled(False)
-        self._show_message(f"Could not generate: {message}")
+        self.message.say(Level.ERROR, f"Could not generate: {message}")
         if self.study is not None:
             self.status.setText(self.study.describe().replace("generating…", "failed"))
         self.finished.emit(message)
@@ -653,14 +653,6 @@ class GenerateView(QWidget):
 
     def _on_view_changed(self, view) -> None:
         self.set_colormap(view.colormap)
-
-    def _show_message(self, text: str) -> None:
-        self.message.setText(text)
-        self.message.setVisible(True)
-
-    def _clear_message(self) -> None:
-        self.message.setText("")
-        self.message.setVisible(False)
 
 
 def install(panel) -> GenerateView:

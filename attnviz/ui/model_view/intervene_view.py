@@ -61,6 +61,8 @@ from attnviz.ui.theme import Theme, current_theme
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.image_overlay import PatchImageView
 from attnviz.ui.widgets.small_multiples import HeadGrid
+from attnviz.ui.messages import Level
+from attnviz.ui.widgets.message_line import MessageLine
 
 MODES = (("zero", "zero"), ("mean", "mean over positions"), ("scale", "scale by"))
 PATCHES = (("none", "no patch"), ("head", "a head's output"), ("residual", "the residual stream"))
@@ -379,10 +381,8 @@ class InterveneView(QWidget):
             e.setToolTip(tip)
             e.setMaximumWidth(110)
 
-        self.message = QLabel("", self)
-        self.message.setWordWrap(True)
+        self.message = MessageLine(self, style="QLabel { color: #e05050; padding: 2px 2px; }")
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.message.setStyleSheet("QLabel { color: #e05050; padding: 2px 2px; }")
         self.message.setVisible(False)
 
         # -- heads and effects
@@ -717,7 +717,7 @@ class InterveneView(QWidget):
                 return None
         means = self.means()
         if self.seq2seq():
-            self._clear_message()
+            self.message.clear()
             return self.job.submit(s2s.study_job(ck, self.panel, spec, spec.stack, allowed))
         if self.vla():
             try:
@@ -725,14 +725,14 @@ class InterveneView(QWidget):
             except CheckpointError as exc:
                 self._fail(f"The intervention cannot run: {exc}")
                 return None
-            self._clear_message()
+            self.message.clear()
             return self.job.submit(job)
         if self.vlm():
-            self._clear_message()
+            self.message.clear()
             return self.job.submit(vlm.study_job(ck, self.panel, spec, allowed, means))
         if self.encoder():
             x = self._encoder_input()
-            self._clear_message()
+            self.message.clear()
             if is_swin(ck.config):
                 classifier = self._swin_classifier(ck)
                 return self.job.submit(lambda: swin_study(ck.config, ck.weights, x, spec, allowed=allowed,
@@ -753,7 +753,7 @@ class InterveneView(QWidget):
                                        model=ck.name).ids
             return study(ck.config, ck.weights, ids, spec, allowed=allowed, clean_ids=clean_ids, means=means)
 
-        self._clear_message()
+        self.message.clear()
         return self.job.submit(job)
 
     def run_sweep(self) -> int | None:
@@ -790,7 +790,7 @@ class InterveneView(QWidget):
         self.sweep_bar.setFormat("%v / %m heads")
         self.cancel_button.setEnabled(True)
         self.sweep_button.setEnabled(False)
-        self._clear_message()
+        self.message.clear()
         self._sweep_model = ck
         means = self.means()
         if self.vla():
@@ -853,7 +853,7 @@ class InterveneView(QWidget):
         self.sweep_bar.setFormat("%v / %m docs")
         self.cancel_button.setEnabled(True)
         self.sweep_button.setEnabled(False)
-        self._clear_message()
+        self.message.clear()
         folder = str(ck.folder)
         name = ck.name if ck.name != ck.folder.name else None
         # a document per partition: Cancel is asked after each document
@@ -1230,10 +1230,9 @@ class InterveneView(QWidget):
     # ------------------------------------------------------------------ results
     def _on_done(self, _jid: int, effects) -> None:
         self.effects = effects
-        self._clear_message()
+        self.message.clear()
         if self._means_problem:  # said once (failed), shown until it is dealt with
-            self.message.setText(self._means_problem)
-            self.message.setVisible(True)
+            self.message.say(Level.ERROR, self._means_problem)
         self._draw_results()
         self._draw_heads()
         self._draw_maps()
@@ -1245,13 +1244,8 @@ class InterveneView(QWidget):
         self._fail(f"The intervention cannot run: {message}")
 
     def _fail(self, text: str) -> None:
-        self.message.setText(text)
-        self.message.setVisible(True)
+        self.message.say(Level.ERROR, text)
         self.failed.emit(text)
-
-    def _clear_message(self) -> None:
-        self.message.setText("")
-        self.message.setVisible(False)
 
     def _why_not_ready(self) -> str:
         ck = self.panel.ckpt

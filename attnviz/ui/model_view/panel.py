@@ -44,6 +44,7 @@ from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
 from attnviz.ui.workspaces.area import ShareSplitter
 from attnviz.ui.messages import Level
+from attnviz.ui.widgets.message_line import MessageLine
 
 OPEN_FOLDER = "\x00open-folder"  # combo data of the "Open folder…" entry
 OPEN_IMAGE = "\x00open-image"  # combo data of the "Open image…" entry
@@ -178,7 +179,7 @@ class ModelViewPanel(QWidget):
         self.chat_box = ChatTemplateBox(self)  # decoders with a chat template
         mid.addWidget(self.chat_box)
         mid.addWidget(self.run_button)
-        self.message = QLabel("", self)
+        self.message = MessageLine(self)
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.message.setStyleSheet("QLabel { color: #c62828; padding: 2px 6px; }")
@@ -349,15 +350,15 @@ class ModelViewPanel(QWidget):
         added = self._show_choice(folder, name or Path(folder).name)
         self._loading = (folder, name, added)
         self.describe.setText(f"loading {name or Path(folder).name} …")
-        self._clear_message()
+        self.message.clear()
         return self._submit("load", self.study.load_job(folder, name))
 
     def run_input(self) -> int | None:
         """Run the loaded model on the text or image chosen; returns the job id (None without a model)."""
         if self.study.ckpt is None:
-            self._show_message("Load a model first (choose one above or open a checkpoint folder).")
+            self.message.say(Level.ERROR, "Load a model first (choose one above or open a checkpoint folder).")
             return None
-        self._clear_message()
+        self.message.clear()
         if self.study.kind == "whisper":  # a speech model reads the Audio tab's clip, not the text field
             return self.audio.run()
         if self.study.kind == "maps":  # maps from a file: shown once after their load, there is nothing to run
@@ -367,7 +368,7 @@ class ModelViewPanel(QWidget):
             inputs = self.vlm_inputs
             job = self.study.vlm_job(inputs.image_keys(), inputs.prompt_edit.text(), inputs.option_texts())
             if job is None:
-                self._show_message("Choose an image for the model to see.")
+                self.message.say(Level.ERROR, "Choose an image for the model to see.")
                 return None
             return self._submit("run", job)
         if self.study.kind == "seq2seq":
@@ -375,7 +376,7 @@ class ModelViewPanel(QWidget):
         if self.study.kind == "vit":
             job = self.study.image_job(self.image_combo.currentData())
             if job is None:
-                self._show_message("Choose an image for the model to see.")
+                self.message.say(Level.ERROR, "Choose an image for the model to see.")
                 return None
             return self._submit("run", job)
         return self._submit("run", self.study.text_job(self.text_edit.text(), self.chat_box.wanted()))
@@ -426,7 +427,7 @@ class ModelViewPanel(QWidget):
         self.jobs.cancel()
         self.seq2seq.set_running(False)
         self._describe_seq2seq()
-        self._show_message("Stopped: the translation was not finished, so nothing new is shown.")
+        self.message.say(Level.INFO, "Stopped: the translation was not finished, so nothing new is shown.")
         feed_for(self.ctx).report_failure("Stopped in Pretrained: the translation was not finished.")
 
     def set_target(self, text: str, run: bool = False) -> None:
@@ -460,8 +461,8 @@ class ModelViewPanel(QWidget):
         """Show the encoder-decoder run's cross-attention in the Diagnostics alignment view (in the window: its
         workspace brought forward); False before such a run."""
         if not self.study.seq2seq:
-            self._show_message("Run an encoder-decoder (MarianMT, BART, mBART, T5) first: its cross-attention "
-                               "is what the alignment shows.")
+            self.message.say(Level.ERROR, "Run an encoder-decoder (MarianMT, BART, mBART, T5) first: its "
+                                          "cross-attention is what the alignment shows.")
             return False
         feed = feed_for(self.ctx)
         if feed.outcome is not self.outcome:
@@ -528,7 +529,8 @@ class ModelViewPanel(QWidget):
     def open_model_mask(self) -> bool:
         """Open the shown vision-language run's own mask as a session of its segments in the Mask workspace."""
         if not self.study.vlm:
-            self._show_message("Run a vision-language model first: its own mask is what opens in the Mask workspace.")
+            self.message.say(Level.ERROR, "Run a vision-language model first: its own mask is what opens in the "
+                                          "Mask workspace.")
             return False
         return open_model_mask(self, self.ctx, self.outcome.result)
 
@@ -536,7 +538,8 @@ class ModelViewPanel(QWidget):
         """Open a Swin layer's window mask over the shown run's patches as a session in the Mask workspace."""
         ckpt = self.study.ckpt
         if ckpt is None or ckpt.config.model_type != "swin" or self.outcome is None:
-            self._show_message("Run a Swin model first: its layers' window masks are what opens in the Mask workspace.")
+            self.message.say(Level.ERROR, "Run a Swin model first: its layers' window masks are what opens in the "
+                                          "Mask workspace.")
             return False
         return open_model_mask(self, self.ctx, self.outcome.result, config=ckpt.config, layer=layer)
 
@@ -726,7 +729,7 @@ class ModelViewPanel(QWidget):
             self.model_loaded.emit(result)
             self.run_input()
             if problem is not None:
-                self._show_message(problem)
+                self.message.say(Level.WARNING, problem)
                 self.ctx.report(Level.WARNING, problem)
         else:
             self._show_outcome(result)
@@ -750,7 +753,7 @@ class ModelViewPanel(QWidget):
             if self.study.kind == "seq2seq":  # no "writing the translation…" left behind
                 self._describe_seq2seq()
                 feed_for(self.ctx).report_failure(text)
-        self._show_message(text)
+        self.message.say(Level.ERROR, text)
         self.ctx.report(Level.ERROR, text)
         self.failed.emit(text)
 
@@ -824,11 +827,3 @@ class ModelViewPanel(QWidget):
         run leaves the person on the tab they chose (Generate, Intervene, Corpus ...)."""
         if not self.tabs.isTabEnabled(self.tabs.currentIndex()):
             self.tabs.setCurrentIndex(TAB_HEADS)
-
-    def _show_message(self, text: str) -> None:
-        self.message.setText(text)
-        self.message.setVisible(True)
-
-    def _clear_message(self) -> None:
-        self.message.setText("")
-        self.message.setVisible(False)

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 from PySide6.QtCore import QCoreApplication, QEvent, QPoint, Qt, QTimer
-from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QLabel, QMenu, QPushButton, QTabWidget,
+from PySide6.QtWidgets import (QButtonGroup, QGroupBox, QHBoxLayout, QMenu, QPushButton, QTabWidget,
                                QToolButton, QVBoxLayout, QWidget)
 
 from attnviz.model.commands import EditMask, SetKernel
@@ -40,6 +40,7 @@ from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
 from attnviz.ui.workspaces.area import ShareSplitter
 from attnviz.ui.workspaces.sidebar import VerticalScroll
 from attnviz.ui.messages import Level
+from attnviz.ui.widgets.message_line import ERROR_STYLE, MessageLine
 
 TOOL_TEXT = {"brush": "Brush", "rect": "Rectangle", "row": "Row", "column": "Column", "eraser": "Eraser"}
 TOOL_TIPS = {
@@ -112,8 +113,7 @@ class MaskDesignerPanel(QWidget):
         self.code_button = QPushButton("Mask as code…", self)
         self.code_button.setToolTip("export the mask as FlexAttention mask_mod, JSON, ar_mask, seqlens or .npy; "
                                     "import .npy, JSON or ar_mask")
-        self.message = QLabel("", self)
-        self.message.setWordWrap(True)
+        self.message = MessageLine(self, error_style=ERROR_STYLE)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
                                              | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
         self.message.linkActivated.connect(self._on_message_link)
@@ -125,7 +125,8 @@ class MaskDesignerPanel(QWidget):
         self.timing_job = LatestJob("attnviz-flash-timing", self)
         self.snapshot_job = LatestJob("attnviz-mask-snapshot", self)  # long designs compile off the GUI thread
         self.snapshot_job.done.connect(self._on_snapshot)
-        self.snapshot_job.failed.connect(lambda _jid, msg: self._say(f"cannot show the mask: {msg}", error=True))
+        self.snapshot_job.failed.connect(
+            lambda _jid, msg: self.message.say(Level.ERROR, f"cannot show the mask: {msg}"))
 
         blocks = QGroupBox("Blocks: queries (rows) → keys (columns)", self)
         bl = QVBoxLayout(blocks)
@@ -232,7 +233,7 @@ class MaskDesignerPanel(QWidget):
         self.preset_bar.head_changed.connect(self.set_head)
         self.preset_bar.follow_shared_requested.connect(
             lambda h: h >= 0 and self.execute(EditMask(SetPerHead(h, None))))
-        self.preset_bar.problem.connect(lambda text: self._say(text, error=True))
+        self.preset_bar.problem.connect(lambda text: self.message.say(Level.ERROR, text))
         self.canvas.stroke_started.connect(self._on_stroke_started)
         self.canvas.stroke_cells.connect(self._on_stroke_cells)
         self.canvas.stroke_rect.connect(self._on_stroke_rect)
@@ -266,7 +267,7 @@ class MaskDesignerPanel(QWidget):
             try:
                 self.axes = axes_from_state(ctx.session.state)
             except ValueError as exc:
-                self._say(str(exc), error=True)
+                self.message.say(Level.ERROR, str(exc))
         self.refresh()
         self.canvas.setFocus()
 
@@ -353,7 +354,7 @@ class MaskDesignerPanel(QWidget):
             try:  # the new state failed to compute: show its design on the axes it would have
                 axes = axes_from_state(self.ctx.session.state)
             except ValueError as exc:
-                self._say(str(exc), error=True)
+                self.message.say(Level.ERROR, str(exc))
                 return
         if axes is None:
             return
@@ -418,8 +419,9 @@ class MaskDesignerPanel(QWidget):
         if self.axes is None or self._axes_stale:
             return  # keep the last picture until the new sequence's response gives its axes
         if too_long_to_draw(self.axes):
-            self._say(f"{self.axes.Tq:,} x {self.axes.Tk:,} tokens: a mask this long is kept per flash tile and not "
-                      "drawn cell by cell here; the heatmap's overview shows what it does", error=True)
+            self.message.say(Level.ERROR, f"{self.axes.Tq:,} x {self.axes.Tk:,} tokens: a mask this long is kept per "
+                                          "flash tile and not drawn cell by cell here; the heatmap's overview shows "
+                                          "what it does")
             self.grid.clear(f"{self.axes.Tq:,} x {self.axes.Tk:,} tokens: not drawn cell by cell")
             return
         args = (state.mask, self.axes, self.target, state.kernel.block_m, state.kernel.block_n, nh)
@@ -431,7 +433,7 @@ class MaskDesignerPanel(QWidget):
         try:
             snap = build_snapshot(*args)
         except ValueError as exc:
-            self._say(f"cannot show the mask: {exc}", error=True)
+            self.message.say(Level.ERROR, f"cannot show the mask: {exc}")
             return
         self._show_snapshot(snap)
 
@@ -492,9 +494,9 @@ class MaskDesignerPanel(QWidget):
             self._executing = False
         if ok:
             if self.message.text():
-                self._say("")  # what the last edit was told no longer holds
+                self.message.clear()  # what the last edit was told no longer holds
         else:
-            self._say(self._last_error or "the edit was refused", error=True)
+            self.message.say(Level.ERROR, self._last_error or "the edit was refused")
         return ok
 
     def set_head(self, head: int) -> None:
@@ -512,7 +514,7 @@ class MaskDesignerPanel(QWidget):
         """Replace the rules with a preset, or AND / OR it onto the mask, for the edited design."""
         params = dict(params or {})
         if self.axes is None:
-            self._say("the sequence is not built yet", error=True)
+            self.message.say(Level.ERROR, "the sequence is not built yet")
             return False
         if name == "vla" and not params.get("roles"):  # every segment's role, asked for only when unsure
             roles = choose_vla_roles(self, self.ctx.session.state, self.axes.q_segments,
@@ -520,8 +522,8 @@ class MaskDesignerPanel(QWidget):
                                      self.target.design(self.ctx.session.state.mask), self.ask_vla_roles,
                                      always_ask=bool(params.pop("ask_roles", False)))
             if roles is None:
-                self._say("The VLA preset was not applied: it needs every segment's role (image, prompt or "
-                          f"state, FAST actions, action expert). {ROLES_LINK}", error=True)
+                self.message.say(Level.ERROR, "The VLA preset was not applied: it needs every segment's role "
+                                              f"(image, prompt or state, FAST actions, action expert). {ROLES_LINK}")
                 return False
             params["roles"] = roles
         try:
@@ -530,15 +532,15 @@ class MaskDesignerPanel(QWidget):
             else:
                 inner = CombinePreset.make(name, op, **params)
         except ValueError as exc:
-            self._say(str(exc), error=True)
+            self.message.say(Level.ERROR, str(exc))
             return False
         ok = self.execute(self.target.lift(inner))
         if ok and name == "vla" and not set(params["roles"].values()) - {"I", "P"}:
             # no action tokens: every image and prompt token sees every other, as with no mask at all
             shown = ", ".join(f"'{seg}' as {ROLE_WORDS.get(role, role)}" for seg, role in params["roles"].items())
-            self._say(f"The VLA mask only changes something where there are action tokens; this session has none "
-                      f"({shown}), so every token sees every other. Add the state and actions as custom blocks "
-                      f"(Add ▸ Custom block), or {ROLES_LINK}")
+            self.message.say(Level.INFO, "The VLA mask only changes something where there are action tokens; "
+                                         f"this session has none ({shown}), so every token sees every other. Add the "
+                                         f"state and actions as custom blocks (Add ▸ Custom block), or {ROLES_LINK}")
         return ok
 
     def _on_message_link(self, link: str) -> None:
@@ -653,12 +655,6 @@ class MaskDesignerPanel(QWidget):
         return self._code_dialog
 
     # -- messages ------------------------------------------------------------------------------
-    def _say(self, text: str, error: bool = False) -> None:
-        self.message.setText(text)
-        self.message.setProperty("error", bool(error and text))
-        self.message.setStyleSheet("color: #d0342c;" if error else "")
-        self.message.setVisible(bool(text))
-
     @property
     def message_text(self) -> str:
         return self.message.text()
