@@ -19,6 +19,7 @@ from attnviz.ui.diagnostics.titled_view import TitledView
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.widgets.flow_layout import flow_row, labelled
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
+from attnviz.ui.widgets.whole_tabs import keep_tab_texts_whole
 
 DEFAULT_POSITIONS = 64  # enough positions to see the slow dimensions move
 MAX_POSITIONS = 1024
@@ -144,7 +145,7 @@ class PositionalTab(DiagnosticTab):
         bar = flow_row([labelled(text, w, self) for text, w in (
             ("&positions", self.positions), ("&d_model", self.d_model), ("RoPE &head size", self.hs),
             ("&base", self.base), ("shift &k", self.k))] + [self.from_session])
-        self.pages = QTabWidget(self)
+        self.pages = keep_tab_texts_whole(QTabWidget(self))
         self.sin_page = _Page(self, "PE[pos, dim]", "PE(t)·PE(s)")
         self.rope_page = _Page(self, "RoPE of (1, 0, 1, 0, …)", "rope(q, t)·rope(k, s)")
         self.pages.addTab(self.sin_page, "Sinusoidal")

@@ -151,8 +151,9 @@ class ModelViewPanel(QWidget):
         self.busy.setVisible(False)
         self.describe = QLabel("No model loaded.", self)
         self.describe.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        # a long description (a vision-language model's parts) is cut at the window's edge, never widens it
+        # a long description (a vision-language model's parts) wraps, read whole; it never widens the window
         self.describe.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.describe.setWordWrap(True)
         top = QHBoxLayout()
         top.setContentsMargins(6, 4, 6, 0)
         top.addWidget(QLabel("model", self))

@@ -23,6 +23,7 @@ from attnviz.ui.diagnostics.permutation import PermutationTab
 from attnviz.ui.diagnostics.positional import PositionalTab
 from attnviz.ui.diagnostics.variants import VariantsTab
 from attnviz.ui.widgets.fit_scroll import FitScroll
+from attnviz.ui.widgets.whole_tabs import keep_tab_texts_whole
 
 TAB_TYPES = (NormalisationTab, JacobianTab, PositionalTab, PermutationTab, FlashCheckTab, AlignmentTab,
              VariantsTab)
@@ -37,7 +38,7 @@ class DiagnosticsPanel(QWidget):
     def __init__(self, ctx, parent=None):
         super().__init__(parent)
         self.ctx = ctx
-        self.tabs = QTabWidget(self)
+        self.tabs = keep_tab_texts_whole(QTabWidget(self))  # seven tabs: at 1024 px wide they scroll
         self.tabs.setDocumentMode(True)
         self.by_type = {}
         self._pages: list[FitScroll] = []

@@ -109,7 +109,7 @@ class InspectorPanel(QWidget):
         self.matrices.setTabToolTip(2, "queries and keys in one PCA embedding")
         self.matrices.currentChanged.connect(lambda _i: self.scatter.isVisible() and self._redraw_breakdown())
         self.weights_page = ws
-        self.matrices.currentChanged.connect(lambda _i: self._weights_stale and self._redraw_weights())
+        self.matrices.currentChanged.connect(lambda _i: self._weights_stale and self._show_weights())
 
         self.breakdown = BreakdownView(self)
         self.breakdown.edit_hint.setWordWrap(True)  # a long hint must not widen the panel
@@ -314,6 +314,15 @@ class InspectorPanel(QWidget):
         self._weights_stale = True
         if not (self.window().isVisible() and not self.weights_page.isVisible()):
             self._redraw_weights()  # else when the tab is shown: four more maps nobody looks at yet
+
+    def _show_weights(self):
+        """The weight tab came forward with its maps to draw: made now if they are not there yet, and
+        then drawn on a later turn (making and drawing four maps in one turn held the window up)."""
+        if "wq_map" in self.__dict__:
+            self._redraw_weights()
+        else:
+            self._weight_maps()
+            QTimer.singleShot(1, self, lambda: self._weights_stale and self._redraw_weights())
 
     def _redraw_weights(self):
         """The four projection maps of the selected head."""

@@ -37,6 +37,7 @@ from attnviz.ui.mask_designer.split_controls import SplitControls
 from attnviz.ui.mask_designer.status_line import StatusLine
 from attnviz.ui.mask_designer.tile_controls import TileControls
 from attnviz.ui.widgets.mask_canvas import TOOLS, MaskCanvas
+from attnviz.ui.widgets.whole_tabs import keep_tab_texts_whole
 from attnviz.ui.workspaces.area import ShareSplitter
 from attnviz.ui.workspaces.sidebar import VerticalScroll
 from attnviz.ui.messages import Level
@@ -190,7 +191,7 @@ class MaskDesignerPanel(QWidget):
         self.controls.setWidget(controls)
         self.blocks_scroll = VerticalScroll(self)
         self.blocks_scroll.setWidget(blocks)
-        self.side_tabs = QTabWidget(self)
+        self.side_tabs = keep_tab_texts_whole(QTabWidget(self))
         self.side_tabs.setDocumentMode(True)
         self.side_tabs.addTab(self.controls, "Presets")
         self.side_tabs.addTab(self.blocks_scroll, "Block rules")

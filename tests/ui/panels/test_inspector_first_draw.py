@@ -48,3 +48,25 @@ def test_a_result_already_there_is_drawn_on_the_next_turn_and_the_projections_wi
         window.close()
         window.deleteLater()
         ctx.deleteLater()
+
+
+def test_the_weight_maps_are_made_when_their_tab_comes_forward_and_drawn_a_turn_later(qtbot):
+    state = SessionState(sources=(TextSource("t", text="the cat sat on the mat"),), model=ModelConfig(d_model=8, nh=2))
+    ctx = AppContext(Session(state))
+    panel = InspectorPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.resize(1300, 800)
+    panel.show()
+    try:
+        with qtbot.waitSignal(ctx.response_changed, timeout=TIMEOUT):
+            ctx.recompute(now=True)
+        assert "wq_map" not in vars(panel) and panel._weights_stale  # not made while their tab is hidden
+        panel.matrices.setCurrentWidget(panel.weights_page)
+        assert "wq_map" in vars(panel) and panel._weights_stale  # made in this turn, not drawn yet
+        qtbot.waitUntil(lambda: not panel._weights_stale, timeout=TIMEOUT)  # drawn on a later one
+        assert panel.wq_map.title_text() == "W^Q, head 0"
+    finally:
+        ctx.compute.shutdown()
+        panel.close()
+        panel.deleteLater()
+        ctx.deleteLater()
