@@ -24,6 +24,7 @@ from attnviz.sources.errors import SourceError
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.image_overlay import PatchImageView
 from attnviz.ui.widgets.label_ticks import clear_label_ticks, label_ticks
+from attnviz.ui.widgets.matrix_frame import wrap_plot_title
 from attnviz.ui.messages import Level
 
 FOLLOW = "selected head"  # head choice that follows the heatmap's head
@@ -61,6 +62,7 @@ class QueryBars(pg.PlotWidget):
         self.setMenuEnabled(False)
         self.setMouseEnabled(x=True, y=False)
         self.plotItem.hideButtons()
+        wrap_plot_title(self.plotItem)  # a long query label wraps the title, never widens the chart
         self.plotItem.showGrid(y=True, alpha=0.25)
         self.plotItem.setLabel("left", "weight")
         self.plotItem.getAxis("left").enableAutoSIPrefix(False)  # weights read 0.685, not 685 x 0.001

@@ -181,3 +181,21 @@ def test_fit_scroll_counts_a_wrapped_label_at_its_width(qtbot):
     assert lab.minimumSizeHint().height() < lab.heightForWidth(lab.width())  # one line is what Qt asks
     assert lab.height() >= lab.heightForWidth(lab.width())
     assert area.verticalScrollBar().isVisible()
+
+
+def test_the_image_panels_bar_chart_wraps_a_long_title_instead_of_widening(qtbot):
+    import numpy as np
+
+    from attnviz.ui.panels.image_panel import QueryBars
+
+    bars = QueryBars()
+    qtbot.addWidget(bars)
+    bars.resize(240, 260)
+    bars.show()
+    title = "query 41 'expert actions5' · head 0 · its weights over the 44 keys of every segment"
+    bars.set_row(np.array([0.2, 0.3, 0.5]), np.array([True, True, False]), ["a", "b", "c"], ["#ff0000"] * 3, title)
+    qtbot.wait(80)
+    t = bars.getPlotItem().titleLabel
+    assert shown(t) == title and whole(t) and lines(t) >= 2
+    assert bars.getPlotItem().sceneBoundingRect().width() <= 240 + 1  # the plot is not wider than its widget
+    assert bars.minimumSizeHint().width() < 240
