@@ -227,8 +227,11 @@ class NormalisationTab(DiagnosticTab):
                 colour = MODE_COLOURS[m]
                 name = MODE_TITLES[m].split("  ")[0] + (" (selected)" if m == selected else "")
                 if curves.bars:
+                    # outlined in the bar's own colour: a dark outline covered the fill of thin bars (64
+                    # queries: the selected rule's bars were drawn black), and no outline at all lets a bar
+                    # narrower than a pixel vanish; the legend names the selected rule
                     item = pg.BarGraphItem(x=x + (n - 1) * w, height=e, width=w, brush=colour,
-                                           pen=pg.mkPen("#000000", width=2) if m == selected else None, name=name)
+                                           pen=pg.mkPen(colour, width=1), name=name)
                     plot.addItem(item)
                 else:
                     pen, name = self._line_style(m, selected)
