@@ -8,6 +8,8 @@ row as a bar chart over every key instead, so it is never a dead end.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
@@ -15,12 +17,14 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QSizePolicy, QStackedLayout, QVBoxLayout,
                                QWidget)
 
-from attnviz.model.commands import SetPatch
+from attnviz.model.commands import AddSource, SetPatch
 from attnviz.model.display.response_views import (check_head, default_query, engine_scale, head_mask,
                                                   image_keys, n_heads, patch_weights, row_weights, token_of_patch)
 from attnviz.model.sequence import image_patches
+from attnviz.model.source_files import IMAGE_FILTER, image_source_from_file
 from attnviz.model.state import ImageSource
 from attnviz.sources.errors import SourceError
+from attnviz.ui.file_actions import Prompts
 from attnviz.ui.theme import current_theme
 from attnviz.ui.widgets.image_overlay import PatchImageView
 from attnviz.ui.widgets.label_ticks import clear_label_ticks, label_ticks
@@ -139,6 +143,10 @@ class QueryBars(pg.PlotWidget):
         self.plotItem.titleLabel.setText(self.plotItem.titleLabel.text)
 
 
+#: the no-image notes' link: it opens the same file dialog as the sidebar's Add ▾ ▸ Image…
+ADD_IMAGE_LINK = '<a href="add-image">Add an image…</a>'
+
+
 class ImagePanel(QWidget):
     """One image source with the selected query's attention over its patches."""
 
@@ -147,6 +155,7 @@ class ImagePanel(QWidget):
     def __init__(self, ctx, parent=None):
         super().__init__(parent)
         self.ctx = ctx
+        self.prompts = Prompts()  # the window gives its own (the tests' scripted answers)
         self._resp = None
         self._failed = ""  # why the last computation failed (then nothing is drawn)
         self._shown_image = None  # (source data id, patch, policy, target) last drawn
@@ -181,14 +190,15 @@ class ImagePanel(QWidget):
 
         self.view = PatchImageView(self)
         self.view.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.placeholder = QLabel("No image source.\nAdd one in the Inputs panel (Add ▸ Image…) or drop an image "
-                                  "file onto the window.", self)
+        self.placeholder = QLabel(f"No image source.<br>{ADD_IMAGE_LINK} (or drop an image file onto the window)",
+                                  self)
+        self._link_label(self.placeholder)
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setWordWrap(True)
         self.bars = QueryBars(self)
         self.bars_hint = QLabel("No image source: the bars show the selected query's weights over every key. "
-                                "Add an image (Inputs ▸ Add ▸ Image…, or drop a file) to see them on its "
-                                "patches.", self)
+                                f"{ADD_IMAGE_LINK} (or drop one onto the window) to see them on its patches.", self)
+        self._link_label(self.bars_hint)
         self.bars_hint.setWordWrap(True)
         self.bars_hint.setContentsMargins(8, 2, 8, 4)
         self.bars_hint.setStyleSheet("color: palette(mid);")
@@ -233,6 +243,26 @@ class ImagePanel(QWidget):
         except KeyError:
             return None
         return src if isinstance(src, ImageSource) else None
+
+    def _link_label(self, label: QLabel) -> None:
+        """A note whose link opens the add-image dialog, by mouse or by keyboard (Tab to it, Enter). Its
+        format stays automatic: the placeholder's later plain texts keep their line breaks."""
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
+                                      | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
+        label.linkActivated.connect(lambda _href: self.add_image_dialog())
+
+    def add_image_dialog(self) -> bool:
+        """Ask for an image file and add it as a new source at the end (one undo step); False when
+        none was added (cancelled, or the file is not an image: said in the status bar)."""
+        path = self.prompts.open_file(self, "Add image", IMAGE_FILTER)
+        if not path:
+            return False
+        try:
+            src = image_source_from_file(self.ctx.session.state, path)
+        except (SourceError, ValueError) as exc:
+            self.ctx.report(Level.ERROR, f"cannot add {Path(path).name}: {exc}")
+            return False
+        return bool(self.ctx.execute(AddSource(src, label="Add image")))
 
     def current_head(self):
         text = self.head_combo.currentText()
