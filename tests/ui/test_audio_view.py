@@ -99,7 +99,7 @@ def test_a_target_is_aligned_and_the_head_choice_redraws(panel, qtbot, ckpt):
     view.select_token(3)
     row = want.cross_attentions[0, 1, want.prompt_length - 1 + 3, :out.frames]
     np.testing.assert_allclose(view.attn_bars.opts["height"], row, atol=1e-6)
-    np.testing.assert_allclose(view.heatmap._values, want.cross_attentions[0, 1, want.prompt_length - 1:, :75],
+    np.testing.assert_allclose(view.heatmap.values, want.cross_attentions[0, 1, want.prompt_length - 1:, :75],
                                atol=1e-6)
     assert ws.peak_seconds(out, 3, 0, 1) == pytest.approx(float(np.argmax(row)) * 0.02)
     view.heatmap.row_clicked.emit(1)

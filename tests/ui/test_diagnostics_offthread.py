@@ -113,7 +113,7 @@ def test_present_only_hands_ready_arrays_to_the_widgets(opened, qtbot, monkeypat
     tab.present(numbers, resp, state)
     qtbot.waitUntil(lambda: tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
     mode = state.view.normalisation
-    assert tab.heatmap._values is numbers["map"].maps[mode].values  # the worker's array itself, not a copy
+    assert tab.heatmap.values is numbers["map"].maps[mode].values  # the worker's array itself, not a copy
     assert tab.heatmap.levels() == numbers["map"].maps[mode].levels
     assert [tab.table.item(5, c).text() for c in range(5)] == list(numbers["tables"][mode][5])
 
@@ -131,7 +131,7 @@ def test_another_rule_of_a_long_input_is_drawn_without_computing_again(opened, q
     tab.buttons["unscaled"].click()
     assert ctx.session.state.view.normalisation == "unscaled"
     assert not tab.computing() and tab.status.text() == ""
-    assert tab.heatmap._values is numbers["map"].maps["unscaled"].values
+    assert tab.heatmap.values is numbers["map"].maps["unscaled"].values
     qtbot.waitUntil(lambda: tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
     assert tab.entropies() == [r[1] for r in numbers["tables"]["unscaled"]]
     assert tab.heatmap.title_text().startswith("weights under No √dₖ")  # whole, above the map
@@ -197,14 +197,14 @@ def test_a_short_input_looks_the_same_from_the_numbers_held(opened, qtbot):
     resp, state = ctx.response, ctx.session.state
     assert tab.work_size(resp, state) <= SYNC_CELLS  # drawn at once, as before
     cells = [[tab.table.item(r, c).text() for c in range(5)] for r in range(tab.table.rowCount())]
-    values = tab.heatmap._values.copy()
+    values = tab.heatmap.values.copy()
     first = grab_bytes(tab)
     tab.buttons["uniform"].click()
     assert grab_bytes(tab) != first  # another rule: another picture
     tab.buttons["scaled"].click()  # back, drawn from the numbers held
     qtbot.wait(50)
     held = grab_bytes(tab)
-    np.testing.assert_array_equal(tab.heatmap._values, values)
+    np.testing.assert_array_equal(tab.heatmap.values, values)
     assert [[tab.table.item(r, c).text() for c in range(5)] for r in range(tab.table.rowCount())] == cells
     assert tab.entropies()[3] == "0.957"  # the seed's river-bank row of "bank"
     assert type(tab.entropy_items[0]).__name__ == "BarGraphItem"  # few rows: grouped bars, made anew

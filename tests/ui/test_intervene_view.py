@@ -139,18 +139,18 @@ def test_the_selected_head_shows_before_after_and_difference(panel, qtbot):
     panel.select_head(1, 3)
     b, a, d = eff.attention(1, 3)
     assert view.selected == (1, 3) and "layer 1 · head 3" in view.maps_title.text()
-    np.testing.assert_allclose(view.maps[2]._values, d.astype(np.float32))
-    np.testing.assert_allclose(view.maps[0]._values, b.astype(np.float32))
+    np.testing.assert_allclose(view.maps[2].values, d.astype(np.float32))
+    np.testing.assert_allclose(view.maps[0].values, b.astype(np.float32))
     np.testing.assert_allclose(view.residual.values, eff.residual_change)
     # head 3 in the first edited layer (0) and every later one: before | after | difference
-    later = view.later._maps  # (layers, 3, T, T)
+    later = view.later.maps  # (layers, 3, T, T)
     assert later.shape[:2] == (2, 3) and view.later.selected == (1, 1)
     for i in range(2):
         for j, m in enumerate(eff.attention(i, 3)):
             np.testing.assert_allclose(later[i, j], m.astype(np.float32))
     panel.select_head(1, 1)
     assert view.later.selected == (1, 1)
-    np.testing.assert_allclose(view.later._maps[1, 2], eff.attention(1, 1)[2].astype(np.float32))
+    np.testing.assert_allclose(view.later.maps[1, 2], eff.attention(1, 1)[2].astype(np.float32))
     view.token_a.setText("#5")
     view.token_b.setText("#9")
     view.token_a.editingFinished.emit()

@@ -51,14 +51,14 @@ def test_the_grid_shows_the_saved_maps(qtbot, panel, tmp_path):
     shown = load(qtbot, panel, path)
     assert shown.kind == "maps" and shown.tokens == TOKENS
     assert panel.grid.grid_shape() == (2, 3)
-    np.testing.assert_allclose(panel.grid._maps, a, atol=6e-8)  # the grid's own (L, nh, T, T) float32 maps
+    np.testing.assert_allclose(panel.grid.maps, a, atol=6e-8)  # the grid's own (L, nh, T, T) float32 maps
     assert panel.describe.text().startswith("river maps: attention maps from river.npz, 2 layers x 3 heads, 7 tokens")
     assert str(path) in panel.hint.text() and panel.hint.isVisibleTo(panel)
     assert not panel.inputs.isVisibleTo(panel) and not panel.run_button.isVisibleTo(panel)
     assert panel.message_text() == ""
 
     panel.select_head(1, 2)
-    np.testing.assert_allclose(panel.detail._values, a[1, 2], atol=6e-8)
+    np.testing.assert_allclose(panel.detail.values, a[1, 2], atol=6e-8)
     np.testing.assert_allclose(panel.shown_matrix(), a[1, 2], atol=6e-8)
     want = map_summaries(a, np.array([t in ("[CLS]", "[SEP]") for t in TOKENS]))
     panel.summary.set_metric("entropy")
@@ -76,10 +76,10 @@ def test_cross_attention_rows_are_the_target_tokens(qtbot, panel, tmp_path):
     path = attnviz.save(tmp_path / "cross.safetensors", a, TOKENS, target_tokens=["je", "t'", "aime"])
     load(qtbot, panel, path)
     panel.select_head(0, 1)
-    assert panel.detail._values.shape == (3, 7)
-    np.testing.assert_allclose(panel.detail._values, a[0, 1], atol=6e-8)
-    assert list(panel.detail._row_labels) == ["je", "t'", "aime"]
-    assert list(panel.detail._col_labels)[:3] == ["[CLS]", "the", "river"]
+    assert panel.detail.values.shape == (3, 7)
+    np.testing.assert_allclose(panel.detail.values, a[0, 1], atol=6e-8)
+    assert list(panel.detail.row_labels) == ["je", "t'", "aime"]
+    assert list(panel.detail.col_labels)[:3] == ["[CLS]", "the", "river"]
     metrics = [panel.summary.metric_combo.itemData(i) for i in range(panel.summary.metric_combo.count())]
     assert "self" not in metrics and "entropy" in metrics and "first" in metrics
 
@@ -115,7 +115,7 @@ def test_attnviz_file_opens_the_pretrained_workspace_at_1024x700(qtbot, tmp_path
         with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
             assert open_file_argument(window, str(path))
         assert window.workspace == "pretrained"
-        np.testing.assert_allclose(panel.grid._maps, a, atol=6e-8)
+        np.testing.assert_allclose(panel.grid.maps, a, atol=6e-8)
         qtbot.wait(200)
         assert window.width() <= 1024 and window.height() <= 700
         window.grab().save(str(tmp_path / "window.png"))

@@ -83,8 +83,8 @@ def test_teacher_forced_maps_are_transformers_and_run_seq2seq(qtbot, window, gol
             shown = panel.shown_matrix()  # (T_dec, T_enc): decoder rows over the source tokens
             np.testing.assert_array_equal(shown, ref.cross_attentions[layer, head])
             np.testing.assert_allclose(shown, golden["cross_attentions"][layer, head], atol=1e-5)
-    assert panel.detail._col_labels == ref.encoder_tokens  # source tokens on the key axis
-    assert panel.detail._row_labels == ref.decoder_tokens
+    assert panel.detail.col_labels == ref.encoder_tokens  # source tokens on the key axis
+    assert panel.detail.row_labels == ref.decoder_tokens
     panel.set_stack("encoder")
     assert panel.seq2seq.stack() == "encoder" and panel.grid.grid_shape() == (2, 4)
     panel.select_head(1, 3)
@@ -93,7 +93,7 @@ def test_teacher_forced_maps_are_transformers_and_run_seq2seq(qtbot, window, gol
     panel.set_stack("decoder")
     panel.select_head(2, 1)
     np.testing.assert_allclose(panel.shown_matrix(), golden["decoder_attentions"][2, 1], atol=1e-5)
-    assert not panel.detail._allowed[0, 1] and panel.detail._allowed[1, 0]  # causal: later keys hatched
+    assert not panel.detail.allowed[0, 1] and panel.detail.allowed[1, 0]  # causal: later keys hatched
     panel.seq2seq.set_stack("cross")  # the combo, as a person picks it
     assert panel.study.stack == "cross" and panel.summary.metric_combo.findData("self") < 0
     np.testing.assert_allclose(panel.summary.shown_matrix(),
@@ -146,7 +146,7 @@ def test_alignment_view_shows_the_models_mean_cross_attention(qtbot, window, gol
     tok = load_checkpoint(MARIAN).tokenizer
     assert list(a.target_labels) == [tok.piece(int(i), "target") for i in golden["labels"]]  # what each step writes
     assert list(a.source_labels) == out.result.encoder_tokens
-    assert view.map._values.shape == (len(golden["labels"]), len(golden["input_ids"]))
+    assert view.map.values.shape == (len(golden["labels"]), len(golden["input_ids"]))
     first = a.target_labels[0]
     pairs = view.lines.text().removeprefix("argmax path:  ").split("   ·   ")
     assert len(pairs) == len(a.path) and pairs[0].startswith(f"{first!r} → {a.source_labels[a.path[0]]!r} ")

@@ -69,7 +69,7 @@ def open_maps(qtbot, w, path):
 def heatmap_shows(qtbot, w):
     heat = w.panel("heatmap")
     w.show_workspace("attention")
-    qtbot.waitUntil(lambda: heat.mode == "maps" and heat.heatmap._values is not None
+    qtbot.waitUntil(lambda: heat.mode == "maps" and heat.heatmap.values is not None
                     and not heat.heatmap.pooling(), timeout=WAIT_MS)
     return heat
 
@@ -96,18 +96,18 @@ def test_save_and_reopen_keeps_the_maps_bit_for_bit(qtbot, window, tmp_path):
     assert heat.maps_check.isVisibleTo(heat) and heat.maps_check.isChecked()
     assert heat.maps_check.text() == "maps from river.npz"
     assert heat.note.text().startswith("Read-only maps from river.npz (2 layers × 4 heads, 7 × 7 tokens)")
-    assert np.array_equal(heat.heatmap._values, want[0, 0])
+    assert np.array_equal(heat.heatmap.values, want[0, 0])
     pick(qtbot, heat, 1, 2)
-    assert np.array_equal(heat.heatmap._values, want[1, 2])
+    assert np.array_equal(heat.heatmap.values, want[1, 2])
     assert "layer 1 · head 2 · read-only maps from river.npz" in heat.heatmap.frame.title.text
-    qtbot.waitUntil(lambda: heat.grid._maps is not None and heat.grid._maps.shape[:2] == (2, 2), timeout=WAIT_MS)
-    np.testing.assert_array_equal(heat.grid._maps.reshape(4, 7, 7), want[1])  # the layer's heads, unpooled at 7 x 7
+    qtbot.waitUntil(lambda: heat.grid.maps is not None and heat.grid.maps.shape[:2] == (2, 2), timeout=WAIT_MS)
+    np.testing.assert_array_equal(heat.grid.maps.reshape(4, 7, 7), want[1])  # the layer's heads, unpooled at 7 x 7
     values, rows, cols, _name = heat.current_matrix()
     assert np.array_equal(values, want[1, 2]) and rows == TOKENS and cols == TOKENS
     # an edit of the session recomputes the session, not the file's maps
     assert w.ctx.execute(set_model(seed=5))
     qtbot.wait(300)
-    assert heat.mode == "maps" and np.array_equal(heat.heatmap._values, want[1, 2])
+    assert heat.mode == "maps" and np.array_equal(heat.heatmap.values, want[1, 2])
 
     session = tmp_path / "with-maps.attnviz"
     assert w.files.save_as(session)
@@ -124,14 +124,14 @@ def test_save_and_reopen_keeps_the_maps_bit_for_bit(qtbot, window, tmp_path):
         assert w.files.open_path(session)
     assert w.ctx.session.state == state and w.ctx.maps.name == "river.npz"
     assert not w.ctx.session.dirty and not w.isWindowModified()  # the session's own maps: no edit
-    assert np.array_equal(panel.grid._maps, want)  # the Pretrained workspace: the same maps, bit for bit
+    assert np.array_equal(panel.grid.maps, want)  # the Pretrained workspace: the same maps, bit for bit
     assert np.array_equal(w.ctx.maps.maps.attentions, want)
     heat = heatmap_shows(qtbot, w)
-    assert np.array_equal(heat.heatmap._values, want[0, 0])
+    assert np.array_equal(heat.heatmap.values, want[0, 0])
 
     heat.maps_check.setChecked(False)  # back to the session's own computation
     qtbot.waitUntil(lambda: heat.mode == "dense", timeout=WAIT_MS)
-    assert heat.heatmap._values.shape == (4, 4)  # the river-bank demo's four tokens
+    assert heat.heatmap.values.shape == (4, 4)  # the river-bank demo's four tokens
     assert "read-only" not in heat.heatmap.frame.title.text and not heat.note.isVisibleTo(heat)
 
 
@@ -156,7 +156,7 @@ def test_a_long_map_is_pooled_and_zooms(qtbot, window, tmp_path):
     open_maps(qtbot, w, attnviz.save(tmp_path / "long.npz", a[None, None], [f"t{i}" for i in range(T)],
                                      dtype="float16"))
     heat = heatmap_shows(qtbot, w)
-    assert heat.heatmap._values.shape == (T, T) and heat.heatmap._pooled  # the overview: pooled to the screen
+    assert heat.heatmap.values.shape == (T, T) and heat.heatmap.pooled  # the overview: pooled to the screen
     assert heat.heatmap.base.values.shape[0] < T
     heat.heatmap.frame.view.setRange(xRange=(0, 40), yRange=(0, 40), padding=0)  # zoom into the first rows
     qtbot.waitUntil(lambda: heat.heatmap.detail.extent is not None, timeout=WAIT_MS)

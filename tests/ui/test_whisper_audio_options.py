@@ -100,8 +100,8 @@ def test_the_detail_map_shows_the_three_whisper_stacks(qtbot, panel):
         view.stack_combo.setCurrentIndex(view.stack_combo.findData(stack))
         p.select_head(1, 1)
         np.testing.assert_allclose(p.shown_matrix(), maps[1, 1], atol=1e-7)
-        np.testing.assert_allclose(p.detail._values, maps[1, 1], atol=1e-6)
-        cols = p.detail._col_labels
+        np.testing.assert_allclose(p.detail.values, maps[1, 1], atol=1e-6)
+        cols = p.detail.col_labels
         assert cols[0] == "f0 0.00s" if stack != "decoder" else cols == list(r.decoder_tokens)
     p.tabs.setCurrentWidget(view)  # back on the Audio tab: it takes the width again
     assert not p.summary.isVisibleTo(p) and p.body.shares()[0] > 0.9

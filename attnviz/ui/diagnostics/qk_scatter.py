@@ -89,6 +89,11 @@ class QKScatter(QWidget):
         self.set_selection(selected_query, selected_key)
         self.plot.getPlotItem().enableAutoRange()
 
+    @property
+    def embedding(self):
+        """The 2-D embedding drawn (``q_xy``, ``k_xy``), None while there is none (cleared, or computing)."""
+        return self._emb
+
     def set_selection(self, query=None, key=None) -> None:
         """Outline the selected query and key (cheap: the other points are not redrawn)."""
         self._selected = {"q": query, "k": key}

@@ -336,6 +336,32 @@ class AttentionHeatmap(QWidget):
         """True when no matrix is drawn (before the first one, or after :meth:`clear`)."""
         return self._empty
 
+    # what is shown, read-only (the arrays are the widget's own: read them, do not write)
+    @property
+    def values(self) -> Optional[np.ndarray]:
+        """The matrix shown, (Tq, Tk) as given to :meth:`set_matrix` (float32); None while empty."""
+        return self._values
+
+    @property
+    def allowed(self) -> Optional[np.ndarray]:
+        """Which of its cells the mask allows, (Tq, Tk) bool; None while empty."""
+        return self._allowed
+
+    @property
+    def row_labels(self) -> Optional[list[str]]:
+        """The query axis' token labels of the matrix shown (None: no labels, or empty)."""
+        return self._row_labels
+
+    @property
+    def col_labels(self) -> Optional[list[str]]:
+        """The key axis' token labels of the matrix shown (None: no labels, or empty)."""
+        return self._col_labels
+
+    @property
+    def pooled(self) -> bool:
+        """True when the matrix shown is drawn pooled to the view's pixels (an overview of a long one)."""
+        return self._pooled
+
     # -- internals ------------------------------------------------------------------------------
     def _setup_axes(self, Tq, Tk, row_labels, col_labels, row_segments, col_segments, title):
         for labels, n, what in ((row_labels, Tq, "row"), (col_labels, Tk, "column")):

@@ -132,6 +132,11 @@ class PatchImageView(QWidget):
         """(low, high) of the colour scale shown beside the image, None while there is no overlay."""
         return tuple(float(v) for v in self.colorbar.levels()) if self.colorbar.isVisible() else None
 
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The patch grid the image is cut into, (rows, columns); (0, 0) before an image."""
+        return self._grid
+
     def set_overlay(self, weights, levels=None) -> None:
         """Overlay per-patch ``weights`` (gh, gw) (NaN = no value, drawn clear), or remove with None."""
         if weights is None:

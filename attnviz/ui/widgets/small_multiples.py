@@ -172,6 +172,21 @@ class HeadGrid(QWidget):
             self.selected = (int(row), int(col))
         self._draw_selection()
 
+    @property
+    def maps(self) -> Optional[np.ndarray]:
+        """The maps shown, (rows, cols, Tq, Tk) float32 (the grid's own: read, do not write); None before any."""
+        return self._maps
+
+    @property
+    def allowed(self) -> Optional[np.ndarray]:
+        """Their mask, broadcastable to :attr:`maps` (False = masked); None when every cell is allowed."""
+        return self._allowed
+
+    @property
+    def levels(self) -> Optional[tuple[float, float]]:
+        """The colour scale the maps were given, (low, high); None: each map (or all, shared) spans its range."""
+        return self._levels
+
     def grid_shape(self) -> tuple[int, int]:
         return (0, 0) if self._maps is None else self._maps.shape[:2]
 

@@ -109,18 +109,18 @@ def test_show_mask_draws_the_mask_in_the_heatmap_and_every_small_map(qtbot, make
     p = _panel(qtbot, ctx)
     resp = respond(ctx)
     qtbot.waitUntil(lambda: p.grid.grid_shape() == (2, 2), timeout=5000)
-    weights_maps = p.grid._maps.copy()
+    weights_maps = p.grid.maps.copy()
     ctx.set_view(matrix="mask")
-    qtbot.waitUntil(lambda: not np.array_equal(p.grid._maps, weights_maps), timeout=5000)
+    qtbot.waitUntil(lambda: not np.array_equal(p.grid.maps, weights_maps), timeout=5000)
     assert errors == []
     assert p.mode == "dense" and p.heatmap.levels() == (0.0, 1.0)
     # the small maps hold 1 on allowed cells and are masked elsewhere, like the head's mask
     mask = resp.mask if resp.mask.ndim == 3 else np.broadcast_to(resp.mask, (4,) + resp.mask.shape)
     for h in range(4):
         r, c = divmod(h, grid_columns(4))
-        np.testing.assert_array_equal(np.broadcast_to(p.grid._allowed, p.grid._maps.shape)[r, c], mask[h])
-        assert np.all(p.grid._maps[r, c][mask[h]] == 1.0)
-    assert p.grid._levels == (0.0, 1.0)
+        np.testing.assert_array_equal(np.broadcast_to(p.grid.allowed, p.grid.maps.shape)[r, c], mask[h])
+        assert np.all(p.grid.maps[r, c][mask[h]] == 1.0)
+    assert p.grid.levels == (0.0, 1.0)
 
 
 def test_show_mask_in_cross_attention_draws_every_heads_map(qtbot, make_ctx, respond):
@@ -134,7 +134,7 @@ def test_show_mask_in_cross_attention_draws_every_heads_map(qtbot, make_ctx, res
     ctx.set_view(matrix="mask")
     resp = respond(ctx)
     assert resp.cross and resp.weights.shape[0] == 2
-    qtbot.waitUntil(lambda: p.grid.grid_shape() == (2, 1) and p.grid._levels == (0.0, 1.0), timeout=5000)
+    qtbot.waitUntil(lambda: p.grid.grid_shape() == (2, 1) and p.grid.levels == (0.0, 1.0), timeout=5000)
     assert errors == [] and p.mode == "dense"
     np.testing.assert_array_equal(p.current_matrix()[0].astype(bool), resp.mask)
 

@@ -37,7 +37,7 @@ def test_hidden_workspaces_draw_only_when_shown(make_window, qtbot):
     qtbot.waitUntil(lambda: redrawn != [], timeout=3000)
     resp = w.ctx.response
     h, _ = selected_head(w.ctx.session.state, resp.q.shape[0])
-    np.testing.assert_array_equal(inspector.q_map._values, resp.q[h].astype(np.float32))  # the new result
+    np.testing.assert_array_equal(inspector.q_map.values, resp.q[h].astype(np.float32))  # the new result
     assert scattered == []  # the PCA tab is not the one shown
     inspector.matrices.setCurrentWidget(inspector.scatter)
     qtbot.waitUntil(lambda: scattered != [], timeout=3000)

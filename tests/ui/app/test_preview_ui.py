@@ -98,7 +98,7 @@ def test_heatmap_draws_the_preview_then_the_response(qtbot, make_ctx, respond):
     def on_preview(prev):  # connected after the panel: runs once the panel has drawn it
         seen["preview"] = prev
         seen["drawn"] = p.drawn_request_id
-        seen["values"] = np.array(p.heatmap._values)
+        seen["values"] = np.array(p.heatmap.values)
         seen["resp_id"] = p._resp.request_id
         seen["readout"] = p.heatmap.readout_text(5, 7)
 

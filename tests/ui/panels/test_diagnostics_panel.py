@@ -91,11 +91,11 @@ def test_normalisation_selector_sets_the_view_and_the_entropies(qtbot, river):
     assert ctx.session.state.view.normalisation == "unscaled"
     unscaled = tab.entropies()
     assert float(unscaled[3]) < float(scaled[3])  # no sqrt(d_k): sharper row, lower entropy
-    np.testing.assert_allclose(tab.heatmap._values[3].sum(), 1.0, atol=1e-6)
+    np.testing.assert_allclose(tab.heatmap.values[3].sum(), 1.0, atol=1e-6)
     tab.buttons["uniform"].click()
     assert ctx.session.state.view.normalisation == "uniform"
     assert tab.entropies() == [fmt(np.log(4), 3)] * 4  # every row is the uniform row: log 4
-    np.testing.assert_allclose(tab.heatmap._values, 0.25)
+    np.testing.assert_allclose(tab.heatmap.values, 0.25)
     ctx.set_view(normalisation="scaled")  # from elsewhere: the selector follows
     assert tab.buttons["scaled"].isChecked() and tab.entropies() == scaled
     assert ctx.undo_stack.count() == 0
@@ -135,7 +135,7 @@ def test_positional_rotation_error_and_relative_dependence(qtbot, river):
     assert number_in(tab.sin_page.dependence.text(), "along a diagonal:") < 1e-9
     assert tab.rope is not None and tab.rope.rotation_error < 1e-9
     assert number_in(tab.rope_page.error.text(), "R_5 rope(q, pos)| =") < 1e-9
-    np.testing.assert_allclose(tab.sin_page.gram._values, s.gram.astype(np.float32))
+    np.testing.assert_allclose(tab.sin_page.gram.values, s.gram.astype(np.float32))
     # the session's settings come back when the session changes
     with qtbot.waitSignal(ctx.response_changed, timeout=TIMEOUT):
         ctx.execute(__import__("attnviz.model.commands", fromlist=["SetPositional"]).SetPositional(
@@ -185,7 +185,7 @@ def test_flash_check_runs_off_the_gui_thread(qtbot, river):
     flash = fc.kernels[1]
     assert 0 < flash.max_error < 1e-5  # float32 against the float64 reference
     assert texts[2][1] == f"{flash.max_error:.1e}" and texts[2][4].endswith("ms")
-    assert tab.heatmap._values.shape == (2, 1)
+    assert tab.heatmap.values.shape == (2, 1)
     assert "within the rule" in tab.verdict.text()
     # two kernels are two rows of a readable height, not stretched over the whole tab; every label shows
     qtbot.wait(50)

@@ -30,19 +30,19 @@ def test_a_result_already_there_is_drawn_on_the_next_turn_and_the_projections_wi
     window.show()
     try:
         panel = InspectorPanel(ctx)  # as the window's panel factory builds it: no parent yet
-        assert panel.q_map._values is None  # nothing drawn by the constructor
+        assert panel.q_map.values is None  # nothing drawn by the constructor
         panel.setParent(window)  # then placed in the shown window's workspace
         panel.resize(1300, 800)
         panel.show()
-        qtbot.waitUntil(lambda: panel.q_map._values is not None, timeout=TIMEOUT)
-        np.testing.assert_array_equal(panel.q_map._values, ctx.response.q[0].astype(np.float32))
+        qtbot.waitUntil(lambda: panel.q_map.values is not None, timeout=TIMEOUT)
+        np.testing.assert_array_equal(panel.q_map.values, ctx.response.q[0].astype(np.float32))
         assert panel.breakdown.formula.text().strip()  # the breakdown followed
-        assert panel.wq_map._values is None and panel.wo_map._values is None  # their tab is not shown
+        assert panel.wq_map.values is None and panel.wo_map.values is None  # their tab is not shown
         panel.matrices.setCurrentWidget(panel.weights_page)
-        np.testing.assert_array_equal(panel.wq_map._values, ctx.response.projections.W_q[0].astype(np.float32))
-        assert panel.wo_map._values is not None
+        np.testing.assert_array_equal(panel.wq_map.values, ctx.response.projections.W_q[0].astype(np.float32))
+        assert panel.wo_map.values is not None
         ctx.set_view(head=1)  # another head while the projections are shown: drawn at once
-        np.testing.assert_array_equal(panel.wq_map._values, ctx.response.projections.W_q[1].astype(np.float32))
+        np.testing.assert_array_equal(panel.wq_map.values, ctx.response.projections.W_q[1].astype(np.float32))
     finally:
         ctx.compute.shutdown()
         window.close()

@@ -160,12 +160,12 @@ def test_other_score_rule_shows_the_sessions_weights(qtbot, river):
 
 def test_matrices_and_projections_are_drawn_for_the_head(river):
     ctx, panel = river
-    np.testing.assert_array_equal(panel.q_map._values, ctx.response.q[0].astype(np.float32))
-    np.testing.assert_array_equal(panel.v_map._values, ctx.response.v[0].astype(np.float32))
-    assert panel.wq_map._values is None  # the projections wait for their tab
+    np.testing.assert_array_equal(panel.q_map.values, ctx.response.q[0].astype(np.float32))
+    np.testing.assert_array_equal(panel.v_map.values, ctx.response.v[0].astype(np.float32))
+    assert panel.wq_map.values is None  # the projections wait for their tab
     panel.matrices.setCurrentWidget(panel.weights_page)
-    np.testing.assert_array_equal(panel.wq_map._values, ctx.response.projections.W_q[0].astype(np.float32))
-    np.testing.assert_array_equal(panel.wo_map._values, np.eye(4, dtype=np.float32))
+    np.testing.assert_array_equal(panel.wq_map.values, ctx.response.projections.W_q[0].astype(np.float32))
+    np.testing.assert_array_equal(panel.wo_map.values, np.eye(4, dtype=np.float32))
     assert panel.q_map.readout_text(3, 0).startswith("q 3 'bank'")
 
 
@@ -179,7 +179,7 @@ def test_scatter_names_tokens_and_colours_by_side_or_segment(river):
     sc.colour_by.setCurrentIndex(1)  # by segment: one source, one colour for both sides
     assert set(sc.brushes("q")) == set(sc.brushes("k")) == {"#0072b2"}
     q_xy = sc.queries.getData()
-    np.testing.assert_allclose(np.c_[q_xy[0], q_xy[1]], sc._emb.q_xy)
+    np.testing.assert_allclose(np.c_[q_xy[0], q_xy[1]], sc.embedding.q_xy)
 
 
 @pytest.fixture
@@ -200,7 +200,7 @@ def test_learned_session_is_not_editable_and_heads_switch(text_session):
     assert ctx.session.state.view.head == 1
     assert panel.selection()[0] == 1
     assert rows(bd.pair_table) != before
-    np.testing.assert_array_equal(panel.q_map._values, ctx.response.q[1].astype(np.float32))
+    np.testing.assert_array_equal(panel.q_map.values, ctx.response.q[1].astype(np.float32))
     ctx.session.execute(set_view(head="mean"))
     assert "head 0" in panel.note.text()
 

@@ -62,13 +62,13 @@ def test_a_long_inputs_pca_runs_on_the_worker_and_is_drawn_when_it_arrives(qtbot
                 ctx.recompute(now=True)
             resp = ctx.response
             assert resp.Tq + resp.Tk > SYNC_PCA_ROWS  # the size this test is about
-            assert panel.scatter._emb is None and "computing the PCA" in panel.scatter.info.text()
+            assert panel.scatter.embedding is None and "computing the PCA" in panel.scatter.info.text()
         main = threading.main_thread().name
         assert pca_threads and all(name != main for name in pca_threads)
-        qtbot.waitUntil(lambda: panel.scatter._emb is not None, timeout=TIMEOUT)
+        qtbot.waitUntil(lambda: panel.scatter.embedding is not None, timeout=TIMEOUT)
         want = qk_embedding(resp.q[0], resp.k[0])
-        np.testing.assert_allclose(panel.scatter._emb.q_xy, want.q_xy, atol=1e-9)
-        np.testing.assert_allclose(panel.scatter._emb.k_xy, want.k_xy, atol=1e-9)
+        np.testing.assert_allclose(panel.scatter.embedding.q_xy, want.q_xy, atol=1e-9)
+        np.testing.assert_allclose(panel.scatter.embedding.k_xy, want.k_xy, atol=1e-9)
         assert panel.scatter.selected.getData()[0].shape == (2,)  # the selected query and key outlined
         drawn = len(pca_threads)
         ctx.set_view(query=5, key=3)  # the same points: only the outline moves, no new PCA
@@ -82,7 +82,7 @@ def test_a_short_inputs_pca_is_drawn_at_once_on_the_gui_thread(qtbot, pca_thread
     try:
         with qtbot.waitSignal(ctx.response_changed, timeout=TIMEOUT):
             ctx.recompute(now=True)
-        assert panel.scatter._emb is not None
+        assert panel.scatter.embedding is not None
         assert pca_threads == [threading.main_thread().name]
     finally:
         close(ctx, panel)

@@ -60,7 +60,7 @@ def test_dinov2_says_its_position_table_is_interpolated(qtbot, tmp_path):
     shown = _image(qtbot, panel, rgb, "half white")
     want = run_image(load_checkpoint(DATA / "tiny_dinov2"), rgb)
     np.testing.assert_array_equal(shown.attentions, want.attentions)
-    assert panel.tabs.isTabEnabled(TAB_IMAGE) and panel.vit.image_view._grid == (3, 5)
+    assert panel.tabs.isTabEnabled(TAB_IMAGE) and panel.vit.image_view.grid == (3, 5)
     info = panel.vit.info.text()
     assert "centre-cropped" in info and "interpolated from 4x4" in info
     assert panel.grab().save(str(tmp_path / "dinov2.png"))
@@ -73,7 +73,7 @@ def test_clip_draws_the_centre_crop_of_the_original(qtbot, tmp_path):
     rgb[:, 32:64] = 255  # the middle third white, the sides black
     shown = _image(qtbot, panel, rgb, "white middle")
     np.testing.assert_array_equal(shown.attentions, run_image(load_checkpoint(DATA / "tiny_clip"), rgb).attentions)
-    assert "interpolated" not in panel.vit.info.text() and panel.vit.image_view._grid == (4, 4)
+    assert "interpolated" not in panel.vit.info.text() and panel.vit.image_view.grid == (4, 4)
     img = panel.vit.image_view.image.image
     assert img[8:-8, 8:-8].min() > 200  # only the white middle, not the black sides (edges blend a little)
     panel.vit.model_pixels.setChecked(True)

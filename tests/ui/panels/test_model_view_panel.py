@@ -76,9 +76,9 @@ def test_tiny_gpt2_grid_and_clicked_head_in_the_detail_heatmap(qtbot, mouse):
         mouse.click(panel.grid.plot.viewport(), panel.grid.tile_center(1, 0).toPoint())
     assert blocker.args == [1, 0]
     assert panel.selected == (1, 0) and panel.grid.selected == (1, 0)
-    np.testing.assert_array_equal(panel.detail._values, want.attentions[1, 0].astype(np.float32))
+    np.testing.assert_array_equal(panel.detail.values, want.attentions[1, 0].astype(np.float32))
     T = len(want.tokens)
-    assert panel.detail._allowed.tolist() == np.tril(np.ones((T, T), dtype=bool)).tolist()  # causal
+    assert panel.detail.allowed.tolist() == np.tril(np.ones((T, T), dtype=bool)).tolist()  # causal
     assert panel.detail.frame.picker.n_rows == T
     readout = panel.detail.readout_text(2, 1)
     assert f"q 2 {want.labels[2]!r}" in readout and f"k 1 {want.labels[1]!r}" in readout
@@ -87,11 +87,11 @@ def test_tiny_gpt2_grid_and_clicked_head_in_the_detail_heatmap(qtbot, mouse):
     s = head_summaries(want.attentions, special=want.special)
     panel.summary.set_metric("previous")
     np.testing.assert_array_equal(panel.summary.shown_matrix(), s.to_previous)
-    np.testing.assert_array_equal(panel.summary.heatmap._values, s.to_previous.astype(np.float32))
+    np.testing.assert_array_equal(panel.summary.heatmap.values, s.to_previous.astype(np.float32))
     assert panel.summary.line.text().startswith("layer 1 · head 0:")
     panel.summary.heatmap.cell_clicked.emit(0, 1)  # a click on the summary grid selects that head too
     assert panel.selected == (0, 1)
-    np.testing.assert_array_equal(panel.detail._values, want.attentions[0, 1].astype(np.float32))
+    np.testing.assert_array_equal(panel.detail.values, want.attentions[0, 1].astype(np.float32))
 
 
 def test_new_text_runs_again_and_empty_text_is_a_message(qtbot):
@@ -118,7 +118,7 @@ def test_tiny_vit_overlays_equal_rollout_and_class_attention(qtbot, river):
     assert panel.inputs.currentIndex() == 1 and panel.image_combo.currentText() == "demo: river-scene.png"
     assert panel.tabs.isTabEnabled(TAB_IMAGE) and panel.tabs.currentIndex() == TAB_IMAGE
     assert panel.grid.grid_shape() == (2, 2)
-    assert panel.vit.image_view._grid == (3, 5)  # non-square grid, as the model sees it
+    assert panel.vit.image_view.grid == (3, 5)  # non-square grid, as the model sees it
 
     # default: the class token's attention in the last layer, mean over heads
     np.testing.assert_allclose(panel.vit.overlay_map,
@@ -157,7 +157,7 @@ def test_deit_extra_tokens_and_another_image(qtbot):
     np.testing.assert_array_equal(blocker.args[0].attentions, want.attentions)
     assert panel.image_combo.currentText() == "half white"
     np.testing.assert_allclose(panel.vit.overlay_map, want.attentions[-1, :, 0, 2:].mean(axis=0).reshape(3, 5))
-    assert panel.vit.image_view._grid == (3, 5)
+    assert panel.vit.image_view.grid == (3, 5)
     panel.vit.model_pixels.setChecked(True)  # the model's own pixels: left dark, right white
     img = panel.vit.image_view.image.image
     assert img[:, : img.shape[1] // 3].max() < 60 and img[:, -img.shape[1] // 3:].min() > 200
@@ -246,8 +246,8 @@ def test_minilm_loads_when_installed(qtbot):
     want = run_text(panel.ckpt, DEFAULT_SENTENCE)
     assert shown.tokens[0] == "[CLS]" and shown.tokens == want.tokens
     panel.select_head(4, 7)
-    np.testing.assert_array_equal(panel.detail._values, want.attentions[4, 7].astype(np.float32))
-    assert panel.detail._allowed.all()  # an encoder sees every token
+    np.testing.assert_array_equal(panel.detail.values, want.attentions[4, 7].astype(np.float32))
+    assert panel.detail.allowed.all()  # an encoder sees every token
     s = head_summaries(want.attentions, special=want.special)
     np.testing.assert_allclose(panel.summary.shown_matrix(), s.entropy)
 

@@ -49,7 +49,7 @@ def test_siglip_image_tab_without_a_class_token(qtbot, mouse, tmp_path):
     want = run_image(load_checkpoint(DATA / "tiny_siglip_vision"), rgb)
     np.testing.assert_array_equal(shown.attentions, want.attentions)
     vit = panel.vit
-    assert panel.tabs.isTabEnabled(TAB_IMAGE) and vit.image_view._grid == (3, 5)
+    assert panel.tabs.isTabEnabled(TAB_IMAGE) and vit.image_view.grid == (3, 5)
     assert _modes(vit) == ["patch", "received", "rollout"] and vit.mode_combo.currentData() == "received"
     assert "(no class token)" in vit.info.text() and "interpolated from 4x4" in vit.info.text()
     np.testing.assert_allclose(vit.overlay_map, received_attention_maps(want.attentions, -1, (3, 5), 0).mean(axis=0))

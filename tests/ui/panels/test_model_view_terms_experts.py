@@ -57,8 +57,8 @@ def test_score_terms_tab_shows_the_selected_heads_three_terms_and_their_sum(qtbo
     ckpt = load_checkpoint(DATA / "tiny_deberta_v3")
     want = head_terms(run_text(ckpt, TEXT), 1, 2, ckpt.config)
     for h, (_, m, _) in zip(view.maps, want.terms):
-        np.testing.assert_allclose(h._values, m, atol=1e-6)
-    np.testing.assert_allclose(view.maps[3]._values, want.total, atol=1e-5)
+        np.testing.assert_allclose(h.values, m, atol=1e-6)
+    np.testing.assert_allclose(view.maps[3].values, want.total, atol=1e-5)
     np.testing.assert_allclose(view.shown.weights, shown.attentions[1, 2])
     assert [h.levels() for h in view.maps[1:]] == [view.maps[0].levels()] * 3  # one colour scale
     assert "\u221a(3\u00b74)" in view.legend.text()

@@ -70,7 +70,7 @@ def test_the_vlm_view_shows_image_prompt_and_the_picture(qtbot):
         np.testing.assert_array_equal(got, want)
     assert "image patches" in panel.vlm.caption.text() and "layer 0 · head 0" in panel.vlm.caption.text()
     panel.vlm.tabs.setCurrentIndex(1)  # the selected head's whole map under the model's mask
-    np.testing.assert_array_equal(panel.vlm.detail._allowed, r.mask)
+    np.testing.assert_array_equal(panel.vlm.detail.allowed, r.mask)
     assert not panel.message.isVisibleTo(panel)
 
 
@@ -101,7 +101,7 @@ def test_a_click_on_a_token_a_patch_and_a_head_changes_the_overlay(qtbot, mouse)
     assert blocker.args == [1, 3] and panel.selected == (1, 3) and view.grid.selected == (1, 3)
     for got, want in zip(view.overlay_maps, expected_maps(panel, view.query)):
         np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(view.detail._values, view.result.attentions[1, 3].astype(np.float32))
+    np.testing.assert_array_equal(view.detail.values, view.result.attentions[1, 3].astype(np.float32))
 
     view.set_mode("mean")
     np.testing.assert_allclose(view.overlay_maps[0], expected_maps(panel, view.query, "mean")[0], rtol=1e-6)
