@@ -29,7 +29,7 @@ from attnviz.ui.workspaces.area import WorkspaceArea
 from attnviz.ui.workspaces.hint import HintBar
 from attnviz.ui.workspaces.sidebar import DEFAULT_WIDTH as SIDEBAR_WIDTH
 from attnviz.ui.workspaces.sidebar import Sidebar, placeholder
-from attnviz.ui.workspaces.tabs import show_tab, split_target
+from attnviz.ui.workspaces.tabs import TabUnavailable, show_tab, split_target
 from attnviz.ui.messages import Level
 
 PANELS_FALLBACK_MS = 1500  # shown panels are built after the first result, or this long after the first paint
@@ -375,7 +375,28 @@ class MainWindow(QMainWindow):
         self.area.show_workspace(name)
         if tab:
             panel = self.panel(self.area.page(name).workspace.main)
-            show_tab(panel, tab)
+            try:
+                show_tab(panel, tab)
+            except TabUnavailable:
+                if not self._show_tab_after_load(panel, tab):
+                    raise
+
+    def _show_tab_after_load(self, panel, tab: str) -> bool:
+        """A tab enabled by a model the panel is about to load (the Pretrained workspace's first model, loaded
+        when it first shows) comes forward once that model has loaded; False when no load is coming."""
+        expects = getattr(panel, "expects_model", None)
+        if not callable(expects) or not expects():
+            return False
+
+        def retry(_ckpt) -> None:
+            panel.model_loaded.disconnect(retry)
+            try:
+                show_tab(panel, tab)
+            except ValueError as exc:  # still disabled for the model that came (e.g. Generate on an encoder)
+                self.ctx.report(Level.WARNING, f"{exc} with {getattr(_ckpt, 'name', 'this model')}")
+
+        panel.model_loaded.connect(retry)
+        return True
 
     def enter_workspace(self, name: str) -> None:
         """Show a workspace and move the keyboard focus into it (View ▸ ... workspace, Ctrl+1..6)."""

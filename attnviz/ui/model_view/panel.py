@@ -287,6 +287,15 @@ class ModelViewPanel(QWidget):
                 self._installs.pop(0)(self)
             self._installed()
 
+    def build_all_tabs(self) -> None:
+        """Every tab there, now: a tab named from outside (``attnviz --workspace pretrained/intervene``) is
+        found even before its turn came (attnviz.ui.workspaces.tabs)."""
+        self.finish_building()
+
+    def expects_model(self) -> bool:
+        """True while no model is shown but one is loading or will load when the panel first shows."""
+        return self.study.ckpt is None and (self._loading is not None or (self.auto_load and self._n_ready > 0))
+
     def building(self) -> bool:
         """True while further tabs are still to be built on coming turns of the event loop."""
         return bool(self.__dict__.get("_installs"))

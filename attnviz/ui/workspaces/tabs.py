@@ -12,6 +12,14 @@ import re
 from PySide6.QtWidgets import QTabWidget, QWidget
 
 
+class TabUnavailable(ValueError):
+    """The named tab is there but disabled (``panel`` and ``slug`` say which)."""
+
+    def __init__(self, panel: QWidget, slug: str):
+        super().__init__(f"the tab {slug!r} is not available for this session")
+        self.panel, self.slug = panel, slug
+
+
 def tab_slug(title: str) -> str:
     """``"Softmax Jacobian"`` -> ``"softmax-jacobian"``; ``"Q · K · V"`` -> ``"q-k-v"``."""
     return re.sub(r"[^0-9a-z]+", "-", title.replace("&", "").lower()).strip("-")
@@ -57,7 +65,7 @@ def show_tab(panel: QWidget, slug: str) -> QTabWidget:
             if tab_slug(tabs.tabText(i)) != slug:
                 continue
             if not tabs.isTabEnabled(i):
-                raise ValueError(f"the tab {slug!r} is not available for this session")
+                raise TabUnavailable(panel, slug)
             holder = tabs.parentWidget()
             while holder is not None:  # the tabs holding this tab widget, brought forward too
                 if isinstance(holder, QTabWidget):

@@ -68,3 +68,17 @@ def test_workspace_slash_tab_brings_the_inner_tab_forward(make_window, qtbot):
     assert w.workspace == "pretrained" and tabs.tabText(tabs.currentIndex()).lower() == "corpus"
     with pytest.raises(ValueError, match="no tab 'nothing-here'; choose one of"):
         w.show_workspace("qkv/nothing-here")
+
+
+def test_a_pretrained_tab_built_on_a_later_turn_is_found_by_name_at_once(make_window, qtbot):
+    """The Pretrained panel builds its further tabs (Intervene, Generate, ...) over later turns of the event
+    loop; ``--workspace pretrained/intervene`` right after start must still find its tab."""
+    w = make_window("river-bank", all_panels=True)
+    panel = w.panel("pretrained")
+    assert panel.building() and panel.expects_model()  # the further tabs are still to come, and the first model
+    w.show_workspace("pretrained/intervene")  # no event-loop turn in between: the tab is built on demand
+    tabs = panel.tabs
+    assert w.workspace == "pretrained"
+    with qtbot.waitSignal(panel.model_loaded, timeout=120_000):  # the tab is enabled by the model loaded on show
+        pass
+    qtbot.waitUntil(lambda: tabs.tabText(tabs.currentIndex()).replace("&", "").lower() == "intervene", timeout=5000)
