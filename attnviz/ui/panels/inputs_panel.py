@@ -13,7 +13,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QMenu, QSizePolicy, QSplitter,
                                QStackedWidget, QToolButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from attnviz.model.commands import AddSource, MoveSource, RecolourSource, RemoveSource, RenameSource, SetCross
+from attnviz.model.commands import (AddSource, MoveSource, RecolourSource, RemoveSource, RenameSource, ReplaceSource,
+                                    SetCross)
 from attnviz.model.source_list import ROLES, cross_from_roles, default_cross, source_roles
 from attnviz.model.state import CrossConfig, CustomSource, ImageSource, TextSource, ToySource
 from attnviz.model.source_files import IMAGE_FILTER, image_source_from_file, next_colour, unique_name
@@ -169,9 +170,21 @@ class InputsPanel(QWidget):
 
     # ------------------------------------------------------------------ edits
     def write_own_text(self) -> bool:
-        """The first step of a new session: the session's first text source selected with all its text,
-        so what is typed replaces it; a new, empty text source when there is none."""
-        text = next((s for s in self.ctx.session.state.sources if isinstance(s, TextSource)), None)
+        """The first step of a new session, one action: the session's text selected whole in its editor
+        (focused), so what is typed replaces it. That text is the selected text source, else the first;
+        a session of hand-set tokens alone (one toy source, the river-bank demo) has them replaced by a
+        text source of the same words, in one undoable step (Ctrl+Z brings the hand-set tokens back);
+        only a session with neither gets a new, empty text source beside its others."""
+        state = self.ctx.session.state
+        texts = [s for s in state.sources if isinstance(s, TextSource)]
+        current = self.current_name()
+        text = next((s for s in texts if s.name == current), texts[0] if texts else None)
+        if text is None and len(state.sources) == 1 and isinstance(state.sources[0], ToySource):
+            toy = state.sources[0]
+            words = " ".join(label.replace("␣", " ").strip() for label in toy.labels).strip()
+            text = TextSource(unique_name(state, "text"), toy.color, words)
+            if not self.ctx.execute(ReplaceSource(toy.name, text, label="Type your own sentence")):
+                return False
         if text is None:
             return self.add_text()
         self.select_source(text.name)

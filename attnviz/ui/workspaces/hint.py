@@ -1,6 +1,7 @@
 """The first-start hint: one line above the workspace naming three first steps, dismissed for good
 with its close button (the dismissal is kept in the settings). Its links ask for a workspace by name,
-or for ``text``: the session's text to type over (a new text source when it has none)."""
+or for ``text``: the session's text to type over (a demo's hand-set tokens become one; a new text
+source when it has neither)."""
 
 from __future__ import annotations
 

@@ -204,7 +204,8 @@ def test_the_qkv_and_pretrained_workspaces_remember_their_panels_splitters(make_
 @pytest.mark.parametrize("demo", ["savings-bank", "river-bank"])
 def test_the_hints_first_step_is_one_click_to_type_a_sentence(make_window, qtbot, demo):
     """"type your own sentence" is a link (the hint once sent people to a control called Inputs that
-    no label names): it selects the session's text for typing over, or adds a text source to type in."""
+    no label names): it selects the session's text for typing over (a hand-set demo's tokens become
+    that text), or adds a text source to type in."""
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication
 
@@ -213,6 +214,7 @@ def test_the_hints_first_step_is_one_click_to_type_a_sentence(make_window, qtbot
     w = make_window(demo)
     assert 'href="text"' in w.hint.label.text() and "Inputs" not in w.hint.label.text()
     texts_before = [s for s in w.ctx.session.state.sources if isinstance(s, TextSource)]
+    hand_set = w.ctx.session.state.sources[0]
     w.activateWindow()
     w.hint.label.linkActivated.emit("text")
     inputs = w.panel("inputs")
@@ -224,5 +226,7 @@ def test_the_hints_first_step_is_one_click_to_type_a_sentence(make_window, qtbot
         assert edit.textCursor().selectedText() == texts[0].text != ""
         QTest.keyClicks(QApplication.focusWidget(), "my own words")
         assert edit.toPlainText() == "my own words"
-    else:  # a hand-set demo: a new text source to type in
-        assert len(texts) == 1 and inputs.current_name() == texts[0].name and edit.toPlainText() == ""
+    else:  # a hand-set demo: its tokens become a text of the same words, all selected, to type over
+        assert len(w.ctx.session.state.sources) == 1 and len(texts) == 1
+        assert inputs.current_name() == texts[0].name
+        assert edit.textCursor().selectedText() == texts[0].text == " ".join(hand_set.labels)  # its words
