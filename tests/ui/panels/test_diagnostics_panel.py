@@ -204,7 +204,7 @@ def test_normalisation_colours_follow_the_weights_and_the_legend_stays_clear(qtb
     ctx, panel = open_panel(qtbot, build_demo("vit-image"))  # 197 tokens: weights of about 0.005
     try:
         tab = show(qtbot, panel, NormalisationTab)
-        qtbot.wait(50)
+        qtbot.waitUntil(lambda: tab.modes is not None, timeout=TIMEOUT)  # drawn from the compute's response
         shown = tab.modes["scaled"].weights
         assert shown.max() < 0.05
         assert tab.heatmap.levels() == (0.0, pytest.approx(float(shown.max())))  # the data's range, not 0-1
@@ -214,6 +214,7 @@ def test_normalisation_colours_follow_the_weights_and_the_legend_stays_clear(qtb
     ctx, panel = open_panel(qtbot, build_demo("river-bank"))
     try:
         tab = show(qtbot, panel, NormalisationTab)
+        qtbot.waitUntil(lambda: tab.modes is not None, timeout=TIMEOUT)
         qtbot.wait(50)
         assert not tab.legend_overlaps_data()  # grouped bars
         lo, hi = tab.entropy_plot.getPlotItem().getViewBox().viewRange()[1]
