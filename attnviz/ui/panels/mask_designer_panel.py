@@ -114,7 +114,11 @@ class MaskDesignerPanel(QWidget):
         self.code_button = QPushButton("Mask as code…", self)
         self.code_button.setToolTip("export the mask as FlexAttention mask_mod, JSON, ar_mask, seqlens or .npy; "
                                     "import .npy, JSON or ar_mask")
-        self.message = MessageLine(self, error_style=ERROR_STYLE)
+        # the line keeps room for two lines whether or not it says anything, so a message that comes or goes
+        # never moves the painter's buttons under the mouse (only a longer one takes more)
+        self.message = MessageLine(self, error_style=ERROR_STYLE, hide_empty=False)
+        self.message.setMinimumHeight(2 * self.message.fontMetrics().lineSpacing() + 2)
+        self.message.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
                                              | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
         self.message.linkActivated.connect(self._on_message_link)

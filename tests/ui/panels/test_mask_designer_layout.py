@@ -68,3 +68,22 @@ def test_cells_left_and_large_controls_wrap_in_the_right_column(qtbot):
     qtbot.wait(100)
     cells2, side2 = panel.splitter.sizes()
     assert cells2 > cells and side2 > side and abs(cells2 / (cells2 + side2) - cells / (cells + side)) < 0.02
+
+
+def test_a_message_coming_or_going_never_moves_the_painters_buttons(qtbot):
+    """A one-line message under the painter (a preset refused, a mask that cannot be shown) used to shrink
+    the painter as it appeared, so 'Time flash' and 'Mask as code…' jumped under the mouse."""
+    from attnviz.ui.messages import Level
+
+    ctx, panel = make_panel(qtbot, "river-bank", size=(1024, 640))
+
+    def where():
+        qtbot.wait(30)
+        return [b.mapTo(panel, b.rect().topLeft()) for b in (panel.code_button, panel.tiles.time_button)]
+
+    before = where()
+    panel.message.say(Level.ERROR, "not applied: the session is not shaped like a vision-language-action model")
+    assert panel.message.isVisible()
+    assert where() == before
+    panel.message.clear()
+    assert where() == before
