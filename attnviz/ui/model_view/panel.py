@@ -265,10 +265,10 @@ class ModelViewPanel(QWidget):
         # they are two dozen plots (seconds on a loaded machine), which held the window frozen on the
         # workspace's first visit. They are disabled until a model loads, and anything that needs them
         # sooner (a load's result, a head chosen, their attribute asked for) builds the rest at once.
-        # A job's answer arriving meanwhile waits for the last step (see _held) instead of building the
-        # rest in one go; the steps are 1 ms timers, not posted calls, so input and paints come between them.
+        # A job's result arriving meanwhile waits for the last step (see _wait_for_tabs) instead of building
+        # the rest in one go; the steps are 1 ms timers, not posted calls, so input and paints come between them.
         self._installs = _install_steps()
-        self._held = None  # (handler, job id, argument) of a job's answer that came while tabs were being built
+        self._tabs_built = threading.Event()  # set once every further tab is built
         QTimer.singleShot(1, self, self._install_next)
 
     def _install_next(self) -> None:
@@ -303,17 +303,17 @@ class ModelViewPanel(QWidget):
     def _installed(self) -> None:
         for stack in (self.tabs, self.vlm.tabs):
             only_current_sizes(stack)
-        held, self._held = self._held, None
-        if held is not None and held[1] == self.jobs.latest_id:  # still the newest job's answer
-            held[0](held[1], held[2])
+        self._tabs_built.set()
 
-    def _hold(self, handler, jid: int, arg) -> bool:
-        """True when a job's answer must wait for the further tabs still being built (it is then
-        handled after the last of them, so every tab follows it, and no turn builds them all)."""
-        if self.building():
-            self._held = (handler, jid, arg)
-            return True
-        return False
+    def _wait_for_tabs(self, result) -> bool:
+        """True when a job's result came while further tabs are still to be built: it goes back to the
+        worker, which hands it over again once the last tab is built (so every tab follows it, no turn
+        builds them all, and the job stays busy meanwhile; a newer job replaces it as any job)."""
+        if not self.building():
+            return False
+        built = self._tabs_built
+        self.jobs.submit(lambda: (built.wait(120), result)[1])
+        return True
 
     def __getattr__(self, name: str):
         # only for attributes not found: a further tab's view asked for before its turn came
@@ -556,6 +556,7 @@ class ModelViewPanel(QWidget):
     def shutdown(self) -> None:
         """Stop the loading/forward-pass thread (the window calls this when it closes)."""
         self._stop.set()
+        self._tabs_built.set()  # a result waiting on the worker for the tabs is let go
         self.jobs.shutdown()
         self.long_map.shutdown()
         for view in self.findChildren(QWidget):  # the tabs' own jobs: Intervene, Generate, Audio, Corpus, ...
@@ -708,7 +709,7 @@ class ModelViewPanel(QWidget):
         return self.jobs.submit(fn)
 
     def _on_job_finished(self, _jid: int, result) -> None:
-        if self._hold(self._on_job_finished, _jid, result):
+        if self._wait_for_tabs(result):
             return
         self.finish_building()  # every tab follows what comes next
         if self._job_kind == "load":
@@ -745,8 +746,6 @@ class ModelViewPanel(QWidget):
             self._show_outcome(result)
 
     def _on_job_failed(self, _jid: int, message: str) -> None:
-        if self._hold(self._on_job_failed, _jid, message):
-            return
         self.finish_building()  # every tab follows what comes next
         if self._job_kind == "load":
             folder, name, added = self._loading or ("", None, False)

@@ -77,6 +77,7 @@ def test_a_result_that_comes_while_tabs_are_built_waits_for_them_instead_of_buil
     with qtbot.waitSignal(panel.jobs.done, timeout=30000):
         pass  # the answer reaches the GUI thread while the further tabs are still to come
     assert panel.building() and not shown  # held: the rest is not built in this turn
+    assert panel.jobs.busy  # and the panel's job still counts as running until it is shown
     with qtbot.waitSignal(panel.attention_ready, timeout=30000):
         pass
     assert not panel.building()
