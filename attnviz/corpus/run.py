@@ -24,7 +24,7 @@ from attnviz.corpus.files import (AtomicParquet, StatsFileError, output_target, 
 from attnviz.corpus.screen import PrefixScreen, prefix_stable
 from attnviz.corpus.stats import HeadSums
 from attnviz.corpus.texts import CorpusError, count_documents, partitions
-from attnviz.corpus.worker import ModelUnavailable, PartitionJob, model_limit, run_partition
+from attnviz.corpus.worker import ModelUnavailable, PartitionJob, model_limit, prepare, run_partition
 
 LOCAL_SCHEDULERS = ("threads", "processes")
 CONNECT_TIMEOUT_S = 5.0  # how long a scheduler address may take to answer (connection and handshake)
@@ -391,6 +391,10 @@ def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_t
     n_threads = max(1, sum(client.nthreads().values()))
     if batch is None:
         batch = auto_batch(total, n_threads)
+    try:  # every worker loads the model and its kernels first: the rate measured is of documents alone
+        client.run(prepare, folder, name, os.getpid())
+    except ModelUnavailable as exc:
+        raise CorpusRunError(f"a worker could not load the model: {exc}") from None
     cpu0 = _worker_cpu(client)
     driver0 = time.process_time()
     parts = partitions(texts, batch)

@@ -194,6 +194,22 @@ def _sums_of(ckpt: Checkpoint, docs: list[Document], max_tokens: int | None) -> 
     return out
 
 
+def prepare(folder: str, name: str | None, driver_pid: int = 0) -> int:
+    """Load the checkpoint and the kernels its pass runs, on this worker, before its first partition (the
+    run's clock starts after this; a model that does not load stops the run here, ModelUnavailable).
+    Returns this process's id."""
+    ckpt = cached_checkpoint(folder, name)
+    _one_engine_thread(driver_pid)
+    try:  # one tiny document through the pass the partitions take: its kernels are loaded (or compiled) now
+        if batchable(ckpt):
+            group_sums(ckpt, [np.arange(3, dtype=np.int64) % ckpt.config.vocab_size])
+        else:
+            run_text(ckpt, "a b c")
+    except Exception:  # noqa: BLE001 - a first document that fails is reported by its partition, named
+        pass
+    return os.getpid()
+
+
 def run_partition(job: PartitionJob) -> PartitionResult:
     """Run every document of ``job``; the sums of those that ran (added in corpus order), and the failures named."""
     ckpt = cached_checkpoint(job.folder, job.name)

@@ -129,3 +129,20 @@ def test_the_default_partition_size_fills_stacked_passes_and_every_worker():
             assert MIN_AUTO_BATCH <= b <= MAX_AUTO_BATCH
             if MIN_AUTO_BATCH < b < MAX_AUTO_BATCH:  # then every worker thread gets at least four partitions
                 assert -(-total // b) >= 4 * threads
+
+
+def test_a_worker_is_prepared_once_before_its_first_partition(minilm_folder):
+    """run_corpus has every worker load the model and run its pass once before the clock starts; the partitions
+    then find the model loaded (one load per process) and the same answer as without the preparation."""
+    from attnviz.corpus import worker
+
+    before = worker.load_count()
+    assert worker.prepare(str(minilm_folder), None) == os.getpid()
+    loaded = worker.load_count()
+    assert loaded - before <= 1
+    ckpt = worker.cached_checkpoint(str(minilm_folder), None)
+    assert worker.prepare(str(minilm_folder), None) == os.getpid() and worker.load_count() == loaded
+    docs = [Document(index=i, name=f"d{i}", text=t) for i, t in enumerate(["The river bank.", "A bank loan."])]
+    got = worker.run_partition(worker.PartitionJob(index=0, folder=str(minilm_folder), name=None, documents=docs))
+    assert worker.load_count() == loaded and not got.failed and got.sums.documents == 2
+    assert worker.cached_checkpoint(str(minilm_folder), None) is ckpt
