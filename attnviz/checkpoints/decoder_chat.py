@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.jsontext import DEFAULT_MAX_DEPTH, JsonRefused, loads_guarded
 
 TEMPLATE_MAX_BYTES = 1 << 20  # a template file (real ones are a few KiB)
 STEP_BUDGET = 250_000  # executed lines per render (one message in a ChatML template takes about 200)
@@ -72,9 +73,9 @@ def template_variables(folder: Path, cfg: dict, model_type: str) -> tuple[tuple[
     path = folder / "special_tokens_map.json"
     if path.is_file():
         try:
-            loaded = json.loads(_read_text(path))
+            loaded = loads_guarded(_read_text(path), max_depth=DEFAULT_MAX_DEPTH)
             smap = loaded if isinstance(loaded, dict) else {}
-        except (CheckpointError, json.JSONDecodeError, RecursionError):
+        except (CheckpointError, JsonRefused, json.JSONDecodeError, RecursionError):
             smap = {}
     out = []
     for name in SPECIAL_NAMES:

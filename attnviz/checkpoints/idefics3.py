@@ -34,6 +34,7 @@ from attnviz.checkpoints.families import family_tensors, vision_tower_config
 from attnviz.checkpoints.idefics3_processor import (IMAGE, IMAGE_SEQ_LEN_DEFAULT, ImageSteps, ProcessedImages,
                                                     PromptSpec, PromptTokens, check_placeholders, parse_image_steps,
                                                     process_images, tokenise)
+from attnviz.checkpoints.json_file import MAX_JSON_BYTES, MAX_JSON_DEPTH
 from attnviz.checkpoints.layers import linear
 from attnviz.checkpoints.model_config import CheckpointConfig, int_field
 from attnviz.checkpoints.multimodal import (MultimodalAttention, MultimodalCheckpoint, PatchGroup, check_segments,
@@ -41,6 +42,7 @@ from attnviz.checkpoints.multimodal import (MultimodalAttention, MultimodalCheck
 from attnviz.checkpoints.parts import Part, PartView, load_parts
 from attnviz.checkpoints.vision import patch_mask_from_pixels, post_norm, vision_hidden_states
 from attnviz.checkpoints.vlm_common import read_bpe, read_processor, sub_config, token_id
+from attnviz.jsontext import JsonRefused, loads_guarded, read_capped
 from attnviz.sources.text import BpeTokenizer
 
 FAMILY = {"idefics3": "Idefics3", "smolvlm": "SmolVLM"}
@@ -105,7 +107,9 @@ def _tokenizer_config(folder: Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg = loads_guarded(read_capped(path, MAX_JSON_BYTES), max_depth=MAX_JSON_DEPTH)
+    except JsonRefused as exc:
+        raise CheckpointError(f"{path} {exc}; not a tokenizer config") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CheckpointError(f"{path} is not readable JSON ({type(exc).__name__})") from None
     return cfg if isinstance(cfg, dict) else {}

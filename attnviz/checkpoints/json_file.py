@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from attnviz.checkpoints.errors import CheckpointError
-from attnviz.jsontext import depth_ok
+from attnviz.jsontext import JsonRefused, loads_guarded
 
 MAX_JSON_BYTES = 16 * 2**20  # config files are a few kB; larger ones are not read
 MAX_JSON_DEPTH = 64  # real configs nest 3 levels (id2label, task_specific_params); checked before parsing
@@ -22,9 +22,9 @@ def read_json(path: Path, what: str) -> dict:
         if size > MAX_JSON_BYTES:
             raise CheckpointError(f"{what} {path} is {size:,} bytes; a config file is at most {MAX_JSON_BYTES:,}")
         text = path.read_text(encoding="utf-8")
-        if not depth_ok(text, MAX_JSON_DEPTH):
-            raise CheckpointError(f"{what} {path} nests deeper than {MAX_JSON_DEPTH} levels; not a config file")
-        data = json.loads(text)
+        data = loads_guarded(text, max_depth=MAX_JSON_DEPTH)
+    except JsonRefused as exc:
+        raise CheckpointError(f"{what} {path} {exc}; not a config file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CheckpointError(f"{what} {path} is not readable JSON ({exc})") from None
     if not isinstance(data, dict):

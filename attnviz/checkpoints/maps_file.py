@@ -29,6 +29,7 @@ from attnviz.checkpoints.analysis import SPECIAL_TOKENS, HeadSummaries
 from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.safetensors_file import read_header
 from attnviz.engine.softmax import row_entropy
+from attnviz.jsontext import JsonRefused, loads_guarded
 
 SUFFIXES = api.SUFFIXES
 MAX_MEMBERS = 64  # zip entries of an npz (a maps file has at most six; attnviz-cli model inspect writes more)
@@ -227,8 +228,8 @@ def _read_safetensors(path: Path) -> tuple:
         if key not in meta:
             return None
         try:
-            val = json.loads(meta[key])
-        except (json.JSONDecodeError, RecursionError):
+            val = loads_guarded(meta[key])
+        except (JsonRefused, json.JSONDecodeError, RecursionError):
             raise _bad(path, f"metadata {key!r} is not a JSON list of strings") from None
         if not isinstance(val, list):
             raise _bad(path, f"metadata {key!r} is not a JSON list of strings")

@@ -26,6 +26,7 @@ from attnviz.checkpoints.errors import CheckpointError
 from attnviz.checkpoints.json_file import read_json
 from attnviz.engine.convert import bf16_matmul_t, bf16_to_f32
 from attnviz.engine.runtime import available_memory
+from attnviz.jsontext import JsonRefused, loads_guarded
 
 # safetensors dtype -> (numpy dtype of the stored bits, bytes per element)
 STORED = {"F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
@@ -88,7 +89,9 @@ def read_header(path: Path) -> tuple[dict[str, _Entry], int]:
     except OSError as exc:
         raise CheckpointError(f"cannot read {path}: {exc}") from None
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        header = loads_guarded(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)  # n <= MAX_HEADER
+    except JsonRefused as exc:
+        raise _bad(path, f"header is not JSON: it {exc}") from None
     except _Duplicate as exc:
         raise _bad(path, f"header names {exc.args[0]!r} twice") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from attnviz.checkpoints.errors import CheckpointError
+from attnviz.checkpoints.json_file import MAX_JSON_BYTES, MAX_JSON_DEPTH
 from attnviz.checkpoints.spm_text import load_spm
+from attnviz.jsontext import JsonRefused, loads_guarded, read_capped
 from attnviz.sources.errors import SourceError
 from attnviz.sources.text import BpeTokenizer, TextTokens
 
@@ -32,7 +34,9 @@ LANG_CODE = re.compile(r">>.*?<<", re.DOTALL)  # Marian's target-language prefix
 
 def read_json_file(path: Path, what: str):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_guarded(read_capped(path, MAX_JSON_BYTES), max_depth=MAX_JSON_DEPTH)
+    except JsonRefused as exc:
+        raise CheckpointError(f"{path} {exc}; not a tokenizer file") from None
     except FileNotFoundError:
         raise CheckpointError(f"{what} is missing: {path} not found") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

@@ -22,6 +22,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
+from attnviz.jsontext import JsonRefused, loads_guarded
+
 TEXT_COLUMN = "text"
 _CHUNK = 1 << 20
 MAX_DOCUMENT_BYTES = 1 << 20  # a longer document fails unread (tokenising 1 MiB takes about a second)
@@ -186,7 +188,10 @@ def _jsonl(p: Path) -> Iterator[tuple[str, object]]:
             yield name, line
             continue
         try:
-            obj = json.loads(line)
+            obj = loads_guarded(line)  # the line's length is capped by _lines
+        except JsonRefused:
+            yield name, ValueError("not a JSON object (nested too deeply)")
+            continue
         except json.JSONDecodeError as exc:
             yield name, ValueError(f"not a JSON object ({exc.msg})")
             continue

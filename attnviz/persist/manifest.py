@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from attnviz.jsontext import depth_ok
+from attnviz.jsontext import JsonRefused, loads_guarded
 from attnviz.persist.errors import SessionError
 from attnviz.persist.limits import SAFE_DTYPES, Limits
 
@@ -127,10 +127,11 @@ def parse_manifest(raw: bytes, limits: Limits) -> dict:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SessionError(f"manifest.json is not valid UTF-8 (byte {exc.start})") from exc
-    if not depth_ok(text, limits.max_json_depth):
-        raise SessionError(f"manifest.json nests deeper than {limits.max_json_depth} levels")
     try:
-        manifest = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        manifest = loads_guarded(text, max_depth=limits.max_json_depth,
+                                 parse_constant=_refuse_constant, parse_float=_finite_float)
+    except JsonRefused as exc:
+        raise SessionError(f"manifest.json {exc}") from None
     except (ValueError, RecursionError) as exc:
         raise SessionError(f"manifest.json is not valid JSON: {exc}") from exc
     if not isinstance(manifest, dict):

@@ -14,6 +14,7 @@ import types
 
 import numpy as np
 
+from attnviz.jsontext import JsonRefused, loads_guarded, read_capped
 from attnviz.model.mask.analysis import ar_mask_from_mask, seqlens_from_mask
 from attnviz.model.mask.design import MaskDesign, resolve_axis
 from attnviz.model.mask.paint import CellOverrides
@@ -22,6 +23,10 @@ from attnviz.model.mask.rules import Rule
 
 EXPORT_FORMATS = ("npy", "json", "flex", "ar-mask", "seqlens")
 JSON_FORMAT = "attnviz-mask-design"
+# a mask file handed in (design JSON, ar_mask JSON) larger than this is not read: the design of a random
+# 1000 x 1000 mask is 20 MB and parsing takes about six times the file's size in memory
+MAX_JSON_BYTES = 1 << 30
+MAX_JSON_DEPTH = 64  # designs nest at most 8 deep, about 30 levels of JSON (a session holds them within 64)
 
 
 # -- npy ---------------------------------------------------------------------------------------
@@ -101,7 +106,9 @@ def design_to_json(design: MaskDesign, context: dict | None = None) -> str:
 def design_from_json(text: str) -> MaskDesign:
     """Parse :func:`design_to_json` output; ValueError on anything invalid."""
     try:
-        doc = json.loads(text)
+        doc = loads_guarded(text, max_depth=MAX_JSON_DEPTH, max_chars=MAX_JSON_BYTES)
+    except JsonRefused as exc:
+        raise ValueError(f"mask design JSON {exc}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"mask design JSON is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
@@ -148,11 +155,12 @@ def load_ar_mask(path) -> tuple[np.ndarray, np.ndarray]:
                 ar = z["ar_mask"]
                 valid = z["valid"] if "valid" in z else None
         else:
-            with open(path, encoding="utf-8") as f:
-                doc = json.load(f)
+            doc = loads_guarded(read_capped(path, MAX_JSON_BYTES), max_depth=MAX_JSON_DEPTH)
             if not isinstance(doc, dict) or "ar_mask" not in doc:
                 raise ValueError(f"{name}: expected an object with 'ar_mask' (and 'valid')")
             ar, valid = doc["ar_mask"], doc.get("valid")
+    except JsonRefused as exc:
+        raise ValueError(f"{name} {exc}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{name}: not valid JSON ({exc})") from None
     except (EOFError, OSError) as exc:
@@ -397,10 +405,10 @@ def import_mask(path, fmt: str | None = None) -> MaskDesign:
         elif name.endswith(".npz"):
             fmt = "ar-mask"
         else:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
             try:
-                doc = json.loads(text)
+                doc = loads_guarded(read_capped(path, MAX_JSON_BYTES), max_depth=MAX_JSON_DEPTH)
+            except JsonRefused as exc:
+                raise ValueError(f"{name} {exc}") from None
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{name}: not .npy and not valid JSON ({exc})") from None
             fmt = "ar-mask" if isinstance(doc, dict) and "ar_mask" in doc else "json"
@@ -410,8 +418,11 @@ def import_mask(path, fmt: str | None = None) -> MaskDesign:
         ar, valid = load_ar_mask(path)
         return design_from_ar_mask(ar, valid)
     if fmt == "json":
-        with open(path, encoding="utf-8") as f:
-            return design_from_json(f.read())
+        try:
+            text = read_capped(path, MAX_JSON_BYTES)
+        except JsonRefused as exc:
+            raise ValueError(f"{name} {exc}") from None
+        return design_from_json(text)
     raise ValueError(f"cannot import masks of format {fmt!r}; expected npy, json or ar-mask")
 
 
