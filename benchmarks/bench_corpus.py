@@ -7,7 +7,9 @@ previous token and the mean key distance, in float64. attnviz runs its local pro
 (``--python``, default /tmp/gold/bin/python), ``output_attentions=True`` in eager mode, at batch 1 and
 padded batch 16, with the same threads: for W workers both one process of W torch threads and W
 processes of one thread each (their slowest share taken as the wall time), and the faster of all that
-is the anchor. Times start after the model is loaded on both sides (attnviz: after its cluster starts).
+is the anchor. Times start after the model is loaded on both sides (attnviz: after its cluster has
+started and every worker has loaded the model). ``--rounds N`` alternates the two sides N times and keeps
+each side's fastest round, so that a load that changes during the run meets both.
 
     .venv/bin/python benchmarks/bench_corpus.py --count 1000 --workers 1 2
 
@@ -124,6 +126,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=None, help="attnviz --batch (documents per partition; default: its own)")
     p.add_argument("--python", default="/tmp/gold/bin/python", help="a Python with torch and transformers")
     p.add_argument("--model", type=Path, default=None, help="all-MiniLM-L6-v2 folder (default: the package's)")
+    p.add_argument("--rounds", type=int, default=1, help="rounds of attnviz then every anchor; the fastest of each kept")
     a = p.parse_args(argv)
     import numpy as np
 
@@ -138,13 +141,19 @@ def main(argv=None) -> int:
               "tf batch 16, W procs | ratio to the fastest | max |stat diff| |")
         print("|---|---|---|---|---|---|---|---|")
         for w in a.workers:
-            rate, cpu, means = run_attnviz(model_dir, corpus, w, a.batch, Path(tmp) / f"stats{w}.parquet")
-            anchors, diff = [], 0.0
-            for per_process in ([False, True] if w > 1 else [False]):
-                for batch in (1, 16):
-                    r = run_transformers(a.python, model_dir, corpus, batch, w, per_process)
-                    anchors.append(r["docs"] / r["seconds"])
-                    diff = max(diff, float(np.abs(np.array(r["means"]) - means).max()))
+            best = None  # (docs/s, CPU per document) of attnviz's fastest round
+            anchors, diff = None, 0.0
+            for _ in range(a.rounds):  # the two sides alternate, so a changing load meets both alike
+                rate, cpu, means = run_attnviz(model_dir, corpus, w, a.batch, Path(tmp) / f"stats{w}.parquet")
+                best = (rate, cpu) if best is None or rate > best[0] else best
+                got = []
+                for per_process in ([False, True] if w > 1 else [False]):
+                    for batch in (1, 16):
+                        r = run_transformers(a.python, model_dir, corpus, batch, w, per_process)
+                        got.append(r["docs"] / r["seconds"])
+                        diff = max(diff, float(np.abs(np.array(r["means"]) - means).max()))
+                anchors = got if anchors is None else [max(x, y) for x, y in zip(anchors, got)]
+            rate, cpu = best
             cells = [f"{x:.1f}" for x in anchors] + (["-", "-"] if w == 1 else [])
             print(f"| {w} | {rate:.1f} ({1000 * cpu:.1f} ms) | {' | '.join(cells)} | {rate / max(anchors):.2f}x "
                   f"| {diff:.1e} |", flush=True)
