@@ -41,24 +41,21 @@ class ComputeController(QObject):
         self._compute = compute
         self._throttle_ms = throttle_ms  # coalescing delay while a computation is running
         self._stale_grace_s = stale_grace_s  # a stale computation younger than this may finish
-        self._delivered_id = 0  # newest request id delivered so far
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._dispatch)
-        self._latest_id = 0
-        self._busy = False
-        self._user_cancelled = -1
         self._previewed_id = 0  # newest request whose preview was handed over
         self._preview_drawn = threading.Event()  # set once the GUI thread has handled the preview
         self._request_kwargs: dict = {}
         self._state = None
-        # request ids run ahead of the job's ids (edits coalesce), so busy is kept here, not the job's
+        # a request id is the job's id: every submit reserves one, so a burst of edits coalesced into one
+        # computation overtakes the running one and keeps the job busy until the newest answers.
         # every exception is a bug of the compute path (bad input is a failed response, never raised): the job
         # turns it into a one-line message, delivered as a failed response of its request
         self._job = LatestJob("attnviz-compute", self, deliver_overtaken=True, expected=())
         self._job.done.connect(self._on_delivered)
         self._job.failed.connect(self._on_failed)
-        self._request_of: dict[int, int] = {}  # job id -> the request id it computes
+        self._job.busy_changed.connect(self.busy_changed)
         self._timed: tuple[int, float] = (0, 0.0)  # (request id, seconds of its compute call), set by the worker
         self._last_seconds = 0.0
         self._job.start()
@@ -72,11 +69,11 @@ class ComputeController(QObject):
 
     @property
     def latest_id(self) -> int:
-        return self._latest_id
+        return self._job.latest_id
 
     @property
     def busy(self) -> bool:
-        return self._busy
+        return self._job.busy
 
     @property
     def last_seconds(self) -> float:
@@ -87,12 +84,13 @@ class ComputeController(QObject):
 
     def submit(self, state, **request_kwargs) -> int:
         """Ask for ``state`` to be computed; returns the request id that will answer."""
-        self._latest_id += 1
+        working = self._job.working
+        rid = self._job.reserve()
         self._state = state
         self._request_kwargs = request_kwargs
         if not self._timer.isActive():
-            self._timer.start(self._throttle_ms if self._job.working else 0)
-        return self._latest_id
+            self._timer.start(self._throttle_ms if working else 0)
+        return rid
 
     def submit_now(self, state, **request_kwargs) -> int:
         """Like submit, without the throttle delay."""
@@ -103,11 +101,9 @@ class ComputeController(QObject):
 
     def cancel(self):
         """Cancel the running computation (the person pressed Cancel); nothing is delivered for it."""
-        self._user_cancelled = self._latest_id
         self._timer.stop()  # an edit waiting to be sent is cancelled with the run
         self._job.cancel()
-        self._set_busy(False)
-        self.cancelled.emit(self._latest_id)
+        self.cancelled.emit(self._job.latest_id)
 
     def shutdown(self, timeout: float = 5.0):
         self._job.shutdown(timeout)
@@ -120,33 +116,27 @@ class ComputeController(QObject):
     def _dispatch(self):
         if self._state is None:
             return
-        rid = self._latest_id
-        self._request_of[self._job.submit(self._run, rid, self._state, dict(self._request_kwargs))] = rid
+        rid = self._job.latest_id
+        self._job.submit_reserved(self._run, rid, self._state, dict(self._request_kwargs))
         self.started.emit(rid)
-        self._set_busy(True)
-
-    def _set_busy(self, busy: bool):
-        if busy != self._busy:
-            self._busy = busy
-            self.busy_changed.emit(busy)
 
     def _run(self, rid: int, state, kwargs: dict):
         """One request, on the worker thread: its response, or :class:`Cancelled` when not worth showing."""
         t0 = time.perf_counter()
 
         def is_cancelled():
-            if self._job.stopped or self._user_cancelled == rid:
+            if not self._job.wanted(rid):  # cancelled, shut down, or older than a result shown
                 return True
-            if rid == self._latest_id:
+            if rid == self._job.latest_id:
                 return False
             return rid == self._previewed_id or time.perf_counter() - t0 > self._stale_grace_s
 
         def progress(frac, stage):
-            if rid == self._latest_id:
+            if rid == self._job.latest_id:
                 self.progress.emit(frac, stage)
 
         def on_preview(preview):
-            if rid == self._latest_id and self._user_cancelled != rid:
+            if rid == self._job.latest_id and self._job.wanted(rid):
                 self._previewed_id = rid
                 self._preview_drawn.clear()
                 self._deliver_preview.emit(preview)
@@ -168,7 +158,7 @@ class ComputeController(QObject):
     def _on_preview_delivered(self, preview):
         rid = preview.request_id
         try:
-            if rid == self._latest_id and rid > self._delivered_id and rid != self._user_cancelled:
+            if rid == self._job.latest_id and self._job.wanted(rid):
                 self.previewed.emit(preview)  # direct connections: drawn when this returns
         finally:
             self._preview_drawn.set()
@@ -176,17 +166,11 @@ class ComputeController(QObject):
     def _on_failed(self, jid: int, message: str):
         from attnviz.model.compute import ComputeResponse  # imported already by the worker that failed
 
-        rid = self._request_of.get(jid, self._latest_id)
-        if rid != self._latest_id:  # a newer request is on its way: its answer is the one to show
+        if jid != self._job.latest_id:  # a newer request is on its way: its answer is the one to show
             return
-        self._on_delivered(jid, ComputeResponse(rid, ok=False, error=message, messages=(message,)))
+        self._on_delivered(jid, ComputeResponse(jid, ok=False, error=message, messages=(message,)))
 
     def _on_delivered(self, jid: int, resp):
-        for done in [j for j in self._request_of if j <= jid]:  # delivered, overtaken or cancelled
-            del self._request_of[done]
-        self._delivered_id = resp.request_id
         rid, seconds = self._timed
         self._last_seconds = seconds if rid == resp.request_id else self._job.last_seconds
-        if resp.request_id == self._latest_id:
-            self._set_busy(False)
         self.finished.emit(resp)

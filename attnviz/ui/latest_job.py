@@ -106,12 +106,38 @@ class LatestJob(QObject):
     def submit(self, fn, *args, **kwargs) -> int:
         """Run ``fn(*args, **kwargs)`` on the worker; returns the job id its result will carry.
         After :meth:`shutdown` nothing runs and nothing is delivered."""
+        return self._enqueue(fn, args, kwargs, new_id=True)
+
+    def reserve(self) -> int:
+        """A new newest id whose job is given later by :meth:`submit_reserved`: from now on older jobs are
+        overtaken and ``busy`` is True until this id's answer (or :meth:`cancel`). A caller that gathers a
+        burst of requests into one job reserves an id per request and submits the newest."""
+        with self._queue.cond:
+            self._latest += 1
+            jid = self._latest
+            if self._queue.stopping:
+                return jid
+        self._set_busy(True)
+        return jid
+
+    def submit_reserved(self, fn, *args, **kwargs) -> int:
+        """Run ``fn(*args, **kwargs)`` as the job of the newest id (the last :meth:`reserve`d one), which
+        it returns; a job of that id still waiting is replaced."""
+        return self._enqueue(fn, args, kwargs, new_id=False)
+
+    def wanted(self, jid: int) -> bool:
+        """Whether a result of ``jid`` would still be delivered now (not cancelled, not shut down, not
+        older than one delivered, and the newest unless overtaken jobs deliver)."""
+        return self._wanted(jid)
+
+    def _enqueue(self, fn, args, kwargs, new_id: bool) -> int:
         q = self._queue
         call = (lambda: fn(*args, **kwargs)) if args or kwargs else fn
         with q.cond:
-            self._latest += 1
+            if new_id:
+                self._latest += 1
             jid = self._latest
-            if q.stopping:
+            if q.stopping or jid <= self._cancelled:  # (a reserved id cancelled before its job came)
                 return jid
             q.pending = (jid, call)
             self._start_thread()
