@@ -1,5 +1,6 @@
 """Test-suite wide settings: Qt offscreen unless a test starts its own X server, hypothesis without
-deadlines, the engine's kernels warmed up front, and the widgets tests leave behind deleted safely."""
+deadlines, the engine's kernels warmed up front (their own line in the summary, not charged to the first
+test), and the widgets tests leave behind deleted safely."""
 
 from __future__ import annotations
 
@@ -42,13 +43,57 @@ def collect_on_the_main_thread():
             break
 
 
-@pytest.fixture(scope="session", autouse=True)
-def numba_kernels():
-    """Every engine kernel compiled or loaded from the on-disk cache once per test process (each
-    xdist worker), before its first test: no test pays for the JIT in its own time."""
+_WARMUP_KEY = "attnviz_engine_warmup"  # the worker's line, sent to the xdist controller in workeroutput
+_warmup_lines: list[str] = []
+
+
+def _warm_engine(worker: str | None) -> str:
+    """Compile every engine kernel or load it from the on-disk cache; the line that says which, and how long
+    it took (the import of the engine, numba and scipy included)."""
+    import time
+
+    t0 = time.perf_counter()
     from attnviz.engine import warmup
 
     warmup()
+    seconds = time.perf_counter() - t0
+    from numba.core.dispatcher import Dispatcher
+
+    kernels = {id(v): v for name, mod in list(sys.modules.items()) if name.startswith("attnviz.engine.")
+               for v in vars(mod).values() if isinstance(v, Dispatcher)}.values()
+    loaded = sum(sum(k.stats.cache_hits.values()) for k in kernels)
+    compiled = sum(len(k.overloads) for k in kernels) - loaded
+    how = f"{loaded} loaded from the cache" + (f", {compiled} compiled" if compiled else "")
+    who = f" ({worker})" if worker else ""
+    return f"engine kernels{who}: {how} in {seconds:.1f} s (before the first test, not in its time)"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """Every engine kernel ready once per test process (each xdist worker) after collection and before
+    the first test, so no test's setup pays for the JIT; reported as its own line in the terminal
+    summary (one per worker under xdist). Nothing is warmed when no test will run."""
+    config = session.config
+    if not session.items or config.option.collectonly:
+        return
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_WARMUP_KEY] = _warm_engine(config.workerinput["workerid"])
+    else:
+        _warmup_lines.append(_warm_engine(None))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """(xdist controller) keep the warm-up line of a worker that has finished."""
+    line = getattr(node, "workeroutput", {}).get(_WARMUP_KEY)
+    if line:
+        _warmup_lines.append(line)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in sorted(_warmup_lines):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
