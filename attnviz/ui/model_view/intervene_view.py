@@ -294,15 +294,40 @@ def _title(text: str) -> QLabel:
     return label
 
 
+# The view's plots, made ahead a few at a time (the Pretrained panel runs each step on a turn of the event loop
+# before the view's own): together they were most of the quarter second its constructor held the window.
+PART_STEPS = (
+    lambda: {"heads_map": AttentionHeatmap(), "maps": [AttentionHeatmap() for _ in range(3)]},
+    lambda: {"importance_map": AttentionHeatmap(), "later": HeadGrid(), "residual": ResidualChart()},
+    lambda: {"overlays": [PatchImageView() for _ in range(2)], "vlm_overlay": vlm.VlmOverlay()},
+)
+
+
+def make_parts(panel, host: str, step: int) -> None:
+    """Make step ``step`` of :data:`PART_STEPS` for the view of ``host`` ("panel" or "vlm") on ``panel``."""
+    panel.__dict__.setdefault("_intervene_parts", {}).setdefault(host, {}).update(PART_STEPS[step]())
+
+
+def _take_parts(panel, host: str) -> dict:
+    return panel.__dict__.get("_intervene_parts", {}).pop(host, {})
+
+
 class InterveneView(QWidget):
-    """The Intervene tab (see the module doc); ``panel`` is the ModelViewPanel it belongs to."""
+    """The Intervene tab (see the module doc); ``panel`` is the ModelViewPanel it belongs to; ``parts``: plots
+    made ahead by :func:`make_parts` (by name), the others are made here."""
 
     effects_ready = Signal(object)  # the Effects drawn
     sweep_ready = Signal(object)  # the Sweep drawn (complete or cancelled)
     failed = Signal(str)
 
-    def __init__(self, panel, parent=None, host: str = "panel"):
+    def __init__(self, panel, parent=None, host: str = "panel", parts: dict | None = None):
         super().__init__(parent)
+        made = dict(parts or {})
+
+        def part(name, make):
+            got = made.pop(name, None)
+            return make() if got is None else got
+
         self.panel = panel
         self.host = host  # "panel": the panel's tabs; "vlm": the vision-language page's (intervene_vlm.install)
         self.ctx = panel.ctx
@@ -386,7 +411,7 @@ class InterveneView(QWidget):
         self.message.setVisible(False)
 
         # -- heads and effects
-        self.heads_map = AttentionHeatmap(self)  # (L, nh): |Δ| of each map; edited heads hatched; click toggles
+        self.heads_map = part("heads_map", lambda: AttentionHeatmap(self))  # (L, nh): |Δ| of each map; edited heads hatched; click toggles
         self.heads_map.setMinimumSize(220, 190)
         self.results = QLabel("", self)
         self.results.setTextFormat(Qt.TextFormat.RichText)
@@ -396,15 +421,15 @@ class InterveneView(QWidget):
         self.results.setMinimumWidth(230)
         self.maps_title = QLabel(" ", self)
         self.maps_title.setWordWrap(True)
-        self.maps = [AttentionHeatmap(self) for _ in range(3)]  # before | after | difference
+        self.maps = part("maps", lambda: [AttentionHeatmap(self) for _ in range(3)])  # before | after | difference
         for m in self.maps:
             m.setMinimumSize(150, 230)
         self.later_title = QLabel(" ", self)
         self.later_title.setWordWrap(True)
-        self.later = HeadGrid(self)  # the selected head in the first edited layer and every later one
+        self.later = part("later", lambda: HeadGrid(self))  # the selected head in the first edited layer and every later one
         self.later.setMinimumHeight(150)
         self._later_first = 0
-        self.residual = ResidualChart(self)
+        self.residual = part("residual", lambda: ResidualChart(self))
 
         # -- importance sweep
         self.metric_combo = QComboBox(self)
@@ -430,17 +455,17 @@ class InterveneView(QWidget):
         self.corpus_edit.setPlaceholderText("corpus: a text file (a document per line), a folder, .parquet or .jsonl")
         self.browse_button = QPushButton("Browse…", self)
         self.corpus_row = QWidget(self)
-        self.importance_map = AttentionHeatmap(self)
+        self.importance_map = part("importance_map", lambda: AttentionHeatmap(self))
         self.importance_map.setMinimumSize(220, 190)
         self.corpus_result = None  # the CorpusSweep drawn, when the sweep ran over a corpus
         # -- a vision model's class-token overlay before | after
         self.overlay_title = QLabel(" ", self)
         self.overlay_title.setWordWrap(True)
-        self.overlays = [PatchImageView(self) for _ in range(2)]
+        self.overlays = part("overlays", lambda: [PatchImageView(self) for _ in range(2)])
         for v in self.overlays:
             v.setMinimumSize(150, 200)
         self.overlay_box = QWidget(self)
-        self.vlm_overlay = vlm.VlmOverlay(self)  # a vision-language model's last token over the picture
+        self.vlm_overlay = part("vlm_overlay", lambda: vlm.VlmOverlay(self))  # a vision-language model's last token over the picture
         self.ranking = QLabel(" ", self)
         self.ranking.setWordWrap(True)
         self.ranking.setTextFormat(Qt.TextFormat.RichText)
@@ -1550,7 +1575,7 @@ class InterveneView(QWidget):
 def install(panel) -> InterveneView:
     """Add the view as an "Intervene" tab of a ModelViewPanel (enabled for decoder LLMs, encoders and vision
     models), following its model, its runs, its selected head and the session's colours."""
-    view = InterveneView(panel)
+    view = InterveneView(panel, parts=_take_parts(panel, "panel"))
     index = panel.tabs.addTab(view, "Intervene")
     panel.tabs.setTabEnabled(index, False)
     panel.model_loaded.connect(view.on_model_loaded)
@@ -1564,7 +1589,7 @@ def install_vlm(panel) -> InterveneView:
     """The Intervene tab of the panel's vision-language page (enabled for PaliGemma, LLaVA, Idefics3 and SmolVLM;
     the panel's own tabs are hidden while such a model is loaded): :mod:`intervene_vlm`."""
     page = panel.vlm
-    view = InterveneView(panel, host="vlm")
+    view = InterveneView(panel, host="vlm", parts=_take_parts(panel, "vlm"))
     index = page.tabs.addTab(view, "Intervene")
     page.tabs.setTabEnabled(index, False)
     panel.model_loaded.connect(view.on_model_loaded)

@@ -54,6 +54,11 @@ PRELOAD = {"intervention": ("attnviz.checkpoints.intervention_study", "attnviz.c
            "audio": ("attnviz.ui.model_view.audio_view",)}
 
 
+# Views whose plots are made ahead on turns of their own before the view: (host, steps), the steps being
+# attnviz.ui.model_view.intervene_view.PART_STEPS (the view's constructor alone took a quarter of a second).
+PARTS = {"intervention": ("panel", 3), "vlm_intervention": ("vlm", 3)}
+
+
 def preload(module: str) -> None:
     """Import ``module`` now (a step before the view that needs it)."""
     importlib.import_module(module)

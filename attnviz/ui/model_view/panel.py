@@ -33,8 +33,8 @@ from attnviz.ui.model_view.corpus_view import install as install_corpus_view
 from attnviz.ui.model_view.decoder_view import LongMapView
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.model_view.mask_handoff import open_model_mask
-from attnviz.ui.model_view.model_list import add_cached_models
-from attnviz.ui.model_view.more_views import PRELOAD, VIEWS, install_one, preload
+from attnviz.ui.model_view.model_list import add_listed_models, list_models
+from attnviz.ui.model_view.more_views import PARTS, PRELOAD, VIEWS, install_one, preload
 from attnviz.ui.model_view.seq2seq_view import Seq2SeqControls
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
@@ -70,6 +70,7 @@ def only_current_sizes(stack) -> None:
 
     stack.currentChanged.connect(follow)
     follow()
+    return follow  # to call again when a page is added
 
 
 # The further tabs, one step each; their modules are imported with their step (most of the panel's
@@ -85,11 +86,42 @@ def _preload(module: str):
     return lambda _panel: preload(module)
 
 
+def _install_vlm_page(panel) -> None:
+    """The page of a vision-language(-action) run (a dozen plots: a tenth of a second), a step of its own."""
+    page = VlmView(panel)
+    panel.pages.addWidget(page)
+    panel.vlm = page
+    panel._follow_pages()
+    page.head_clicked.connect(panel.select_head)
+    page.mask_requested.connect(panel.open_model_mask)
+    name = panel.ctx.session.state.view.colormap
+    if name in colormaps.NAMES:
+        page.set_colormap(name)
+
+
+def _install_corpus(panel) -> None:
+    panel.corpus = install_corpus_view(panel)  # "Corpus" tab: a STATS.parquet beside this input
+
+
+def _make_parts(host: str, step: int):
+    def run(panel) -> None:
+        from attnviz.ui.model_view import intervene_view
+
+        intervene_view.make_parts(panel, host, step)
+
+    return run
+
+
 def _install_steps() -> list:
-    """The further tabs' steps in the order of their tabs, a view's largest imports each a step before it."""
-    steps = []
+    """The further tabs' steps in the order of their tabs, a view's largest imports each a step before it;
+    the vision-language page first (its Generate and Intervene tabs go in it), then the Corpus tab."""
+    steps = [_install_vlm_page, _install_corpus]
     for attribute, _ in VIEWS:
-        steps += [*(_preload(module) for module in PRELOAD.get(attribute, ())), _install_view(attribute)]
+        steps += [*(_preload(module) for module in PRELOAD.get(attribute, ()))]
+        if attribute in PARTS:  # its plots made ahead, a few per step
+            host, n = PARTS[attribute]
+            steps += [_make_parts(host, i) for i in range(n)]
+        steps.append(_install_view(attribute))
     return [*steps, _install_score_terms, _install_router]
 
 
@@ -106,7 +138,7 @@ def _install_router(panel) -> None:
 
 
 # the attributes of the further tabs' views, set when they are built (ModelViewPanel.finish_building)
-DEFERRED_VIEWS = frozenset({"intervention", "generation", "vlm_generation", "vlm_intervention", "audio",
+DEFERRED_VIEWS = frozenset({"vlm", "corpus", "intervention", "generation", "vlm_generation", "vlm_intervention", "audio",
                             "score_terms", "router"})
 
 
@@ -118,6 +150,7 @@ class ModelViewPanel(QWidget):
     failed = Signal(str)  # the message shown for a problem
     head_selected = Signal(int, int)  # (layer, head) shown in the detail heatmap
     seq2seq_ready = Signal(object)  # Seq2SeqOutcome, after an encoder-decoder run is shown
+    models_listed = Signal(int)  # the hub cache's models (how many) have joined the model combo
     _wrote = Signal(object, int)  # (stop event of the translation, tokens written so far): worker -> GUI thread
 
     def __init__(self, ctx, parent=None, *, auto_load: bool = True):
@@ -142,7 +175,12 @@ class ModelViewPanel(QWidget):
             self.model_combo.addItem(name, str(folder))
         self._n_ready = self.model_combo.count()  # only a ready model is loaded without being chosen
         self.model_combo.addItem("Open folder…", OPEN_FOLDER)
-        add_cached_models(self.model_combo, self.study)
+        # the hub cache's models are listed on a worker (importing huggingface_hub and scanning the cache took
+        # about 0.4 s of the constructor) and join the combo when they arrive (models_listed)
+        self.model_list = LatestJob("attnviz-model-list", self, expected=(OSError, ValueError))
+        self.model_list.done.connect(self._on_models_listed)
+        ready = [(self.model_combo.itemText(i), self.model_combo.itemData(i)) for i in range(self._n_ready)]
+        self.model_list.submit(list_models, self.study, ready)
         self._last_model_index = 0
         self.busy = QProgressBar(self)
         self.busy.setRange(0, 0)  # indeterminate: a load or forward pass is running
@@ -211,10 +249,8 @@ class ModelViewPanel(QWidget):
         self.body.addWidget(self.side_splitter)
         self.body.addWidget(self.detail)
         self.body.set_shares(self.default_shares("panel_body"))
-        self.vlm = VlmView(self)  # the page of a vision-language(-action) run
         self.pages = QStackedWidget(self)
-        self.pages.addWidget(self.body)
-        self.pages.addWidget(self.vlm)
+        self.pages.addWidget(self.body)  # the vision-language page (self.vlm) is added by its own step
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -234,8 +270,6 @@ class ModelViewPanel(QWidget):
         self.vlm_inputs.second_combo.activated.connect(
             lambda i: self._on_image_chosen(i, self.vlm_inputs.second_combo))
         self.vlm_inputs.run_requested.connect(self.run_input)
-        self.vlm.head_clicked.connect(self.select_head)
-        self.vlm.mask_requested.connect(self.open_model_mask)
         self.vit.window_mask_requested.connect(self.open_window_mask)
         self.text_edit.textEdited.connect(self._on_text_edited)
         self.text_edit.returnPressed.connect(self.run_input)
@@ -258,9 +292,8 @@ class ModelViewPanel(QWidget):
         ctx.session.events.sources.connect(self._on_sources_changed)
         ctx.session.events.view.connect(self._on_view_changed)
         self._sync_input_page()
-        self.corpus = install_corpus_view(self)  # "Corpus" tab: a STATS.parquet beside this input
-        for stack in (self.pages, self.inputs):
-            only_current_sizes(stack)
+        self._follow_pages = only_current_sizes(self.pages)
+        only_current_sizes(self.inputs)
         # The further tabs are built over the next turns of the event loop, one step a turn: together
         # they are two dozen plots (seconds on a loaded machine), which held the window frozen on the
         # workspace's first visit. They are disabled until a model loads, and anything that needs them
@@ -694,7 +727,8 @@ class ModelViewPanel(QWidget):
             self.grid.set_colormap(name)
             self.detail.set_colormap(name)
             self.summary.heatmap.set_colormap(name)
-            self.vlm.set_colormap(name)
+            if "vlm" in self.__dict__:  # built on a later turn (it takes the colour map then)
+                self.vlm.set_colormap(name)
 
     def _sync_input_page(self) -> None:
         kind = self.study.kind
@@ -707,6 +741,10 @@ class ModelViewPanel(QWidget):
         self._stop.set()  # a translation being written is not wanted any more
         self._job_kind = kind
         return self.jobs.submit(fn)
+
+    def _on_models_listed(self, _jid: int, listing) -> None:
+        add_listed_models(self.model_combo, listing)
+        self.models_listed.emit(len(listing[1]))
 
     def _on_job_finished(self, _jid: int, result) -> None:
         if self._wait_for_tabs(result):

@@ -52,6 +52,7 @@ def load(qtbot, panel, folder, name=None):
 
 def test_hub_cache_models_are_offered_and_load_by_repo_id(qtbot, hub):
     panel = make_panel(qtbot)
+    qtbot.waitUntil(lambda: not panel.model_list.busy, timeout=WAIT_MS)  # listed on a worker
     index = panel.model_combo.findData(str(hub))
     assert index >= 0 and panel.model_combo.itemText(index) == "acme/tiny-llama · Llama · 21,728 · bf16"
     tips = [panel.model_combo.itemData(i, 3) for i in range(panel.model_combo.count() - 1)]  # 3: ToolTipRole
@@ -112,5 +113,6 @@ def test_a_cached_model_is_never_loaded_without_being_chosen(qtbot, hub, monkeyp
     qtbot.addWidget(panel)
     panel.show()
     qtbot.waitExposed(panel)
+    qtbot.waitUntil(lambda: not panel.model_list.busy, timeout=WAIT_MS)  # listed on a worker
     assert panel.model_combo.count() == 2 and panel.model_combo.itemData(0) == str(hub)
     assert panel._loading is None and panel.ckpt is None and not panel.jobs.busy

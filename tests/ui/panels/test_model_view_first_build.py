@@ -1,6 +1,7 @@
 """The Pretrained panel's first build keeps the window answering: its core (model row, layers x heads,
-Image, Corpus, the selected map) is built at once, the further tabs (Intervene, Generate, Audio, Score
-terms, Experts and the vision-language page's) one step per later turn of the event loop, so no single
+Image, the selected map) is built at once, the vision-language page, the Corpus tab and the further tabs
+(Intervene, Generate, Audio, Score terms, Experts and the vision-language page's) one step per later turn
+of the event loop, and the hub cache's models are listed on a worker, so no single
 turn holds the GUI thread for all two dozen plots. What needs a further tab sooner builds them all at
 once: asking for its view, or a model's result arriving."""
 
@@ -34,13 +35,15 @@ def titles(tabs) -> list[str]:
 def test_the_further_tabs_come_on_later_turns_in_the_same_order(qtbot):
     panel = make(qtbot)
     assert panel.building()
-    assert titles(panel.tabs) == ["Layers × heads", "Image", "Corpus"]  # the core only, so far
+    assert titles(panel.tabs) == ["Layers × heads", "Image"]  # the core only, so far
+    assert panel.pages.count() == 1  # the vision-language page is a step of its own too
     assert not DEFERRED_VIEWS & set(vars(panel))  # not one of the further views built in the constructor
     qtbot.waitUntil(lambda: not panel.building(), timeout=20000)
     later = titles(panel.tabs)
     eager = make(qtbot)
     eager.finish_building()  # everything at once, as the constructor did before
-    assert later == titles(eager.tabs) and len(later) > 3
+    assert later == titles(eager.tabs) and len(later) > 3 and later[:3] == ["Layers × heads", "Image", "Corpus"]
+    assert panel.pages.indexOf(panel.vlm) == 1 == eager.pages.indexOf(eager.vlm)
     assert "Intervene" in later and "Generate" in later
     assert titles(panel.vlm.tabs) == titles(eager.vlm.tabs)
     assert DEFERRED_VIEWS <= set(vars(panel))
@@ -98,3 +101,53 @@ def test_the_modules_loaded_a_turn_ahead_are_those_the_views_import():
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.strip() == "[]", (attribute, done.stdout)  # each one the view imports anyway
+
+
+def test_the_hub_cache_is_listed_on_a_worker_and_its_models_join_the_combo_later(qtbot, monkeypatch):
+    import threading
+
+    import attnviz.checkpoints.study as study_module
+
+    threads = []
+
+    def cached(**_kw):
+        threads.append(threading.current_thread())
+        return [("acme/listed · Llama · 1 · f32", "/nowhere/acme-listed", "acme/listed")]
+
+    monkeypatch.setattr(study_module, "cached_entries", cached)
+    panel = make(qtbot)
+    assert panel.model_combo.findData("/nowhere/acme-listed") < 0  # the constructor does not wait for the cache
+    with qtbot.waitSignal(panel.models_listed, timeout=20000) as blocker:
+        pass
+    assert blocker.args == [1] and threads and threads[0] is not threading.main_thread()
+    index = panel.model_combo.findData("/nowhere/acme-listed")
+    assert index == panel.model_combo.count() - 2  # before "Open folder…"
+    assert panel.model_combo.itemText(index) == "acme/listed · Llama · 1 · f32"
+
+
+def test_the_intervene_views_plots_are_made_on_turns_before_their_view(qtbot):
+    from attnviz.ui.model_view import intervene_view
+    from attnviz.ui.model_view.more_views import PARTS
+
+    assert all(n == len(intervene_view.PART_STEPS) for _host, n in PARTS.values())
+    panel = make(qtbot)
+    made = []
+    real = intervene_view.make_parts
+
+    def spy(p, host, step):
+        real(p, host, step)
+        made.append((host, step, "intervention" in vars(p)))
+
+    intervene_view.make_parts = spy
+    try:
+        qtbot.waitUntil(lambda: not panel.building(), timeout=20000)
+    finally:
+        intervene_view.make_parts = real
+    n = len(intervene_view.PART_STEPS)
+    assert [(h, s) for h, s, _ in made] == [("panel", i) for i in range(n)] + [("vlm", i) for i in range(n)]
+    assert not any(built for h, _s, built in made if h == "panel")  # each before its view, on a turn of its own
+    for view in (panel.intervention, panel.vlm_intervention):  # the plots made ahead are the view's own
+        for plot in (view.heads_map, *view.maps, view.importance_map, view.later, view.residual, *view.overlays,
+                     view.vlm_overlay):
+            assert plot.window() is panel.window() and view.isAncestorOf(plot)
+    assert not panel.__dict__.get("_intervene_parts", {}).get("panel")  # every one taken
