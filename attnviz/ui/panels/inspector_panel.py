@@ -392,8 +392,9 @@ class InspectorPanel(QWidget):
                                       rule_note=rule_note, overridden=overridden, decimals=self.decimals.value(),
                                       softcap=cap)
         self.note.setText("  ·  ".join(n for n in notes if n))
-        self.q_map.set_selected_row(i)
-        self.k_map.set_selected_row(j)
+        for m, row in ((self.q_map, i), (self.k_map, j)):
+            if row < m.frame.n_rows:  # a map not drawn yet (its first draw is on a later turn) is marked then
+                m.set_selected_row(row)
         self._redraw_scatter(resp, h, i, j)
 
     def _from_response(self, resp, h, i, j, qh, kh, vh, mask):

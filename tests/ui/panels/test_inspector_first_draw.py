@@ -70,3 +70,29 @@ def test_the_weight_maps_are_made_when_their_tab_comes_forward_and_drawn_a_turn_
         panel.close()
         panel.deleteLater()
         ctx.deleteLater()
+
+
+def test_another_tab_brought_forward_before_the_first_draw_raises_nothing(qtbot):
+    """Switching the matrices' tab (the Q-K PCA) in the turn between the panel's show and its first draw asked
+    the empty Q map to mark row 0 ('row 0 outside 0..-1', an exception in a slot)."""
+    state = SessionState(sources=(TextSource("t", text="the cat sat on the mat"),), model=ModelConfig(d_model=8, nh=2))
+    ctx = AppContext(Session(state))
+    with qtbot.waitSignal(ctx.response_changed, timeout=TIMEOUT):
+        ctx.recompute(now=True)
+    window = QWidget()
+    qtbot.addWidget(window)
+    window.resize(1300, 800)
+    window.show()
+    try:
+        panel = InspectorPanel(ctx)
+        panel.setParent(window)
+        panel.resize(1300, 800)
+        panel.show()
+        assert panel.q_map.values is None  # not drawn yet
+        pca = next(i for i in range(panel.matrices.count()) if "PCA" in panel.matrices.tabText(i))
+        panel.matrices.setCurrentIndex(pca)  # before the first draw: nothing may raise
+        panel.matrices.setCurrentIndex(0)
+        qtbot.waitUntil(lambda: panel.q_map.values is not None, timeout=TIMEOUT)
+        assert panel.q_map.frame.selected_row == panel.selection()[1]  # the selection is marked once drawn
+    finally:
+        ctx.compute.shutdown(timeout=5)
