@@ -211,6 +211,16 @@ class HeatmapPanel(QWidget):
     def mode(self) -> str:
         return self._mode
 
+    @property
+    def response(self):
+        """The computed response the panel draws from (None before the first one or after a failure)."""
+        return self._resp
+
+    @property
+    def preview(self):
+        """The HeadPreview on screen, newer than the response, or None."""
+        return self._preview
+
     def export_widget(self) -> QWidget:
         """The widget File > Export draws (the heatmap with its axes and colorbar)."""
         return self.heatmap

@@ -90,7 +90,7 @@ def test_a_newer_edit_stops_the_old_overview_job(qtbot, make_ctx, progressive, m
     ctx = make_ctx(state=long_state())
     p = panel(qtbot, ctx)
     drawn = []
-    p.rendered.connect(lambda: drawn.append(p._resp.request_id))
+    p.rendered.connect(lambda: drawn.append(p.response.request_id))
     with qtbot.waitSignal(p.coarse_rendered, timeout=60000):
         ctx.recompute(now=True)
     first = ctx.response.request_id

@@ -99,7 +99,7 @@ def test_heatmap_draws_the_preview_then_the_response(qtbot, make_ctx, respond):
         seen["preview"] = prev
         seen["drawn"] = p.drawn_request_id
         seen["values"] = np.array(p.heatmap.values)
-        seen["resp_id"] = p._resp.request_id
+        seen["resp_id"] = p.response.request_id
         seen["readout"] = p.heatmap.readout_text(5, 7)
 
     ctx.preview_changed.connect(on_preview)
@@ -112,7 +112,7 @@ def test_heatmap_draws_the_preview_then_the_response(qtbot, make_ctx, respond):
     np.testing.assert_array_equal(seen["values"], prev.weights)
     assert f"weight {float(prev.weights[5, 7]):.4g}" in seen["readout"]
     assert f"score {float(prev.scores[5, 7]):.4g}" in seen["readout"]  # from the preview, not the old response
-    qtbot.waitUntil(lambda: p.drawn_request_id == resp.request_id and p._preview is None, timeout=10000)
+    qtbot.waitUntil(lambda: p.drawn_request_id == resp.request_id and p.preview is None, timeout=10000)
     np.testing.assert_allclose(p.current_matrix()[0], resp.weights[3])
 
 
@@ -126,7 +126,7 @@ def test_heatmap_ignores_a_preview_of_another_head_or_matrix(qtbot, make_ctx, re
                        np.ones((512, 512), bool), first.query_labels, first.key_labels, first.query_segments,
                        first.key_segments, False, 0.01)
     ctx.preview_changed.emit(fake)  # the view shows head 0
-    assert p.drawn_request_id == first.request_id and p._preview is None
+    assert p.drawn_request_id == first.request_id and p.preview is None
     ctx.session.execute(set_view(head=5, matrix="output"))
     ctx.preview_changed.emit(fake)
     assert p.drawn_request_id == first.request_id
@@ -134,7 +134,7 @@ def test_heatmap_ignores_a_preview_of_another_head_or_matrix(qtbot, make_ctx, re
     ctx.preview_changed.emit(fake)
     assert p.drawn_request_id == fake.request_id
     old = dataclasses.replace(fake, request_id=first.request_id)
-    p._resp = first
+    assert p.response is first
     p.drawn_request_id = first.request_id
     ctx.preview_changed.emit(old)  # not newer than the response on show
     assert p.drawn_request_id == first.request_id
