@@ -87,14 +87,15 @@ def make_window(qtbot, tmp_path, make_ctx):
     windows = []
 
     def make(demo: str = "river-bank", state=None, compute=True, autosave_ms: int = 60_000, ctx=None,
-             all_panels: bool = False):
+             all_panels: bool = False, extra_panels=()):
         """all_panels=False builds the window with the application's own docks only (inputs, model,
-        heatmap, image) to keep the tests fast; one test builds every panel."""
+        heatmap, image) to keep the tests fast; one test builds every panel. extra_panels: more PanelSpecs."""
         from attnviz.ui.panels import PANELS
 
         specs = list(PANELS)
         if not all_panels:
             specs = [s for s in specs if s.id in OWN_PANELS]
+        specs += list(extra_panels)
         ctx = ctx or make_ctx(demo, state)
         prompts = ScriptedPrompts()
         store = AutosaveStore(tmp_path / "data")

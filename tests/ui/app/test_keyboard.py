@@ -55,7 +55,7 @@ def test_ctrl_number_moves_the_focus_into_the_workspace(make_window, qtbot):
     qtbot.wait(100)
     _focus(qtbot, _visible_tables(w.sidebar)[0])
     for name in ("image", "attention"):
-        key = w._workspace_key(name)  # "Ctrl+2"
+        key = w.workspace_actions[name].shortcut().toString()  # "Ctrl+2"
         QTest.keyClick(QApplication.focusWidget(), getattr(Qt.Key, f"Key_{key[-1]}"),
                        Qt.KeyboardModifier.ControlModifier)
         assert w.workspace == name

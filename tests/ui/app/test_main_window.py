@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QMimeData, QPointF, QRect, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from attnviz.model.commands import set_model
 from attnviz.model.compute import run
@@ -294,7 +294,7 @@ def test_unexpected_errors_are_shown_in_a_dialog(make_window):
         raise RuntimeError("a bug")
     except RuntimeError as exc:
         reporter(type(exc), exc, exc.__traceback__)
-    box = w._exception_box
+    box = w.findChild(QMessageBox, "exception_box")
     assert box.isVisible() and "RuntimeError: a bug" in box.text() and "Traceback" in box.detailedText()
     assert reporter.count == 1 and w.isVisible()
 

@@ -7,14 +7,14 @@ from attnviz.ui.panels import PanelSpec
 
 
 def test_a_panel_that_cannot_be_built_is_a_placeholder_and_a_notice(make_window, qtbot):
-    window = make_window()
-    said = []
-    window.notify = lambda level, text: said.append((level, text))
-
     def broken(_ctx):
         raise RuntimeError("no such widget")
 
-    w = window._make(PanelSpec(id="broken", title="Broken", factory=broken))
+    window = make_window(extra_panels=[PanelSpec(id="broken", title="Broken", factory=broken)])
+    said = []
+    window.notify = lambda level, text: said.append((level, text))
+    assert "broken" not in window.panels  # in no workspace: built when it is asked for
+    w = window.panel("broken")
     qtbot.waitUntil(lambda: bool(said), timeout=3000)
     assert said == [("error", "the Broken panel could not be created: no such widget")]
     assert w.objectName() == "panel_broken" and window.panels["broken"] is w

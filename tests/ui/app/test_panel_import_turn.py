@@ -15,7 +15,7 @@ from attnviz.ui.panels import LazyFactory  # noqa: E402
 
 def test_a_panels_module_is_imported_a_turn_before_the_panel_is_built(make_window, qtbot, monkeypatch):
     w = make_window("river-bank", all_panels=True)
-    qtbot.waitUntil(lambda: w._released, timeout=10000)
+    w.release_panels()  # wanted panels build at once from here on
     turns = [0]
     ticker = QTimer()
     ticker.timeout.connect(lambda: turns.__setitem__(0, turns[0] + 1))

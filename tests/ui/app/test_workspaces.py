@@ -5,7 +5,7 @@ comes from an older version gives the default, View ▸ Reset layout, and the fi
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QByteArray, QRect, Qt
+from PySide6.QtCore import QByteArray, QRect, QSettings, Qt
 from PySide6.QtTest import QTest
 
 from attnviz.ui.settings import AppSettings
@@ -115,10 +115,12 @@ def test_a_saved_layout_larger_than_the_screen_or_from_an_older_version_gives_th
     assert w.width() <= avail.width() and w.height() <= avail.height()
     assert not w.sidebar.isHidden() and w.body.sizes()[0] >= w.sidebar.minimumSizeHint().width()
     # a layout saved by an older version (docks) is not read at all
+    old = QSettings(str(tmp_path / "old.ini"), QSettings.Format.IniFormat)
+    old.setValue("window/geometry", QByteArray(b"x" * 40))
+    old.setValue("window/state", QByteArray(b"y" * 40))
+    old.setValue("window/layout_version", 1)
+    old.sync()
     s2 = AppSettings(tmp_path / "old.ini")
-    s2._qs.setValue("window/geometry", QByteArray(b"x" * 40))
-    s2._qs.setValue("window/state", QByteArray(b"y" * 40))
-    s2._qs.setValue("window/layout_version", 1)
     assert s2.layout() is None
     # a sidebar saved narrower than its panels need, and broken shares, keep their defaults
     w.resize(1400, 900)
