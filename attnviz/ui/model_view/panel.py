@@ -40,6 +40,7 @@ from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
 from attnviz.ui.model_view.vlm_inputs import NO_IMAGE, VlmInputs
 from attnviz.ui.model_view.vlm_view import VlmView
+from attnviz.ui.model_view.vlm_view import make_parts as make_vlm_parts
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
 from attnviz.ui.workspaces.area import ShareSplitter
@@ -86,9 +87,13 @@ def _preload(module: str):
     return lambda _panel: preload(module)
 
 
+def _make_vlm_parts(panel) -> None:
+    panel.__dict__["_vlm_parts"] = make_vlm_parts()  # the page's grids, made a step before it
+
+
 def _install_vlm_page(panel) -> None:
     """The page of a vision-language(-action) run (a dozen plots: a tenth of a second), a step of its own."""
-    page = VlmView(panel)
+    page = VlmView(panel, parts=panel.__dict__.pop("_vlm_parts", None))
     panel.pages.addWidget(page)
     panel.vlm = page
     panel._follow_pages()
@@ -115,7 +120,7 @@ def _make_parts(host: str, step: int):
 def _install_steps() -> list:
     """The further tabs' steps in the order of their tabs, a view's largest imports each a step before it;
     the vision-language page first (its Generate and Intervene tabs go in it), then the Corpus tab."""
-    steps = [_install_vlm_page, _install_corpus]
+    steps = [_make_vlm_parts, _install_vlm_page, _install_corpus]
     for attribute, _ in VIEWS:
         steps += [*(_preload(module) for module in PRELOAD.get(attribute, ()))]
         if attribute in PARTS:  # its plots made ahead, a few per step

@@ -40,6 +40,12 @@ def _short(label: str, n: int = 24) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+# The page's plots, made ahead on a turn of the event loop before the page's own (a tenth of a second together).
+def make_parts() -> dict:
+    """The plots a :class:`VlmView` takes as ``parts``."""
+    return {"grid": HeadGrid(), "detail": AttentionHeatmap(), "summary": HeadSummaryView()}
+
+
 class VlmView(QWidget):
     """Picture + token strip | layers x heads grid, selected head, summaries + share chart."""
 
@@ -48,8 +54,14 @@ class VlmView(QWidget):
     overlay_changed = Signal()  # a new map is drawn over the picture (tests, screenshots)
     mask_requested = Signal()  # "Open mask in Mask workspace"
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, parts: dict | None = None):
         super().__init__(parent)
+        made = dict(parts or {})  # plots made ahead by make_parts, by name; the others are made here
+
+        def part(name, make):
+            got = made.pop(name, None)
+            return make() if got is None else got
+
         self.mode_combo = QComboBox(self)
         for key in QUERY_MODES:
             self.mode_combo.addItem(MODE_LABELS[key], key)
@@ -81,7 +93,7 @@ class VlmView(QWidget):
         self.caption.setWordWrap(True)
         self.caption.setContentsMargins(6, 0, 6, 0)
         self.caption.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.picture = PatchGroupsView(self)
+        self.picture = part("picture", lambda: PatchGroupsView(self))
         self.strip_label = QLabel("query token (click one; or a patch of the picture)", self)
         self.strip_label.setContentsMargins(6, 0, 6, 0)
         self.strip_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -102,9 +114,9 @@ class VlmView(QWidget):
         lv.addLayout(strip_bar)
         lv.addWidget(self.chips)
 
-        self.grid = HeadGrid(self)
-        self.detail = AttentionHeatmap(self)
-        self.summary = HeadSummaryView(self)
+        self.grid = part("grid", lambda: HeadGrid(self))
+        self.detail = part("detail", lambda: AttentionHeatmap(self))
+        self.summary = part("summary", lambda: HeadSummaryView(self))
         self.tabs = QTabWidget(self)
         self.tabs.addTab(self.grid, "Layers × heads")
         self.tabs.addTab(self.detail, "Selected head")

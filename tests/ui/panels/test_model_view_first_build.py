@@ -151,3 +151,15 @@ def test_the_intervene_views_plots_are_made_on_turns_before_their_view(qtbot):
                      view.vlm_overlay):
             assert plot.window() is panel.window() and view.isAncestorOf(plot)
     assert not panel.__dict__.get("_intervene_parts", {}).get("panel")  # every one taken
+
+
+def test_the_vision_language_pages_grids_are_made_a_turn_before_the_page(qtbot):
+    panel = make(qtbot)
+    panel._installs.pop(0)(panel)  # the first step: the page's grids alone
+    made = dict(panel.__dict__["_vlm_parts"])
+    assert "vlm" not in vars(panel) and set(made) == {"grid", "detail", "summary"}
+    panel._installs.pop(0)(panel)  # the next: the page, with them
+    page = panel.vlm
+    assert (page.grid, page.detail, page.summary) == (made["grid"], made["detail"], made["summary"])
+    assert all(page.isAncestorOf(w) for w in made.values()) and page.tabs.indexOf(page.grid) == 0
+    qtbot.waitUntil(lambda: not panel.building(), timeout=20000)
