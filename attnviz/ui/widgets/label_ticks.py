@@ -64,6 +64,11 @@ def label_ticks(plot_item, labels: Sequence[str], side: str = "bottom",
     return keeper
 
 
+def label_ticks_of(plot_item) -> LabelTicks | None:
+    """The keeper label_ticks() gave ``plot_item``, or None when it never named that plot's indices."""
+    return getattr(plot_item, "_label_ticks", None)
+
+
 def clear_label_ticks(plot_item) -> None:
     """Back to pyqtgraph's numeric ticks (a line chart of many rows)."""
     keeper = getattr(plot_item, "_label_ticks", None)

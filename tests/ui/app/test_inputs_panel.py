@@ -163,7 +163,7 @@ def test_custom_block_controls(qtbot, make_ctx, tmp_path):
     values = np.arange(3 * 64, dtype=float).reshape(3, 64)
     np.save(tmp_path / "v.npy", values)
     p.prompts = type("P", (), {"open_file": lambda *a, **k: str(tmp_path / "v.npy")})()
-    ed._load()
+    ed.load_button.click()
     src = ctx.session.state.source("fast actions")
     assert src.generator == "file" and src.count == 3
     np.testing.assert_array_equal(src.values.array, values)

@@ -105,6 +105,7 @@ def test_the_jacobian_and_entropy_charts_label_their_bars_without_overlap_at_102
 
     from attnviz.ui.diagnostics.jacobian import JacobianTab
     from attnviz.ui.diagnostics.normalisation import NormalisationTab
+    from attnviz.ui.widgets.label_ticks import label_ticks_of
 
     w = make_window("vla-mask", all_panels=True)  # 44 tokens: 'fast actions3', 'expert actions5'
     w.resize(*SMALL)
@@ -113,10 +114,10 @@ def test_the_jacobian_and_entropy_charts_label_their_bars_without_overlap_at_102
         w.show_workspace("diagnostics")
         tab = w.panel("diagnostics").show_tab(tab_type)
         plot = getattr(tab, plot_name).getPlotItem()
-        qtbot.waitUntil(lambda: getattr(plot, "_label_ticks", None) is not None and bool(plot._label_ticks.shown()),
+        qtbot.waitUntil(lambda: label_ticks_of(plot) is not None and bool(label_ticks_of(plot).shown()),
                         timeout=20000)
         qtbot.wait(200)
-        keeper, vb = plot._label_ticks, plot.getViewBox()
+        keeper, vb = label_ticks_of(plot), plot.getViewBox()
         metrics = QFontMetricsF(keeper.axis.style.get("tickFont") or QFont())
         ticks = keeper.shown()
         assert len(ticks) >= 3
