@@ -297,6 +297,11 @@ class InspectorPanel(QWidget):
 
     _weights_stale = False  # the weight maps wait for their tab to come forward
 
+    @property
+    def weights_stale(self) -> bool:
+        """True while the weight maps show an older result than the Q/K/V maps (drawn when their tab is)."""
+        return self._weights_stale
+
     def _redraw_matrices(self):
         resp = self.ctx.response
         state = self.ctx.session.state

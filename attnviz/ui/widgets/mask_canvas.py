@@ -247,6 +247,11 @@ class MaskCanvas(QWidget):
             raise ValueError("no mask has been set")
         return np.flatnonzero(self._dead_rows)
 
+    @property
+    def tiles(self) -> Optional[tuple[np.ndarray, int, int]]:
+        """(states, block_m, block_n) of the tile overlay set with set_tiles, or None when it is hidden."""
+        return self._tiles
+
     def set_tiles(self, states, block_m: int = 64, block_n: int = 64) -> None:
         """Overlay the flash-tile classification (nQt, nKt) int8 EMPTY/PARTIAL/FULL for
         BLOCK_M x BLOCK_N tiles, or hide it with None."""

@@ -36,7 +36,8 @@ def panel(qtbot):
 
 
 def placeholders(p) -> int:
-    return sum(1 for page in p._pages if page.widget().objectName() == PLACEHOLDER_NAME)
+    pages = [p.tabs.widget(i) for i in range(p.tabs.count())]
+    return sum(1 for page in pages if page.widget().objectName() == PLACEHOLDER_NAME)
 
 
 def test_a_new_panel_builds_no_tab_and_showing_it_builds_only_the_one_in_front(qtbot, panel):

@@ -60,10 +60,10 @@ def test_the_weight_maps_are_made_when_their_tab_comes_forward_and_drawn_a_turn_
     try:
         with qtbot.waitSignal(ctx.response_changed, timeout=TIMEOUT):
             ctx.recompute(now=True)
-        assert "wq_map" not in vars(panel) and panel._weights_stale  # not made while their tab is hidden
+        assert "wq_map" not in vars(panel) and panel.weights_stale  # not made while their tab is hidden
         panel.matrices.setCurrentWidget(panel.weights_page)
-        assert "wq_map" in vars(panel) and panel._weights_stale  # made in this turn, not drawn yet
-        qtbot.waitUntil(lambda: not panel._weights_stale, timeout=TIMEOUT)  # drawn on a later one
+        assert "wq_map" in vars(panel) and panel.weights_stale  # made in this turn, not drawn yet
+        qtbot.waitUntil(lambda: not panel.weights_stale, timeout=TIMEOUT)  # drawn on a later one
         assert panel.wq_map.title_text() == "W^Q, head 0"
     finally:
         ctx.compute.shutdown()

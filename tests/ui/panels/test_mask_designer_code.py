@@ -17,6 +17,7 @@ from PySide6.QtGui import QGuiApplication  # noqa: E402
 from attnviz.model.display.mask_snapshot import Target  # noqa: E402
 from attnviz.model.mask.commands import PaintCells  # noqa: E402
 from attnviz.model.mask.export import evaluate_mask_mod  # noqa: E402
+from attnviz.ui.mask_designer.export_dialog import MaskCodeDialog  # noqa: E402
 from test_mask_designer_support import make_panel  # noqa: E402
 
 
@@ -37,7 +38,7 @@ def test_export_import_round_trips_through_files(qtbot, tmp_path):
     original = _mask(ctx)
     design = ctx.session.state.mask
     qtbot.mouseClick(panel.code_button, Qt.MouseButton.LeftButton)
-    dialog = panel._code_dialog
+    dialog = panel.findChild(MaskCodeDialog)
     assert dialog is not None and dialog.isVisible()
     files = {"npy": tmp_path / "m.npy", "json": tmp_path / "m.json"}
     for fmt, path in files.items():

@@ -40,14 +40,14 @@ def test_tile_size_controls_change_the_kernel_and_match_brute_force(qtbot):
     snap = panel.snapshot
     brute = tile_states_bruteforce(snap.mask, 8, 8)
     assert np.array_equal(snap.tiles.tile_state, brute)
-    assert np.array_equal(panel.canvas._tiles[0], brute[0])  # the overlay shows the same map
+    assert np.array_equal(panel.canvas.tiles[0], brute[0])  # the overlay shows the same map
     n_empty = int((brute == 0).sum())
     assert f"{n_empty} empty" in panel.tiles.tiles.text()
     assert percent_in(panel.tiles.tiles.text()) == pytest.approx(100 * n_empty / brute.size, abs=0.05)
     assert n_empty > 0  # the VLA mask lets flash skip tiles at 8 x 8
     panel.tiles.overlay.setChecked(False)
     panel.flush()
-    assert panel.canvas._tiles is None
+    assert panel.canvas.tiles is None
     ctx.undo_stack.undo()
     ctx.undo_stack.undo()
     assert ctx.session.state.kernel.block_m == 64
