@@ -57,7 +57,7 @@ def opened(qtbot):
     for ctx, tabs in made:  # no worker may still run (and deliver) when the tabs go
         ctx.compute.shutdown()
         for tab in tabs.values():
-            for job in (getattr(tab, "job", None), tab._numbers_job):
+            for job in (getattr(tab, "job", None), tab.numbers_job):
                 if job is not None:
                     job.shutdown(timeout=10)
             tab.close()
@@ -67,8 +67,8 @@ def opened(qtbot):
 
 def drawn(qtbot, tab, ctx):
     """Wait until ``tab`` shows the newest response whole (numbers from the worker, table filled)."""
-    qtbot.waitUntil(lambda: not tab.computing() and tab._drawn is not None and tab._drawn[0] is ctx.response
-                    and tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: not tab.computing() and tab.drawn_last is not None and tab.drawn_last[0] is ctx.response
+                    and tab.rows_filled == tab.rows_to_fill, timeout=TIMEOUT)
 
 
 def test_compute_makes_every_rules_map_curves_and_table(opened, qtbot):
@@ -111,7 +111,7 @@ def test_present_only_hands_ready_arrays_to_the_widgets(opened, qtbot, monkeypat
                  "entropy_range"):
         monkeypatch.setattr(normalisation_view, name, no_numbers)
     tab.present(numbers, resp, state)
-    qtbot.waitUntil(lambda: tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: tab.rows_filled == tab.rows_to_fill, timeout=TIMEOUT)
     mode = state.view.normalisation
     assert tab.heatmap.values is numbers["map"].maps[mode].values  # the worker's array itself, not a copy
     assert tab.heatmap.levels() == numbers["map"].maps[mode].levels
@@ -122,7 +122,7 @@ def test_another_rule_of_a_long_input_is_drawn_without_computing_again(opened, q
     ctx, tabs = opened(noise_state(T_LONG))
     tab = tabs[NormalisationTab]
     drawn(qtbot, tab, ctx)
-    numbers = tab._drawn[2]
+    numbers = tab.drawn_last[2]
 
     def no_compute(*_a, **_k):
         raise AssertionError("computed again for a rule already computed")
@@ -132,7 +132,7 @@ def test_another_rule_of_a_long_input_is_drawn_without_computing_again(opened, q
     assert ctx.session.state.view.normalisation == "unscaled"
     assert not tab.computing() and tab.status.text() == ""
     assert tab.heatmap.values is numbers["map"].maps["unscaled"].values
-    qtbot.waitUntil(lambda: tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: tab.rows_filled == tab.rows_to_fill, timeout=TIMEOUT)
     assert tab.entropies() == [r[1] for r in numbers["tables"]["unscaled"]]
     assert tab.heatmap.title_text().startswith("weights under No √dₖ")  # whole, above the map
     lines = list(tab.entropy_items)
@@ -140,10 +140,10 @@ def test_another_rule_of_a_long_input_is_drawn_without_computing_again(opened, q
     assert tab.entropy_plot.legend_names() == ["Scaled", "No √dₖ (selected)", "Uniform"]  # a line above the plot
     qtbot.wait(200)
     in_place = grab_bytes(tab)  # lines restyled and table items given new text ...
-    tab._curve_layout = None
+    tab.forget_drawn()
     tab.table.clearContents()
     tab.present(numbers, ctx.response, ctx.session.state)  # ... look as lines and items made anew
-    qtbot.waitUntil(lambda: tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: tab.rows_filled == tab.rows_to_fill, timeout=TIMEOUT)
     qtbot.wait(200)
     assert tab.entropy_items != lines
     assert grab_bytes(tab) == in_place
@@ -151,7 +151,7 @@ def test_another_rule_of_a_long_input_is_drawn_without_computing_again(opened, q
     with qtbot.waitSignal(ctx.response_changed, timeout=TIMEOUT):
         ctx.execute(set_model(seed=5))
     drawn(qtbot, tab, ctx)  # a new response is computed (on the worker) as before
-    assert tab._drawn[2] is not numbers
+    assert tab.drawn_last[2] is not numbers
 
 
 def test_an_edit_of_a_long_input_updates_the_lines_in_place(opened, qtbot):
@@ -210,9 +210,9 @@ def test_a_short_input_looks_the_same_from_the_numbers_held(opened, qtbot):
     assert type(tab.entropy_items[0]).__name__ == "BarGraphItem"  # few rows: grouped bars, made anew
     # the same two clicks with nothing held (each rule computed afresh) draw the same pixels: the colour
     # bar's axis keeps the width of the widest levels shown, so both sides take the same path
-    tab._drawn = None
+    tab.forget_drawn()
     tab.buttons["uniform"].click()
-    tab._drawn = None
+    tab.forget_drawn()
     tab.buttons["scaled"].click()
     qtbot.wait(50)
     assert grab_bytes(tab) == held
@@ -225,7 +225,7 @@ def test_a_long_input_drawn_from_the_worker_looks_as_drawn_at_once(opened, qtbot
     qtbot.wait(300)  # the heatmap's debounced pooling after the first layout
     from_worker = grab_bytes(tab)
     tab.present(tab.compute(ctx.response, ctx.session.state), ctx.response, ctx.session.state)
-    qtbot.waitUntil(lambda: tab.rows_filled == len(tab._table_rows), timeout=TIMEOUT)
+    qtbot.waitUntil(lambda: tab.rows_filled == tab.rows_to_fill, timeout=TIMEOUT)
     qtbot.wait(300)
     assert grab_bytes(tab) == from_worker
 

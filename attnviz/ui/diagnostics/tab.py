@@ -101,6 +101,11 @@ class DiagnosticTab(QWidget):
         self.status.setText("")
         self.present(numbers, response, state)
 
+    @property
+    def numbers_job(self) -> LatestJob | None:
+        """The worker of a split tab's numbers (None until a redraw too big for the GUI thread)."""
+        return self._numbers_job
+
     def computing(self) -> bool:
         """True while a split tab's numbers are computed on its worker."""
         return self._numbers_job is not None and self._numbers_job.busy
