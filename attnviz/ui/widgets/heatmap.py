@@ -91,6 +91,11 @@ class AttentionHeatmap(QWidget):
 
     # -- public API ----------------------------------------------------------------------------
     @property
+    def has_colorbar(self) -> bool:
+        """True once the colour bar has been made (reading ``colorbar`` makes it)."""
+        return self._colorbar is not None
+
+    @property
     def colorbar(self) -> pg.ColorBarItem:
         """The colour bar beside the matrix, made the first time it is wanted: a pyqtgraph
         ColorBarItem is a whole plot (half of this widget's construction time), and a panel builds

@@ -119,8 +119,9 @@ def test_the_colour_bar_is_made_with_the_first_picture_in_the_theme_of_then(qtbo
         qtbot.addWidget(w)
         w.set_colormap("viridis")  # a colormap chosen early makes no bar yet
         bars = [i for i in w.frame.ci.items if isinstance(i, pg.ColorBarItem)]
-        assert bars == [] and w._colorbar is None  # half the widget's construction time, skipped
+        assert bars == [] and not w.has_colorbar  # half the widget's construction time, skipped
         w.set_matrix(np.eye(3, dtype=np.float32))
+        assert w.has_colorbar  # made by the first content, not by the reads below
         assert isinstance(w.colorbar, pg.ColorBarItem) and w.colorbar in w.frame.ci.items
         axis = w.colorbar.getAxis("right")
         assert axis.textPen().color().name() == pg.mkColor(current_theme().plot_foreground).name()
