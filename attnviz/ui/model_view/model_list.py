@@ -34,9 +34,3 @@ def add_listed_models(combo, listing) -> int:
             combo.setItemData(combo.findData(folder), folder, Qt.ItemDataRole.ToolTipRole)
     return len(entries)
 
-
-def add_cached_models(combo, study) -> int:
-    """Add the hub cache's models to the model combo now (before its last entry, "Open folder…"); returns how
-    many. The entries already there (the ready models) get their family, size and dtype as a tooltip."""
-    ready = [(combo.itemText(i), combo.itemData(i)) for i in range(combo.count() - 1)]
-    return add_listed_models(combo, list_models(study, ready))
