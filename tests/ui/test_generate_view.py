@@ -57,7 +57,7 @@ def test_the_text_grows_and_the_slider_picks_the_row_of_the_full_sequence(qtbot)
     assert panel.tabs.isTabEnabled(tab_index(panel)) and view.prompt_edit.text() == panel.text_edit.text()
     panel.tabs.setCurrentIndex(tab_index(panel))
     arrived = []
-    view._progress.connect(lambda _run, p: arrived.append(p.start))
+    view.progress_moved.connect(lambda _run, p: arrived.append(p.start))
     assert run(qtbot, view, max_new_tokens=9) == "length"
     s = view.study
     assert s.n_steps == 9 and view.slider.maximum() == 8 and view.slider.value() == 8

@@ -222,7 +222,7 @@ def test_the_sweep_reports_progress_and_stops_on_cancel(panel, qtbot, monkeypatc
 
     monkeypatch.setattr(intervention_study, "run", slow)
     seen = []
-    view._progress.moved.connect(lambda n, i, total: seen.append((i, total)))
+    view.progress_moved.connect(lambda n, i, total: seen.append((i, total)))
     with qtbot.waitSignal(view.sweep_ready, timeout=WAIT_MS) as blocker:
         assert view.run_sweep() is not None
         qtbot.waitUntil(lambda: len(seen) >= 2, timeout=WAIT_MS)
@@ -231,7 +231,7 @@ def test_the_sweep_reports_progress_and_stops_on_cancel(panel, qtbot, monkeypatc
     result = blocker.args[0]
     assert 2 <= result.done < result.grid.size and not result.complete
     assert view.sweep_bar.value() == seen[-1][0] and seen[-1][1] == 8
-    assert "cancelled after" in view.importance_map.frame._title[0]
+    assert "cancelled after" in view.importance_map.frame.title_text
     assert view.sweep_button.isEnabled() and not view.cancel_button.isEnabled()
     monkeypatch.setattr(intervention_study, "run", real)
     with qtbot.waitSignal(view.sweep_ready, timeout=WAIT_MS) as blocker:
@@ -242,7 +242,7 @@ def test_the_sweep_reports_progress_and_stops_on_cancel(panel, qtbot, monkeypatc
     assert f"head <b>{layer}.{head}</b>" in view.ranking.text().split("<br>")[0]
     with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
         panel.set_text(CLEAN, run=True)  # another input: the sweep shown is of the old one
-    assert view.sweep_result is None and "sweep again" in view.importance_map.frame._title[0]
+    assert view.sweep_result is None and "sweep again" in view.importance_map.frame.title_text
 
 
 def test_the_code_dialog_holds_the_core_scripts_with_copy_and_save(panel, qtbot, tmp_path, ckpt):
@@ -294,7 +294,7 @@ def test_the_sweep_over_a_corpus_runs_off_the_gui_thread_and_fills_the_grid(pane
     assert "Name the corpus" in view.message_text()
     view.corpus_edit.setText(str(corpus))
     seen = []
-    view._progress.moved.connect(lambda n, i, total: seen.append((i, total)))
+    view.progress_moved.connect(lambda n, i, total: seen.append((i, total)))
     with qtbot.waitSignal(view.sweep_ready, timeout=60000) as blocker:
         assert view.run_sweep() is not None
     grids = [intervention_study.sweep(ckpt.config, ckpt.weights, document_ids(ckpt, t, None)).grid for t in texts]
@@ -304,7 +304,7 @@ def test_the_sweep_over_a_corpus_runs_off_the_gui_thread_and_fills_the_grid(pane
     assert res.complete and res.documents == 3
     np.testing.assert_allclose(res.std, np.std(grids, axis=0), atol=1e-12, rtol=0)
     assert seen[-1] == (3, 3) and view.sweep_bar.value() == 3
-    assert "3 docs" in view.importance_map.frame._title[0]
+    assert "3 docs" in view.importance_map.frame.title_text
     layer, head = np.unravel_index(np.argmax(mean), mean.shape)
     assert f"head <b>{layer}.{head}</b>" in view.ranking.text().split("<br>")[0]
     with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS):
@@ -326,7 +326,7 @@ def test_a_cancelled_corpus_sweep_shows_what_it_swept(panel, qtbot, tmp_path, mo
     view.over_combo.setCurrentIndex(view.over_combo.findData("corpus"))
     view.corpus_edit.setText(str(corpus))
     seen = []
-    view._progress.moved.connect(lambda n, i, total: seen.append(i))
+    view.progress_moved.connect(lambda n, i, total: seen.append(i))
     with qtbot.waitSignal(view.sweep_ready, timeout=60000):
         assert view.run_sweep() is not None
         qtbot.waitUntil(lambda: len(seen) >= 1, timeout=60000)
@@ -334,7 +334,7 @@ def test_a_cancelled_corpus_sweep_shows_what_it_swept(panel, qtbot, tmp_path, mo
         view.cancel_sweep()
     res = view.corpus_result
     assert not res.complete and 1 <= res.documents < 12
-    assert "cancelled after" in view.importance_map.frame._title[0]
+    assert "cancelled after" in view.importance_map.frame.title_text
     assert view.sweep_button.isEnabled() and not view.cancel_button.isEnabled()
 
 
@@ -408,10 +408,10 @@ def test_an_encoders_effects_wait_until_the_tab_is_shown(panel, qtbot):
     with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
         panel.load_model(DATA / "tiny_roberta")
     qtbot.wait(100)
-    assert view.effects is None and view._stale  # no extra passes while another tab is shown
+    assert view.effects is None and view.stale  # no extra passes while another tab is shown
     with qtbot.waitSignal(view.effects_ready, timeout=WAIT_MS) as blocker:
         panel.tabs.setCurrentWidget(view)
-    assert blocker.args[0].cosine == pytest.approx(1.0) and not view._stale
+    assert blocker.args[0].cosine == pytest.approx(1.0) and not view.stale
 
 
 def test_a_sweep_stopped_by_loading_another_model_is_not_drawn(panel, qtbot, monkeypatch):
@@ -430,7 +430,7 @@ def test_a_sweep_stopped_by_loading_another_model_is_not_drawn(panel, qtbot, mon
 
     monkeypatch.setattr(intervention_study, "run", held)
     seen = []
-    view._progress.moved.connect(lambda n, i, total: seen.append(i))
+    view.progress_moved.connect(lambda n, i, total: seen.append(i))
     assert view.run_sweep() is not None
     qtbot.waitUntil(lambda: len(seen) >= 1, timeout=WAIT_MS)
     with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):  # loaded, and its run shown

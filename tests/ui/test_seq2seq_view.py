@@ -202,7 +202,7 @@ def test_stop_leaves_the_last_run_shown(qtbot, window):
     panel.seq2seq.max_new.setValue(60)
     panel.set_target("", run=True)
     assert panel.seq2seq.stop_button.isVisibleTo(panel)
-    stop = panel._stop
+    stop = panel.stop_event
     panel.seq2seq.stop_button.click()
     assert stop.is_set() and not panel.seq2seq.stop_button.isVisibleTo(panel)
     assert panel.jobs.wait_idle(30)

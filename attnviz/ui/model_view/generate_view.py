@@ -69,7 +69,7 @@ class GenerateView(QWidget):
     step_shown = Signal(int)  # the generated token shown (its step)
     finished = Signal(str)  # how a generation ended: "eos", "length", "cancelled", or the problem
     selection_changed = Signal()  # the selected token, layer or head changed (its row is drawn anew)
-    _progress = Signal(int, object)  # (run id, Progress): worker -> the window's thread (queued)
+    progress_moved = Signal(int, object)  # (run id, Progress): worker -> the window's thread (queued)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -247,7 +247,7 @@ class GenerateView(QWidget):
         self.slider.valueChanged.connect(self._on_slider)
         self.text_view.anchorClicked.connect(self._on_anchor)
         self.strip.cell_clicked.connect(self._on_strip_clicked)
-        self._progress.connect(self._on_progress, Qt.ConnectionType.QueuedConnection)  # always via the event loop
+        self.progress_moved.connect(self._on_progress, Qt.ConnectionType.QueuedConnection)  # always via the event loop
         self.job.done.connect(self._on_done)
         self.job.failed.connect(self._on_failed)
         self.lens_job.done.connect(self._on_lens)
@@ -322,7 +322,7 @@ class GenerateView(QWidget):
 
             def emit(progress) -> None:
                 try:
-                    self._progress.emit(run, progress)
+                    self.progress_moved.emit(run, progress)
                 except RuntimeError:  # the view was deleted while the model wrote: nobody is waiting
                     cancel.set()
 

@@ -635,6 +635,16 @@ class InterveneView(QWidget):
 
     # ------------------------------------------------------------------ public API
     @property
+    def progress_moved(self):
+        """The sweep's progress on the GUI thread: (sweep number, heads done, heads in all)."""
+        return self._progress.moved
+
+    @property
+    def stale(self) -> bool:
+        """True while a run waits for the tab to be shown (an encoder's: no extra passes behind another tab)."""
+        return self._stale
+
+    @property
     def spec(self) -> Interventions:
         return self.ctx.session.state.interventions
 

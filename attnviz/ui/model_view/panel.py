@@ -330,6 +330,16 @@ class ModelViewPanel(QWidget):
         found even before its turn came (attnviz.ui.workspaces.tabs)."""
         self.finish_building()
 
+    @property
+    def loading(self) -> bool:
+        """True while a checkpoint is being loaded."""
+        return self._loading is not None
+
+    @property
+    def stop_event(self):
+        """The event that stops the run being written (the Stop button sets it)."""
+        return self._stop
+
     def expects_model(self) -> bool:
         """True while no model is shown but one is loading or will load when the panel first shows."""
         return self.study.ckpt is None and (self._loading is not None or (self.auto_load and self._n_ready > 0))

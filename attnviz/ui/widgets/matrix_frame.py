@@ -413,6 +413,11 @@ class MatrixFrame(pg.GraphicsLayoutWidget):
             self.title.setText(*title[:1], color=title[1])
 
     # -- selection ---------------------------------------------------------------------------
+    @property
+    def title_text(self) -> str:
+        """The whole title shown above the map (its label may wrap it onto several lines)."""
+        return self._title[0]
+
     def set_selected_row(self, row: Optional[int]) -> None:
         if row is not None and not 0 <= row < self.n_rows:
             raise ValueError(f"row {row} outside 0..{self.n_rows - 1}")

@@ -70,7 +70,7 @@ def test_decoder_heads_name_their_kv_head_and_summaries_add_sinks_and_distance(q
     want = run_decoder(load_checkpoint(DATA / "tiny_qwen2"), "the river bank flooded after the rain")
     np.testing.assert_array_equal(shown.attentions, want.attentions)
     panel.select_head(1, 3)
-    assert "kv head 1 (shared by 2 heads)" in panel.detail.frame._title[0]
+    assert "kv head 1 (shared by 2 heads)" in panel.detail.frame.title_text
     keys = [panel.summary.metric_combo.itemData(i) for i in range(panel.summary.metric_combo.count())]
     assert keys[-2:] == ["first", "distance"]
     panel.summary.set_metric("first")
@@ -115,4 +115,4 @@ def test_a_cached_model_is_never_loaded_without_being_chosen(qtbot, hub, monkeyp
     qtbot.waitExposed(panel)
     qtbot.waitUntil(lambda: not panel.model_list.busy, timeout=WAIT_MS)  # listed on a worker
     assert panel.model_combo.count() == 2 and panel.model_combo.itemData(0) == str(hub)
-    assert panel._loading is None and panel.ckpt is None and not panel.jobs.busy
+    assert not panel.loading and panel.ckpt is None and not panel.jobs.busy

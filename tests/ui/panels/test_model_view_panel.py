@@ -260,7 +260,7 @@ def test_open_folder_and_open_image_entries(qtbot, monkeypatch, tmp_path, river)
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: ""))
     panel.model_combo.setCurrentIndex(open_index)
     panel.model_combo.activated.emit(open_index)  # cancelled: back to the previous entry, nothing loads
-    assert panel.model_combo.currentIndex() == 0 and panel._loading is None and not panel.jobs.busy
+    assert panel.model_combo.currentIndex() == 0 and not panel.loading and not panel.jobs.busy
 
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: str(DATA / "tiny_vit")))
     with qtbot.waitSignal(panel.attention_ready, timeout=WAIT_MS):
