@@ -395,6 +395,8 @@ def _drive(client, folder: str, name, texts: Path, total: int, batch: int, max_t
         client.run(prepare, folder, name, os.getpid())
     except ModelUnavailable as exc:
         raise CorpusRunError(f"a worker could not load the model: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a worker without attnviz, a lost connection: one line, no traceback
+        raise CorpusRunError(f"the cluster's workers could not be prepared: {type(exc).__name__}: {exc}") from None
     cpu0 = _worker_cpu(client)
     driver0 = time.process_time()
     parts = partitions(texts, batch)

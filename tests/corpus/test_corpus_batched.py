@@ -146,3 +146,24 @@ def test_a_worker_is_prepared_once_before_its_first_partition(minilm_folder):
     got = worker.run_partition(worker.PartitionJob(index=0, folder=str(minilm_folder), name=None, documents=docs))
     assert worker.load_count() == loaded and not got.failed and got.sums.documents == 2
     assert worker.cached_checkpoint(str(minilm_folder), None) is ckpt
+
+
+@pytest.mark.parametrize("fault", ["unavailable", "other"])
+def test_a_worker_that_cannot_be_prepared_is_one_line(minilm_folder, tmp_path, monkeypatch, fault):
+    from attnviz.corpus import run as corpus_run
+    from attnviz.corpus.worker import ModelUnavailable
+
+    def broken(*_args):
+        if fault == "unavailable":
+            raise ModelUnavailable("/models/minilm: no such folder on this worker")
+        raise ModuleNotFoundError("No module named 'attnviz'")
+
+    monkeypatch.setattr(corpus_run, "prepare", broken)
+    texts = tmp_path / "c.txt"
+    texts.write_text("The river bank.\nA bank loan.\n", encoding="utf-8")
+    out = tmp_path / "stats.parquet"
+    with pytest.raises(corpus_run.CorpusRunError) as err:
+        corpus_run.run_corpus(minilm_folder, None, texts, out, scheduler="threads", workers=1)
+    text = str(err.value)
+    assert "\n" not in text and not out.exists()
+    assert ("could not load the model" in text) if fault == "unavailable" else ("No module named 'attnviz'" in text)
