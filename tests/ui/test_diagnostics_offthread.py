@@ -140,7 +140,7 @@ def test_another_rule_of_a_long_input_is_drawn_without_computing_again(opened, q
     assert tab.entropy_plot.legend_names() == ["Scaled", "No √dₖ (selected)", "Uniform"]  # a line above the plot
     qtbot.wait(200)
     in_place = grab_bytes(tab)  # lines restyled and table items given new text ...
-    tab.forget_drawn()
+    tab._drawn = tab._curve_layout = None  # the numbers and lines held forgotten: made anew (no public way)
     tab.table.clearContents()
     tab.present(numbers, ctx.response, ctx.session.state)  # ... look as lines and items made anew
     qtbot.waitUntil(lambda: tab.rows_filled == tab.rows_to_fill, timeout=TIMEOUT)
@@ -210,9 +210,9 @@ def test_a_short_input_looks_the_same_from_the_numbers_held(opened, qtbot):
     assert type(tab.entropy_items[0]).__name__ == "BarGraphItem"  # few rows: grouped bars, made anew
     # the same two clicks with nothing held (each rule computed afresh) draw the same pixels: the colour
     # bar's axis keeps the width of the widest levels shown, so both sides take the same path
-    tab.forget_drawn()
+    tab._drawn = None  # nothing held: each rule computed afresh (no public way: the window never forgets them)
     tab.buttons["uniform"].click()
-    tab.forget_drawn()
+    tab._drawn = None
     tab.buttons["scaled"].click()
     qtbot.wait(50)
     assert grab_bytes(tab) == held

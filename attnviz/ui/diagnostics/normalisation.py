@@ -131,11 +131,6 @@ class NormalisationTab(DiagnosticTab):
         """How many rows the table is filled with (rows_filled reaches it once the last is shown)."""
         return len(self._table_rows)
 
-    def forget_drawn(self) -> None:
-        """Drop the numbers held and the entropy lines' layout: the next draw computes and makes them anew."""
-        self._drawn = None
-        self._curve_layout = None
-
     def work_size(self, resp, state) -> int:
         return 0 if resp is None or resp.q is None else min(resp.Tq, MAX_ROWS) * resp.Tk * 3
 
