@@ -51,3 +51,13 @@ class Mouse:
 def mouse(qtbot):
     return Mouse(qtbot)
 
+
+
+@pytest.fixture(autouse=True)
+def _unsaved_work_is_dropped_when_a_test_window_closes(monkeypatch):
+    """A window a test leaves with unsaved work (an opened maps file or image marks the session so) is closed by
+    pytest-qt at teardown; the application's own question would be a modal box no one answers offscreen, which
+    hangs the run. Tests that ask their own questions pass their own Prompts, which this does not change."""
+    from attnviz.ui.file_actions import Prompts
+
+    monkeypatch.setattr(Prompts, "save_changes", lambda self, parent, what: "discard")
