@@ -79,6 +79,9 @@ def test_warmup_compiles_every_kernel():
     for kernel in (flash_kernel, naive_kernel, _weights_kernel, _overview_kernel):
         dtypes = {str(sig[0].dtype) for sig in kernel.signatures}
         assert {"float32", "float64"} <= dtypes, kernel
+    from attnviz.engine.activations import _gelu_erf_f32
+
+    assert _gelu_erf_f32.signatures  # the corpus pass's GELU (float32 only)
     with pytest.raises(ValueError, match="dtypes"):
         warmup(("float16",))
 
