@@ -68,8 +68,3 @@ def install_one(panel, attribute: str) -> None:
     """Install the further view ``attribute`` of :data:`VIEWS` on ``panel`` as ``panel.<attribute>``."""
     setattr(panel, attribute, dict(VIEWS)[attribute](panel))
 
-
-def install_more(panel) -> None:
-    """Install each further view on ``panel`` as ``panel.<attribute>``, all at once."""
-    for attribute, _install in VIEWS:
-        install_one(panel, attribute)
