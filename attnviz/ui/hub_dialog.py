@@ -101,6 +101,19 @@ def cache_entry_text(found: FoundCheckpoint) -> str:
     return text
 
 
+def bar_permille(s: Snapshot, shown: int) -> int | None:
+    """The bar's position in thousandths, never below ``shown``: the library announces each file's size when
+    that file starts, so the bytes announced grow during a download and a plain ratio would move the bar back.
+    The text under the bar keeps the true counts. None while neither bytes nor files are known (busy)."""
+    if s.bytes_total:
+        value = round(1000 * s.bytes_done / s.bytes_total)
+    elif s.files_total:
+        value = round(1000 * s.files_done / s.files_total)
+    else:
+        return None
+    return max(shown, min(1000, value))
+
+
 def fetch_job(repo_id: str, revision: str | None, progress: DownloadProgress):
     """Download on the worker thread; the checkpoint's description, or _CANCELLED after Cancel."""
     from attnviz.checkpoints.hub_fetch import fetch_model
@@ -333,12 +346,10 @@ class HubDialog(QDialog):
     # ------------------------------------------------------------------ job
     def _show_progress(self) -> None:
         s = self.progress.snapshot()
-        if s.bytes_total:
+        permille = bar_permille(s, self.bar.value() if self.bar.maximum() == 1000 else 0)
+        if permille is not None:
             self.bar.setRange(0, 1000)
-            self.bar.setValue(min(1000, round(1000 * s.bytes_done / s.bytes_total)))
-        elif s.files_total:
-            self.bar.setRange(0, s.files_total)
-            self.bar.setValue(s.files_done)
+            self.bar.setValue(permille)
         self.bar_text.setText(progress_text(s))
 
     def _finish(self) -> str:

@@ -23,8 +23,8 @@ from PySide6.QtCore import Qt  # noqa: E402
 from attnviz.checkpoints.errors import CheckpointError  # noqa: E402
 from attnviz.ui import hub_dialog  # noqa: E402
 from attnviz.ui.access_keys import missing_access_keys  # noqa: E402
-from attnviz.ui.hub_dialog import BAD_ID, NEEDS_HUB, HubDialog, fetch_job  # noqa: E402
-from attnviz.ui.hub_progress import DownloadProgress  # noqa: E402
+from attnviz.ui.hub_dialog import BAD_ID, NEEDS_HUB, HubDialog, bar_permille, fetch_job  # noqa: E402
+from attnviz.ui.hub_progress import DownloadProgress, Snapshot  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "checkpoints"
 WAIT_MS = 20000
@@ -132,6 +132,16 @@ def tiny_gpt2_padded(name: str, extra: int) -> dict[str, bytes]:
     files[name] += (b" " if name.endswith(".json") else b"\0") * extra
     files["pytorch_model.bin"] = b"pickle"  # never fetched
     return files
+
+
+def test_the_bar_never_moves_back_when_a_new_file_announces_its_size():
+    # tokenizer.json (800 kB) is half written, then model.safetensors announces its 50 kB: 400/850 < 400/800
+    first = bar_permille(Snapshot(bytes_done=400_000, bytes_total=800_000, files_total=3), 0)
+    later = bar_permille(Snapshot(bytes_done=400_000, bytes_total=850_000, files_total=3), first)
+    assert first == 500 and later == 500
+    assert bar_permille(Snapshot(bytes_done=850_000, bytes_total=850_000, files_total=3), later) == 1000
+    assert bar_permille(Snapshot(files_done=1, files_total=4), 0) == 250  # sizes not known yet: by files
+    assert bar_permille(Snapshot(), 0) is None  # nothing known: the bar stays busy
 
 
 def test_download_shows_progress_then_opens_the_model(qtbot, cache, dialog, monkeypatch):
