@@ -188,8 +188,7 @@ class ImagePanel(QWidget):
         self.alpha_note.setStyleSheet("color: palette(mid);")
         bar.addWidget(self.alpha_note)
 
-        self.view = PatchImageView(self)
-        self.view.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self._view: PatchImageView | None = None  # made when an image is first shown (see ``view``)
         self.placeholder = QLabel(f"No image source.<br>{ADD_IMAGE_LINK} (or drop an image file onto the window)",
                                   self)
         self._link_label(self.placeholder)
@@ -212,7 +211,6 @@ class ImagePanel(QWidget):
         bl.addWidget(self.bars_hint)
         self.stack = QStackedLayout()
         self.stack.addWidget(self.placeholder)
-        self.stack.addWidget(self.view)
         self.stack.addWidget(self.bars_page)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -225,15 +223,31 @@ class ImagePanel(QWidget):
         self.source_combo.activated.connect(lambda _i: self._refresh())
         self.class_token.toggled.connect(self._on_class_token_toggled)
         self.head_combo.activated.connect(lambda _i: self._draw_overlay())
-        self.view.slider.valueChanged.connect(self._on_opacity)
-        self.view.patch_clicked.connect(self._on_patch_clicked)
         ctx.session.events.sources.connect(self._on_sources_changed)
         ctx.session.events.view.connect(self._on_view_changed)
         ctx.response_changed.connect(self._on_response)
         self._on_sources_changed(ctx.session.state.sources)
-        self.view.set_opacity(ctx.session.state.view.overlay_opacity)
         if ctx.response is not None:
             self._on_response(ctx.response)
+
+    @property
+    def view(self) -> PatchImageView:
+        """The image with its patches' weights, made the first time it is wanted: with no image source (the
+        long-context demo) the panel shows bars, and the view, a whole graphics scene with its colour bar,
+        would only lengthen the panel's construction."""
+        if self._view is None:
+            view = PatchImageView(self)
+            view.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+            view.set_opacity(self.ctx.session.state.view.overlay_opacity)
+            view.slider.valueChanged.connect(self._on_opacity)
+            view.patch_clicked.connect(self._on_patch_clicked)
+            self._view = view
+            self.stack.insertWidget(1, view)  # between the placeholder and the bars, as always
+        return self._view
+
+    def has_view(self) -> bool:
+        """True once the image view has been made (an image source was shown, or ``view`` was read)."""
+        return self._view is not None
 
     # ------------------------------------------------------------------ state
     def current_source(self) -> ImageSource | None:
@@ -300,7 +314,7 @@ class ImagePanel(QWidget):
         self._refresh()
 
     def _on_view_changed(self, view) -> None:
-        if abs(self.view.opacity - view.overlay_opacity) > 1e-9:
+        if self._view is not None and abs(self.view.opacity - view.overlay_opacity) > 1e-9:
             self.view.set_opacity(view.overlay_opacity)
         self._draw_overlay()
 

@@ -138,3 +138,26 @@ def test_the_panel_says_how_transparency_is_handled(qtbot, make_ctx, respond, tm
     assert p.alpha_note.isVisible() and "over white" in p.alpha_note.text()
     assert 'convert("RGB")' in p.alpha_note.toolTip()
     p.grab().save(str(tmp_path / "image_panel.png"))
+
+
+def test_without_an_image_source_no_image_view_is_made(qtbot, make_ctx, respond):
+    """The bars need no image scene: the view is made when an image is first shown (or asked for), and then
+    takes the session's opacity and sits between the placeholder and the bars as before."""
+    ctx = make_ctx("river-bank")
+    p = _panel(qtbot, ctx)
+    respond(ctx)
+    ctx.set_view(overlay_opacity=0.3, query=1)
+    assert p.stack.currentWidget() is p.bars_page and not p.has_view()
+    assert p.stack.count() == 2
+    view = p.view  # asked for: made now
+    assert p.has_view() and p.view is view and p.stack.indexOf(view) == 1 and p.stack.count() == 3
+    assert p.stack.currentWidget() is p.bars_page  # still the bars in front
+    assert view.slider.value() == 30
+    ctx.set_view(overlay_opacity=0.6)
+    assert view.slider.value() == 60  # follows the session from then on
+
+
+def test_an_image_source_makes_the_view_at_once(qtbot, make_ctx, respond):
+    ctx = make_ctx("vit-image")
+    p = _panel(qtbot, ctx)
+    assert p.has_view() and p.stack.currentWidget() is p.view
