@@ -23,6 +23,23 @@ def premultiplied_argb32(lut: np.ndarray) -> np.ndarray:
     return (a << 24) | (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]  # (n,)
 
 
+#: table indices looked up per slice of rows (see ``table_pixels``)
+TAKE_CHUNK = 1 << 15
+
+
+def table_pixels(table: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """(H, W) ``table[idx]``, looked up a slice of rows at a time: ``take`` turns its indices into a
+    temporary array of 8-byte integers, which for a large image (a hatched overlay of 1536 x 1116) is a
+    fresh block of memory whose first touch cost twice as much as the look-up (37 ms against 19 ms)."""
+    if idx.ndim != 2 or idx.size <= TAKE_CHUNK:
+        return np.take(table, idx)  # take: twice as fast as [] here
+    out = np.empty(idx.shape, dtype=table.dtype)  # (H, W)
+    step = max(1, TAKE_CHUNK // max(idx.shape[1], 1))
+    for y in range(0, idx.shape[0], step):
+        np.take(table, idx[y:y + step], out=out[y:y + step])
+    return out
+
+
 class LutImageItem(pg.ImageItem):
     """Row-major ImageItem whose single-channel images are converted to ARGB32 in numpy."""
 
@@ -69,7 +86,7 @@ class LutImageItem(pg.ImageItem):
         if idx is None:
             self._argb = None
             return super().render()
-        argb = np.take(self._argb_table(lut), idx)  # (H, W) uint32 (take: twice as fast as [] here)
+        argb = table_pixels(self._argb_table(lut), idx)  # (H, W) uint32
         H, W = argb.shape
         self._argb = argb  # the QImage does not own its pixels: keep them alive with the item
         self.qimage = QImage(argb.data, W, H, 4 * W, QImage.Format.Format_ARGB32_Premultiplied)

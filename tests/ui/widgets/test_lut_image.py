@@ -57,3 +57,15 @@ def test_nan_pixels_fall_back_to_transparent(qapp):
     ours, theirs, _ = _pair(v, levels=(0.0, 2.0), lut=colormaps.lut("viridis"))
     np.testing.assert_array_equal(ours, theirs)
     assert ours[1, 2, 3] == 0 and ours[0, 0, 3] == 255
+
+
+def test_a_large_image_is_looked_up_a_slice_of_rows_at_a_time_with_the_same_pixels():
+    from attnviz.ui.widgets.lut_image import TAKE_CHUNK, table_pixels
+
+    rng = np.random.default_rng(3)
+    table = rng.integers(0, 2**32, size=256, dtype=np.uint32)  # (256,)
+    for shape in ((1537, 1115), (3, TAKE_CHUNK + 7), (TAKE_CHUNK + 5, 1)):  # rows left over, one wide row, one column
+        idx = rng.integers(0, 256, size=shape).astype(np.uint8)
+        out = table_pixels(table, idx)
+        assert out.shape == shape and out.dtype == np.uint32
+        np.testing.assert_array_equal(out, table[idx])
