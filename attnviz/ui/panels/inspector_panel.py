@@ -37,6 +37,8 @@ NORMALISATION_NAMES = {"scaled": "Scaled", "unscaled": "No √dₖ", "uniform": 
 RULE_MODES = {"dot": "unscaled", "uniform": "uniform"}
 #: query + key rows whose PCA still runs on the GUI thread (a few ms); more go to the PCA's worker
 SYNC_PCA_ROWS = 2048
+QKV_STRETCH = (6, 5, 5)  # widths of the Q, K and V maps (Q also holds the token labels)
+PCA_TAB = 2  # the matrices' tab of the Q-K PCA
 
 
 def _dims(prefix: str, n: int):
@@ -86,28 +88,24 @@ class InspectorPanel(QWidget):
         bar = flow_row((self.head, labelled("&query", self.query, self), labelled("&key", self.key, self),
                         self.decimals, self.note))  # wraps when the workspace is narrow
 
-        # matrices
-        self.q_map, self.k_map, self.v_map = AttentionHeatmap(), AttentionHeatmap(), AttentionHeatmap()
+        # matrices: the Q map now, the K and V maps and the PCA's scatter on the next turns of the event
+        # loop once the panel shows, or when first asked for (see _lazy_part): building all of them in
+        # the turn that builds and places the panel held the window up on the workspace's first visit
+        self.q_map = AttentionHeatmap()
         qkv = QWidget(self)
+        self.qkv_page = qkv
         ql = QHBoxLayout(qkv)
         ql.setContentsMargins(0, 0, 0, 0)
-        for m, stretch in ((self.q_map, 6), (self.k_map, 5), (self.v_map, 5)):  # Q also holds the token labels
-            ql.addWidget(m, stretch)
-        for m in (self.k_map, self.v_map):  # rows line up with Q's: its token labels serve all three
-            axis = m.frame.left_axis
-            axis.setStyle(showValues=False)
-            axis.setWidth(0)
-            axis.hide()
+        ql.addWidget(self.q_map, QKV_STRETCH[0])  # Q also holds the token labels
         ws = QWidget(self)  # its four maps are made when first wanted (see _weight_maps)
         wl = QGridLayout(ws)
         wl.setContentsMargins(0, 0, 0, 0)
         self.matrices = QTabWidget(self)
         self.matrices.addTab(qkv, "Q · K · V")
         self.matrices.addTab(ws, "W^Q · W^K · W^V · W^O")
-        self.scatter = QKScatter(self)
-        self.matrices.addTab(self.scatter, "Q-K PCA")  # short: the three tabs fit a 1024-pixel window
-        self.matrices.setTabToolTip(2, "queries and keys in one PCA embedding")
-        self.matrices.currentChanged.connect(lambda _i: self.scatter.isVisible() and self._redraw_breakdown())
+        self.matrices.addTab(QWidget(self), "Q-K PCA")  # the scatter's place; short: the tabs fit 1024 pixels
+        self.matrices.setTabToolTip(PCA_TAB, "queries and keys in one PCA embedding")
+        self.matrices.currentChanged.connect(lambda _i: self._pca_shown() and self._redraw_breakdown())
         self.weights_page = ws
         self.matrices.currentChanged.connect(lambda _i: self._weights_stale and self._show_weights())
 
@@ -137,39 +135,125 @@ class InspectorPanel(QWidget):
         self.key.currentIndexChanged.connect(lambda j: self._select(key=j))
         self.decimals.valueChanged.connect(lambda *_: self._redraw_breakdown())
         self.q_map.cell_clicked.connect(self._on_q_clicked)
-        self.k_map.cell_clicked.connect(self._on_k_clicked)
         self.breakdown.key_clicked.connect(lambda j: self._select(key=j))
         self.breakdown.component_edited.connect(self._on_component_edited)
         self.breakdown.component_reset.connect(lambda which, dim: self._on_component_edited(which, dim, None))
         self.pca_job = LatestJob("attnviz-qk-pca", self)  # the PCA of a long input, off the GUI thread
         self.pca_job.done.connect(self._on_pca_done)
         self.pca_job.failed.connect(self._on_pca_failed)
-        self.scatter.point_clicked.connect(lambda side, t: self._select(**{"query" if side == "q" else "key": t}))
         ctx.response_changed.connect(self._on_response_changed)
         connect_event(self, ctx.session.events.view, self._on_view_changed)
         # a result already there is drawn when the panel is first shown, on a later turn: building and
         # drawing a long input's maps in one go held up the window on the workspace's first visit
         self._hidden_change = ctx.response is not None
+        self._steps: list[tuple[str, object]] = []  # (kind, callable): the work left, one per turn
+        self._drawn_ahead: dict[int, tuple] = {}  # {1 or 2: (response, head)} K or V map drawn before Q's
 
     WEIGHT_MAPS = ("wq_map", "wk_map", "wv_map", "wo_map")
+    LATER_PARTS = ("k_map", "v_map", "scatter")  # made on the turns after the first show, or when asked for
+
+    def _lazy_part(self, name: str):
+        """The K or V map or the PCA's scatter, made now if it is not there yet (the K map before the V
+        map: they sit in that order beside the Q map)."""
+        if name == "scatter":
+            if "scatter" not in self.__dict__:
+                self._make_scatter()
+        else:
+            for n, part in enumerate(("k_map", "v_map"), start=1):
+                if part not in self.__dict__:
+                    m = AttentionHeatmap()
+                    axis = m.frame.left_axis  # rows line up with Q's: its token labels serve all three
+                    axis.setStyle(showValues=False)
+                    axis.setWidth(0)
+                    axis.hide()
+                    self.__dict__[part] = m
+                    self.qkv_page.layout().addWidget(m, QKV_STRETCH[n])
+                    if part == "k_map":
+                        m.cell_clicked.connect(self._on_k_clicked)
+                if part == name:
+                    break
+        return self.__dict__[name]
+
+    def _make_scatter(self):
+        sc = QKScatter(self)
+        sc.point_clicked.connect(lambda side, t: self._select(**{"query" if side == "q" else "key": t}))
+        self.__dict__["scatter"] = sc
+        tabs = self.matrices
+        current, place = tabs.currentIndex(), tabs.widget(PCA_TAB)
+        blocked = tabs.blockSignals(True)  # the same tab stays forward: nothing changed for its slots
+        try:
+            tabs.removeTab(PCA_TAB)
+            tabs.insertTab(PCA_TAB, sc, "Q-K PCA")
+            tabs.setTabToolTip(PCA_TAB, "queries and keys in one PCA embedding")
+            tabs.setCurrentIndex(current)
+        finally:
+            tabs.blockSignals(blocked)
+        place.deleteLater()
+
+    def _pca_shown(self) -> bool:
+        """True when the PCA's tab is the one shown (its scatter may not be made yet)."""
+        return self.matrices.widget(PCA_TAB).isVisible()
 
     def _weight_maps(self) -> tuple:
         """The W^Q, W^K, W^V, W^O maps, made the first time they are wanted (their tab shown, or asked
         for): four heatmaps and their plots in a tab that is often never opened."""
-        if "wq_map" not in self.__dict__:
-            grid = self.weights_page.layout()
-            for n, name in enumerate(self.WEIGHT_MAPS):
-                # the titles ("W^O rows, head 3") sit whole above their maps, wrapped where narrow
-                m = TitledView(AttentionHeatmap())
-                setattr(self, name, m)
-                grid.addWidget(m, n // 2, n % 2)
+        for n in range(len(self.WEIGHT_MAPS)):
+            self._make_weight_map(n)
         return tuple(self.__dict__[name] for name in self.WEIGHT_MAPS)
 
+    def _make_weight_map(self, n: int) -> None:
+        name = self.WEIGHT_MAPS[n]
+        if name not in self.__dict__:
+            # the titles ("W^O rows, head 3") sit whole above their maps, wrapped where narrow
+            m = TitledView(AttentionHeatmap())
+            setattr(self, name, m)
+            self.weights_page.layout().addWidget(m, n // 2, n % 2)
+
     def __getattr__(self, name: str):
-        # only for attributes not found: a weight map asked for before its tab was shown
-        if name in self.WEIGHT_MAPS and "weights_page" in self.__dict__:
-            return dict(zip(self.WEIGHT_MAPS, self._weight_maps()))[name]
+        # only for attributes not found: a map or the scatter asked for before it was made
+        if "weights_page" in self.__dict__:
+            if name in self.WEIGHT_MAPS:
+                return dict(zip(self.WEIGHT_MAPS, self._weight_maps()))[name]
+            if name in self.LATER_PARTS:
+                return self._lazy_part(name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # -- work spread over turns ----------------------------------------------------------------
+    def _queue(self, kind: str, *steps) -> None:
+        """Run ``steps`` one per turn of the event loop, after the ones queued before. 1 ms timers
+        rather than posted calls: input and paints waiting come first."""
+        self._steps += [(kind, f) for f in steps]
+        self._next_step()
+
+    def _drop_steps(self, kind: str) -> None:
+        """Queued steps of this kind are no longer wanted (done in one go, or for an older result)."""
+        self._steps = [s for s in self._steps if s[0] != kind]
+
+    _step_timed = False  # a timer runs the next step
+
+    def _next_step(self) -> None:
+        if self._steps and not self._step_timed:
+            self._step_timed = True
+            QTimer.singleShot(1, self, self._run_step)
+
+    def _run_step(self) -> None:
+        self._step_timed = False
+        if self._steps and self.window().isVisible() and not self.isVisible():
+            # another workspace came forward: the work waits for the next show, which queues it again
+            self._hidden_change = self._hidden_change or any(kind == "draw" for kind, _ in self._steps)
+            self._steps = []
+            return
+        try:
+            if self._steps:
+                _kind, step = self._steps.pop(0)
+                step()
+        finally:
+            self._next_step()  # a step that raised does not stop the ones after it
+
+    @property
+    def drawing_in_steps(self) -> bool:
+        """True while work is queued for later turns (parts to make, maps to draw)."""
+        return bool(self._steps)
 
     @staticmethod
     def default_shares(key: str) -> list[float] | None:
@@ -189,12 +273,53 @@ class InspectorPanel(QWidget):
 
     def showEvent(self, ev):  # noqa: N802 - Qt's name
         super().showEvent(ev)
-        # 1 ms timers rather than posted calls: input and paints waiting since this turn come first
-        if self._hidden_change:
-            self._hidden_change = False
-            QTimer.singleShot(1, self, lambda: self._on_response_changed(self.ctx.response))
+        # the parts not made yet, each on a turn of its own
+        self._queue("make", *(lambda p=p: self._lazy_part(p) for p in ("k_map", "v_map")
+                              if p not in self.__dict__))
+        if self._hidden_change:  # a result to draw: the controls, the K map, the V map, the breakdown
+            self._hidden_change = False  # and then the Q map, each on a turn of its own
+            self._drop_steps("draw")
+            self._queue("draw", self._first_draw_controls, lambda: self._draw_ahead(1),
+                        lambda: self._draw_ahead(2), self._first_draw_breakdown, self._first_draw_last)
         else:
-            QTimer.singleShot(1, self, self._redraw_breakdown)  # tables fit their rows once they have a real size
+            self._queue("draw", self._redraw_breakdown)  # tables fit their rows once they have a real size
+        if self._weights_stale and self.matrices.currentWidget() is self.weights_page:
+            self._queue("w", self._show_weights)  # their drawing was left when the panel was hidden
+        if "scatter" not in self.__dict__:
+            self._queue("make", lambda: self._lazy_part("scatter"))
+
+    def _first_draw_controls(self):
+        resp = self.ctx.response
+        if resp is None or not resp.ok or resp.q is None:
+            self._on_response_changed(resp)  # says why there is nothing to show
+            return
+        self._sync_controls(resp)
+        if self.q_map.is_empty():
+            self.q_map.frame.set_title("Q")  # its title stands over it from the first turn, as K's and V's
+
+    def _draw_ahead(self, n):
+        """Draw the K (n = 1) or V map of the result before the others: _redraw_matrices then leaves it."""
+        resp = self.ctx.response
+        if resp is None or not resp.ok or resp.q is None:
+            return
+        h, _ = selected_head(self.ctx.session.state, resp.q.shape[0])
+        self._draw_qkv_map(resp, h, n)
+        self._drawn_ahead[n] = (resp, h)
+
+    def _first_draw_breakdown(self):
+        resp = self.ctx.response
+        if resp is not None and resp.ok and resp.q is not None:
+            self._redraw_breakdown()
+
+    def _first_draw_last(self):
+        """The Q map (the one with the token labels, the longest to draw) after the breakdown."""
+        resp = self.ctx.response
+        if resp is None or not resp.ok or resp.q is None:
+            return
+        self._redraw_matrices()
+        sel = self.selection()
+        if sel is not None:
+            self.q_map.set_selected_row(sel[1])  # as the breakdown marks it
 
     # -- selection -----------------------------------------------------------------------------
     def selection(self) -> tuple[int, int, int] | None:
@@ -253,10 +378,12 @@ class InspectorPanel(QWidget):
     def _on_response_changed(self, resp):
         if self._hidden():
             return
+        self._drop_steps("draw")  # drawn now: a first draw still queued would only repeat it
         if resp is None or not resp.ok or resp.q is None:
             self.note.setText(f"nothing to show: {getattr(resp, 'error', None) or 'no computation yet'}")
             self.breakdown.clear(" ")
-            self.scatter.clear()
+            if "scatter" in self.__dict__:
+                self.scatter.clear()
             return
         self._sync_controls(resp)
         self._redraw_matrices()
@@ -303,51 +430,79 @@ class InspectorPanel(QWidget):
         return self._weights_stale
 
     def _redraw_matrices(self):
+        """The Q, K and V maps of the selected head (but a K or V map the first draw after a show drew
+        ahead, on a turn of its own, for this result and head)."""
+        self._drop_steps("draw")  # the callers redraw the breakdown too
         resp = self.ctx.response
-        state = self.ctx.session.state
-        h, _ = selected_head(state, resp.q.shape[0])
+        h, _ = selected_head(self.ctx.session.state, resp.q.shape[0])
         self._drawn_head = h
-        ql = list(resp.query_labels) if resp.Tq <= LABEL_LIMIT else None
-        kl = list(resp.key_labels) if resp.Tk <= LABEL_LIMIT else None
-        hs, hv = resp.q.shape[2], resp.v.shape[2]
-        for m, data, rows, segs, cols, title in (
-                (self.q_map, resp.q[h], ql, resp.query_segments, _dims("d", hs), "Q"),
-                (self.k_map, resp.k[h], kl, resp.key_segments, _dims("d", hs), "K"),
-                (self.v_map, resp.v[h], kl, resp.key_segments, _dims("v", hv), "V")):  # the head is in the bar above
-            m.set_matrix(data, row_labels=rows, col_labels=cols, row_segments=segs, title=title, value_label="")
-        self._follow_colormap((self.q_map, self.k_map, self.v_map))
+        ahead, self._drawn_ahead = self._drawn_ahead, {}
+        for n in range(3):
+            if n not in ahead or ahead[n][0] is not resp or ahead[n][1] != h:
+                self._draw_qkv_map(resp, h, n)
         self._weights_stale = True
         if not (self.window().isVisible() and not self.weights_page.isVisible()):
             self._redraw_weights()  # else when the tab is shown: four more maps nobody looks at yet
 
-    def _show_weights(self):
-        """The weight tab came forward with its maps to draw: made now if they are not there yet, and
-        then drawn on a later turn (making and drawing four maps in one turn held the window up)."""
-        if "wq_map" in self.__dict__:
-            self._redraw_weights()
+    def _draw_qkv_map(self, resp, h, n):
+        """Draw the Q (n = 0), K or V map of head h (the breakdown drawn next marks the selected rows)."""
+        hs, hv = resp.q.shape[2], resp.v.shape[2]
+        if n == 0:
+            rows = list(resp.query_labels) if resp.Tq <= LABEL_LIMIT else None
+            m, data, segs, cols, title = self.q_map, resp.q[h], resp.query_segments, _dims("d", hs), "Q"
         else:
-            self._weight_maps()
-            QTimer.singleShot(1, self, lambda: self._weights_stale and self._redraw_weights())
+            rows = list(resp.key_labels) if resp.Tk <= LABEL_LIMIT else None
+            m, data, segs = self._lazy_part("k_map" if n == 1 else "v_map"), (resp.k if n == 1 else resp.v)[h], \
+                resp.key_segments
+            cols, title = (_dims("d", hs), "K") if n == 1 else (_dims("v", hv), "V")  # the head is in the bar above
+        m.set_matrix(data, row_labels=rows, col_labels=cols, row_segments=segs, title=title, value_label="")
+        self._follow_colormap((m,))
+
+    def _show_weights(self):
+        """The weight tab came forward with its maps to draw: drawn now if they are all there; else the
+        first is made now and the others on the next turns, then each is drawn on a turn of its own
+        (making and drawing four maps in one or two turns held the window up)."""
+        if all(name in self.__dict__ for name in self.WEIGHT_MAPS):
+            self._redraw_weights()
+            return
+        self._drop_steps("w")
+        self._make_weight_map(0)
+        n_maps = len(self.WEIGHT_MAPS)
+        self._queue("w", *(lambda n=n: self._make_weight_map(n) for n in range(1, n_maps)),
+                    *(lambda n=n: self._draw_weight_step(n) for n in range(n_maps)))
+
+    def _draw_weight_step(self, n: int):
+        if not self._weights_stale:
+            return  # drawn in one go since
+        self._draw_weight_map(n)
+        if n == len(self.WEIGHT_MAPS) - 1:
+            self._weights_stale = False
 
     def _redraw_weights(self):
         """The four projection maps of the selected head."""
-        resp = self.ctx.response
+        self._drop_steps("w")
         self._weights_stale = False
+        for n in range(len(self.WEIGHT_MAPS)):
+            self._draw_weight_map(n)
+
+    def _draw_weight_map(self, n: int):
+        """Draw projection map n (W^Q, W^K, W^V, W^O) of the selected head."""
+        resp = self.ctx.response
         if resp is None or not resp.ok or resp.q is None:
             return
         h, _ = selected_head(self.ctx.session.state, resp.q.shape[0])
         hs, hv = resp.q.shape[2], resp.v.shape[2]
         W = resp.projections
-        d_model = W.W_q.shape[1]
-        xs = _dims("x", d_model)
-        wq, wk, wv, wo = maps = self._weight_maps()
-        for m, data, rows, cols, title in (
-                (wq, W.W_q[h], xs, _dims("d", hs), f"W^Q, head {h}"),
-                (wk, W.W_k[h], xs, _dims("d", hs), f"W^K, head {h}"),
-                (wv, W.W_v[h], xs, _dims("v", hv), f"W^V, head {h}"),
-                (wo, W.W_o[h * hv:(h + 1) * hv], _dims("v", hv), xs, f"W^O rows, head {h}")):
-            m.set_matrix(data, row_labels=rows, col_labels=cols, title=title, value_label="weight")
-        self._follow_colormap(maps)
+        xs = _dims("x", W.W_q.shape[1])  # d_model
+        data, rows, cols, title = (
+            (W.W_q[h], xs, _dims("d", hs), f"W^Q, head {h}"),
+            (W.W_k[h], xs, _dims("d", hs), f"W^K, head {h}"),
+            (W.W_v[h], xs, _dims("v", hv), f"W^V, head {h}"),
+            (W.W_o[h * hv:(h + 1) * hv], _dims("v", hv), xs, f"W^O rows, head {h}"))[n]
+        self._make_weight_map(n)
+        m = self.__dict__[self.WEIGHT_MAPS[n]]
+        m.set_matrix(data, row_labels=rows, col_labels=cols, title=title, value_label="weight")
+        self._follow_colormap((m,))
 
     def _follow_colormap(self, maps):
         cmap = self.ctx.session.state.view.colormap
@@ -397,8 +552,8 @@ class InspectorPanel(QWidget):
                                       rule_note=rule_note, overridden=overridden, decimals=self.decimals.value(),
                                       softcap=cap)
         self.note.setText("  ·  ".join(n for n in notes if n))
-        for m, row in ((self.q_map, i), (self.k_map, j)):
-            if row < m.frame.n_rows:  # a map not drawn yet (its first draw is on a later turn) is marked then
+        for m, row in ((self.q_map, i), (self.__dict__.get("k_map"), j)):  # the K map may not be made yet
+            if m is not None and row < m.frame.n_rows:  # a map not drawn yet is marked when it is
                 m.set_selected_row(row)
         self._redraw_scatter(resp, h, i, j)
 
@@ -420,7 +575,7 @@ class InspectorPanel(QWidget):
     _scatter_asked = None  # (response, head) whose PCA is on the worker
 
     def _redraw_scatter(self, resp, h, i, j):
-        if self.window().isVisible() and not self.scatter.isVisible():
+        if self.window().isVisible() and not self._pca_shown():
             return  # another matrix tab is shown: drawn when the PCA tab comes forward
         key = (id(resp), h)
         if self._scatter_of == key:
