@@ -36,11 +36,13 @@ class FlowLayout(QLayout):
         super().__init__(parent)
         self._items = []
         self._spacing = spacing
+        self._heights: dict[int, int] = {}  # width -> heightForWidth, until the layout is invalidated
         self.setContentsMargins(0, 0, 0, 0)
 
     # -- QLayout's item list ---------------------------------------------------------------------
     def addItem(self, item) -> None:  # noqa: N802 - Qt's name
         self._items.append(item)
+        self._heights.clear()
 
     def count(self) -> int:
         return len(self._items)
@@ -49,7 +51,13 @@ class FlowLayout(QLayout):
         return self._items[index] if 0 <= index < len(self._items) else None
 
     def takeAt(self, index: int):  # noqa: N802 - Qt's name
+        self._heights.clear()
         return self._items.pop(index) if 0 <= index < len(self._items) else None
+
+    def invalidate(self) -> None:
+        """Qt calls this when an item's size hint or visibility changes: the heights held no longer hold."""
+        self._heights.clear()
+        super().invalidate()
 
     # -- sizes -----------------------------------------------------------------------------------
     def expandingDirections(self):  # noqa: N802 - Qt's name
@@ -59,7 +67,12 @@ class FlowLayout(QLayout):
         return True
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt's name
-        return self._place(QRect(0, 0, width, 0), move=False)
+        # asked for the same few widths hundreds of times while a panel is laid out (a workspace's first
+        # visit: 300 calls, each measuring every item), so held per width until the layout is invalidated
+        h = self._heights.get(width)
+        if h is None:
+            h = self._heights[width] = self._place(QRect(0, 0, width, 0), move=False)
+        return h
 
     def setGeometry(self, rect: QRect) -> None:  # noqa: N802 - Qt's name
         super().setGeometry(rect)
