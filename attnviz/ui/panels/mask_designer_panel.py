@@ -25,14 +25,11 @@ from attnviz.model.segments import Segment
 from attnviz.model.state import FIELDS
 from attnviz.ui.latest_job import LatestJob
 from attnviz.ui.mask_designer.block_grid import BlockGrid
-from attnviz.ui.mask_designer.export_dialog import MaskCodeDialog
 from attnviz.ui.widgets.flow_layout import FlowLayout
 from attnviz.ui.mask_designer.legend import MaskLegend
 from attnviz.ui.mask_designer.narrow_layout import NarrowLayout
 from attnviz.ui.mask_designer.preset_bar import PresetBar
-from attnviz.ui.mask_designer.role_dialog import ask_in_dialog, choose_vla_roles
 from attnviz.ui.mask_designer.rule_chooser import RuleChooser
-from attnviz.model.mask.flash_timing import time_flash
 from attnviz.ui.mask_designer.split_controls import SplitControls
 from attnviz.ui.mask_designer.status_line import StatusLine
 from attnviz.ui.mask_designer.tile_controls import TileControls
@@ -42,6 +39,10 @@ from attnviz.ui.workspaces.area import ShareSplitter
 from attnviz.ui.workspaces.sidebar import VerticalScroll
 from attnviz.ui.messages import Level
 from attnviz.ui.widgets.message_line import ERROR_STYLE, MessageLine
+
+# imported when first used, not with the panel (the workspace's first visit imports the panel in one turn):
+# the code dialog (attnviz.ui.mask_designer.export_dialog), the VLA roles dialog (.role_dialog) and the
+# flash timing (attnviz.model.mask.flash_timing)
 
 TOOL_TEXT = {"brush": "Brush", "rect": "Rectangle", "row": "Row", "column": "Column", "eraser": "Eraser"}
 TOOL_TIPS = {
@@ -82,7 +83,7 @@ class MaskDesignerPanel(QWidget):
         self.ctx = ctx
         self.target = Target(None)
         self.axes: Axes | None = None
-        self.ask_vla_roles = ask_in_dialog  # (parent, rows) -> roles or None; tests answer it themselves
+        self.ask_vla_roles = ask_roles_in_dialog  # (parent, rows) -> roles or None; tests answer it themselves
         self.snapshot: Snapshot | None = None
         self._strokes = itertools.count(1)
         self._stroke: int | None = None
@@ -94,7 +95,7 @@ class MaskDesignerPanel(QWidget):
         self._labels: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
         self._executing = False
         self._last_error = ""
-        self._code_dialog: MaskCodeDialog | None = None
+        self._code_dialog = None  # the MaskCodeDialog, made when first opened
 
         # -- widgets ---------------------------------------------------------------------------
         self.preset_bar = PresetBar(self)
@@ -522,6 +523,8 @@ class MaskDesignerPanel(QWidget):
             self.message.say(Level.ERROR, "the sequence is not built yet")
             return False
         if name == "vla" and not params.get("roles"):  # every segment's role, asked for only when unsure
+            from attnviz.ui.mask_designer.role_dialog import choose_vla_roles
+
             roles = choose_vla_roles(self, self.ctx.session.state, self.axes.q_segments,
                                      self.axes.k_segments_arg,
                                      self.target.design(self.ctx.session.state.mask), self.ask_vla_roles,
@@ -644,6 +647,8 @@ class MaskDesignerPanel(QWidget):
             return None
         q, k, v = resp.q, resp.k, resp.v
         bm, bn = state.kernel.block_m, state.kernel.block_n
+        from attnviz.model.mask.flash_timing import time_flash
+
         self.tiles.set_timing(f"timing the flash kernel ({TIMING_REPEATS} runs each)…", busy=True)
         return self.timing_job.submit(lambda: time_flash(q, k, v, mask, bm, bn, TIMING_REPEATS))
 
@@ -651,8 +656,11 @@ class MaskDesignerPanel(QWidget):
     def code_context(self):
         return self.axes, self.target, self.ctx.session.state.model.nh
 
-    def open_code_dialog(self) -> MaskCodeDialog:
+    def open_code_dialog(self):
+        """Show the mask as code (a MaskCodeDialog, made the first time) and return it."""
         if self._code_dialog is None:
+            from attnviz.ui.mask_designer.export_dialog import MaskCodeDialog
+
             self._code_dialog = MaskCodeDialog(self.ctx, self.code_context, self)
         self._code_dialog.refresh()
         self._code_dialog.show()
@@ -663,6 +671,13 @@ class MaskDesignerPanel(QWidget):
     @property
     def message_text(self) -> str:
         return self.message.text()
+
+
+def ask_roles_in_dialog(parent, rows):
+    """Ask for the VLA roles in the roles dialog (:func:`attnviz.ui.mask_designer.role_dialog.ask_in_dialog`)."""
+    from attnviz.ui.mask_designer.role_dialog import ask_in_dialog
+
+    return ask_in_dialog(parent, rows)
 
 
 def redraw_gap_ms(spent_ms: float) -> int:
