@@ -241,3 +241,40 @@ def test_map_display_cuts_to_the_keys_drawn():
         assert shown.maps[m].values.shape == (6, 6)
         assert shown.maps[m].levels == (0.0, float(modes[m].weights.max()))
     assert shown.maps["uniform"].values[0, 0] == 1.0 and shown.maps["uniform"].values[5, 0] == np.float32(1 / 6)
+
+
+def test_a_long_input_draws_its_map_first_and_the_rest_on_the_next_turn(opened, qtbot):
+    """The map is drawn as ``present`` returns; the table, the entropy chart and the summary follow on the next
+    turn of the event loop (one turn for all of them and the map's first painting held the window up)."""
+    ctx, tabs = opened(noise_state(T_LONG))
+    tab = tabs[NormalisationTab]
+    drawn(qtbot, tab, ctx)
+    numbers, resp, state = tab.drawn_last[2], ctx.response, ctx.session.state
+    tab.summary.setText("")
+    tab.table.clearContents()
+    before = tab.presented
+    tab.present(numbers, resp, state)
+    mode = state.view.normalisation
+    assert tab.heatmap.values is numbers["map"].maps[mode].values  # the map: at once
+    assert tab.presented == before + 1
+    assert tab.rows_to_fill == numbers["rows"] and tab.rows_filled == 0  # the table: not yet a row
+    assert tab.table.item(0, 0) is None and tab.summary.text() == ""
+    qtbot.waitUntil(lambda: tab.rows_filled == tab.rows_to_fill, timeout=TIMEOUT)
+    assert tab.summary.text().startswith("mean row entropy")
+    assert tab.entropies() == [r[1] for r in numbers["tables"][mode]]
+    # a second present before the first one's rest ran: only the newest rest is drawn
+    tab.present(numbers, resp, state)
+    tab.present(numbers, resp, state)
+    assert tab.presented == before + 3
+    qtbot.waitUntil(lambda: tab.rows_filled == tab.rows_to_fill, timeout=TIMEOUT)
+    assert tab.entropies() == [r[1] for r in numbers["tables"][mode]]
+
+
+def test_a_short_input_is_drawn_whole_as_present_returns(opened, qtbot):
+    ctx, tabs = opened(build_demo("river-bank"))
+    tab = tabs[NormalisationTab]
+    qtbot.wait(50)
+    numbers = tab.drawn_last[2]
+    tab.summary.setText("")
+    tab.present(numbers, ctx.response, ctx.session.state)
+    assert tab.summary.text().startswith("mean row entropy") and tab.rows_filled == tab.rows_to_fill

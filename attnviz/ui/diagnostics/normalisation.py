@@ -25,7 +25,7 @@ from attnviz.model.diagnostics.normalisation_display import (BAR_LIMIT, entropy_
 
 from attnviz.ui.diagnostics.common import (KEY_COLOUR, QUERY_COLOUR, cell, connect_event, fit_height, fmt, head_mask,
                                          make_plot, new_table, selected_head)
-from attnviz.ui.diagnostics.tab import DiagnosticTab
+from attnviz.ui.diagnostics.tab import SYNC_CELLS, DiagnosticTab
 from attnviz.ui.diagnostics.titled_view import TitledView
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.label_ticks import label_ticks
@@ -109,6 +109,7 @@ class NormalisationTab(DiagnosticTab):
         self._tick_labels = None  # the query labels the entropy plot's axis names
         self._table_rows: list = []  # the text of every row of the table being filled
         self.rows_filled = 0  # how many of them the table shows so far
+        self._presented = 0  # calls of present that drew a response (the newest one's rest follows it)
         self._sync_buttons(ctx.session.state.view)
         connect_event(self, ctx.session.events.view, self._on_view_changed)
 
@@ -171,10 +172,9 @@ class NormalisationTab(DiagnosticTab):
             if numbers is not None:
                 self.status.setText("the sequence is empty")
             return
-        h, note, rows, dots, shown = (numbers[n] for n in ("h", "note", "rows", "dots", "map"))
+        h, rows, dots, shown = (numbers[n] for n in ("h", "rows", "dots", "map"))
         self.modes = numbers["modes"]
         self._drawn = (resp, state.view.head, numbers)
-        Tq, Tk = resp.Tq, resp.Tk
         mode = state.view.normalisation
         cols, cur = shown.cols, shown.maps[mode]
         ql, kl = list(resp.query_labels[:rows]), list(resp.key_labels)
@@ -186,6 +186,26 @@ class NormalisationTab(DiagnosticTab):
         self.heatmap.set_readout_provider(lambda i, j, d=dots: f"q·k {d[i, j]:.4g}")
         self.table.setRowCount(rows)
         self._table_rows = numbers["tables"][mode]
+        self.rows_filled = 0
+        self._presented += 1
+        if self.work_size(resp, state) <= SYNC_CELLS:
+            self._present_rest(numbers, resp, ql, mode)
+            return
+        # a long input: the map is drawn on this turn, the table, the chart and the summary on the next
+        # (together with the map's first painting they held up the window for twice as long)
+        QTimer.singleShot(0, self, lambda n=self._presented: n == self._presented
+                          and self._present_rest(numbers, resp, ql, mode))
+
+    @property
+    def presented(self) -> int:
+        """How many times ``present`` has drawn a response (the table, chart and summary of a long input
+        follow on the next turn of the event loop)."""
+        return self._presented
+
+    def _present_rest(self, numbers, resp, ql, mode) -> None:
+        """The table (filled over this and later turns), the entropy chart and the summary of ``numbers``."""
+        rows, shown, note = numbers["rows"], numbers["map"], numbers["note"]
+        Tq, Tk, cols = resp.Tq, resp.Tk, shown.cols
         self._fill_table(0)
         fit_height(self.table, TABLE_ROWS_SHOWN)
         curves = numbers["curves"]
