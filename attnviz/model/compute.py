@@ -45,7 +45,7 @@ DENSE_MASK_CELLS = DENSE_MASK_TOKENS * DENSE_MASK_TOKENS
 DENSE_LIMIT = 2048
 
 WANTS = ("full", "summary")
-ENGINE_MODES = ("always", "when-compiled")
+ENGINE_MODES = ("always", "when-compiled", "naive-until-warm")
 
 #: score cells per engine call: heads are grouped up to this many Tq*Tk cells, so a long run can be
 #: cancelled between groups while short ones keep every head in one parallel kernel call
@@ -82,7 +82,10 @@ class ComputeRequest:
     max_tokens: int = MAX_TOKENS  # largest sequence accepted (a clear error beyond)
     engine: str = "always"  # "always": dot-product rules on the engine kernels; "when-compiled": on the
     #                         float64 numpy path until a warm-up has compiled the kernels
-    #                         (attnviz.engine.jitcache.is_warm), so a first start shows results at once
+    #                         (attnviz.engine.jitcache.is_warm), so a first start shows results at once;
+    #                         "naive-until-warm": on the engine, but until that warm-up the naive kernel
+    #                         stands in for flash on inputs of exact matrices (it compiles in about 3 s,
+    #                         flash in about 20), so a first start shows the engine's result within seconds
     preview_head: int | None = None  # the head a person is looking at: when every row of a large
     #                                  sequence is recomputed, this head alone is computed first and
     #                                  handed to run()'s on_preview (attnviz.model.preview)
@@ -133,6 +136,8 @@ class ComputeResponse(preview.AxisLengths):
     path: str = ""  # what ran: "engine:flash", "engine:reference", "numpy" ...
     timings: dict = field(default_factory=dict)  # stage -> seconds
     stand_in: bool = False  # the numpy path stood in for the engine while its kernels compile (engine="when-compiled")
+    kernel_stand_in: str = ""  # the kernel asked for ("flash") when the naive kernel ran in its place while
+    #                            the warm-up compiles it (engine="naive-until-warm"); "" when it ran itself
     recomputed_rows: int = 0  # query rows whose attention this run computed: Tq (all), fewer after a
     #                           mask edit (only the changed rows), 0 when everything was reused
 
@@ -279,6 +284,7 @@ class Plan:
     """How one run computes, decided once from the request, the sequences and the cached result."""
 
     kernel: KernelConfig  # the engine kernel that runs: flash whenever the mask is tiled
+    kernel_stand_in: str  # the kernel asked for when the naive one stands in for it (engine="naive-until-warm")
     tiled: bool  # the mask is kept per tile (a TiledMask), never dense: flash kernel only
     stand_in: bool  # the numpy path stands in while the engine's kernels compile
     on_engine: bool  # a dot-product rule on the engine kernel; False: the float64 numpy path
@@ -315,6 +321,12 @@ def _plan(request: ComputeRequest, qseq: Sequence, kseq: Sequence,
     on_engine = rule.engine and not alibi and not stand_in
     full = request.want == "full" and Tq <= request.dense_limit and Tk <= request.dense_limit and not tiled
     display = np.float64 if Tq * Tk <= EXACT_CELLS else np.float32
+    kernel_stand_in = ""
+    if tiled and kernel.name != "flash":
+        kernel = replace(kernel, name="flash")
+    elif (on_engine and kernel.name == "flash" and full and display == np.float64
+          and request.engine == "naive-until-warm" and not jitcache.is_warm()):
+        kernel, kernel_stand_in = replace(kernel, name="naive"), "flash"  # its weights come out of the kernel
     projection_key = _projection_key(state, request.max_tokens)
     result_key = (projection_key, state.model.qk_overrides, rule, kernel, full, on_engine)
     previous = cache.results.peek(result_key)
@@ -324,8 +336,7 @@ def _plan(request: ComputeRequest, qseq: Sequence, kseq: Sequence,
         recompute = changed
     preview_first = (recompute is None and wants_preview and on_engine
                      and preview.wanted(state, request.preview_head, Tq, Tk, full))
-    plan = Plan(kernel=replace(kernel, name="flash") if tiled and kernel.name != "flash" else kernel, tiled=tiled,
-                stand_in=stand_in, on_engine=on_engine, alibi=alibi, full_matrices=full, display=display,
+    plan = Plan(kernel=kernel, kernel_stand_in=kernel_stand_in, tiled=tiled, stand_in=stand_in, on_engine=on_engine, alibi=alibi, full_matrices=full, display=display,
                 projection_key=projection_key, result_key=result_key,
                 scores_key=(projection_key, state.model.qk_overrides, rule.name, display), recompute=recompute,
                 preview=preview_first)
@@ -364,6 +375,10 @@ def _path_notes(request: ComputeRequest, plan: Plan, Tq: int, Tk: int, dropped_r
     if plan.stand_in:
         notes.append("the engine's kernels are being compiled (the first start after installing): this result "
                      "comes from the float64 numpy path; the engine takes over when they are ready")
+    if plan.kernel_stand_in:
+        notes.append(f"the {plan.kernel_stand_in} kernel is being compiled (the first start after installing): this "
+                     f"result comes from the engine's naive kernel, the same attention; {plan.kernel_stand_in} "
+                     "takes over when it is ready")
     if plan.alibi and rule.name == "linear":
         notes.append("ALiBi is a softmax score bias: it is not applied to linear attention")
     return notes
@@ -456,7 +471,7 @@ def _run(request: ComputeRequest, progress, is_cancelled, on_preview) -> Compute
         row_weights={r: row_weights[:, i] for i, r in enumerate(selected)}, output=att.out, lse=att.lse,
         combined=combined, mask=cm.mask, block_mask=bm, tile_counts=bm.counts(), sparsity=bm.sparsity(),
         fully_masked=cm.fully, path=f"engine:{plan.kernel.name}" if plan.on_engine else "numpy",
-        timings=stages.timings, stand_in=plan.stand_in,
+        timings=stages.timings, stand_in=plan.stand_in, kernel_stand_in=plan.kernel_stand_in,
         recomputed_rows=Tq if plan.recompute is None else int(plan.recompute.size))
 
 
@@ -682,8 +697,8 @@ def _row_weights(rule, q, k, cm: CompiledMask, rows: list[int], lse, weights, on
     nh, Tk = q.shape[0], k.shape[1]
     if not rows:
         return np.zeros((nh, 0, Tk))
-    if weights is not None and not on_engine:
-        return weights[:, rows]  # (nh, R, Tk)
+    if weights is not None and (not on_engine or weights.dtype == np.float64):
+        return weights[:, rows]  # (nh, R, Tk): the numpy path's, or the kernel's own float64 weights
     if on_engine:
         scale = dot_scale(rule.name, q.shape[2])
         mask = cm.mask if cm.mask is not None else cm.block_mask  # a TiledMask gives only these rows

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from PySide6.QtCore import QCoreApplication, QEvent, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
 from attnviz.app_start import (DEFAULT_DEMO, REPORTED_MODULES, SMOKE_TIMEOUT_S, StartupClock, build_parser,
@@ -94,8 +94,9 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
 
     A first start (no complete warm-up recorded in the kernel cache, ``ctx.engine_mode`` "when-compiled")
     gets its first result from the float64 numpy path at once; the same state is then computed again
-    on the engine, which compiles what it needs on the worker (seconds), and the warm-up of every
-    other kernel follows that result."""
+    on the engine ("naive-until-warm"), whose naive kernel stands in for flash on a small input (it
+    compiles in about 3 s, flash in about 20); the warm-up of every other kernel follows that result, and
+    when it has compiled the float64 kernels flash computes the state once more and takes over."""
     state = {"computed": False, "warm": False}
 
     def first_compute():
@@ -117,6 +118,8 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
         clock.modules_at_show[:] = sorted(sys.modules)
         clock.threads_at_show[:] = sorted(t.name for t in threading.enumerate())
         first_compute()
+        if warmup is not None and ctx.engine_mode == "when-compiled":
+            warmup.start_first_view()
         QTimer.singleShot(WARMUP_FALLBACK_MS, lambda: warm() if ctx.response is None else None)
 
     def on_response(resp):
@@ -124,11 +127,19 @@ def _schedule_first_work(window, ctx, clock: StartupClock, warmup: KernelWarmup 
         if resp.ok and resp.path.startswith("engine:"):
             clock.mark("engine")
         if resp.ok and resp.stand_in and ctx.engine_mode == "when-compiled":
-            ctx.engine_mode = "always"  # from now on the engine, compiling on first use
+            ctx.engine_mode = "naive-until-warm"  # from now on the engine, compiling on first use
             ctx.recompute(now=True)
             return
         QTimer.singleShot(0, warm)
 
+    def on_compiled(dtype: str):
+        if dtype == "float64" and ctx.engine_mode == "naive-until-warm":
+            ctx.engine_mode = "always"  # flash is compiled: it takes over from the naive kernel
+            if ctx.response is not None and ctx.response.kernel_stand_in:
+                ctx.recompute(now=True)
+
+    if warmup is not None:
+        warmup.compiled.connect(on_compiled)
     window.first_painted.connect(on_painted)
     ctx.response_changed.connect(on_response)
     QTimer.singleShot(FIRST_COMPUTE_FALLBACK_MS, first_compute)  # never painted (e.g. minimised): compute anyway
@@ -202,6 +213,10 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
     QTimer.singleShot(int(SMOKE_TIMEOUT_S * 1000), on_timeout)
 
 
+class _WarmupSignals(QObject):
+    compiled = Signal(str)
+
+
 class KernelWarmup:
     """Compiles (or loads from the cache) every engine kernel on a background job (the window's one job
     primitive, :class:`~attnviz.ui.latest_job.LatestJob`), one dtype at a time, so that :meth:`stop` at exit
@@ -209,19 +224,35 @@ class KernelWarmup:
     (:func:`attnviz.engine.jitcache.mark_warm`): later starts go to the engine at once. A failed warm-up only
     means kernels compile on first use: the job's message is not shown."""
 
-    DTYPES = ("float32", "float64")
+    DTYPES = ("float64", "float32")  # the lab's sessions run float64 first: its flash takes over first
 
     def __init__(self, parent=None):
         from attnviz.ui.latest_job import LatestJob
 
         self._stop = threading.Event()
         self.job = LatestJob("attnviz-warmup", parent, expected=())
+        self._signals = _WarmupSignals(self.job)
+        self.compiled = self._signals.compiled  # (dtype) on the GUI thread: that dtype's kernels are ready
         self._started = False
 
     def start(self) -> None:
         if not self._started and not self._stop.is_set():
             self._started = True
             self.job.submit(self._work)
+
+    def start_first_view(self) -> None:
+        """On a first start, while the numpy path computes the first result: compile the naive kernel that
+        gives the engine's first result (the full warm-up follows that result, :meth:`start`)."""
+        if not self._started and not self._stop.is_set():
+            self.job.submit(self._first_view)
+
+    @staticmethod
+    def _first_view() -> None:
+        from attnviz.engine import jitcache
+        from attnviz.engine.warmup import warmup_first_view
+
+        if not jitcache.is_warm():  # asked here, off the GUI thread: the engine's import loads numba
+            warmup_first_view()
 
     def _work(self) -> None:
         from attnviz.cancel import Cancelled
@@ -232,6 +263,7 @@ class KernelWarmup:
             if self._stop.is_set():
                 raise Cancelled
             warmup(dtypes=(dtype,))
+            self._signals.compiled.emit(dtype)  # queued to the GUI thread
         jitcache.mark_warm()
 
     def wait(self, timeout: float = 30.0) -> bool:

@@ -38,7 +38,9 @@ class AppContext(QObject):
         self.request_rows: tuple[int, ...] = ()
         self.maps = None  # ShownMaps: a maps file shown read-only (Pretrained and Attention workspaces), or None
         # "when-compiled": dot-product rules run on the float64 numpy path until the engine's kernels are
-        # compiled (the application's first start); "always": on the engine (compiling on first use)
+        # compiled (the application's first start); "naive-until-warm": on the engine, its naive kernel
+        # standing in for flash on small inputs until the warm-up has compiled flash; "always": on the
+        # engine (compiling on first use)
         self.engine_mode = "always"
         # everything but the view changes what is computed; selecting a head or token does not
         for name in FIELDS:

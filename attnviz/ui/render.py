@@ -1,8 +1,8 @@
 """``attnviz --screenshot OUT.png``: the window rendered to a PNG once every view shows its final result.
 
 Final means: the session's newest request is answered and nothing is computing; that answer is the
-engine's (``response.stand_in`` is False: not the float64 numpy stand-in a first start shows while
-the kernels compile); no panel's worker thread (:class:`~attnviz.ui.latest_job.LatestJob`) is busy
+engine's own (``response.stand_in`` is False: not the float64 numpy stand-in a first start shows while
+the kernels compile, nor the naive kernel standing in for flash: ``kernel_stand_in``); no panel's worker thread (:class:`~attnviz.ui.latest_job.LatestJob`) is busy
 and no redraw is pending; and all of it has stayed so for ``STABLE_MS`` (a job's result can start
 another). Options are checked before the window opens: :func:`attnviz.app_start.check_options` and
 :func:`check_workspace` give the message of the first bad one.
@@ -43,6 +43,8 @@ def busy_views(window) -> list[str]:
         out.append("computation")
     elif resp.ok and resp.stand_in:
         out.append("engine result")
+    elif resp.ok and getattr(resp, "kernel_stand_in", ""):
+        out.append(f"{resp.kernel_stand_in} result")
     for job in window.findChildren(LatestJob):
         if job.busy:
             out.append(job.objectName() or getattr(job, "_name", "worker"))

@@ -124,10 +124,17 @@ class StatusBar(QStatusBar):
         self._compute_error = ""
         path = resp.path.replace("engine:", "")
         stand_in = getattr(resp, "stand_in", False)
-        self.kernel_label.setText(f"kernel: {path}" + (" · engine compiling…" if stand_in else ""))
-        self.kernel_label.setToolTip("the float64 numpy path stands in while the engine's kernels compile (a first "
-                                     "start); the engine's result follows" if stand_in else
-                                     "engine kernel or numpy path that computed the heatmaps")
+        waits_for = getattr(resp, "kernel_stand_in", "")
+        if stand_in:
+            text, tip = (f"kernel: {path} · engine compiling…", "the float64 numpy path stands in while the engine's "
+                         "kernels compile (a first start); the engine's result follows")
+        elif waits_for:
+            text, tip = (f"kernel: {path} · {waits_for} compiling…", f"the engine's {path} kernel stands in while its "
+                         f"{waits_for} kernel compiles (a first start: about 20 s); the {waits_for} result follows")
+        else:
+            text, tip = f"kernel: {path}", "engine kernel or numpy path that computed the heatmaps"
+        self.kernel_label.setText(text)
+        self.kernel_label.setToolTip(tip)
         self.tokens_label.setText(f"T = {resp.Tq:,}" if not resp.cross else f"Tq = {resp.Tq:,} · Tk = {resp.Tk:,}")
         self.heads_label.setText(f"heads: {0 if resp.q is None else resp.q.shape[0]}")
         compiled = False

@@ -19,7 +19,7 @@ from attnviz.model.mask.presets import preset
 from attnviz.model.positional import PositionalConfig
 from attnviz.model.preview import PREVIEW_CELLS, wanted
 from attnviz.model.score_rules import ScoreRuleConfig
-from attnviz.model.state import CrossConfig, CustomSource, ModelConfig, SessionState
+from attnviz.model.state import CrossConfig, CustomSource, KernelConfig, ModelConfig, SessionState
 
 T = 512  # nh * T * T = 2**21 at 8 heads: the smallest previewed size
 
@@ -301,3 +301,32 @@ def test_when_compiled_uses_the_numpy_path_until_the_kernels_are_warm(monkeypatc
     assert warm.path == "engine:flash" and not any("being compiled" in m for m in warm.messages)
     with pytest.raises(ValueError, match="engine must be one of"):
         ComputeRequest(4, st, engine="sometimes")
+
+
+def test_naive_until_warm_runs_the_naive_kernel_for_flash_on_small_inputs_until_the_warm_up(monkeypatch):
+    from attnviz.engine import jitcache
+
+    st = state(T=64, mask=preset("causal"))
+    monkeypatch.setattr(jitcache, "is_warm", lambda: False)
+    cold = run(ComputeRequest(1, st, engine="naive-until-warm"))
+    assert cold.ok and cold.path == "engine:naive" and cold.kernel_stand_in == "flash" and not cold.stand_in
+    assert any("flash kernel is being compiled" in m for m in cold.messages)
+    flash = run(ComputeRequest(2, st))  # "always": flash itself, not the naive result from the cache
+    assert flash.path == "engine:flash" and flash.kernel_stand_in == ""
+    assert not any("being compiled" in m for m in flash.messages)
+    for name in ("output", "lse", "weights", "combined"):
+        np.testing.assert_allclose(getattr(cold, name), getattr(flash, name), rtol=1e-12, atol=1e-14, err_msg=name)
+    monkeypatch.setattr(jitcache, "is_warm", lambda: True)
+    warm = run(ComputeRequest(3, st, engine="naive-until-warm"))
+    assert warm.path == "engine:flash" and warm.kernel_stand_in == ""
+
+
+def test_naive_stands_in_only_for_flash_and_only_where_its_weights_are_the_exact_ones(monkeypatch):
+    from attnviz.engine import jitcache
+
+    monkeypatch.setattr(jitcache, "is_warm", lambda: False)
+    big = state(T=300)  # 300 x 300 cells: float32 display matrices, made by flash's own fused pass
+    assert run(ComputeRequest(1, big, engine="naive-until-warm")).path == "engine:flash"
+    chosen = dataclasses.replace(state(T=16), kernel=KernelConfig(name="naive"))
+    resp = run(ComputeRequest(2, chosen, engine="naive-until-warm"))
+    assert resp.path == "engine:naive" and resp.kernel_stand_in == ""  # asked for: not a stand-in

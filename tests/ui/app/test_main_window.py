@@ -392,3 +392,6 @@ def test_the_status_bar_says_when_the_numpy_path_stands_in_for_the_engine(make_w
     assert "stands in" in w.status.kernel_label.toolTip()
     w.ctx.response_changed.emit(resp)
     assert w.status.kernel_label.text() == "kernel: flash"
+    w.ctx.response_changed.emit(dataclasses.replace(resp, path="engine:naive", kernel_stand_in="flash"))
+    assert w.status.kernel_label.text() == "kernel: naive · flash compiling…"
+    assert "naive kernel stands in while its flash kernel compiles" in w.status.kernel_label.toolTip()
