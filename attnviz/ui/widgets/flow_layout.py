@@ -37,12 +37,13 @@ class FlowLayout(QLayout):
         self._items = []
         self._spacing = spacing
         self._heights: dict[int, int] = {}  # width -> heightForWidth, until the layout is invalidated
+        self._minimum: QSize | None = None  # minimumSize, until then too
         self.setContentsMargins(0, 0, 0, 0)
 
     # -- QLayout's item list ---------------------------------------------------------------------
     def addItem(self, item) -> None:  # noqa: N802 - Qt's name
         self._items.append(item)
-        self._heights.clear()
+        self._forget_sizes()
 
     def count(self) -> int:
         return len(self._items)
@@ -51,13 +52,17 @@ class FlowLayout(QLayout):
         return self._items[index] if 0 <= index < len(self._items) else None
 
     def takeAt(self, index: int):  # noqa: N802 - Qt's name
-        self._heights.clear()
+        self._forget_sizes()
         return self._items.pop(index) if 0 <= index < len(self._items) else None
 
     def invalidate(self) -> None:
-        """Qt calls this when an item's size hint or visibility changes: the heights held no longer hold."""
-        self._heights.clear()
+        """Qt calls this when an item's size hint or visibility changes: the sizes held no longer hold."""
+        self._forget_sizes()
         super().invalidate()
+
+    def _forget_sizes(self) -> None:
+        self._heights.clear()
+        self._minimum = None
 
     # -- sizes -----------------------------------------------------------------------------------
     def expandingDirections(self):  # noqa: N802 - Qt's name
@@ -82,11 +87,13 @@ class FlowLayout(QLayout):
         return self.minimumSize()
 
     def minimumSize(self) -> QSize:  # noqa: N802 - Qt's name
-        size = QSize()
-        for item in self._visible():
-            size = size.expandedTo(item.minimumSize())
-        m = self.contentsMargins()
-        return size + QSize(m.left() + m.right(), m.top() + m.bottom())
+        if self._minimum is None:  # held as the heights are (group boxes ask it again and again)
+            size = QSize()
+            for item in self._visible():
+                size = size.expandedTo(item.minimumSize())
+            m = self.contentsMargins()
+            self._minimum = size + QSize(m.left() + m.right(), m.top() + m.bottom())
+        return QSize(self._minimum)
 
     def _visible(self):
         return [it for it in self._items if not (it.widget() is not None and it.widget().isHidden())]

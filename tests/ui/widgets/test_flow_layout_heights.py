@@ -52,3 +52,15 @@ def test_a_change_of_an_item_gives_the_new_height(qtbot):
     qtbot.wait(20)  # a widget added to a shown one shows on the next turn of the event loop
     flow.activate()
     assert flow.heightForWidth(width) > longer  # a new item: a new line at this width
+
+
+def test_the_minimum_size_follows_a_changed_item(qtbot):
+    box, flow, buttons = _bar(qtbot, n=2)
+    before = flow.minimumSize()
+    assert flow.minimumSize() == before
+    buttons[1].setMinimumWidth(before.width() + 50)
+    flow.activate()
+    assert flow.minimumSize().width() >= before.width() + 50
+    buttons[1].hide()
+    flow.activate()
+    assert flow.minimumSize().width() < before.width() + 50  # a hidden item takes no room
