@@ -86,6 +86,33 @@ def test_warmup_compiles_every_kernel():
         warmup(("float16",))
 
 
+@pytest.mark.slow
+def test_the_first_view_warm_up_compiles_the_naive_kernel_a_first_start_needs_and_nothing_of_flash(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    out = _run("""
+        from numba.core import event
+        compiled = []
+        class Seen(event.Listener):
+            def on_start(self, e): compiled.append(e.data["dispatcher"].py_func.__qualname__)
+            def on_end(self, e): pass
+        event.register("numba:compile", Seen())
+        from attnviz.engine.warmup import warmup_first_view
+        warmup_first_view()
+        print(int("naive_kernel" in compiled))
+        compiled.clear()
+        from attnviz.engine.flash import flash_kernel
+        from attnviz.model.compute import ComputeRequest, run
+        from attnviz.model.demos import build_demo
+        for demo in ("river-bank", "translation", "vla-mask"):
+            state = build_demo(demo)
+            resp = run(ComputeRequest(1, state, rows=(0,), engine="naive-until-warm", preview_head=0),
+                       on_preview=lambda p: None)
+            print(resp.path, resp.kernel_stand_in)
+        print(len(compiled), len(flash_kernel.signatures))
+    """, env, tmp_path).splitlines()
+    assert out == ["1", "engine:naive flash", "engine:naive flash", "engine:naive flash", "0 0"]
+
+
 def test_thread_cap_is_respected_and_results_do_not_depend_on_it():
     q, k, v = qkv(4, 200, 150, 16, 16, np.float32, seed=2)
     mask = np.tri(200, 150, dtype=bool)
