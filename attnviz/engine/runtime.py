@@ -6,7 +6,10 @@ the rest of a process).
   once; every parallel launch therefore holds :data:`PARALLEL_LOCK`.
 - The flash kernel calls scipy's BLAS inside ``prange``; a multi-threaded OpenBLAS there runs 3-5x slower
   and may hang, so scipy's (and numpy's) OpenBLAS are limited to one thread for the call.
-- :func:`set_num_threads` caps the worker threads of every engine kernel (default: all numba threads).
+- :func:`set_num_threads` caps the worker threads of every engine kernel (default: all numba threads);
+  :func:`one_thread` caps the kernels one calling thread launches in a block at one thread (a small piece of
+  work on a shared machine: a parallel region of a few milliseconds waits for its slowest thread, and on a
+  loaded machine that thread is often waiting for a core).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from threadpoolctl import ThreadpoolController
 PARALLEL_LOCK = threading.RLock()
 
 _state = {"threads": None, "controller": None}
+_local = threading.local()  # .threads: this thread's own cap (one_thread), else None
 
 
 def max_threads() -> int:
@@ -49,9 +53,20 @@ def num_threads(n: int | None):
         _state["threads"] = previous
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Within the block, the engine kernels this thread launches use one thread (other threads keep theirs)."""
+    previous = getattr(_local, "threads", None)
+    _local.threads = 1
+    try:
+        yield
+    finally:
+        _local.threads = previous
+
+
 def get_num_threads() -> int:
-    """Worker threads an engine kernel will use."""
-    return _state["threads"] or max_threads()
+    """Worker threads an engine kernel launched from this thread will use."""
+    return getattr(_local, "threads", None) or _state["threads"] or max_threads()
 
 
 def describe() -> dict:

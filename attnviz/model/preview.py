@@ -14,6 +14,7 @@ import numpy as np
 
 from attnviz.engine import attention, display_matrices
 from attnviz.engine.blockmask import FULL
+from attnviz.engine.runtime import one_thread
 from attnviz.model import buffers
 from attnviz.model.compute_cache import CompiledMask
 from attnviz.model.heads import apply_overrides, project
@@ -91,6 +92,12 @@ def head_preview(request_id: int, state: SessionState, qseq, kseq, q_h, k_h, cm:
     """The preview of head ``h`` from its q_h (1, Tq, hs), k_h (1, Tk, hs) and the compiled mask;
     ``started`` is the run's perf_counter start; matrices of at most ``exact_cells`` cells are float64,
     as the response's are."""
+    with one_thread():  # one head's few milliseconds: two threads only wait for each other on a busy machine
+        return _head_preview(request_id, state, qseq, kseq, q_h, k_h, cm, h, started, exact_cells)
+
+
+def _head_preview(request_id: int, state: SessionState, qseq, kseq, q_h, k_h, cm: CompiledMask, h: int,
+                  started: float, exact_cells: int) -> HeadPreview:
     kc = state.kernel
     scale = dot_scale(state.score_rule.name, q_h.shape[2])
     bm = cm.block_mask.heads(h, h + 1)

@@ -26,6 +26,7 @@ from attnviz.ui.status import StatusBar
 from attnviz.ui.theme import apply_theme, current_theme
 from attnviz.ui.workspaces import workspaces_for
 from attnviz.ui.workspaces.area import WorkspaceArea
+from attnviz.ui.workspaces.background import BACKGROUND_IMPORTS, import_then
 from attnviz.ui.workspaces.hint import HintBar
 from attnviz.ui.workspaces.sidebar import DEFAULT_WIDTH as SIDEBAR_WIDTH
 from attnviz.ui.workspaces.sidebar import Sidebar, placeholder
@@ -272,6 +273,9 @@ class MainWindow(QMainWindow):
         the Pretrained panel's checkpoints, took as long as building it: one turn for both was twice as long)."""
         spec = self._pending.get(panel_id)
         load = getattr(spec.factory, "load", None) if spec is not None else None
+        if load is not None and panel_id in BACKGROUND_IMPORTS:  # imported on a worker thread instead
+            import_then(self, panel_id, load, lambda: self._build_pending(panel_id))
+            return
         if load is not None:
             try:
                 load()

@@ -171,3 +171,20 @@ def test_read_only_inputs_do_not_compile_new_kernel_versions():
     recompute_weights(q, k, res.lse, mask, rows=[1, 2])
     assert (len(flash_kernel.signatures), len(_weights_kernel.signatures)) == before
     np.testing.assert_allclose(res.out, attention(q, k, v, mask, kernel="reference").out, atol=1e-12)
+
+
+def test_one_thread_caps_only_the_calling_thread():
+    from attnviz.engine.runtime import one_thread
+
+    seen = {}
+    before = get_num_threads()
+    with one_thread():
+        assert get_num_threads() == 1
+        other = threading.Thread(target=lambda: seen.setdefault("other", get_num_threads()))
+        other.start()
+        other.join()
+        q, k, v = qkv(2, 70, 50, 8, 8, np.float64, seed=3)
+        inside = attention(q, k, v, np.tri(70, 50, dtype=bool), block_m=16, block_n=16)
+    assert seen["other"] == before and get_num_threads() == before
+    outside = attention(q, k, v, np.tri(70, 50, dtype=bool), block_m=16, block_n=16)
+    np.testing.assert_array_equal(inside.out, outside.out)

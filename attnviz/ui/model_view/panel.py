@@ -142,6 +142,28 @@ def _install_router(panel) -> None:
     panel.router = install(panel)  # "Experts": a mixture of experts' routing, layers x tokens
 
 
+# The core's plots made ahead, each group on a turn of its own before the panel is built on a workspace's first
+# visit (attnviz.ui.workspaces.background: ModelViewPanel.prepare_steps); the constructor takes them, or makes
+# those not there. Together with the rest of the constructor they held a turn for about 0.15 s.
+_AHEAD: dict = {}
+AHEAD_STEPS = (lambda: {"vit": VitAttentionView()},
+               lambda: {"grid": HeadGrid(), "detail": AttentionHeatmap(), "summary": HeadSummaryView()})
+
+
+def _make_ahead(make):
+    def step() -> None:
+        if _AHEAD.get("open"):  # no panel built since the steps began (one built sooner made its own)
+            _AHEAD.update(make())
+
+    return step
+
+
+def _take_ahead() -> dict:
+    made = {k: v for k, v in _AHEAD.items() if k != "open"}
+    _AHEAD.clear()
+    return made
+
+
 # the attributes of the further tabs' views, set when they are built (ModelViewPanel.finish_building)
 DEFERRED_VIEWS = frozenset({"vlm", "corpus", "intervention", "generation", "vlm_generation", "vlm_intervention", "audio",
                             "score_terms", "router"})
@@ -158,8 +180,17 @@ class ModelViewPanel(QWidget):
     models_listed = Signal(int)  # the hub cache's models (how many) have joined the model combo
     _wrote = Signal(object, int)  # (stop event of the translation, tokens written so far): worker -> GUI thread
 
+    @staticmethod
+    def prepare_steps() -> list:
+        """Steps that make the core's plots ahead, each on a turn of its own, for the next panel built."""
+        for made in _take_ahead().values():  # left by steps no panel took: not wanted any more
+            made.deleteLater()
+        _AHEAD["open"] = True
+        return [_make_ahead(make) for make in AHEAD_STEPS]
+
     def __init__(self, ctx, parent=None, *, auto_load: bool = True):
         super().__init__(parent)
+        made = _take_ahead()  # plots made ahead by prepare_steps, by name; the others are made here
         self.ctx = ctx
         self.auto_load = auto_load  # load the first ready model the first time the panel is shown
         self.study = CheckpointStudy()
@@ -235,15 +266,15 @@ class ModelViewPanel(QWidget):
         self.hint.setVisible(False)
 
         # -- views
-        self.grid = HeadGrid(self)
-        self.vit = VitAttentionView(self)
+        self.grid = made.pop("grid", None) or HeadGrid(self)
+        self.vit = made.pop("vit", None) or VitAttentionView(self)
         self.tabs = QTabWidget(self)
         self.tabs.addTab(self.grid, "Layers × heads")
         self.tabs.addTab(self.vit, "Image")
         self.tabs.setTabEnabled(TAB_IMAGE, False)
-        self.detail = AttentionHeatmap(self)
+        self.detail = made.pop("detail", None) or AttentionHeatmap(self)
         self.long_map = LongMapView(self.detail, self)  # decoder inputs whose maps are not held
-        self.summary = HeadSummaryView(self)
+        self.summary = made.pop("summary", None) or HeadSummaryView(self)
         # the layers x heads grid is wide and flat (6 x 12 maps): the summary grid of the same shape
         # goes under it, and the selected map, square, gets the whole height beside them
         self.side_splitter = ShareSplitter(Qt.Orientation.Vertical, self)  # the workspace remembers both

@@ -4,6 +4,7 @@ token's attention and the attention rollout over the image (see :mod:`attnviz.ui
 
 from __future__ import annotations
 
+import attnviz.ui.session_maps  # noqa: F401  (the window follows the panel with it once built: imported with it)
 from attnviz.ui.model_view.panel import ModelViewPanel
 
 __all__ = ["ModelViewPanel"]
