@@ -82,8 +82,8 @@ class AudioView(QWidget):
     failed = Signal(str)
     _token = Signal(str)  # a token written, from the worker thread (queued onto the GUI thread)
 
-    def __init__(self, parent=None):
-        super().__init__(parent)
+    def __init__(self, parent=None, heatmap: AttentionHeatmap | None = None):
+        super().__init__(parent)  # heatmap: the one made ahead (see install), else made here
         self.ckpt = None
         self.outcome: ws.AudioOutcome | None = None
         self.selected = 0  # written token
@@ -191,7 +191,8 @@ class AudioView(QWidget):
         self.chips = TokenChips(self)
         self.chips.setMinimumHeight(44)
         self.chips.setMaximumHeight(64)
-        self.heatmap = AttentionHeatmap(self)
+        self.heatmap = heatmap if heatmap is not None else AttentionHeatmap()
+        self.heatmap.setParent(self)
         self.heatmap.setMinimumHeight(150)
 
         body = QWidget(self)
@@ -469,10 +470,15 @@ def segments_text(out) -> str:
     return "\n".join(f"[{g.start:.2f} s – {g.end:.2f} s] {g.text.strip() or '…'}" for g in out.segments)
 
 
-def install(panel) -> AudioView:
+def make_parts() -> dict:
+    """The view's heatmap, made a turn before the view (both on one turn held it for most of a tenth of a second)."""
+    return {"heatmap": AttentionHeatmap()}
+
+
+def install(panel, parts: dict | None = None) -> AudioView:
     """Add the view as an "Audio" tab of a ModelViewPanel: enabled for Whisper checkpoints, shown and run on
-    the chosen clip (the demo at first) when one loads."""
-    view = AudioView(panel)
+    the chosen clip (the demo at first) when one loads; ``parts``: what :func:`make_parts` made ahead."""
+    view = AudioView(panel, **(parts or {}))
     index = panel.tabs.addTab(view, "Audio")
     panel.tabs.setTabEnabled(index, False)
 

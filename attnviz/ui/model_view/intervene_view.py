@@ -299,7 +299,8 @@ def _title(text: str) -> QLabel:
 PART_STEPS = (
     lambda: {"heads_map": AttentionHeatmap(), "maps": [AttentionHeatmap() for _ in range(3)]},
     lambda: {"importance_map": AttentionHeatmap(), "later": HeadGrid(), "residual": ResidualChart()},
-    lambda: {"overlays": [PatchImageView() for _ in range(2)], "vlm_overlay": vlm.VlmOverlay()},
+    lambda: {"overlays": [PatchImageView() for _ in range(2)]},
+    lambda: {"vlm_overlay": vlm.VlmOverlay()},
 )
 
 

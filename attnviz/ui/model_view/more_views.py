@@ -38,7 +38,7 @@ def _vlm_intervention(panel):
 def _audio(panel):
     from attnviz.ui.model_view import audio_view
 
-    return audio_view.install(panel)
+    return audio_view.install(panel, panel.__dict__.pop("_audio_parts", None))
 
 
 # (attribute of the panel, install step), in the order of their tabs
@@ -56,7 +56,14 @@ PRELOAD = {"intervention": ("attnviz.checkpoints.intervention_study", "attnviz.c
 
 # Views whose plots are made ahead on turns of their own before the view: (host, steps), the steps being
 # attnviz.ui.model_view.intervene_view.PART_STEPS (the view's constructor alone took a quarter of a second).
-PARTS = {"intervention": ("panel", 3), "vlm_intervention": ("vlm", 3)}
+PARTS = {"intervention": ("panel", 4), "vlm_intervention": ("vlm", 4)}
+
+
+def make_audio_parts(panel) -> None:
+    """The Audio view's plots made ahead, a step before the view (attnviz.ui.model_view.audio_view.make_parts)."""
+    from attnviz.ui.model_view import audio_view
+
+    panel.__dict__["_audio_parts"] = audio_view.make_parts()
 
 
 def preload(module: str) -> None:

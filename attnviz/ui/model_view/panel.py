@@ -34,12 +34,13 @@ from attnviz.ui.model_view.decoder_view import LongMapView
 from attnviz.ui.model_view.jobs import EXPECTED, MEMORY_MESSAGE
 from attnviz.ui.model_view.mask_handoff import open_model_mask
 from attnviz.ui.model_view.model_list import add_listed_models, list_models
-from attnviz.ui.model_view.more_views import PARTS, PRELOAD, VIEWS, install_one, preload
+from attnviz.ui.model_view.more_views import PARTS, PRELOAD, VIEWS, install_one, make_audio_parts, preload
 from attnviz.ui.model_view.seq2seq_view import Seq2SeqControls
 from attnviz.ui.model_view.summary_view import HeadSummaryView
 from attnviz.ui.model_view.vit_view import VitAttentionView
 from attnviz.ui.model_view.vlm_inputs import NO_IMAGE, VlmInputs
 from attnviz.ui.model_view.vlm_view import VlmView
+from attnviz.ui.model_view.vlm_view import PART_STEPS as VLM_PART_STEPS
 from attnviz.ui.model_view.vlm_view import make_parts as make_vlm_parts
 from attnviz.ui.widgets.heatmap import AttentionHeatmap
 from attnviz.ui.widgets.small_multiples import HeadGrid
@@ -87,8 +88,11 @@ def _preload(module: str):
     return lambda _panel: preload(module)
 
 
-def _make_vlm_parts(panel) -> None:
-    panel.__dict__["_vlm_parts"] = make_vlm_parts()  # the page's grids, made a step before it
+def _make_vlm_parts(names):
+    def step(panel) -> None:  # the page's grids, made on steps before it
+        panel.__dict__.setdefault("_vlm_parts", {}).update(make_vlm_parts(names))
+
+    return step
 
 
 def _install_vlm_page(panel) -> None:
@@ -117,23 +121,38 @@ def _make_parts(host: str, step: int):
     return run
 
 
+TERM_MAP_STEPS = 4  # len(attnviz.ui.model_view.score_terms_view.MAP_STEPS), not imported with the panel
+
+
+def _make_term_maps(step: int):
+    def run(panel) -> None:
+        from attnviz.ui.model_view.score_terms_view import MAP_STEPS
+
+        panel.__dict__.setdefault("_term_maps", []).extend(MAP_STEPS[step]())
+
+    return run
+
+
 def _install_steps() -> list:
     """The further tabs' steps in the order of their tabs, a view's largest imports each a step before it;
     the vision-language page first (its Generate and Intervene tabs go in it), then the Corpus tab."""
-    steps = [_make_vlm_parts, _install_vlm_page, _install_corpus]
+    steps = [*(_make_vlm_parts(names) for names in VLM_PART_STEPS), _install_vlm_page, _install_corpus]
     for attribute, _ in VIEWS:
         steps += [*(_preload(module) for module in PRELOAD.get(attribute, ()))]
         if attribute in PARTS:  # its plots made ahead, a few per step
             host, n = PARTS[attribute]
             steps += [_make_parts(host, i) for i in range(n)]
+        if attribute == "audio":
+            steps.append(make_audio_parts)
         steps.append(_install_view(attribute))
-    return [*steps, _install_score_terms, _install_router]
+    return [*steps, *(_make_term_maps(i) for i in range(TERM_MAP_STEPS)), _install_score_terms, _install_router]
 
 
 def _install_score_terms(panel) -> None:
     from attnviz.ui.model_view.score_terms_view import install
 
-    panel.score_terms = install(panel)  # "Score terms": DeBERTa's three terms of the head shown
+    maps = panel.__dict__.pop("_term_maps", None)
+    panel.score_terms = install(panel, maps)  # "Score terms": DeBERTa's three terms of the head shown
 
 
 def _install_router(panel) -> None:

@@ -19,20 +19,36 @@ TAB_TITLE = "Score terms"
 ROW_WIDTH = 880  # px: at least this wide, the four maps stand in one row; narrower, two by two
 
 
-class ScoreTermsView(QWidget):
-    """Three DeBERTa term maps and their total for one head, sharing one colour scale."""
+def _term_map(own_bar: bool) -> AttentionHeatmap:
+    h = AttentionHeatmap()
+    if not own_bar:  # one colour scale for the four: only the total keeps its colour bar
+        h.frame.ci.layout.removeItem(h.colorbar)  # out of the layout only: the scene still owns (and deletes) it
+        h.colorbar.hide()
+    return h
 
-    def __init__(self, parent=None):
+
+# The four maps (c2c, c2p, p2c, total), made ahead one a turn before the view (together they held a turn
+# for a tenth of a second); each step gives a list of maps, in order.
+MAP_STEPS = (lambda: [_term_map(False)], lambda: [_term_map(False)], lambda: [_term_map(False)],
+             lambda: [_term_map(True)])
+
+
+class ScoreTermsView(QWidget):
+    """Three DeBERTa term maps and their total for one head, sharing one colour scale; ``maps``: the four
+    made ahead by :data:`MAP_STEPS`, else made here."""
+
+    def __init__(self, parent=None, maps: list | None = None):
         super().__init__(parent)
         self.legend = QLabel("", self)
         self.legend.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens the tab
         self.legend.setWordWrap(True)  # one line where the tab is wide enough, two in a narrow one
         self.legend.setContentsMargins(6, 2, 6, 0)
-        self.maps = [AttentionHeatmap(self) for _ in range(4)]  # c2c, c2p, p2c, total
-        for h in self.maps[:3]:  # one colour scale for the four: only the total keeps its colour bar
-            h.frame.ci.layout.removeItem(h.colorbar)  # out of the layout only: the scene still owns (and deletes) it
-            h.colorbar.hide()
+        if maps is None or len(maps) != 4:
+            maps = [m for step in MAP_STEPS for m in step()]
+        self.maps = list(maps)  # c2c, c2p, p2c, total
+        for h in self.maps:
+            h.setParent(self)
         self._grid = QGridLayout()
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(2)
@@ -104,10 +120,10 @@ class ScoreTermsView(QWidget):
         self._arrange(self.width() >= ROW_WIDTH)
 
 
-def install(panel) -> ScoreTermsView:
+def install(panel, maps: list | None = None) -> ScoreTermsView:
     """Add the view as a "Score terms" tab of a ModelViewPanel, enabled while the run shown is a DeBERTa one,
-    following the selected head and the session's colour map."""
-    view = ScoreTermsView(panel)
+    following the selected head and the session's colour map (``maps``: see :class:`ScoreTermsView`)."""
+    view = ScoreTermsView(panel, maps)
     index = panel.tabs.addTab(view, TAB_TITLE)
     panel.tabs.setTabEnabled(index, False)
     panel.tabs.setTabToolTip(index, "DeBERTa's disentangled attention: the selected head's score as its three terms")

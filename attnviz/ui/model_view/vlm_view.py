@@ -40,10 +40,15 @@ def _short(label: str, n: int = 24) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-# The page's plots, made ahead on a turn of the event loop before the page's own (a tenth of a second together).
-def make_parts() -> dict:
-    """The plots a :class:`VlmView` takes as ``parts``."""
-    return {"grid": HeadGrid(), "detail": AttentionHeatmap(), "summary": HeadSummaryView()}
+# The page's plots, made ahead on turns of the event loop before the page's own (a tenth of a second together,
+# most of it again on one turn of their own): PART_STEPS[i] names the plots step i makes.
+PART_STEPS = (("grid",), ("detail", "summary"))
+_MAKERS = {"grid": HeadGrid, "detail": AttentionHeatmap, "summary": HeadSummaryView}
+
+
+def make_parts(names=tuple(_MAKERS)) -> dict:
+    """The plots a :class:`VlmView` takes as ``parts`` (those named, by default all of them)."""
+    return {name: _MAKERS[name]() for name in names}
 
 
 class VlmView(QWidget):

@@ -154,12 +154,43 @@ def test_the_intervene_views_plots_are_made_on_turns_before_their_view(qtbot):
 
 
 def test_the_vision_language_pages_grids_are_made_a_turn_before_the_page(qtbot):
+    from attnviz.ui.model_view.vlm_view import PART_STEPS
+
     panel = make(qtbot)
-    panel._installs.pop(0)(panel)  # the first step: the page's grids alone
+    for names in PART_STEPS:  # the first steps: the page's grids alone, a few a step
+        before = set(panel.__dict__.get("_vlm_parts", {}))
+        panel._installs.pop(0)(panel)
+        assert set(panel.__dict__["_vlm_parts"]) - before == set(names)
     made = dict(panel.__dict__["_vlm_parts"])
-    assert "vlm" not in vars(panel) and set(made) == {"grid", "detail", "summary"}
+    assert "vlm" not in vars(panel) and set(made) == {"grid", "detail", "summary"} and len(PART_STEPS) > 1
     panel._installs.pop(0)(panel)  # the next: the page, with them
     page = panel.vlm
     assert (page.grid, page.detail, page.summary) == (made["grid"], made["detail"], made["summary"])
     assert all(page.isAncestorOf(w) for w in made.values()) and page.tabs.indexOf(page.grid) == 0
+    qtbot.waitUntil(lambda: not panel.building(), timeout=20000)
+
+
+def test_the_score_terms_and_audio_plots_are_made_on_turns_before_their_views(qtbot):
+    from attnviz.ui.model_view import score_terms_view
+    from attnviz.ui.model_view.panel import TERM_MAP_STEPS
+
+    assert TERM_MAP_STEPS == len(score_terms_view.MAP_STEPS)
+    panel = make(qtbot)
+    audio_heatmap, term_maps = None, []  # what the steps made, as seen before each view's own step
+    while "score_terms" not in vars(panel):
+        panel._installs.pop(0)(panel)
+        if "audio" not in vars(panel) and "_audio_parts" in vars(panel):
+            audio_heatmap = panel.__dict__["_audio_parts"]["heatmap"]
+        made = list(panel.__dict__.get("_term_maps", []))
+        if made:
+            assert len(made) == len(term_maps) + 1  # one map a step
+            term_maps = made
+    assert audio_heatmap is not None and panel.audio.heatmap is audio_heatmap
+    assert panel.audio.isAncestorOf(audio_heatmap)
+    view = panel.score_terms
+    assert len(term_maps) == 4 and view.maps == term_maps and all(view.isAncestorOf(m) for m in term_maps)
+    assert "_term_maps" not in vars(panel)
+    in_layout = [m.colorbar in [m.frame.ci.layout.itemAt(i) for i in range(m.frame.ci.layout.count())]
+                 for m in view.maps]
+    assert in_layout == [False, False, False, True]  # one colour scale: only the total keeps its bar
     qtbot.waitUntil(lambda: not panel.building(), timeout=20000)
