@@ -486,7 +486,8 @@ def _head_preview(request: ComputeRequest, plan: Plan, qseq: Sequence, kseq: Seq
                                    *query_key_weights(_base_model(state)), h)  # (1, Tq, hs), (1, Tk, hs)
     else:
         q_h, k_h = (a[h:h + 1] for a in apply_overrides(state.model, p.q, p.k))  # (1, Tq, hs), (1, Tk, hs)
-    return preview.head_preview(request.request_id, state, qseq, kseq, q_h, k_h, cm, h, started, EXACT_CELLS)
+    return preview.head_preview(request.request_id, state, qseq, kseq, q_h, k_h, cm, h, started, EXACT_CELLS,
+                                plan.kernel)
 
 
 def _attend(plan: Plan, rule, q, k, v, cm: CompiledMask, previous: Result | None, slopes,

@@ -21,7 +21,7 @@ from attnviz.model.heads import apply_overrides, project
 from attnviz.model.positional import apply_rope
 from attnviz.model.score_rules import dot_scale
 from attnviz.model.segments import Segment
-from attnviz.model.state import ModelConfig, SessionState
+from attnviz.model.state import KernelConfig, ModelConfig, SessionState
 
 #: a preview is made when the whole run covers at least this many (head, query, key) cells (T = 256
 #: at 8 heads): below it the full run is about as quick as a preview would be
@@ -88,17 +88,17 @@ def head_qk(model: ModelConfig, positional, Xq: np.ndarray, Xk: np.ndarray, W_q:
 
 
 def head_preview(request_id: int, state: SessionState, qseq, kseq, q_h, k_h, cm: CompiledMask, h: int,
-                 started: float, exact_cells: int) -> HeadPreview:
+                 started: float, exact_cells: int, kernel: KernelConfig | None = None) -> HeadPreview:
     """The preview of head ``h`` from its q_h (1, Tq, hs), k_h (1, Tk, hs) and the compiled mask;
     ``started`` is the run's perf_counter start; matrices of at most ``exact_cells`` cells are float64,
-    as the response's are."""
+    as the response's are; ``kernel``: the one the run uses (default the session's)."""
     with one_thread():  # one head's few milliseconds: two threads only wait for each other on a busy machine
-        return _head_preview(request_id, state, qseq, kseq, q_h, k_h, cm, h, started, exact_cells)
+        return _head_preview(request_id, state, qseq, kseq, q_h, k_h, cm, h, started, exact_cells,
+                             kernel or state.kernel)
 
 
 def _head_preview(request_id: int, state: SessionState, qseq, kseq, q_h, k_h, cm: CompiledMask, h: int,
-                  started: float, exact_cells: int) -> HeadPreview:
-    kc = state.kernel
+                  started: float, exact_cells: int, kc: KernelConfig) -> HeadPreview:
     scale = dot_scale(state.score_rule.name, q_h.shape[2])
     bm = cm.block_mask.heads(h, h + 1)
     Tq, Tk = q_h.shape[1], k_h.shape[1]
