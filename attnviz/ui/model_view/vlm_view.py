@@ -42,8 +42,8 @@ def _short(label: str, n: int = 24) -> str:
 
 # The page's plots, made ahead on turns of the event loop before the page's own (a tenth of a second together,
 # most of it again on one turn of their own): PART_STEPS[i] names the plots step i makes.
-PART_STEPS = (("grid",), ("detail", "summary"))
-_MAKERS = {"grid": HeadGrid, "detail": AttentionHeatmap, "summary": HeadSummaryView}
+PART_STEPS = (("grid",), ("detail", "summary"), ("picture",))
+_MAKERS = {"grid": HeadGrid, "detail": AttentionHeatmap, "summary": HeadSummaryView, "picture": PatchGroupsView}
 
 
 def make_parts(names=tuple(_MAKERS)) -> dict:

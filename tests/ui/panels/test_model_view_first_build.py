@@ -162,10 +162,11 @@ def test_the_vision_language_pages_grids_are_made_a_turn_before_the_page(qtbot):
         panel._installs.pop(0)(panel)
         assert set(panel.__dict__["_vlm_parts"]) - before == set(names)
     made = dict(panel.__dict__["_vlm_parts"])
-    assert "vlm" not in vars(panel) and set(made) == {"grid", "detail", "summary"} and len(PART_STEPS) > 1
+    assert "vlm" not in vars(panel) and set(made) == {"grid", "detail", "summary", "picture"} and len(PART_STEPS) > 1
     panel._installs.pop(0)(panel)  # the next: the page, with them
     page = panel.vlm
-    assert (page.grid, page.detail, page.summary) == (made["grid"], made["detail"], made["summary"])
+    assert (page.grid, page.detail, page.summary, page.picture) == tuple(made[k] for k in
+                                                                       ("grid", "detail", "summary", "picture"))
     assert all(page.isAncestorOf(w) for w in made.values()) and page.tabs.indexOf(page.grid) == 0
     qtbot.waitUntil(lambda: not panel.building(), timeout=20000)
 
