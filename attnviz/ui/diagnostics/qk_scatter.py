@@ -143,7 +143,12 @@ class QKScatter(QWidget):
         for side, item, xy in (("q", self.queries, self._emb.q_xy), ("k", self.keys, self._emb.k_xy)):
             n = xy.shape[0]
             cache = {}  # one brush object per colour, so the symbol atlas renders each style once
-            brushes = [cache.setdefault(c, pg.mkBrush(c)) for c in self.brushes(side)]
+            brushes = []
+            for c in self.brushes(side):
+                b = cache.get(c)
+                if b is None:  # made once per colour (setdefault made a brush for every point)
+                    b = cache[c] = pg.mkBrush(c)
+                brushes.append(b)
             pen = pg.mkPen(QUERY_COLOUR if side == "q" else KEY_COLOUR, width=1.5)
             item.setData(x=xy[:, 0], y=xy[:, 1], data=np.arange(n), brush=brushes, pen=pen, tip=None)
 

@@ -180,6 +180,8 @@ def test_scatter_names_tokens_and_colours_by_side_or_segment(river):
     assert set(sc.brushes("q")) == set(sc.brushes("k")) == {"#0072b2"}
     q_xy = sc.queries.getData()
     np.testing.assert_allclose(np.c_[q_xy[0], q_xy[1]], sc.embedding.q_xy)
+    fills = list(sc.queries.data["brush"])  # the brush objects the item keeps per point
+    assert len(fills) == 4 and len({id(b) for b in fills}) == 1  # one brush per colour, not one per point
 
 
 @pytest.fixture
