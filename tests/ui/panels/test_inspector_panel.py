@@ -181,7 +181,20 @@ def test_scatter_names_tokens_and_colours_by_side_or_segment(river):
     q_xy = sc.queries.getData()
     np.testing.assert_allclose(np.c_[q_xy[0], q_xy[1]], sc.embedding.q_xy)
     fills = list(sc.queries.data["brush"])  # the brush objects the item keeps per point
-    assert len(fills) == 4 and len({id(b) for b in fills}) == 1  # one brush per colour, not one per point
+    assert len(fills) == 4 and len({id(b) for b in fills}) == 1  # one brush per colour
+
+
+def test_scatter_makes_one_brush_per_colour_not_one_per_point(river, monkeypatch):
+    from attnviz.ui.diagnostics import qk_scatter
+
+    ctx, panel = river
+    sc = panel.scatter
+    panel.matrices.setCurrentWidget(sc)
+    made = []
+    real = qk_scatter.pg.mkBrush
+    monkeypatch.setattr(qk_scatter.pg, "mkBrush", lambda *a, **k: made.append(a) or real(*a, **k))
+    sc.colour_by.setCurrentIndex(1)  # restyled: 4 queries and 4 keys of one segment colour
+    assert len(made) == 2  # one per side
 
 
 @pytest.fixture
