@@ -60,11 +60,13 @@ def test_charts_follow_the_theme_both_ways(make_window, qtbot):
         w.show_workspace(name)
         for pid in w.area.page(name).slots:
             w.panel(pid)
-    w.panel("diagnostics").show_tab(JacobianTab)  # line plots with titles, axis labels and a legend
-    qtbot.wait(200)
+        if name == "qkv":  # its maps and the Q-K scatter (which has a legend) are made over the next turns
+            qtbot.waitUntil(lambda: not w.panel("inspector").drawing_in_steps, timeout=20_000)
+    w.panel("diagnostics").show_tab(JacobianTab)  # line plots with titles and axis labels
+    qtbot.waitUntil(lambda: any("Legend" in t for t, _ in chart_texts(w)), timeout=20_000)
     assert current_theme().name == "light"
     texts = chart_texts(w)
-    assert len(texts) > 20 and any("Legend" in t for t, _ in texts)
+    assert len(texts) > 20
     assert low_contrast(w, LIGHT) == []
     try:
         w.set_theme("dark")
