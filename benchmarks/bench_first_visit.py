@@ -27,7 +27,7 @@ import time
 ORDER = "qkv,image,diagnostics,mask,pretrained,attention"
 
 
-def one_run(demo: str, order: list[str], settle: float) -> dict:
+def one_run(demo: str, order: list[str], settle: float, collector_on: bool = True) -> dict:
     """Open the window in this process, visit each workspace once; {workspace: (stall, cpu) seconds}."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QEventLoop, QTimer
@@ -35,6 +35,7 @@ def one_run(demo: str, order: list[str], settle: float) -> dict:
 
     from attnviz.model.demos import build_demo
     from attnviz.model.session import Session
+    from attnviz.ui import collector
     from attnviz.ui.app import StartupClock, _schedule_first_work
     from attnviz.ui.context import AppContext
     from attnviz.ui.main_window import MainWindow
@@ -47,6 +48,8 @@ def one_run(demo: str, order: list[str], settle: float) -> dict:
     win = MainWindow(ctx, restore=False, hint=False)
     win.resize(1280, 800)
     _schedule_first_work(win, ctx, StartupClock(), None)
+    if collector_on:  # as attnviz.ui.app.main does
+        win.first_painted.connect(collector.enable)
     win.show()
 
     def run_loop(seconds: float, action=None) -> tuple[float, float, list[float]]:
@@ -87,11 +90,13 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes, each visiting every workspace once")
     ap.add_argument("--settle", type=float, default=6.0, help="seconds the event loop runs after each visit")
     ap.add_argument("--order", default=ORDER)
+    ap.add_argument("--collector-as-is", action="store_true",
+                    help="leave the cyclic collector as it is (the application freezes the window's objects out of it)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a single run, its figures as JSON
     args = ap.parse_args(argv)
     order = [w.strip() for w in args.order.split(",") if w.strip()]
     if args.one:
-        print("RESULT " + json.dumps(one_run(args.demo, order, args.settle)), flush=True)
+        print("RESULT " + json.dumps(one_run(args.demo, order, args.settle, not args.collector_as_is)), flush=True)
         os._exit(0)  # no teardown of half-finished worker threads: the figures are out
     runs, load = [], []
     env = dict(os.environ, QT_QPA_PLATFORM=os.environ.get("QT_QPA_PLATFORM", "offscreen"))
@@ -100,7 +105,8 @@ def main(argv=None) -> int:
             env.update(XDG_CONFIG_HOME=home)
             load.append(os.getloadavg()[0])
             done = subprocess.run([sys.executable, __file__, "--one", "--demo", args.demo, "--settle",
-                                   str(args.settle), "--order", ",".join(order)], env=env, capture_output=True,
+                                   str(args.settle), "--order", ",".join(order),
+                                   *(["--collector-as-is"] if args.collector_as_is else [])], env=env, capture_output=True,
                                   text=True, timeout=600)
         line = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
         if not line:

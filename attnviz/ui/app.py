@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QApplication
 
 from attnviz.app_start import (DEFAULT_DEMO, REPORTED_MODULES, SMOKE_TIMEOUT_S, StartupClock, build_parser,
                                check_options, no_display, run_self_test, session_for_file)
+from attnviz.ui import collector
 from attnviz.ui.messages import Level
 
 WARMUP_FALLBACK_MS = 3000  # warm-up starts after the first result, or this long after the first paint
@@ -176,6 +177,7 @@ def _check_first_result(app, window, ctx, clock: StartupClock, report: bool) -> 
         done.append(resp)
         if report:
             extra = {"T": resp.Tq, "path": resp.path, "first_path": first_path[0] if first_path else resp.path,
+                     "gc_frozen": gc.get_freeze_count(),
                      "heatmap_colours": _distinct_colours(heatmap) if heatmap is not None else 0,
                      "install": _install_facts()}
             print(json.dumps(clock.report(**extra)), flush=True)
@@ -454,6 +456,7 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
     ctx.engine_mode = "always" if args.smoke_test or rendering else "when-compiled"
     warmup = None if args.smoke_test or rendering else KernelWarmup()
     _schedule_first_work(window, ctx, clock, warmup)
+    window.first_painted.connect(collector.enable)  # the window's objects out of the collector's full passes
     if args.size is not None:
         window.resize(*args.size)
         window.reset_layout()  # the default layout at this size
@@ -489,7 +492,7 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
     from pyqtgraph.util.garbage_collector import GarbageCollector  # the window has loaded pyqtgraph
 
     gc_was_enabled = gc.isenabled()
-    collector = GarbageCollector(interval=0.5)
+    gc_timer = GarbageCollector(interval=0.5)
     # Ctrl+C in the terminal closes the window like Quit (Python only sees signals between events)
     previous_sigint = signal.signal(signal.SIGINT, lambda *_: window.close())
     heartbeat = QTimer()
@@ -514,7 +517,7 @@ def main(argv: list[str] | None = None, on_shown=None) -> int:
         app.processEvents()
         if warmup is not None:
             warmup.stop()
-        collector.timer.stop()
+        gc_timer.timer.stop()
         if gc_was_enabled:
             gc.enable()
     return int(result["code"])

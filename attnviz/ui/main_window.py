@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QApplication, QDialog, QFrame, QHBoxLayout, QHead
 
 from attnviz.model.demos import list_demos
 from attnviz.model.state import ImageSource
+from attnviz.ui import collector
 from attnviz.ui.access_keys import set_standard_keys
 from attnviz.ui.file_actions import FileActions
 from attnviz.ui.panels import PANELS
@@ -189,6 +190,9 @@ class ShortcutsDialog(QDialog):
         self.resize(480, 460)
 
 
+PAINT_FIRST_MS = 16  # a wanted panel's import waits this long after its workspace is shown (one frame)
+
+
 class MainWindow(QMainWindow):
     """The attnviz window around one AppContext."""
 
@@ -264,7 +268,9 @@ class MainWindow(QMainWindow):
         if panel_id not in self._pending:
             return
         if self._released:
-            QTimer.singleShot(0, self, lambda: self._import_then_build(panel_id))  # after the workspace has painted
+            # after the workspace has painted: a 0 ms timer often fired in the same pass as that paint, and the
+            # panel module's import and the paint then held the window for one step of 100-160 ms
+            QTimer.singleShot(PAINT_FIRST_MS, self, lambda: self._import_then_build(panel_id))
         elif panel_id not in self._queued:
             self._queued.append(panel_id)
 
@@ -324,6 +330,7 @@ class MainWindow(QMainWindow):
                 from attnviz.ui.session_maps import follow_pretrained
 
                 follow_pretrained(self)
+            collector.panels_built()
 
     def _place(self, panel_id: str, widget: QWidget) -> None:
         if panel_id in self.sidebar.scrolls:

@@ -58,6 +58,10 @@ def test_the_report_orders_window_paint_compute_and_heatmap(report):
     assert report["heatmap_colours"] >= 8  # the drawn weights, not an empty plot
 
 
+def test_the_window_s_objects_are_frozen_out_of_the_collector_s_full_passes(report):
+    assert report["gc_frozen"] > 10_000  # attnviz.ui.collector: frozen at the first paint
+
+
 def test_only_the_heatmap_and_left_column_are_built_when_the_window_first_paints(report):
     assert report["panels_at_show"] == ["heatmap", "inputs", "model"]
     loaded = set(report["modules_at_show"])
