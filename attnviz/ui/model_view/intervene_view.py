@@ -296,17 +296,26 @@ def _title(text: str) -> QLabel:
 
 # The view's plots, made ahead a few at a time (the Pretrained panel runs each step on a turn of the event loop
 # before the view's own): together they were most of the quarter second its constructor held the window.
+# Two heatmaps a step at most: four in one step took 0.1-0.17 s of the GUI thread's CPU on the long-context demo.
 PART_STEPS = (
-    lambda: {"heads_map": AttentionHeatmap(), "maps": [AttentionHeatmap() for _ in range(3)]},
-    lambda: {"importance_map": AttentionHeatmap(), "later": HeadGrid(), "residual": ResidualChart()},
+    lambda: {"heads_map": AttentionHeatmap(), "maps": [AttentionHeatmap()]},
+    lambda: {"maps": [AttentionHeatmap(), AttentionHeatmap()]},  # with the first: before | after | difference
+    lambda: {"importance_map": AttentionHeatmap()},
+    lambda: {"later": HeadGrid(), "residual": ResidualChart()},
     lambda: {"overlays": [PatchImageView() for _ in range(2)]},
     lambda: {"vlm_overlay": vlm.VlmOverlay()},
 )
 
 
 def make_parts(panel, host: str, step: int) -> None:
-    """Make step ``step`` of :data:`PART_STEPS` for the view of ``host`` ("panel" or "vlm") on ``panel``."""
-    panel.__dict__.setdefault("_intervene_parts", {}).setdefault(host, {}).update(PART_STEPS[step]())
+    """Make step ``step`` of :data:`PART_STEPS` for the view of ``host`` ("panel" or "vlm") on ``panel``; a
+    list made over several steps (the three maps) is extended."""
+    parts = panel.__dict__.setdefault("_intervene_parts", {}).setdefault(host, {})
+    for name, made in PART_STEPS[step]().items():
+        if isinstance(made, list) and name in parts:
+            parts[name] = [*parts[name], *made]
+        else:
+            parts[name] = made
 
 
 def _take_parts(panel, host: str) -> dict:

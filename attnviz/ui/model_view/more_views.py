@@ -56,7 +56,7 @@ PRELOAD = {"intervention": ("attnviz.checkpoints.intervention_study", "attnviz.c
 
 # Views whose plots are made ahead on turns of their own before the view: (host, steps), the steps being
 # attnviz.ui.model_view.intervene_view.PART_STEPS (the view's constructor alone took a quarter of a second).
-PARTS = {"intervention": ("panel", 4), "vlm_intervention": ("vlm", 4)}
+PARTS = {"intervention": ("panel", 6), "vlm_intervention": ("vlm", 6)}
 
 
 def make_audio_parts(panel) -> None:

@@ -43,6 +43,8 @@ def open_panel(qtbot, words: int):
     panel.resize(1300, 800)
     panel.show()
     panel.matrices.setCurrentWidget(panel.scatter)  # the PCA is drawn while its tab is shown
+    # the first show's own steps (parts made, a first draw) end before the test's computation starts
+    qtbot.waitUntil(lambda: not panel.drawing_in_steps, timeout=TIMEOUT)
     return ctx, panel
 
 

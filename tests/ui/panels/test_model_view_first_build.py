@@ -147,6 +147,7 @@ def test_the_intervene_views_plots_are_made_on_turns_before_their_view(qtbot):
     assert [(h, s) for h, s, _ in made] == [("panel", i) for i in range(n)] + [("vlm", i) for i in range(n)]
     assert not any(built for h, _s, built in made if h == "panel")  # each before its view, on a turn of its own
     for view in (panel.intervention, panel.vlm_intervention):  # the plots made ahead are the view's own
+        assert len({id(m) for m in view.maps}) == 3  # before | after | difference, made over two steps
         for plot in (view.heads_map, *view.maps, view.importance_map, view.later, view.residual, *view.overlays,
                      view.vlm_overlay):
             assert plot.window() is panel.window() and view.isAncestorOf(plot)
